@@ -1,0 +1,12 @@
+"""bertkit: BERT end to end in plain PyTorch, checkpoint-compatible with transformers."""
+
+from .config import PRESETS, BertConfig
+from .errors import BertkitError, BertkitWarning, CheckpointError, ConfigError, InputError
+from .model import BertModel, BertModelOutput, BertPreTrainedModel
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BertConfig", "PRESETS", "BertModel", "BertModelOutput", "BertPreTrainedModel",
+    "BertkitError", "BertkitWarning", "CheckpointError", "ConfigError", "InputError", "__version__",
+]

@@ -1,0 +1,109 @@
+"""Attention math, and only attention math: masks, relative-position scores, and the backends.
+
+Every backend has one signature:
+
+    backend(q, k, v, mask, *, scale, dropout_p, head_mask=None, position_scores=None)
+        q: (B, heads, S, head_dim)   k, v: (B, heads, T, head_dim)   T = past + S (or encoder length)
+        mask: additive float mask broadcastable to (B, heads, S, T), or None
+        -> context (B, heads, S, head_dim), probabilities (B, heads, S, T) or None
+
+`eager` writes softmax(q k^T * scale + mask) v out by hand and returns the probabilities.
+`sdpa` calls torch's fused scaled_dot_product_attention (flash / memory-efficient kernels) and
+returns no probabilities. Features only `eager` can do (returning probabilities, head_mask,
+relative position scores) make `pick_backend` choose eager for that call.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+
+def eager_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, *, scale: float, dropout_p: float,
+                    head_mask: Tensor | None = None, position_scores: Tensor | None = None):
+    scores = torch.matmul(q, k.transpose(-1, -2))  # (B, heads, S, T): one S x T score table per head
+    if position_scores is not None:
+        scores = scores + position_scores  # relative positions enter before scaling, as in BERT
+    scores = scores * scale
+    if mask is not None:
+        scores = scores + mask  # masked keys get the dtype's most negative value
+    probs = torch.softmax(scores, dim=-1)  # (B, heads, S, T), each row sums to 1
+    if dropout_p > 0.0:
+        probs = F.dropout(probs, p=dropout_p, training=True)
+    if head_mask is not None:
+        probs = probs * head_mask  # (1, heads, 1, 1): 0 silences a head
+    return torch.matmul(probs, v), probs  # context (B, heads, S, head_dim)
+
+
+def sdpa_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, *, scale: float, dropout_p: float,
+                   head_mask: Tensor | None = None, position_scores: Tensor | None = None):
+    if head_mask is not None or position_scores is not None:
+        raise ValueError("sdpa attention takes no head_mask or position scores; pick_backend() chooses eager")
+    if mask is not None and mask.dtype != q.dtype:
+        # Under autocast q is bf16/fp16 while the mask was built in the parameters' dtype.
+        mask = mask.clamp(min=torch.finfo(q.dtype).min).to(q.dtype)
+    context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale)
+    return context, None
+
+
+BACKENDS = {"eager": eager_attention, "sdpa": sdpa_attention}
+
+
+def pick_backend(name: str, *, need_probs: bool, head_mask: Tensor | None, relative: bool) -> str:
+    """The backend for one call: `name`, unless the call needs something only eager does."""
+    if need_probs or head_mask is not None or relative:
+        return "eager"
+    return name
+
+
+# ----- relative positions ------------------------------------------------------------------------
+def relative_position_scores(q: Tensor, k: Tensor, distance_embedding: torch.nn.Embedding, kind: str,
+                             past_length: int) -> Tensor:
+    """Scores from the signed distance between query i and key j (Shaw et al.; Huang et al.).
+
+    Query rows are absolute positions past_length .. past_length+S-1 and key columns 0 .. T-1, so a
+    cached decoding step gives exactly the numbers of the full pass. (transformers 4.57 puts every
+    query of a cached call at position T-1, which is only right when S == 1.)
+    """
+    max_positions = (distance_embedding.num_embeddings + 1) // 2
+    S, T = q.shape[2], k.shape[2]
+    rows = torch.arange(past_length, past_length + S, dtype=torch.long, device=q.device).view(-1, 1)
+    cols = torch.arange(T, dtype=torch.long, device=q.device).view(1, -1)
+    distance = rows - cols  # (S, T), in (-max_positions, max_positions)
+    table = distance_embedding(distance + max_positions - 1).to(q.dtype)  # (S, T, head_dim)
+    scores = torch.einsum("bhsd,std->bhst", q, table)  # query . distance
+    if kind == "relative_key_query":
+        scores = scores + torch.einsum("bhtd,std->bhst", k, table)  # + key . distance
+    return scores  # (B, heads, S, T)
+
+
+# ----- masks -------------------------------------------------------------------------------------
+def to_additive(keep: Tensor, dtype: torch.dtype) -> Tensor:
+    """1 = attend, 0 = ignore  ->  0 and the dtype's most negative value."""
+    return (1.0 - keep.to(dtype)) * torch.finfo(dtype).min
+
+
+def self_attention_mask(attention_mask: Tensor, seq_len: int, causal: bool, dtype: torch.dtype) -> Tensor:
+    """The additive self-attention mask all layers share.
+
+    attention_mask (B, T) with T = past + S, or (B, S, T) -> (B, 1, 1, T) or (B, 1, S, T).
+    A decoder (causal) may not look at later positions: query i sees keys 0 .. past + i.
+    """
+    if attention_mask.dim() == 3:
+        return to_additive(attention_mask[:, None, :, :], dtype)
+    B, T = attention_mask.shape
+    if not causal:
+        return to_additive(attention_mask[:, None, None, :], dtype)
+    past = T - seq_len
+    q_pos = torch.arange(past, T, device=attention_mask.device).view(-1, 1)  # (S, 1)
+    k_pos = torch.arange(T, device=attention_mask.device).view(1, -1)  # (1, T)
+    causal_keep = (k_pos <= q_pos).to(attention_mask.dtype)  # (S, T)
+    return to_additive(causal_keep[None, None] * attention_mask[:, None, None, :], dtype)  # (B, 1, S, T)
+
+
+def cross_attention_mask(encoder_attention_mask: Tensor, dtype: torch.dtype) -> Tensor:
+    """(B, T_enc) or (B, S, T_enc) -> additive (B, 1, 1, T_enc) or (B, 1, S, T_enc)."""
+    if encoder_attention_mask.dim() == 3:
+        return to_additive(encoder_attention_mask[:, None, :, :], dtype)
+    return to_additive(encoder_attention_mask[:, None, None, :], dtype)

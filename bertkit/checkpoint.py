@@ -1,0 +1,239 @@
+"""Checkpoint IO: Hugging Face model directories in and out, and atomic file writes.
+
+A model directory holds `config.json` and the weights as `model.safetensors` (preferred),
+`pytorch_model.bin` (read with `torch.load(weights_only=True)`, never a full unpickle), or a
+sharded form of either with its `.index.json`. Parameter names are transformers' names, so
+loading is a plain `load_state_dict` after a small rename table:
+
+    bert.<name>                  task checkpoints prefix the encoder with `bert.`
+    LayerNorm.gamma / .beta      TF-era names of LayerNorm.weight / .bias
+    embeddings.position_ids      a buffer older checkpoints saved; derived, so ignored
+
+Loading never half-succeeds silently: a wrong shape or a missing tensor raises CheckpointError
+with a table of names and shapes; head weights a checkpoint lacks are initialised and named in
+one warning; checkpoint tensors the model has no place for are named in one warning.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import warnings
+from typing import Any, Callable
+
+import torch
+
+from .config import BertConfig
+from .errors import BertkitWarning, CheckpointError, ConfigError
+
+SAFE_WEIGHTS = "model.safetensors"
+SAFE_INDEX = "model.safetensors.index.json"
+TORCH_WEIGHTS = "pytorch_model.bin"
+TORCH_INDEX = "pytorch_model.bin.index.json"
+CONFIG = "config.json"
+
+_RENAMES = [(re.compile(r"LayerNorm\.gamma$"), "LayerNorm.weight"),
+            (re.compile(r"LayerNorm\.beta$"), "LayerNorm.bias")]
+_DERIVED_BUFFERS = re.compile(r"(^|\.)embeddings\.(position_ids|token_type_ids)$")
+
+
+# ----- atomic writes -----------------------------------------------------------------------------
+def atomic_write(path: str, write: Callable[[str], None]) -> None:
+    """Call write(tmp_path) for a temp file beside `path`, then rename it over `path`."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def atomic_write_text(path: str, text: str) -> None:
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+
+    atomic_write(path, write)
+
+
+# ----- reading weights ---------------------------------------------------------------------------
+def read_weights(directory: str) -> dict[str, torch.Tensor]:
+    """All tensors of a model directory, whichever of the four HF layouts it uses."""
+    for name in (SAFE_WEIGHTS, SAFE_INDEX, TORCH_WEIGHTS, TORCH_INDEX):
+        path = os.path.join(directory, name)
+        if not os.path.exists(path):
+            continue
+        if name.endswith(".index.json"):
+            return _read_sharded(path)
+        return _read_file(path)
+    found = ", ".join(sorted(os.listdir(directory))) or "nothing"
+    raise CheckpointError(f"{directory}: no weights found; expected {SAFE_WEIGHTS} or {TORCH_WEIGHTS} "
+                          f"(or a sharded .index.json), found: {found}")
+
+
+def _read_file(path: str) -> dict[str, torch.Tensor]:
+    try:
+        if path.endswith(".safetensors"):
+            from safetensors.torch import load_file
+
+            return load_file(path)
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # corrupt, truncated, or (for .bin) not a plain tensor dict
+        raise CheckpointError(f"{path}: cannot read weights ({type(e).__name__}: {e})") from e
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise CheckpointError(f"{path}: expected a dict of tensors (a state_dict)")
+    return state
+
+
+def _read_sharded(index_path: str) -> dict[str, torch.Tensor]:
+    try:
+        with open(index_path, encoding="utf-8") as fh:
+            weight_map = json.load(fh)["weight_map"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise CheckpointError(f"{index_path}: not a valid shard index ({e})") from e
+    state: dict[str, torch.Tensor] = {}
+    for shard in sorted(set(weight_map.values())):
+        state.update(_read_file(os.path.join(os.path.dirname(index_path), shard)))
+    return state
+
+
+# ----- matching checkpoint names to the model ----------------------------------------------------
+def _rename(key: str) -> str:
+    for pattern, new in _RENAMES:
+        key = pattern.sub(new, key)
+    return key
+
+
+def map_keys(state: dict[str, torch.Tensor], model_keys: set[str], prefix: str) -> tuple[dict, list[str]]:
+    """Rename checkpoint keys to the model's names. Returns (mapped state, ignored derived buffers)."""
+    model_has_prefix = any(k.startswith(prefix + ".") for k in model_keys)
+    mapped, ignored = {}, []
+    for key, tensor in state.items():
+        if _DERIVED_BUFFERS.search(key):
+            ignored.append(key)
+            continue
+        new = _rename(key)
+        if not model_has_prefix and new.startswith(prefix + "."):
+            new = new[len(prefix) + 1:]  # task checkpoint -> bare encoder
+        elif model_has_prefix and new not in model_keys and f"{prefix}.{new}" in model_keys:
+            new = f"{prefix}.{new}"  # bare-encoder checkpoint -> task model
+        mapped[new] = tensor
+    return mapped, ignored
+
+
+def _shape(t) -> str:
+    return "(" + ", ".join(str(d) for d in t) + ")"
+
+
+def load_pretrained(cls, path, *, config: BertConfig | None = None, dtype: torch.dtype | str | None = None,
+                    device: torch.device | str | None = None, ignore_mismatched_sizes: bool = False,
+                    **config_overrides: Any):
+    """Build `cls` from a local HF model directory. See the module docstring for the rules."""
+    directory = os.fspath(path)
+    if not os.path.isdir(directory):
+        what = "not a directory" if os.path.exists(directory) else "no such directory"
+        raise CheckpointError(f"{directory}: {what}; bertkit loads local model directories only (no hub "
+                              "downloads): pass the folder holding config.json and the weights")
+    if config is None:
+        try:
+            config = BertConfig.from_json(os.path.join(directory, CONFIG), **config_overrides)
+        except ConfigError as e:
+            raise CheckpointError(str(e)) from None
+    elif config_overrides:
+        config = BertConfig.from_dict(config.to_dict() | config_overrides).validate()
+    state = read_weights(directory)
+
+    model = cls(config)
+    model_state = model.state_dict()
+    state, _ = map_keys(state, set(model_state), cls.base_model_prefix)
+
+    mismatched = [(k, tuple(model_state[k].shape), tuple(v.shape)) for k, v in state.items()
+                  if k in model_state and tuple(v.shape) != tuple(model_state[k].shape)]
+    missing = sorted(set(model_state) - set(state))
+    unexpected = sorted(set(state) - set(model_state))
+
+    prefix = cls.base_model_prefix + "." if any(k.startswith(cls.base_model_prefix + ".") for k in model_state) else ""
+    fatal_missing = [k for k in missing if not k.startswith(tuple(model._missing_ok))]
+    own = tuple(prefix + p for p in ("embeddings.", "encoder."))
+    fatal_unexpected = [k for k in unexpected if k.startswith(own)]
+
+    problems = []
+    if mismatched and not ignore_mismatched_sizes:
+        rows = "\n".join(f"    {k}: model expects {_shape(m)}, checkpoint has {_shape(c)}" for k, m, c in mismatched)
+        problems.append(f"tensors with the wrong shape (does config.json match the weights?):\n{rows}")
+    if fatal_missing:
+        rows = "\n".join(f"    {k} {_shape(model_state[k].shape)}" for k in fatal_missing)
+        problems.append(f"tensors the model needs but the checkpoint lacks:\n{rows}")
+    if fatal_unexpected:
+        rows = "\n".join(f"    {k} {_shape(state[k].shape)}" for k in fatal_unexpected)
+        problems.append(f"encoder tensors the model has no place for (more layers than config.json says?):\n{rows}")
+    if problems:
+        raise CheckpointError(f"{directory}: cannot load into {cls.__name__}:\n  " + "\n  ".join(problems))
+
+    if mismatched:  # ignore_mismatched_sizes: keep the fresh initialisation for these
+        for k, _, _ in mismatched:
+            del state[k]
+        warnings.warn(f"{directory}: re-initialised tensors whose shape differs from the checkpoint: "
+                      + ", ".join(f"{k} {_shape(c)} -> {_shape(m)}" for k, m, c in mismatched),
+                      BertkitWarning, stacklevel=3)
+    if missing:
+        warnings.warn(f"{directory}: newly initialised (not in the checkpoint), train before use: "
+                      + ", ".join(missing), BertkitWarning, stacklevel=3)
+    if unexpected:
+        warnings.warn(f"{directory}: checkpoint tensors not used by {cls.__name__}: " + ", ".join(unexpected),
+                      BertkitWarning, stacklevel=3)
+
+    model_dtype = next(model.parameters()).dtype
+    model.load_state_dict({k: v.to(model_dtype) for k, v in state.items() if k in model_state}, strict=False)
+    tie = getattr(model, "tie_weights", None)
+    if callable(tie):
+        tie()
+    if dtype is not None:
+        model.to(_resolve_dtype(dtype, state))
+    if device is not None:
+        model.to(device)
+    return model.eval()
+
+
+def _resolve_dtype(dtype, state) -> torch.dtype:
+    if dtype == "auto":
+        floats = [t.dtype for t in state.values() if t.is_floating_point()]
+        return floats[0] if floats else torch.float32
+    if isinstance(dtype, str):
+        try:
+            dtype = getattr(torch, dtype)
+        except AttributeError:
+            raise CheckpointError(f"unknown dtype {dtype!r}; use float32, bfloat16, float16 or 'auto'") from None
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise CheckpointError(f"dtype must be a floating torch dtype or 'auto', got {dtype!r}")
+    return dtype
+
+
+# ----- saving ------------------------------------------------------------------------------------
+def save_pretrained(model, path) -> None:
+    """config.json + model.safetensors (metadata format=pt, as transformers requires)."""
+    from safetensors.torch import save_file
+
+    directory = os.fspath(path)
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        raise CheckpointError(f"{directory}: exists and is not a directory")
+    os.makedirs(directory, exist_ok=True)
+    config = model.config
+    config.architectures = [type(model).__name__]
+
+    state, seen = {}, {}
+    for key, tensor in model.state_dict().items():
+        ptr = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape))
+        if ptr in seen:  # a tied weight (e.g. MLM decoder = word embeddings) is stored once
+            continue
+        seen[ptr] = key
+        state[key] = tensor.detach().to("cpu").contiguous().clone()
+    atomic_write(os.path.join(directory, SAFE_WEIGHTS), lambda tmp: save_file(state, tmp, metadata={"format": "pt"}))
+    config.to_json(os.path.join(directory, CONFIG))

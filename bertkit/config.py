@@ -1,0 +1,226 @@
+"""BertConfig: the HF `config.json` fields as a dataclass, presets, JSON io and validate().
+
+Field names and defaults are those of `transformers.BertConfig` (plus the generic
+`PretrainedConfig` fields BERT uses), so a `config.json` written by either library reads in the
+other. Keys this dataclass does not know are kept in `extra` and written back unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import ConfigError
+
+POSITION_EMBEDDING_TYPES = ("absolute", "relative_key", "relative_key_query")
+ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "quick_gelu", "relu", "silu", "swish",
+               "tanh", "mish")
+ATTN_IMPLEMENTATIONS = ("eager", "sdpa")
+PROBLEM_TYPES = (None, "regression", "single_label_classification", "multi_label_classification")
+
+# Fields that are settings of this process, not of the checkpoint: never written to config.json.
+RUNTIME_FIELDS = ("attn_implementation", "extra", "num_labels")
+
+
+def _default_id2label() -> dict[int, str]:
+    return {0: "LABEL_0", 1: "LABEL_1"}
+
+
+@dataclass
+class BertConfig:
+    """Every number that shapes a BERT. Defaults are bert-base-uncased's, as in transformers."""
+
+    vocab_size: int = 30522  # rows of the word embedding (and MLM output) matrix
+    hidden_size: int = 768  # width of every token vector, H
+    num_hidden_layers: int = 12  # encoder layers, run one after another
+    num_attention_heads: int = 12  # heads per layer, run in parallel; head_dim = H / heads
+    intermediate_size: int = 3072  # width of the feed-forward block, I
+    hidden_act: str = "gelu"  # feed-forward activation
+    hidden_dropout_prob: float = 0.1  # dropout on embeddings and every sub-layer output
+    attention_probs_dropout_prob: float = 0.1  # dropout on the attention probabilities
+    max_position_embeddings: int = 512  # longest input (past + current tokens)
+    type_vocab_size: int = 2  # segment ids (sentence A / B)
+    initializer_range: float = 0.02  # std of the normal init of weights
+    layer_norm_eps: float = 1e-12  # LayerNorm epsilon
+    pad_token_id: int = 0  # id of [PAD]; its embedding row starts at zero
+    position_embedding_type: str = "absolute"  # absolute | relative_key | relative_key_query
+    use_cache: bool = True  # decoders return key/value caches by default
+    classifier_dropout: float | None = None  # task-head dropout; None -> hidden_dropout_prob
+    is_decoder: bool = False  # causal self-attention (BertLMHeadModel)
+    add_cross_attention: bool = False  # a cross-attention block in every layer (decoders only)
+    chunk_size_feed_forward: int = 0  # >0: feed-forward in chunks of this many positions
+    pruned_heads: dict[int, list[int]] = field(default_factory=dict)  # {layer: [head, ...]} removed
+    id2label: dict[int, str] = field(default_factory=_default_id2label)  # task labels by index
+    label2id: dict[str, int] | None = None  # inverse of id2label (derived when None)
+    num_labels: int | None = None  # shortcut: makes id2label LABEL_0..LABEL_{n-1}
+    problem_type: str | None = None  # regression | single_label_classification | multi_label_classification
+    tie_word_embeddings: bool = True  # MLM decoder shares the word embedding matrix
+    output_attentions: bool = False  # default for forward(output_attentions=None)
+    output_hidden_states: bool = False  # default for forward(output_hidden_states=None)
+    architectures: list[str] | None = None  # class names the checkpoint was saved from
+    model_type: str = "bert"
+    attn_implementation: str = "sdpa"  # runtime: eager | sdpa (not saved)
+    extra: dict[str, Any] = field(default_factory=dict)  # unknown config.json keys, kept as they were
+
+    def __post_init__(self) -> None:
+        self.id2label = {int(k): str(v) for k, v in (self.id2label or {}).items()}
+        if self.num_labels is not None and self.num_labels != len(self.id2label):
+            self.id2label = {i: f"LABEL_{i}" for i in range(int(self.num_labels))}
+            self.label2id = None
+        if self.label2id is None:
+            self.label2id = {v: k for k, v in self.id2label.items()}
+        self.label2id = {str(k): int(v) for k, v in self.label2id.items()}
+        self.num_labels = len(self.id2label)
+        self.pruned_heads = {int(k): sorted({int(h) for h in v}) for k, v in (self.pruned_heads or {}).items()}
+
+    # ----- derived numbers -------------------------------------------------------------------
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    # ----- validation ------------------------------------------------------------------------
+    def validate(self) -> "BertConfig":
+        """Raise ConfigError listing every setting that cannot work; return self when all is well."""
+        problems = []
+        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                     "intermediate_size", "max_position_embeddings", "type_vocab_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                problems.append(f"{name} must be a positive integer, got {value!r}")
+        if not problems and self.hidden_size % self.num_attention_heads != 0:
+            problems.append(
+                f"hidden_size ({self.hidden_size}) is not divisible by num_attention_heads "
+                f"({self.num_attention_heads}): each head gets hidden_size / num_attention_heads dimensions")
+        if self.position_embedding_type not in POSITION_EMBEDDING_TYPES:
+            problems.append(f"position_embedding_type must be one of {', '.join(POSITION_EMBEDDING_TYPES)}, "
+                            f"got {self.position_embedding_type!r}")
+        if self.hidden_act not in ACTIVATIONS:
+            problems.append(f"hidden_act must be one of {', '.join(ACTIVATIONS)}, got {self.hidden_act!r}")
+        if self.attn_implementation not in ATTN_IMPLEMENTATIONS:
+            problems.append(f"attn_implementation must be one of {', '.join(ATTN_IMPLEMENTATIONS)}, "
+                            f"got {self.attn_implementation!r}")
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"):
+            value = getattr(self, name)
+            if value is None and name == "classifier_dropout":
+                continue
+            if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+                problems.append(f"{name} must be a probability in [0, 1), got {value!r}")
+        if not isinstance(self.initializer_range, (int, float)) or self.initializer_range < 0:
+            problems.append(f"initializer_range must be >= 0, got {self.initializer_range!r}")
+        if not isinstance(self.layer_norm_eps, (int, float)) or self.layer_norm_eps <= 0:
+            problems.append(f"layer_norm_eps must be > 0, got {self.layer_norm_eps!r}")
+        if not isinstance(self.chunk_size_feed_forward, int) or self.chunk_size_feed_forward < 0:
+            problems.append(f"chunk_size_feed_forward must be an integer >= 0, got {self.chunk_size_feed_forward!r}")
+        if self.add_cross_attention and not self.is_decoder:
+            problems.append("add_cross_attention=True needs is_decoder=True: cross-attention attends from a "
+                            "decoder to an encoder's output")
+        if self.pad_token_id is not None and isinstance(self.vocab_size, int) and not (
+                isinstance(self.pad_token_id, int) and 0 <= self.pad_token_id < self.vocab_size):
+            problems.append(f"pad_token_id must be in [0, vocab_size={self.vocab_size}), got {self.pad_token_id!r}")
+        if self.problem_type not in PROBLEM_TYPES:
+            problems.append(f"problem_type must be one of {PROBLEM_TYPES}, got {self.problem_type!r}")
+        if self.model_type != "bert":
+            problems.append(f"model_type is {self.model_type!r}; bertkit reads BERT configs (model_type 'bert')")
+        if not problems:
+            for layer, heads in self.pruned_heads.items():
+                if not 0 <= layer < self.num_hidden_layers:
+                    problems.append(f"pruned_heads names layer {layer}, but the model has layers "
+                                    f"0..{self.num_hidden_layers - 1}")
+                elif any(not 0 <= h < self.num_attention_heads for h in heads):
+                    problems.append(f"pruned_heads[{layer}] = {heads} names heads outside "
+                                    f"0..{self.num_attention_heads - 1}")
+                elif len(heads) >= self.num_attention_heads:
+                    problems.append(f"pruned_heads[{layer}] would remove all {self.num_attention_heads} heads; "
+                                    "keep at least one")
+        if problems:
+            raise ConfigError("invalid BertConfig:\n  - " + "\n  - ".join(problems))
+        return self
+
+    # ----- dict / JSON io --------------------------------------------------------------------
+    @classmethod
+    def field_names(cls) -> set[str]:
+        return {f.name for f in dataclasses.fields(cls)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], **overrides: Any) -> "BertConfig":
+        """Build from a config.json dict; unknown keys go to `extra`, `overrides` win."""
+        data = {**data, **overrides}
+        known = cls.field_names() - {"extra"}
+        kwargs = {k: v for k, v in data.items() if k in known}
+        extra = {**data.get("extra", {}), **{k: v for k, v in data.items() if k not in known and k != "extra"}}
+        if "num_labels" in kwargs and "id2label" in data and "num_labels" not in overrides:
+            kwargs.pop("num_labels")  # id2label is the authority when both are in a file
+        try:
+            return cls(**kwargs, extra=extra)
+        except (TypeError, ValueError, AttributeError) as e:
+            raise ConfigError(f"config values do not fit BertConfig: {e}") from e
+
+    def to_dict(self) -> dict[str, Any]:
+        """The config.json dict: HF field names, label maps with string keys, unknown keys kept."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            if f.name in RUNTIME_FIELDS:
+                continue
+            out[f.name] = getattr(self, f.name)
+        out["id2label"] = {str(k): v for k, v in self.id2label.items()}
+        out["pruned_heads"] = {str(k): list(v) for k, v in self.pruned_heads.items()}
+        out.update(self.extra)
+        return out
+
+    @classmethod
+    def from_json(cls, path: str | os.PathLike, **overrides: Any) -> "BertConfig":
+        """Read an HF config.json (a file, or a directory holding one)."""
+        path = os.fspath(path)
+        if os.path.isdir(path):
+            path = os.path.join(path, "config.json")
+        try:
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read()
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: no such file; a model directory needs a config.json") from None
+        except OSError as e:
+            raise ConfigError(f"{path}: cannot read config: {e}") from e
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{path}: line {e.lineno}, column {e.colno}: not valid JSON ({e.msg})") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: expected a JSON object of config fields, found {type(data).__name__}")
+        try:
+            return cls.from_dict(data, **overrides).validate()
+        except ConfigError as e:
+            raise ConfigError(f"{path}: {e}") from None
+
+    def to_json(self, path: str | os.PathLike | None = None) -> str:
+        """The config as JSON text; written to `path` (atomically) when given."""
+        text = json.dumps(self.to_dict(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+        if path is not None:
+            from .checkpoint import atomic_write_text
+
+            atomic_write_text(os.fspath(path), text)
+        return text
+
+    # ----- presets ---------------------------------------------------------------------------
+    @classmethod
+    def from_preset(cls, name: str, **overrides: Any) -> "BertConfig":
+        """A named architecture (`bert-base-chinese`, `mini`, ...) with any field overridden."""
+        if name not in PRESETS:
+            raise ConfigError(f"unknown preset {name!r}; choose one of: {', '.join(PRESETS)}")
+        return cls(**{**PRESETS[name], **overrides}).validate()
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # Google's released checkpoints (architectures only; weights load from a local directory).
+    "bert-base-chinese": dict(vocab_size=21128),
+    "bert-base-uncased": dict(vocab_size=30522),
+    "bert-large-uncased": dict(vocab_size=30522, hidden_size=1024, num_hidden_layers=24,
+                               num_attention_heads=16, intermediate_size=4096),
+    # Small ones for CPU demos and tests.
+    "mini": dict(vocab_size=21128, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+                 intermediate_size=1024),
+    "tiny": dict(vocab_size=1000, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                 intermediate_size=64, max_position_embeddings=128),
+}

@@ -1,0 +1,561 @@
+"""The BERT encoder, part by part, with the parameter names of `transformers` 4.x.
+
+    input_ids (B, S)
+      -> Embeddings: word + token type (+ absolute position), LayerNorm, dropout      (B, S, H)
+      -> Encoder: num_hidden_layers Layers, one AFTER another; in each:
+           Attention: SelfAttention splits H into `heads` parallel heads of head_dim = H / heads,
+                      each attends over all positions; SelfOutput merges them, residual + LayerNorm
+           (decoders with add_cross_attention: a second Attention over the encoder's output)
+           Intermediate (B, S, I) -> Output (B, S, H), residual + LayerNorm
+      -> last_hidden_state (B, S, H); Pooler: tanh(dense(first token))   pooler_output (B, H)
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
+
+from . import attention
+from .config import BertConfig
+from .errors import InputError
+
+ACT2FN = {
+    "gelu": F.gelu,
+    "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
+    "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "gelu_fast": lambda x: F.gelu(x, approximate="tanh"),
+    "quick_gelu": lambda x: x * torch.sigmoid(1.702 * x),
+    "relu": F.relu,
+    "silu": F.silu,
+    "swish": F.silu,
+    "tanh": torch.tanh,
+    "mish": F.mish,
+}
+
+KVCache = tuple[tuple[Tensor, ...], ...]  # per layer: (self_k, self_v[, cross_k, cross_v]), each (B, heads, T, d)
+
+
+@dataclass
+class BertModelOutput:
+    """Field names of transformers' BaseModelOutputWithPoolingAndCrossAttentions."""
+
+    last_hidden_state: Tensor  # (B, S, H)
+    pooler_output: Tensor | None = None  # (B, H)
+    past_key_values: KVCache | None = None
+    hidden_states: tuple[Tensor, ...] | None = None  # embeddings + each layer's output, (B, S, H) each
+    attentions: tuple[Tensor, ...] | None = None  # per layer (B, heads, S, T)
+    cross_attentions: tuple[Tensor, ...] | None = None  # per layer (B, heads, S, T_enc)
+
+    def __getitem__(self, i):  # out[0] is the last hidden state, as with transformers' outputs
+        return self.to_tuple()[i]
+
+    def to_tuple(self) -> tuple:
+        return tuple(v for v in (self.last_hidden_state, self.pooler_output, self.past_key_values,
+                                 self.hidden_states, self.attentions, self.cross_attentions) if v is not None)
+
+
+# ----- embeddings --------------------------------------------------------------------------------
+class Embeddings(nn.Module):
+    """token id -> vector: word + token type (+ absolute position) embeddings, LayerNorm, dropout."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.position_embedding_type = config.position_embedding_type
+        self.register_buffer("position_ids", torch.arange(config.max_position_embeddings).expand((1, -1)),
+                             persistent=False)
+
+    def forward(self, input_ids: Tensor | None, token_type_ids: Tensor, position_ids: Tensor | None = None,
+                inputs_embeds: Tensor | None = None, past_length: int = 0) -> Tensor:
+        if inputs_embeds is None:
+            inputs_embeds = self.word_embeddings(input_ids)  # (B, S, H)
+        embeddings = inputs_embeds + self.token_type_embeddings(token_type_ids)
+        if self.position_embedding_type == "absolute":
+            if position_ids is None:  # positions continue after the cached tokens
+                position_ids = self.position_ids[:, past_length: past_length + inputs_embeds.shape[1]]
+            embeddings = embeddings + self.position_embeddings(position_ids)
+        return self.dropout(self.LayerNorm(embeddings))  # (B, S, H)
+
+
+# ----- attention ---------------------------------------------------------------------------------
+class SelfAttention(nn.Module):
+    """Multi-head attention. query/key/value are each H -> heads * head_dim, then split per head.
+
+    As self-attention, keys and values come from the same tokens (plus the cache); as
+    cross-attention, from `encoder_hidden_states`.
+    """
+
+    def __init__(self, config: BertConfig, position_embedding_type: str | None = None):
+        super().__init__()
+        self.num_attention_heads = config.num_attention_heads  # shrinks when heads are pruned
+        self.attention_head_size = config.hidden_size // config.num_attention_heads  # head_dim
+        self.all_head_size = self.num_attention_heads * self.attention_head_size
+        self.query = nn.Linear(config.hidden_size, self.all_head_size)
+        self.key = nn.Linear(config.hidden_size, self.all_head_size)
+        self.value = nn.Linear(config.hidden_size, self.all_head_size)
+        self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
+        self.position_embedding_type = position_embedding_type or config.position_embedding_type
+        if self.position_embedding_type != "absolute":  # one vector per signed distance
+            self.distance_embedding = nn.Embedding(2 * config.max_position_embeddings - 1, self.attention_head_size)
+        self.is_decoder = config.is_decoder
+        self.attn_implementation = config.attn_implementation
+
+    def extra_repr(self) -> str:
+        return (f"heads={self.num_attention_heads}, head_dim={self.attention_head_size}, "
+                f"position={self.position_embedding_type}, backend={self.attn_implementation}")
+
+    def split_heads(self, x: Tensor) -> Tensor:
+        B, T, _ = x.shape  # (B, T, heads * head_dim) -> (B, heads, T, head_dim)
+        return x.view(B, T, self.num_attention_heads, self.attention_head_size).transpose(1, 2)
+
+    def forward(self, hidden_states: Tensor, attention_mask: Tensor | None = None, head_mask: Tensor | None = None,
+                encoder_hidden_states: Tensor | None = None, past_key_value: tuple[Tensor, Tensor] | None = None,
+                output_attentions: bool = False):
+        q = self.split_heads(self.query(hidden_states))  # (B, heads, S, head_dim)
+        is_cross = encoder_hidden_states is not None
+        past_length = 0
+        if is_cross and past_key_value is not None:
+            k, v = past_key_value  # the encoder output does not change while decoding: reuse
+        else:
+            source = encoder_hidden_states if is_cross else hidden_states
+            k = self.split_heads(self.key(source))  # (B, heads, T, head_dim)
+            v = self.split_heads(self.value(source))
+            if past_key_value is not None:  # self-attention cache grows by S positions
+                past_length = past_key_value[0].shape[2]
+                k = torch.cat([past_key_value[0], k], dim=2)
+                v = torch.cat([past_key_value[1], v], dim=2)
+        present = (k, v) if self.is_decoder else None
+
+        relative = self.position_embedding_type != "absolute"
+        position_scores = None
+        if relative:
+            position_scores = attention.relative_position_scores(q, k, self.distance_embedding,
+                                                                 self.position_embedding_type, past_length)
+        name = attention.pick_backend(self.attn_implementation, need_probs=output_attentions,
+                                      head_mask=head_mask, relative=relative)
+        context, probs = attention.BACKENDS[name](
+            q, k, v, attention_mask, scale=1.0 / math.sqrt(self.attention_head_size),
+            dropout_p=self.dropout.p if self.training else 0.0, head_mask=head_mask,
+            position_scores=position_scores)
+        B, _, S, _ = context.shape  # merge heads: (B, heads, S, head_dim) -> (B, S, heads * head_dim)
+        context = context.transpose(1, 2).reshape(B, S, self.all_head_size)
+        return context, probs, present
+
+
+class SelfOutput(nn.Module):
+    """Mix the concatenated heads back to H, dropout, residual + LayerNorm."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, hidden_states: Tensor, input_tensor: Tensor) -> Tensor:
+        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + input_tensor)
+
+
+class Attention(nn.Module):
+    """SelfAttention + SelfOutput, and head pruning."""
+
+    def __init__(self, config: BertConfig, position_embedding_type: str | None = None):
+        super().__init__()
+        self.self = SelfAttention(config, position_embedding_type)
+        self.output = SelfOutput(config)
+        self.pruned_heads: set[int] = set()  # original head numbers already removed
+
+    def prune_heads(self, heads) -> None:
+        """Remove heads (original numbering) from query/key/value rows and output.dense columns."""
+        heads = set(heads) - self.pruned_heads
+        if not heads:
+            return
+        sa = self.self
+        keep = torch.ones(sa.num_attention_heads, sa.attention_head_size, dtype=torch.bool)
+        for head in heads:  # position of `head` among the heads still present
+            keep[head - sum(1 for p in self.pruned_heads if p < head)] = False
+        index = keep.view(-1).nonzero().view(-1)
+        sa.query = _prune_linear(sa.query, index, dim=0)
+        sa.key = _prune_linear(sa.key, index, dim=0)
+        sa.value = _prune_linear(sa.value, index, dim=0)
+        self.output.dense = _prune_linear(self.output.dense, index, dim=1)
+        sa.num_attention_heads -= len(heads)
+        sa.all_head_size = sa.num_attention_heads * sa.attention_head_size
+        self.pruned_heads |= heads
+
+    def forward(self, hidden_states, attention_mask=None, head_mask=None, encoder_hidden_states=None,
+                past_key_value=None, output_attentions=False):
+        context, probs, present = self.self(hidden_states, attention_mask, head_mask, encoder_hidden_states,
+                                            past_key_value, output_attentions)
+        return self.output(context, hidden_states), probs, present
+
+
+def _prune_linear(layer: nn.Linear, index: Tensor, dim: int) -> nn.Linear:
+    index = index.to(layer.weight.device)
+    weight = layer.weight.index_select(dim, index).detach().clone()
+    bias = layer.bias.detach().clone() if dim == 1 else layer.bias.index_select(0, index).detach().clone()
+    out_features, in_features = weight.shape
+    new = nn.Linear(in_features, out_features, device=weight.device, dtype=weight.dtype)
+    with torch.no_grad():
+        new.weight.copy_(weight)
+        new.bias.copy_(bias)
+    return new
+
+
+# ----- feed-forward ------------------------------------------------------------------------------
+class Intermediate(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.intermediate_act_fn = ACT2FN[config.hidden_act]
+        self.hidden_act = config.hidden_act
+
+    def extra_repr(self) -> str:
+        return f"act={self.hidden_act}"
+
+    def forward(self, hidden_states: Tensor) -> Tensor:
+        return self.intermediate_act_fn(self.dense(hidden_states))  # (B, S, I)
+
+
+class Output(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, hidden_states: Tensor, input_tensor: Tensor) -> Tensor:
+        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + input_tensor)  # (B, S, H)
+
+
+# ----- layer and encoder -------------------------------------------------------------------------
+class Layer(nn.Module):
+    """One transformer block: attention (+ cross-attention in decoders), then feed-forward."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.chunk_size_feed_forward = config.chunk_size_feed_forward
+        self.attention = Attention(config)
+        self.add_cross_attention = config.add_cross_attention
+        if self.add_cross_attention:
+            self.crossattention = Attention(config, position_embedding_type="absolute")
+        self.intermediate = Intermediate(config)
+        self.output = Output(config)
+
+    def forward(self, hidden_states, attention_mask=None, head_mask=None, encoder_hidden_states=None,
+                encoder_attention_mask=None, past_key_value=None, output_attentions=False):
+        self_past = past_key_value[:2] if past_key_value is not None else None
+        hidden_states, self_probs, present = self.attention(hidden_states, attention_mask, head_mask,
+                                                            past_key_value=self_past,
+                                                            output_attentions=output_attentions)
+        cross_probs = None
+        if encoder_hidden_states is not None:
+            cross_past = past_key_value[2:] if past_key_value is not None and len(past_key_value) == 4 else None
+            hidden_states, cross_probs, cross_present = self.crossattention(
+                hidden_states, encoder_attention_mask, head_mask, encoder_hidden_states, cross_past,
+                output_attentions)
+            if present is not None:
+                present = present + cross_present
+        return self.feed_forward(hidden_states), self_probs, cross_probs, present
+
+    def feed_forward(self, hidden_states: Tensor) -> Tensor:
+        """Position-wise, so it can run on chunks of positions to save memory, with equal results."""
+        if self.chunk_size_feed_forward > 0:
+            return torch.cat([self.feed_forward_chunk(c)
+                              for c in hidden_states.split(self.chunk_size_feed_forward, dim=1)], dim=1)
+        return self.feed_forward_chunk(hidden_states)
+
+    def feed_forward_chunk(self, hidden_states: Tensor) -> Tensor:
+        return self.output(self.intermediate(hidden_states), hidden_states)
+
+
+class Encoder(nn.Module):
+    """num_hidden_layers Layers applied in sequence: layer i+1 reads layer i's output."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.layer = nn.ModuleList([Layer(config) for _ in range(config.num_hidden_layers)])
+        self.gradient_checkpointing = False
+
+    def forward(self, hidden_states, attention_mask=None, head_mask=None, encoder_hidden_states=None,
+                encoder_attention_mask=None, past_key_values=None, use_cache=False, output_attentions=False,
+                output_hidden_states=False):
+        all_hidden = (hidden_states,) if output_hidden_states else None
+        all_attn = () if output_attentions else None
+        all_cross = () if output_attentions and encoder_hidden_states is not None else None
+        presents = () if use_cache else None
+        for i, layer in enumerate(self.layer):
+            args = (hidden_states, attention_mask, head_mask[i] if head_mask is not None else None,
+                    encoder_hidden_states, encoder_attention_mask,
+                    past_key_values[i] if past_key_values is not None else None, output_attentions)
+            if self.gradient_checkpointing and self.training:
+                # keep only the layer's input; recompute its activations during backward
+                hidden_states, probs, cross_probs, present = checkpoint(layer, *args, use_reentrant=False)
+            else:
+                hidden_states, probs, cross_probs, present = layer(*args)
+            if use_cache:
+                presents = presents + (present,)
+            if output_attentions:
+                all_attn = all_attn + (probs,)
+                if all_cross is not None:
+                    all_cross = all_cross + (cross_probs,)
+            if output_hidden_states:
+                all_hidden = all_hidden + (hidden_states,)
+        return hidden_states, presents, all_hidden, all_attn, all_cross
+
+
+class Pooler(nn.Module):
+    """tanh(dense(h[CLS])): the sentence vector NSP and classification heads start from."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.activation = nn.Tanh()
+
+    def forward(self, hidden_states: Tensor) -> Tensor:
+        return self.activation(self.dense(hidden_states[:, 0]))  # (B, H)
+
+
+# ----- the models --------------------------------------------------------------------------------
+class BertPreTrainedModel(nn.Module):
+    """What every bertkit model shares: init, checkpoints, pruning, gradient checkpointing."""
+
+    config_class = BertConfig
+    base_model_prefix = "bert"
+    # Parameters a checkpoint may lack; they are freshly initialised and listed in a warning.
+    _missing_ok: tuple[str, ...] = ()
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        if not isinstance(config, BertConfig):
+            raise TypeError(f"config must be a bertkit.BertConfig, got {type(config).__name__}")
+        self.config = config.validate()
+
+    def post_init(self) -> None:
+        self.apply(self._init_weights)
+        if self.config.pruned_heads:
+            self.prune_heads(self.config.pruned_heads)
+
+    def _init_weights(self, module: nn.Module) -> None:
+        """BERT's initialisation: normal(0, initializer_range) weights, zero biases, LayerNorm 1/0."""
+        std = self.config.initializer_range
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, mean=0.0, std=std)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=std)
+            if module.padding_idx is not None:
+                with torch.no_grad():
+                    module.weight[module.padding_idx].zero_()
+        elif isinstance(module, nn.LayerNorm):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+
+    @property
+    def base_model(self) -> "BertModel":
+        return getattr(self, self.base_model_prefix, self)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.parameters()).dtype
+
+    def num_parameters(self, trainable_only: bool = False) -> int:
+        return sum(p.numel() for p in self.parameters() if p.requires_grad or not trainable_only)
+
+    def prune_heads(self, heads_to_prune: dict[int, list[int]]) -> None:
+        """Remove attention heads, e.g. {0: [1, 2]}; recorded in config.pruned_heads for saving."""
+        base = self.base_model
+        for layer, heads in heads_to_prune.items():
+            layer, heads = int(layer), {int(h) for h in heads}
+            if not 0 <= layer < len(base.encoder.layer) or any(
+                    not 0 <= h < self.config.num_attention_heads for h in heads):
+                raise InputError(f"prune_heads({{{layer}: {sorted(heads)}}}): the model has layers "
+                                 f"0..{len(base.encoder.layer) - 1} and heads 0..{self.config.num_attention_heads - 1}")
+            attn = base.encoder.layer[layer].attention
+            if len(attn.pruned_heads | heads) >= self.config.num_attention_heads:
+                raise InputError(f"prune_heads: layer {layer} would lose all its heads; keep at least one")
+            attn.prune_heads(heads)
+            self.config.pruned_heads[layer] = sorted(attn.pruned_heads)
+
+    def gradient_checkpointing_enable(self) -> None:
+        """Trade compute for memory: layers recompute their activations in backward."""
+        self.base_model.encoder.gradient_checkpointing = True
+
+    def gradient_checkpointing_disable(self) -> None:
+        self.base_model.encoder.gradient_checkpointing = False
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.base_model.embeddings.word_embeddings
+
+    @classmethod
+    def from_pretrained(cls, path, **kwargs: Any):
+        """Load an HF-layout directory (config.json + model.safetensors or pytorch_model.bin)."""
+        from .checkpoint import load_pretrained
+
+        return load_pretrained(cls, path, **kwargs)
+
+    def save_pretrained(self, path) -> None:
+        """Write config.json + model.safetensors that bertkit and transformers both load."""
+        from .checkpoint import save_pretrained
+
+        save_pretrained(self, path)
+
+
+class BertModel(BertPreTrainedModel):
+    """The bare encoder: embeddings, the layers, and (optionally) the pooler."""
+
+    _missing_ok = ("pooler.",)
+
+    def __init__(self, config: BertConfig, add_pooling_layer: bool = True):
+        super().__init__(config)
+        self.embeddings = Embeddings(config)
+        self.encoder = Encoder(config)
+        self.pooler = Pooler(config) if add_pooling_layer else None
+        self.post_init()
+
+    def forward(self, input_ids: Tensor | None = None, attention_mask: Tensor | None = None,
+                token_type_ids: Tensor | None = None, position_ids: Tensor | None = None,
+                head_mask: Tensor | None = None, inputs_embeds: Tensor | None = None,
+                encoder_hidden_states: Tensor | None = None, encoder_attention_mask: Tensor | None = None,
+                past_key_values=None, use_cache: bool | None = None, output_attentions: bool | None = None,
+                output_hidden_states: bool | None = None, return_dict: bool | None = None) -> BertModelOutput:
+        cfg = self.config
+        output_attentions = cfg.output_attentions if output_attentions is None else output_attentions
+        output_hidden_states = cfg.output_hidden_states if output_hidden_states is None else output_hidden_states
+        use_cache = (cfg.use_cache if use_cache is None else use_cache) and cfg.is_decoder
+        if use_cache and self.encoder.gradient_checkpointing and self.training:
+            warnings.warn("use_cache=True does not combine with gradient checkpointing in training; "
+                          "no cache is returned", stacklevel=2)
+            use_cache = False
+        past_key_values = _legacy_cache(past_key_values)
+
+        B, S = self._check_inputs(input_ids, inputs_embeds, past_key_values)
+        past = past_key_values[0][0].shape[2] if past_key_values is not None else 0
+        device = input_ids.device if input_ids is not None else inputs_embeds.device
+        self._check_length(S, past, position_ids)
+        if token_type_ids is None:
+            token_type_ids = torch.zeros((B, S), dtype=torch.long, device=device)
+        else:
+            _check_ids("token_type_ids", token_type_ids, cfg.type_vocab_size, (B, S))
+        if attention_mask is None:
+            attention_mask = torch.ones((B, past + S), device=device)
+        _check_mask("attention_mask", attention_mask, B, S, past + S)
+
+        hidden = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds, past)  # (B, S, H)
+        mask = attention.self_attention_mask(attention_mask, S, cfg.is_decoder, hidden.dtype)
+
+        cross_mask = None
+        if encoder_hidden_states is not None:
+            if not cfg.add_cross_attention:
+                raise InputError("encoder_hidden_states was given, but this model has no cross-attention; "
+                                 "build it with BertConfig(is_decoder=True, add_cross_attention=True)")
+            if encoder_hidden_states.dim() != 3 or encoder_hidden_states.shape[0] != B:
+                raise InputError(f"encoder_hidden_states must be (batch={B}, T_enc, hidden), "
+                                 f"got {tuple(encoder_hidden_states.shape)}")
+            T_enc = encoder_hidden_states.shape[1]
+            if encoder_attention_mask is None:
+                encoder_attention_mask = torch.ones((B, T_enc), device=device)
+            _check_mask("encoder_attention_mask", encoder_attention_mask, B, S, T_enc)
+            cross_mask = attention.cross_attention_mask(encoder_attention_mask, hidden.dtype)
+
+        head_mask = self._expand_head_mask(head_mask, hidden.dtype)
+        hidden, presents, all_hidden, all_attn, all_cross = self.encoder(
+            hidden, mask, head_mask, encoder_hidden_states, cross_mask, past_key_values, use_cache,
+            output_attentions, output_hidden_states)
+        pooled = self.pooler(hidden) if self.pooler is not None else None
+        out = BertModelOutput(hidden, pooled, presents, all_hidden, all_attn, all_cross)
+        return out.to_tuple() if return_dict is False else out
+
+    # ----- input checks: clear errors instead of index errors deep inside -------------------
+    def _check_inputs(self, input_ids, inputs_embeds, past_key_values) -> tuple[int, int]:
+        cfg = self.config
+        if (input_ids is None) == (inputs_embeds is None):
+            raise InputError("pass exactly one of input_ids (B, S) or inputs_embeds (B, S, hidden)")
+        if input_ids is not None:
+            if input_ids.dim() != 2:
+                raise InputError(f"input_ids must be (batch, seq_len), got shape {tuple(input_ids.shape)}")
+            _check_ids("input_ids", input_ids, cfg.vocab_size, tuple(input_ids.shape))
+            B, S = input_ids.shape
+        else:
+            if inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != cfg.hidden_size:
+                raise InputError(f"inputs_embeds must be (batch, seq_len, hidden_size={cfg.hidden_size}), "
+                                 f"got shape {tuple(inputs_embeds.shape)}")
+            B, S = inputs_embeds.shape[:2]
+        if past_key_values is not None:
+            if not cfg.is_decoder:
+                raise InputError("past_key_values is for decoders (BertConfig(is_decoder=True))")
+            if len(past_key_values) != len(self.encoder.layer):
+                raise InputError(f"past_key_values has {len(past_key_values)} layers, the model "
+                                 f"{len(self.encoder.layer)}")
+            if past_key_values[0][0].shape[0] != B:
+                raise InputError(f"past_key_values was built for batch {past_key_values[0][0].shape[0]}, "
+                                 f"input batch is {B}")
+        return B, S
+
+    def _check_length(self, S: int, past: int, position_ids: Tensor | None) -> None:
+        limit = self.config.max_position_embeddings
+        if position_ids is not None and self.config.position_embedding_type == "absolute":
+            _check_ids("position_ids", position_ids, limit, None)
+        elif past + S > limit:
+            raise InputError(f"input is {S} tokens" + (f" after {past} cached ones" if past else "")
+                             + f", but max_position_embeddings is {limit}: truncate the input "
+                             "(tokenizer max_length) or use a model with more positions")
+
+    def _expand_head_mask(self, head_mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
+        """[heads] or [layers, heads] (1 keep, 0 drop) -> [layers, 1, heads, 1, 1]."""
+        if head_mask is None:
+            return None
+        L, heads = self.config.num_hidden_layers, self.config.num_attention_heads
+        if head_mask.dim() == 1 and head_mask.shape[0] == heads:
+            head_mask = head_mask[None].expand(L, -1)
+        if head_mask.dim() != 2 or tuple(head_mask.shape) != (L, heads):
+            raise InputError(f"head_mask must be ({heads},) or ({L}, {heads}), got {tuple(head_mask.shape)}")
+        if self.config.pruned_heads:
+            raise InputError("head_mask on a model with pruned heads is ambiguous: the layers have "
+                             "different head counts; prune or mask, not both")
+        return head_mask.to(dtype)[:, None, :, None, None]
+
+
+def _legacy_cache(past_key_values):
+    """Accept transformers' Cache objects too; bertkit's cache is a tuple of per-layer tuples."""
+    if past_key_values is None:
+        return None
+    if hasattr(past_key_values, "to_legacy_cache"):
+        past_key_values = past_key_values.to_legacy_cache()
+        if not past_key_values:
+            return None
+    return tuple(tuple(t for t in layer) for layer in past_key_values)
+
+
+def _check_ids(name: str, ids: Tensor, limit: int, shape) -> None:
+    if shape is not None and tuple(ids.shape) != tuple(shape):
+        raise InputError(f"{name} must have shape {tuple(shape)} like the input, got {tuple(ids.shape)}")
+    if ids.dtype not in (torch.long, torch.int, torch.int16, torch.int8, torch.uint8):
+        raise InputError(f"{name} must be an integer tensor, got {ids.dtype}")
+    if ids.numel() == 0 or torch.compiler.is_compiling():
+        return
+    lo, hi = (int(x) for x in torch.aminmax(ids))
+    if lo < 0 or hi >= limit:
+        raise InputError(f"{name} holds values in [{lo}, {hi}], but must be in [0, {limit}): "
+                         f"check the tokenizer / vocabulary matches the model")
+
+
+def _check_mask(name: str, mask: Tensor, B: int, S: int, T: int) -> None:
+    if tuple(mask.shape) not in ((B, T), (B, S, T)):
+        raise InputError(f"{name} must be ({B}, {T}) or ({B}, {S}, {T}) (batch, [query,] key positions), "
+                         f"got {tuple(mask.shape)}")
