@@ -1,0 +1,55 @@
+"""Shared helpers: tiny configs and a transformers twin holding the same weights."""
+
+import pytest
+import torch
+
+from bertkit import BertConfig, BertModel
+
+TOL = 1e-5  # float32 parity bound with transformers 4.57
+
+
+def tiny(**overrides) -> BertConfig:
+    """A 2-layer, 4-head, hidden-32 config without dropout, for exact comparisons."""
+    kw = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, vocab_size=99, max_position_embeddings=64)
+    kw.update(overrides)
+    return BertConfig.from_preset("tiny", **kw)
+
+
+def hf_twin(model, attn_implementation: str = "eager"):
+    """transformers' BertModel with the same config and weights as a bertkit BertModel."""
+    transformers = pytest.importorskip("transformers")
+    hf_config = transformers.BertConfig.from_dict(model.config.to_dict(), attn_implementation=attn_implementation)
+    hf = transformers.BertModel(hf_config, add_pooling_layer=model.pooler is not None)
+    result = hf.load_state_dict(model.state_dict(), strict=False)
+    assert not result.unexpected_keys and all("position_ids" in k or "token_type_ids" in k
+                                              for k in result.missing_keys), result
+    return hf.train(model.training)
+
+
+def random_model(seed: int = 0, **overrides) -> BertModel:
+    torch.manual_seed(seed)
+    model = BertModel(tiny(**overrides)).eval()
+    # Non-trivial LayerNorm and bias values so that a mix-up of parameters cannot go unnoticed.
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "LayerNorm" in name or name.endswith("bias"):
+                p.add_(torch.randn_like(p) * 0.1)
+    return model
+
+
+def padded_batch(vocab: int = 99, lengths=(9, 6, 3), seed: int = 0):
+    """input_ids (B, S), attention_mask (B, S) with right padding, token_type_ids with two segments."""
+    g = torch.Generator().manual_seed(seed)
+    S = max(lengths)
+    ids = torch.randint(1, vocab, (len(lengths), S), generator=g)
+    mask = torch.zeros(len(lengths), S, dtype=torch.long)
+    types = torch.zeros(len(lengths), S, dtype=torch.long)
+    for i, n in enumerate(lengths):
+        mask[i, :n] = 1
+        ids[i, n:] = 0
+        types[i, n // 2:n] = 1
+    return ids, mask, types
+
+
+def max_diff(a, b) -> float:
+    return (a - b).abs().max().item()
