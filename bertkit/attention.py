@@ -2,9 +2,10 @@
 
 Every backend has one signature:
 
-    backend(q, k, v, mask, *, scale, dropout_p, head_mask=None, position_scores=None)
+    backend(q, k, v, mask, *, dropout_p, scale=None, head_mask=None, position_scores=None)
         q: (B, heads, S, head_dim)   k, v: (B, heads, T, head_dim)   T = past + S (or encoder length)
         mask: additive float mask broadcastable to (B, heads, S, T), or None
+        scale: None for BERT's 1 / sqrt(head_dim)
         -> context (B, heads, S, head_dim), probabilities (B, heads, S, T) or None
 
 `eager` writes softmax(q k^T * scale + mask) v out by hand and returns the probabilities.
@@ -15,17 +16,21 @@ relative position scores) make `pick_backend` choose eager for that call.
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 
-def eager_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, *, scale: float, dropout_p: float,
-                    head_mask: Tensor | None = None, position_scores: Tensor | None = None):
+def eager_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, *, dropout_p: float,
+                    scale: float | None = None, head_mask: Tensor | None = None,
+                    position_scores: Tensor | None = None):
     scores = torch.matmul(q, k.transpose(-1, -2))  # (B, heads, S, T): one S x T score table per head
     if position_scores is not None:
         scores = scores + position_scores  # relative positions enter before scaling, as in BERT
-    scores = scores * scale
+    # dividing by sqrt(head_dim) (rather than multiplying by its inverse) keeps transformers' exact numbers
+    scores = scores / math.sqrt(q.shape[-1]) if scale is None else scores * scale
     if mask is not None:
         scores = scores + mask  # masked keys get the dtype's most negative value
     probs = torch.softmax(scores, dim=-1)  # (B, heads, S, T), each row sums to 1
@@ -36,8 +41,9 @@ def eager_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, *, sca
     return torch.matmul(probs, v), probs  # context (B, heads, S, head_dim)
 
 
-def sdpa_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, *, scale: float, dropout_p: float,
-                   head_mask: Tensor | None = None, position_scores: Tensor | None = None):
+def sdpa_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, *, dropout_p: float,
+                   scale: float | None = None, head_mask: Tensor | None = None,
+                   position_scores: Tensor | None = None):
     if head_mask is not None or position_scores is not None:
         raise ValueError("sdpa attention takes no head_mask or position scores; pick_backend() chooses eager")
     if mask is not None and mask.dtype != q.dtype:

@@ -16,6 +16,7 @@ one warning; checkpoint tensors the model has no place for are named in one warn
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
@@ -35,7 +36,9 @@ TORCH_INDEX = "pytorch_model.bin.index.json"
 CONFIG = "config.json"
 
 _RENAMES = [(re.compile(r"LayerNorm\.gamma$"), "LayerNorm.weight"),
-            (re.compile(r"LayerNorm\.beta$"), "LayerNorm.bias")]
+            (re.compile(r"LayerNorm\.beta$"), "LayerNorm.bias"),
+            # transformers' MLM decoder exposes the head bias twice; bertkit names it once
+            (re.compile(r"^cls\.predictions\.decoder\.bias$"), "cls.predictions.bias")]
 _DERIVED_BUFFERS = re.compile(r"(^|\.)embeddings\.(position_ids|token_type_ids)$")
 
 
@@ -48,6 +51,9 @@ def atomic_write(path: str, write: Callable[[str], None]) -> None:
     os.close(fd)
     try:
         write(tmp)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a saved model should read like any written file
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -134,8 +140,20 @@ def _shape(t) -> str:
 
 def load_pretrained(cls, path, *, config: BertConfig | None = None, dtype: torch.dtype | str | None = None,
                     device: torch.device | str | None = None, ignore_mismatched_sizes: bool = False,
-                    **config_overrides: Any):
-    """Build `cls` from a local HF model directory. See the module docstring for the rules."""
+                    **kwargs: Any):
+    """Build `cls` from a local HF model directory. See the module docstring for the rules.
+
+    Keyword arguments `cls.__init__` takes (e.g. add_pooling_layer) go to the model; BertConfig
+    field names (num_labels, id2label, attn_implementation, ...) override config.json.
+    """
+    init_params = set(inspect.signature(cls.__init__).parameters) - {"self", "config"}
+    model_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in init_params}
+    unknown = sorted(set(kwargs) - (BertConfig.field_names() - {"extra"}))
+    if unknown:
+        raise ConfigError(f"{cls.__name__}.from_pretrained got unknown argument(s) {', '.join(unknown)}: "
+                          f"pass BertConfig fields, {', '.join(sorted(init_params)) or 'no model arguments'}, "
+                          "config, dtype, device or ignore_mismatched_sizes")
+    config_overrides = kwargs
     directory = os.fspath(path)
     if not os.path.isdir(directory):
         what = "not a directory" if os.path.exists(directory) else "no such directory"
@@ -150,13 +168,14 @@ def load_pretrained(cls, path, *, config: BertConfig | None = None, dtype: torch
         config = BertConfig.from_dict(config.to_dict() | config_overrides).validate()
     state = read_weights(directory)
 
-    model = cls(config)
+    model = cls(config, **model_kwargs)
     model_state = model.state_dict()
     state, _ = map_keys(state, set(model_state), cls.base_model_prefix)
 
     mismatched = [(k, tuple(model_state[k].shape), tuple(v.shape)) for k, v in state.items()
                   if k in model_state and tuple(v.shape) != tuple(model_state[k].shape)]
-    missing = sorted(set(model_state) - set(state))
+    tied = model.tied_weights()  # a tied tensor is loaded through the one it shares storage with
+    missing = sorted(k for k in set(model_state) - set(state) if not (k in tied and tied[k] in state))
     unexpected = sorted(set(state) - set(model_state))
 
     prefix = cls.base_model_prefix + "." if any(k.startswith(cls.base_model_prefix + ".") for k in model_state) else ""
@@ -192,9 +211,7 @@ def load_pretrained(cls, path, *, config: BertConfig | None = None, dtype: torch
 
     model_dtype = next(model.parameters()).dtype
     model.load_state_dict({k: v.to(model_dtype) for k, v in state.items() if k in model_state}, strict=False)
-    tie = getattr(model, "tie_weights", None)
-    if callable(tie):
-        tie()
+    model.tie_weights()
     if dtype is not None:
         model.to(_resolve_dtype(dtype, state))
     if device is not None:

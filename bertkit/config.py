@@ -148,9 +148,9 @@ class BertConfig:
     def from_dict(cls, data: dict[str, Any], **overrides: Any) -> "BertConfig":
         """Build from a config.json dict; unknown keys go to `extra`, `overrides` win."""
         data = {**data, **overrides}
-        known = cls.field_names() - {"extra"}
+        known = cls.field_names() - {"extra"}  # a config.json key named "extra" is just an unknown key
         kwargs = {k: v for k, v in data.items() if k in known}
-        extra = {**data.get("extra", {}), **{k: v for k, v in data.items() if k not in known and k != "extra"}}
+        extra = {k: v for k, v in data.items() if k not in known}
         if "num_labels" in kwargs and "id2label" in data and "num_labels" not in overrides:
             kwargs.pop("num_labels")  # id2label is the authority when both are in a file
         try:

@@ -12,9 +12,8 @@
 
 from __future__ import annotations
 
-import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import torch
@@ -42,8 +41,18 @@ ACT2FN = {
 KVCache = tuple[tuple[Tensor, ...], ...]  # per layer: (self_k, self_v[, cross_k, cross_v]), each (B, heads, T, d)
 
 
+class ModelOutput:
+    """Base of the output dataclasses: fields by name, or by index over the fields that are set."""
+
+    def to_tuple(self) -> tuple:
+        return tuple(v for v in (getattr(self, f.name) for f in fields(self)) if v is not None)
+
+    def __getitem__(self, i):  # out[0] is the first field that is set, as with transformers' outputs
+        return self.to_tuple()[i]
+
+
 @dataclass
-class BertModelOutput:
+class BertModelOutput(ModelOutput):
     """Field names of transformers' BaseModelOutputWithPoolingAndCrossAttentions."""
 
     last_hidden_state: Tensor  # (B, S, H)
@@ -52,13 +61,6 @@ class BertModelOutput:
     hidden_states: tuple[Tensor, ...] | None = None  # embeddings + each layer's output, (B, S, H) each
     attentions: tuple[Tensor, ...] | None = None  # per layer (B, heads, S, T)
     cross_attentions: tuple[Tensor, ...] | None = None  # per layer (B, heads, S, T_enc)
-
-    def __getitem__(self, i):  # out[0] is the last hidden state, as with transformers' outputs
-        return self.to_tuple()[i]
-
-    def to_tuple(self) -> tuple:
-        return tuple(v for v in (self.last_hidden_state, self.pooler_output, self.past_key_values,
-                                 self.hidden_states, self.attentions, self.cross_attentions) if v is not None)
 
 
 # ----- embeddings --------------------------------------------------------------------------------
@@ -145,8 +147,7 @@ class SelfAttention(nn.Module):
         name = attention.pick_backend(self.attn_implementation, need_probs=output_attentions,
                                       head_mask=head_mask, relative=relative)
         context, probs = attention.BACKENDS[name](
-            q, k, v, attention_mask, scale=1.0 / math.sqrt(self.attention_head_size),
-            dropout_p=self.dropout.p if self.training else 0.0, head_mask=head_mask,
+            q, k, v, attention_mask, dropout_p=self.dropout.p if self.training else 0.0, head_mask=head_mask,
             position_scores=position_scores)
         B, _, S, _ = context.shape  # merge heads: (B, heads, S, head_dim) -> (B, S, heads * head_dim)
         context = context.transpose(1, 2).reshape(B, S, self.all_head_size)
@@ -345,6 +346,14 @@ class BertPreTrainedModel(nn.Module):
         self.apply(self._init_weights)
         if self.config.pruned_heads:
             self.prune_heads(self.config.pruned_heads)
+        self.tie_weights()
+
+    def tied_weights(self) -> dict[str, str]:
+        """{parameter name: the parameter it shares storage with}; heads with an MLM decoder have one."""
+        return {}
+
+    def tie_weights(self) -> None:
+        """Make the parameters named in tied_weights() one tensor again (after init or loading)."""
 
     def _init_weights(self, module: nn.Module) -> None:
         """BERT's initialisation: normal(0, initializer_range) weights, zero biases, LayerNorm 1/0."""
