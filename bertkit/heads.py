@@ -1,0 +1,550 @@
+"""Task heads on top of BertModel, with transformers' class, parameter and output names.
+
+    BertForPreTraining             MLM logits (B, S, V) + NSP logits (B, 2)       cls.predictions.*, cls.seq_relationship.*
+    BertForMaskedLM                MLM logits (B, S, V); loss only where label != -100      cls.predictions.*
+    BertForNextSentencePrediction  (B, 2): 0 = B follows A, 1 = B is random             cls.seq_relationship.*
+    BertForSequenceClassification  pooled [CLS] -> (B, num_labels)                      classifier.*
+    BertForTokenClassification     every token -> (B, S, num_labels)                    classifier.*
+    BertForQuestionAnswering       every token -> start / end logits (B, S)             qa_outputs.*
+    BertForMultipleChoice          (B, choices, S) flattened -> one score per choice    classifier.*
+    BertLMHeadModel                causal decoder, next-token logits, generate()        cls.predictions.*
+
+The MLM decoder shares its weight with the word embeddings (tie_word_embeddings) and has its own
+bias, `cls.predictions.bias`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .config import BertConfig
+from .errors import InputError
+from .model import ACT2FN, BertModel, BertPreTrainedModel, KVCache, ModelOutput
+
+IGNORE = -100  # label value that takes no part in a loss
+
+
+# ----- outputs -----------------------------------------------------------------------------------
+@dataclass
+class BertForPreTrainingOutput(ModelOutput):
+    loss: Tensor | None = None
+    prediction_logits: Tensor | None = None  # (B, S, V)
+    seq_relationship_logits: Tensor | None = None  # (B, 2)
+    hidden_states: tuple[Tensor, ...] | None = None
+    attentions: tuple[Tensor, ...] | None = None
+
+
+@dataclass
+class MaskedLMOutput(ModelOutput):
+    loss: Tensor | None = None
+    logits: Tensor | None = None  # (B, S, V); (N_masked, V) with masked_positions_only
+    hidden_states: tuple[Tensor, ...] | None = None
+    attentions: tuple[Tensor, ...] | None = None
+
+
+@dataclass
+class CausalLMOutput(ModelOutput):
+    loss: Tensor | None = None
+    logits: Tensor | None = None  # (B, S, V)
+    past_key_values: KVCache | None = None
+    hidden_states: tuple[Tensor, ...] | None = None
+    attentions: tuple[Tensor, ...] | None = None
+    cross_attentions: tuple[Tensor, ...] | None = None
+
+
+@dataclass
+class ClassifierOutput(ModelOutput):
+    """Sequence, token, next-sentence and multiple-choice heads all return this."""
+
+    loss: Tensor | None = None
+    logits: Tensor | None = None
+    hidden_states: tuple[Tensor, ...] | None = None
+    attentions: tuple[Tensor, ...] | None = None
+
+
+@dataclass
+class QuestionAnsweringOutput(ModelOutput):
+    loss: Tensor | None = None
+    start_logits: Tensor | None = None  # (B, S)
+    end_logits: Tensor | None = None  # (B, S)
+    hidden_states: tuple[Tensor, ...] | None = None
+    attentions: tuple[Tensor, ...] | None = None
+
+
+# transformers' names for the same records
+SequenceClassifierOutput = TokenClassifierOutput = NextSentencePredictorOutput = MultipleChoiceModelOutput = \
+    ClassifierOutput
+QuestionAnsweringModelOutput = QuestionAnsweringOutput
+
+
+# ----- head modules ------------------------------------------------------------------------------
+class PredictionHeadTransform(nn.Module):
+    """dense -> activation -> LayerNorm, before the vocabulary projection."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.transform_act_fn = ACT2FN[config.hidden_act]
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+
+    def forward(self, hidden_states: Tensor) -> Tensor:
+        return self.LayerNorm(self.transform_act_fn(self.dense(hidden_states)))
+
+
+class LMPredictionHead(nn.Module):
+    """(..., H) -> (..., V): transform, then the (tied) word-embedding matrix plus a bias per token."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.transform = PredictionHeadTransform(config)
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+
+    def forward(self, hidden_states: Tensor) -> Tensor:
+        return F.linear(self.transform(hidden_states), self.decoder.weight, self.bias)
+
+
+class OnlyMLMHead(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.predictions = LMPredictionHead(config)
+
+    def forward(self, sequence_output: Tensor) -> Tensor:
+        return self.predictions(sequence_output)
+
+
+class OnlyNSPHead(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.seq_relationship = nn.Linear(config.hidden_size, 2)
+
+    def forward(self, pooled_output: Tensor) -> Tensor:
+        return self.seq_relationship(pooled_output)
+
+
+class PreTrainingHeads(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.predictions = LMPredictionHead(config)
+        self.seq_relationship = nn.Linear(config.hidden_size, 2)
+
+    def forward(self, sequence_output: Tensor, pooled_output: Tensor) -> tuple[Tensor, Tensor]:
+        return self.predictions(sequence_output), self.seq_relationship(pooled_output)
+
+
+# ----- base of all heads -------------------------------------------------------------------------
+class _HeadModel(BertPreTrainedModel):
+    """An encoder at `self.bert` plus a head; the encoder call is shared by all heads."""
+
+    def _init_weights(self, module: nn.Module) -> None:
+        super()._init_weights(module)
+        if isinstance(module, LMPredictionHead):
+            nn.init.zeros_(module.bias)
+
+    def tied_weights(self) -> dict[str, str]:
+        """{parameter name: name of the parameter it shares storage with}."""
+        if isinstance(getattr(self, "cls", None), (OnlyMLMHead, PreTrainingHeads)) and self.config.tie_word_embeddings:
+            return {"cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight"}
+        return {}
+
+    def tie_weights(self) -> None:
+        if self.tied_weights():
+            self.cls.predictions.decoder.weight = self.bert.embeddings.word_embeddings.weight
+
+    def get_output_embeddings(self) -> nn.Linear | None:
+        return self.cls.predictions.decoder if hasattr(self, "cls") and hasattr(self.cls, "predictions") else None
+
+    def _encode(self, input_ids, attention_mask, token_type_ids, position_ids, head_mask, inputs_embeds,
+                output_attentions, output_hidden_states, **extra):
+        return self.bert(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
+                         position_ids=position_ids, head_mask=head_mask, inputs_embeds=inputs_embeds,
+                         output_attentions=output_attentions, output_hidden_states=output_hidden_states, **extra)
+
+    def _dropout_p(self) -> float:
+        cfg = self.config
+        return cfg.classifier_dropout if cfg.classifier_dropout is not None else cfg.hidden_dropout_prob
+
+
+def _ret(out: ModelOutput, return_dict: bool | None):
+    return out.to_tuple() if return_dict is False else out
+
+
+# ----- label checks ------------------------------------------------------------------------------
+def _check_class_labels(name: str, labels: Tensor, shape: tuple, num_classes: int, ignore: bool = False) -> None:
+    """Integer labels of `shape` in [0, num_classes) (or IGNORE where allowed)."""
+    if tuple(labels.shape) != tuple(shape):
+        raise InputError(f"{name} must have shape {tuple(shape)}, got {tuple(labels.shape)}")
+    if labels.dtype.is_floating_point or labels.dtype == torch.bool:
+        raise InputError(f"{name} must be integer class ids, got {labels.dtype}")
+    if labels.numel() == 0 or torch.compiler.is_compiling():
+        return
+    valid = (labels >= 0) & (labels < num_classes)
+    if ignore:
+        valid |= labels == IGNORE
+    if not bool(valid.all()):
+        bad = labels[~valid].unique()[:5].tolist()
+        allowed = f"[0, {num_classes})" + (f" or {IGNORE} (ignored)" if ignore else "")
+        raise InputError(f"{name} holds {bad}, outside {allowed}")
+
+
+def mlm_loss(logits: Tensor, labels: Tensor) -> Tensor:
+    """Cross-entropy over the positions whose label is not -100 (the masked ones)."""
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=IGNORE)
+
+
+# ----- pretraining heads -------------------------------------------------------------------------
+class BertForPreTraining(_HeadModel):
+    """BERT's pretraining: masked-token prediction and next-sentence prediction, losses summed."""
+
+    _missing_ok = ("cls.",)
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config)
+        self.bert = BertModel(config)
+        self.cls = PreTrainingHeads(config)
+        self.post_init()
+
+    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, head_mask=None,
+                inputs_embeds=None, labels=None, next_sentence_label=None, output_attentions=None,
+                output_hidden_states=None, return_dict=None) -> BertForPreTrainingOutput:
+        out = self._encode(input_ids, attention_mask, token_type_ids, position_ids, head_mask, inputs_embeds,
+                           output_attentions, output_hidden_states)
+        prediction_logits, nsp_logits = self.cls(out.last_hidden_state, out.pooler_output)  # (B,S,V), (B,2)
+        B, S, V = prediction_logits.shape
+        losses = []
+        if labels is not None:
+            _check_class_labels("labels", labels, (B, S), V, ignore=True)
+            losses.append(mlm_loss(prediction_logits, labels))
+        if next_sentence_label is not None:
+            _check_class_labels("next_sentence_label", next_sentence_label.view(-1), (B,), 2)
+            losses.append(F.cross_entropy(nsp_logits.float(), next_sentence_label.view(-1)))
+        loss = sum(losses) if losses else None  # MLM + NSP (either alone when only its labels are given)
+        return _ret(BertForPreTrainingOutput(loss, prediction_logits, nsp_logits, out.hidden_states,
+                                             out.attentions), return_dict)
+
+
+class BertForMaskedLM(_HeadModel):
+    """Predict the token at every position; the loss counts only positions whose label != -100.
+
+    `masked_positions_only=True` (with labels) projects to the vocabulary only at those positions:
+    logits are then (N_masked, V) and the loss is the same number for a fraction of the work.
+    """
+
+    _missing_ok = ("cls.",)
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config)
+        if config.is_decoder:
+            warnings.warn("BertForMaskedLM wants bidirectional attention: set is_decoder=False", stacklevel=2)
+        self.bert = BertModel(config, add_pooling_layer=False)
+        self.cls = OnlyMLMHead(config)
+        self.post_init()
+
+    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, head_mask=None,
+                inputs_embeds=None, encoder_hidden_states=None, encoder_attention_mask=None, labels=None,
+                output_attentions=None, output_hidden_states=None, return_dict=None,
+                masked_positions_only: bool = False) -> MaskedLMOutput:
+        out = self._encode(input_ids, attention_mask, token_type_ids, position_ids, head_mask, inputs_embeds,
+                           output_attentions, output_hidden_states, encoder_hidden_states=encoder_hidden_states,
+                           encoder_attention_mask=encoder_attention_mask)
+        hidden = out.last_hidden_state  # (B, S, H)
+        loss = None
+        if labels is not None:
+            _check_class_labels("labels", labels, hidden.shape[:2], self.config.vocab_size, ignore=True)
+        if masked_positions_only:
+            if labels is None:
+                raise InputError("masked_positions_only=True needs labels (-100 marks positions to skip)")
+            selected = labels != IGNORE  # (B, S) bool
+            logits = self.cls(hidden[selected])  # (N_masked, V): the projection runs only here
+            if logits.shape[0]:
+                loss = F.cross_entropy(logits.float(), labels[selected])
+            else:  # no masked position in the batch: a zero loss that still has a graph
+                loss = logits.sum() * 0.0
+        else:
+            logits = self.cls(hidden)  # (B, S, V)
+            if labels is not None:
+                loss = mlm_loss(logits, labels)
+        return _ret(MaskedLMOutput(loss, logits, out.hidden_states, out.attentions), return_dict)
+
+
+class BertForNextSentencePrediction(_HeadModel):
+    """Is sentence B the real continuation of A? logits (B, 2); label 0 = real next, 1 = random."""
+
+    _missing_ok = ("cls.",)
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config)
+        self.bert = BertModel(config)
+        self.cls = OnlyNSPHead(config)
+        self.post_init()
+
+    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, head_mask=None,
+                inputs_embeds=None, labels=None, output_attentions=None, output_hidden_states=None,
+                return_dict=None) -> ClassifierOutput:
+        out = self._encode(input_ids, attention_mask, token_type_ids, position_ids, head_mask, inputs_embeds,
+                           output_attentions, output_hidden_states)
+        logits = self.cls(out.pooler_output)  # (B, 2)
+        loss = None
+        if labels is not None:
+            _check_class_labels("labels", labels.view(-1), (logits.shape[0],), 2)
+            loss = F.cross_entropy(logits.float(), labels.view(-1))
+        return _ret(ClassifierOutput(loss, logits, out.hidden_states, out.attentions), return_dict)
+
+
+# ----- fine-tuning heads -------------------------------------------------------------------------
+class BertForSequenceClassification(_HeadModel):
+    """Pooled [CLS] -> dropout -> (B, num_labels). problem_type picks the loss:
+
+    regression (num_labels == 1, or float labels of shape (B, num_labels) with problem_type set):
+    MSE; single_label_classification (integer labels (B,)): cross-entropy;
+    multi_label_classification (float 0/1 labels (B, num_labels)): BCE with logits.
+    """
+
+    _missing_ok = ("classifier.", "bert.pooler.")
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.bert = BertModel(config)
+        self.dropout = nn.Dropout(self._dropout_p())
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, head_mask=None,
+                inputs_embeds=None, labels=None, output_attentions=None, output_hidden_states=None,
+                return_dict=None) -> ClassifierOutput:
+        out = self._encode(input_ids, attention_mask, token_type_ids, position_ids, head_mask, inputs_embeds,
+                           output_attentions, output_hidden_states)
+        logits = self.classifier(self.dropout(out.pooler_output))  # (B, num_labels)
+        loss = self.loss(logits, labels) if labels is not None else None
+        return _ret(ClassifierOutput(loss, logits, out.hidden_states, out.attentions), return_dict)
+
+    def loss(self, logits: Tensor, labels: Tensor) -> Tensor:
+        cfg, B, n = self.config, logits.shape[0], self.num_labels
+        if cfg.problem_type is None:  # decided once from the first labels, then kept (and saved)
+            if n == 1:
+                cfg.problem_type = "regression"
+            elif not labels.dtype.is_floating_point:
+                cfg.problem_type = "single_label_classification"
+            else:
+                cfg.problem_type = "multi_label_classification"
+        if cfg.problem_type == "regression":
+            shapes = ((B,), (B, 1)) if n == 1 else ((B, n),)
+            if tuple(labels.shape) not in shapes:
+                raise InputError(f"regression labels must have shape {shapes[0]}, got {tuple(labels.shape)}")
+            if n == 1:
+                return F.mse_loss(logits.view(-1).float(), labels.view(-1).to(torch.float32))
+            return F.mse_loss(logits.float(), labels.to(torch.float32))
+        if cfg.problem_type == "single_label_classification":
+            _check_class_labels("labels", labels.view(-1) if labels.dim() == 2 and labels.shape[1] == 1 else labels,
+                                (B,), n)
+            return F.cross_entropy(logits.float(), labels.view(-1))
+        if tuple(labels.shape) != (B, n):
+            raise InputError(f"multi-label labels must be (batch, num_labels) = ({B}, {n}) of 0/1, "
+                             f"got {tuple(labels.shape)}")
+        return F.binary_cross_entropy_with_logits(logits.float(), labels.to(torch.float32))
+
+
+class BertForTokenClassification(_HeadModel):
+    """Every token -> dropout -> (B, S, num_labels); labels -100 (padding, sub-words) are skipped."""
+
+    _missing_ok = ("classifier.",)
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.bert = BertModel(config, add_pooling_layer=False)
+        self.dropout = nn.Dropout(self._dropout_p())
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, head_mask=None,
+                inputs_embeds=None, labels=None, output_attentions=None, output_hidden_states=None,
+                return_dict=None) -> ClassifierOutput:
+        out = self._encode(input_ids, attention_mask, token_type_ids, position_ids, head_mask, inputs_embeds,
+                           output_attentions, output_hidden_states)
+        logits = self.classifier(self.dropout(out.last_hidden_state))  # (B, S, num_labels)
+        loss = None
+        if labels is not None:
+            _check_class_labels("labels", labels, logits.shape[:2], self.num_labels, ignore=True)
+            loss = F.cross_entropy(logits.reshape(-1, self.num_labels).float(), labels.reshape(-1),
+                                   ignore_index=IGNORE)
+        return _ret(ClassifierOutput(loss, logits, out.hidden_states, out.attentions), return_dict)
+
+
+class BertForQuestionAnswering(_HeadModel):
+    """Extractive QA: a start and an end score per token. Positions outside the input are
+    clamped to S and ignored in the loss, as in transformers (answers cut off by a window)."""
+
+    _missing_ok = ("qa_outputs.",)
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        if config.num_labels != 2:
+            warnings.warn(f"BertForQuestionAnswering splits its output into start/end: num_labels should be 2, "
+                          f"not {config.num_labels}", stacklevel=2)
+        self.bert = BertModel(config, add_pooling_layer=False)
+        self.qa_outputs = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, head_mask=None,
+                inputs_embeds=None, start_positions=None, end_positions=None, output_attentions=None,
+                output_hidden_states=None, return_dict=None) -> QuestionAnsweringOutput:
+        out = self._encode(input_ids, attention_mask, token_type_ids, position_ids, head_mask, inputs_embeds,
+                           output_attentions, output_hidden_states)
+        logits = self.qa_outputs(out.last_hidden_state)  # (B, S, 2)
+        start_logits, end_logits = (t.squeeze(-1).contiguous() for t in logits.split(1, dim=-1))  # (B, S) each
+        loss = None
+        if (start_positions is None) != (end_positions is None):
+            raise InputError("pass both start_positions and end_positions, or neither")
+        if start_positions is not None:
+            B, S = start_logits.shape
+            positions = []
+            for name, pos in (("start_positions", start_positions), ("end_positions", end_positions)):
+                pos = pos.view(-1) if pos.dim() == 2 and pos.shape[1] == 1 else pos
+                if tuple(pos.shape) != (B,) or pos.dtype.is_floating_point:
+                    raise InputError(f"{name} must be {B} integer token positions, got {tuple(pos.shape)} {pos.dtype}")
+                positions.append(pos.clamp(0, S))  # S = "not in this input": ignored below
+            loss = (F.cross_entropy(start_logits.float(), positions[0], ignore_index=S)
+                    + F.cross_entropy(end_logits.float(), positions[1], ignore_index=S)) / 2
+        return _ret(QuestionAnsweringOutput(loss, start_logits, end_logits, out.hidden_states, out.attentions),
+                    return_dict)
+
+
+class BertForMultipleChoice(_HeadModel):
+    """(B, choices, S) inputs are flattened to (B * choices, S); one score per choice -> (B, choices)."""
+
+    _missing_ok = ("classifier.", "bert.pooler.")
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config)
+        self.bert = BertModel(config)
+        self.dropout = nn.Dropout(self._dropout_p())
+        self.classifier = nn.Linear(config.hidden_size, 1)
+        self.post_init()
+
+    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, head_mask=None,
+                inputs_embeds=None, labels=None, output_attentions=None, output_hidden_states=None,
+                return_dict=None) -> ClassifierOutput:
+        first = input_ids if input_ids is not None else inputs_embeds
+        if first is None or first.dim() < 3:
+            raise InputError("multiple choice inputs must be (batch, num_choices, seq_len)"
+                             + (f", got {tuple(first.shape)}" if first is not None else ""))
+        B, C = first.shape[:2]
+
+        def flat(t):  # (B, C, S[, H]) -> (B * C, S[, H])
+            return t.reshape(B * C, *t.shape[2:]) if t is not None else None
+
+        out = self._encode(flat(input_ids), flat(attention_mask), flat(token_type_ids), flat(position_ids),
+                           head_mask, flat(inputs_embeds), output_attentions, output_hidden_states)
+        logits = self.classifier(self.dropout(out.pooler_output)).view(B, C)  # (B, choices)
+        loss = None
+        if labels is not None:
+            _check_class_labels("labels", labels, (B,), C)
+            loss = F.cross_entropy(logits.float(), labels)
+        return _ret(ClassifierOutput(loss, logits, out.hidden_states, out.attentions), return_dict)
+
+
+# ----- causal language model ---------------------------------------------------------------------
+class BertLMHeadModel(_HeadModel):
+    """BERT as a left-to-right decoder (is_decoder=True): logits for the NEXT token at each position.
+
+    Labels are the input ids themselves: the loss compares logits[:, t] with labels[:, t + 1].
+    """
+
+    _missing_ok = ("cls.",)
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config)
+        if not config.is_decoder:
+            warnings.warn("BertLMHeadModel is a causal decoder: set is_decoder=True", stacklevel=2)
+        self.bert = BertModel(config, add_pooling_layer=False)
+        self.cls = OnlyMLMHead(config)
+        self.post_init()
+
+    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, head_mask=None,
+                inputs_embeds=None, encoder_hidden_states=None, encoder_attention_mask=None, labels=None,
+                past_key_values=None, use_cache=None, output_attentions=None, output_hidden_states=None,
+                return_dict=None) -> CausalLMOutput:
+        if labels is not None:
+            use_cache = False
+        out = self._encode(input_ids, attention_mask, token_type_ids, position_ids, head_mask, inputs_embeds,
+                           output_attentions, output_hidden_states, encoder_hidden_states=encoder_hidden_states,
+                           encoder_attention_mask=encoder_attention_mask, past_key_values=past_key_values,
+                           use_cache=use_cache)
+        logits = self.cls(out.last_hidden_state)  # (B, S, V)
+        loss = None
+        if labels is not None:
+            _check_class_labels("labels", labels, logits.shape[:2], self.config.vocab_size, ignore=True)
+            loss = mlm_loss(logits[:, :-1], labels[:, 1:])  # position t predicts token t + 1
+        return _ret(CausalLMOutput(loss, logits, out.past_key_values, out.hidden_states, out.attentions,
+                                   out.cross_attentions), return_dict)
+
+    @torch.no_grad()
+    def generate(self, input_ids: Tensor, attention_mask: Tensor | None = None, max_new_tokens: int = 20,
+                 max_length: int | None = None, do_sample: bool = False, temperature: float = 1.0, top_k: int = 0,
+                 top_p: float = 1.0, eos_token_id: int | None = None, pad_token_id: int | None = None,
+                 use_cache: bool = True, encoder_hidden_states: Tensor | None = None,
+                 encoder_attention_mask: Tensor | None = None, generator: torch.Generator | None = None) -> Tensor:
+        """Extend input_ids (B, S) token by token; returns (B, S + generated).
+
+        Greedy by default; do_sample=True draws from softmax(logits / temperature) after keeping
+        the top_k tokens and the smallest set whose probability reaches top_p. With use_cache each
+        step feeds only the newest token and reuses the keys/values of the earlier ones. A row
+        stops at eos_token_id (then padded with pad_token_id); all stop at max_length.
+        """
+        if input_ids.dim() != 2 or input_ids.shape[1] == 0:
+            raise InputError(f"generate() needs input_ids of shape (batch, >=1 tokens), got {tuple(input_ids.shape)}")
+        if temperature <= 0 or not 0 < top_p <= 1 or top_k < 0:
+            raise InputError(f"need temperature > 0, 0 < top_p <= 1, top_k >= 0; got {temperature}, {top_p}, {top_k}")
+        limit = self.config.max_position_embeddings
+        total = min(max_length if max_length is not None else input_ids.shape[1] + max_new_tokens, limit)
+        pad = pad_token_id if pad_token_id is not None else (self.config.pad_token_id or 0)
+        tokens = input_ids
+        mask = attention_mask if attention_mask is not None else torch.ones_like(input_ids)
+        finished = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        past = None
+        kw = dict(encoder_hidden_states=encoder_hidden_states, encoder_attention_mask=encoder_attention_mask)
+        while tokens.shape[1] < total:
+            step_ids = tokens[:, -1:] if past is not None else tokens
+            out = self(step_ids, attention_mask=mask, past_key_values=past, use_cache=use_cache, **kw)
+            past = out.past_key_values if use_cache else None
+            logits = out.logits[:, -1].float()  # (B, V): scores for the next token
+            next_token = _pick(logits, do_sample, temperature, top_k, top_p, generator)
+            next_token = torch.where(finished, torch.full_like(next_token, pad), next_token)
+            tokens = torch.cat([tokens, next_token[:, None]], dim=1)
+            mask = torch.cat([mask, torch.ones_like(next_token[:, None])], dim=1)
+            if eos_token_id is not None:
+                finished |= next_token == eos_token_id
+                if bool(finished.all()):
+                    break
+        return tokens
+
+
+def _pick(logits: Tensor, do_sample: bool, temperature: float, top_k: int, top_p: float,
+          generator: torch.Generator | None) -> Tensor:
+    """One token id per row from next-token logits (B, V)."""
+    if not do_sample:
+        return logits.argmax(dim=-1)
+    logits = logits / temperature
+    if top_k > 0:
+        kth = logits.topk(min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_logits, order = logits.sort(dim=-1, descending=True)
+        cumulative = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
+        drop = cumulative - sorted_logits.softmax(dim=-1) >= top_p  # mass before this token already >= top_p
+        sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
+        logits = torch.full_like(logits, float("-inf")).scatter(1, order, sorted_logits)
+    return torch.multinomial(logits.softmax(dim=-1), 1, generator=generator).squeeze(1)
+
+
+HEADS = {cls.__name__: cls for cls in (
+    BertModel, BertForPreTraining, BertForMaskedLM, BertForNextSentencePrediction, BertForSequenceClassification,
+    BertForTokenClassification, BertForQuestionAnswering, BertForMultipleChoice, BertLMHeadModel)}
