@@ -2,11 +2,16 @@
 
 from .config import PRESETS, BertConfig
 from .errors import BertkitError, BertkitWarning, CheckpointError, ConfigError, InputError
+from .heads import (BertForMaskedLM, BertForMultipleChoice, BertForNextSentencePrediction, BertForPreTraining,
+                    BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification,
+                    BertLMHeadModel)
 from .model import BertModel, BertModelOutput, BertPreTrainedModel
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BertConfig", "PRESETS", "BertModel", "BertModelOutput", "BertPreTrainedModel",
+    "BertForPreTraining", "BertForMaskedLM", "BertForNextSentencePrediction", "BertForSequenceClassification",
+    "BertForTokenClassification", "BertForQuestionAnswering", "BertForMultipleChoice", "BertLMHeadModel",
     "BertkitError", "BertkitWarning", "CheckpointError", "ConfigError", "InputError", "__version__",
 ]

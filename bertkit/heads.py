@@ -544,7 +544,3 @@ def _pick(logits: Tensor, do_sample: bool, temperature: float, top_k: int, top_p
         logits = torch.full_like(logits, float("-inf")).scatter(1, order, sorted_logits)
     return torch.multinomial(logits.softmax(dim=-1), 1, generator=generator).squeeze(1)
 
-
-HEADS = {cls.__name__: cls for cls in (
-    BertModel, BertForPreTraining, BertForMaskedLM, BertForNextSentencePrediction, BertForSequenceClassification,
-    BertForTokenClassification, BertForQuestionAnswering, BertForMultipleChoice, BertLMHeadModel)}
