@@ -197,6 +197,13 @@ def mlm_loss(logits: Tensor, labels: Tensor) -> Tensor:
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=IGNORE)
 
 
+def nsp_loss(logits: Tensor, labels: Tensor, name: str) -> Tensor:
+    """Cross-entropy of the (B, 2) next-sentence logits; labels 0 = real next, 1 = random."""
+    labels = labels.view(-1)
+    _check_class_labels(name, labels, (logits.shape[0],), 2)
+    return F.cross_entropy(logits.float(), labels)
+
+
 # ----- pretraining heads -------------------------------------------------------------------------
 class BertForPreTraining(_HeadModel):
     """BERT's pretraining: masked-token prediction and next-sentence prediction, losses summed."""
@@ -221,8 +228,7 @@ class BertForPreTraining(_HeadModel):
             _check_class_labels("labels", labels, (B, S), V, ignore=True)
             losses.append(mlm_loss(prediction_logits, labels))
         if next_sentence_label is not None:
-            _check_class_labels("next_sentence_label", next_sentence_label.view(-1), (B,), 2)
-            losses.append(F.cross_entropy(nsp_logits.float(), next_sentence_label.view(-1)))
+            losses.append(nsp_loss(nsp_logits, next_sentence_label, "next_sentence_label"))
         loss = sum(losses) if losses else None  # MLM + NSP (either alone when only its labels are given)
         return _ret(BertForPreTrainingOutput(loss, prediction_logits, nsp_logits, out.hidden_states,
                                              out.attentions), return_dict)
@@ -289,10 +295,7 @@ class BertForNextSentencePrediction(_HeadModel):
         out = self._encode(input_ids, attention_mask, token_type_ids, position_ids, head_mask, inputs_embeds,
                            output_attentions, output_hidden_states)
         logits = self.cls(out.pooler_output)  # (B, 2)
-        loss = None
-        if labels is not None:
-            _check_class_labels("labels", labels.view(-1), (logits.shape[0],), 2)
-            loss = F.cross_entropy(logits.float(), labels.view(-1))
+        loss = nsp_loss(logits, labels, "labels") if labels is not None else None
         return _ret(ClassifierOutput(loss, logits, out.hidden_states, out.attentions), return_dict)
 
 
