@@ -37,8 +37,25 @@ def info_main(argv: list[str]) -> int:
     return 0
 
 
+def _tokenize(argv):
+    from .tokenizer import tokenize_main
+
+    return tokenize_main(argv)
+
+
+def _tokenizer(argv):
+    from .tokenizer import tokenizer_main
+
+    return tokenizer_main(argv)
+
+
+_tokenize.__doc__ = "Show how a text becomes tokens and ids (a table for learners)."
+_tokenizer.__doc__ = "Tokenizer tools: `bertkit tokenizer train` learns a WordPiece vocabulary."
+
 COMMANDS = {
     "info": info_main,
+    "tokenize": _tokenize,
+    "tokenizer": _tokenizer,
 }
 
 

@@ -1,0 +1,518 @@
+"""BERT's WordPiece tokenizer on the `tokenizers` library (HF's Rust implementation).
+
+    text --normalise--> clean control characters, put spaces around every CJK character,
+                        lower-case and strip accents (as configured)
+         --pre-tokenise--> split on whitespace and punctuation
+         --WordPiece--> greedy longest match from the vocabulary, later pieces marked "##";
+                        a word with no match, or over 100 characters, becomes [UNK]
+         --template--> [CLS] A [SEP] (B [SEP]), token_type_ids 0 for A, 1 for B
+
+The pipeline is the one transformers' BertTokenizerFast builds, so ids, type ids, masks and
+offsets are the same; this class adds clear errors, CJK-friendly decoding and vocab training.
+Chinese text is split per character because BERT's vocabularies (bert-base-chinese: 21128
+entries) hold single characters.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from tokenizers import AddedToken, Tokenizer as Backend, decoders, normalizers, pre_tokenizers, processors, trainers
+from tokenizers.models import WordPiece
+
+from .checkpoint import atomic_write_text
+from .errors import BertkitError
+
+VOCAB_FILE, TOKENIZER_FILE, CONFIG_FILE, SPECIAL_MAP_FILE = (
+    "vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+SPECIAL_ROLES = ("pad_token", "unk_token", "cls_token", "sep_token", "mask_token")
+DEFAULT_SPECIALS = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]",
+                    "mask_token": "[MASK]"}
+MAX_CHARS_PER_WORD = 100  # BERT: longer words are [UNK]
+TRUNCATION = ("longest_first", "only_first", "only_second")
+
+
+class TokenizerError(BertkitError, ValueError):
+    """A vocabulary, tokenizer directory or call that cannot work."""
+
+
+# ----- vocabulary files --------------------------------------------------------------------------
+def read_vocab(path: str) -> dict[str, int]:
+    """vocab.txt: one token per line, id = line number (from 0). Duplicates are an error."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except FileNotFoundError:
+        raise TokenizerError(f"{path}: no such vocabulary file") from None
+    except OSError as e:
+        raise TokenizerError(f"{path}: cannot read vocabulary ({e})") from e
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise TokenizerError(f"{path}: line {line}: not UTF-8 (byte {raw[e.start]:#04x} at offset {e.start}); "
+                             "save the vocabulary as UTF-8") from None
+    if not text.strip():
+        raise TokenizerError(f"{path}: the vocabulary file is empty")
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()  # the newline that ends the last line
+    vocab: dict[str, int] = {}
+    for i, token in enumerate(lines):
+        token = token.rstrip("\r")
+        if token in vocab:
+            raise TokenizerError(f"{path}: line {i + 1}: {token!r} already appears on line {vocab[token] + 1}; "
+                                 "every token needs its own line and id")
+        vocab[token] = i
+    return vocab
+
+
+def write_vocab(path: str, vocab: dict[str, int]) -> None:
+    atomic_write_text(path, "".join(token + "\n" for token, _ in sorted(vocab.items(), key=lambda kv: kv[1])))
+
+
+# ----- encodings ---------------------------------------------------------------------------------
+class BatchEncoding(dict):
+    """input_ids, token_type_ids, attention_mask, ... by key (or attribute), plus the raw encodings."""
+
+    def __init__(self, data: dict[str, Any], encodings=None):
+        super().__init__(data)
+        self.encodings = encodings  # tokenizers.Encoding per row: .tokens, .word_ids, .sequence_ids, ...
+
+    def __getattr__(self, name: str):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def tokens(self, i: int = 0) -> list[str]:
+        return self.encodings[i].tokens
+
+    def word_ids(self, i: int = 0) -> list[int | None]:
+        return self.encodings[i].word_ids
+
+    def sequence_ids(self, i: int = 0) -> list[int | None]:
+        return self.encodings[i].sequence_ids
+
+
+# ----- the tokenizer -----------------------------------------------------------------------------
+class Tokenizer:
+    """BERT WordPiece tokenizer. Build with from_pretrained(dir), from_vocab(path or dict) or train_vocab()."""
+
+    def __init__(self, vocab: dict[str, int], *, do_lower_case: bool = True, strip_accents: bool | None = None,
+                 tokenize_chinese_chars: bool = True, never_split: Sequence[str] = (),
+                 model_max_length: int = 512, backend: Backend | None = None, **special_tokens: str):
+        unknown = set(special_tokens) - set(SPECIAL_ROLES)
+        if unknown:
+            raise TokenizerError(f"unknown tokenizer argument(s): {', '.join(sorted(unknown))}")
+        self.specials = {**DEFAULT_SPECIALS, **special_tokens}
+        missing = [f"{role}={tok!r}" for role, tok in self.specials.items() if tok not in vocab]
+        if missing:
+            raise TokenizerError(f"the vocabulary lacks the special token(s) {', '.join(missing)}; a BERT "
+                                 "vocabulary starts with [PAD] ... [UNK] [CLS] [SEP] [MASK]")
+        not_in_vocab = [w for w in never_split if w not in vocab]
+        if not_in_vocab:
+            raise TokenizerError(f"never_split word(s) {not_in_vocab} are not in the vocabulary; a word kept whole "
+                                 "needs an id")
+        if model_max_length < 2:
+            raise TokenizerError(f"model_max_length must be >= 2 ([CLS] and [SEP]), got {model_max_length}")
+        self.do_lower_case = do_lower_case
+        self.strip_accents = strip_accents
+        self.tokenize_chinese_chars = tokenize_chinese_chars
+        self.never_split = list(never_split)
+        self.model_max_length = model_max_length
+        self.backend = backend if backend is not None else Backend(
+            WordPiece(vocab, unk_token=self.specials["unk_token"], max_input_chars_per_word=MAX_CHARS_PER_WORD))
+        self._configure_backend()
+        self.vocab = self.backend.get_vocab(with_added_tokens=False)
+        self.ids_to_tokens = {i: t for t, i in self.vocab.items()}
+        for role, token in self.specials.items():
+            setattr(self, role, token)
+            setattr(self, role + "_id", self.vocab[token])
+        self.all_special_ids = sorted({self.vocab[t] for t in self.specials.values()})
+
+    def _configure_backend(self) -> None:
+        """The BERT pipeline of transformers' BertTokenizerFast, with this tokenizer's settings."""
+        b = self.backend
+        b.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=self.tokenize_chinese_chars,
+                                                  strip_accents=self.strip_accents, lowercase=self.do_lower_case)
+        b.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        cls, sep = self.specials["cls_token"], self.specials["sep_token"]
+        vocab = b.get_vocab(with_added_tokens=False)
+        b.post_processor = processors.TemplateProcessing(
+            single=f"{cls}:0 $A:0 {sep}:0", pair=f"{cls}:0 $A:0 {sep}:0 $B:1 {sep}:1",
+            special_tokens=[(cls, vocab[cls]), (sep, vocab[sep])])
+        b.decoder = decoders.WordPiece(prefix="##")
+        # "[MASK]" typed in text stays one token and is not lower-cased (as in transformers)
+        b.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in self.specials.values()])
+        if self.never_split:
+            b.add_tokens([AddedToken(w, normalized=False) for w in self.never_split])
+
+    # ----- construction and files ------------------------------------------------------------
+    @classmethod
+    def from_vocab(cls, vocab: str | os.PathLike | dict[str, int], **kwargs: Any) -> "Tokenizer":
+        """From a vocab.txt path or a {token: id} dict."""
+        if not isinstance(vocab, dict):
+            vocab = read_vocab(os.fspath(vocab))
+        return cls(vocab, **kwargs)
+
+    @classmethod
+    def from_pretrained(cls, path: str | os.PathLike, **overrides: Any) -> "Tokenizer":
+        """A local HF tokenizer directory: vocab.txt and/or tokenizer.json, + tokenizer_config.json."""
+        directory = os.fspath(path)
+        if not os.path.isdir(directory):
+            raise TokenizerError(f"{directory}: no such directory; pass a local folder holding vocab.txt "
+                                 "(and optionally tokenizer.json, tokenizer_config.json)")
+        settings: dict[str, Any] = {}
+        for name in (SPECIAL_MAP_FILE, CONFIG_FILE):  # the config wins over the special-token map
+            settings.update(_read_json(os.path.join(directory, name)))
+        kwargs = {k: settings[k] for k in ("do_lower_case", "strip_accents", "tokenize_chinese_chars",
+                                           "never_split", "model_max_length") if settings.get(k) is not None}
+        if kwargs.get("model_max_length", 0) > 10**9:  # transformers writes a huge number for "no limit"
+            del kwargs["model_max_length"]
+        kwargs.update({role: _token_text(settings[role]) for role in SPECIAL_ROLES if settings.get(role)})
+        kwargs.update(overrides)
+        tokenizer_json, vocab_txt = os.path.join(directory, TOKENIZER_FILE), os.path.join(directory, VOCAB_FILE)
+        if os.path.exists(tokenizer_json):
+            try:
+                backend = Backend.from_file(tokenizer_json)
+            except Exception as e:
+                raise TokenizerError(f"{tokenizer_json}: not a valid tokenizer.json ({e})") from e
+            if not isinstance(backend.model, WordPiece):
+                raise TokenizerError(f"{tokenizer_json}: a {type(backend.model).__name__} tokenizer, not WordPiece "
+                                     "(BERT)")
+            return cls(backend.get_vocab(with_added_tokens=False), backend=backend, **kwargs)
+        if os.path.exists(vocab_txt):
+            return cls(read_vocab(vocab_txt), **kwargs)
+        raise TokenizerError(f"{directory}: holds neither {VOCAB_FILE} nor {TOKENIZER_FILE}")
+
+    def save_pretrained(self, path: str | os.PathLike) -> None:
+        """vocab.txt, tokenizer.json, tokenizer_config.json, special_tokens_map.json (transformers' layout)."""
+        directory = os.fspath(path)
+        os.makedirs(directory, exist_ok=True)
+        write_vocab(os.path.join(directory, VOCAB_FILE), self.vocab)
+        atomic_write_text(os.path.join(directory, TOKENIZER_FILE), self.backend.to_str(pretty=True))
+        config = {"tokenizer_class": "BertTokenizer", "do_lower_case": self.do_lower_case,
+                  "strip_accents": self.strip_accents, "tokenize_chinese_chars": self.tokenize_chinese_chars,
+                  "never_split": self.never_split or None, "model_max_length": self.model_max_length,
+                  "clean_up_tokenization_spaces": True, **self.specials}
+        for name, data in ((CONFIG_FILE, config), (SPECIAL_MAP_FILE, dict(self.specials))):
+            atomic_write_text(os.path.join(directory, name), json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+    # ----- vocabulary lookups ----------------------------------------------------------------
+    @property
+    def vocab_size(self) -> int:
+        return len(self.vocab)
+
+    def __len__(self) -> int:
+        return len(self.vocab)
+
+    def get_vocab(self) -> dict[str, int]:
+        return dict(self.vocab)
+
+    def convert_tokens_to_ids(self, tokens: str | Sequence[str]):
+        unk = self.unk_token_id
+        if isinstance(tokens, str):
+            return self.vocab.get(tokens, unk)
+        return [self.vocab.get(t, unk) for t in tokens]
+
+    def convert_ids_to_tokens(self, ids: int | Sequence[int]):
+        if isinstance(ids, int):
+            return self.ids_to_tokens[ids]
+        return [self.ids_to_tokens[int(i)] for i in ids]
+
+    def tokenize(self, text: str, text_pair: str | None = None) -> list[str]:
+        """The WordPiece tokens of a text, without [CLS] / [SEP]."""
+        return self.backend.encode(_check_text(text, "text"), _check_text(text_pair, "text_pair"),
+                                   add_special_tokens=False).tokens
+
+    # ----- encoding --------------------------------------------------------------------------
+    def __call__(self, text: str | Sequence[str], text_pair: str | Sequence[str] | None = None, *,
+                 add_special_tokens: bool = True, padding: bool | str = False,
+                 truncation: bool | str | None = None, max_length: int | None = None, stride: int = 0,
+                 pad_to_multiple_of: int | None = None, return_tensors: str | None = None,
+                 return_token_type_ids: bool = True, return_attention_mask: bool = True,
+                 return_special_tokens_mask: bool = False, return_offsets_mapping: bool = False,
+                 return_overflowing_tokens: bool = False, return_length: bool = False) -> BatchEncoding:
+        """Encode one text (or pair) or a batch, with transformers' argument names and meanings.
+
+        truncation: True / "longest_first" (trim the longer of a pair, token by token), "only_first",
+        "only_second", or False; max_length alone implies "longest_first". padding: True / "longest"
+        (to the longest row), "max_length", or False. With return_overflowing_tokens, what truncation
+        cuts off comes back as further rows (windows overlapping by `stride` tokens), and
+        `overflow_to_sample_mapping` says which input each row came from.
+        """
+        batched = isinstance(text, (list, tuple))
+        texts = list(text) if batched else [text]
+        pairs = None
+        if text_pair is not None:
+            pairs = list(text_pair) if batched else [text_pair]
+            if not batched and isinstance(text_pair, (list, tuple)):
+                raise TokenizerError("text is one string but text_pair is a list; pass lists for both to batch")
+            if len(pairs) != len(texts):
+                raise TokenizerError(f"text has {len(texts)} entries but text_pair has {len(pairs)}")
+        for i, t in enumerate(texts):
+            _check_text(t, f"text[{i}]" if batched else "text")
+        for i, t in enumerate(pairs or ()):
+            _check_text(t, f"text_pair[{i}]" if batched else "text_pair")
+
+        self._set_truncation_and_padding(padding, truncation, max_length, stride, pad_to_multiple_of,
+                                         pair=pairs is not None and add_special_tokens)
+        inputs = texts if pairs is None else list(zip(texts, pairs))
+        need_offsets = return_offsets_mapping or return_overflowing_tokens
+        encode = self.backend.encode_batch if need_offsets or not hasattr(self.backend, "encode_batch_fast") \
+            else self.backend.encode_batch_fast
+        try:
+            encodings = encode(inputs, add_special_tokens=add_special_tokens)
+        except Exception as e:  # the backend's own checks (e.g. stride too large for max_length)
+            raise TokenizerError(f"cannot encode: {e}") from e
+
+        rows, sample = encodings, None
+        if return_overflowing_tokens:
+            rows, sample = [], []
+            for i, enc in enumerate(encodings):
+                for window in [enc, *enc.overflowing]:
+                    rows.append(window)
+                    sample.append(i)
+        data: dict[str, Any] = {"input_ids": [e.ids for e in rows]}
+        if return_token_type_ids:
+            data["token_type_ids"] = [e.type_ids for e in rows]
+        if return_attention_mask:
+            data["attention_mask"] = [e.attention_mask for e in rows]
+        if return_special_tokens_mask:
+            data["special_tokens_mask"] = [e.special_tokens_mask for e in rows]
+        if return_offsets_mapping:
+            data["offset_mapping"] = [e.offsets for e in rows]
+        if return_length:
+            data["length"] = [len(e.ids) for e in rows]
+        if sample is not None:
+            data["overflow_to_sample_mapping"] = sample
+        if not batched and not return_overflowing_tokens:
+            data = {k: v[0] for k, v in data.items()}
+        return BatchEncoding(_as_tensors(data, return_tensors, batched or return_overflowing_tokens), rows)
+
+    def encode(self, text: str, text_pair: str | None = None, **kwargs: Any) -> list[int]:
+        """The ids of one text (or pair), with [CLS]/[SEP] unless add_special_tokens=False."""
+        return self(_check_text(text, "text"), text_pair, return_token_type_ids=False,
+                    return_attention_mask=False, **kwargs)["input_ids"]
+
+    def encode_batch(self, texts: Sequence[str], pairs: Sequence[str] | None = None, **kwargs: Any) -> BatchEncoding:
+        if not isinstance(texts, (list, tuple)):
+            raise TokenizerError(f"encode_batch takes a list of texts, got {type(texts).__name__}")
+        return self(list(texts), list(pairs) if pairs is not None else None, **kwargs)
+
+    def _set_truncation_and_padding(self, padding, truncation, max_length, stride, pad_to_multiple_of,
+                                    pair: bool) -> None:
+        b = self.backend
+        if truncation is None:
+            truncation = max_length is not None
+        if truncation is True:
+            truncation = "longest_first"
+        if truncation is not False and truncation not in TRUNCATION:
+            raise TokenizerError(f"truncation must be True, False or one of {', '.join(TRUNCATION)}; "
+                                 f"got {truncation!r}")
+        if padding is True:
+            padding = "longest"
+        if padding not in (False, "longest", "max_length", "do_not_pad"):
+            raise TokenizerError(f"padding must be True, False, 'longest' or 'max_length'; got {padding!r}")
+        if (truncation or padding == "max_length") and max_length is None:
+            max_length = self.model_max_length
+        if max_length is not None and (not isinstance(max_length, int) or max_length < 1):
+            raise TokenizerError(f"max_length must be a positive integer, got {max_length!r}")
+        if truncation:
+            needed = 3 if pair else 2
+            if max_length < needed + (1 if truncation == "longest_first" or not pair else 0):
+                raise TokenizerError(f"max_length={max_length} leaves no room for text: [CLS] and [SEP] "
+                                     f"already take {needed} positions")
+            if stride < 0:
+                raise TokenizerError(f"stride must be >= 0, got {stride}")
+            b.enable_truncation(max_length, stride=stride, strategy=truncation)
+        else:
+            b.no_truncation()
+        if padding in ("longest", "max_length"):
+            b.enable_padding(length=max_length if padding == "max_length" else None,
+                             pad_to_multiple_of=pad_to_multiple_of, pad_id=self.pad_token_id, pad_type_id=0,
+                             pad_token=self.pad_token)
+        else:
+            b.no_padding()
+
+    # ----- decoding --------------------------------------------------------------------------
+    def decode(self, ids, skip_special_tokens: bool = False) -> str:
+        """ids -> text: "##" pieces joined to their word, no spaces around CJK characters."""
+        if hasattr(ids, "tolist"):
+            ids = ids.tolist()
+        bad = [i for i in ids if not 0 <= int(i) < self.backend.get_vocab_size()]
+        if bad:
+            raise TokenizerError(f"ids {bad[:5]} are outside the vocabulary (size {self.vocab_size})")
+        return _join_cjk(self.backend.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens))
+
+    def batch_decode(self, rows, skip_special_tokens: bool = False) -> list[str]:
+        return [self.decode(r, skip_special_tokens) for r in rows]
+
+
+# ----- vocabulary training -----------------------------------------------------------------------
+def train_vocab(files: str | os.PathLike | Sequence[str | os.PathLike] | None = None, *,
+                texts: Iterable[str] | None = None, vocab_size: int = 21128, min_frequency: int = 2,
+                do_lower_case: bool = True, strip_accents: bool | None = None, tokenize_chinese_chars: bool = True,
+                limit_alphabet: int = 10000, show_progress: bool = False, model_max_length: int = 512) -> Tokenizer:
+    """Learn a WordPiece vocabulary from text `files` or an iterable of `texts`.
+
+    Special tokens come first ([PAD] [UNK] [CLS] [SEP] [MASK] = ids 0..4). With
+    tokenize_chinese_chars every CJK character is its own word, so Chinese is learned per
+    character, as in bert-base-chinese.
+    """
+    if (files is None) == (texts is None):
+        raise TokenizerError("pass exactly one of files=... (paths) or texts=... (strings)")
+    if vocab_size <= len(DEFAULT_SPECIALS):
+        raise TokenizerError(f"vocab_size must be larger than the {len(DEFAULT_SPECIALS)} special tokens")
+    backend = Backend(WordPiece(unk_token=DEFAULT_SPECIALS["unk_token"], max_input_chars_per_word=MAX_CHARS_PER_WORD))
+    backend.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=tokenize_chinese_chars,
+                                                    strip_accents=strip_accents, lowercase=do_lower_case)
+    backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
+                                        special_tokens=list(DEFAULT_SPECIALS.values()), limit_alphabet=limit_alphabet,
+                                        continuing_subword_prefix="##", show_progress=show_progress)
+    if files is not None:
+        paths = [os.fspath(files)] if isinstance(files, (str, os.PathLike)) else [os.fspath(f) for f in files]
+        missing = [p for p in paths if not os.path.isfile(p)]
+        if missing or not paths:
+            raise TokenizerError(f"corpus file(s) not found: {', '.join(missing) or '(none given)'}")
+        backend.train(paths, trainer)
+    else:
+        backend.train_from_iterator(texts, trainer)
+    vocab = backend.get_vocab(with_added_tokens=False)
+    if len(vocab) <= len(DEFAULT_SPECIALS):
+        raise TokenizerError("the corpus is empty: no vocabulary could be learned")
+    return Tokenizer(vocab, do_lower_case=do_lower_case, strip_accents=strip_accents,
+                     tokenize_chinese_chars=tokenize_chinese_chars, model_max_length=model_max_length)
+
+
+# ----- helpers -----------------------------------------------------------------------------------
+def _check_text(text, name: str):
+    if text is not None and not isinstance(text, str):
+        raise TokenizerError(f"{name} must be a string, got {type(text).__name__}")
+    return text
+
+
+def _read_json(path: str) -> dict:
+    if not os.path.exists(path):
+        return {}
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except json.JSONDecodeError as e:
+        raise TokenizerError(f"{path}: line {e.lineno}, column {e.colno}: not valid JSON ({e.msg})") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise TokenizerError(f"{path}: cannot read ({e})") from e
+    if not isinstance(data, dict):
+        raise TokenizerError(f"{path}: expected a JSON object")
+    return data
+
+
+def _token_text(value) -> str:
+    return value["content"] if isinstance(value, dict) else str(value)
+
+
+def _as_tensors(data: dict[str, Any], return_tensors: str | None, batched: bool) -> dict[str, Any]:
+    if return_tensors is None:
+        return data
+    if return_tensors not in ("pt", "np"):
+        raise TokenizerError(f"return_tensors must be 'pt', 'np' or None, got {return_tensors!r}")
+    import numpy as np
+
+    out = {}
+    for key, value in data.items():
+        rows = value if batched else [value]
+        if key != "overflow_to_sample_mapping" and len({len(r) for r in rows}) > 1:
+            raise TokenizerError(f"rows have different lengths {sorted({len(r) for r in rows})}: pass padding=True "
+                                 "to return tensors")
+        array = np.asarray(rows, dtype=np.int64)
+        if return_tensors == "pt":
+            import torch
+
+            array = torch.from_numpy(array)
+        out[key] = array
+    return out
+
+
+# CJK ideographs (BERT's ranges), CJK symbols and punctuation, full-width forms
+_WIDE = ("\u4e00-\u9fff\u3400-\u4dbf\uf900-\ufaff\u3000-\u303f\uff00-\uffef"
+         "\U00020000-\U0002a6df\U0002a700-\U0002b73f\U0002b740-\U0002b81f\U0002b820-\U0002ceaf\U0002f800-\U0002fa1f")
+_SPACE_BY_WIDE = re.compile(f"(?<=[{_WIDE}]) | (?=[{_WIDE}])")
+
+
+def _join_cjk(text: str) -> str:
+    """Drop the spaces decoding puts next to CJK characters: "今 天 好 。" -> "今天好。"."""
+    return _SPACE_BY_WIDE.sub("", text)
+
+
+# ----- command line ------------------------------------------------------------------------------
+def _pad(text: str, width: int) -> str:
+    """Left-align in `width` terminal columns; CJK characters take two."""
+    import unicodedata
+
+    used = sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+    return text + " " * max(0, width - used)
+
+
+def tokenize_main(argv: list[str]) -> int:
+    """Show how a text becomes tokens and ids: one row per token with its type id and text span."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="bertkit tokenize", description=tokenize_main.__doc__)
+    p.add_argument("--model", required=True, help="a tokenizer or model directory (vocab.txt / tokenizer.json)")
+    p.add_argument("text", help="the text to tokenize")
+    p.add_argument("--pair", default=None, help="a second text (sentence B)")
+    args = p.parse_args(argv)
+    tok = Tokenizer.from_pretrained(args.model)
+    enc = tok(args.text, args.pair, return_offsets_mapping=True)
+    sources = [args.text, args.pair]
+    print(f"{'#':>3}  {_pad('token', 14)} {'id':>6}  type  text")
+    for i, (token, token_id, type_id, (start, end), seq) in enumerate(zip(
+            enc.tokens(), enc["input_ids"], enc["token_type_ids"], enc["offset_mapping"], enc.sequence_ids())):
+        span = sources[seq][start:end] if seq is not None else ""
+        print(f"{i:>3}  {_pad(token, 14)} {token_id:>6}  {type_id:>4}  {span}")
+    print(f"{len(enc['input_ids'])} tokens; vocabulary of {tok.vocab_size}")
+    return 0
+
+
+def train_main(argv: list[str]) -> int:
+    """Learn a WordPiece vocabulary from text files or a built-in corpus and save a tokenizer directory."""
+    import argparse
+
+    from .data.builtin import BUILTIN_CORPORA, builtin_texts
+
+    p = argparse.ArgumentParser(prog="bertkit tokenizer train", description=train_main.__doc__)
+    p.add_argument("--corpus", nargs="+", required=True,
+                   help=f"text files (one text per line) or one of {', '.join(BUILTIN_CORPORA)}")
+    p.add_argument("--vocab-size", type=int, default=21128, help="entries in the vocabulary, specials included")
+    p.add_argument("--min-frequency", type=int, default=2, help="pieces seen fewer times are left out")
+    p.add_argument("--out", required=True, help="directory to write vocab.txt, tokenizer.json, ...")
+    p.add_argument("--no-lower-case", action="store_true", help="keep case (cased vocabulary)")
+    p.add_argument("--no-chinese-chars", action="store_true", help="do not split CJK text per character")
+    args = p.parse_args(argv)
+    builtin = [c for c in args.corpus if c.startswith("builtin:")]
+    options = dict(vocab_size=args.vocab_size, min_frequency=args.min_frequency, show_progress=True,
+                   do_lower_case=not args.no_lower_case, tokenize_chinese_chars=not args.no_chinese_chars)
+    if builtin and len(builtin) != len(args.corpus):
+        raise TokenizerError("--corpus takes either files or built-in corpora, not both")
+    if builtin:
+        texts = [t for name in builtin for t in builtin_texts(name)]
+        tok = train_vocab(texts=texts, **options)
+    else:
+        tok = train_vocab(args.corpus, **options)
+    tok.save_pretrained(args.out)
+    print(f"vocabulary of {tok.vocab_size} written to {args.out}")
+    return 0
+
+
+def tokenizer_main(argv: list[str]) -> int:
+    """Tokenizer tools: `bertkit tokenizer train ...`."""
+    if not argv or argv[0] != "train":
+        print("usage: bertkit tokenizer train --corpus FILE... --vocab-size N --out DIR")
+        return 0 if argv and argv[0] in ("-h", "--help") else 2
+    return train_main(argv[1:])
