@@ -4,7 +4,8 @@ Every backend has one signature:
 
     backend(q, k, v, mask, *, dropout_p, scale=None, head_mask=None, position_scores=None)
         q: (B, heads, S, head_dim)   k, v: (B, heads, T, head_dim)   T = past + S (or encoder length)
-        mask: additive float mask broadcastable to (B, heads, S, T), or None
+        mask: additive float mask broadcastable to (B, heads, S, T), or None (all visible)
+        position_scores: relative-position terms (B, heads, S, T) added to q k^T before scaling
         scale: None for BERT's 1 / sqrt(head_dim)
         -> context (B, heads, S, head_dim), probabilities (B, heads, S, T) or None
 
@@ -25,10 +26,10 @@ from torch import Tensor
 
 def eager_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, *, dropout_p: float,
                     scale: float | None = None, head_mask: Tensor | None = None,
-                    position_scores: Tensor | None = None):
+                    position_scores: tuple[Tensor, ...] | None = None):
     scores = torch.matmul(q, k.transpose(-1, -2))  # (B, heads, S, T): one S x T score table per head
-    if position_scores is not None:
-        scores = scores + position_scores  # relative positions enter before scaling, as in BERT
+    for term in position_scores or ():
+        scores = scores + term  # relative positions enter before scaling, as in BERT
     # dividing by sqrt(head_dim) (rather than multiplying by its inverse) keeps transformers' exact numbers
     scores = scores / math.sqrt(q.shape[-1]) if scale is None else scores * scale
     if mask is not None:
@@ -43,7 +44,7 @@ def eager_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, *, dro
 
 def sdpa_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, *, dropout_p: float,
                    scale: float | None = None, head_mask: Tensor | None = None,
-                   position_scores: Tensor | None = None):
+                   position_scores: tuple[Tensor, ...] | None = None):
     if head_mask is not None or position_scores is not None:
         raise ValueError("sdpa attention takes no head_mask or position scores; pick_backend() chooses eager")
     if mask is not None and mask.dtype != q.dtype:
@@ -65,7 +66,7 @@ def pick_backend(name: str, *, need_probs: bool, head_mask: Tensor | None, relat
 
 # ----- relative positions ------------------------------------------------------------------------
 def relative_position_scores(q: Tensor, k: Tensor, distance_embedding: torch.nn.Embedding, kind: str,
-                             past_length: int) -> Tensor:
+                             past_length: int) -> tuple[Tensor, ...]:
     """Scores from the signed distance between query i and key j (Shaw et al.; Huang et al.).
 
     Query rows are absolute positions past_length .. past_length+S-1 and key columns 0 .. T-1, so a
@@ -78,10 +79,10 @@ def relative_position_scores(q: Tensor, k: Tensor, distance_embedding: torch.nn.
     cols = torch.arange(T, dtype=torch.long, device=q.device).view(1, -1)
     distance = rows - cols  # (S, T), in (-max_positions, max_positions)
     table = distance_embedding(distance + max_positions - 1).to(q.dtype)  # (S, T, head_dim)
-    scores = torch.einsum("bhsd,std->bhst", q, table)  # query . distance
+    terms = (torch.einsum("bhsd,std->bhst", q, table),)  # query . distance, (B, heads, S, T)
     if kind == "relative_key_query":
-        scores = scores + torch.einsum("bhtd,std->bhst", k, table)  # + key . distance
-    return scores  # (B, heads, S, T)
+        terms += (torch.einsum("bhtd,std->bhst", k, table),)  # key . distance
+    return terms  # added to the scores one by one, in transformers' order
 
 
 # ----- masks -------------------------------------------------------------------------------------

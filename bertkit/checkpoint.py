@@ -117,13 +117,12 @@ def _rename(key: str) -> str:
     return key
 
 
-def map_keys(state: dict[str, torch.Tensor], model_keys: set[str], prefix: str) -> tuple[dict, list[str]]:
-    """Rename checkpoint keys to the model's names. Returns (mapped state, ignored derived buffers)."""
+def map_keys(state: dict[str, torch.Tensor], model_keys: set[str], prefix: str) -> dict[str, torch.Tensor]:
+    """Rename checkpoint keys to the model's names; derived buffers are dropped."""
     model_has_prefix = any(k.startswith(prefix + ".") for k in model_keys)
-    mapped, ignored = {}, []
+    mapped = {}
     for key, tensor in state.items():
         if _DERIVED_BUFFERS.search(key):
-            ignored.append(key)
             continue
         new = _rename(key)
         if not model_has_prefix and new.startswith(prefix + "."):
@@ -131,7 +130,7 @@ def map_keys(state: dict[str, torch.Tensor], model_keys: set[str], prefix: str) 
         elif model_has_prefix and new not in model_keys and f"{prefix}.{new}" in model_keys:
             new = f"{prefix}.{new}"  # bare-encoder checkpoint -> task model
         mapped[new] = tensor
-    return mapped, ignored
+    return mapped
 
 
 def _shape(t) -> str:
@@ -165,28 +164,43 @@ def load_pretrained(cls, path, *, config: BertConfig | None = None, dtype: torch
         except ConfigError as e:
             raise CheckpointError(str(e)) from None
     elif config_overrides:
-        config = BertConfig.from_dict(config.to_dict() | config_overrides).validate()
+        config = config.replace(**config_overrides)
     state = read_weights(directory)
 
     model = cls(config, **model_kwargs)
     model_state = model.state_dict()
-    state, _ = map_keys(state, set(model_state), cls.base_model_prefix)
+    state = map_keys(state, set(model_state), cls.base_model_prefix)
+
+    # A tied tensor (MLM decoder = word embeddings) loads through the one it shares storage with.
+    for key, source in model.tied_weights().items():
+        if key in state and source in state and not torch.equal(state[key], state[source]):
+            warnings.warn(f"{directory}: {key} differs from {source} in the checkpoint, but the config ties them "
+                          f"(tie_word_embeddings=True): {source} is used for both; pass "
+                          "tie_word_embeddings=False to keep them apart", BertkitWarning, stacklevel=3)
+        if source in state:
+            state.pop(key, None)
+    tied = model.tied_weights()
 
     mismatched = [(k, tuple(model_state[k].shape), tuple(v.shape)) for k, v in state.items()
                   if k in model_state and tuple(v.shape) != tuple(model_state[k].shape)]
-    tied = model.tied_weights()  # a tied tensor is loaded through the one it shares storage with
     missing = sorted(k for k in set(model_state) - set(state) if not (k in tied and tied[k] in state))
     unexpected = sorted(set(state) - set(model_state))
 
     prefix = cls.base_model_prefix + "." if any(k.startswith(cls.base_model_prefix + ".") for k in model_state) else ""
-    fatal_missing = [k for k in missing if not k.startswith(tuple(model._missing_ok))]
+    # Parameters a checkpoint may lack: the class's head (and pooler), and the cross-attention of a
+    # decoder warm-started from an encoder checkpoint that never had any.
+    no_cross = not any(".crossattention." in k for k in state)
+    fatal_missing = [k for k in missing if not (k.startswith(tuple(model._missing_ok))
+                                                or (no_cross and ".crossattention." in k))]
     own = tuple(prefix + p for p in ("embeddings.", "encoder."))
     fatal_unexpected = [k for k in unexpected if k.startswith(own)]
 
     problems = []
     if mismatched and not ignore_mismatched_sizes:
         rows = "\n".join(f"    {k}: model expects {_shape(m)}, checkpoint has {_shape(c)}" for k, m, c in mismatched)
-        problems.append(f"tensors with the wrong shape (does config.json match the weights?):\n{rows}")
+        hint = ("pass ignore_mismatched_sizes=True to re-initialise them (e.g. a new num_labels)"
+                if all(not k.startswith(own) for k, _, _ in mismatched) else "does config.json match the weights?")
+        problems.append(f"tensors with the wrong shape ({hint}):\n{rows}")
     if fatal_missing:
         rows = "\n".join(f"    {k} {_shape(model_state[k].shape)}" for k in fatal_missing)
         problems.append(f"tensors the model needs but the checkpoint lacks:\n{rows}")
@@ -244,6 +258,10 @@ def save_pretrained(model, path) -> None:
     os.makedirs(directory, exist_ok=True)
     config = model.config
     config.architectures = [type(model).__name__]
+    dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
+    config.extra["torch_dtype"] = dtype  # what transformers' dtype="auto" reads (5.x also reads "dtype")
+    if "dtype" in config.extra:
+        config.extra["dtype"] = dtype
 
     state, seen = {}, {}
     for key, tensor in model.state_dict().items():

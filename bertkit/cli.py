@@ -8,6 +8,13 @@ import sys
 from .errors import BertkitError
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
 def info_main(argv: list[str]) -> int:
     """Build or load a model, show it with its heads, count parameters, run one forward pass."""
     import torch
@@ -19,7 +26,7 @@ def info_main(argv: list[str]) -> int:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("model", nargs="?", help="a local HF model directory (config.json + weights)")
     src.add_argument("--preset", choices=sorted(PRESETS), help="a built-in architecture, randomly initialised")
-    p.add_argument("--seq-len", type=int, default=8, help="length of the random input ids of the forward pass")
+    p.add_argument("--seq-len", type=_positive, default=8, help="length of the random input ids of the forward pass")
     args = p.parse_args(argv)
 
     model = BertModel.from_pretrained(args.model) if args.model else BertModel(BertConfig.from_preset(args.preset))

@@ -75,6 +75,29 @@ class BertConfig:
         self.label2id = {str(k): int(v) for k, v in self.label2id.items()}
         self.num_labels = len(self.id2label)
         self.pruned_heads = {int(k): sorted({int(h) for h in v}) for k, v in (self.pruned_heads or {}).items()}
+        object.__setattr__(self, "_ready", True)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """Keep num_labels, id2label and label2id in step, as transformers does, after construction:
+        `config.num_labels = 5` makes LABEL_0..LABEL_4; setting id2label re-derives the other two."""
+        if self.__dict__.get("_ready") and name == "num_labels" and value != len(self.id2label):
+            object.__setattr__(self, "id2label", {i: f"LABEL_{i}" for i in range(int(value))})
+            object.__setattr__(self, "label2id", {f"LABEL_{i}": i for i in range(int(value))})
+        elif self.__dict__.get("_ready") and name == "id2label":
+            value = {int(k): str(v) for k, v in value.items()}
+            object.__setattr__(self, "label2id", {v: k for k, v in value.items()})
+            object.__setattr__(self, "num_labels", len(value))
+        object.__setattr__(self, name, value)
+
+    def replace(self, **overrides: Any) -> "BertConfig":
+        """A validated copy with some fields changed (runtime fields such as attn_implementation kept)."""
+        unknown = set(overrides) - (self.field_names() - {"extra"})
+        if unknown:
+            raise ConfigError(f"unknown BertConfig field(s): {', '.join(sorted(unknown))}")
+        if "id2label" in overrides and "num_labels" not in overrides:
+            overrides["num_labels"] = None  # the new label map decides the count
+            overrides.setdefault("label2id", None)
+        return dataclasses.replace(self, **overrides).validate()
 
     # ----- derived numbers -------------------------------------------------------------------
     @property
@@ -120,6 +143,8 @@ class BertConfig:
         if self.pad_token_id is not None and isinstance(self.vocab_size, int) and not (
                 isinstance(self.pad_token_id, int) and 0 <= self.pad_token_id < self.vocab_size):
             problems.append(f"pad_token_id must be in [0, vocab_size={self.vocab_size}), got {self.pad_token_id!r}")
+        if self.num_labels != len(self.id2label):
+            problems.append(f"num_labels={self.num_labels} but id2label has {len(self.id2label)} entries")
         if self.problem_type not in PROBLEM_TYPES:
             problems.append(f"problem_type must be one of {PROBLEM_TYPES}, got {self.problem_type!r}")
         if self.model_type != "bert":

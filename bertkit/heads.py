@@ -146,6 +146,13 @@ class _HeadModel(BertPreTrainedModel):
         if isinstance(module, LMPredictionHead):
             nn.init.zeros_(module.bias)
 
+    def post_init(self) -> None:
+        """Initialise the head; the encoder at self.bert initialised (and pruned) itself."""
+        for name, child in self.named_children():
+            if name != "bert":
+                child.apply(self._init_weights)
+        self.tie_weights()
+
     def tied_weights(self) -> dict[str, str]:
         """{parameter name: name of the parameter it shares storage with}."""
         if isinstance(getattr(self, "cls", None), (OnlyMLMHead, PreTrainingHeads)) and self.config.tie_word_embeddings:
@@ -208,7 +215,7 @@ def nsp_loss(logits: Tensor, labels: Tensor, name: str) -> Tensor:
 class BertForPreTraining(_HeadModel):
     """BERT's pretraining: masked-token prediction and next-sentence prediction, losses summed."""
 
-    _missing_ok = ("cls.",)
+    _missing_ok = ("cls.", "bert.pooler.")
 
     def __init__(self, config: BertConfig):
         super().__init__(config)
@@ -281,7 +288,7 @@ class BertForMaskedLM(_HeadModel):
 class BertForNextSentencePrediction(_HeadModel):
     """Is sentence B the real continuation of A? logits (B, 2); label 0 = real next, 1 = random."""
 
-    _missing_ok = ("cls.",)
+    _missing_ok = ("cls.", "bert.pooler.")
 
     def __init__(self, config: BertConfig):
         super().__init__(config)
@@ -329,28 +336,30 @@ class BertForSequenceClassification(_HeadModel):
 
     def loss(self, logits: Tensor, labels: Tensor) -> Tensor:
         cfg, B, n = self.config, logits.shape[0], self.num_labels
-        if cfg.problem_type is None:  # decided once from the first labels, then kept (and saved)
-            if n == 1:
-                cfg.problem_type = "regression"
-            elif not labels.dtype.is_floating_point:
-                cfg.problem_type = "single_label_classification"
-            else:
-                cfg.problem_type = "multi_label_classification"
-        if cfg.problem_type == "regression":
+        problem = cfg.problem_type
+        if problem is None:  # inferred from the labels, as in transformers; kept (and saved) once they are valid
+            problem = ("regression" if n == 1 else "single_label_classification"
+                       if not labels.dtype.is_floating_point else "multi_label_classification")
+        where = f" (problem_type {problem!r}{', inferred from the labels' if cfg.problem_type is None else ''})"
+        if problem == "regression":
             shapes = ((B,), (B, 1)) if n == 1 else ((B, n),)
             if tuple(labels.shape) not in shapes:
-                raise InputError(f"regression labels must have shape {shapes[0]}, got {tuple(labels.shape)}")
-            if n == 1:
-                return F.mse_loss(logits.view(-1).float(), labels.view(-1).to(torch.float32))
-            return F.mse_loss(logits.float(), labels.to(torch.float32))
-        if cfg.problem_type == "single_label_classification":
-            _check_class_labels("labels", labels.view(-1) if labels.dim() == 2 and labels.shape[1] == 1 else labels,
-                                (B,), n)
-            return F.cross_entropy(logits.float(), labels.view(-1))
-        if tuple(labels.shape) != (B, n):
-            raise InputError(f"multi-label labels must be (batch, num_labels) = ({B}, {n}) of 0/1, "
-                             f"got {tuple(labels.shape)}")
-        return F.binary_cross_entropy_with_logits(logits.float(), labels.to(torch.float32))
+                raise InputError(f"regression labels must have shape {shapes[0]}, got {tuple(labels.shape)}{where}")
+            loss = F.mse_loss(logits.reshape(-1).float(), labels.reshape(-1).to(torch.float32))
+        elif problem == "single_label_classification":
+            flat = labels.view(-1) if labels.dim() == 2 and labels.shape[1] == 1 else labels
+            try:
+                _check_class_labels("labels", flat, (B,), n)
+            except InputError as e:
+                raise InputError(f"{e}{where}") from None
+            loss = F.cross_entropy(logits.float(), flat)
+        else:
+            if tuple(labels.shape) != (B, n):
+                raise InputError(f"multi-label labels must be (batch, num_labels) = ({B}, {n}) of 0/1, "
+                                 f"got {tuple(labels.shape)}{where}")
+            loss = F.binary_cross_entropy_with_logits(logits.float(), labels.to(torch.float32))
+        cfg.problem_type = problem
+        return loss
 
 
 class BertForTokenClassification(_HeadModel):
@@ -381,8 +390,9 @@ class BertForTokenClassification(_HeadModel):
 
 
 class BertForQuestionAnswering(_HeadModel):
-    """Extractive QA: a start and an end score per token. Positions outside the input are
-    clamped to S and ignored in the loss, as in transformers (answers cut off by a window)."""
+    """Extractive QA: a start and an end score per token. As in transformers, positions past the
+    input are clamped to S and ignored in the loss (answers cut off by a window); negative ones are
+    clamped to 0, the [CLS] token, which is how "no answer here" is trained."""
 
     _missing_ok = ("qa_outputs.",)
 
@@ -435,17 +445,22 @@ class BertForMultipleChoice(_HeadModel):
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, head_mask=None,
                 inputs_embeds=None, labels=None, output_attentions=None, output_hidden_states=None,
                 return_dict=None) -> ClassifierOutput:
+        if input_ids is not None and input_ids.dim() != 3:
+            raise InputError(f"input_ids must be (batch, num_choices, seq_len), got {tuple(input_ids.shape)}")
+        if inputs_embeds is not None and inputs_embeds.dim() != 4:
+            raise InputError(f"inputs_embeds must be (batch, num_choices, seq_len, hidden), "
+                             f"got {tuple(inputs_embeds.shape)}")
         first = input_ids if input_ids is not None else inputs_embeds
-        if first is None or first.dim() < 3:
-            raise InputError("multiple choice inputs must be (batch, num_choices, seq_len)"
-                             + (f", got {tuple(first.shape)}" if first is not None else ""))
-        B, C = first.shape[:2]
+        if first is None:
+            raise InputError("pass input_ids (batch, num_choices, seq_len) or inputs_embeds")
+        B, C, S = first.shape[:3]
 
-        def flat(t):  # (B, C, S[, H]) -> (B * C, S[, H])
-            return t.reshape(B * C, *t.shape[2:]) if t is not None else None
+        def flat(t):  # (..., S) -> (B * C, S): every choice becomes its own row; (1, S) stays broadcastable
+            return t.reshape(-1, t.shape[-1]) if t is not None else None
 
         out = self._encode(flat(input_ids), flat(attention_mask), flat(token_type_ids), flat(position_ids),
-                           head_mask, flat(inputs_embeds), output_attentions, output_hidden_states)
+                           head_mask, inputs_embeds.reshape(B * C, S, -1) if inputs_embeds is not None else None,
+                           output_attentions, output_hidden_states)
         logits = self.classifier(self.dropout(out.pooler_output)).view(B, C)  # (B, choices)
         loss = None
         if labels is not None:
@@ -516,7 +531,10 @@ class BertLMHeadModel(_HeadModel):
         kw = dict(encoder_hidden_states=encoder_hidden_states, encoder_attention_mask=encoder_attention_mask)
         while tokens.shape[1] < total:
             step_ids = tokens[:, -1:] if past is not None else tokens
-            out = self(step_ids, attention_mask=mask, past_key_values=past, use_cache=use_cache, **kw)
+            # positions count real tokens only, so a left-padded prompt starts at 0 (as transformers does)
+            positions = (mask.long().cumsum(-1) - 1).clamp(min=0).masked_fill(mask == 0, 1)[:, -step_ids.shape[1]:]
+            out = self(step_ids, attention_mask=mask, position_ids=positions, past_key_values=past,
+                       use_cache=use_cache, **kw)
             past = out.past_key_values if use_cache else None
             logits = out.logits[:, -1].float()  # (B, V): scores for the next token
             next_token = _pick(logits, do_sample, temperature, top_k, top_p, generator)

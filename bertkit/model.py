@@ -47,8 +47,8 @@ class ModelOutput:
     def to_tuple(self) -> tuple:
         return tuple(v for v in (getattr(self, f.name) for f in fields(self)) if v is not None)
 
-    def __getitem__(self, i):  # out[0] is the first field that is set, as with transformers' outputs
-        return self.to_tuple()[i]
+    def __getitem__(self, key):  # out["logits"], or out[0] = the first field that is set, as in transformers
+        return getattr(self, key) if isinstance(key, str) else self.to_tuple()[key]
 
 
 @dataclass
@@ -331,7 +331,6 @@ class Pooler(nn.Module):
 class BertPreTrainedModel(nn.Module):
     """What every bertkit model shares: init, checkpoints, pruning, gradient checkpointing."""
 
-    config_class = BertConfig
     base_model_prefix = "bert"
     # Parameters a checkpoint may lack; they are freshly initialised and listed in a warning.
     _missing_ok: tuple[str, ...] = ()
@@ -456,25 +455,29 @@ class BertModel(BertPreTrainedModel):
         B, S = self._check_inputs(input_ids, inputs_embeds, past_key_values)
         past = past_key_values[0][0].shape[2] if past_key_values is not None else 0
         device = input_ids.device if input_ids is not None else inputs_embeds.device
-        self._check_length(S, past, position_ids)
+        self._check_length(B, S, past, position_ids)
         if token_type_ids is None:
             token_type_ids = torch.zeros((B, S), dtype=torch.long, device=device)
         else:
             _check_ids("token_type_ids", token_type_ids, cfg.type_vocab_size, (B, S))
-        if attention_mask is None:
-            attention_mask = torch.ones((B, past + S), device=device)
-        _check_mask("attention_mask", attention_mask, B, S, past + S)
+        if attention_mask is None and cfg.is_decoder:
+            attention_mask = torch.ones((B, past + S), device=device)  # the causal part still applies
+        if attention_mask is not None:
+            _check_mask("attention_mask", attention_mask, B, S, past + S)
 
         hidden = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds, past)  # (B, S, H)
-        mask = attention.self_attention_mask(attention_mask, S, cfg.is_decoder, hidden.dtype)
+        # No mask at all when every position is visible: SDPA can then use its fastest kernels.
+        mask = None if attention_mask is None else attention.self_attention_mask(
+            attention_mask, S, cfg.is_decoder, hidden.dtype)
 
         cross_mask = None
         if encoder_hidden_states is not None:
             if not cfg.add_cross_attention:
                 raise InputError("encoder_hidden_states was given, but this model has no cross-attention; "
                                  "build it with BertConfig(is_decoder=True, add_cross_attention=True)")
-            if encoder_hidden_states.dim() != 3 or encoder_hidden_states.shape[0] != B:
-                raise InputError(f"encoder_hidden_states must be (batch={B}, T_enc, hidden), "
+            if encoder_hidden_states.dim() != 3 or encoder_hidden_states.shape[0] != B \
+                    or encoder_hidden_states.shape[2] != cfg.hidden_size:
+                raise InputError(f"encoder_hidden_states must be (batch={B}, T_enc, hidden={cfg.hidden_size}), "
                                  f"got {tuple(encoder_hidden_states.shape)}")
             T_enc = encoder_hidden_states.shape[1]
             if encoder_attention_mask is None:
@@ -488,7 +491,10 @@ class BertModel(BertPreTrainedModel):
             output_attentions, output_hidden_states)
         pooled = self.pooler(hidden) if self.pooler is not None else None
         out = BertModelOutput(hidden, pooled, presents, all_hidden, all_attn, all_cross)
-        return out.to_tuple() if return_dict is False else out
+        if return_dict is False:  # transformers' tuple: (last_hidden_state, pooler_output or None, ...)
+            return (hidden, pooled) + BertModelOutput(hidden, None, presents, all_hidden, all_attn,
+                                                      all_cross).to_tuple()[1:]
+        return out
 
     # ----- input checks: clear errors instead of index errors deep inside -------------------
     def _check_inputs(self, input_ids, inputs_embeds, past_key_values) -> tuple[int, int]:
@@ -505,19 +511,27 @@ class BertModel(BertPreTrainedModel):
                 raise InputError(f"inputs_embeds must be (batch, seq_len, hidden_size={cfg.hidden_size}), "
                                  f"got shape {tuple(inputs_embeds.shape)}")
             B, S = inputs_embeds.shape[:2]
+        if S == 0:
+            raise InputError("the input has no tokens (seq_len 0); every row needs at least one, e.g. [CLS]")
         if past_key_values is not None:
             if not cfg.is_decoder:
                 raise InputError("past_key_values is for decoders (BertConfig(is_decoder=True))")
             if len(past_key_values) != len(self.encoder.layer):
                 raise InputError(f"past_key_values has {len(past_key_values)} layers, the model "
                                  f"{len(self.encoder.layer)}")
-            if past_key_values[0][0].shape[0] != B:
-                raise InputError(f"past_key_values was built for batch {past_key_values[0][0].shape[0]}, "
-                                 f"input batch is {B}")
+            for i, (layer, cache) in enumerate(zip(self.encoder.layer, past_key_values)):
+                sa = layer.attention.self
+                want = (B, sa.num_attention_heads, sa.attention_head_size)
+                got = (cache[0].shape[0], cache[0].shape[1], cache[0].shape[3]) if cache[0].dim() == 4 else None
+                if got != want:
+                    raise InputError(f"past_key_values[{i}] holds keys of shape {tuple(cache[0].shape)}; this "
+                                     f"model needs (batch={B}, heads={want[1]}, past_len, head_dim={want[2]})")
         return B, S
 
-    def _check_length(self, S: int, past: int, position_ids: Tensor | None) -> None:
+    def _check_length(self, B: int, S: int, past: int, position_ids: Tensor | None) -> None:
         limit = self.config.max_position_embeddings
+        if position_ids is not None and tuple(position_ids.shape) not in ((B, S), (1, S)):
+            raise InputError(f"position_ids must be ({B}, {S}) or (1, {S}), got {tuple(position_ids.shape)}")
         if position_ids is not None and self.config.position_embedding_type == "absolute":
             _check_ids("position_ids", position_ids, limit, None)
         elif past + S > limit:
@@ -554,8 +568,8 @@ def _legacy_cache(past_key_values):
 def _check_ids(name: str, ids: Tensor, limit: int, shape) -> None:
     if shape is not None and tuple(ids.shape) != tuple(shape):
         raise InputError(f"{name} must have shape {tuple(shape)} like the input, got {tuple(ids.shape)}")
-    if ids.dtype not in (torch.long, torch.int, torch.int16, torch.int8, torch.uint8):
-        raise InputError(f"{name} must be an integer tensor, got {ids.dtype}")
+    if ids.dtype not in (torch.long, torch.int):
+        raise InputError(f"{name} must be an int64 (or int32) tensor, got {ids.dtype}")
     if ids.numel() == 0 or torch.compiler.is_compiling():
         return
     lo, hi = (int(x) for x in torch.aminmax(ids))

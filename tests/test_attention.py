@@ -85,7 +85,7 @@ def test_causal_mask_with_past(past):
 def test_relative_scores_match_the_definition(kind, past):
     q, k, _ = qkv(S=3, T=3 + past)
     table = torch.nn.Embedding(2 * 10 - 1, 4)
-    scores = attention.relative_position_scores(q, k, table, kind, past_length=past)
+    scores = sum(attention.relative_position_scores(q, k, table, kind, past_length=past))
     for i in range(3):
         for j in range(3 + past):
             r = table.weight[(past + i) - j + 10 - 1]  # vector of the signed distance

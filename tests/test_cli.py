@@ -36,3 +36,12 @@ def test_missing_directory_is_a_clear_error_not_a_traceback(tmp_path):
 def test_unknown_command_lists_commands(capsys):
     assert main(["nonsense"]) == 2
     assert "info" in capsys.readouterr().out
+
+
+def test_bad_seq_len_is_a_usage_error(capsys):
+    import pytest
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["info", "--preset", "tiny", "--seq-len", "0"])
+    assert exit_info.value.code == 2
+    assert "must be a positive integer, got 0" in capsys.readouterr().err

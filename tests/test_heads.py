@@ -281,10 +281,15 @@ def test_every_head_loads_real_minilm_and_trains_one_step(cls, minilm_dir):
     loss = model(**kw).loss
     assert torch.isfinite(loss)
     loss.backward()
+    assert all(p.grad is not None for p in model.parameters())
+    if cls is BertForMultipleChoice:
+        # a bias shared by all choices cancels in the softmax over choices: its gradient is 0 up to rounding
+        assert model.classifier.bias.grad.abs().item() < 1e-6
+        model.classifier.bias.grad = None
+        before.pop("classifier.bias")
     opt.step()
-    still = [n for n, p in model.named_parameters() if torch.equal(before[n], p)]
-    # a bias shared by all choices cancels in the softmax over choices: its gradient is exactly 0
-    assert still == (["classifier.bias"] if cls is BertForMultipleChoice else [])
+    still = [n for n, p in model.named_parameters() if n in before and torch.equal(before[n], p)]
+    assert still == []
 
 
 def test_head_matches_transformers_on_real_minilm(minilm_dir):
@@ -378,3 +383,114 @@ def test_multi_label_shape_error():
     model = random_model(model_class=cls, **overrides)
     with pytest.raises(InputError, match=r"multi-label labels must be \(batch, num_labels\) = \(3, 3\)"):
         model(**dict(kwargs, labels=torch.ones(3, 2)))
+
+
+# ----- loading between heads, and review fixes ---------------------------------------------------
+def test_untied_checkpoint_loaded_tied_keeps_the_embeddings_and_warns(tmp_path):
+    model = random_model(model_class=BertForMaskedLM, tie_word_embeddings=False)
+    with torch.no_grad():
+        model.cls.predictions.decoder.weight.add_(1.0)  # clearly different from the embeddings
+    model.save_pretrained(tmp_path)
+    with pytest.warns(BertkitWarning, match="cls.predictions.decoder.weight differs"):
+        tied = BertForMaskedLM.from_pretrained(tmp_path, tie_word_embeddings=True)
+    hf = transformers.BertForMaskedLM.from_pretrained(tmp_path, tie_word_embeddings=True)
+    assert torch.equal(tied.bert.embeddings.word_embeddings.weight, model.bert.embeddings.word_embeddings.weight)
+    assert torch.equal(hf.bert.embeddings.word_embeddings.weight, model.bert.embeddings.word_embeddings.weight)
+    ids, mask, _ = padded_batch()
+    with torch.no_grad():
+        parity(tied(ids, mask).logits, hf.eval()(ids, mask).logits)
+
+
+def test_num_labels_assigned_on_the_config_saves_and_reloads(tmp_path):
+    config = random_model().config
+    config.num_labels = 5  # the transformers idiom
+    assert config.id2label == {i: f"LABEL_{i}" for i in range(5)}
+    BertForSequenceClassification(config).save_pretrained(tmp_path)
+    assert BertForSequenceClassification.from_pretrained(tmp_path).classifier.out_features == 5
+
+
+@pytest.mark.filterwarnings("ignore:.*checkpoint tensors not used")  # the source's own head: expected
+@pytest.mark.parametrize("source, target", [(BertForMaskedLM, BertForPreTraining),
+                                            (BertForTokenClassification, BertForNextSentencePrediction),
+                                            (BertForQuestionAnswering, BertForSequenceClassification)])
+def test_checkpoint_without_pooler_into_pooled_heads(source, target, tmp_path):
+    random_model(model_class=source).save_pretrained(tmp_path)
+    with pytest.warns(BertkitWarning, match="newly initialised.*bert.pooler.dense.weight"):
+        target.from_pretrained(tmp_path)
+    transformers_target = getattr(transformers, target.__name__)
+    transformers_target.from_pretrained(tmp_path)  # transformers accepts it too
+
+
+@pytest.mark.filterwarnings("ignore:.*checkpoint tensors not used")  # the encoder's pooler: expected
+def test_decoder_warm_started_from_an_encoder_checkpoint(tmp_path):
+    encoder = random_model()
+    encoder.save_pretrained(tmp_path)
+    with pytest.warns(BertkitWarning, match="newly initialised.*crossattention"):
+        dec = BertLMHeadModel.from_pretrained(tmp_path, is_decoder=True, add_cross_attention=True)
+    assert torch.equal(dec.bert.encoder.layer[1].attention.self.key.weight,
+                       encoder.encoder.layer[1].attention.self.key.weight)
+    dec.save_pretrained(tmp_path / "dec")  # and a decoder checkpoint must have all of its cross-attention
+    from safetensors.torch import load_file, save_file
+    state = load_file(tmp_path / "dec" / "model.safetensors")
+    del state["bert.encoder.layer.0.crossattention.self.query.weight"]
+    save_file(state, tmp_path / "dec" / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(CheckpointError, match="lacks:\n.*crossattention.self.query.weight"):
+        BertLMHeadModel.from_pretrained(tmp_path / "dec")
+
+
+def test_generate_left_padded_prompt_matches_transformers():
+    model = lm()
+    hf = hf_twin(model)
+    prompt = torch.tensor([[5, 17, 42, 7], [0, 0, 8, 9]])  # row 1 is left-padded
+    mask = torch.tensor([[1, 1, 1, 1], [0, 0, 1, 1]])
+    ours = model.generate(prompt, attention_mask=mask, max_new_tokens=5)
+    theirs = hf.generate(prompt, attention_mask=mask, max_new_tokens=5, do_sample=False, pad_token_id=0)
+    assert torch.equal(ours, theirs)
+    assert torch.equal(ours[1, 2:], model.generate(prompt[1:, 2:], max_new_tokens=5)[0])  # padding changes nothing
+
+
+def test_config_object_and_overrides_keep_runtime_settings(tmp_path):
+    random_model(model_class=BertForSequenceClassification).save_pretrained(tmp_path)
+    config = bertkit.BertConfig.from_json(tmp_path, attn_implementation="eager")
+    model = BertForSequenceClassification.from_pretrained(tmp_path, config=config, num_labels=2)
+    assert model.config.attn_implementation == "eager"
+    with pytest.raises(bertkit.ConfigError, match="unknown argument.*hiden_size"):
+        BertForSequenceClassification.from_pretrained(tmp_path, hiden_size=5)
+
+
+def test_mismatched_head_message_says_what_to_do(tmp_path):
+    random_model(model_class=BertForSequenceClassification, num_labels=3).save_pretrained(tmp_path)
+    with pytest.raises(CheckpointError, match="pass ignore_mismatched_sizes=True"):
+        BertForSequenceClassification.from_pretrained(tmp_path, num_labels=5)
+
+
+def test_a_bad_call_does_not_fix_problem_type():
+    cls, overrides, kwargs, _ = case("seq_single_label")
+    model = random_model(model_class=cls, **overrides)
+    with pytest.raises(InputError, match="multi_label_classification', inferred from the labels"):
+        model(**dict(kwargs, labels=torch.tensor([2.0, 0.0, 1.0])))  # float class ids by mistake
+    assert model.config.problem_type is None
+    model(**kwargs)
+    assert model.config.problem_type == "single_label_classification"
+
+
+def test_saved_config_records_the_dtype(tmp_path):
+    model = random_model(model_class=BertForMaskedLM).to(torch.bfloat16)
+    model.save_pretrained(tmp_path)
+    hf = transformers.BertForMaskedLM.from_pretrained(tmp_path, dtype="auto")
+    assert hf.dtype == torch.bfloat16
+    assert BertForMaskedLM.from_pretrained(tmp_path, dtype="auto").dtype == torch.bfloat16
+
+
+def test_multiple_choice_broadcast_positions_and_embeds():
+    cls, _, kwargs, _ = case("choice")
+    model = random_model(model_class=cls)
+    hf = hf_twin(model)
+    positions = torch.arange(6)[None]  # (1, S): the same positions for every choice
+    embeds = model.bert.embeddings.word_embeddings(kwargs["input_ids"]).detach()  # (B, C, S, H)
+    with torch.no_grad():
+        parity(model(kwargs["input_ids"], position_ids=positions).logits,
+               hf(kwargs["input_ids"], position_ids=positions).logits)
+        parity(model(inputs_embeds=embeds).logits, hf(inputs_embeds=embeds).logits)
+    with pytest.raises(InputError, match=r"inputs_embeds must be \(batch, num_choices, seq_len, hidden\)"):
+        model(inputs_embeds=embeds[0])

@@ -328,7 +328,10 @@ def test_cache_past_max_positions():
     (dict(input_ids=torch.tensor([[1, 99]])), r"input_ids holds values in \[1, 99\], but must be in \[0, 99\)"),
     (dict(input_ids=torch.tensor([[1, -1]])), "input_ids holds values"),
     (dict(input_ids=torch.tensor([1, 2])), r"input_ids must be \(batch, seq_len\)"),
-    (dict(input_ids=torch.tensor([[1.0, 2.0]])), "input_ids must be an integer tensor"),
+    (dict(input_ids=torch.tensor([[1.0, 2.0]])), r"input_ids must be an int64 \(or int32\) tensor"),
+    (dict(input_ids=torch.tensor([[1, 2]], dtype=torch.int16)), "got torch.int16"),
+    (dict(input_ids=torch.zeros(2, 0, dtype=torch.long)), "no tokens"),
+    (dict(input_ids=torch.tensor([[1, 2]]), position_ids=torch.tensor([[0, 1, 2]])), r"position_ids must be \(1, 2\)"),
     (dict(input_ids=torch.tensor([[1, 2]]), token_type_ids=torch.tensor([[0, 2]])), "token_type_ids holds values"),
     (dict(input_ids=torch.tensor([[1, 2]]), attention_mask=torch.ones(1, 3)), r"attention_mask must be \(1, 2\)"),
     (dict(input_ids=torch.tensor([[1, 2]]), inputs_embeds=torch.zeros(1, 2, 32)), "exactly one of"),
@@ -351,3 +354,43 @@ def test_prune_bad_heads():
     with pytest.raises(InputError, match="lose all its heads"):
         model.prune_heads({1: [0, 1, 2, 3]})
     assert model.config.pruned_heads == {}
+
+
+def test_decoder_input_errors():
+    model = decoder("absolute")
+    enc, _ = encoder_states(B=1)
+    with pytest.raises(InputError, match=r"encoder_hidden_states must be \(batch=1, T_enc, hidden=32\)"):
+        model(torch.ones(1, 3, dtype=torch.long), encoder_hidden_states=torch.zeros(1, 5, 16))
+    out = model(torch.ones(1, 3, dtype=torch.long), encoder_hidden_states=enc)
+    bad = tuple((k[:, :2], v[:, :2], ck, cv) for k, v, ck, cv in out.past_key_values)  # 2 heads instead of 4
+    with pytest.raises(InputError, match=r"past_key_values\[0\] holds keys of shape \(1, 2, 3, 8\)"):
+        model(torch.ones(1, 1, dtype=torch.long), encoder_hidden_states=enc, past_key_values=bad)
+
+
+def test_outputs_by_name_and_transformers_tuple_order():
+    model = BertModel(tiny(), add_pooling_layer=False).eval()
+    ids, mask, _ = padded_batch()
+    out = model(ids, mask)
+    assert out["last_hidden_state"] is out.last_hidden_state
+    as_tuple = model(ids, mask, return_dict=False)
+    assert len(as_tuple) == 2 and as_tuple[1] is None  # (last_hidden_state, pooler_output=None), as transformers
+    hf_tuple = hf_twin(model)(ids, mask, return_dict=False)
+    assert len(hf_tuple) == len(as_tuple) and max_diff(as_tuple[0], hf_tuple[0]) <= TOL
+
+
+def test_no_mask_equals_all_ones_mask():
+    """Without attention_mask no mask tensor is built at all (fastest SDPA path); same numbers."""
+    model = random_model()
+    ids, _, _ = padded_batch(lengths=(9, 9))
+    with torch.no_grad():
+        assert max_diff(model(ids).last_hidden_state, model(ids, torch.ones_like(ids)).last_hidden_state) <= TOL
+
+
+def test_relative_key_query_half_precision_like_transformers():
+    model = random_model(position_embedding_type="relative_key_query", attn_implementation="eager")
+    hf = hf_twin(model)
+    model.half(), hf.half()
+    ids, mask, types = padded_batch()
+    with torch.no_grad():
+        ours, theirs = model(ids, mask, types).last_hidden_state, hf(ids, mask, types).last_hidden_state
+    assert max_diff(ours.float(), theirs.float()) <= 1e-6  # same operations in the same order: equal in fp16
