@@ -77,11 +77,13 @@ def write_vocab(path: str, vocab: dict[str, int]) -> None:
 
 # ----- encodings ---------------------------------------------------------------------------------
 class BatchEncoding(dict):
-    """input_ids, token_type_ids, attention_mask, ... by key (or attribute), plus the raw encodings."""
+    """input_ids, token_type_ids, attention_mask, ... by key (or attribute), plus per-row details."""
 
-    def __init__(self, data: dict[str, Any], encodings=None):
+    def __init__(self, data: dict[str, Any], encodings, ids_to_tokens: dict[int, str], retrack=None):
         super().__init__(data)
-        self.encodings = encodings  # tokenizers.Encoding per row: .tokens, .word_ids, .sequence_ids, ...
+        self.encodings = encodings  # tokenizers.Encoding per row
+        self._ids_to_tokens = ids_to_tokens
+        self._retrack = retrack  # set when the encodings were made without word/offset tracking
 
     def __getattr__(self, name: str):
         try:
@@ -89,14 +91,21 @@ class BatchEncoding(dict):
         except KeyError:
             raise AttributeError(name) from None
 
+    def _tracked(self):
+        if self._retrack is not None:
+            self.encodings, self._retrack = self._retrack(), None
+        return self.encodings
+
     def tokens(self, i: int = 0) -> list[str]:
-        return self.encodings[i].tokens
+        return [self._ids_to_tokens[t] for t in self.encodings[i].ids]
 
     def word_ids(self, i: int = 0) -> list[int | None]:
-        return self.encodings[i].word_ids
+        """Which word of its text each token came from (None for [CLS], [SEP], padding)."""
+        return self._tracked()[i].word_ids
 
     def sequence_ids(self, i: int = 0) -> list[int | None]:
-        return self.encodings[i].sequence_ids
+        """0 for tokens of the first text, 1 for the second, None for special tokens and padding."""
+        return self._tracked()[i].sequence_ids
 
 
 # ----- the tokenizer -----------------------------------------------------------------------------
@@ -156,9 +165,13 @@ class Tokenizer:
     @classmethod
     def from_vocab(cls, vocab: str | os.PathLike | dict[str, int], **kwargs: Any) -> "Tokenizer":
         """From a vocab.txt path or a {token: id} dict."""
-        if not isinstance(vocab, dict):
-            vocab = read_vocab(os.fspath(vocab))
-        return cls(vocab, **kwargs)
+        if isinstance(vocab, dict):
+            return cls(vocab, **kwargs)
+        path = os.fspath(vocab)
+        try:
+            return cls(read_vocab(path), **kwargs)
+        except TokenizerError as e:
+            raise TokenizerError(str(e) if str(e).startswith(path) else f"{path}: {e}") from None
 
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike, **overrides: Any) -> "Tokenizer":
@@ -185,9 +198,12 @@ class Tokenizer:
             if not isinstance(backend.model, WordPiece):
                 raise TokenizerError(f"{tokenizer_json}: a {type(backend.model).__name__} tokenizer, not WordPiece "
                                      "(BERT)")
-            return cls(backend.get_vocab(with_added_tokens=False), backend=backend, **kwargs)
+            try:
+                return cls(backend.get_vocab(with_added_tokens=False), backend=backend, **kwargs)
+            except TokenizerError as e:
+                raise TokenizerError(f"{tokenizer_json}: {e}") from None
         if os.path.exists(vocab_txt):
-            return cls(read_vocab(vocab_txt), **kwargs)
+            return cls.from_vocab(vocab_txt, **kwargs)
         raise TokenizerError(f"{directory}: holds neither {VOCAB_FILE} nor {TOKENIZER_FILE}")
 
     def save_pretrained(self, path: str | os.PathLike) -> None:
@@ -199,7 +215,7 @@ class Tokenizer:
         config = {"tokenizer_class": "BertTokenizer", "do_lower_case": self.do_lower_case,
                   "strip_accents": self.strip_accents, "tokenize_chinese_chars": self.tokenize_chinese_chars,
                   "never_split": self.never_split or None, "model_max_length": self.model_max_length,
-                  "clean_up_tokenization_spaces": True, **self.specials}
+                  "clean_up_tokenization_spaces": False, **self.specials}
         for name, data in ((CONFIG_FILE, config), (SPECIAL_MAP_FILE, dict(self.specials))):
             atomic_write_text(os.path.join(directory, name), json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
@@ -227,7 +243,8 @@ class Tokenizer:
 
     def tokenize(self, text: str, text_pair: str | None = None) -> list[str]:
         """The WordPiece tokens of a text, without [CLS] / [SEP]."""
-        return self.backend.encode(_check_text(text, "text"), _check_text(text_pair, "text_pair"),
+        self._set_truncation_and_padding(False, False, None, 0, None, specials=0)  # no leftover state
+        return self.backend.encode(_check_text(text, "text"), _check_text(text_pair, "text_pair", optional=True),
                                    add_special_tokens=False).tokens
 
     # ----- encoding --------------------------------------------------------------------------
@@ -249,6 +266,8 @@ class Tokenizer:
         batched = isinstance(text, (list, tuple))
         texts = list(text) if batched else [text]
         pairs = None
+        if text_pair == "" and not batched:
+            text_pair = None  # as transformers' fast tokenizer: an empty second text is no pair
         if text_pair is not None:
             pairs = list(text_pair) if batched else [text_pair]
             if not batched and isinstance(text_pair, (list, tuple)):
@@ -260,16 +279,24 @@ class Tokenizer:
         for i, t in enumerate(pairs or ()):
             _check_text(t, f"text_pair[{i}]" if batched else "text_pair")
 
-        self._set_truncation_and_padding(padding, truncation, max_length, stride, pad_to_multiple_of,
-                                         pair=pairs is not None and add_special_tokens)
         inputs = texts if pairs is None else list(zip(texts, pairs))
-        need_offsets = return_offsets_mapping or return_overflowing_tokens
-        encode = self.backend.encode_batch if need_offsets or not hasattr(self.backend, "encode_batch_fast") \
+        # Without offsets the backend's fast path skips tracking them (and word ids): less work per text.
+        # BatchEncoding re-encodes with tracking if word_ids() / sequence_ids() are asked for later.
+        full = return_offsets_mapping or return_overflowing_tokens
+        encode = self.backend.encode_batch if full or not hasattr(self.backend, "encode_batch_fast") \
             else self.backend.encode_batch_fast
         try:
+            self._set_truncation_and_padding(padding, truncation, max_length, stride, pad_to_multiple_of,
+                                             specials=(3 if pairs else 2) if add_special_tokens else 0)
             encodings = encode(inputs, add_special_tokens=add_special_tokens)
-        except Exception as e:  # the backend's own checks (e.g. stride too large for max_length)
-            raise TokenizerError(f"cannot encode: {e}") from e
+        except TokenizerError:
+            raise
+        except BaseException as e:  # the backend's own checks; a Rust panic is a BaseException
+            if isinstance(e, (KeyboardInterrupt, SystemExit, GeneratorExit)):
+                raise
+            raise TokenizerError(f"cannot encode with truncation={truncation!r}, max_length={max_length}, "
+                                 f"stride={stride}: {e} (a stride must leave room for new tokens in every "
+                                 "window)") from None
 
         rows, sample = encodings, None
         if return_overflowing_tokens:
@@ -293,7 +320,14 @@ class Tokenizer:
             data["overflow_to_sample_mapping"] = sample
         if not batched and not return_overflowing_tokens:
             data = {k: v[0] for k, v in data.items()}
-        return BatchEncoding(_as_tensors(data, return_tensors, batched or return_overflowing_tokens), rows)
+
+        def tracked():  # the same call with offsets tracked, for word_ids() / sequence_ids()
+            return self(text, text_pair, add_special_tokens=add_special_tokens, padding=padding,
+                        truncation=truncation, max_length=max_length, stride=stride,
+                        pad_to_multiple_of=pad_to_multiple_of, return_offsets_mapping=True).encodings
+
+        return BatchEncoding(_as_tensors(data, return_tensors, batched or return_overflowing_tokens), rows,
+                             self.ids_to_tokens, None if full else tracked)
 
     def encode(self, text: str, text_pair: str | None = None, **kwargs: Any) -> list[int]:
         """The ids of one text (or pair), with [CLS]/[SEP] unless add_special_tokens=False."""
@@ -306,7 +340,8 @@ class Tokenizer:
         return self(list(texts), list(pairs) if pairs is not None else None, **kwargs)
 
     def _set_truncation_and_padding(self, padding, truncation, max_length, stride, pad_to_multiple_of,
-                                    pair: bool) -> None:
+                                    specials: int) -> None:
+        """Configure the backend for one call; `specials` = how many [CLS]/[SEP] each row gets."""
         b = self.backend
         if truncation is None:
             truncation = max_length is not None
@@ -323,13 +358,17 @@ class Tokenizer:
             max_length = self.model_max_length
         if max_length is not None and (not isinstance(max_length, int) or max_length < 1):
             raise TokenizerError(f"max_length must be a positive integer, got {max_length!r}")
+        if pad_to_multiple_of is not None and max_length is not None and (truncation or padding == "max_length") \
+                and max_length % pad_to_multiple_of:
+            raise TokenizerError(f"max_length={max_length} is not a multiple of pad_to_multiple_of="
+                                 f"{pad_to_multiple_of}: rows could not be both")
         if truncation:
-            needed = 3 if pair else 2
-            if max_length < needed + (1 if truncation == "longest_first" or not pair else 0):
-                raise TokenizerError(f"max_length={max_length} leaves no room for text: [CLS] and [SEP] "
-                                     f"already take {needed} positions")
-            if stride < 0:
-                raise TokenizerError(f"stride must be >= 0, got {stride}")
+            if max_length < specials:
+                raise TokenizerError(f"max_length={max_length} is shorter than the {specials} special tokens "
+                                     "([CLS], [SEP]) every row needs")
+            if not 0 <= stride < max(1, max_length - specials):
+                raise TokenizerError(f"stride={stride} must be >= 0 and smaller than max_length minus the special "
+                                     f"tokens ({max_length} - {specials}): each window must add new tokens")
             b.enable_truncation(max_length, stride=stride, strategy=truncation)
         else:
             b.no_truncation()
@@ -345,7 +384,8 @@ class Tokenizer:
         """ids -> text: "##" pieces joined to their word, no spaces around CJK characters."""
         if hasattr(ids, "tolist"):
             ids = ids.tolist()
-        bad = [i for i in ids if not 0 <= int(i) < self.backend.get_vocab_size()]
+        size = self.backend.get_vocab_size()
+        bad = [i for i in ids if not 0 <= int(i) < size]
         if bad:
             raise TokenizerError(f"ids {bad[:5]} are outside the vocabulary (size {self.vocab_size})")
         return _join_cjk(self.backend.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens))
@@ -358,12 +398,14 @@ class Tokenizer:
 def train_vocab(files: str | os.PathLike | Sequence[str | os.PathLike] | None = None, *,
                 texts: Iterable[str] | None = None, vocab_size: int = 21128, min_frequency: int = 2,
                 do_lower_case: bool = True, strip_accents: bool | None = None, tokenize_chinese_chars: bool = True,
-                limit_alphabet: int = 10000, show_progress: bool = False, model_max_length: int = 512) -> Tokenizer:
+                limit_alphabet: int | None = None, show_progress: bool = False,
+                model_max_length: int = 512) -> Tokenizer:
     """Learn a WordPiece vocabulary from text `files` or an iterable of `texts`.
 
     Special tokens come first ([PAD] [UNK] [CLS] [SEP] [MASK] = ids 0..4). With
     tokenize_chinese_chars every CJK character is its own word, so Chinese is learned per
-    character, as in bert-base-chinese.
+    character, as in bert-base-chinese. limit_alphabet (default: what vocab_size leaves after
+    the specials) keeps only the most frequent characters, so the vocabulary stays within vocab_size.
     """
     if (files is None) == (texts is None):
         raise TokenizerError("pass exactly one of files=... (paths) or texts=... (strings)")
@@ -373,17 +415,26 @@ def train_vocab(files: str | os.PathLike | Sequence[str | os.PathLike] | None = 
     backend.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=tokenize_chinese_chars,
                                                     strip_accents=strip_accents, lowercase=do_lower_case)
     backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
-                                        special_tokens=list(DEFAULT_SPECIALS.values()), limit_alphabet=limit_alphabet,
-                                        continuing_subword_prefix="##", show_progress=show_progress)
     if files is not None:
         paths = [os.fspath(files)] if isinstance(files, (str, os.PathLike)) else [os.fspath(f) for f in files]
         missing = [p for p in paths if not os.path.isfile(p)]
         if missing or not paths:
             raise TokenizerError(f"corpus file(s) not found: {', '.join(missing) or '(none given)'}")
-        backend.train(paths, trainer)
     else:
-        backend.train_from_iterator(texts, trainer)
+        texts = list(texts)  # may be read more than once below
+    alphabet = limit_alphabet or vocab_size - len(DEFAULT_SPECIALS)
+    for _ in range(4):  # the trainer keeps the whole alphabet (+ "##" forms): shrink it until the vocab fits
+        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
+                                            special_tokens=list(DEFAULT_SPECIALS.values()), limit_alphabet=alphabet,
+                                            continuing_subword_prefix="##", show_progress=show_progress)
+        if files is not None:
+            backend.train(paths, trainer)
+        else:
+            backend.train_from_iterator(texts, trainer)
+        excess = backend.get_vocab_size(with_added_tokens=False) - vocab_size
+        if excess <= 0 or limit_alphabet:
+            break
+        alphabet = max(1, alphabet - excess)
     vocab = backend.get_vocab(with_added_tokens=False)
     if len(vocab) <= len(DEFAULT_SPECIALS):
         raise TokenizerError("the corpus is empty: no vocabulary could be learned")
@@ -392,8 +443,8 @@ def train_vocab(files: str | os.PathLike | Sequence[str | os.PathLike] | None = 
 
 
 # ----- helpers -----------------------------------------------------------------------------------
-def _check_text(text, name: str):
-    if text is not None and not isinstance(text, str):
+def _check_text(text, name: str, optional: bool = False):
+    if not isinstance(text, str) and not (optional and text is None):
         raise TokenizerError(f"{name} must be a string, got {type(text).__name__}")
     return text
 
@@ -427,7 +478,7 @@ def _as_tensors(data: dict[str, Any], return_tensors: str | None, batched: bool)
     out = {}
     for key, value in data.items():
         rows = value if batched else [value]
-        if key != "overflow_to_sample_mapping" and len({len(r) for r in rows}) > 1:
+        if key not in ("overflow_to_sample_mapping", "length") and len({len(r) for r in rows}) > 1:
             raise TokenizerError(f"rows have different lengths {sorted({len(r) for r in rows})}: pass padding=True "
                                  "to return tensors")
         array = np.asarray(rows, dtype=np.int64)
@@ -439,8 +490,9 @@ def _as_tensors(data: dict[str, Any], return_tensors: str | None, batched: bool)
     return out
 
 
-# CJK ideographs (BERT's ranges), CJK symbols and punctuation, full-width forms
-_WIDE = ("\u4e00-\u9fff\u3400-\u4dbf\uf900-\ufaff\u3000-\u303f\uff00-\uffef"
+# CJK ideographs (BERT's ranges), CJK symbols and punctuation, full-width forms, and the dashes,
+# quotes and ellipsis Chinese text uses (— “ ” ‘ ’ …)
+_WIDE = ("\u4e00-\u9fff\u3400-\u4dbf\uf900-\ufaff\u3000-\u303f\uff00-\uffef\u2010-\u2027"
          "\U00020000-\U0002a6df\U0002a700-\U0002b73f\U0002b740-\U0002b81f\U0002b820-\U0002ceaf\U0002f800-\U0002fa1f")
 _SPACE_BY_WIDE = re.compile(f"(?<=[{_WIDE}]) | (?=[{_WIDE}])")
 
