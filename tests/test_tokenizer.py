@@ -940,3 +940,19 @@ def test_bad_tokenizer_json_and_config_name_the_file(tmp_path):
     (tmp_path / "tokenizer_config.json").write_text('{"do_lower_case": true,\n "x": }', encoding="utf-8")
     with pytest.raises(TokenizerError, match=r"tokenizer_config.json: line 2"):
         Tokenizer.from_pretrained(tmp_path)
+
+
+def test_never_split_keeps_a_word_whole_like_the_slow_tokenizer(tmp_path):
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(SPECIALS + ["[unused1]", "a", "b", "[", "]", "unused", "##1", "1"]) + "\n",
+                     encoding="utf-8")
+    text = "a [unused1] b"
+    ours = Tokenizer.from_vocab(vocab, never_split=["[unused1]"])
+    slow = BertTokenizer(vocab_file=str(vocab), never_split=["[unused1]"])
+    assert ours.tokenize(text) == slow.tokenize(text) == ["a", "[unused1]", "b"]
+    assert ours(text)["input_ids"] == slow(text)["input_ids"]
+    assert Tokenizer.from_vocab(vocab).tokenize(text) == ["a", "[", "unused", "##1", "]", "b"]  # split without it
+    with pytest.raises(TokenizerError, match=r"never_split word\(s\) \['\[unused2\]'\] are not in the vocabulary"):
+        Tokenizer.from_vocab(vocab, never_split=["[unused2]"])
+    ours.save_pretrained(tmp_path / "saved")
+    assert Tokenizer.from_pretrained(tmp_path / "saved").tokenize(text) == ["a", "[unused1]", "b"]
