@@ -33,7 +33,7 @@ IGNORE = -100  # label value that takes no part in a loss
 @dataclass
 class BertForPreTrainingOutput(ModelOutput):
     loss: Tensor | None = None
-    prediction_logits: Tensor | None = None  # (B, S, V)
+    prediction_logits: Tensor | None = None  # (B, S, V); (N_masked, V) with masked_positions_only
     seq_relationship_logits: Tensor | None = None  # (B, 2)
     hidden_states: tuple[Tensor, ...] | None = None
     attentions: tuple[Tensor, ...] | None = None
@@ -204,6 +204,24 @@ def mlm_loss(logits: Tensor, labels: Tensor) -> Tensor:
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=IGNORE)
 
 
+def mlm_logits_and_loss(head: nn.Module, hidden: Tensor, labels: Tensor | None, vocab_size: int,
+                        masked_positions_only: bool) -> tuple[Tensor, Tensor | None]:
+    """The MLM head's logits (B, S, V) and loss; with masked_positions_only, logits (N_masked, V)
+    computed only at the positions whose label is not -100 - the same loss for a fraction of the work."""
+    if labels is not None:
+        _check_class_labels("labels", labels, hidden.shape[:2], vocab_size, ignore=True)
+    if not masked_positions_only:
+        logits = head(hidden)  # (B, S, V)
+        return logits, mlm_loss(logits, labels) if labels is not None else None
+    if labels is None:
+        raise InputError("masked_positions_only=True needs labels (-100 marks positions to skip)")
+    selected = labels != IGNORE  # (B, S) bool
+    logits = head(hidden[selected])  # (N_masked, V): the vocabulary projection runs only here
+    if not logits.shape[0]:  # no masked position in the batch: a zero loss that still has a graph
+        return logits, logits.sum() * 0.0
+    return logits, F.cross_entropy(logits.float(), labels[selected])
+
+
 def nsp_loss(logits: Tensor, labels: Tensor, name: str) -> Tensor:
     """Cross-entropy of the (B, 2) next-sentence logits; labels 0 = real next, 1 = random."""
     labels = labels.view(-1)
@@ -225,15 +243,14 @@ class BertForPreTraining(_HeadModel):
 
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, head_mask=None,
                 inputs_embeds=None, labels=None, next_sentence_label=None, output_attentions=None,
-                output_hidden_states=None, return_dict=None) -> BertForPreTrainingOutput:
+                output_hidden_states=None, return_dict=None,
+                masked_positions_only: bool = False) -> BertForPreTrainingOutput:
         out = self._encode(input_ids, attention_mask, token_type_ids, position_ids, head_mask, inputs_embeds,
                            output_attentions, output_hidden_states)
-        prediction_logits, nsp_logits = self.cls(out.last_hidden_state, out.pooler_output)  # (B,S,V), (B,2)
-        B, S, V = prediction_logits.shape
-        losses = []
-        if labels is not None:
-            _check_class_labels("labels", labels, (B, S), V, ignore=True)
-            losses.append(mlm_loss(prediction_logits, labels))
+        prediction_logits, mlm = mlm_logits_and_loss(self.cls.predictions, out.last_hidden_state, labels,
+                                                     self.config.vocab_size, masked_positions_only)
+        nsp_logits = self.cls.seq_relationship(out.pooler_output)  # (B, 2)
+        losses = [mlm] if mlm is not None else []
         if next_sentence_label is not None:
             losses.append(nsp_loss(nsp_logits, next_sentence_label, "next_sentence_label"))
         loss = sum(losses) if losses else None  # MLM + NSP (either alone when only its labels are given)
@@ -265,23 +282,8 @@ class BertForMaskedLM(_HeadModel):
         out = self._encode(input_ids, attention_mask, token_type_ids, position_ids, head_mask, inputs_embeds,
                            output_attentions, output_hidden_states, encoder_hidden_states=encoder_hidden_states,
                            encoder_attention_mask=encoder_attention_mask)
-        hidden = out.last_hidden_state  # (B, S, H)
-        loss = None
-        if labels is not None:
-            _check_class_labels("labels", labels, hidden.shape[:2], self.config.vocab_size, ignore=True)
-        if masked_positions_only:
-            if labels is None:
-                raise InputError("masked_positions_only=True needs labels (-100 marks positions to skip)")
-            selected = labels != IGNORE  # (B, S) bool
-            logits = self.cls(hidden[selected])  # (N_masked, V): the projection runs only here
-            if logits.shape[0]:
-                loss = F.cross_entropy(logits.float(), labels[selected])
-            else:  # no masked position in the batch: a zero loss that still has a graph
-                loss = logits.sum() * 0.0
-        else:
-            logits = self.cls(hidden)  # (B, S, V)
-            if labels is not None:
-                loss = mlm_loss(logits, labels)
+        logits, loss = mlm_logits_and_loss(self.cls, out.last_hidden_state, labels, self.config.vocab_size,
+                                           masked_positions_only)
         return _ret(MaskedLMOutput(loss, logits, out.hidden_states, out.attentions), return_dict)
 
 

@@ -494,3 +494,15 @@ def test_multiple_choice_broadcast_positions_and_embeds():
         parity(model(inputs_embeds=embeds).logits, hf(inputs_embeds=embeds).logits)
     with pytest.raises(InputError, match=r"inputs_embeds must be \(batch, num_choices, seq_len, hidden\)"):
         model(inputs_embeds=embeds[0])
+
+
+def test_pretraining_sparse_mlm_equals_full():
+    cls, _, kwargs, _ = case("pretraining")
+    model = random_model(model_class=cls)
+    full = model(**kwargs)
+    sparse = model(**kwargs, masked_positions_only=True)
+    selected = kwargs["labels"] != -100
+    assert sparse.prediction_logits.shape == (int(selected.sum()), V)
+    assert max_diff(sparse.loss, full.loss) <= TOL
+    assert max_diff(sparse.prediction_logits, full.prediction_logits[selected]) <= TOL
+    assert max_diff(sparse.seq_relationship_logits, full.seq_relationship_logits) == 0.0

@@ -1,0 +1,381 @@
+"""The training loop every bertkit run uses (pretraining and fine-tuning), top to bottom.
+
+    for step in range(start, steps):
+        for micro in range(grad_accum):      batch = data.batch(step, micro); loss = loss_fn(model, batch)
+                                             (loss / grad_accum).backward()
+        skip the step if the loss is not finite; clip; optimizer.step(); scheduler.step()
+        every log_every:  a row in metrics.jsonl (step, loss, lr, tokens/s)
+        every eval_every: evaluate(model) -> a row in metrics.jsonl
+        every save_every: the whole training state, atomically (model, optimizer, scheduler, RNG, step)
+        SIGINT / SIGTERM: save the state and stop cleanly
+
+Data is addressed by step: `data.batch(step, micro)` must return the same batch for the same
+step, so a resumed run sees exactly what the uninterrupted one saw. Under torchrun each process
+gets its share of the global batch from `data`, DDP averages the gradients, and only rank 0 writes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import signal
+import sys
+import time
+import warnings
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Protocol
+
+import torch
+import torch.distributed as dist
+from torch import Tensor, nn
+
+from ..checkpoint import load_training_state, save_training_state
+from ..errors import BertkitError
+from .options import opt
+
+
+class TrainingError(BertkitError, RuntimeError):
+    """A run that cannot go on (diverged, bad settings, incompatible resume)."""
+
+
+@dataclass
+class TrainConfig:
+    """Settings of the shared training loop."""
+
+    out: str = opt("runs/run", "run folder: metrics.jsonl, training state, loss curve, final model")
+    steps: int = opt(300, "optimizer steps")
+    batch_size: int = opt(32, "examples per step on each process")
+    grad_accum: int = opt(1, "micro-batches per optimizer step (a larger batch in the same memory)")
+    lr: float = opt(1e-3, "peak learning rate")
+    weight_decay: float = opt(0.01, "AdamW weight decay (never on biases and LayerNorm)")
+    warmup: float = opt(0.06, "fraction of the steps over which the learning rate rises linearly")
+    schedule: str = opt("linear", "decay after warm-up", choices=["linear", "cosine", "constant"])
+    max_grad_norm: float = opt(1.0, "clip the gradient norm to this (0: no clipping)")
+    seed: int = opt(0, "seed of initialisation, data order, masking and dropout")
+    log_every: int = opt(10, "steps between metrics rows")
+    eval_every: int = opt(100, "steps between evaluations (0: only at the end)")
+    save_every: int = opt(100, "steps between saved training states (0: only at the end)")
+    device: str = opt("auto", "cpu, cuda, cuda:N, or auto (cuda when there is one)")
+    precision: str = opt("auto", "autocast dtype", choices=["auto", "fp32", "bf16", "fp16"])
+    compile: bool = opt(False, "torch.compile the model")
+    resume: bool = opt(False, "continue from the training state saved in --out")
+    max_bad_steps: int = opt(5, "stop after this many non-finite losses in a row")
+    progress: bool = opt(True, "show a progress bar")
+
+
+class Batches(Protocol):
+    def batch(self, step: int, micro: int) -> dict[str, Tensor]:
+        """This process's share of micro-batch `micro` of optimizer step `step` (deterministic)."""
+
+
+# ----- setup -------------------------------------------------------------------------------------
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise TrainingError(f"--device {name}: no CUDA device is available here; use --device cpu")
+    return device
+
+
+def setup_distributed(device: torch.device) -> tuple[int, int, torch.device]:
+    """(rank, world size, device) under torchrun; (0, 1, device) otherwise."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        return 0, 1, device
+    if device.type == "cuda":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(device)
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    return dist.get_rank(), world, device
+
+
+def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
+    """None = plain float32. Low precision only on a GPU (CPU autocast is slower than fp32 here)."""
+    if precision == "fp32" or device.type != "cuda":
+        if precision in ("bf16", "fp16") and device.type != "cuda":
+            warnings.warn(f"--precision {precision} is for GPUs; training in float32 on {device}", stacklevel=2)
+        return None
+    if precision == "fp16":
+        return torch.float16
+    if precision == "bf16" or torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    return torch.float16
+
+
+def make_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device) -> torch.optim.Optimizer:
+    """AdamW; biases and LayerNorm weights get no weight decay (as in BERT)."""
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            (no_decay if name.endswith("bias") or "LayerNorm" in name else decay).append(p)
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    fused = device.type == "cuda"  # one kernel for all parameters
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.999), eps=1e-6, fused=fused)
+
+
+def lr_factor(step: int, cfg: TrainConfig) -> float:
+    """Multiplier of the peak lr at `step`: linear warm-up, then linear / cosine decay to 0."""
+    warm = max(1, int(cfg.warmup * cfg.steps)) if cfg.warmup > 0 else 0
+    if step < warm:
+        return (step + 1) / warm
+    if cfg.schedule == "constant":
+        return 1.0
+    progress = (step - warm) / max(1, cfg.steps - warm)
+    if cfg.schedule == "cosine":
+        return 0.5 * (1.0 + math.cos(math.pi * progress))
+    return max(0.0, 1.0 - progress)
+
+
+# ----- the loop ----------------------------------------------------------------------------------
+def train(model: nn.Module, data: Batches, cfg: TrainConfig, loss_fn: Callable[[nn.Module, dict], Tensor],
+          evaluate: Callable[[nn.Module], dict[str, float]] | None = None,
+          save_model: Callable[[nn.Module, str], None] | None = None, extra_state: dict | None = None) -> dict:
+    """Train `model` for cfg.steps optimizer steps; returns a summary (last loss, eval, tokens/s, ...)."""
+    _check(cfg)
+    device = pick_device(cfg.device)
+    rank, world, device = setup_distributed(device)
+    main = rank == 0
+    torch.manual_seed(cfg.seed)
+    model.to(device)
+    raw_model = model
+    optimizer = make_optimizer(model, cfg, device)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, cfg))
+    amp = autocast_dtype(cfg.precision, device)
+    scaler = torch.amp.GradScaler("cuda") if amp == torch.float16 else None
+    metrics_path = os.path.join(cfg.out, "metrics.jsonl")
+    state_dir = os.path.join(cfg.out, "checkpoint")
+
+    start = 0
+    if cfg.resume:
+        state = load_training_state(state_dir)
+        if state is None:
+            raise TrainingError(f"--resume: {state_dir} holds no training state; run without --resume first")
+        start = _restore(state, raw_model, optimizer, scheduler, scaler, cfg)
+        if main:
+            print(f"resuming {cfg.out} at step {start}", file=sys.stderr)
+    elif main and os.path.exists(metrics_path):
+        os.remove(metrics_path)  # a fresh run starts a fresh log
+
+    if world > 1:
+        model = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    if cfg.compile:
+        model = torch.compile(model)
+
+    stop = _StopFlag()
+    bar = _progress(cfg, start) if main else None
+    bad_in_a_row, last_loss, summary = 0, float("nan"), {}
+    window_tokens, window_start = 0, time.perf_counter()
+    run_start = time.perf_counter()
+    step = start
+    with stop.installed():
+        while step < cfg.steps and not stop.requested:
+            model.train()
+            step_loss, step_tokens = torch.zeros((), device=device), 0
+            for micro in range(cfg.grad_accum):
+                batch = {k: v.to(device, non_blocking=True) if isinstance(v, Tensor) else v
+                         for k, v in data.batch(step, micro).items()}
+                step_tokens += int(batch["attention_mask"].sum()) if "attention_mask" in batch else 0
+                sync = micro == cfg.grad_accum - 1 or world == 1
+                with (contextlib.nullcontext() if sync else model.no_sync()), \
+                        torch.autocast(device.type, dtype=amp, enabled=amp is not None):
+                    loss = loss_fn(model, batch) / cfg.grad_accum
+                (scaler.scale(loss) if scaler else loss).backward()
+                step_loss += loss.detach()
+
+            loss_value = float(step_loss)  # one sync per step
+            if world > 1:  # every rank must agree whether to step
+                flag = torch.tensor([loss_value], device=device)
+                dist.all_reduce(flag)
+                loss_value = float(flag) / world
+            if not math.isfinite(loss_value):
+                bad_in_a_row += 1
+                optimizer.zero_grad(set_to_none=True)
+                if main:
+                    warnings.warn(f"step {step}: loss is {loss_value}; skipping this step", stacklevel=2)
+                if bad_in_a_row >= cfg.max_bad_steps:
+                    raise TrainingError(f"the loss was not finite for {bad_in_a_row} steps in a row (last at step "
+                                        f"{step}): lower --lr, use --precision fp32, or check the data")
+                step += 1
+                scheduler.step()
+                continue
+            bad_in_a_row = 0
+            if scaler:
+                scaler.unscale_(optimizer)
+            if cfg.max_grad_norm > 0:
+                nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+            if scaler:
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            step += 1
+            last_loss = loss_value
+            window_tokens += step_tokens * world
+
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{loss_value:.3f}", lr=f"{scheduler.get_last_lr()[0]:.2e}")
+            if step % cfg.log_every == 0 or step == cfg.steps:
+                elapsed = time.perf_counter() - window_start
+                row = {"step": step, "loss": round(loss_value, 6), "lr": scheduler.get_last_lr()[0],
+                       "tokens_per_s": round(window_tokens / max(elapsed, 1e-9), 1),
+                       "elapsed_s": round(time.perf_counter() - run_start, 2)}
+                summary["tokens_per_s"] = row["tokens_per_s"]
+                window_tokens, window_start = 0, time.perf_counter()
+                if main:
+                    _append(metrics_path, row)
+            if evaluate is not None and (step == cfg.steps or (cfg.eval_every and step % cfg.eval_every == 0)):
+                summary["eval"] = _evaluate(evaluate, raw_model, step, metrics_path, main, world)
+                if bar is not None:
+                    bar.write(f"step {step}: " + ", ".join(f"{k} {v:.4g}" for k, v in summary["eval"].items()))
+            if stop.requested or step == cfg.steps or (cfg.save_every and step % cfg.save_every == 0):
+                if main:
+                    save_training_state(state_dir, _state(raw_model, optimizer, scheduler, scaler, step, cfg,
+                                                          extra_state))
+                _barrier(world)
+    if bar is not None:
+        bar.close()
+    summary.update(step=step, loss=last_loss, interrupted=stop.requested and step < cfg.steps,
+                   seconds=round(time.perf_counter() - run_start, 1))
+    if main and not summary["interrupted"]:
+        if save_model is not None:
+            save_model(raw_model, cfg.out)
+        plot_losses(metrics_path, os.path.join(cfg.out, "loss.png"))
+    _barrier(world)
+    return summary
+
+
+# ----- pieces of the loop ------------------------------------------------------------------------
+def _check(cfg: TrainConfig) -> None:
+    for name in ("steps", "batch_size", "grad_accum", "log_every"):
+        if getattr(cfg, name) < 1:
+            raise TrainingError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(cfg, name)}")
+    if cfg.lr <= 0 or not 0 <= cfg.warmup < 1:
+        raise TrainingError(f"need --lr > 0 and 0 <= --warmup < 1, got {cfg.lr} and {cfg.warmup}")
+
+
+def _state(model, optimizer, scheduler, scaler, step: int, cfg: TrainConfig, extra: dict | None) -> dict:
+    state = {"step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+             "scheduler": scheduler.state_dict(), "torch_rng": torch.get_rng_state(),
+             "config": {k: v for k, v in asdict(cfg).items() if isinstance(v, (int, float, str, bool))}}
+    if torch.cuda.is_available():
+        state["cuda_rng"] = torch.cuda.get_rng_state_all()
+    if scaler is not None:
+        state["scaler"] = scaler.state_dict()
+    if extra:
+        state["extra"] = extra
+    return state
+
+
+def _restore(state: dict, model, optimizer, scheduler, scaler, cfg: TrainConfig) -> int:
+    saved = state.get("config", {})
+    changed = [k for k in ("batch_size", "grad_accum", "seed", "lr") if k in saved and saved[k] != getattr(cfg, k)]
+    if changed:
+        raise TrainingError("--resume with different settings would not continue the same run: "
+                            + ", ".join(f"--{k.replace('_', '-')} was {saved[k]}, now {getattr(cfg, k)}"
+                                        for k in changed))
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    torch.set_rng_state(state["torch_rng"])
+    if "cuda_rng" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda_rng"])
+    if scaler is not None and "scaler" in state:
+        scaler.load_state_dict(state["scaler"])
+    return int(state["step"])
+
+
+def _evaluate(evaluate, model, step: int, metrics_path: str, main: bool, world: int) -> dict[str, float]:
+    """Rank 0 evaluates (the model is the same on every rank); the others wait."""
+    result: dict[str, float] = {}
+    if main:
+        model.eval()
+        with torch.no_grad():
+            result = {k: float(v) for k, v in evaluate(model).items()}
+        _append(metrics_path, {"step": step, "split": "eval", **{k: round(v, 6) for k, v in result.items()}})
+    _barrier(world)
+    return result
+
+
+def _append(path: str, row: dict[str, Any]) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def _barrier(world: int) -> None:
+    if world > 1:
+        dist.barrier()
+
+
+def _progress(cfg: TrainConfig, start: int):
+    if not cfg.progress:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=cfg.steps, initial=start, desc="train", unit="step", dynamic_ncols=True)
+
+
+class _StopFlag:
+    """SIGINT / SIGTERM ask the loop to save and stop after the current step."""
+
+    def __init__(self):
+        self.requested = False
+
+    def _handler(self, signum, frame):
+        self.requested = True
+
+    @contextlib.contextmanager
+    def installed(self):
+        if threading_main():
+            old = {s: signal.signal(s, self._handler) for s in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield self
+            finally:
+                for s, h in old.items():
+                    signal.signal(s, h)
+        else:  # signal handlers can only be set from the main thread
+            yield self
+
+
+def threading_main() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def read_metrics(path: str) -> list[dict]:
+    with open(path, encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def plot_losses(metrics_path: str, png_path: str) -> str | None:
+    """loss.png: the training loss per logged step, and the eval loss where there is one."""
+    if not os.path.exists(metrics_path):
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = read_metrics(metrics_path)
+    train_rows = [r for r in rows if "loss" in r and r.get("split") != "eval"]
+    eval_rows = [r for r in rows if r.get("split") == "eval" and "loss" in r]
+    fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
+    ax.plot([r["step"] for r in train_rows], [r["loss"] for r in train_rows], label="train loss")
+    if eval_rows:
+        ax.plot([r["step"] for r in eval_rows], [r["loss"] for r in eval_rows], "o-", label="held-out loss")
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(png_path)
+    plt.close(fig)
+    return png_path

@@ -1,0 +1,218 @@
+"""The shared training loop and MLM pretraining on real People's Daily text (tiny models, CPU)."""
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from bertkit import BertConfig
+from bertkit.train import pretrain as pretrain_module
+from bertkit.train.loop import TrainConfig, TrainingError, lr_factor, make_optimizer, read_metrics
+from bertkit.train.pretrain import PretrainConfig, run
+
+transformers = pytest.importorskip("transformers")
+
+
+@pytest.fixture(scope="module")
+def corpus_file(tmp_path_factory):
+    """600 real People's Daily paragraphs, one per line."""
+    from bertkit.data.builtin import peoples_daily_texts
+
+    path = tmp_path_factory.mktemp("corpus") / "pd.txt"
+    path.write_text("\n".join(peoples_daily_texts()[:600]) + "\n", encoding="utf-8")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def tokenizer_dir(tmp_path_factory, corpus_file):
+    """One learned vocabulary for runs that are compared (learning breaks frequency ties at random)."""
+    from bertkit.tokenizer import train_vocab
+
+    path = tmp_path_factory.mktemp("tok")
+    train_vocab(files=[corpus_file], vocab_size=1500).save_pretrained(path)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def tiny_config_file(tmp_path_factory):
+    """A 2-layer model without dropout (so that runs can be compared number for number)."""
+    path = tmp_path_factory.mktemp("cfg") / "config.json"
+    BertConfig.from_preset("tiny", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0).to_json(path)
+    return str(path)
+
+
+def settings(out, corpus, config, **kw):
+    base = dict(out=str(out), corpus=corpus, model_config=config, vocab_size=1500, seq_len=32, batch_size=8,
+                steps=12, lr=2e-3, log_every=1, eval_every=6, save_every=6, progress=False, device="cpu", seed=3)
+    base.update(kw)
+    return PretrainConfig(**base)
+
+
+def train_losses(out) -> dict[int, float]:
+    return {r["step"]: r["loss"] for r in read_metrics(os.path.join(out, "metrics.jsonl")) if r.get("split") != "eval"}
+
+
+# ----- a whole run -------------------------------------------------------------------------------
+def test_pretraining_run_writes_everything_and_learns(tmp_path, corpus_file):
+    cfg = settings(tmp_path / "run", corpus_file, "tiny", steps=60, eval_every=30, save_every=30, lr=1e-2)
+    summary = run(cfg)
+    rows = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    train_rows = [r for r in rows if r.get("split") != "eval"]
+    eval_rows = [r for r in rows if r.get("split") == "eval"]
+    assert [r["step"] for r in train_rows] == list(range(1, 61))
+    assert all({"step", "loss", "lr", "tokens_per_s"} <= set(r) and r["tokens_per_s"] > 0 for r in train_rows)
+    assert [r["step"] for r in eval_rows] == [30, 60]
+    assert {"loss", "mlm_accuracy", "perplexity"} <= set(eval_rows[-1])
+    first, last = sum(r["loss"] for r in train_rows[:5]) / 5, sum(r["loss"] for r in train_rows[-5:]) / 5
+    assert last < first - 0.5  # it learns: from ~log(vocab) down
+    assert eval_rows[-1]["loss"] < math.log(1500) - 0.5  # held-out text too, well below guessing
+    assert summary["eval"]["mlm_accuracy"] == pytest.approx(eval_rows[-1]["mlm_accuracy"], abs=1e-6)
+    assert (tmp_path / "run" / "loss.png").stat().st_size > 1000
+    # the run folder is a model directory both libraries load, with the tokenizer beside it
+    hf = transformers.BertForMaskedLM.from_pretrained(tmp_path / "run").eval()
+    tok = transformers.BertTokenizerFast.from_pretrained(tmp_path / "run")
+    from bertkit import BertForMaskedLM
+
+    ours = BertForMaskedLM.from_pretrained(tmp_path / "run")
+    enc = tok(["中共中央总书记、国家主席江泽民"], return_tensors="pt")
+    with torch.no_grad():
+        assert (ours(**enc).logits - hf(**enc).logits).abs().max().item() <= 1e-5
+
+
+def test_nsp_run_uses_the_pretraining_heads(tmp_path, corpus_file):
+    summary = run(settings(tmp_path / "nsp", corpus_file, "tiny", nsp=True, steps=6, eval_every=6))
+    assert "nsp_accuracy" in summary["eval"]
+    config = json.loads((tmp_path / "nsp" / "config.json").read_text())
+    assert config["architectures"] == ["BertForPreTraining"]
+    transformers.BertForPreTraining.from_pretrained(tmp_path / "nsp")
+
+
+# ----- resume ------------------------------------------------------------------------------------
+def test_resume_continues_exactly(tmp_path, corpus_file, tiny_config_file, tokenizer_dir, monkeypatch):
+    """Stop a run after step 5 with SIGTERM (in-process), resume it: steps 6..12 equal the uninterrupted run."""
+    full = settings(tmp_path / "full", corpus_file, tiny_config_file, tokenizer=tokenizer_dir)
+    run(full)
+    reference = train_losses(tmp_path / "full")
+
+    calls = {"n": 0}
+    real_loss = pretrain_module.pretraining_loss
+
+    def loss_then_sigterm(model, batch):
+        calls["n"] += 1
+        if calls["n"] == 5:
+            os.kill(os.getpid(), signal.SIGTERM)  # asks the loop to stop after this step
+        return real_loss(model, batch)
+
+    monkeypatch.setattr(pretrain_module, "pretraining_loss", loss_then_sigterm)
+    first = run(settings(tmp_path / "cut", corpus_file, tiny_config_file, tokenizer=tokenizer_dir))
+    assert first["interrupted"] and first["step"] == 5
+    assert not (tmp_path / "cut" / "model.safetensors").exists()  # no final model from a cut run
+    monkeypatch.setattr(pretrain_module, "pretraining_loss", real_loss)
+    second = run(settings(tmp_path / "cut", corpus_file, tiny_config_file, tokenizer=tokenizer_dir, resume=True))
+    assert not second["interrupted"] and second["step"] == 12
+    resumed = train_losses(tmp_path / "cut")
+    assert sorted(resumed) == list(range(1, 13))
+    for step in range(1, 13):
+        assert resumed[step] == pytest.approx(reference[step], abs=1e-6), step
+    a, b = load_file(tmp_path / "full" / "model.safetensors"), load_file(tmp_path / "cut" / "model.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_resume_refuses_changed_settings_and_missing_state(tmp_path, corpus_file):
+    run(settings(tmp_path / "r", corpus_file, "tiny", steps=6))
+    with pytest.raises(TrainingError, match="--batch-size was 8, now 4"):
+        run(settings(tmp_path / "r", corpus_file, "tiny", steps=6, batch_size=4, resume=True))
+    with pytest.raises(TrainingError, match="holds no training state"):
+        run(settings(tmp_path / "none", corpus_file, "tiny", resume=True))
+
+
+def test_sigterm_from_outside_leaves_a_loadable_checkpoint(tmp_path, corpus_file):
+    out = tmp_path / "sig"
+    cmd = [sys.executable, "-m", "bertkit", "pretrain", "--corpus", corpus_file, "--model-config", "tiny",
+           "--out", str(out), "--vocab-size", "1500", "--seq-len", "32", "--batch-size", "8", "--steps", "100000",
+           "--log-every", "1", "--save-every", "0", "--eval-every", "0", "--no-progress"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    metrics = out / "metrics.jsonl"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (metrics.exists() and len(metrics.read_text().splitlines()) >= 3):
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr[-2000:]
+    assert "continue with --resume" in stdout
+    state = torch.load(out / "checkpoint" / "training_state.pt", weights_only=True)
+    assert state["step"] >= 3 and "optimizer" in state and "torch_rng" in state
+
+
+# ----- distributed -------------------------------------------------------------------------------
+def test_two_process_ddp_equals_one_process(tmp_path, corpus_file, tiny_config_file, tokenizer_dir):
+    common = ["--corpus", corpus_file, "--model-config", tiny_config_file, "--tokenizer", tokenizer_dir, "--seq-len", "32",
+              "--steps", "6", "--log-every", "1", "--eval-every", "0", "--save-every", "0", "--no-progress",
+              "--device", "cpu", "--seed", "3"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    one = subprocess.run([sys.executable, "-m", "bertkit", "pretrain", "--out", str(tmp_path / "one"),
+                          "--batch-size", "8", *common], capture_output=True, text=True, env=env, timeout=300)
+    assert one.returncode == 0, one.stderr[-2000:]
+    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+                          "29517", "-m", "bertkit", "pretrain", "--out", str(tmp_path / "two"), "--batch-size", "4",
+                          *common], capture_output=True, text=True, env=env, timeout=300)
+    assert two.returncode == 0, two.stderr[-3000:]
+    a, b = load_file(tmp_path / "one" / "model.safetensors"), load_file(tmp_path / "two" / "model.safetensors")
+    assert set(a) == set(b)
+    for k in a:
+        assert torch.allclose(a[k], b[k], atol=1e-5, rtol=1e-4), k
+    la, lb = train_losses(tmp_path / "one"), train_losses(tmp_path / "two")
+    assert all(abs(la[s] - lb[s]) < 1e-4 for s in la)
+
+
+# ----- pieces of the loop ------------------------------------------------------------------------
+def test_learning_rate_schedule():
+    cfg = TrainConfig(steps=100, warmup=0.1)
+    factors = [lr_factor(s, cfg) for s in range(100)]
+    assert factors[0] == pytest.approx(0.1) and factors[9] == pytest.approx(1.0)
+    assert factors[10] == pytest.approx(1.0) and factors[55] == pytest.approx(0.5) and factors[99] < 0.02
+    cos = TrainConfig(steps=100, warmup=0.1, schedule="cosine")
+    assert lr_factor(55, cos) == pytest.approx(0.5) and lr_factor(10, cos) == pytest.approx(1.0)
+
+
+def test_no_weight_decay_on_biases_and_layernorm():
+    from bertkit import BertForMaskedLM
+
+    model = BertForMaskedLM(BertConfig.from_preset("tiny"))
+    decay, no_decay = make_optimizer(model, TrainConfig(weight_decay=0.01), torch.device("cpu")).param_groups
+    names = {id(p): n for n, p in model.named_parameters()}
+    assert decay["weight_decay"] == 0.01 and no_decay["weight_decay"] == 0.0
+    assert all(names[id(p)].endswith("bias") or "LayerNorm" in names[id(p)] for p in no_decay["params"])
+    assert all(not names[id(p)].endswith("bias") and "LayerNorm" not in names[id(p)] for p in decay["params"])
+    assert len(decay["params"]) + len(no_decay["params"]) == len(list(model.parameters()))
+
+
+def test_non_finite_losses_are_skipped_then_stop_the_run(tmp_path, corpus_file, monkeypatch):
+    real_loss = pretrain_module.pretraining_loss
+    calls = {"n": 0}
+
+    def sometimes_nan(model, batch):
+        calls["n"] += 1
+        loss = real_loss(model, batch)
+        return loss * float("nan") if calls["n"] in (2, 4, 5, 6, 7) else loss
+
+    monkeypatch.setattr(pretrain_module, "pretraining_loss", sometimes_nan)
+    with pytest.warns(UserWarning, match="loss is nan; skipping"):
+        with pytest.raises(TrainingError, match="not finite for 3 steps in a row"):
+            run(settings(tmp_path / "nan", corpus_file, "tiny", steps=20, max_bad_steps=3))
+
+
+@pytest.mark.parametrize("kw, message", [(dict(steps=0), "--steps must be >= 1"),
+                                         (dict(seq_len=4), "--seq-len must be at least 8"),
+                                         (dict(seq_len=4096), "exceeds the model's max_position_embeddings"),
+                                         (dict(model_config="nope"), "neither a preset")])
+def test_bad_settings(tmp_path, corpus_file, kw, message):
+    with pytest.raises(Exception, match=message):
+        run(settings(tmp_path / "bad", corpus_file, "tiny", **kw))
