@@ -1,0 +1,304 @@
+"""Shape trace: run one forward pass and record the shape of every step, from the real tensors.
+
+    ids (B, S) -> embeddings (B, S, H)
+      -> layer 0: query/key/value (B, S, heads*head_dim) -> split into heads (B, heads, S, head_dim)
+                  -> scores / weights (B, heads, S, S) -> context (B, heads, S, head_dim)
+                  -> heads merged (B, S, heads*head_dim) -> attention output (B, S, H)
+                  -> feed-forward up (B, S, I) -> down (B, S, H)
+      -> layers 1 .. L-1 (the same steps) -> last_hidden_state (B, S, H) -> head, e.g. MLM logits (B, S, V)
+
+Nothing here is a hand-written list of shapes: forward hooks on the model's own modules record
+their outputs, and the per-head tensors (q, k, v, weights, context) are recorded by wrapping the
+attention backend the model calls (attention.BACKENDS) for the duration of the pass.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor, nn
+
+from .. import attention
+from .common import ExplainError, base_model, display_width, pad, shape_str
+
+
+@dataclass
+class Step:
+    name: str  # e.g. "q" or "intermediate"
+    module: str  # path of the module whose tensor this is, e.g. "bert.encoder.layer.0.attention.self"
+    shape: tuple[int, ...]
+    layer: int | None  # encoder layer, None outside the encoder
+    calls: int = 1  # > 1 when the module ran several times (feed-forward in chunks)
+
+
+@dataclass
+class Trace:
+    tokens: list[str]
+    input_ids: Tensor  # (B, S)
+    steps: list[Step]
+    model_name: str
+    sizes: dict[str, int | str] = field(default_factory=dict)  # B, S, H, ... of this pass, for the legend
+
+    def shape(self, name: str, layer: int | None = None) -> tuple[int, ...]:
+        """The recorded shape of step `name` (in encoder layer `layer`)."""
+        for step in self.steps:
+            if step.name == name and step.layer == layer:
+                return step.shape
+        raise KeyError(f"no step {name!r}" + (f" in layer {layer}" if layer is not None else ""))
+
+    def __str__(self) -> str:
+        return format_trace(self)
+
+    def _repr_pretty_(self, printer, cycle) -> None:
+        printer.text(str(self))
+
+
+# ----- recording ---------------------------------------------------------------------------------
+class _Recorder:
+    """Collects steps; knows which encoder layer is running so backend calls can be placed."""
+
+    def __init__(self):
+        self.steps: list[Step] = []
+        self.layer: int | None = None
+        self.attention_path = ""
+
+    def add(self, name: str, module: str, tensor: Tensor, layer: int | None) -> None:
+        for step in self.steps:  # a module that runs again in the same layer: feed-forward chunks
+            if step.name == name and step.layer == layer and step.module == module:
+                step.calls += 1
+                return
+        self.steps.append(Step(name, module, tuple(tensor.shape), layer))
+
+
+def _output_hook(recorder: _Recorder, name: str, path: str, layer: int | None, pick=lambda out: out):
+    def hook(module, args, output):
+        recorder.add(name, path, pick(output), layer)
+    return hook
+
+
+@contextlib.contextmanager
+def _watched_backends(recorder: _Recorder):
+    """Wrap every attention backend so each call records q, k, v, scores, weights, context per head."""
+    saved = dict(attention.BACKENDS)
+
+    def wrap(backend):
+        def watched(q, k, v, mask, **kwargs):
+            context, probs = backend(q, k, v, mask, **kwargs)
+            if recorder.layer is not None:
+                layer, path = recorder.layer, recorder.attention_path
+                for name, tensor in (("q", q), ("k", k), ("v", v)):
+                    recorder.add(name, path, tensor, layer)  # (B, heads, S, head_dim)
+                recorder.add("scores", path, q @ k.transpose(-1, -2), layer)  # (B, heads, S, T)
+                if probs is not None:
+                    recorder.add("weights", path, probs, layer)  # (B, heads, S, T)
+                recorder.add("context", path, context, layer)  # (B, heads, S, head_dim)
+            return context, probs
+        return watched
+
+    try:
+        for name, backend in saved.items():
+            attention.BACKENDS[name] = wrap(backend)
+        yield
+    finally:
+        attention.BACKENDS.clear()
+        attention.BACKENDS.update(saved)
+
+
+def _hooks(model: nn.Module, recorder: _Recorder) -> list:
+    """Register the forward hooks; returns their handles."""
+    base = base_model(model)
+    prefix = "bert." if base is not model else ""
+    handles = []
+
+    def on(module: nn.Module, name: str, path: str, layer: int | None = None, pick=lambda out: out):
+        handles.append(module.register_forward_hook(_output_hook(recorder, name, prefix + path, layer, pick)))
+
+    emb = base.embeddings
+    handles.append(emb.register_forward_pre_hook(_input_ids_hook(recorder, prefix + "embeddings")))
+    on(emb.word_embeddings, "word_embeddings", "embeddings.word_embeddings")
+    if emb.position_embedding_type == "absolute":
+        on(emb.position_embeddings, "position_embeddings", "embeddings.position_embeddings")
+    on(emb.token_type_embeddings, "token_type_embeddings", "embeddings.token_type_embeddings")
+    on(emb, "embeddings", "embeddings")
+    for i, layer in enumerate(base.encoder.layer):
+        p = f"encoder.layer.{i}"
+        sa = layer.attention.self
+        handles.append(sa.register_forward_pre_hook(_enter_layer(recorder, i, prefix + p + ".attention.self")))
+        handles.append(sa.register_forward_hook(_leave_layer(recorder)))
+        for name in ("query", "key", "value"):
+            on(getattr(sa, name), name, f"{p}.attention.self.{name}", i)
+        on(sa, "merged", f"{p}.attention.self", i, pick=lambda out: out[0])
+        on(layer.attention.output, "attention_output", f"{p}.attention.output", i)
+        on(layer.intermediate, "intermediate", f"{p}.intermediate", i)
+        on(layer.output, "ffn_output", f"{p}.output", i)
+        on(layer, "layer_output", p, i, pick=lambda out: out[0])
+    handles.append(base.register_forward_hook(
+        _output_hook(recorder, "last_hidden_state", prefix.rstrip(".") or "output", None, pick=lambda out: out[0])))
+    if base.pooler is not None:
+        on(base.pooler, "pooler_output", "pooler")
+    predictions = getattr(getattr(model, "cls", None), "predictions", None)
+    if predictions is not None:
+        handles.append(predictions.transform.register_forward_hook(
+            _output_hook(recorder, "mlm_transform", "cls.predictions.transform", None)))
+    return handles
+
+
+def _input_ids_hook(recorder: _Recorder, path: str):
+    def hook(module, args):  # Embeddings.forward(input_ids, token_type_ids, ...)
+        if args and isinstance(args[0], Tensor):
+            recorder.add("input_ids", path, args[0], None)
+    return hook
+
+
+def _enter_layer(recorder: _Recorder, i: int, path: str):
+    def hook(module, args):
+        recorder.layer, recorder.attention_path = i, path
+    return hook
+
+
+def _leave_layer(recorder: _Recorder):
+    def hook(module, args, output):
+        recorder.layer = None
+    return hook
+
+
+def trace_ids(model: nn.Module, input_ids: Tensor, token_type_ids: Tensor | None = None,
+              attention_mask: Tensor | None = None, tokens: list[str] | None = None) -> Trace:
+    """Run `model` once on input_ids (B, S) and record every step's shape (see the module docstring)."""
+    if not isinstance(input_ids, Tensor) or input_ids.dim() != 2:
+        raise ExplainError("trace_ids needs input_ids as a (batch, seq_len) tensor of token ids")
+    recorder = _Recorder()
+    handles = _hooks(model, recorder)
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad(), _watched_backends(recorder):
+            out = model(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask,
+                        output_attentions=True)
+    finally:
+        for h in handles:
+            h.remove()
+        model.train(was_training)
+    _add_outputs(recorder, model, out)
+    tokens = tokens if tokens is not None else [str(int(i)) for i in input_ids[0]]
+    return Trace(tokens, input_ids, recorder.steps, type(model).__name__, _sizes(model, input_ids))
+
+
+def _add_outputs(recorder: _Recorder, model: nn.Module, out) -> None:
+    """The model's own outputs: whatever its head returns."""
+    for name in ("logits", "prediction_logits", "seq_relationship_logits",
+                 "start_logits", "end_logits"):
+        value = getattr(out, name, None)
+        if isinstance(value, Tensor):
+            recorder.add(name, "output", value, None)
+
+
+def trace(model: nn.Module, tokenizer, text: str, text_pair: str | None = None) -> Trace:
+    """Tokenize `text` (and `text_pair`), run one forward pass, and return every step's shape."""
+    enc = tokenizer(text, text_pair, return_tensors="pt")
+    return trace_ids(model, enc["input_ids"], enc["token_type_ids"], enc["attention_mask"],
+                     tokens=enc.tokens())
+
+
+def _sizes(model: nn.Module, input_ids: Tensor) -> dict[str, int | str]:
+    cfg = model.config
+    heads = [layer.attention.self.num_attention_heads for layer in base_model(model).encoder.layer]
+    per_layer = heads[0] if len(set(heads)) == 1 else "/".join(map(str, heads)) + " (per layer, pruned)"
+    return {"B": input_ids.shape[0], "S": input_ids.shape[1], "H": cfg.hidden_size, "heads": per_layer,
+            "head_dim": cfg.head_dim, "I": cfg.intermediate_size, "V": cfg.vocab_size}
+
+
+# ----- text --------------------------------------------------------------------------------------
+# what each step is, and its axes; the numbers come from the recorded tensors
+_WHAT = {
+    "input_ids": ("token ids", "(B, S)"),
+    "word_embeddings": ("one learned row per token id", "(B, S, H)"),
+    "position_embeddings": ("one learned row per position", "(1, S, H)"),
+    "token_type_embeddings": ("one learned row per segment (A / B)", "(B, S, H)"),
+    "embeddings": ("their sum, LayerNorm, dropout", "(B, S, H)"),
+    "query": ("Linear: all heads' queries at once", "(B, S, heads*head_dim)"),
+    "key": ("Linear: all heads' keys at once", "(B, S, heads*head_dim)"),
+    "value": ("Linear: all heads' values at once", "(B, S, heads*head_dim)"),
+    "q": ("split_heads: one query per head", "(B, heads, S, head_dim)"),
+    "k": ("split_heads: one key per head", "(B, heads, S, head_dim)"),
+    "v": ("split_heads: one value per head", "(B, heads, S, head_dim)"),
+    "scores": ("q @ k^T / sqrt(head_dim): a table per head", "(B, heads, S, S)"),
+    "weights": ("softmax over keys, each row sums to 1", "(B, heads, S, S)"),
+    "context": ("weights @ v: every head's result", "(B, heads, S, head_dim)"),
+    "merged": ("heads side by side again", "(B, S, heads*head_dim)"),
+    "attention_output": ("Linear mixes heads, + residual, LayerNorm", "(B, S, H)"),
+    "intermediate": ("feed-forward up, activation", "(B, S, I)"),
+    "ffn_output": ("feed-forward down, + residual, LayerNorm", "(B, S, H)"),
+    "layer_output": ("the layer's output = the next layer's input", "(B, S, H)"),
+    "last_hidden_state": ("the encoder's output", "(B, S, H)"),
+    "pooler_output": ("tanh(Linear) of [CLS]", "(B, H)"),
+    "mlm_transform": ("MLM head: Linear, activation, LayerNorm", "(B, S, H)"),
+    "logits": ("a score for every vocabulary entry at every position", "(B, S, V)"),
+    "prediction_logits": ("a score for every vocabulary entry at every position", "(B, S, V)"),
+    "seq_relationship_logits": ("next sentence: is B A's continuation?", "(B, 2)"),
+    "start_logits": ("answer start score per position", "(B, S)"),
+    "end_logits": ("answer end score per position", "(B, S)"),
+}
+_LAYER_SUMMARY = ("q", "weights", "layer_output")
+_AFTER_ENCODER = ("last_hidden_state", "pooler_output", "mlm_transform", "logits", "prediction_logits",
+                  "seq_relationship_logits", "start_logits", "end_logits")  # the order they are shown in
+
+
+def format_trace(t: Trace) -> str:
+    legend = ", ".join(f"{k}={v}" for k, v in t.sizes.items())
+    lines = [f"tokens ({len(t.tokens)}): " + " ".join(t.tokens),
+             "ids: " + " ".join(str(int(i)) for i in t.input_ids[0]), f"sizes: {legend}", ""]
+    rows = []
+    layers = sorted({s.layer for s in t.steps if s.layer is not None})
+    outside = [s for s in t.steps if s.layer is None]
+    before = [s for s in outside if s.name not in _AFTER_ENCODER]
+    after = sorted((s for s in outside if s.name in _AFTER_ENCODER), key=lambda s: _AFTER_ENCODER.index(s.name))
+    rows += [_row(s, "") for s in before]
+    if layers:
+        rows.append((f"encoder: {len(layers)} layers, one after another", "", "", ""))
+        rows.append((f"  layer {layers[0]}", "", "", ""))
+        rows += [_row(s, "    ") for s in t.steps if s.layer == layers[0]]
+        rows += _layer_summaries(t, layers[1:])
+    rows += [_row(s, "") for s in after]
+    widths = [max(display_width(r[c]) for r in rows if r[1]) for c in range(3)]
+    for name, shape, axes, what in rows:
+        if not shape:
+            lines.append(name)
+            continue
+        lines.append(f"{pad(name, widths[0])}  {pad(shape, widths[1])}  {pad(axes, widths[2])}  {what}".rstrip())
+    return "\n".join(lines)
+
+
+def _row(step: Step, indent: str) -> tuple[str, str, str, str]:
+    what, axes = _WHAT.get(step.name, ("", ""))
+    if step.calls > 1:
+        what += f" (shape of one chunk: ran in {step.calls} chunks of positions, chunk_size_feed_forward)"
+    return indent + step.name, shape_str(step.shape), axes, what
+
+
+def _layer_summaries(t: Trace, layers: list[int]) -> list[tuple[str, str, str, str]]:
+    """One line per run of later layers whose shapes are alike."""
+    rows, start = [], 0
+    while start < len(layers):
+        shapes = _summary_shapes(t, layers[start])
+        end = start
+        while end + 1 < len(layers) and _summary_shapes(t, layers[end + 1]) == shapes:
+            end += 1
+        first, last = layers[start], layers[end]
+        name = f"layer {first}" if first == last else f"layers {first}-{last}"
+        parts = ", ".join(f"{n} {shape_str(s)}" for n, s in shapes)
+        rows.append((f"  {name}: the same steps; " + ("each: " if first != last else "") + parts, "", "", ""))
+        start = end + 1
+    return rows
+
+
+def _summary_shapes(t: Trace, i: int) -> list[tuple[str, tuple[int, ...]]]:
+    found = []
+    for name in _LAYER_SUMMARY:
+        try:
+            found.append((name, t.shape(name, i)))
+        except KeyError:
+            pass
+    return found
