@@ -56,13 +56,37 @@ def _tokenizer(argv):
     return tokenizer_main(argv)
 
 
+def _pretrain(argv):
+    from .train.pretrain import main as pretrain_main
+
+    return pretrain_main(argv)
+
+
+def _explain(argv):
+    from .explain.cli import explain_main
+
+    return explain_main(argv)
+
+
+def _attention(argv):
+    from .explain.cli import attention_main
+
+    return attention_main(argv)
+
+
+_explain.__doc__ = "Show the inside: modules as heads, parameter counts, shape trace (--trace), MLM (--mlm)."
+_attention.__doc__ = "Attention maps of a text: a layers x heads PNG grid (--png) and an HTML viewer (--html)."
 _tokenize.__doc__ = "Show how a text becomes tokens and ids (a table for learners)."
+_pretrain.__doc__ = "Masked-language-model pretraining from a raw corpus (torchrun for several processes)."
 _tokenizer.__doc__ = "Tokenizer tools: `bertkit tokenizer train` learns a WordPiece vocabulary."
 
 COMMANDS = {
     "info": info_main,
     "tokenize": _tokenize,
     "tokenizer": _tokenizer,
+    "pretrain": _pretrain,
+    "explain": _explain,
+    "attention": _attention,
 }
 
 

@@ -45,3 +45,14 @@ def test_bad_seq_len_is_a_usage_error(capsys):
         main(["info", "--preset", "tiny", "--seq-len", "0"])
     assert exit_info.value.code == 2
     assert "must be a positive integer, got 0" in capsys.readouterr().err
+
+
+def test_every_command_is_wired(capsys):
+    assert main(["explain", "--preset", "tiny"]) == 0
+    assert "SelfAttention  4 heads x 8 = 32" in capsys.readouterr().out
+    for command in ("pretrain", "tokenize", "tokenizer", "attention"):
+        try:
+            main([command, "--help"])
+        except SystemExit as e:  # argparse's --help exits 0
+            assert e.code == 0
+        assert "usage" in capsys.readouterr().out.lower()
