@@ -65,6 +65,11 @@ class TrainConfig:
     progress: bool = opt(True, "show a progress bar")
 
 
+# Settings that do not change what a resumed run computes; every other one must stay the same.
+MAY_CHANGE_ON_RESUME = {"out", "resume", "steps", "progress", "log_every", "eval_every", "save_every", "device",
+                        "max_bad_steps", "compile", "precision"}
+
+
 class Batches(Protocol):
     def batch(self, step: int, micro: int) -> dict[str, Tensor]:
         """This process's share of micro-batch `micro` of optimizer step `step` (deterministic)."""
@@ -220,7 +225,9 @@ def train(model: nn.Module, data: Batches, cfg: TrainConfig, loss_fn: Callable[[
 
             if bar is not None:
                 bar.update(1)
-                bar.set_postfix(loss=f"{loss_value:.3f}", lr=f"{scheduler.get_last_lr()[0]:.2e}")
+                rate = window_tokens / max(time.perf_counter() - window_start, 1e-9)
+                bar.set_postfix(loss=f"{loss_value:.3f}", lr=f"{scheduler.get_last_lr()[0]:.2e}",
+                                tok_s=f"{rate:,.0f}")
             if step % cfg.log_every == 0 or step == cfg.steps:
                 elapsed = time.perf_counter() - window_start
                 row = {"step": step, "loss": round(loss_value, 6), "lr": scheduler.get_last_lr()[0],
@@ -275,9 +282,9 @@ def _state(model, optimizer, scheduler, scaler, step: int, cfg: TrainConfig, ext
 
 def _restore(state: dict, model, optimizer, scheduler, scaler, cfg: TrainConfig) -> int:
     saved = state.get("config", {})
-    changed = [k for k in ("batch_size", "grad_accum", "seed", "lr") if k in saved and saved[k] != getattr(cfg, k)]
+    changed = [k for k, v in saved.items() if k not in MAY_CHANGE_ON_RESUME and getattr(cfg, k, v) != v]
     if changed:
-        raise TrainingError("--resume with different settings would not continue the same run: "
+        raise TrainingError("--resume needs the settings of the run it continues; these differ: "
                             + ", ".join(f"--{k.replace('_', '-')} was {saved[k]}, now {getattr(cfg, k)}"
                                         for k in changed))
     model.load_state_dict(state["model"])
