@@ -254,8 +254,12 @@ class Tokenizer:
                  pad_to_multiple_of: int | None = None, return_tensors: str | None = None,
                  return_token_type_ids: bool = True, return_attention_mask: bool = True,
                  return_special_tokens_mask: bool = False, return_offsets_mapping: bool = False,
-                 return_overflowing_tokens: bool = False, return_length: bool = False) -> BatchEncoding:
+                 return_overflowing_tokens: bool = False, return_length: bool = False,
+                 is_split_into_words: bool = False) -> BatchEncoding:
         """Encode one text (or pair) or a batch, with transformers' argument names and meanings.
+
+        is_split_into_words: each text is a list of words (e.g. characters with their tags);
+        word_ids() then maps every token back to its word.
 
         truncation: True / "longest_first" (trim the longer of a pair, token by token), "only_first",
         "only_second", or False; max_length alone implies "longest_first". padding: True / "longest"
@@ -263,7 +267,10 @@ class Tokenizer:
         cuts off comes back as further rows (windows overlapping by `stride` tokens), and
         `overflow_to_sample_mapping` says which input each row came from.
         """
-        batched = isinstance(text, (list, tuple))
+        if is_split_into_words:  # a "text" is a list of words: batched when the first item is a list too
+            batched = bool(text) and isinstance(text[0], (list, tuple))
+        else:
+            batched = isinstance(text, (list, tuple))
         texts = list(text) if batched else [text]
         pairs = None
         if text_pair == "" and not batched:
@@ -274,10 +281,11 @@ class Tokenizer:
                 raise TokenizerError("text is one string but text_pair is a list; pass lists for both to batch")
             if len(pairs) != len(texts):
                 raise TokenizerError(f"text has {len(texts)} entries but text_pair has {len(pairs)}")
+        check = _check_words if is_split_into_words else _check_text
         for i, t in enumerate(texts):
-            _check_text(t, f"text[{i}]" if batched else "text")
+            check(t, f"text[{i}]" if batched else "text")
         for i, t in enumerate(pairs or ()):
-            _check_text(t, f"text_pair[{i}]" if batched else "text_pair")
+            check(t, f"text_pair[{i}]" if batched else "text_pair")
 
         inputs = texts if pairs is None else list(zip(texts, pairs))
         # Without offsets the backend's fast path skips tracking them (and word ids): less work per text.
@@ -288,7 +296,7 @@ class Tokenizer:
         try:
             self._set_truncation_and_padding(padding, truncation, max_length, stride, pad_to_multiple_of,
                                              specials=(3 if pairs else 2) if add_special_tokens else 0)
-            encodings = encode(inputs, add_special_tokens=add_special_tokens)
+            encodings = encode(inputs, add_special_tokens=add_special_tokens, is_pretokenized=is_split_into_words)
         except TokenizerError:
             raise
         except BaseException as e:  # the backend's own checks; a Rust panic is a BaseException
@@ -324,7 +332,8 @@ class Tokenizer:
         def tracked():  # the same call with offsets tracked, for word_ids() / sequence_ids()
             return self(text, text_pair, add_special_tokens=add_special_tokens, padding=padding,
                         truncation=truncation, max_length=max_length, stride=stride,
-                        pad_to_multiple_of=pad_to_multiple_of, return_offsets_mapping=True).encodings
+                        pad_to_multiple_of=pad_to_multiple_of, return_offsets_mapping=True,
+                        is_split_into_words=is_split_into_words).encodings
 
         return BatchEncoding(_as_tensors(data, return_tensors, batched or return_overflowing_tokens), rows,
                              self.ids_to_tokens, None if full else tracked)
@@ -447,6 +456,12 @@ def _check_text(text, name: str, optional: bool = False):
     if not isinstance(text, str) and not (optional and text is None):
         raise TokenizerError(f"{name} must be a string, got {type(text).__name__}")
     return text
+
+
+def _check_words(words, name: str):
+    if not isinstance(words, (list, tuple)) or not all(isinstance(w, str) for w in words):
+        raise TokenizerError(f"{name} must be a list of strings (is_split_into_words=True)")
+    return words
 
 
 def _read_json(path: str) -> dict:

@@ -956,3 +956,16 @@ def test_never_split_keeps_a_word_whole_like_the_slow_tokenizer(tmp_path):
         Tokenizer.from_vocab(vocab, never_split=["[unused2]"])
     ours.save_pretrained(tmp_path / "saved")
     assert Tokenizer.from_pretrained(tmp_path / "saved").tokenize(text) == ["a", "[unused1]", "b"]
+
+
+def test_split_into_words_matches_fast(minilm_kit):
+    ours = minilm_kit.ours()
+    words = [["Hello", "wonderful", "world", "!"], ["a", "naïve", "café"], ["今", "天"]]
+    a = ours(words, is_split_into_words=True, return_offsets_mapping=True)
+    b = minilm_kit.fast(words, is_split_into_words=True, return_offsets_mapping=True)
+    assert_same(a, b, keys=("input_ids", "token_type_ids", "attention_mask", "offset_mapping"))
+    assert [a.word_ids(i) for i in range(3)] == [b.word_ids(i) for i in range(3)]
+    single = ours(words[0], is_split_into_words=True)
+    assert single["input_ids"] == b["input_ids"][0] and single.word_ids() == b.word_ids(0)
+    with pytest.raises(TokenizerError, match="must be a list of strings"):
+        ours(["a", 1], is_split_into_words=True)
