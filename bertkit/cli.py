@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 
 from .errors import BertkitError
@@ -44,61 +45,31 @@ def info_main(argv: list[str]) -> int:
     return 0
 
 
-def _tokenize(argv):
-    from .tokenizer import tokenize_main
-
-    return tokenize_main(argv)
-
-
-def _tokenizer(argv):
-    from .tokenizer import tokenizer_main
-
-    return tokenizer_main(argv)
-
-
-def _pretrain(argv):
-    from .train.pretrain import main as pretrain_main
-
-    return pretrain_main(argv)
-
-
-def _explain(argv):
-    from .explain.cli import explain_main
-
-    return explain_main(argv)
-
-
-def _attention(argv):
-    from .explain.cli import attention_main
-
-    return attention_main(argv)
-
-
-_explain.__doc__ = "Show the inside: modules as heads, parameter counts, shape trace (--trace), MLM (--mlm)."
-_attention.__doc__ = "Attention maps of a text: a layers x heads PNG grid (--png) and an HTML viewer (--html)."
-_tokenize.__doc__ = "Show how a text becomes tokens and ids (a table for learners)."
-_pretrain.__doc__ = "Masked-language-model pretraining from a raw corpus (torchrun for several processes)."
-_tokenizer.__doc__ = "Tokenizer tools: `bertkit tokenizer train` learns a WordPiece vocabulary."
-
+# name -> (module, function, one line of help); modules load only when their command runs
 COMMANDS = {
-    "info": info_main,
-    "tokenize": _tokenize,
-    "tokenizer": _tokenizer,
-    "pretrain": _pretrain,
-    "explain": _explain,
-    "attention": _attention,
+    "info": ("bertkit.cli", "info_main", "Build or load a model, show its heads, count parameters, run one pass."),
+    "tokenize": ("bertkit.tokenizer", "tokenize_main", "Show how a text becomes tokens and ids (a table)."),
+    "tokenizer": ("bertkit.tokenizer", "tokenizer_main", "`bertkit tokenizer train` learns a WordPiece vocabulary."),
+    "pretrain": ("bertkit.train.pretrain", "main", "Masked-language-model pretraining from a raw corpus."),
+    "finetune": ("bertkit.train.finetune", "main", "Fine-tune for classify / tag / qa / choice; keep the best."),
+    "evaluate": ("bertkit.predict", "evaluate_main", "Score a fine-tuned model on labelled data."),
+    "predict": ("bertkit.predict", "predict_main", "Predict for texts or a file; JSON lines out."),
+    "fill-mask": ("bertkit.predict", "fill_mask_main", "Top-k predictions for each [MASK] in a text."),
+    "explain": ("bertkit.explain.cli", "explain_main", "Show the inside: heads, parameters, --trace, --mlm."),
+    "attention": ("bertkit.explain.cli", "attention_main", "Attention maps: layers x heads PNG, HTML viewer."),
 }
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
-        print("usage: bertkit COMMAND [ARGS]\n\ncommands:")
-        for name, fn in COMMANDS.items():
-            print(f"  {name:10s} {(fn.__doc__ or '').strip().splitlines()[0]}")
+        print("usage: bertkit COMMAND [ARGS]   (bertkit COMMAND --help for its flags)\n\ncommands:")
+        for name, (_, _, text) in COMMANDS.items():
+            print(f"  {name:10s} {text}")
         return 0 if not argv or argv[0] in ("-h", "--help") else 2
+    module, function, _ = COMMANDS[argv[0]]
     try:
-        return COMMANDS[argv[0]](argv[1:])
+        return getattr(importlib.import_module(module), function)(argv[1:])
     except BertkitError as e:
         print(f"bertkit {argv[0]}: error: {e}", file=sys.stderr)
         return 2

@@ -50,7 +50,7 @@ def test_bad_seq_len_is_a_usage_error(capsys):
 def test_every_command_is_wired(capsys):
     assert main(["explain", "--preset", "tiny"]) == 0
     assert "SelfAttention  4 heads x 8 = 32" in capsys.readouterr().out
-    for command in ("pretrain", "tokenize", "tokenizer", "attention"):
+    for command in ("pretrain", "finetune", "evaluate", "predict", "fill-mask", "tokenize", "tokenizer", "attention"):
         try:
             main([command, "--help"])
         except SystemExit as e:  # argparse's --help exits 0

@@ -75,6 +75,42 @@ class Batches(Protocol):
         """This process's share of micro-batch `micro` of optimizer step `step` (deterministic)."""
 
 
+class StepSampler:
+    """Which examples make up global micro-batch `index`: a seeded order per epoch, walked in turn.
+
+    Every process computes the same global batch (batch_size x world) and takes its own rows,
+    so a run with 2 processes of batch 4 sees what 1 process of batch 8 sees, and a resumed run
+    sees what the uninterrupted one saw.
+    """
+
+    def __init__(self, n: int, batch_size: int, grad_accum: int, seed: int, rank: int = 0, world: int = 1):
+        self.n, self.batch_size, self.grad_accum, self.seed = n, batch_size, grad_accum, seed
+        self.rank, self.world = rank, world
+        self.global_batch = batch_size * world
+        if n < self.global_batch:
+            raise TrainingError(f"the data gives {n} examples, fewer than one batch of {self.global_batch}: "
+                                "lower --batch-size, or add data")
+        self._order: tuple[int, list[int]] = (-1, [])
+
+    def order(self, epoch: int) -> list[int]:
+        if self._order[0] != epoch:
+            g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+            self._order = (epoch, torch.randperm(self.n, generator=g).tolist())
+        return self._order[1]
+
+    def global_indices(self, step: int, micro: int) -> list[int]:
+        start = (step * self.grad_accum + micro) * self.global_batch
+        out = []
+        for i in range(start, start + self.global_batch):
+            epoch, pos = divmod(i, self.n)
+            out.append(self.order(epoch)[pos])
+        return out
+
+    def mine(self) -> slice:
+        """This process's rows of a global batch."""
+        return slice(self.rank * self.batch_size, (self.rank + 1) * self.batch_size)
+
+
 # ----- setup -------------------------------------------------------------------------------------
 def pick_device(name: str) -> torch.device:
     if name == "auto":
@@ -138,8 +174,12 @@ def lr_factor(step: int, cfg: TrainConfig) -> float:
 # ----- the loop ----------------------------------------------------------------------------------
 def train(model: nn.Module, data: Batches, cfg: TrainConfig, loss_fn: Callable[[nn.Module, dict], Tensor],
           evaluate: Callable[[nn.Module], dict[str, float]] | None = None,
-          save_model: Callable[[nn.Module, str], None] | None = None, extra_state: dict | None = None) -> dict:
-    """Train `model` for cfg.steps optimizer steps; returns a summary (last loss, eval, tokens/s, ...)."""
+          save_model: Callable[[nn.Module, str], None] | None = None, extra_state: dict | None = None,
+          stop_when: Callable[[dict], bool] | None = None) -> dict:
+    """Train `model` for cfg.steps optimizer steps; returns a summary (last loss, eval, tokens/s, ...).
+
+    save_model(model, folder) runs at the end; stop_when(eval result) -> True ends the run early.
+    """
     _check(cfg)
     device = pick_device(cfg.device)
     rank, world, device = setup_distributed(device)
@@ -241,6 +281,9 @@ def train(model: nn.Module, data: Batches, cfg: TrainConfig, loss_fn: Callable[[
                 summary["eval"] = _evaluate(evaluate, raw_model, step, metrics_path, main, world)
                 if bar is not None:
                     bar.write(f"step {step}: " + ", ".join(f"{k} {v:.4g}" for k, v in summary["eval"].items()))
+                if stop_when is not None and stop_when(summary["eval"]):
+                    summary["stopped_early"] = step
+                    stop.requested = True
             if stop.requested or step == cfg.steps or (cfg.save_every and step % cfg.save_every == 0):
                 if main:
                     save_training_state(state_dir, _state(raw_model, optimizer, scheduler, scaler, step, cfg,
@@ -248,7 +291,8 @@ def train(model: nn.Module, data: Batches, cfg: TrainConfig, loss_fn: Callable[[
                 _barrier(world)
     if bar is not None:
         bar.close()
-    summary.update(step=step, loss=last_loss, interrupted=stop.requested and step < cfg.steps,
+    summary.update(step=step, loss=last_loss,
+                   interrupted=stop.requested and step < cfg.steps and "stopped_early" not in summary,
                    seconds=round(time.perf_counter() - run_start, 1))
     if main and not summary["interrupted"]:
         if save_model is not None:

