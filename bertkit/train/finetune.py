@@ -364,13 +364,13 @@ def run(cfg: FinetuneConfig) -> dict:
 
     problem_type = cfg.problem_type
     labels = None
-    if cfg.task in ("classify", "tag"):
+    if cfg.task == "classify" and problem_type is None:
+        problem_type = ("multi_label_classification" if isinstance(train_examples[0].label, list)
+                        else "single_label_classification")
+    if problem_type == "regression":
+        labels = ["score"]  # one output: the number
+    elif cfg.task in ("classify", "tag"):
         labels = label_list(train_examples)
-        if cfg.task == "classify" and problem_type is None:
-            problem_type = ("multi_label_classification" if isinstance(train_examples[0].label, list)
-                            else "single_label_classification")
-        if problem_type == "regression":
-            labels = ["score"]
     model, tok = load_base(cfg, labels, problem_type)
     say(f"{cfg.task}: {len(train_examples)} training and {len(eval_examples)} evaluation examples; "
         f"model {type(model).__name__} ({model.num_parameters():,} parameters)"
