@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import sys
+import warnings
 
 import torch
 
@@ -23,9 +24,23 @@ from .metrics import bio_entities, format_report
 
 
 def _load(model_dir: str, task: str | None):
+    """A fine-tuned model directory; refused when its task head would be new (random) weights."""
+    if not os.path.isdir(model_dir):
+        raise BertkitError(f"--model {model_dir}: not a directory; pass the folder `bertkit finetune --out` wrote")
     task = task or task_of(model_dir)
-    model = MODEL_CLASSES[task].from_pretrained(model_dir)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = MODEL_CLASSES[task].from_pretrained(model_dir)
+    new = [str(w.message) for w in caught if "newly initialised" in str(w.message)]
+    if new:
+        raise BertkitError(f"{model_dir}: has no trained {task} head (its weights would be random): fine-tune it "
+                           "first with `bertkit finetune`")
     return task, model, Tokenizer.from_pretrained(model_dir)
+
+
+def _fields(args) -> dict:
+    return dict(text_field=args.text_field, text_pair_field=args.text_pair_field, label_field=args.label_field,
+                tokens_field=args.tokens_field, tags_field=args.tags_field)
 
 
 def _settings(args):
@@ -38,6 +53,11 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seq-len", type=int, default=128, help="tokens per window")
     p.add_argument("--stride", type=int, default=32, help="overlap of consecutive windows")
     p.add_argument("--max-answer-length", type=int, default=30, help="qa: longest answer in tokens")
+    p.add_argument("--text-field", default="text", help="column / field with the text")
+    p.add_argument("--text-pair-field", default="text_pair", help="column / field with the second text, if any")
+    p.add_argument("--label-field", default="label", help="column / field with the label")
+    p.add_argument("--tokens-field", default="tokens", help="tagging: field with the tokens")
+    p.add_argument("--tags-field", default="tags", help="tagging: field with the BIO tags")
 
 
 def evaluate_main(argv: list[str]) -> int:
@@ -54,7 +74,7 @@ def evaluate_main(argv: list[str]) -> int:
     kw = {"split": args.split} if args.data.startswith("builtin:") else {}
     if task == "classify" and model.config.problem_type == "regression":
         kw["problem_type"] = "regression"
-    examples = read_task(task, args.data, **kw)
+    examples = read_task(task, args.data, **kw, **_fields(args))
     report = evaluate_task(task, model, tok, examples, _settings(args))
     print(format_report(report))
     if args.json:
@@ -70,15 +90,16 @@ def predict_rows(task: str, model, tok: Tokenizer, examples: list, settings) -> 
     outputs = run_model(model, features, tok.pad_token_id, task)
     if task == "classify":
         rows = []
-        for logits in aggregate_windows(features, outputs, len(examples)):
+        for example, logits in zip(examples, aggregate_windows(features, outputs, len(examples))):
             if config.problem_type == "regression":
-                rows.append({"score": float(logits[0])})
+                rows.append({"text": example.text, "score": float(logits[0])})
                 continue
             multi = config.problem_type == "multi_label_classification"
             probs = torch.sigmoid(logits) if multi else torch.softmax(logits, -1)
             by_label = {config.id2label[i]: round(float(p), 6) for i, p in enumerate(probs)}
             best = int(probs.argmax())
-            row = {"label": config.id2label[best], "score": round(float(probs[best]), 6), "probabilities": by_label}
+            row = {"text": example.text, "label": config.id2label[best], "score": round(float(probs[best]), 6),
+                   "probabilities": by_label}
             if multi:
                 row["labels"] = [config.id2label[i] for i, p in enumerate(probs) if p > 0.5]
             rows.append(row)
@@ -136,11 +157,11 @@ def predict_main(argv: list[str]) -> int:
     if args.file and (args.file.endswith((".jsonl", ".json", ".csv", ".tsv", ".gz", ".conll", ".bio")) or task == "choice"):
         from .data.tasks import read_task
 
-        examples = read_task(task, args.file, labeled=False)
+        examples = read_task(task, args.file, labeled=False, **_fields(args))
     elif args.file:
         if not os.path.exists(args.file):
             raise BertkitError(f"{args.file}: no such file")
-        with open(args.file, encoding="utf-8") as fh:
+        with open(args.file, encoding="utf-8") as fh:  # one input per line; blank lines are skipped
             examples = _inputs(task, [line.rstrip("\n") for line in fh if line.strip()])
     else:
         examples = _inputs(task, args.texts)

@@ -225,3 +225,70 @@ def test_regression_multi_label_early_stopping_and_predict_file(tmp_path, base_d
     assert done.returncode == 0, done.stderr
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert len(rows) == 2 and all(set(r["probabilities"]) == {"long", "neg", "pos"} and "labels" in r for r in rows)
+
+
+def test_resume_keeps_the_best_score_and_evaluate_refuses_an_untrained_head(tmp_path, base_dir, sentiment_files,
+                                                                           monkeypatch):
+    import os
+    import signal
+
+    from bertkit.train import finetune as finetune_module
+
+    train_file, dev_file = sentiment_files
+    real = finetune_module.task_loss
+    calls = {"n": 0}
+
+    def stop_at_five(model, batch):
+        calls["n"] += 1
+        if calls["n"] == 5:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real(model, batch)
+
+    monkeypatch.setattr(finetune_module, "task_loss", stop_at_five)
+    cut = run(settings(tmp_path / "r", base_dir, train_file, eval=dev_file, save_every=2, eval_every=2))
+    assert cut["interrupted"] and cut["step"] == 5
+    best_before = json.loads((tmp_path / "r" / "config.json").read_text())  # the best model so far exists
+    state = torch.load(tmp_path / "r" / "checkpoint" / "training_state.pt", weights_only=True)
+    assert state["extra"]["score"] > -1 and state["extra"]["report"]["accuracy"] >= 0
+    monkeypatch.setattr(finetune_module, "task_loss", real)
+    done = run(settings(tmp_path / "r", base_dir, train_file, eval=dev_file, save_every=2, eval_every=2,
+                        resume=True))
+    assert done["step"] == 8 and done["best"]["accuracy"] >= state["extra"]["report"]["accuracy"]
+    assert best_before["architectures"] == ["BertForSequenceClassification"]
+    # a base model has no trained head: evaluate says so instead of scoring random weights
+    ev = subprocess.run([sys.executable, "-m", "bertkit", "evaluate", "--model", base_dir, "--task", "classify",
+                         "--data", dev_file], capture_output=True, text=True)
+    assert ev.returncode == 2 and "has no trained classify head" in ev.stderr
+
+
+def test_tag_labels_only_on_first_pieces_even_across_windows(base_dir):
+    from bertkit.data.tasks import TagExample
+    from bertkit.tokenizer import Tokenizer
+
+    tok = Tokenizer.from_pretrained(base_dir)
+    words = ["government"] * 12 + ["北京"]  # multi-piece words, cut by 16-token windows
+    tags = ["O"] * 12 + ["B-LOC"]
+    rows = encode("tag", tok, [TagExample(words, tags)], 16, 4, {"O": 0, "B-LOC": 1, "I-LOC": 2}, None)
+    assert len(rows) > 1
+    seen = {}
+    for r in rows:
+        for w, label in zip(r["words"], r["labels"]):
+            assert (w is None) == (label == -100)
+            if w is not None:
+                seen.setdefault(w, label)
+    assert sorted(seen) == list(range(len(words)))  # every word labelled once, on its first piece
+    assert seen[12] == 1
+
+
+def test_ddp_early_stopping_stops_every_process(tmp_path, base_dir, sentiment_files):
+    """Only rank 0 evaluates; its decision to stop must reach the other process (it used to hang)."""
+    train_file, dev_file = sentiment_files
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29531", "-m",
+           "bertkit", "finetune", "--model", base_dir, "--train", train_file, "--eval", dev_file, "--out",
+           str(tmp_path / "ddp"), "--steps", "30", "--batch-size", "4", "--lr", "1e-9", "--seq-len", "32",
+           "--stride", "8", "--eval-every", "2", "--patience", "1", "--no-progress", "--device", "cpu"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                          env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    steps = [json.loads(line)["step"] for line in (tmp_path / "ddp" / "metrics.jsonl").read_text().splitlines()]
+    assert max(steps) < 30  # stopped early, and both processes exited

@@ -25,14 +25,14 @@ from typing import Any
 import torch
 
 from ..config import PRESETS, BertConfig
-from ..data.tasks import ChoiceExample, ClassifyExample, QAExample, TagExample, label_list, read_task
+from ..data.tasks import QAExample, TagExample, label_list, read_task
 from ..errors import BertkitError, BertkitWarning
 from ..heads import (IGNORE, BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification,
                      BertForTokenClassification)
 from ..metrics import (classification_report, confusion_matrix, entity_report, format_report, multilabel_report,
                        plot_confusion_matrix, regression_report, squad_scores)
 from ..tokenizer import Tokenizer
-from .loop import StepSampler, TrainConfig, TrainingError, setup_distributed, pick_device, train
+from .loop import StepSampler, TrainConfig, TrainingError, pick_device, setup_distributed, train
 from .options import opt, parse
 
 TASKS = ("classify", "tag", "qa", "choice")
@@ -86,16 +86,17 @@ def encode(task: str, tok: Tokenizer, examples: list, seq_len: int, stride: int,
         return rows
     if task == "tag":
         enc = tok([e.tokens for e in examples], is_split_into_words=True, truncation=True, max_length=seq_len,
-                  stride=stride, return_overflowing_tokens=True)
+                  stride=stride, return_overflowing_tokens=True, return_offsets_mapping=True)
         rows = []
         for i, sample in enumerate(enc["overflow_to_sample_mapping"]):
-            words = enc.word_ids(i)
+            # a word's first piece starts at offset 0 of that word (also when a window cuts the word)
+            words = [w if w is not None and off[0] == 0 else None
+                     for w, off in zip(enc.word_ids(i), enc["offset_mapping"][i])]
             row = {"input_ids": enc["input_ids"][i], "token_type_ids": enc["token_type_ids"][i], "example": sample,
                    "words": words}
             tags = examples[sample].tags
             if tags is not None:  # the first piece of each word carries its tag; the rest are skipped
-                row["labels"] = [label2id[tags[w]] if w is not None and (j == 0 or words[j - 1] != w) else IGNORE
-                                 for j, w in enumerate(words)]
+                row["labels"] = [_label_id(tags[w], label2id) if w is not None else IGNORE for w in words]
             rows.append(row)
         return rows
     if task == "qa":
@@ -111,6 +112,10 @@ def encode(task: str, tok: Tokenizer, examples: list, seq_len: int, stride: int,
             rows.append(row)
         return rows
     if task == "choice":
+        counts = {len(e.choices) for e in examples}
+        if len(counts) > 1:
+            raise TrainingError(f"multiple choice needs the same number of choices in every example; found "
+                                f"{sorted(counts)}")
         rows = []
         for i, e in enumerate(examples):
             enc = tok([e.question] * len(e.choices), list(e.choices), truncation="only_first", max_length=seq_len)
@@ -235,9 +240,8 @@ def tag_predictions(features, outputs, examples: list[TagExample], id2label) -> 
     preds = [[None] * len(e.tokens) for e in examples]
     for f, logits in zip(features, outputs):
         best = logits.argmax(-1).tolist()
-        words = f["words"]
-        for j, w in enumerate(words):
-            if w is not None and (j == 0 or words[j - 1] != w) and preds[f["example"]][w] is None:
+        for j, w in enumerate(f["words"]):  # only first pieces carry a word index
+            if w is not None and preds[f["example"]][w] is None:
                 preds[f["example"]][w] = id2label[best[j]]
     return [[t or "O" for t in p] for p in preds]
 
@@ -287,7 +291,10 @@ def evaluate_task(task: str, model, tok: Tokenizer, examples: list, cfg) -> dict
             return regression_report([float(e.label) for e in examples], [float(lg[0]) for lg in logits])
         labels = [config.id2label[i] for i in range(config.num_labels)]
         if config.problem_type == "multi_label_classification":
-            truth = [[label2id[n] for n in e.label] for e in examples]
+            if not all(isinstance(e.label, list) for e in examples):
+                raise TrainingError("this model is multi-label: the evaluation labels must be lists (JSONL) or "
+                                    "'|'-separated (CSV / TSV)")
+            truth = [[_label_id(n, label2id) for n in e.label] for e in examples]
             pred = [[j for j, v in enumerate(lg) if v > 0] for lg in logits]
             return multilabel_report(truth, pred, labels)
         truth = [_label_id(e.label, label2id) for e in examples]
@@ -382,7 +389,9 @@ def run(cfg: FinetuneConfig) -> dict:
     sampler = StepSampler(len(features), cfg.batch_size, cfg.grad_accum, cfg.seed, rank, world)
     data = FinetuneBatches(features, tok.pad_token_id, cfg.task, sampler)
 
-    best = {"score": -math.inf, "report": None, "step": 0, "since": 0}
+    if cfg.patience and not eval_examples:
+        raise TrainingError("--patience needs evaluation data: pass --eval FILE")
+    best = {"score": -math.inf, "report": None, "since": 0}  # saved with the training state, so --resume keeps it
 
     def save(m, out):
         m.save_pretrained(out)
@@ -402,7 +411,8 @@ def run(cfg: FinetuneConfig) -> dict:
 
     summary = train(model, data, cfg, task_loss, evaluate=evaluate if eval_examples else None,
                     save_model=None if eval_examples else save,
-                    stop_when=(lambda r: best["since"] >= cfg.patience) if cfg.patience else None)
+                    stop_when=(lambda r: best["since"] >= cfg.patience) if cfg.patience else None,
+                    extra_state=best)
     summary["best"] = best["report"]
     if rank == 0 and best["report"] is not None:
         with open(os.path.join(cfg.out, "eval_report.json"), "w", encoding="utf-8") as fh:

@@ -46,7 +46,7 @@ class TrainConfig:
 
     out: str = opt("runs/run", "run folder: metrics.jsonl, training state, loss curve, final model")
     steps: int = opt(300, "optimizer steps")
-    batch_size: int = opt(32, "examples per step on each process")
+    batch_size: int = opt(32, "examples per micro-batch on each process (x --grad-accum per step)")
     grad_accum: int = opt(1, "micro-batches per optimizer step (a larger batch in the same memory)")
     lr: float = opt(1e-3, "peak learning rate")
     weight_decay: float = opt(0.01, "AdamW weight decay (never on biases and LayerNorm)")
@@ -199,7 +199,9 @@ def train(model: nn.Module, data: Batches, cfg: TrainConfig, loss_fn: Callable[[
         state = load_training_state(state_dir)
         if state is None:
             raise TrainingError(f"--resume: {state_dir} holds no training state; run without --resume first")
-        start = _restore(state, raw_model, optimizer, scheduler, scaler, cfg)
+        start = _restore(state, raw_model, optimizer, scheduler, scaler, cfg, world)
+        if extra_state is not None:
+            extra_state.update(state.get("extra", {}))  # e.g. fine-tuning's best score so far
         if main:
             print(f"resuming {cfg.out} at step {start}", file=sys.stderr)
     elif main and os.path.exists(metrics_path):
@@ -217,7 +219,8 @@ def train(model: nn.Module, data: Batches, cfg: TrainConfig, loss_fn: Callable[[
     run_start = time.perf_counter()
     step = start
     with stop.installed():
-        while step < cfg.steps and not stop.requested:
+        stopping = False  # what all ranks agreed on; a signal acts through it, at a step boundary
+        while step < cfg.steps and not stopping:
             model.train()
             step_loss, step_tokens = torch.zeros((), device=device), 0
             for micro in range(cfg.grad_accum):
@@ -231,37 +234,36 @@ def train(model: nn.Module, data: Batches, cfg: TrainConfig, loss_fn: Callable[[
                 (scaler.scale(loss) if scaler else loss).backward()
                 step_loss += loss.detach()
 
-            loss_value = float(step_loss)  # one sync per step
-            if world > 1:  # every rank must agree whether to step
-                flag = torch.tensor([loss_value], device=device)
-                dist.all_reduce(flag)
-                loss_value = float(flag) / world
-            if not math.isfinite(loss_value):
+            # one sync per step; under DDP every rank must agree on stepping and on stopping
+            agreed = torch.stack([step_loss.float(), torch.tensor(float(stop.requested), device=device)])
+            if world > 1:
+                dist.all_reduce(agreed)
+                agreed[0] /= world
+            loss_value, stopping = float(agreed[0]), bool(agreed[1] > 0)
+            finite = math.isfinite(loss_value)
+            if finite:
+                bad_in_a_row = 0
+                if scaler:
+                    scaler.unscale_(optimizer)
+                if cfg.max_grad_norm > 0:
+                    nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+                if scaler:
+                    scaler.step(optimizer)
+                    scaler.update()
+                else:
+                    optimizer.step()
+                last_loss = loss_value
+                window_tokens += step_tokens * world
+            else:  # skip the update; the step still counts (logging, evaluation and saving go on)
                 bad_in_a_row += 1
-                optimizer.zero_grad(set_to_none=True)
                 if main:
                     warnings.warn(f"step {step}: loss is {loss_value}; skipping this step", stacklevel=2)
                 if bad_in_a_row >= cfg.max_bad_steps:
                     raise TrainingError(f"the loss was not finite for {bad_in_a_row} steps in a row (last at step "
                                         f"{step}): lower --lr, use --precision fp32, or check the data")
-                step += 1
-                scheduler.step()
-                continue
-            bad_in_a_row = 0
-            if scaler:
-                scaler.unscale_(optimizer)
-            if cfg.max_grad_norm > 0:
-                nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-            if scaler:
-                scaler.step(optimizer)
-                scaler.update()
-            else:
-                optimizer.step()
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
             step += 1
-            last_loss = loss_value
-            window_tokens += step_tokens * world
 
             if bar is not None:
                 bar.update(1)
@@ -281,18 +283,18 @@ def train(model: nn.Module, data: Batches, cfg: TrainConfig, loss_fn: Callable[[
                 summary["eval"] = _evaluate(evaluate, raw_model, step, metrics_path, main, world)
                 if bar is not None:
                     bar.write(f"step {step}: " + ", ".join(f"{k} {v:.4g}" for k, v in summary["eval"].items()))
-                if stop_when is not None and stop_when(summary["eval"]):
-                    summary["stopped_early"] = step
-                    stop.requested = True
-            if stop.requested or step == cfg.steps or (cfg.save_every and step % cfg.save_every == 0):
+                if stop_when is not None and _agree(main and stop_when(summary["eval"]), world, device):
+                    summary["stopped_early"] = step  # rank 0 decides (it evaluated); every rank stops
+                    stopping = True
+            if stopping or step == cfg.steps or (cfg.save_every and step % cfg.save_every == 0):
                 if main:
                     save_training_state(state_dir, _state(raw_model, optimizer, scheduler, scaler, step, cfg,
-                                                          extra_state))
+                                                          world, extra_state))
                 _barrier(world)
     if bar is not None:
         bar.close()
     summary.update(step=step, loss=last_loss,
-                   interrupted=stop.requested and step < cfg.steps and "stopped_early" not in summary,
+                   interrupted=stopping and step < cfg.steps and "stopped_early" not in summary,
                    seconds=round(time.perf_counter() - run_start, 1))
     if main and not summary["interrupted"]:
         if save_model is not None:
@@ -311,10 +313,11 @@ def _check(cfg: TrainConfig) -> None:
         raise TrainingError(f"need --lr > 0 and 0 <= --warmup < 1, got {cfg.lr} and {cfg.warmup}")
 
 
-def _state(model, optimizer, scheduler, scaler, step: int, cfg: TrainConfig, extra: dict | None) -> dict:
+def _state(model, optimizer, scheduler, scaler, step: int, cfg: TrainConfig, world: int, extra: dict | None) -> dict:
+    settings = {k: v for k, v in asdict(cfg).items() if v is None or isinstance(v, (int, float, str, bool))}
     state = {"step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
              "scheduler": scheduler.state_dict(), "torch_rng": torch.get_rng_state(),
-             "config": {k: v for k, v in asdict(cfg).items() if isinstance(v, (int, float, str, bool))}}
+             "config": {**settings, "world_size": world}}
     if torch.cuda.is_available():
         state["cuda_rng"] = torch.cuda.get_rng_state_all()
     if scaler is not None:
@@ -324,8 +327,11 @@ def _state(model, optimizer, scheduler, scaler, step: int, cfg: TrainConfig, ext
     return state
 
 
-def _restore(state: dict, model, optimizer, scheduler, scaler, cfg: TrainConfig) -> int:
-    saved = state.get("config", {})
+def _restore(state: dict, model, optimizer, scheduler, scaler, cfg: TrainConfig, world: int) -> int:
+    saved = dict(state.get("config", {}))
+    if saved.pop("world_size", world) != world:
+        raise TrainingError(f"--resume: the run had {state['config']['world_size']} processes, now {world}: the "
+                            "data order depends on it; resume with the same number of processes")
     changed = [k for k, v in saved.items() if k not in MAY_CHANGE_ON_RESUME and getattr(cfg, k, v) != v]
     if changed:
         raise TrainingError("--resume needs the settings of the run it continues; these differ: "
@@ -358,6 +364,15 @@ def _append(path: str, row: dict[str, Any]) -> None:
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "a", encoding="utf-8") as fh:
         fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def _agree(decision: bool, world: int, device: torch.device) -> bool:
+    """True on every rank when it is True on any rank."""
+    if world == 1:
+        return bool(decision)
+    flag = torch.tensor([float(decision)], device=device)
+    dist.all_reduce(flag)
+    return bool(flag > 0)
 
 
 def _barrier(world: int) -> None:

@@ -19,24 +19,21 @@ def opt(default: Any, help: str, **argparse_kwargs: Any):
     return dataclasses.field(default=default, metadata={"help": help, **argparse_kwargs})
 
 
-def parse(cls, argv: list[str], *, prog: str, description: str | None = None, positional: str | None = None):
-    """Parse argv into an instance of the dataclass `cls` (the field named `positional`, if any, is positional)."""
+def parse(cls, argv: list[str], *, prog: str, description: str | None = None):
+    """Parse argv into an instance of the dataclass `cls`."""
     parser = argparse.ArgumentParser(prog=prog, description=description or (cls.__doc__ or "").strip())
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         kind = hints[f.name]
         help_text = f.metadata.get("help", "")
         extra = {k: v for k, v in f.metadata.items() if k != "help"}
-        flag = f.name if f.name == positional else "--" + f.name.replace("_", "-")
+        flag = "--" + f.name.replace("_", "-")
         if kind is bool:
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default,
                                 help=f"{help_text} (default: {f.default})")
             continue
         base = _base_type(kind)
-        kwargs = dict(type=base, default=f.default, help=f"{help_text} (default: {f.default})", **extra)
-        if flag == f.name:
-            kwargs["nargs"] = "?"
-        parser.add_argument(flag, **kwargs)
+        parser.add_argument(flag, type=base, default=f.default, help=f"{help_text} (default: {f.default})", **extra)
     return cls(**vars(parser.parse_args(argv)))
 
 
