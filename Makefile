@@ -30,7 +30,8 @@ install: $(VENV)/.core
 install-dev: $(VENV)/.dev
 
 demo: $(VENV)/.core
-	$(BIN)/bertkit info --preset mini
+	$(BIN)/bertkit explain --preset bert-base-chinese
+	$(BIN)/bertkit explain --preset bert-base-chinese --trace "今天天气很好"
 
 test: $(VENV)/.dev $(TF5)/.installed
 	BERTKIT_TF5_PATH=$(abspath $(TF5)) $(BIN)/python -m pytest -q
