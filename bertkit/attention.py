@@ -13,11 +13,22 @@ Every backend has one signature:
 `sdpa` calls torch's fused scaled_dot_product_attention (flash / memory-efficient kernels) and
 returns no probabilities. Features only `eager` can do (returning probabilities, head_mask,
 relative position scores) make `pick_backend` choose eager for that call.
+
+The unpadded ("varlen") path has no batch dimension at all:
+
+    varlen_attention(q, k, v, cu_seqlens, max_seqlen, *, dropout_p)
+        q, k, v: (N, heads, head_dim), the N real tokens of every sequence one after another
+        cu_seqlens: (n + 1,) int32 offsets, sequence i is rows cu_seqlens[i] : cu_seqlens[i+1]
+        -> context (N, heads, head_dim); no token attends outside its own sequence
+
+`unpad` turns an attention mask into those offsets: 0/1 masks give one sequence per row, and a
+packed mask (1, 1, 2, 2, 2, 0: document numbers, 0 = padding) gives one sequence per document.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -61,7 +72,7 @@ def pick_backend(name: str, *, need_probs: bool, head_mask: Tensor | None, relat
     """The backend for one call: `name`, unless the call needs something only eager does."""
     if need_probs or head_mask is not None or relative:
         return "eager"
-    return name
+    return "sdpa" if name in ("varlen", "auto") else name  # their padded fallback
 
 
 # ----- relative positions ------------------------------------------------------------------------
@@ -114,3 +125,117 @@ def cross_attention_mask(encoder_attention_mask: Tensor, dtype: torch.dtype) -> 
     if encoder_attention_mask.dim() == 3:
         return to_additive(encoder_attention_mask[:, None, :, :], dtype)
     return to_additive(encoder_attention_mask[:, None, None, :], dtype)
+
+
+# ----- packed documents --------------------------------------------------------------------------
+def is_packed(attention_mask: Tensor | None) -> bool:
+    """A 2-D integer mask with values above 1 numbers documents packed into one row."""
+    return (attention_mask is not None and attention_mask.dim() == 2 and not attention_mask.dtype.is_floating_point
+            and attention_mask.numel() > 0 and bool(attention_mask.max() > 1))
+
+
+def document_keep(documents: Tensor) -> Tensor:
+    """(B, S) document numbers (0 = padding) -> (B, S, S) 1 where query and key share a document."""
+    same = documents[:, :, None] == documents[:, None, :]
+    return (same & (documents[:, None, :] > 0)).long()
+
+
+def document_positions(documents: Tensor) -> Tensor:
+    """(B, S) document numbers -> position ids restarting at 0 where each document starts."""
+    B, S = documents.shape
+    index = torch.arange(S, device=documents.device).expand(B, S)
+    starts = torch.ones_like(documents, dtype=torch.bool)
+    starts[:, 1:] = documents[:, 1:] != documents[:, :-1]
+    first = torch.where(starts, index, torch.zeros_like(index)).cummax(dim=1).values  # start of my run
+    return index - first
+
+
+# ----- the unpadded (varlen) path ----------------------------------------------------------------
+@dataclass
+class Unpadded:
+    """Where the real tokens of a (B, S) batch are, once padding is removed.
+
+    indices: (N,) positions in the flattened (B * S) batch; cu_seqlens: (n + 1,) int32 sequence
+    offsets into the N tokens; max_seqlen: the longest sequence; shape: (B, S) to pad back to.
+    """
+
+    indices: Tensor
+    cu_seqlens: Tensor
+    max_seqlen: int
+    shape: tuple[int, int]
+
+    def remove(self, x: Tensor) -> Tensor:
+        """(B, S, ...) -> (N, ...)"""
+        return x.reshape(-1, *x.shape[2:]).index_select(0, self.indices)
+
+    def restore(self, x: Tensor) -> Tensor:
+        """(N, ...) -> (B, S, ...), zeros at the padding"""
+        B, S = self.shape
+        out = x.new_zeros(B * S, *x.shape[1:]).index_copy(0, self.indices, x)
+        return out.view(B, S, *x.shape[1:])
+
+
+def unpad(attention_mask: Tensor) -> Unpadded:
+    """(B, S) 0/1 mask or packed document numbers -> the real tokens and their sequences.
+
+    A row's tokens with the same nonzero number form one sequence (0/1 masks: the whole row); the
+    numbers of one document must be contiguous in its row (padding between them is allowed).
+    """
+    from .errors import InputError
+
+    B, S = attention_mask.shape
+    flat = attention_mask.reshape(-1).long()
+    indices = flat.nonzero().view(-1)  # (N,)
+    doc = flat.index_select(0, indices)
+    row = torch.div(indices, S, rounding_mode="floor")
+    new = torch.ones_like(doc, dtype=torch.bool)
+    new[1:] = (doc[1:] != doc[:-1]) | (row[1:] != row[:-1])
+    starts = new.nonzero().view(-1)
+    if len(torch.unique(row * (int(doc.max()) + 1 if doc.numel() else 1) + doc)) != starts.numel():
+        raise InputError("attention_mask: a packed document's tokens must be contiguous in their row "
+                         "(numbers like 1 1 2 2 0, not 1 2 1)")
+    cu_seqlens = torch.cat([starts, starts.new_tensor([indices.numel()])]).to(torch.int32)
+    lengths = cu_seqlens[1:] - cu_seqlens[:-1]
+    return Unpadded(indices, cu_seqlens, int(lengths.max()) if lengths.numel() else 0, (B, S))
+
+
+def _varlen_kernel():
+    try:
+        from torch.nn.attention.varlen import varlen_attn
+    except ImportError:  # torch without it
+        return None
+    return varlen_attn
+
+
+def varlen_attention(q: Tensor, k: Tensor, v: Tensor, cu_seqlens: Tensor, max_seqlen: int, *,
+                     dropout_p: float) -> Tensor:
+    """Attention within each sequence of an unpadded batch; q, k, v (N, heads, head_dim).
+
+    On CUDA in bf16/fp16 without attention dropout: torch's variable-length flash kernel. Otherwise
+    (CPU, float32, or dropout in training) each sequence goes through SDPA on its own, which wastes
+    nothing on padding either; on CUDA the sequences are padded for one batched SDPA call instead.
+    """
+    kernel = _varlen_kernel() if q.is_cuda and q.dtype in (torch.float16, torch.bfloat16) and dropout_p == 0.0 else None
+    if kernel is not None:
+        return kernel(q, k, v, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen)
+    if q.is_cuda:
+        return _varlen_padded_sdpa(q, k, v, cu_seqlens, max_seqlen, dropout_p)
+    bounds = cu_seqlens.tolist()
+    out = [F.scaled_dot_product_attention(q[a:b].transpose(0, 1), k[a:b].transpose(0, 1), v[a:b].transpose(0, 1),
+                                          dropout_p=dropout_p).transpose(0, 1)  # (len, heads, head_dim)
+           for a, b in zip(bounds[:-1], bounds[1:])]
+    return torch.cat(out) if out else q
+
+
+def _varlen_padded_sdpa(q, k, v, cu_seqlens, max_seqlen, dropout_p):
+    n, (N, heads, d) = cu_seqlens.numel() - 1, q.shape
+    lengths = cu_seqlens[1:] - cu_seqlens[:-1]
+    keep = torch.arange(max_seqlen, device=q.device)[None, :] < lengths[:, None]  # (n, L)
+    where = keep.reshape(-1).nonzero().view(-1)
+
+    def pad(x):  # (N, heads, d) -> (n, heads, L, d)
+        return x.new_zeros(n * max_seqlen, heads, d).index_copy(0, where, x).view(n, max_seqlen, heads, d).transpose(1, 2)
+
+    context = F.scaled_dot_product_attention(pad(q), pad(k), pad(v), attn_mask=keep[:, None, None, :],
+                                             dropout_p=dropout_p)
+    return context.transpose(1, 2).reshape(n * max_seqlen, heads, d).index_select(0, where)

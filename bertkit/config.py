@@ -18,7 +18,7 @@ from .errors import ConfigError
 POSITION_EMBEDDING_TYPES = ("absolute", "relative_key", "relative_key_query")
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "quick_gelu", "relu", "silu", "swish",
                "tanh", "mish")
-ATTN_IMPLEMENTATIONS = ("eager", "sdpa")
+ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "varlen", "auto")
 PROBLEM_TYPES = (None, "regression", "single_label_classification", "multi_label_classification")
 
 # Fields that are settings of this process, not of the checkpoint: never written to config.json.
@@ -62,7 +62,10 @@ class BertConfig:
     output_hidden_states: bool = False  # default for forward(output_hidden_states=None)
     architectures: list[str] | None = None  # class names the checkpoint was saved from
     model_type: str = "bert"
-    attn_implementation: str = "sdpa"  # runtime: eager | sdpa (not saved)
+    # runtime, not saved: eager | sdpa (both equal to transformers at every position, padding too) |
+    # varlen (padding removed before the layers, zeros at padded positions of the output) |
+    # auto (varlen when the batch has padding or packed documents, else sdpa): the fastest
+    attn_implementation: str = "sdpa"
     extra: dict[str, Any] = field(default_factory=dict)  # unknown config.json keys, kept as they were
 
     def __post_init__(self) -> None:

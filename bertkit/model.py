@@ -123,7 +123,9 @@ class SelfAttention(nn.Module):
 
     def forward(self, hidden_states: Tensor, attention_mask: Tensor | None = None, head_mask: Tensor | None = None,
                 encoder_hidden_states: Tensor | None = None, past_key_value: tuple[Tensor, Tensor] | None = None,
-                output_attentions: bool = False):
+                output_attentions: bool = False, varlen: attention.Unpadded | None = None):
+        if varlen is not None:
+            return self.forward_unpadded(hidden_states, varlen), None, None
         q = self.split_heads(self.query(hidden_states))  # (B, heads, S, head_dim)
         is_cross = encoder_hidden_states is not None
         past_length = 0
@@ -152,6 +154,21 @@ class SelfAttention(nn.Module):
         B, _, S, _ = context.shape  # merge heads: (B, heads, S, head_dim) -> (B, S, heads * head_dim)
         context = context.transpose(1, 2).reshape(B, S, self.all_head_size)
         return context, probs, present
+
+    def forward_unpadded(self, hidden_states: Tensor, varlen: attention.Unpadded) -> Tensor:
+        """The unpadded path: hidden_states (N, H) are the real tokens of all sequences, no batch axis.
+
+        query, key and value run as ONE matrix multiply (their weights side by side, 3 * heads *
+        head_dim outputs); the checkpoint still holds them as three Linears.
+        """
+        N = hidden_states.shape[0]
+        weight = torch.cat([self.query.weight, self.key.weight, self.value.weight])  # (3 * heads * d, H)
+        bias = torch.cat([self.query.bias, self.key.bias, self.value.bias])
+        qkv = F.linear(hidden_states, weight, bias).view(N, 3, self.num_attention_heads, self.attention_head_size)
+        q, k, v = qkv.unbind(1)  # each (N, heads, head_dim)
+        context = attention.varlen_attention(q, k, v, varlen.cu_seqlens, varlen.max_seqlen,
+                                             dropout_p=self.dropout.p if self.training else 0.0)
+        return context.reshape(N, self.all_head_size)  # heads side by side again, (N, heads * head_dim)
 
 
 class SelfOutput(nn.Module):
@@ -195,9 +212,9 @@ class Attention(nn.Module):
         self.pruned_heads |= heads
 
     def forward(self, hidden_states, attention_mask=None, head_mask=None, encoder_hidden_states=None,
-                past_key_value=None, output_attentions=False):
+                past_key_value=None, output_attentions=False, varlen=None):
         context, probs, present = self.self(hidden_states, attention_mask, head_mask, encoder_hidden_states,
-                                            past_key_value, output_attentions)
+                                            past_key_value, output_attentions, varlen)
         return self.output(context, hidden_states), probs, present
 
 
@@ -254,11 +271,12 @@ class Layer(nn.Module):
         self.output = Output(config)
 
     def forward(self, hidden_states, attention_mask=None, head_mask=None, encoder_hidden_states=None,
-                encoder_attention_mask=None, past_key_value=None, output_attentions=False):
+                encoder_attention_mask=None, past_key_value=None, output_attentions=False, varlen=None):
+        """hidden_states (B, S, H), or (N, H) unpadded tokens when `varlen` says where sequences are."""
         self_past = past_key_value[:2] if past_key_value is not None else None
         hidden_states, self_probs, present = self.attention(hidden_states, attention_mask, head_mask,
                                                             past_key_value=self_past,
-                                                            output_attentions=output_attentions)
+                                                            output_attentions=output_attentions, varlen=varlen)
         cross_probs = None
         if encoder_hidden_states is not None:
             cross_past = past_key_value[2:] if past_key_value is not None and len(past_key_value) == 4 else None
@@ -272,8 +290,9 @@ class Layer(nn.Module):
     def feed_forward(self, hidden_states: Tensor) -> Tensor:
         """Position-wise, so it can run on chunks of positions to save memory, with equal results."""
         if self.chunk_size_feed_forward > 0:
+            dim = hidden_states.dim() - 2  # the positions: 1 in (B, S, H), 0 in unpadded (N, H)
             return torch.cat([self.feed_forward_chunk(c)
-                              for c in hidden_states.split(self.chunk_size_feed_forward, dim=1)], dim=1)
+                              for c in hidden_states.split(self.chunk_size_feed_forward, dim=dim)], dim=dim)
         return self.feed_forward_chunk(hidden_states)
 
     def feed_forward_chunk(self, hidden_states: Tensor) -> Tensor:
@@ -290,7 +309,7 @@ class Encoder(nn.Module):
 
     def forward(self, hidden_states, attention_mask=None, head_mask=None, encoder_hidden_states=None,
                 encoder_attention_mask=None, past_key_values=None, use_cache=False, output_attentions=False,
-                output_hidden_states=False):
+                output_hidden_states=False, varlen=None):
         all_hidden = (hidden_states,) if output_hidden_states else None
         all_attn = () if output_attentions else None
         all_cross = () if output_attentions and encoder_hidden_states is not None else None
@@ -298,7 +317,7 @@ class Encoder(nn.Module):
         for i, layer in enumerate(self.layer):
             args = (hidden_states, attention_mask, head_mask[i] if head_mask is not None else None,
                     encoder_hidden_states, encoder_attention_mask,
-                    past_key_values[i] if past_key_values is not None else None, output_attentions)
+                    past_key_values[i] if past_key_values is not None else None, output_attentions, varlen)
             if self.gradient_checkpointing and self.training:
                 # keep only the layer's input; recompute its activations during backward
                 hidden_states, probs, cross_probs, present = checkpoint(layer, *args, use_reentrant=False)
@@ -400,6 +419,17 @@ class BertPreTrainedModel(nn.Module):
             attn.prune_heads(heads)
             self.config.pruned_heads[layer] = sorted(attn.pruned_heads)
 
+    def set_attn_implementation(self, name: str) -> None:
+        """Switch attention implementation: eager | sdpa | varlen | auto (see BertConfig)."""
+        from .config import ATTN_IMPLEMENTATIONS
+
+        if name not in ATTN_IMPLEMENTATIONS:
+            raise InputError(f"attn_implementation must be one of {', '.join(ATTN_IMPLEMENTATIONS)}, got {name!r}")
+        self.config.attn_implementation = name
+        for module in self.modules():
+            if isinstance(module, SelfAttention):
+                module.attn_implementation = name
+
     def gradient_checkpointing_enable(self) -> None:
         """Trade compute for memory: layers recompute their activations in backward."""
         self.base_model.encoder.gradient_checkpointing = True
@@ -465,10 +495,22 @@ class BertModel(BertPreTrainedModel):
         if attention_mask is not None:
             _check_mask("attention_mask", attention_mask, B, S, past + S)
 
+        packed = attention.is_packed(attention_mask)  # numbers 1, 2, ... = documents packed into a row
+        if packed:
+            if cfg.is_decoder or attention_mask.shape[1] != S:
+                raise InputError("attention_mask numbers above 1 mean packed documents, which only an encoder "
+                                 "without a cache takes; a decoder's mask holds 0 and 1")
+            if position_ids is None:  # every document starts at position 0
+                position_ids = attention.document_positions(attention_mask)
+        varlen = self._unpadded(attention_mask, packed, output_attentions, head_mask, encoder_hidden_states)
+
         hidden = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds, past)  # (B, S, H)
-        # No mask at all when every position is visible: SDPA can then use its fastest kernels.
-        mask = None if attention_mask is None else attention.self_attention_mask(
-            attention_mask, S, cfg.is_decoder, hidden.dtype)
+        mask = None
+        if varlen is not None:
+            hidden = varlen.remove(hidden)  # (N, H): only the real tokens go through the layers
+        elif attention_mask is not None:  # None when every position is visible: SDPA's fastest kernels
+            keep = attention.document_keep(attention_mask) if packed else attention_mask
+            mask = attention.self_attention_mask(keep, S, cfg.is_decoder, hidden.dtype)
 
         cross_mask = None
         if encoder_hidden_states is not None:
@@ -488,13 +530,32 @@ class BertModel(BertPreTrainedModel):
         head_mask = self._expand_head_mask(head_mask, hidden.dtype)
         hidden, presents, all_hidden, all_attn, all_cross = self.encoder(
             hidden, mask, head_mask, encoder_hidden_states, cross_mask, past_key_values, use_cache,
-            output_attentions, output_hidden_states)
+            output_attentions, output_hidden_states, varlen)
+        if varlen is not None:  # back to (B, S, H), zeros at the padding
+            hidden = varlen.restore(hidden)
+            all_hidden = None if all_hidden is None else tuple(varlen.restore(h) for h in all_hidden)
         pooled = self.pooler(hidden) if self.pooler is not None else None
         out = BertModelOutput(hidden, pooled, presents, all_hidden, all_attn, all_cross)
         if return_dict is False:  # transformers' tuple: (last_hidden_state, pooler_output or None, ...)
             return (hidden, pooled) + BertModelOutput(hidden, None, presents, all_hidden, all_attn,
                                                       all_cross).to_tuple()[1:]
         return out
+
+    def _unpadded(self, attention_mask, packed, output_attentions, head_mask, encoder_hidden_states):
+        """Where the real tokens are, when this call takes the unpadded path; else None.
+
+        attn_implementation "varlen" or "auto" unpads an encoder's padded or packed batch. Calls that
+        need what only the padded path has (attention probabilities, head_mask, relative positions,
+        decoding, cross-attention, 3-D masks) take it. "auto" keeps an unpadded batch as it is.
+        """
+        cfg = self.config
+        if cfg.attn_implementation not in ("varlen", "auto") or attention_mask is None \
+                or attention_mask.dim() != 2 or output_attentions or head_mask is not None or cfg.is_decoder \
+                or encoder_hidden_states is not None or cfg.position_embedding_type != "absolute":
+            return None
+        if cfg.attn_implementation == "auto" and not packed and bool(attention_mask.all()):
+            return None
+        return attention.unpad(attention_mask)
 
     # ----- input checks: clear errors instead of index errors deep inside -------------------
     def _check_inputs(self, input_ids, inputs_embeds, past_key_values) -> tuple[int, int]:

@@ -60,6 +60,8 @@ class TrainConfig:
     device: str = opt("auto", "cpu, cuda, cuda:N, or auto (cuda when there is one)")
     precision: str = opt("auto", "autocast dtype", choices=["auto", "fp32", "bf16", "fp16"])
     compile: bool = opt(False, "torch.compile the model")
+    attention: str = opt("auto", "attention implementation: auto (padding removed when a batch has some), "
+                         "varlen, sdpa, eager", choices=["auto", "varlen", "sdpa", "eager"])
     resume: bool = opt(False, "continue from the training state saved in --out")
     max_bad_steps: int = opt(5, "stop after this many non-finite losses in a row")
     progress: bool = opt(True, "show a progress bar")
@@ -67,7 +69,7 @@ class TrainConfig:
 
 # Settings that do not change what a resumed run computes; every other one must stay the same.
 MAY_CHANGE_ON_RESUME = {"out", "resume", "steps", "progress", "log_every", "eval_every", "save_every", "device",
-                        "max_bad_steps", "compile", "precision"}
+                        "max_bad_steps", "compile", "precision", "attention"}
 
 
 class Batches(Protocol):
@@ -186,6 +188,8 @@ def train(model: nn.Module, data: Batches, cfg: TrainConfig, loss_fn: Callable[[
     main = rank == 0
     torch.manual_seed(cfg.seed)
     model.to(device)
+    if hasattr(model, "set_attn_implementation"):
+        model.set_attn_implementation(cfg.attention)
     raw_model = model
     optimizer = make_optimizer(model, cfg, device)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, cfg))
@@ -226,7 +230,7 @@ def train(model: nn.Module, data: Batches, cfg: TrainConfig, loss_fn: Callable[[
             for micro in range(cfg.grad_accum):
                 batch = {k: v.to(device, non_blocking=True) if isinstance(v, Tensor) else v
                          for k, v in data.batch(step, micro).items()}
-                step_tokens += int(batch["attention_mask"].sum()) if "attention_mask" in batch else 0
+                step_tokens += int((batch["attention_mask"] > 0).sum()) if "attention_mask" in batch else 0
                 sync = micro == cfg.grad_accum - 1 or world == 1
                 with (contextlib.nullcontext() if sync else model.no_sync()), \
                         torch.autocast(device.type, dtype=amp, enabled=amp is not None):
