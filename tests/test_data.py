@@ -23,7 +23,8 @@ import torch
 
 from bertkit.data import builtin
 from bertkit.data.corpus import CorpusError, read_corpus, split_heldout
-from bertkit.data.examples import Example, TokenizedDoc, is_cjk, nsp_examples, pack_examples, tokenize_documents
+from bertkit.data.examples import (Example, TokenizedDoc, is_cjk, nsp_examples, pack_documents, pack_examples,
+                                   tokenize_documents)
 from bertkit.data.masking import IGNORE_INDEX, MaskingCollator
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.tokenizer import Tokenizer, train_vocab
@@ -317,6 +318,46 @@ def test_packing_tail_rule():
     assert pack_examples([doc], 8, 1, 2)[1].word_ids == [-1, 0, 1, 2, 3, 4, 5, -1]
     with pytest.raises(ConfigError):
         pack_examples([doc], 2, 1, 2)
+
+
+def test_pack_documents_keeps_each_document_whole_and_apart(zh_docs, zh_tokenizer):
+    cls, sep = zh_tokenizer.cls_token_id, zh_tokenizer.sep_token_id
+    docs = zh_docs[:300] + [TokenizedDoc([], [], [])]
+    seq_len = 64
+    rows = pack_documents(docs, seq_len, cls, sep)
+    pieces = []
+    for r in rows:
+        n = len(r.input_ids)
+        assert n <= seq_len and len(r.document_ids) == len(r.word_ids) == len(r.token_type_ids) == n
+        numbers = r.document_ids
+        assert numbers[0] == 1 and all(b - a in (0, 1) for a, b in zip(numbers, numbers[1:]))
+        for number in range(1, numbers[-1] + 1):
+            span = [i for i, d in enumerate(numbers) if d == number]
+            ids = [r.input_ids[i] for i in span]
+            assert ids[0] == cls and ids[-1] == sep and cls not in ids[1:-1] and sep not in ids[1:-1]
+            pieces.append(ids[1:-1])
+        words = [w for w in r.word_ids if w >= 0]
+        assert words[0] == 0 and all(0 <= b - a <= 1 for a, b in zip(words, words[1:]))
+        assert all((w < 0) == (t in (cls, sep)) for w, t in zip(r.word_ids, r.input_ids))
+    # every document is there exactly once, cut into pieces of seq_len - 2 in order
+    want = sorted(tuple(d.ids[i:i + seq_len - 2]) for d in docs for i in range(0, len(d.ids), seq_len - 2))
+    assert sorted(map(tuple, pieces)) == want
+    filled = sum(len(r.input_ids) for r in rows) / (len(rows) * seq_len)
+    assert filled > 0.95, filled  # best-fit packing leaves little padding
+    assert pack_documents(docs, seq_len, cls, sep) == rows  # deterministic
+
+
+def test_collator_turns_document_ids_into_the_attention_mask(zh_tokenizer):
+    tok = zh_tokenizer
+    docs = tokenize_documents(tok, ["今天天气很好。", "我们去公园散步吧！", "好"])
+    rows = pack_documents(docs, 16, tok.cls_token_id, tok.sep_token_id)
+    batch = collator_for(tok)(rows, step=0)
+    for i, r in enumerate(rows):
+        n = len(r.input_ids)
+        assert batch["attention_mask"][i, :n].tolist() == r.document_ids
+        assert batch["attention_mask"][i, n:].eq(0).all()
+    special = torch.isin(batch["labels"], torch.tensor([tok.cls_token_id, tok.sep_token_id]))
+    assert not special.any()  # [CLS] / [SEP] of inner documents are never predicted either
 
 
 # ----- next-sentence pairs -----------------------------------------------------------------------

@@ -86,6 +86,14 @@ def test_pretraining_run_writes_everything_and_learns(tmp_path, corpus_file):
         assert (ours(**enc).logits - hf(**enc).logits).abs().max().item() <= 1e-5
 
 
+def test_packed_documents_run_learns_without_padding(tmp_path, corpus_file):
+    summary = run(settings(tmp_path / "docs", corpus_file, "tiny", packing="documents", steps=30, eval_every=30,
+                           save_every=30, lr=1e-2))
+    rows = [r for r in read_metrics(tmp_path / "docs" / "metrics.jsonl") if r.get("split") != "eval"]
+    assert sum(r["loss"] for r in rows[-5:]) / 5 < sum(r["loss"] for r in rows[:5]) / 5 - 0.5
+    assert summary["eval"]["mlm_accuracy"] > 0
+
+
 def test_nsp_run_uses_the_pretraining_heads(tmp_path, corpus_file):
     summary = run(settings(tmp_path / "nsp", corpus_file, "tiny", nsp=True, steps=6, eval_every=6))
     assert "nsp_accuracy" in summary["eval"]
@@ -212,7 +220,8 @@ def test_non_finite_losses_are_skipped_then_stop_the_run(tmp_path, corpus_file, 
 @pytest.mark.parametrize("kw, message", [(dict(steps=0), "--steps must be >= 1"),
                                          (dict(seq_len=4), "--seq-len must be at least 8"),
                                          (dict(seq_len=4096), "exceeds the model's max_position_embeddings"),
-                                         (dict(model_config="nope"), "neither a preset")])
+                                         (dict(model_config="nope"), "neither a preset"),
+                                         (dict(nsp=True, packing="documents"), "--packing documents is for MLM")])
 def test_bad_settings(tmp_path, corpus_file, kw, message):
     with pytest.raises(Exception, match=message):
         run(settings(tmp_path / "bad", corpus_file, "tiny", **kw))

@@ -5,6 +5,9 @@
                          (for next-sentence prediction)
     pack_examples        MLM only (RoBERTa-style "full sentences"): all documents in one stream,
                          separated by [SEP], cut into rows [CLS] chunk [SEP]; nothing is padded
+    pack_documents       MLM only, documents kept apart: each document (cut into pieces that fit)
+                         is [CLS] piece [SEP], and several go into one row; the row's
+                         document_ids (1, 1, 2, 2, 2, ...) keep attention inside each document
     nsp_examples         MLM + NSP, the scheme of Google's create_pretraining_data.py:
                          [CLS] A [SEP] B [SEP] where B follows A in the document (label 0) or is a
                          span of another document (label 1)
@@ -15,6 +18,7 @@ Example.word_ids numbers the whole words of a row from 0 (tokens of one word sha
 
 from __future__ import annotations
 
+import bisect
 import logging
 import random
 from dataclasses import dataclass
@@ -30,6 +34,7 @@ class Example:
     token_type_ids: list[int]
     word_ids: list[int]
     next_sentence_label: int | None = None
+    document_ids: list[int] | None = None  # packed rows: 1, 1, ..., 2, 2, ... per token (None: one document)
 
 
 @dataclass
@@ -175,6 +180,46 @@ def pack_examples(docs: list[TokenizedDoc], seq_len: int, cls_id: int, sep_id: i
         rows.append(Example(input_ids=[cls_id, *ids, sep_id], token_type_ids=[0] * (len(ids) + 2),
                             word_ids=[-1, *_renumber(stream_words[start:start + chunk]), -1]))
     return rows
+
+
+def pack_documents(docs: list[TokenizedDoc], seq_len: int, cls_id: int, sep_id: int) -> list[Example]:
+    """Rows of up to seq_len tokens holding whole pieces [CLS] piece [SEP], one document apart from the next.
+
+    A document longer than seq_len - 2 tokens is cut into pieces of seq_len - 2 (the last one
+    shorter). Pieces go into rows best-fit, longest first (a deterministic order), so rows are
+    nearly full and almost nothing is padded. document_ids numbers the pieces of a row 1, 2, ...;
+    the model lets a token attend only to its own piece, and positions restart at 0 in each.
+    """
+    if seq_len < 3:
+        raise ConfigError(f"seq_len must be >= 3 ([CLS], a token, [SEP]), got {seq_len}")
+    chunk = seq_len - 2
+    pieces = [(doc.ids[i:i + chunk], doc.words[i:i + chunk]) for doc in docs for i in range(0, len(doc.ids), chunk)]
+    order = sorted(range(len(pieces)), key=lambda i: (-len(pieces[i][0]), i))
+    rows: list[list[int]] = []  # piece numbers per row
+    room: list[tuple[int, int]] = []  # (free tokens, row), sorted: the best fit is the first with enough
+    for i in order:
+        need = len(pieces[i][0]) + 2
+        at = bisect.bisect_left(room, (need, -1))
+        if at < len(room):
+            free, row = room.pop(at)
+        else:
+            free, row = seq_len, len(rows)
+            rows.append([])
+        rows[row].append(i)
+        if free - need >= 3:
+            bisect.insort(room, (free - need, row))
+    out = []
+    for members in rows:
+        ids, words, documents, next_word = [], [], [], 0
+        for number, i in enumerate(sorted(members), start=1):
+            piece_ids, piece_words = pieces[i]
+            renumbered = _renumber(piece_words, next_word)
+            next_word = max(renumbered, default=next_word - 1) + 1
+            ids += [cls_id, *piece_ids, sep_id]
+            words += [-1, *renumbered, -1]
+            documents += [number] * (len(piece_ids) + 2)
+        out.append(Example(input_ids=ids, token_type_ids=[0] * len(ids), word_ids=words, document_ids=documents))
+    return out
 
 
 def _renumber(words: list[int], first: int = 0) -> list[int]:

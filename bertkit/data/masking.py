@@ -26,7 +26,8 @@ IGNORE_INDEX = -100  # labels the loss skips (torch.nn.CrossEntropyLoss's defaul
 @dataclass
 class MaskingCollator:
     """Examples -> dict of input_ids, token_type_ids, attention_mask, labels (+ next_sentence_label),
-    all (B, S) int64 tensors right-padded to the longest row. Picklable, for DataLoader workers."""
+    all (B, S) int64 tensors right-padded to the longest row. Picklable, for DataLoader workers.
+    attention_mask is 1 on tokens, or an example's document_ids (1, 2, ...) in packed rows; 0 = padding."""
 
     vocab_size: int
     mask_id: int
@@ -85,7 +86,12 @@ class MaskingCollator:
                 raise ConfigError(f"example {i}: {n} input_ids but {len(e.token_type_ids)} token_type_ids")
             input_ids[i, :n] = torch.tensor(e.input_ids, dtype=torch.long)
             token_type_ids[i, :n] = torch.tensor(e.token_type_ids, dtype=torch.long)
-            attention_mask[i, :n] = 1
+            if e.document_ids is None:
+                attention_mask[i, :n] = 1
+            elif len(e.document_ids) != n:
+                raise ConfigError(f"example {i}: {n} input_ids but {len(e.document_ids)} document_ids")
+            else:  # packed documents: 1, 1, 2, 2, ... (the model keeps attention inside each)
+                attention_mask[i, :n] = torch.tensor(e.document_ids, dtype=torch.long)
         if input_ids.min() < 0 or input_ids.max() >= self.vocab_size:
             raise ConfigError(f"input ids outside the vocabulary [0, {self.vocab_size}): "
                               f"min {input_ids.min().item()}, max {input_ids.max().item()}")

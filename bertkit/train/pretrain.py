@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 from ..config import PRESETS, BertConfig
 from ..data.corpus import read_corpus, split_heldout
-from ..data.examples import nsp_examples, pack_examples, tokenize_documents
+from ..data.examples import nsp_examples, pack_documents, pack_examples, tokenize_documents
 from ..data.masking import MaskingCollator
 from ..heads import IGNORE, BertForMaskedLM, BertForPreTraining
 from ..tokenizer import Tokenizer, train_vocab
@@ -52,6 +52,9 @@ class PretrainConfig(TrainConfig):
     mlm_probability: float = opt(0.15, "share of tokens selected for prediction")
     wwm: bool = opt(False, "whole-word masking (Chinese words from jieba, English words with their ## pieces)")
     nsp: bool = opt(False, "sentence pairs and next-sentence prediction (BertForPreTraining)")
+    packing: str = opt("stream", "MLM rows: stream (all documents joined by [SEP], cut into rows) or documents "
+                       "(several documents per row, attention and positions kept inside each)",
+                       choices=["stream", "documents"])
     heldout: float = opt(0.01, "share of documents held out for evaluation")
     # Defaults sized for the built-in corpus on 2 CPU cores (under 6 minutes): many small steps
     # leave the "predict the most frequent character" plateau sooner than few large ones
@@ -157,6 +160,8 @@ def run(cfg: PretrainConfig) -> dict:
     """Everything `bertkit pretrain` does; returns the loop's summary plus data facts."""
     if cfg.seq_len < 8:
         raise TrainingError(f"--seq-len must be at least 8, got {cfg.seq_len}")
+    if cfg.nsp and cfg.packing == "documents":
+        raise TrainingError("--nsp makes sentence-pair rows; --packing documents is for MLM-only rows")
     rank, world, _ = setup_distributed(pick_device(cfg.device))
     say = (lambda *a: print(*a, file=sys.stderr)) if rank == 0 else (lambda *a: None)
 
@@ -166,14 +171,15 @@ def run(cfg: PretrainConfig) -> dict:
 
     tokenizer = load_or_learn_tokenizer(cfg, train_docs, rank, world, say)
 
-    make = nsp_examples if cfg.nsp else pack_examples
+    make = nsp_examples if cfg.nsp else pack_documents if cfg.packing == "documents" else pack_examples
     extra = dict(rng=random.Random(cfg.seed)) if cfg.nsp else {}
     examples = {}
     for name, part in (("train", train_docs), ("heldout", heldout_docs)):
         tokenized = tokenize_documents(tokenizer, part, chinese_words=cfg.wwm)
         examples[name] = make(tokenized, cfg.seq_len, tokenizer.cls_token_id, tokenizer.sep_token_id, **extra)
     say(f"examples: {len(examples['train'])} for training, {len(examples['heldout'])} held out "
-        f"({'sentence pairs' if cfg.nsp else 'packed rows'} of {cfg.seq_len} tokens)")
+        f"({'sentence pairs' if cfg.nsp else 'packed documents' if cfg.packing == 'documents' else 'packed rows'}"
+        f" of {cfg.seq_len} tokens)")
 
     torch.manual_seed(cfg.seed)
     model_class = BertForPreTraining if cfg.nsp else BertForMaskedLM
