@@ -72,7 +72,7 @@ def pick_backend(name: str, *, need_probs: bool, head_mask: Tensor | None, relat
     """The backend for one call: `name`, unless the call needs something only eager does."""
     if need_probs or head_mask is not None or relative:
         return "eager"
-    return "sdpa" if name in ("varlen", "auto") else name  # their padded fallback
+    return "sdpa" if name == "varlen" else name  # varlen's padded fallback
 
 
 # ----- relative positions ------------------------------------------------------------------------
@@ -155,24 +155,31 @@ def document_positions(documents: Tensor) -> Tensor:
 class Unpadded:
     """Where the real tokens of a (B, S) batch are, once padding is removed.
 
-    indices: (N,) positions in the flattened (B * S) batch; cu_seqlens: (n + 1,) int32 sequence
-    offsets into the N tokens; max_seqlen: the longest sequence; shape: (B, S) to pad back to.
+    indices: (N,) positions in the flattened (B * S) batch, or None when nothing is padded (every
+    row is one full sequence, and removing padding is a reshape); cu_seqlens: (n + 1,) int32
+    sequence offsets into the N tokens; max_seqlen: the longest; shape: (B, S) to pad back to.
     """
 
-    indices: Tensor
+    indices: Tensor | None
     cu_seqlens: Tensor
     max_seqlen: int
     shape: tuple[int, int]
 
+    @classmethod
+    def full(cls, B: int, S: int, device) -> "Unpadded":
+        return cls(None, torch.arange(0, (B + 1) * S, S, dtype=torch.int32, device=device), S, (B, S))
+
     def remove(self, x: Tensor) -> Tensor:
         """(B, S, ...) -> (N, ...)"""
-        return x.reshape(-1, *x.shape[2:]).index_select(0, self.indices)
+        flat = x.reshape(-1, *x.shape[2:])
+        return flat if self.indices is None else flat.index_select(0, self.indices)
 
     def restore(self, x: Tensor) -> Tensor:
         """(N, ...) -> (B, S, ...), zeros at the padding"""
         B, S = self.shape
-        out = x.new_zeros(B * S, *x.shape[1:]).index_copy(0, self.indices, x)
-        return out.view(B, S, *x.shape[1:])
+        if self.indices is not None:
+            x = x.new_zeros(B * S, *x.shape[1:]).index_copy(0, self.indices, x)
+        return x.view(B, S, *x.shape[1:])
 
 
 def unpad(attention_mask: Tensor) -> Unpadded:
@@ -191,9 +198,10 @@ def unpad(attention_mask: Tensor) -> Unpadded:
     new = torch.ones_like(doc, dtype=torch.bool)
     new[1:] = (doc[1:] != doc[:-1]) | (row[1:] != row[:-1])
     starts = new.nonzero().view(-1)
-    if len(torch.unique(row * (int(doc.max()) + 1 if doc.numel() else 1) + doc)) != starts.numel():
-        raise InputError("attention_mask: a packed document's tokens must be contiguous in their row "
-                         "(numbers like 1 1 2 2 0, not 1 2 1)")
+    if doc.numel() and int(doc.max()) > 1:  # packed: each (row, number) must be one run
+        if len(torch.unique(row * (int(doc.max()) + 1) + doc)) != starts.numel():
+            raise InputError("attention_mask: a packed document's tokens must be contiguous in their row "
+                             "(numbers like 1 1 2 2 0, not 1 2 1)")
     cu_seqlens = torch.cat([starts, starts.new_tensor([indices.numel()])]).to(torch.int32)
     lengths = cu_seqlens[1:] - cu_seqlens[:-1]
     return Unpadded(indices, cu_seqlens, int(lengths.max()) if lengths.numel() else 0, (B, S))
@@ -212,19 +220,41 @@ def varlen_attention(q: Tensor, k: Tensor, v: Tensor, cu_seqlens: Tensor, max_se
     """Attention within each sequence of an unpadded batch; q, k, v (N, heads, head_dim).
 
     On CUDA in bf16/fp16 without attention dropout: torch's variable-length flash kernel. Otherwise
-    (CPU, float32, or dropout in training) each sequence goes through SDPA on its own, which wastes
-    nothing on padding either; on CUDA the sequences are padded for one batched SDPA call instead.
+    (CPU, float32, or dropout in training) SDPA runs once per run of equal-length sequences (once
+    for a batch without padding), which wastes nothing on padding; on CUDA, sequences of different
+    lengths are padded for one batched SDPA call instead.
     """
     kernel = _varlen_kernel() if q.is_cuda and q.dtype in (torch.float16, torch.bfloat16) and dropout_p == 0.0 else None
     if kernel is not None:
         return kernel(q, k, v, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen)
-    if q.is_cuda:
-        return _varlen_padded_sdpa(q, k, v, cu_seqlens, max_seqlen, dropout_p)
     bounds = cu_seqlens.tolist()
-    out = [F.scaled_dot_product_attention(q[a:b].transpose(0, 1), k[a:b].transpose(0, 1), v[a:b].transpose(0, 1),
-                                          dropout_p=dropout_p).transpose(0, 1)  # (len, heads, head_dim)
-           for a, b in zip(bounds[:-1], bounds[1:])]
-    return torch.cat(out) if out else q
+    runs = _equal_length_runs(bounds)
+    if q.is_cuda and len(runs) > 1:
+        return _varlen_padded_sdpa(q, k, v, cu_seqlens, max_seqlen, dropout_p)
+    out = []
+    for start, end, n in runs:  # n sequences of equal length, one after another: one batched call
+        def heads(x):  # (n * L, heads, d) -> (n, heads, L, d)
+            return x[start:end].view(n, (end - start) // n, *x.shape[1:]).transpose(1, 2)
+
+        context = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), dropout_p=dropout_p)
+        out.append(context.transpose(1, 2).reshape(end - start, *q.shape[1:]))
+    return torch.cat(out) if len(out) > 1 else out[0] if out else q
+
+
+def _equal_length_runs(bounds: list[int]) -> list[tuple[int, int, int]]:
+    """Sequence offsets -> (first token, end token, how many sequences) per run of equal lengths.
+
+    A batch without padding is one run (one SDPA call); random lengths give about one per sequence.
+    """
+    runs: list[tuple[int, int, int]] = []
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        if b == a:
+            continue
+        if runs and (runs[-1][1] - runs[-1][0]) // runs[-1][2] == b - a and runs[-1][1] == a:
+            runs[-1] = (runs[-1][0], b, runs[-1][2] + 1)
+        else:
+            runs.append((a, b, 1))
+    return runs
 
 
 def _varlen_padded_sdpa(q, k, v, cu_seqlens, max_seqlen, dropout_p):

@@ -420,7 +420,7 @@ class BertPreTrainedModel(nn.Module):
             self.config.pruned_heads[layer] = sorted(attn.pruned_heads)
 
     def set_attn_implementation(self, name: str) -> None:
-        """Switch attention implementation: eager | sdpa | varlen | auto (see BertConfig)."""
+        """Switch attention implementation: eager | sdpa | varlen (see BertConfig)."""
         from .config import ATTN_IMPLEMENTATIONS
 
         if name not in ATTN_IMPLEMENTATIONS:
@@ -502,7 +502,8 @@ class BertModel(BertPreTrainedModel):
                                  "without a cache takes; a decoder's mask holds 0 and 1")
             if position_ids is None:  # every document starts at position 0
                 position_ids = attention.document_positions(attention_mask)
-        varlen = self._unpadded(attention_mask, packed, output_attentions, head_mask, encoder_hidden_states)
+        varlen = self._unpadded(attention_mask, packed, output_attentions, head_mask, encoder_hidden_states,
+                                (B, S), device)
 
         hidden = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds, past)  # (B, S, H)
         mask = None
@@ -541,20 +542,21 @@ class BertModel(BertPreTrainedModel):
                                                       all_cross).to_tuple()[1:]
         return out
 
-    def _unpadded(self, attention_mask, packed, output_attentions, head_mask, encoder_hidden_states):
+    def _unpadded(self, attention_mask, packed, output_attentions, head_mask, encoder_hidden_states,
+                  input_shape, device):
         """Where the real tokens are, when this call takes the unpadded path; else None.
 
-        attn_implementation "varlen" or "auto" unpads an encoder's padded or packed batch. Calls that
-        need what only the padded path has (attention probabilities, head_mask, relative positions,
-        decoding, cross-attention, 3-D masks) take it. "auto" keeps an unpadded batch as it is.
+        attn_implementation "varlen" runs an encoder's batch as (N, H) real tokens (a
+        reshape when nothing is padded). Calls that need what only the padded path has (attention
+        probabilities, head_mask, relative positions, decoding, cross-attention, 3-D masks) take it.
         """
         cfg = self.config
-        if cfg.attn_implementation not in ("varlen", "auto") or attention_mask is None \
-                or attention_mask.dim() != 2 or output_attentions or head_mask is not None or cfg.is_decoder \
-                or encoder_hidden_states is not None or cfg.position_embedding_type != "absolute":
+        if cfg.attn_implementation != "varlen" or output_attentions or head_mask is not None \
+                or cfg.is_decoder or encoder_hidden_states is not None or cfg.position_embedding_type != "absolute" \
+                or (attention_mask is not None and attention_mask.dim() != 2):
             return None
-        if cfg.attn_implementation == "auto" and not packed and bool(attention_mask.all()):
-            return None
+        if attention_mask is None or (not packed and bool(attention_mask.all())):  # nothing to remove
+            return attention.Unpadded.full(*input_shape, device)
         return attention.unpad(attention_mask)
 
     # ----- input checks: clear errors instead of index errors deep inside -------------------

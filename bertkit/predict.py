@@ -35,7 +35,7 @@ def _load(model_dir: str, task: str | None):
     if new:
         raise BertkitError(f"{model_dir}: has no trained {task} head (its weights would be random): fine-tune it "
                            "first with `bertkit finetune`")
-    model.set_attn_implementation("auto")  # padded batches run unpadded
+    model.set_attn_implementation("varlen")  # padded batches run unpadded
     return task, model, Tokenizer.from_pretrained(model_dir)
 
 

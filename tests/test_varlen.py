@@ -37,8 +37,8 @@ def test_document_positions_restart_per_document():
     assert keep[0, 0].tolist() == [1, 1, 1, 0, 0, 0] and keep[0, 3].tolist() == [0, 0, 0, 1, 1, 0]
 
 
-@pytest.mark.parametrize("impl", ["varlen", "auto"])
-def test_varlen_equals_padded_sdpa_eager_and_transformers(impl):
+def test_varlen_equals_padded_sdpa_eager_and_transformers():
+    impl = "varlen"
     model = random_model()
     ids, mask, types = padded_batch()
     keep = mask.bool()
@@ -136,7 +136,7 @@ def test_heads_on_the_varlen_path():
     keep = mask.bool()
     for cls in (BertForMaskedLM, BertForTokenClassification):
         a = with_impl(random_model(model_class=cls), "sdpa")
-        b = with_impl(random_model(model_class=cls), "auto")
+        b = with_impl(random_model(model_class=cls), "varlen")
         with torch.no_grad():
             assert max_diff(a(ids, mask, types).logits[keep], b(ids, mask, types).logits[keep]) < 1e-5
     labels = torch.where(keep, ids, torch.full_like(ids, -100))
@@ -181,3 +181,24 @@ def test_set_attn_implementation_reaches_every_layer_and_checks_the_name():
     assert "backend=eager" in repr(model)
     with pytest.raises(InputError, match="attn_implementation must be one of"):
         model.set_attn_implementation("flash")
+
+
+def test_batch_without_padding_runs_unpadded_as_one_attention_call(monkeypatch):
+    model = with_impl(random_model(), "varlen")
+    ids = torch.randint(1, 99, (3, 7))
+    calls = []
+    real = torch.nn.functional.scaled_dot_product_attention
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention",
+                        lambda q, *a, **k: calls.append(tuple(q.shape)) or real(q, *a, **k))
+    with torch.no_grad():
+        got = model(ids).last_hidden_state  # no mask
+        got_ones = model(ids, torch.ones_like(ids)).last_hidden_state
+    assert calls == [(3, 4, 7, 8)] * 4  # per layer one batched call, for both forwards
+    want = with_impl(random_model(), "eager")(ids).last_hidden_state
+    assert max_diff(got, want) < 1e-5 and max_diff(got_ones, want) < 1e-5
+
+
+def test_equal_length_runs():
+    assert attention._equal_length_runs([0, 4, 8, 12]) == [(0, 12, 3)]
+    assert attention._equal_length_runs([0, 4, 8, 9, 10, 13]) == [(0, 8, 2), (8, 10, 2), (10, 13, 1)]
+    assert attention._equal_length_runs([0, 2, 2, 4]) == [(0, 4, 2)]  # an empty sequence has no tokens: skipped

@@ -60,8 +60,8 @@ class TrainConfig:
     device: str = opt("auto", "cpu, cuda, cuda:N, or auto (cuda when there is one)")
     precision: str = opt("auto", "autocast dtype", choices=["auto", "fp32", "bf16", "fp16"])
     compile: bool = opt(False, "torch.compile the model")
-    attention: str = opt("auto", "attention implementation: auto (padding removed when a batch has some), "
-                         "varlen, sdpa, eager", choices=["auto", "varlen", "sdpa", "eager"])
+    attention: str = opt("varlen", "attention implementation: varlen (padding removed, the fastest), sdpa, eager",
+                         choices=["varlen", "sdpa", "eager"])
     resume: bool = opt(False, "continue from the training state saved in --out")
     max_bad_steps: int = opt(5, "stop after this many non-finite losses in a row")
     progress: bool = opt(True, "show a progress bar")
