@@ -57,6 +57,7 @@ COMMANDS = {
     "fill-mask": ("bertkit.predict", "fill_mask_main", "Top-k predictions for each [MASK] in a text."),
     "explain": ("bertkit.explain.cli", "explain_main", "Show the inside: heads, parameters, --trace, --mlm."),
     "attention": ("bertkit.explain.cli", "attention_main", "Attention maps: layers x heads PNG, HTML viewer."),
+    "quickstart": ("bertkit.quickstart", "main", "Pretrain, fine-tune, compare with from-scratch, explain: a report."),
 }
 
 

@@ -1,0 +1,114 @@
+"""`bertkit quickstart --tiny`: the whole pipeline end to end at a seconds-scale budget, and its report."""
+
+import contextlib
+import io
+import json
+import re
+
+import pytest
+import torch
+
+from bertkit.cli import main
+from bertkit.quickstart import MARKER, OUTPUTS, QuickstartError, prepare_out
+from test_readme import bash_commands, check_command
+
+PNG = b"\x89PNG\r\n\x1a\n"
+STAGES = ("pretrain", "finetune", "scratch", "test", "inside")
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("quickstart") / "report"
+    stdout = io.StringIO()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny tensors: on a busy 2-core machine a second thread only waits (5x slower)
+    try:
+        with contextlib.redirect_stdout(stdout):
+            code = main(["quickstart", "--tiny", "--out", str(out), "--no-progress", "--device", "cpu"])
+    finally:
+        torch.set_num_threads(threads)
+    assert code == 0
+    return out, stdout.getvalue(), json.loads((out / "summary.json").read_text(encoding="utf-8"))
+
+
+def test_summary_has_the_numbers_and_stage_times(tiny_run):
+    _, _, summary = tiny_run
+    for key in ("mlm_accuracy", "test_accuracy_pretrained", "test_accuracy_scratch"):
+        assert isinstance(summary[key], float) and 0.0 <= summary[key] <= 1.0, (key, summary[key])
+    assert summary["profile"] == "tiny"
+    assert set(STAGES) <= set(summary["stage_seconds"])
+    assert all(isinstance(s, (int, float)) and s >= 0 for s in summary["stage_seconds"].values())
+
+
+def test_stdout_puts_the_numbers_side_by_side_and_names_the_report(tiny_run):
+    out, stdout, summary = tiny_run
+    for key in ("mlm_accuracy", "test_accuracy_pretrained", "test_accuracy_scratch"):
+        assert f"{summary[key]:.4f}" in stdout
+    assert stdout.rstrip().endswith(f"report: {out / 'report.md'}")
+
+
+def test_report_shows_the_numbers_and_every_link_exists(tiny_run):
+    out, _, summary = tiny_run
+    report = (out / "report.md").read_text(encoding="utf-8")
+    for key in ("mlm_accuracy", "test_accuracy_pretrained", "test_accuracy_scratch"):
+        assert f"{summary[key]:.4f}" in report, key
+    for stage in STAGES:
+        assert f"({summary['stage_seconds'][stage]} s)" in report, stage
+    links = re.findall(r"\]\(([^)\s]+)\)", report)
+    images = re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", report)
+    assert {"pretrain/loss.png", "finetune/loss.png", "inside/attention.png", "inside/attention.html",
+            "test/confusion_matrix_pretrained.png"} <= set(links)
+    for link in links:
+        path = out / link
+        assert path.exists(), link
+        if path.is_file():
+            data = path.read_bytes()
+            assert data, f"{link} is empty"
+            if link.endswith(".png"):
+                assert data.startswith(PNG), f"{link} is not a PNG"
+            if link.endswith(".html"):
+                assert data.lstrip().lower().startswith(b"<!doctype html"), link
+    assert all(link.endswith(".png") for link in images)
+
+
+def test_report_commands_are_real_commands(tiny_run):
+    out, _, summary = tiny_run
+    commands = bash_commands((out / "report.md").read_text(encoding="utf-8"))
+    programs = [tokens[:2] for _, tokens in commands]
+    for name in ("pretrain", "finetune", "evaluate", "predict", "explain", "attention"):
+        assert ["bertkit", name] in programs, name
+    for number, tokens in commands:
+        check_command(tokens, f"report.md:{number}")
+    assert "--model tiny --tokenizer" in summary["commands"]["scratch"][0]  # the baseline: random weights
+
+
+def test_an_earlier_run_is_replaced_and_other_files_kept(tmp_path, capsys):
+    for name in OUTPUTS[:3]:
+        (tmp_path / name).mkdir() if "." not in name else (tmp_path / name).write_text("old")
+    (tmp_path / "data" / "stale.jsonl").write_text("old")
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(QuickstartError, match="already holds report.md, summary.json, data, not written by"):
+        prepare_out(str(tmp_path))  # not a quickstart folder: nothing is deleted
+    assert (tmp_path / "data" / "stale.jsonl").exists()
+    (tmp_path / MARKER).write_text("")
+    prepare_out(str(tmp_path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == [MARKER, "notes.txt"]
+    assert "replacing: report.md, summary.json, data" in capsys.readouterr().err
+
+
+def test_out_that_is_a_file_is_a_clear_error(tmp_path, capsys):
+    target = tmp_path / "taken.txt"
+    target.write_text("not a folder")
+    assert main(["quickstart", "--tiny", "--out", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert f"--out {target}: is a file, not a folder" in err and "Traceback" not in err
+    assert main(["quickstart", "--tiny", "--out", str(target / "below")]) == 2
+    assert f"--out {target / 'below'}: cannot create this folder" in capsys.readouterr().err
+    assert target.read_text() == "not a folder"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_cuda_without_a_gpu_is_a_clear_error(tmp_path, capsys):
+    assert main(["quickstart", "--device", "cuda", "--out", str(tmp_path / "q")]) == 2
+    assert "--device cuda: no CUDA device is available here" in capsys.readouterr().err
+    assert not (tmp_path / "q").exists()  # refused before anything was written
