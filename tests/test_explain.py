@@ -491,3 +491,15 @@ def test_cli_on_minilm(capsys):
     assert explain_main([path]) == 0
     out = capsys.readouterr().out
     assert "SelfAttention  12 heads x 32 = 384" in out and "Encoder: 6 layers run in SEQUENCE" in out
+
+
+def test_fine_tuned_classifier_directory_loads_with_a_note_not_a_warning(tmp_path):
+    from bertkit.explain.loading import char_tokenizer, load
+
+    model = random_model(model_class=BertForSequenceClassification)
+    model.save_pretrained(tmp_path)
+    char_tokenizer("这本书很好看").save_pretrained(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # any warning fails the test
+        loaded = load(str(tmp_path), None, head="base", texts=("这本书很好看",))
+    assert any("BertForSequenceClassification" in n and "task head" in n for n in loaded.notes)

@@ -92,6 +92,12 @@ def _from_directory(model_class, model_dir: str, notes: list[str]) -> nn.Module:
         elif "not used by" in message and all(n.strip().startswith(("pooler.", "bert.pooler."))
                                                for n in message.split(": ", 2)[-1].split(",")):
             continue  # BertForMaskedLM has no pooler by design: its tensors are expected to go unused
+        elif "not used by" in message and not any(
+                n.strip().startswith(("embeddings.", "encoder.", "bert.embeddings.", "bert.encoder."))
+                for n in message.split(": ", 2)[-1].split(",")):
+            task = ", ".join(getattr(model.config, "architectures", None) or ["a task model"])
+            notes.append(f"{model_dir} holds {task}: its encoder is shown here; its task head (a small layer "
+                         "on top of the encoder's output) is not")
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     return model.eval()
