@@ -58,10 +58,10 @@ class Budget:
 
 
 PROFILES = {
-    # 2 CPU cores, under 10 minutes. Pretraining: PretrainConfig's defaults.
+    # 2 CPU cores, about 8 minutes (make demo, installation included, under 10)
     "cpu": Budget(model="mini", vocab_size=21128,
-                  pretrain_steps=1000, pretrain_batch=8, pretrain_lr=5e-4, pretrain_seq_len=128,
-                  finetune_epochs=1.0, finetune_steps=0, finetune_batch=32, finetune_lr=1e-4, finetune_seq_len=128,
+                  pretrain_steps=700, pretrain_batch=8, pretrain_lr=5e-4, pretrain_seq_len=128,
+                  finetune_epochs=0, finetune_steps=200, finetune_batch=32, finetune_lr=2e-4, finetune_seq_len=128,
                   finetune_eval_every=100),
     # one GPU: more pretraining (about 17 passes over the corpus) in larger batches, 3 fine-tuning epochs
     "cuda": Budget(model="mini", vocab_size=21128,
