@@ -129,20 +129,26 @@ def test_make_batches():
     assert all(bool(batch["attention_mask"].all()) for batch in fixed)
 
 
+def each_contender(config, workload: str, batches: list[dict]) -> dict[str, list]:
+    """Every contender loaded from the same saved weights, its step applied to each batch in turn."""
+    device = torch.device("cpu")
+    results = {}
+    with tempfile.TemporaryDirectory() as directory:
+        torch.manual_seed(0)
+        bertkit.BertForMaskedLM(config).save_pretrained(directory)
+        for name in bench.CONTENDERS:
+            model = bench.load_model(name, workload, directory, device)
+            step = bench.make_step(name, workload, model, device)
+            results[name] = [step(batch) for batch in batches]
+    return results
+
+
 def test_same_weights_same_loss():
     """First (and, after one AdamW step, second) training loss agree: the comparison is apples to apples."""
     config = bertkit.BertConfig.from_preset("tiny", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     batches = [{k: v for k, v in b.items() if k != "lengths"}
                for b in bench.make_batches(2, B, S, config.vocab_size, variable=True)]
-    device = torch.device("cpu")
-    losses = {}
-    with tempfile.TemporaryDirectory() as directory:
-        torch.manual_seed(0)
-        bertkit.BertForMaskedLM(config).save_pretrained(directory)
-        for name in bench.CONTENDERS:
-            model = bench.load_model(name, "train", directory, device)
-            step = bench.make_step(name, "train", model, device)
-            losses[name] = [float(step(batch)) for batch in batches]
+    losses = {name: [float(x) for x in out] for name, out in each_contender(config, "train", batches).items()}
     ours = losses["bertkit"]
     for name in ("transformers-eager", "transformers-sdpa"):
         assert ours == pytest.approx(losses[name], abs=1e-4), (name, ours, losses[name])
@@ -154,14 +160,7 @@ def test_same_encoder_output():
     batch = {k: v for k, v in bench.make_batches(1, B, S, config.vocab_size, variable=True)[0].items()
              if k != "lengths"}
     real = batch["attention_mask"].bool()
-    device = torch.device("cpu")
-    outputs = {}
-    with tempfile.TemporaryDirectory() as directory:
-        torch.manual_seed(0)
-        bertkit.BertForMaskedLM(config).save_pretrained(directory)
-        for name in bench.CONTENDERS:
-            model = bench.load_model(name, "infer", directory, device)
-            outputs[name] = bench.make_step(name, "infer", model, device)(batch)[real]  # (N, H)
+    outputs = {name: out[0][real] for name, out in each_contender(config, "infer", [batch]).items()}  # (N, H)
     for name in ("transformers-eager", "transformers-sdpa"):
         assert (outputs["bertkit"] - outputs[name]).abs().max().item() < 1e-4
 
