@@ -87,11 +87,12 @@ def test_pretraining_run_writes_everything_and_learns(tmp_path, corpus_file):
 
 
 def test_packed_documents_run_learns_without_padding(tmp_path, corpus_file):
-    summary = run(settings(tmp_path / "docs", corpus_file, "tiny", packing="documents", steps=30, eval_every=30,
-                           save_every=30, lr=1e-2))
+    summary = run(settings(tmp_path / "docs", corpus_file, "tiny", packing="documents", steps=120, eval_every=120,
+                           save_every=120, lr=1e-2))
     rows = [r for r in read_metrics(tmp_path / "docs" / "metrics.jsonl") if r.get("split") != "eval"]
-    assert sum(r["loss"] for r in rows[-5:]) / 5 < sum(r["loss"] for r in rows[:5]) / 5 - 0.5
-    assert summary["eval"]["mlm_accuracy"] > 0
+    first, last = sum(r["loss"] for r in rows[:10]) / 10, sum(r["loss"] for r in rows[-20:]) / 20
+    assert last < first - 0.3  # it learns (measured: 0.6 to 0.7 lower)
+    assert summary["eval"]["loss"] < math.log(1500) - 0.3  # held-out documents too (measured: 1.1 below)
 
 
 def test_nsp_run_uses_the_pretraining_heads(tmp_path, corpus_file):
