@@ -20,8 +20,7 @@ def info_main(argv: list[str]) -> int:
     """Build or load a model, show it with its heads, count parameters, run one forward pass."""
     import torch
 
-    from .config import PRESETS, BertConfig
-    from .model import BertModel
+    from .config import PRESETS
 
     p = argparse.ArgumentParser(prog="bertkit info", description=info_main.__doc__)
     src = p.add_mutually_exclusive_group(required=True)
@@ -30,8 +29,12 @@ def info_main(argv: list[str]) -> int:
     p.add_argument("--seq-len", type=_positive, default=8, help="length of the random input ids of the forward pass")
     args = p.parse_args(argv)
 
-    model = BertModel.from_pretrained(args.model) if args.model else BertModel(BertConfig.from_preset(args.preset))
-    model.eval()
+    from .explain.loading import load
+
+    loaded = load(args.model, args.preset, head="base")
+    model = loaded.model.eval()
+    for note in loaded.notes:
+        print(f"note: {note}")
     cfg = model.config
     print(model)
     print(f"\n{cfg.num_hidden_layers} layers run one after another; in each, hidden {cfg.hidden_size} is split "

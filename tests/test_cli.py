@@ -25,6 +25,17 @@ def test_info_loads_a_directory(tmp_path, capsys):
     assert "3 layers run one after another" in capsys.readouterr().out
 
 
+def test_info_on_a_pretraining_output_says_what_is_not_there(tmp_path, capsys, recwarn):
+    """An MLM checkpoint without a pooler (pretrained without NSP): notes, not warnings."""
+    from bertkit import BertForMaskedLM
+
+    BertForMaskedLM(tiny()).save_pretrained(tmp_path)
+    assert main(["info", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "has no pooler weights" in out and "BertForMaskedLM" in out
+    assert not [w for w in recwarn if "bertkit" in str(w.filename) or "not used" in str(w.message)]
+
+
 def test_missing_directory_is_a_clear_error_not_a_traceback(tmp_path):
     missing = tmp_path / "bert-base-chinese"
     run = subprocess.run([sys.executable, "-m", "bertkit", "info", str(missing)], capture_output=True, text=True)

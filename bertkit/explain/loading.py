@@ -89,6 +89,10 @@ def _from_directory(model_class, model_dir: str, notes: list[str]) -> nn.Module:
         if "newly initialised" in message and "cls.predictions" in message:
             notes.append(f"{model_dir} has no MLM head weights (cls.predictions.*): they are random here, so "
                          "the MLM logits and predictions mean nothing; the encoder is the checkpoint's")
+        elif "newly initialised" in message and all(n.strip().startswith("pooler.")
+                                                    for n in message.split(": ", 2)[-1].split(",")):
+            notes.append(f"{model_dir} has no pooler weights (pretrained without next-sentence prediction): "
+                         "the pooler is random here; the encoder is the checkpoint's")
         elif "not used by" in message and all(n.strip().startswith(("pooler.", "bert.pooler."))
                                                for n in message.split(": ", 2)[-1].split(",")):
             continue  # BertForMaskedLM has no pooler by design: its tensors are expected to go unused
