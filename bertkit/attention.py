@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 import torch.nn.functional as F
@@ -165,6 +166,11 @@ class Unpadded:
     max_seqlen: int
     shape: tuple[int, int]
 
+    @cached_property
+    def bounds(self) -> list[int]:
+        """cu_seqlens on the host, read once per forward pass rather than once per layer."""
+        return self.cu_seqlens.tolist()
+
     @classmethod
     def full(cls, B: int, S: int, device) -> "Unpadded":
         return cls(None, torch.arange(0, (B + 1) * S, S, dtype=torch.int32, device=device), S, (B, S))
@@ -216,7 +222,7 @@ def _varlen_kernel():
 
 
 def varlen_attention(q: Tensor, k: Tensor, v: Tensor, cu_seqlens: Tensor, max_seqlen: int, *,
-                     dropout_p: float) -> Tensor:
+                     dropout_p: float, bounds: list[int] | None = None) -> Tensor:
     """Attention within each sequence of an unpadded batch; q, k, v (N, heads, head_dim).
 
     On CUDA in bf16/fp16 without attention dropout: torch's variable-length flash kernel. Otherwise
@@ -227,8 +233,7 @@ def varlen_attention(q: Tensor, k: Tensor, v: Tensor, cu_seqlens: Tensor, max_se
     kernel = _varlen_kernel() if q.is_cuda and q.dtype in (torch.float16, torch.bfloat16) and dropout_p == 0.0 else None
     if kernel is not None:
         return kernel(q, k, v, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen)
-    bounds = cu_seqlens.tolist()
-    runs = _equal_length_runs(bounds)
+    runs = _equal_length_runs(cu_seqlens.tolist() if bounds is None else bounds)  # bounds: cu_seqlens on the host
     if q.is_cuda and len(runs) > 1:
         return _varlen_padded_sdpa(q, k, v, cu_seqlens, max_seqlen, dropout_p)
     out = []

@@ -167,7 +167,8 @@ class SelfAttention(nn.Module):
         qkv = F.linear(hidden_states, weight, bias).view(N, 3, self.num_attention_heads, self.attention_head_size)
         q, k, v = qkv.unbind(1)  # each (N, heads, head_dim)
         context = attention.varlen_attention(q, k, v, varlen.cu_seqlens, varlen.max_seqlen,
-                                             dropout_p=self.dropout.p if self.training else 0.0)
+                                             dropout_p=self.dropout.p if self.training else 0.0,
+                                             bounds=varlen.bounds)
         return context.reshape(N, self.all_head_size)  # heads side by side again, (N, heads * head_dim)
 
 

@@ -24,8 +24,6 @@ from bertkit.cli import COMMANDS, main
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
-# scripts being written elsewhere: a README line may name them before they land (skipped, with the reason)
-PENDING_SCRIPTS = {"bench/bench_vs_hf.py"}
 
 
 # ----- reading fenced blocks and shell lines -----------------------------------------------------
@@ -169,8 +167,6 @@ def check_bertkit(argv: list[str], where: str) -> None:
 def check_script(path: str, args: list[str], where: str) -> None:
     file = ROOT / path
     if not file.is_file():
-        if path in PENDING_SCRIPTS:
-            pytest.skip(f"{where}: {path} is not written yet")
         pytest.fail(f"{where}: {path} does not exist")
     if "argparse" not in file.read_text(encoding="utf-8"):
         pytest.fail(f"{where}: {path} does not use argparse, so its flags cannot be checked without running it")

@@ -86,19 +86,17 @@ def _from_directory(model_class, model_dir: str, notes: list[str]) -> nn.Module:
         model = model_class.from_pretrained(model_dir)
     for w in caught:
         message = str(w.message)
+        # the tensor names the loader listed after "...: ", without a task model's "bert." prefix
+        names = [n.strip().removeprefix("bert.") for n in message.split(": ", 2)[-1].split(",")]
         if "newly initialised" in message and "cls.predictions" in message:
             notes.append(f"{model_dir} has no MLM head weights (cls.predictions.*): they are random here, so "
                          "the MLM logits and predictions mean nothing; the encoder is the checkpoint's")
-        elif "newly initialised" in message and all(n.strip().startswith("pooler.")
-                                                    for n in message.split(": ", 2)[-1].split(",")):
+        elif "newly initialised" in message and all(n.startswith("pooler.") for n in names):
             notes.append(f"{model_dir} has no pooler weights (pretrained without next-sentence prediction): "
                          "the pooler is random here; the encoder is the checkpoint's")
-        elif "not used by" in message and all(n.strip().startswith(("pooler.", "bert.pooler."))
-                                               for n in message.split(": ", 2)[-1].split(",")):
+        elif "not used by" in message and all(n.startswith("pooler.") for n in names):
             continue  # BertForMaskedLM has no pooler by design: its tensors are expected to go unused
-        elif "not used by" in message and not any(
-                n.strip().startswith(("embeddings.", "encoder.", "bert.embeddings.", "bert.encoder."))
-                for n in message.split(": ", 2)[-1].split(",")):
+        elif "not used by" in message and not any(n.startswith(("embeddings.", "encoder.")) for n in names):
             task = ", ".join(getattr(model.config, "architectures", None) or ["a task model"])
             notes.append(f"{model_dir} holds {task}: its encoder is shown here; its task head (a small layer "
                          "on top of the encoder's output) is not")
