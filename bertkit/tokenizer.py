@@ -33,6 +33,10 @@ SPECIAL_ROLES = ("pad_token", "unk_token", "cls_token", "sep_token", "mask_token
 DEFAULT_SPECIALS = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]",
                     "mask_token": "[MASK]"}
 MAX_CHARS_PER_WORD = 100  # BERT: longer words are [UNK]
+# Every vocabulary we learn holds these, whatever the corpus: BERT's own vocabularies have every
+# printable ASCII character, and without them a Chinese news corpus (full-width ，０１Ａ only) gives a
+# vocabulary in which the half-width digits, Latin letters and punctuation of web text are [UNK].
+ASCII_ALPHABET = "".join(chr(c) for c in range(33, 127))
 TRUNCATION = ("longest_first", "only_first", "only_second")
 
 
@@ -407,7 +411,7 @@ class Tokenizer:
 def train_vocab(files: str | os.PathLike | Sequence[str | os.PathLike] | None = None, *,
                 texts: Iterable[str] | None = None, vocab_size: int = 21128, min_frequency: int = 2,
                 do_lower_case: bool = True, strip_accents: bool | None = None, tokenize_chinese_chars: bool = True,
-                limit_alphabet: int | None = None, show_progress: bool = False,
+                limit_alphabet: int | None = None, base_alphabet: str = ASCII_ALPHABET, show_progress: bool = False,
                 model_max_length: int = 512) -> Tokenizer:
     """Learn a WordPiece vocabulary from text `files` or an iterable of `texts`.
 
@@ -415,6 +419,9 @@ def train_vocab(files: str | os.PathLike | Sequence[str | os.PathLike] | None = 
     tokenize_chinese_chars every CJK character is its own word, so Chinese is learned per
     character, as in bert-base-chinese. limit_alphabet (default: what vocab_size leaves after
     the specials) keeps only the most frequent characters, so the vocabulary stays within vocab_size.
+    Every character of base_alphabet (default: printable ASCII, lower-cased with do_lower_case) is
+    in the vocabulary even when the corpus lacks it, letters and digits with their "##" forms too,
+    so such text is never [UNK]; the least frequent learned pieces make room when vocab_size is full.
     """
     if (files is None) == (texts is None):
         raise TokenizerError("pass exactly one of files=... (paths) or texts=... (strings)")
@@ -431,6 +438,7 @@ def train_vocab(files: str | os.PathLike | Sequence[str | os.PathLike] | None = 
             raise TokenizerError(f"corpus file(s) not found: {', '.join(missing) or '(none given)'}")
     else:
         texts = list(texts)  # may be read more than once below
+    base = base_alphabet.lower() if do_lower_case else base_alphabet
     alphabet = limit_alphabet or vocab_size - len(DEFAULT_SPECIALS)
     for _ in range(4):  # the trainer keeps the whole alphabet (+ "##" forms): shrink it until the vocab fits
         trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
@@ -440,18 +448,49 @@ def train_vocab(files: str | os.PathLike | Sequence[str | os.PathLike] | None = 
             backend.train(paths, trainer)
         else:
             backend.train_from_iterator(texts, trainer)
-        excess = backend.get_vocab_size(with_added_tokens=False) - vocab_size
+        vocab = backend.get_vocab(with_added_tokens=False)
+        singles = [t for t in vocab if _is_single(t)]  # what _with_base_alphabet cannot drop
+        excess = len(DEFAULT_SPECIALS) + len(singles) + len(_missing_base(vocab, base)) - vocab_size
         if excess <= 0 or limit_alphabet:
             break
         alphabet = max(1, alphabet - excess)
-    vocab = backend.get_vocab(with_added_tokens=False)
     if len(vocab) <= len(DEFAULT_SPECIALS):
         raise TokenizerError("the corpus is empty: no vocabulary could be learned")
+    vocab = _with_base_alphabet(vocab, base, vocab_size)
     return Tokenizer(vocab, do_lower_case=do_lower_case, strip_accents=strip_accents,
                      tokenize_chinese_chars=tokenize_chinese_chars, model_max_length=model_max_length)
 
 
 # ----- helpers -----------------------------------------------------------------------------------
+def _is_single(token: str) -> bool:
+    """One character, or "##" and one character (not a special token)."""
+    return len(token.removeprefix("##")) == 1
+
+
+def _missing_base(vocab: dict[str, int], alphabet: str) -> list[str]:
+    """The tokens of `alphabet` not in `vocab`: each character, and for letters and digits also "##c",
+    since they continue words (punctuation is always a word of its own)."""
+    wanted = (t for c in dict.fromkeys(alphabet) for t in ((c, "##" + c) if c.isalnum() else (c,)))
+    return [t for t in wanted if t not in vocab]
+
+
+def _with_base_alphabet(vocab: dict[str, int], alphabet: str, vocab_size: int) -> dict[str, int]:
+    """`vocab` plus the `alphabet` tokens it lacks. Room is made by dropping the pieces learned last,
+    the least frequent ones; specials and single characters stay."""
+    missing = _missing_base(vocab, alphabet)
+    if not missing:
+        return vocab
+    tokens = sorted(vocab, key=vocab.get)
+    droppable = [i for i, t in enumerate(tokens) if not _is_single(t) and t not in DEFAULT_SPECIALS.values()]
+    excess = len(tokens) + len(missing) - vocab_size
+    if excess > len(droppable):
+        raise TokenizerError(f"vocab_size {vocab_size} is too small for the corpus's characters plus "
+                             f"{len(missing)} base-alphabet tokens; raise it or pass base_alphabet=''")
+    dropped = set(droppable[len(droppable) - max(0, excess):])
+    tokens = [t for i, t in enumerate(tokens) if i not in dropped] + missing
+    return {t: i for i, t in enumerate(tokens)}
+
+
 def _check_text(text, name: str, optional: bool = False):
     if not isinstance(text, str) and not (optional and text is None):
         raise TokenizerError(f"{name} must be a string, got {type(text).__name__}")

@@ -746,6 +746,41 @@ def test_train_vocab_respects_a_small_vocab_size(corpora):
     assert [tok.vocab[t] for t in SPECIALS] == [0, 1, 2, 3, 4]
 
 
+def test_train_vocab_always_holds_printable_ascii(corpora):
+    """People's Daily writes digits, Latin letters and punctuation full-width (０１Ａ，！); reviews write them
+    half-width. A vocabulary learned on the news alone must still spell the reviews' ASCII, as BERT's does."""
+    news, reviews = corpora[0][:3000], corpora[1]
+    assert not any(c in string.digits + string.ascii_letters + "!?~" for line in news for c in line)
+    ascii_reviews = [r for r in reviews if re.search(r"[a-z]{2}", r) and re.search(r"[0-9]{2}", r)][:200]
+    assert len(ascii_reviews) == 200
+
+    ascii_runs = [run for r in ascii_reviews for run in re.findall(r"[!-~]+", r)]
+
+    def unk_share(tok, texts):
+        tokens = [t for text in texts for t in tok.tokenize(text)]
+        return tokens.count("[UNK]") / len(tokens)
+
+    for vocab_size in (21128, 1000):  # room to spare, and a vocabulary the news alphabet already fills
+        tok = train_vocab(texts=news, vocab_size=vocab_size)
+        vocab = tok.get_vocab()
+        assert len(vocab) <= vocab_size and sorted(vocab.values()) == list(range(len(vocab)))
+        assert [vocab[t] for t in SPECIALS] == [0, 1, 2, 3, 4]
+        assert set(string.punctuation + string.digits + string.ascii_lowercase) <= set(vocab)
+        assert {"##" + c for c in string.digits + string.ascii_lowercase} <= set(vocab)
+        assert not {"##" + c for c in string.punctuation} & set(vocab)
+        assert tok.tokenize("iPod 2008年!") == ["i", "##p", "##o", "##d", "2", "##0", "##0", "##8", "年", "!"]
+        assert unk_share(tok, ascii_runs) == 0
+    assert unk_share(tok, ascii_reviews) > 0.05  # 1000 entries: rare Chinese characters are [UNK]
+    full = train_vocab(texts=news, vocab_size=21128)
+    assert unk_share(full, ascii_reviews) < 0.02
+    bare = train_vocab(texts=news, vocab_size=21128, base_alphabet="")
+    assert unk_share(bare, ascii_runs) == 1 and unk_share(bare, ascii_reviews) > 0.05  # what the base prevents
+    cased = train_vocab(texts=news, vocab_size=21128, do_lower_case=False)
+    assert {"A", "##Z"} <= set(cased.get_vocab())
+    with pytest.raises(TokenizerError, match="vocab_size 120 is too small.*base_alphabet"):
+        train_vocab(texts=news, vocab_size=120, limit_alphabet=100)
+
+
 def test_cli_tokenizer_train_builtin_loads_in_transformers(tmp_path, corpora, sample):
     out = tmp_path / "trained"
     proc = subprocess.run([sys.executable, "-m", "bertkit", "tokenizer", "train", "--corpus", "builtin:peoples-daily",
