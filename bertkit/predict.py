@@ -44,14 +44,21 @@ def _fields(args) -> dict:
                 tokens_field=args.tokens_field, tags_field=args.tags_field)
 
 
-def _settings(args):
-    return argparse.Namespace(seq_len=args.seq_len, stride=args.stride, max_answer_length=args.max_answer_length)
+def _settings(args, tok: Tokenizer, model):
+    """Windows as long as --seq-len, else as long as the model was fine-tuned with (model_max_length in
+    tokenizer_config.json, written by bertkit finetune), never past the model's position table."""
+    limit = model.config.max_position_embeddings
+    if args.seq_len is not None and args.seq_len > limit:
+        raise BertkitError(f"--seq-len {args.seq_len} exceeds the model's max_position_embeddings ({limit})")
+    seq_len = args.seq_len or min(tok.model_max_length, limit)
+    return argparse.Namespace(seq_len=seq_len, stride=args.stride, max_answer_length=args.max_answer_length)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="a fine-tuned model directory (bertkit finetune's --out)")
     p.add_argument("--task", choices=sorted(MODEL_CLASSES), default=None, help="default: from config.json")
-    p.add_argument("--seq-len", type=int, default=128, help="tokens per window")
+    p.add_argument("--seq-len", type=int, default=None,
+                   help="tokens per window (default: the --seq-len the model was fine-tuned with)")
     p.add_argument("--stride", type=int, default=32, help="overlap of consecutive windows")
     p.add_argument("--max-answer-length", type=int, default=30, help="qa: longest answer in tokens")
     p.add_argument("--text-field", default="text", help="column / field with the text")
@@ -76,7 +83,7 @@ def evaluate_main(argv: list[str]) -> int:
     if task == "classify" and model.config.problem_type == "regression":
         kw["problem_type"] = "regression"
     examples = read_task(task, args.data, **kw, **_fields(args))
-    report = evaluate_task(task, model, tok, examples, _settings(args))
+    report = evaluate_task(task, model, tok, examples, _settings(args, tok, model))
     print(format_report(report))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
@@ -166,7 +173,7 @@ def predict_main(argv: list[str]) -> int:
             examples = _inputs(task, [line.rstrip("\n") for line in fh if line.strip()])
     else:
         examples = _inputs(task, args.texts)
-    rows = predict_rows(task, model, tok, examples, _settings(args))
+    rows = predict_rows(task, model, tok, examples, _settings(args, tok, model))
     out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
     try:
         for row in rows:

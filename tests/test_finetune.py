@@ -71,12 +71,18 @@ def test_classify_trains_keeps_the_best_and_predicts(tmp_path, base_dir, sentime
         assert row["label"] in ("neg", "pos") and set(row["probabilities"]) == {"neg", "pos"}
         assert row["score"] == max(row["probabilities"].values())
         assert sum(row["probabilities"].values()) == pytest.approx(1.0, abs=1e-5)
-    # evaluate reports the same accuracy the run kept as best
+    # evaluate reports the same accuracy the run kept as best: its windows are as long as the training
+    # windows (48, saved as model_max_length) without --seq-len, since the tiny model allows 128
+    assert json.loads((out / "tokenizer_config.json").read_text(encoding="utf-8"))["model_max_length"] == 48
     report = tmp_path / "report.json"
     ev = subprocess.run([sys.executable, "-m", "bertkit", "evaluate", "--model", str(out), "--data", dev_file,
-                         "--seq-len", "48", "--stride", "16", "--json", str(report)], capture_output=True, text=True)
+                         "--stride", "16", "--json", str(report)], capture_output=True, text=True)
     assert ev.returncode == 0, ev.stderr
     assert json.loads(report.read_text())["accuracy"] == pytest.approx(summary["best"]["accuracy"])
+    too_long = subprocess.run([sys.executable, "-m", "bertkit", "evaluate", "--model", str(out), "--data", dev_file,
+                               "--seq-len", "129"], capture_output=True, text=True)
+    assert too_long.returncode != 0 and "--seq-len 129 exceeds the model's max_position_embeddings (128)" in \
+        too_long.stderr and "Traceback" not in too_long.stderr
 
 
 def test_long_texts_are_windowed_and_aggregated(base_dir):

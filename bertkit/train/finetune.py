@@ -395,6 +395,7 @@ def run(cfg: FinetuneConfig) -> dict:
 
     def save(m, out):
         m.save_pretrained(out)
+        tok.model_max_length = cfg.seq_len  # evaluate / predict cut windows as long as the ones trained on
         tok.save_pretrained(out)
 
     def evaluate(m):
