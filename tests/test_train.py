@@ -61,7 +61,10 @@ def train_losses(out) -> dict[int, float]:
 
 # ----- a whole run -------------------------------------------------------------------------------
 def test_pretraining_run_writes_everything_and_learns(tmp_path, corpus_file):
-    cfg = settings(tmp_path / "run", corpus_file, "tiny", steps=60, eval_every=30, save_every=30, lr=1e-2)
+    # 5% held out (30 paragraphs): with the default 1% (6 paragraphs) the held-out loss varied by 1.0
+    # between runs (vocabulary ties break differently), enough to fail the bound below now and then
+    cfg = settings(tmp_path / "run", corpus_file, "tiny", steps=60, eval_every=30, save_every=30, lr=1e-2,
+                   heldout=0.05)
     summary = run(cfg)
     rows = read_metrics(tmp_path / "run" / "metrics.jsonl")
     train_rows = [r for r in rows if r.get("split") != "eval"]
@@ -88,7 +91,7 @@ def test_pretraining_run_writes_everything_and_learns(tmp_path, corpus_file):
 
 def test_packed_documents_run_learns_without_padding(tmp_path, corpus_file):
     summary = run(settings(tmp_path / "docs", corpus_file, "tiny", packing="documents", steps=120, eval_every=120,
-                           save_every=120, lr=1e-2))
+                           save_every=120, lr=1e-2, heldout=0.05))  # 5%: see the test above
     rows = [r for r in read_metrics(tmp_path / "docs" / "metrics.jsonl") if r.get("split") != "eval"]
     first, last = sum(r["loss"] for r in rows[:10]) / 10, sum(r["loss"] for r in rows[-20:]) / 20
     assert last < first - 0.3  # it learns (measured: 0.6 to 0.7 lower)
