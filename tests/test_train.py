@@ -137,6 +137,25 @@ def test_resume_continues_exactly(tmp_path, corpus_file, tiny_config_file, token
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_bf16_autocast_on_cpu_when_asked(tmp_path, corpus_file, tiny_config_file, tokenizer_dir):
+    """--precision bf16 runs the matmuls in bfloat16 on a CPU too: the losses move off the float32 run's
+    by bf16 rounding, not more; auto stays float32 there (bit for bit the fp32 run); fp16 warns."""
+    runs = {}
+    for precision in ("fp32", "auto", "bf16"):
+        run(settings(tmp_path / precision, corpus_file, tiny_config_file, tokenizer=tokenizer_dir,
+                     precision=precision, save_every=0))
+        runs[precision] = train_losses(tmp_path / precision)
+    assert runs["auto"] == runs["fp32"]
+    diffs = [abs(runs["bf16"][k] - runs["fp32"][k]) for k in runs["fp32"]]
+    assert max(diffs) > 1e-4 and max(diffs) < 0.05, diffs
+    from bertkit.train.loop import autocast_dtype
+
+    assert autocast_dtype("bf16", torch.device("cpu")) == torch.bfloat16
+    assert autocast_dtype("auto", torch.device("cpu")) is None
+    with pytest.warns(UserWarning, match="fp16 is for GPUs"):
+        assert autocast_dtype("fp16", torch.device("cpu")) is None
+
+
 def test_resume_refuses_changed_settings_and_missing_state(tmp_path, corpus_file):
     run(settings(tmp_path / "r", corpus_file, "tiny", steps=6))
     with pytest.raises(TrainingError, match="--batch-size was 8, now 4"):

@@ -58,7 +58,9 @@ class TrainConfig:
     eval_every: int = opt(100, "steps between evaluations (0: only at the end)")
     save_every: int = opt(100, "steps between saved training states (0: only at the end)")
     device: str = opt("auto", "cpu, cuda, cuda:N, or auto (cuda when there is one)")
-    precision: str = opt("auto", "autocast dtype", choices=["auto", "fp32", "bf16", "fp16"])
+    precision: str = opt("auto", "autocast dtype: auto is bf16 (or fp16) on a GPU and float32 on a CPU; "
+                         "bf16 is also taken on a CPU (faster where it has AVX-512 BF16 or AMX)",
+                         choices=["auto", "fp32", "bf16", "fp16"])
     compile: bool = opt(False, "torch.compile the model")
     attention: str = opt("varlen", "attention implementation: varlen (padding removed, the fastest), sdpa, eager",
                          choices=["varlen", "sdpa", "eager"])
@@ -137,11 +139,16 @@ def setup_distributed(device: torch.device) -> tuple[int, int, torch.device]:
 
 
 def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
-    """None = plain float32. Low precision only on a GPU (CPU autocast is slower than fp32 here)."""
-    if precision == "fp32" or device.type != "cuda":
-        if precision in ("bf16", "fp16") and device.type != "cuda":
-            warnings.warn(f"--precision {precision} is for GPUs; training in float32 on {device}", stacklevel=2)
+    """None = plain float32. auto: bf16 on a GPU that has it, else fp16; float32 on a CPU.
+    On a CPU, bf16 autocast only when asked: it pretrains `mini` 1.2-1.4x faster on a CPU with
+    AVX-512 BF16 (the 2-core test machine) and slower on CPUs without it."""
+    if precision == "fp32":
         return None
+    if device.type != "cuda":
+        if precision == "fp16":
+            warnings.warn(f"--precision fp16 is for GPUs; training in float32 on {device} (bf16 works on CPUs)",
+                          stacklevel=2)
+        return torch.bfloat16 if precision == "bf16" else None
     if precision == "fp16":
         return torch.float16
     if precision == "bf16" or torch.cuda.is_bf16_supported():
