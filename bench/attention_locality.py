@@ -63,7 +63,7 @@ def measure(model_dir: str, docs: list[str], seq_len: int, rows: int) -> dict:
     attentions = model(input_ids=input_ids, output_attentions=True).attentions
     mass = offset_mass(list(attentions))  # (L, H, 5)
     local = mass.sum(-1)  # weight within +-2, per head
-    return {"model": model_dir, "rows": len(input_ids), "seq_len": seq_len, "uniform_local": 5 / seq_len,
+    return {"model": model_dir, "rows": len(input_ids), "seq_len": seq_len, "uniform_local": (2 * OFFSETS + 1) / seq_len,
             "max_local": round(float(local.max()), 4), "mean_local": round(float(local.mean()), 4),
             "offset_mass": [[[round(float(x), 4) for x in head] for head in layer] for layer in mass]}
 
@@ -76,6 +76,8 @@ def main() -> None:
     p.add_argument("--seq-len", type=int, default=128)
     p.add_argument("--json", default=None)
     args = p.parse_args()
+    if args.rows < 1 or args.seq_len < 2 * OFFSETS + 3:
+        p.error(f"--rows must be at least 1 and --seq-len at least {2 * OFFSETS + 3}")
     _, heldout = split_heldout(read_corpus(args.corpus), fraction=0.01, seed=0)
     results = []
     for model_dir in args.models:

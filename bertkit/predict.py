@@ -46,12 +46,14 @@ def _fields(args) -> dict:
 
 def _settings(args, tok: Tokenizer, model):
     """Windows as long as --seq-len, else as long as the model was fine-tuned with (model_max_length in
-    tokenizer_config.json, written by bertkit finetune), never past the model's position table."""
+    tokenizer_config.json, written by bertkit finetune), never past the model's position table.
+    Without --stride, windows overlap by a quarter of their length, at most 32 tokens."""
     limit = model.config.max_position_embeddings
-    if args.seq_len is not None and args.seq_len > limit:
-        raise BertkitError(f"--seq-len {args.seq_len} exceeds the model's max_position_embeddings ({limit})")
-    seq_len = args.seq_len or min(tok.model_max_length, limit)
-    return argparse.Namespace(seq_len=seq_len, stride=args.stride, max_answer_length=args.max_answer_length)
+    if args.seq_len is not None and not 8 <= args.seq_len <= limit:
+        raise BertkitError(f"--seq-len {args.seq_len} must be from 8 to the model's max_position_embeddings ({limit})")
+    seq_len = args.seq_len if args.seq_len is not None else min(tok.model_max_length, limit)
+    stride = args.stride if args.stride is not None else min(32, seq_len // 4)
+    return argparse.Namespace(seq_len=seq_len, stride=stride, max_answer_length=args.max_answer_length)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -59,7 +61,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", choices=sorted(MODEL_CLASSES), default=None, help="default: from config.json")
     p.add_argument("--seq-len", type=int, default=None,
                    help="tokens per window (default: the --seq-len the model was fine-tuned with)")
-    p.add_argument("--stride", type=int, default=32, help="overlap of consecutive windows")
+    p.add_argument("--stride", type=int, default=None,
+                   help="overlap of consecutive windows (default: a quarter of --seq-len, at most 32)")
     p.add_argument("--max-answer-length", type=int, default=30, help="qa: longest answer in tokens")
     p.add_argument("--text-field", default="text", help="column / field with the text")
     p.add_argument("--text-pair-field", default="text_pair", help="column / field with the second text, if any")

@@ -485,7 +485,8 @@ def _with_base_alphabet(vocab: dict[str, int], alphabet: str, vocab_size: int) -
     excess = len(tokens) + len(missing) - vocab_size
     if excess > len(droppable):
         raise TokenizerError(f"vocab_size {vocab_size} is too small for the corpus's characters plus "
-                             f"{len(missing)} base-alphabet tokens; raise it or pass base_alphabet=''")
+                             f"{len(missing)} base-alphabet tokens (printable ASCII); raise it (--vocab-size), "
+                             "or in Python pass train_vocab(..., base_alphabet='')")
     dropped = set(droppable[len(droppable) - max(0, excess):])
     tokens = [t for i, t in enumerate(tokens) if i not in dropped] + missing
     return {t: i for i, t in enumerate(tokens)}

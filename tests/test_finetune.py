@@ -79,10 +79,15 @@ def test_classify_trains_keeps_the_best_and_predicts(tmp_path, base_dir, sentime
                          "--stride", "16", "--json", str(report)], capture_output=True, text=True)
     assert ev.returncode == 0, ev.stderr
     assert json.loads(report.read_text())["accuracy"] == pytest.approx(summary["best"]["accuracy"])
-    too_long = subprocess.run([sys.executable, "-m", "bertkit", "evaluate", "--model", str(out), "--data", dev_file,
-                               "--seq-len", "129"], capture_output=True, text=True)
-    assert too_long.returncode != 0 and "--seq-len 129 exceeds the model's max_position_embeddings (128)" in \
-        too_long.stderr and "Traceback" not in too_long.stderr
+    for bad in ("129", "0"):
+        refused = subprocess.run([sys.executable, "-m", "bertkit", "evaluate", "--model", str(out), "--data",
+                                  dev_file, "--seq-len", bad], capture_output=True, text=True)
+        assert refused.returncode != 0 and "Traceback" not in refused.stderr
+        assert f"--seq-len {bad} must be from 8 to the model's max_position_embeddings (128)" in refused.stderr
+    # short windows get a stride that fits them (a quarter, at most 32): 16-token windows overlap by 4
+    short = subprocess.run([sys.executable, "-m", "bertkit", "evaluate", "--model", str(out), "--data", dev_file,
+                            "--seq-len", "16"], capture_output=True, text=True)
+    assert short.returncode == 0, short.stderr
 
 
 def test_long_texts_are_windowed_and_aggregated(base_dir):

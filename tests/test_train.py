@@ -95,7 +95,7 @@ def test_packed_documents_run_learns_without_padding(tmp_path, corpus_file):
     rows = [r for r in read_metrics(tmp_path / "docs" / "metrics.jsonl") if r.get("split") != "eval"]
     first, last = sum(r["loss"] for r in rows[:10]) / 10, sum(r["loss"] for r in rows[-20:]) / 20
     assert last < first - 0.3  # it learns (measured: 0.6 to 0.7 lower)
-    assert summary["eval"]["loss"] < math.log(1500) - 0.3  # held-out documents too (measured: 1.1 below)
+    assert summary["eval"]["loss"] < math.log(1500) - 0.3  # held-out documents too (measured: 0.95 to 1.05 below)
 
 
 def test_nsp_run_uses_the_pretraining_heads(tmp_path, corpus_file):

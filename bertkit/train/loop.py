@@ -141,7 +141,7 @@ def setup_distributed(device: torch.device) -> tuple[int, int, torch.device]:
 def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
     """None = plain float32. auto: bf16 on a GPU that has it, else fp16; float32 on a CPU.
     On a CPU, bf16 autocast only when asked: it pretrains `mini` 1.2-1.4x faster on a CPU with
-    AVX-512 BF16 (the 2-core test machine) and slower on CPUs without it."""
+    AVX-512 BF16 (the 2-core test machine); CPUs without native bf16 may be slower."""
     if precision == "fp32":
         return None
     if device.type != "cuda":
