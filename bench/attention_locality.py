@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import warnings
 
 import torch
 
 from bertkit.data.corpus import read_corpus, split_heldout
-from bertkit.errors import BertkitWarning
 from bertkit.model import BertModel
 from bertkit.tokenizer import Tokenizer
 
@@ -56,14 +54,14 @@ def windows(tokenizer: Tokenizer, docs: list[str], seq_len: int, rows: int) -> t
 @torch.no_grad()
 def measure(model_dir: str, docs: list[str], seq_len: int, rows: int) -> dict:
     tokenizer = Tokenizer.from_pretrained(model_dir)
-    with warnings.catch_warnings():  # a task head or MLM head in the directory is not needed here
-        warnings.simplefilter("ignore", BertkitWarning)
-        model = BertModel.from_pretrained(model_dir, add_pooling_layer=False).eval()
+    # a task or MLM head in the directory goes unused here, which is fine: no warning
+    model, _ = BertModel.from_pretrained(model_dir, add_pooling_layer=False, output_loading_info=True)
     input_ids = windows(tokenizer, docs, seq_len, rows)
-    attentions = model(input_ids=input_ids, output_attentions=True).attentions
+    attentions = model(input_ids=input_ids, output_attentions=True).attentions  # from_pretrained: eval mode
     mass = offset_mass(list(attentions))  # (L, H, 5)
     local = mass.sum(-1)  # weight within +-2, per head
-    return {"model": model_dir, "rows": len(input_ids), "seq_len": seq_len, "uniform_local": (2 * OFFSETS + 1) / seq_len,
+    return {"model": model_dir, "rows": len(input_ids), "seq_len": seq_len,
+            "uniform_local": (2 * OFFSETS + 1) / seq_len,
             "max_local": round(float(local.max()), 4), "mean_local": round(float(local.mean()), 4),
             "offset_mass": [[[round(float(x), 4) for x in head] for head in layer] for layer in mass]}
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import cached_property
 
 import torch
 import torch.nn.functional as F
@@ -165,15 +164,12 @@ class Unpadded:
     cu_seqlens: Tensor
     max_seqlen: int
     shape: tuple[int, int]
-
-    @cached_property
-    def bounds(self) -> list[int]:
-        """cu_seqlens on the host, read once per forward pass rather than once per layer."""
-        return self.cu_seqlens.tolist()
+    bounds: list[int]  # cu_seqlens on the host, read once per forward pass (not once per layer)
 
     @classmethod
     def full(cls, B: int, S: int, device) -> "Unpadded":
-        return cls(None, torch.arange(0, (B + 1) * S, S, dtype=torch.int32, device=device), S, (B, S))
+        bounds = list(range(0, (B + 1) * S, S))  # known without reading the device
+        return cls(None, torch.tensor(bounds, dtype=torch.int32, device=device), S, (B, S), bounds)
 
     def remove(self, x: Tensor) -> Tensor:
         """(B, S, ...) -> (N, ...)"""
@@ -209,8 +205,9 @@ def unpad(attention_mask: Tensor) -> Unpadded:
             raise InputError("attention_mask: a packed document's tokens must be contiguous in their row "
                              "(numbers like 1 1 2 2 0, not 1 2 1)")
     cu_seqlens = torch.cat([starts, starts.new_tensor([indices.numel()])]).to(torch.int32)
-    lengths = cu_seqlens[1:] - cu_seqlens[:-1]
-    return Unpadded(indices, cu_seqlens, int(lengths.max()) if lengths.numel() else 0, (B, S))
+    bounds = cu_seqlens.tolist()  # the one host read, which max_seqlen needed anyway
+    max_seqlen = max((b - a for a, b in zip(bounds, bounds[1:])), default=0)
+    return Unpadded(indices, cu_seqlens, max_seqlen, (B, S), bounds)
 
 
 def _varlen_kernel():
@@ -263,7 +260,7 @@ def _equal_length_runs(bounds: list[int]) -> list[tuple[int, int, int]]:
 
 
 def _varlen_padded_sdpa(q, k, v, cu_seqlens, max_seqlen, dropout_p):
-    n, (N, heads, d) = cu_seqlens.numel() - 1, q.shape
+    n, (_, heads, d) = cu_seqlens.numel() - 1, q.shape  # n sequences; q is (N tokens, heads, d)
     lengths = cu_seqlens[1:] - cu_seqlens[:-1]
     keep = torch.arange(max_seqlen, device=q.device)[None, :] < lengths[:, None]  # (n, L)
     where = keep.reshape(-1).nonzero().view(-1)

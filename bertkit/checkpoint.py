@@ -11,7 +11,8 @@ loading is a plain `load_state_dict` after a small rename table:
 
 Loading never half-succeeds silently: a wrong shape or a missing tensor raises CheckpointError
 with a table of names and shapes; head weights a checkpoint lacks are initialised and named in
-one warning; checkpoint tensors the model has no place for are named in one warning.
+one warning; checkpoint tensors the model has no place for are named in one warning
+(`output_loading_info=True` returns both lists to the caller instead, as transformers does).
 """
 
 from __future__ import annotations
@@ -139,11 +140,14 @@ def _shape(t) -> str:
 
 def load_pretrained(cls, path, *, config: BertConfig | None = None, dtype: torch.dtype | str | None = None,
                     device: torch.device | str | None = None, ignore_mismatched_sizes: bool = False,
-                    **kwargs: Any):
+                    output_loading_info: bool = False, **kwargs: Any):
     """Build `cls` from a local HF model directory. See the module docstring for the rules.
 
     Keyword arguments `cls.__init__` takes (e.g. add_pooling_layer) go to the model; BertConfig
     field names (num_labels, id2label, attn_implementation, ...) override config.json.
+    output_loading_info=True returns (model, info) as transformers does, info holding
+    `missing_keys` (newly initialised), `unexpected_keys` (unused) and `mismatched_keys`; the caller
+    then decides what to say about the first two, and they are not warned about here.
     """
     init_params = set(inspect.signature(cls.__init__).parameters) - {"self", "config"}
     model_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in init_params}
@@ -151,7 +155,7 @@ def load_pretrained(cls, path, *, config: BertConfig | None = None, dtype: torch
     if unknown:
         raise ConfigError(f"{cls.__name__}.from_pretrained got unknown argument(s) {', '.join(unknown)}: "
                           f"pass BertConfig fields, {', '.join(sorted(init_params)) or 'no model arguments'}, "
-                          "config, dtype, device or ignore_mismatched_sizes")
+                          "config, dtype, device, ignore_mismatched_sizes or output_loading_info")
     config_overrides = kwargs
     directory = os.fspath(path)
     if not os.path.isdir(directory):
@@ -216,12 +220,8 @@ def load_pretrained(cls, path, *, config: BertConfig | None = None, dtype: torch
         warnings.warn(f"{directory}: re-initialised tensors whose shape differs from the checkpoint: "
                       + ", ".join(f"{k} {_shape(c)} -> {_shape(m)}" for k, m, c in mismatched),
                       BertkitWarning, stacklevel=3)
-    if missing:
-        warnings.warn(f"{directory}: newly initialised (not in the checkpoint), train before use: "
-                      + ", ".join(missing), BertkitWarning, stacklevel=3)
-    if unexpected:
-        warnings.warn(f"{directory}: checkpoint tensors not used by {cls.__name__}: " + ", ".join(unexpected),
-                      BertkitWarning, stacklevel=3)
+    if not output_loading_info:
+        warn_loading(directory, cls.__name__, missing, unexpected, stacklevel=3)
 
     model_dtype = next(model.parameters()).dtype
     model.load_state_dict({k: v.to(model_dtype) for k, v in state.items() if k in model_state}, strict=False)
@@ -230,7 +230,21 @@ def load_pretrained(cls, path, *, config: BertConfig | None = None, dtype: torch
         model.to(_resolve_dtype(dtype, state))
     if device is not None:
         model.to(device)
+    if output_loading_info:
+        return model.eval(), {"missing_keys": missing, "unexpected_keys": unexpected,
+                              "mismatched_keys": [(k, c, m) for k, m, c in mismatched]}
     return model.eval()
+
+
+def warn_loading(directory: str, class_name: str, missing: list[str], unexpected: list[str], *,
+                 stacklevel: int = 2) -> None:
+    """The loader's warnings: tensors initialised anew (train before use), tensors left unused."""
+    if missing:
+        warnings.warn(f"{directory}: newly initialised (not in the checkpoint), train before use: "
+                      + ", ".join(missing), BertkitWarning, stacklevel=stacklevel + 1)
+    if unexpected:
+        warnings.warn(f"{directory}: checkpoint tensors not used by {class_name}: " + ", ".join(unexpected),
+                      BertkitWarning, stacklevel=stacklevel + 1)
 
 
 def _resolve_dtype(dtype, state) -> torch.dtype:

@@ -12,10 +12,10 @@ import argparse
 import json
 import os
 import sys
-import warnings
 
 import torch
 
+from .checkpoint import warn_loading
 from .errors import BertkitError
 from .train.finetune import (MODEL_CLASSES, aggregate_windows, encode, evaluate_task, qa_predictions, run_model,
                              tag_predictions, task_of)
@@ -28,13 +28,11 @@ def _load(model_dir: str, task: str | None):
     if not os.path.isdir(model_dir):
         raise BertkitError(f"--model {model_dir}: not a directory; pass the folder `bertkit finetune --out` wrote")
     task = task or task_of(model_dir)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        model = MODEL_CLASSES[task].from_pretrained(model_dir)
-    new = [str(w.message) for w in caught if "newly initialised" in str(w.message)]
-    if new:
+    model, info = MODEL_CLASSES[task].from_pretrained(model_dir, output_loading_info=True)
+    if info["missing_keys"]:
         raise BertkitError(f"{model_dir}: has no trained {task} head (its weights would be random): fine-tune it "
                            "first with `bertkit finetune`")
+    warn_loading(model_dir, type(model).__name__, [], info["unexpected_keys"])
     model.set_attn_implementation("varlen")  # padded batches run unpadded
     return task, model, Tokenizer.from_pretrained(model_dir)
 

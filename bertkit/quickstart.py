@@ -8,7 +8,7 @@
     6. report     report.md (numbers, loss curves, confusion matrices, pictures, the equivalent
                   commands, wall times) and summary.json in --out
 
-    bertkit quickstart                     # 2 CPU cores, under 10 minutes -> runs/quickstart/report.md
+    bertkit quickstart                     # 2 CPU cores, about 7 minutes -> runs/quickstart/report.md
     bertkit quickstart --device cuda       # a larger budget on a GPU
     bertkit quickstart --tiny              # the same pipeline in seconds (a smoke test; numbers mean nothing)
 
@@ -58,7 +58,7 @@ class Budget:
 
 
 PROFILES = {
-    # 2 CPU cores, about 8 minutes (make demo, installation included, under 10)
+    # 2 CPU cores, about 7 minutes (make demo, installation included: 6 min 56 s measured)
     "cpu": Budget(model="mini", vocab_size=21128,
                   pretrain_steps=700, pretrain_batch=8, pretrain_lr=5e-4, pretrain_seq_len=128,
                   finetune_epochs=0, finetune_steps=200, finetune_batch=32, finetune_lr=2e-4, finetune_seq_len=128,
@@ -236,11 +236,8 @@ def pretrain_argv(b: Budget, data: dict, out: str, common: list[str]) -> list[st
 
 def pretrain(argv: list[str]) -> dict:
     from .train import pretrain as pt
-    from .train.options import parse
 
-    cfg = parse(pt.PretrainConfig, argv, prog="bertkit pretrain")
-    summary = _finished(pt.run(cfg), cfg.out)
-    return {"summary": summary, "cfg": cfg, "commands": [shlex.join(["bertkit", "pretrain", *argv])]}
+    return _train("pretrain", pt.PretrainConfig, pt.run, argv)
 
 
 # ----- 2 and 3. fine-tuning: from the pretrained model, and from random weights -------------------
@@ -255,18 +252,21 @@ def finetune_argv(b: Budget, data: dict, model: str, tokenizer: str | None, out:
 
 def finetune(argv: list[str]) -> dict:
     from .train import finetune as ft
+
+    return _train("finetune", ft.FinetuneConfig, ft.run, argv)
+
+
+def _train(command: str, config_class, run, argv: list[str]) -> dict:
+    """`bertkit <command> <argv>` in this process; a stop (Ctrl-C) names the command that resumes it."""
     from .train.options import parse
 
-    cfg = parse(ft.FinetuneConfig, argv, prog="bertkit finetune")
-    summary = _finished(ft.run(cfg), cfg.out)
-    return {"summary": summary, "cfg": cfg, "commands": [shlex.join(["bertkit", "finetune", *argv])]}
-
-
-def _finished(summary: dict, out: str) -> dict:
+    cfg = parse(config_class, argv, prog=f"bertkit {command}")
+    summary = run(cfg)
     if summary["interrupted"]:
-        raise Stopped(f"stopped at step {summary['step']}; the training state is in {out}/checkpoint "
-                      "(its stage command with --resume continues it); rerun quickstart to start over")
-    return summary
+        raise Stopped(f"stopped at step {summary['step']}; the training state is in {cfg.out}/checkpoint: "
+                      f"`{shlex.join(['bertkit', command, *argv, '--resume'])}` continues it, "
+                      "a rerun of quickstart starts over")
+    return {"summary": summary, "cfg": cfg, "commands": [shlex.join(["bertkit", command, *argv])]}
 
 
 # ----- 4. the test split -------------------------------------------------------------------------

@@ -374,6 +374,22 @@ def test_checkpoint_without_pooler_warns_and_initialises_it(tmp_path):
     assert 0.5 * INIT_STD < model.pooler.dense.weight.std().item() < 1.5 * INIT_STD
 
 
+def test_output_loading_info_returns_what_the_warnings_would_name(tmp_path):
+    """As in transformers: (model, info); the caller owns the news, so nothing is warned about."""
+    source = tiny_model(seed=15)
+    source.config.to_json(tmp_path / "config.json")
+    state = {k: v for k, v in source.state_dict().items() if not k.startswith("pooler.")}
+    state["cls.seq_relationship.bias"] = torch.zeros(2)
+    save_file(state, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    (model, info), warned = load_recording(tmp_path, output_loading_info=True)
+    assert warned == []
+    assert info == {"missing_keys": ["pooler.dense.bias", "pooler.dense.weight"],
+                    "unexpected_keys": ["cls.seq_relationship.bias"], "mismatched_keys": []}
+    plain, warned = load_recording(tmp_path)
+    assert len(warned) == 2 and "pooler.dense.bias" in warned[0] and "cls.seq_relationship.bias" in warned[1]
+    assert all(torch.equal(plain.state_dict()[k], v) for k, v in model.state_dict().items() if "pooler" not in k)
+
+
 # ----- bad input ---------------------------------------------------------------------------------
 @pytest.fixture
 def saved(tmp_path):

@@ -112,3 +112,17 @@ def test_cuda_without_a_gpu_is_a_clear_error(tmp_path, capsys):
     assert main(["quickstart", "--device", "cuda", "--out", str(tmp_path / "q")]) == 2
     assert "--device cuda: no CUDA device is available here" in capsys.readouterr().err
     assert not (tmp_path / "q").exists()  # refused before anything was written
+
+
+def test_a_stopped_stage_names_the_command_that_resumes_it(tmp_path, monkeypatch):
+    """Ctrl-C in a stage: the message gives the stage's own command with --resume (report.md is not written yet)."""
+    import bertkit.train.pretrain as pt
+    from bertkit.quickstart import Stopped, pretrain
+
+    monkeypatch.setattr(pt, "run", lambda cfg: {"interrupted": True, "step": 7})
+    out = str(tmp_path / "pt")
+    with pytest.raises(Stopped) as stopped:
+        pretrain(["--corpus", "builtin:peoples-daily", "--steps", "20", "--out", out])
+    message = str(stopped.value)
+    assert "stopped at step 7" in message and f"{out}/checkpoint" in message
+    assert f"`bertkit pretrain --corpus builtin:peoples-daily --steps 20 --out {out} --resume` continues it" in message

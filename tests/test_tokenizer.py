@@ -777,7 +777,8 @@ def test_train_vocab_always_holds_printable_ascii(corpora):
     assert unk_share(bare, ascii_runs) == 1 and unk_share(bare, ascii_reviews) > 0.05  # what the base prevents
     cased = train_vocab(texts=news, vocab_size=21128, do_lower_case=False)
     assert {"A", "##Z"} <= set(cased.get_vocab())
-    with pytest.raises(TokenizerError, match=r"vocab_size 120 is too small.*raise it \(--vocab-size\).*base_alphabet=''"):
+    too_small = r"vocab_size 120 is too small.*raise it \(--vocab-size\).*base_alphabet=''"
+    with pytest.raises(TokenizerError, match=too_small):
         train_vocab(texts=news, vocab_size=120, limit_alphabet=100)
 
 

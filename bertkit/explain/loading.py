@@ -9,13 +9,13 @@ serve to show the shapes and the attention maps. `--tokenizer DIR` uses a real v
 from __future__ import annotations
 
 import re
-import warnings
 from dataclasses import dataclass, field
 
 import torch
 from tokenizers import normalizers, pre_tokenizers
 from torch import nn
 
+from ..checkpoint import warn_loading
 from ..config import BertConfig
 from ..heads import BertForMaskedLM
 from ..model import BertModel
@@ -81,27 +81,26 @@ def load(model_dir: str | None, preset: str | None, *, head: str = "mlm", tokeni
 
 
 def _from_directory(model_class, model_dir: str, notes: list[str]) -> nn.Module:
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        model = model_class.from_pretrained(model_dir)
-    for w in caught:
-        message = str(w.message)
-        # the tensor names the loader listed after "...: ", without a task model's "bert." prefix
-        names = [n.strip().removeprefix("bert.") for n in message.split(": ", 2)[-1].split(",")]
-        if "newly initialised" in message and "cls.predictions" in message:
-            notes.append(f"{model_dir} has no MLM head weights (cls.predictions.*): they are random here, so "
-                         "the MLM logits and predictions mean nothing; the encoder is the checkpoint's")
-        elif "newly initialised" in message and all(n.startswith("pooler.") for n in names):
-            notes.append(f"{model_dir} has no pooler weights (pretrained without next-sentence prediction): "
-                         "the pooler is random here; the encoder is the checkpoint's")
-        elif "not used by" in message and all(n.startswith("pooler.") for n in names):
-            continue  # BertForMaskedLM has no pooler by design: its tensors are expected to go unused
-        elif "not used by" in message and not any(n.startswith(("embeddings.", "encoder.")) for n in names):
-            task = ", ".join(getattr(model.config, "architectures", None) or ["a task model"])
-            notes.append(f"{model_dir} holds {task}: its encoder is shown here; its task head (a small layer "
-                         "on top of the encoder's output) is not")
-        else:
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    model, info = model_class.from_pretrained(model_dir, output_loading_info=True)
+    missing, unused = info["missing_keys"], info["unexpected_keys"]
+    # without a task model's "bert." prefix
+    missing_names, unused_names = ([n.removeprefix("bert.") for n in keys] for keys in (missing, unused))
+    if any(n.startswith("cls.predictions") for n in missing):
+        notes.append(f"{model_dir} has no MLM head weights (cls.predictions.*): they are random here, so "
+                     "the MLM logits and predictions mean nothing; the encoder is the checkpoint's")
+    elif missing and all(n.startswith("pooler.") for n in missing_names):
+        notes.append(f"{model_dir} has no pooler weights (pretrained without next-sentence prediction): "
+                     "the pooler is random here; the encoder is the checkpoint's")
+    elif missing:
+        warn_loading(model_dir, model_class.__name__, missing, [])
+    if all(n.startswith("pooler.") for n in unused_names):
+        pass  # BertForMaskedLM has no pooler by design: its tensors are expected to go unused (or none)
+    elif not any(n.startswith(("embeddings.", "encoder.")) for n in unused_names):
+        task = ", ".join(getattr(model.config, "architectures", None) or ["a task model"])
+        notes.append(f"{model_dir} holds {task}: its encoder is shown here; its task head (a small layer "
+                     "on top of the encoder's output) is not")
+    else:
+        warn_loading(model_dir, model_class.__name__, [], unused)
     return model.eval()
 
 

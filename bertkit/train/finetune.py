@@ -18,7 +18,6 @@ import json
 import math
 import os
 import sys
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +25,7 @@ import torch
 
 from ..config import PRESETS, BertConfig
 from ..data.tasks import QAExample, TagExample, label_list, read_task
-from ..errors import BertkitError, BertkitWarning
+from ..errors import BertkitError
 from ..heads import (IGNORE, BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification,
                      BertForTokenClassification)
 from ..metrics import (classification_report, confusion_matrix, entity_report, format_report, multilabel_report,
@@ -344,9 +343,8 @@ def load_base(cfg: FinetuneConfig, labels: list[str] | None, problem_type: str |
         raise TrainingError(f"--model {cfg.model!r}: not a model directory or a preset ({', '.join(PRESETS)})")
     tok = Tokenizer.from_pretrained(cfg.tokenizer or cfg.model)
     torch.manual_seed(cfg.seed)
-    with warnings.catch_warnings():  # a new head is expected here: say so once, plainly
-        warnings.filterwarnings("ignore", category=BertkitWarning, message=".*(newly initialised|not used)")
-        model = model_class.from_pretrained(cfg.model, **kw)
+    # a new task head (and an unused pretraining head) is what fine-tuning expects: nothing to warn about
+    model, _ = model_class.from_pretrained(cfg.model, output_loading_info=True, **kw)
     return model, tok
 
 

@@ -293,7 +293,8 @@ def train(model: nn.Module, data: Batches, cfg: TrainConfig, loss_fn: Callable[[
             if evaluate is not None and (step == cfg.steps or (cfg.eval_every and step % cfg.eval_every == 0)):
                 summary["eval"] = _evaluate(evaluate, raw_model, step, metrics_path, main, world)
                 if bar is not None:
-                    bar.write(f"step {step}: " + ", ".join(f"{k} {v:.4g}" for k, v in summary["eval"].items()), file=sys.stderr)
+                    line = ", ".join(f"{k} {v:.4g}" for k, v in summary["eval"].items())
+                    bar.write(f"step {step}: {line}", file=sys.stderr)
                 if stop_when is not None and _agree(main and stop_when(summary["eval"]), world, device):
                     summary["stopped_early"] = step  # rank 0 decides (it evaluated); every rank stops
                     stopping = True
