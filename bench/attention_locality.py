@@ -20,21 +20,11 @@ import json
 import torch
 
 from bertkit.data.corpus import read_corpus, split_heldout
+from bertkit.metrics import neighbour_attention, offset_mass
 from bertkit.model import BertModel
 from bertkit.tokenizer import Tokenizer
 
 OFFSETS = 2  # offsets -2..+2
-
-
-def offset_mass(attentions: list[torch.Tensor], max_offset: int = OFFSETS) -> torch.Tensor:
-    """(layers, heads, 2*max_offset+1): mean attention weight from a query at i to the key at i+d,
-    over rows and over the queries that have such a key. Uniform attention gives 1/S everywhere.
-    (Each offset averages over its own queries, so a head's sum over offsets can pass 1 slightly.)"""
-    per_layer = []
-    for probs in attentions:  # (B, heads, S, S)
-        per_layer.append(torch.stack([torch.diagonal(probs, offset=d, dim1=-2, dim2=-1).mean(dim=(0, 2))
-                                      for d in range(-max_offset, max_offset + 1)], dim=-1))  # (heads, 2k+1)
-    return torch.stack(per_layer)
 
 
 def windows(tokenizer: Tokenizer, docs: list[str], seq_len: int, rows: int) -> torch.Tensor:
@@ -63,6 +53,7 @@ def measure(model_dir: str, docs: list[str], seq_len: int, rows: int) -> dict:
     return {"model": model_dir, "rows": len(input_ids), "seq_len": seq_len,
             "uniform_local": (2 * OFFSETS + 1) / seq_len,
             "max_local": round(float(local.max()), 4), "mean_local": round(float(local.mean()), 4),
+            "neighbour": round(neighbour_attention(list(attentions)), 4),
             "offset_mass": [[[round(float(x), 4) for x in head] for head in layer] for layer in mass]}
 
 
@@ -82,7 +73,8 @@ def main() -> None:
         r = measure(model_dir, heldout, args.seq_len, args.rows)
         results.append(r)
         print(f"{model_dir}: attention within +-2 tokens, uniform would be {r['uniform_local']:.3f}: "
-              f"mean over heads {r['mean_local']:.3f}, most local head {r['max_local']:.3f}")
+              f"mean over heads {r['mean_local']:.3f}, most local head {r['max_local']:.3f}; "
+              f"the most any head puts on one neighbouring offset: {r['neighbour']:.3f}")
         for layer, heads in enumerate(r["offset_mass"]):
             cells = "  ".join("/".join(f"{x:.2f}" for x in head) for head in heads)
             print(f"  layer {layer}  offsets -2/-1/0/+1/+2 per head: {cells}")

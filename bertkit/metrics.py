@@ -8,6 +8,7 @@
     squad_scores           SQuAD exact match and token F1; Chinese compared per character
     confusion_matrix       counts, row = true class, column = predicted class; plot_confusion_matrix
     format_report          any of the reports above as a readable table
+    offset_mass            a model's attention on the tokens around each query (where do its heads look?)
 
 Every score is a fraction in [0, 1] (SQuAD's scripts print percentages: multiply by 100 to compare).
 A ratio with a zero denominator (precision of a class never predicted, ...) is 0.0. Macro averages
@@ -31,6 +32,32 @@ from .errors import BertkitError
 
 class MetricError(BertkitError, ValueError):
     """Predictions and references that cannot be compared (different lengths, ids out of range, bad tags)."""
+
+
+# ----- attention ---------------------------------------------------------------------------------
+def offset_mass(attentions, max_offset: int = 2):
+    """(layers, heads, 2 * max_offset + 1) tensor: the mean attention weight from a query at i to the key
+    at i + d, d = -max_offset..max_offset, over rows and over the queries that have such a key.
+
+    `attentions` are the model's output_attentions, (B, heads, S, S) per layer, of rows without padding.
+    Uniform attention gives 1/S at every offset; a head that has learned "the previous token" gives
+    nearly 1 at d = -1. (Each offset averages over its own queries, so a head's sum over offsets can
+    pass 1 slightly.)"""
+    import torch
+
+    per_layer = []
+    for probs in attentions:  # (B, heads, S, S)
+        per_layer.append(torch.stack([torch.diagonal(probs.float(), offset=d, dim1=-2, dim2=-1).mean(dim=(0, 2))
+                                      for d in range(-max_offset, max_offset + 1)], dim=-1))  # (heads, 2k+1)
+    return torch.stack(per_layer)
+
+
+def neighbour_attention(attentions, max_offset: int = 2) -> float:
+    """The largest share of its attention any head puts on one neighbouring offset (+-1..+-max_offset):
+    about 1/S for uniform heads, 0.99 for the previous-token head of a real BERT."""
+    mass = offset_mass(attentions, max_offset)
+    neighbours = [d for d in range(2 * max_offset + 1) if d != max_offset]  # every offset but 0
+    return float(mass[..., neighbours].max())
 
 
 # ----- classification ----------------------------------------------------------------------------
