@@ -2,10 +2,14 @@
 
     corpus -> documents -> (held-out split) -> tokenizer (learned on the corpus unless --tokenizer)
            -> token ids -> examples: packed rows [CLS] ... [SEP] of --seq-len, or NSP sentence pairs
-           -> each step: a batch, 15% of its tokens selected (80% [MASK], 10% random, 10% kept)
+           -> starting weights by --recipe (bertkit/init.py): local = some heads already attend to
+              their neighbours; bert = BERT's initialisation
+           -> each step: a batch, 30% (local) or 15% (bert) of its tokens selected (80% [MASK],
+              10% random, 10% kept)
            -> BertForMaskedLM (or BertForPreTraining with --nsp); the vocabulary projection runs
               only at the selected positions, and only they count in the loss
            -> the shared loop (train/loop.py) -> an HF model directory at the top of --out
+              (held-out evaluations: MLM accuracy at 15% masking, and how local the most local head is)
 
     bertkit pretrain --corpus builtin:peoples-daily --model-config mini --out runs/pt
     torchrun --nproc_per_node 2 -m bertkit pretrain ...        (DDP; --batch-size is per process)
@@ -13,6 +17,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import random
@@ -28,11 +33,33 @@ from ..data.corpus import read_corpus, split_heldout
 from ..data.examples import nsp_examples, pack_documents, pack_examples, tokenize_documents
 from ..data.masking import MaskingCollator
 from ..heads import IGNORE, BertForMaskedLM, BertForPreTraining
+from ..init import initialise
+from ..metrics import neighbour_attention
 from ..tokenizer import Tokenizer, train_vocab
 from .loop import StepSampler, TrainConfig, TrainingError, pick_device, setup_distributed, train
 from .options import opt, parse
 
 EVAL_STEP = 10**9  # masks of held-out batches come from steps no training batch uses: fixed across evals
+EVAL_MLM_PROBABILITY = 0.15  # held-out tokens are masked as BERT does, whatever --mlm-probability trains with
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What --recipe decides unless a flag says otherwise."""
+
+    init: str  # a bertkit.init recipe: starting weights
+    mlm_probability: float  # share of tokens selected for prediction
+    dropout: float | None  # dropout while pretraining; None: the model config's
+
+
+RECIPES = {
+    # Locality-seeded heads and the output bias at log token frequencies (bertkit/init.py), 30% masking
+    # (Wettig et al. 2023: more masking, more to learn from per row), no dropout (Geiping & Goldstein 2022:
+    # a model that sees each token about once does not overfit). Measured on People's Daily, each step
+    # of the recipe: bench/results/pretraining_recipes.md
+    "local": Recipe(init="local", mlm_probability=0.3, dropout=0.0),
+    "bert": Recipe(init="bert", mlm_probability=0.15, dropout=None),  # BERT's, as transformers does it
+}
 
 
 @dataclass
@@ -46,22 +73,27 @@ class PretrainConfig(TrainConfig):
     text_field: str = opt("text", "JSONL field holding the text")
     model_config: str = opt("mini", f"a preset ({', '.join(PRESETS)}) or a config.json path")
     init_from: str | None = opt(None, "continue pretraining from this model directory")
+    recipe: str = opt("local", "local: heads that attend to their neighbours from step 0, the output bias at the "
+                      "token frequencies, 30%% masking, no dropout (learns word order in CPU minutes; "
+                      "bench/results/pretraining_recipes.md); bert: BERT's initialisation, 15%% masking, the "
+                      "model's dropout", choices=["local", "bert"])
     tokenizer: str | None = opt(None, "tokenizer directory; without one a vocabulary is learned on the corpus")
     vocab_size: int = opt(21128, "size of the vocabulary learned when there is no --tokenizer")
     seq_len: int = opt(128, "tokens per example, [CLS] and [SEP] included")
-    mlm_probability: float = opt(0.15, "share of tokens selected for prediction")
+    mlm_probability: float | None = opt(None, "share of tokens selected for prediction (default: the recipe's)")
+    dropout: float | None = opt(None, "dropout while pretraining (default: the recipe's; the saved config keeps the "
+                                      "model's own, for fine-tuning)")
     wwm: bool = opt(False, "whole-word masking (Chinese words from jieba, English words with their ## pieces)")
     nsp: bool = opt(False, "sentence pairs and next-sentence prediction (BertForPreTraining)")
     packing: str = opt("stream", "MLM rows: stream (all documents joined by [SEP], cut into rows) or documents "
                        "(several documents per row, attention and positions kept inside each)",
                        choices=["stream", "documents"])
     heldout: float = opt(0.01, "share of documents held out for evaluation")
-    # Defaults sized for the built-in corpus on 2 CPU cores (under 6 minutes): many small steps
-    # leave the "predict the most frequent character" plateau sooner than few large ones
-    # (mini, People's Daily: held-out MLM accuracy 13.9% after 1500 steps of 8 vs 5.2% after 300 of 32).
+    # Defaults sized for the built-in corpus and `mini` on 2 CPU cores (bench/results/pretraining_recipes.md):
+    # many small steps learn more per second than few large ones
     batch_size: int = opt(8, "examples per micro-batch on each process (x --grad-accum per step)")
-    steps: int = opt(1000, "optimizer steps")
-    lr: float = opt(5e-4, "peak learning rate")
+    steps: int = opt(2000, "optimizer steps")
+    lr: float = opt(7e-4, "peak learning rate")
     eval_every: int = opt(250, "steps between evaluations (0: only at the end)")
     save_every: int = opt(250, "steps between saved training states (0: only at the end)")
 
@@ -118,7 +150,36 @@ def evaluate_mlm(model, examples, collator: MaskingCollator, batch_size: int) ->
     result = {"loss": loss, "mlm_accuracy": correct / max(1, count), "perplexity": math.exp(min(loss, 50.0))}
     if nsp_count:
         result["nsp_accuracy"] = nsp_correct / nsp_count
+    local = neighbour_attention_of(model, examples)
+    if local is not None:
+        result["neighbour_attention"] = local
     return result
+
+
+@torch.no_grad()
+def neighbour_attention_of(model, examples, rows: int = 16) -> float | None:
+    """The most any head attends to one neighbouring offset (+-1, +-2) on held-out rows without padding
+    or packed documents: 1/S for uniform heads, 0.99 for a real BERT's previous-token head."""
+    length = max((len(e.input_ids) for e in examples), default=0)
+    full = [e for e in examples if e.document_ids is None and len(e.input_ids) == length][:rows]
+    if not full or length < 8:
+        return None
+    device = next(model.parameters()).device
+    out = model(input_ids=torch.tensor([e.input_ids for e in full], device=device),
+                token_type_ids=torch.tensor([e.token_type_ids for e in full], device=device), output_attentions=True)
+    return neighbour_attention(out.attentions)
+
+
+def set_dropout(model: torch.nn.Module, p: float) -> None:
+    """Every dropout of the model at p for this run; config.json keeps the model's own values."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = p
+
+
+def _dropout_of(model: torch.nn.Module) -> str:
+    values = sorted({m.p for m in model.modules() if isinstance(m, torch.nn.Dropout)})
+    return "/".join(f"{v:g}" for v in values) or "none"
 
 
 def build_model_config(cfg: PretrainConfig, tokenizer: Tokenizer) -> BertConfig:
@@ -160,6 +221,10 @@ def run(cfg: PretrainConfig) -> dict:
     """Everything `bertkit pretrain` does; returns the loop's summary plus data facts."""
     if cfg.seq_len < 8:
         raise TrainingError(f"--seq-len must be at least 8, got {cfg.seq_len}")
+    if cfg.recipe not in RECIPES:
+        raise TrainingError(f"--recipe {cfg.recipe!r}: choose one of {', '.join(RECIPES)}")
+    if cfg.dropout is not None and not 0.0 <= cfg.dropout < 1.0:
+        raise TrainingError(f"--dropout must be in [0, 1), got {cfg.dropout}")
     if cfg.nsp and cfg.packing == "documents":
         raise TrainingError("--nsp makes sentence-pair rows; --packing documents is for MLM-only rows")
     rank, world, _ = setup_distributed(pick_device(cfg.device))
@@ -181,22 +246,34 @@ def run(cfg: PretrainConfig) -> dict:
         f"({'sentence pairs' if cfg.nsp else 'packed documents' if cfg.packing == 'documents' else 'packed rows'}"
         f" of {cfg.seq_len} tokens)")
 
+    recipe = RECIPES[cfg.recipe]
+    mlm_probability = recipe.mlm_probability if cfg.mlm_probability is None else cfg.mlm_probability
+    dropout = recipe.dropout if cfg.dropout is None else cfg.dropout
     torch.manual_seed(cfg.seed)
     model_class = BertForPreTraining if cfg.nsp else BertForMaskedLM
     if cfg.init_from:
         model = model_class.from_pretrained(cfg.init_from)
     else:
-        model = model_class(build_model_config(cfg, tokenizer))
-    say(f"model: {model_class.__name__}, {model.num_parameters():,} parameters")
+        counts = torch.bincount(torch.tensor([i for e in examples["train"] for i in e.input_ids]),
+                                minlength=tokenizer.vocab_size)
+        counts[list(tokenizer.all_special_ids)] = 0  # never a target
+        model = initialise(model_class(build_model_config(cfg, tokenizer)), recipe.init, token_counts=counts)
+    if dropout is not None:
+        set_dropout(model, dropout)
+    say(f"model: {model_class.__name__}, {model.num_parameters():,} parameters; recipe {cfg.recipe}: "
+        f"{'initialised ' + recipe.init if not cfg.init_from else 'from ' + cfg.init_from}, "
+        f"{mlm_probability:.0%} of tokens masked, dropout {_dropout_of(model)}")
 
     collator = MaskingCollator(vocab_size=tokenizer.vocab_size, mask_id=tokenizer.mask_token_id,
                                pad_id=tokenizer.pad_token_id, special_ids=tuple(tokenizer.all_special_ids),
-                               mlm_probability=cfg.mlm_probability, wwm=cfg.wwm, seed=cfg.seed)
+                               mlm_probability=mlm_probability, wwm=cfg.wwm, seed=cfg.seed)
     sampler = StepSampler(len(examples["train"]), cfg.batch_size, cfg.grad_accum, cfg.seed, rank, world)
     data = PretrainBatches(examples["train"], collator, sampler)
 
+    heldout_collator = dataclasses.replace(collator, mlm_probability=EVAL_MLM_PROBABILITY)
+
     def evaluate(m):
-        return evaluate_mlm(m, examples["heldout"], collator, cfg.batch_size)
+        return evaluate_mlm(m, examples["heldout"], heldout_collator, cfg.batch_size)
 
     def save(m, out):
         m.save_pretrained(out)
