@@ -137,13 +137,13 @@ def test_a_stopped_stage_names_the_command_that_resumes_it(tmp_path, monkeypatch
     assert f"`bertkit pretrain --corpus builtin:peoples-daily --steps 20 --out {out} --resume` continues it" in message
 
 
-def test_pretraining_takes_bf16_only_on_a_cpu_that_has_it_natively(monkeypatch):
+def test_training_takes_bf16_only_on_a_cpu_that_has_it_natively(monkeypatch):
     import bertkit.train.loop as loop
-    from bertkit.quickstart import pretrain_precision
+    from bertkit.quickstart import cpu_precision
 
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False, raising=False)
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False, raising=False)
-    assert not loop.cpu_has_native_bf16() and pretrain_precision("cpu") == []
+    assert not loop.cpu_has_native_bf16() and cpu_precision("cpu") == []
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True, raising=False)
-    assert pretrain_precision("cpu") == ["--precision", "bf16"]
-    assert pretrain_precision("cuda") == []  # a GPU: --precision auto already picks bf16 / fp16
+    assert cpu_precision("cpu") == ["--precision", "bf16"]
+    assert cpu_precision("cuda") == []  # a GPU: --precision auto already picks bf16 / fp16
