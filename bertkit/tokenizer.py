@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -437,23 +438,45 @@ def train_vocab(files: str | os.PathLike | Sequence[str | os.PathLike] | None = 
         if missing or not paths:
             raise TokenizerError(f"corpus file(s) not found: {', '.join(missing) or '(none given)'}")
     else:
-        texts = list(texts)  # may be read more than once below
-    base = base_alphabet.lower() if do_lower_case else base_alphabet
-    alphabet = limit_alphabet or vocab_size - len(DEFAULT_SPECIALS)
-    for _ in range(4):  # the trainer keeps the whole alphabet (+ "##" forms): shrink it until the vocab fits
+        texts = list(texts)  # read more than once below
+
+    def learn(alphabet: list[str], specials: list[str]) -> dict[str, int]:
         trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
-                                            special_tokens=list(DEFAULT_SPECIALS.values()), limit_alphabet=alphabet,
-                                            continuing_subword_prefix="##", show_progress=show_progress)
+                                            special_tokens=specials, limit_alphabet=len(alphabet),
+                                            initial_alphabet=alphabet, continuing_subword_prefix="##",
+                                            show_progress=show_progress)
         if files is not None:
             backend.train(paths, trainer)
         else:
             backend.train_from_iterator(texts, trainer)
-        vocab = backend.get_vocab(with_added_tokens=False)
+        return backend.get_vocab(with_added_tokens=False)
+
+    # The tokenizers trainer breaks ties by hash order, which changes from process to process
+    # (huggingface/tokenizers#1794): which characters a limit keeps, and the ids of the "##c" pieces, which
+    # decide between merges of equal count. So the alphabet is chosen here (most frequent first, ties by code
+    # point) and handed over as initial_alphabet, and a second pass gives the "##c" pieces the first one found
+    # fixed ids (as special tokens, in sorted order): the same corpus gives the same vocab.txt in every process.
+    counts = _char_counts(backend.normalizer, _lines(paths) if files is not None else texts)
+    ranked = sorted(counts, key=lambda c: (-counts[c], c))
+    base = base_alphabet.lower() if do_lower_case else base_alphabet
+    size = limit_alphabet or vocab_size - len(DEFAULT_SPECIALS)
+    specials = list(DEFAULT_SPECIALS.values())
+    for _ in range(4):  # the trainer keeps the whole alphabet (+ "##" forms): shrink it until the vocab fits
+        alphabet = ranked[:size]
+        vocab = learn(alphabet, specials)
         singles = [t for t in vocab if _is_single(t)]  # what _with_base_alphabet cannot drop
         excess = len(DEFAULT_SPECIALS) + len(singles) + len(_missing_base(vocab, base)) - vocab_size
         if excess <= 0 or limit_alphabet:
             break
-        alphabet = max(1, alphabet - excess)
+        size = max(1, size - excess)
+    pieces = sorted(t for t in singles if t.startswith("##"))
+    if pieces:
+        vocab = learn(alphabet, specials + pieces)
+        # back to the trainer's own layout: specials, characters, "##" characters, then the merges
+        order = [t for t in sorted(vocab, key=vocab.get) if t not in set(pieces)]
+        chars = len(specials) + sum(1 for t in order[len(specials):] if len(t) == 1)
+        order = order[:chars] + pieces + order[chars:]
+        vocab = {t: i for i, t in enumerate(order)}
     if len(vocab) <= len(DEFAULT_SPECIALS):
         raise TokenizerError("the corpus is empty: no vocabulary could be learned")
     vocab = _with_base_alphabet(vocab, base, vocab_size)
@@ -462,6 +485,30 @@ def train_vocab(files: str | os.PathLike | Sequence[str | os.PathLike] | None = 
 
 
 # ----- helpers -----------------------------------------------------------------------------------
+def _lines(paths: list[str]) -> Iterable[str]:
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                yield from fh
+        except UnicodeDecodeError as e:
+            raise TokenizerError(f"{path}: not UTF-8 text (byte {e.start}); convert it first, e.g. "
+                                 f"iconv -f GBK -t UTF-8 {path}") from None
+        except OSError as e:
+            raise TokenizerError(f"{path}: cannot read ({e})") from e
+
+
+def _char_counts(normalizer, texts: Iterable[str]) -> Counter:
+    """How often each character occurs in the normalized texts, outside whitespace: the trainer's alphabet."""
+    counts: Counter = Counter()
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TokenizerError(f"texts[{i}] must be a string, got {type(text).__name__}")
+        counts.update(normalizer.normalize_str(text))
+    for space in [c for c in counts if c.isspace()]:
+        del counts[space]
+    return counts
+
+
 def _is_single(token: str) -> bool:
     """One character, or "##" and one character (not a special token)."""
     return len(token.removeprefix("##")) == 1

@@ -3,7 +3,10 @@
 import contextlib
 import io
 import json
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -89,6 +92,19 @@ def test_report_commands_are_real_commands(tiny_run):
     for number, tokens in commands:
         check_command(tokens, f"report.md:{number}")
     assert "--model tiny --tokenizer" in summary["commands"]["scratch"][0]  # the baseline: random weights
+
+
+def test_a_second_run_in_another_process_gives_the_same_numbers_and_models(tiny_run, tmp_path):
+    first, _, summary = tiny_run
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # as tiny_run: float sums depend on the thread count
+    proc = subprocess.run([sys.executable, "-m", "bertkit", "quickstart", "--tiny", "--out", str(tmp_path / "again"),
+                           "--no-progress", "--device", "cpu"], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    again = json.loads((tmp_path / "again" / "summary.json").read_text(encoding="utf-8"))
+    timeless = lambda s: {k: v for k, v in s.items() if k not in ("stage_seconds", "total_seconds", "commands")}
+    assert timeless(again) == timeless(summary)
+    for name in ("pretrain/vocab.txt", "pretrain/model.safetensors", "finetune/model.safetensors"):
+        assert (tmp_path / "again" / name).read_bytes() == (first / name).read_bytes(), name
 
 
 def test_an_earlier_run_is_replaced_and_other_files_kept(tmp_path, capsys):

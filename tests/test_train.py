@@ -32,7 +32,7 @@ def corpus_file(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tokenizer_dir(tmp_path_factory, corpus_file):
-    """One learned vocabulary for runs that are compared (learning breaks frequency ties at random)."""
+    """One learned vocabulary, shared by the runs of this module."""
     from bertkit.tokenizer import train_vocab
 
     path = tmp_path_factory.mktemp("tok")
@@ -182,6 +182,22 @@ def test_sigterm_from_outside_leaves_a_loadable_checkpoint(tmp_path, corpus_file
     assert "continue with --resume" in stdout
     state = torch.load(out / "checkpoint" / "training_state.pt", weights_only=True)
     assert state["step"] >= 3 and "optimizer" in state and "torch_rng" in state
+
+
+def test_the_same_flags_and_seed_give_the_same_files(tmp_path, corpus_file, tiny_config_file):
+    """Two processes, no --tokenizer: each learns its vocabulary, then trains; every file is the same byte for byte."""
+    common = ["--corpus", corpus_file, "--model-config", tiny_config_file, "--vocab-size", "1500", "--seq-len", "32",
+              "--batch-size", "8", "--steps", "8", "--eval-every", "4", "--save-every", "0", "--no-progress",
+              "--device", "cpu", "--seed", "5"]
+    for name in ("a", "b"):
+        proc = subprocess.run([sys.executable, "-m", "bertkit", "pretrain", "--out", str(tmp_path / name), *common],
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+    for name in ("model.safetensors", "vocab.txt", "tokenizer/vocab.txt", "config.json"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+    drop_time = lambda out: [{k: v for k, v in r.items() if k not in ("tokens_per_s", "elapsed_s")}
+                             for r in read_metrics(os.path.join(out, "metrics.jsonl"))]
+    assert drop_time(tmp_path / "a") == drop_time(tmp_path / "b")
 
 
 # ----- distributed -------------------------------------------------------------------------------

@@ -200,9 +200,8 @@ def build_model_config(cfg: PretrainConfig, tokenizer: Tokenizer) -> BertConfig:
 def load_or_learn_tokenizer(cfg: PretrainConfig, train_docs: list[str], rank: int, world: int, say) -> Tokenizer:
     """--tokenizer (or --init-from) if given; else the one this run learned before (resume); else learn one.
 
-    A learned vocabulary is saved in the run folder first: vocabulary training breaks frequency
-    ties differently from one process to the next, so every process (and every resume) loads
-    the same saved file instead of learning its own.
+    A learned vocabulary is saved in the run folder first, and every process (and every resume)
+    loads that file: learning is deterministic, but only rank 0 spends the time on it.
     """
     if cfg.tokenizer or cfg.init_from:
         return Tokenizer.from_pretrained(cfg.tokenizer or cfg.init_from)
