@@ -3,14 +3,18 @@
     python bench/bench_vs_hf.py --device cpu|cuda [--quick] [--json FILE]
                                 [--steps N] [--warmup N] [--batch-size B] [--seq-len S] [--compile]
 
-What is measured, for three contenders:
+What is measured, for these contenders:
 
     transformers-eager   transformers' BertForMaskedLM / BertModel, attn_implementation="eager"
     transformers-sdpa    the same with attn_implementation="sdpa" (transformers' default)
     bertkit              bertkit's best path: attn_implementation "varlen" (padding removed before the
-                         layers, one fused q/k/v GEMM, per-sequence attention on CPU or
+                         layers, one fused q/k/v GEMM, attention on groups of similar length on CPU or
                          torch.nn.attention.varlen.varlen_attn on CUDA), and in training the MLM
                          vocabulary projection only at the masked positions (masked_positions_only)
+    bertkit-defaults     the plain Python API, no flag: from_pretrained(dir), model(**batch)
+                         (attn_implementation "auto"; in training mode with labels, sparse MLM logits)
+    bertkit-varlen-dense training only: varlen with the full (B, S, V) vocabulary projection, so
+                         the encoder's own speed shows (masked_positions_only=False)
 
   train   one MLM optimizer step: forward + loss, backward, AdamW step (bertkit's make_optimizer:
           decay / no-decay groups, fused on CUDA, for every contender; fused AdamW is also what
@@ -79,7 +83,8 @@ import bertkit  # noqa: E402
 from bertkit.checkpoint import atomic_write_text  # noqa: E402
 from bertkit.train.loop import TrainConfig, make_optimizer  # noqa: E402
 
-CONTENDERS = ("transformers-eager", "transformers-sdpa", "bertkit")
+CONTENDERS = ("transformers-eager", "transformers-sdpa", "bertkit", "bertkit-defaults", "bertkit-varlen-dense")
+TRAIN_ONLY = ("bertkit-varlen-dense",)  # in inference it is "bertkit"
 WORKLOADS = ("train", "infer")
 KINDS = ("fixed", "variable")
 BASELINE = "transformers-sdpa"
@@ -192,14 +197,15 @@ def matmul_peak(device: torch.device, n: int = 8192, reps: int = 20) -> float:
 # ----- contenders --------------------------------------------------------------------------------
 def load_model(name: str, workload: str, directory: str, device: torch.device):
     """The contender's BertForMaskedLM (train, in train mode) or BertModel encoder (infer, eval mode)."""
-    if name == "bertkit":
+    if name.startswith("bertkit"):
         with warnings.catch_warnings():  # an encoder from an MLM checkpoint: "unused cls.* tensors"
             warnings.simplefilter("ignore")
             if workload == "train":
                 model = bertkit.BertForMaskedLM.from_pretrained(directory, device=device)
             else:
                 model = bertkit.BertModel.from_pretrained(directory, add_pooling_layer=False, device=device)
-        model.set_attn_implementation("varlen")
+        if name != "bertkit-defaults":  # the plain API: attn_implementation "auto", whatever it picks
+            model.set_attn_implementation("varlen")
     else:
         transformers = import_transformers()
         impl = name.split("-", 1)[1]  # eager | sdpa
@@ -219,7 +225,7 @@ def load_model(name: str, workload: str, directory: str, device: torch.device):
 def make_step(name: str, workload: str, model, device: torch.device, compile: bool = False):
     """step(batch) -> loss (train) or last_hidden_state (infer); nothing is synchronised."""
     amp = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
-    is_bertkit = name == "bertkit"
+    is_bertkit = name.startswith("bertkit")
     runner = torch.compile(model) if compile and is_bertkit else model
 
     if workload == "infer":
@@ -232,7 +238,10 @@ def make_step(name: str, workload: str, model, device: torch.device, compile: bo
 
     def step(batch):
         with amp:
-            extra = {"masked_positions_only": True} if is_bertkit else {}
+            # bertkit: the sparse projection asked for; -defaults: what a plain call gives (sparse in training
+            # mode with labels); -varlen-dense: the full (B, S, V) projection, to see the encoder alone
+            extra = {"bertkit": {"masked_positions_only": True}, "bertkit-varlen-dense": {"masked_positions_only": False}
+                     }.get(name, {})
             out = runner(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
                          labels=batch["labels"], **extra)
         out.loss.backward()
@@ -356,6 +365,8 @@ def main(argv=None) -> dict:
                     flops = sum(useful_flops(s, workload, counts) for s in stats)
                     group = []
                     for name in CONTENDERS:
+                        if workload != "train" and name in TRAIN_ONLY:
+                            continue
                         result = measure(name, workload, on_device, warmup, directory, device, args.compile)
                         tps = real / result["seconds"]
                         group.append({"contender": name, "workload": workload, "batch": kind, "batch_size": B,

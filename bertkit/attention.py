@@ -72,7 +72,7 @@ def pick_backend(name: str, *, need_probs: bool, head_mask: Tensor | None, relat
     """The backend for one call: `name`, unless the call needs something only eager does."""
     if need_probs or head_mask is not None or relative:
         return "eager"
-    return "sdpa" if name == "varlen" else name  # varlen's padded fallback
+    return "sdpa" if name in ("varlen", "auto") else name  # the padded fallback of varlen and auto
 
 
 # ----- relative positions ------------------------------------------------------------------------
@@ -223,18 +223,43 @@ def varlen_attention(q: Tensor, k: Tensor, v: Tensor, cu_seqlens: Tensor, max_se
     """Attention within each sequence of an unpadded batch; q, k, v (N, heads, head_dim).
 
     On CUDA in bf16/fp16 without attention dropout: torch's variable-length flash kernel. Otherwise
-    (CPU, float32, or dropout in training) SDPA runs once per run of equal-length sequences (once
-    for a batch without padding), which wastes nothing on padding; on CUDA, sequences of different
-    lengths are padded for one batched SDPA call instead.
+    SDPA itself: without gradients on a CPU, once per run of equal-length sequences (views, no
+    copies: a call costs little there); when training, on groups of sequences of similar length,
+    each padded to its longest member (`_group_plan`), since a call with its backward costs about as
+    much as 64 x 64 query-key pairs of work; on CUDA, as one padded call. A batch without padding is
+    one call in every case.
     """
     kernel = _varlen_kernel() if q.is_cuda and q.dtype in (torch.float16, torch.bfloat16) and dropout_p == 0.0 else None
     if kernel is not None:
         return kernel(q, k, v, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen)
-    runs = _equal_length_runs(cu_seqlens.tolist() if bounds is None else bounds)  # bounds: cu_seqlens on the host
-    if q.is_cuda and len(runs) > 1:
-        return _varlen_padded_sdpa(q, k, v, cu_seqlens, max_seqlen, dropout_p)
+    bounds = cu_seqlens.tolist() if bounds is None else bounds  # cu_seqlens on the host
+    if not q.is_cuda and not (q.requires_grad and torch.is_grad_enabled()):
+        return _per_run_attention(q, k, v, bounds, dropout_p)
+    groups = _cached_group_plan(tuple(bounds), q.device, q.is_cuda)
+    if len(groups) == 1 and groups[0][0] is None:  # every sequence the same length: a reshape, one call
+        n = len(bounds) - 1
+        def heads(x):  # (n * L, heads, d) -> (n, heads, L, d)
+            return x.view(n, x.shape[0] // n, *x.shape[1:]).transpose(1, 2)
+        context = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), dropout_p=dropout_p)
+        return context.transpose(1, 2).reshape(q.shape)
+    sources, contexts = [], []
+    for source, slots, keep in groups:  # source: token rows of the group; slots: their places in (n_g * L)
+        n_g, L = keep.shape
+        def pad(x):  # (N, heads, d) -> (n_g, heads, L, d), zeros at the padding
+            return x.new_zeros(n_g * L, *x.shape[1:]).index_copy(0, slots, x.index_select(0, source)) \
+                .view(n_g, L, *x.shape[1:]).transpose(1, 2)
+        mask = None if bool(keep.all()) else keep[:, None, None, :]  # (n_g, 1, 1, L): keys that are real
+        context = F.scaled_dot_product_attention(pad(q), pad(k), pad(v), attn_mask=mask, dropout_p=dropout_p)
+        contexts.append(context.transpose(1, 2).reshape(n_g * L, *q.shape[1:]).index_select(0, slots))
+        sources.append(source)
+    if not sources:
+        return q
+    return q.new_empty(q.shape).index_copy(0, torch.cat(sources), torch.cat(contexts))
+
+
+def _per_run_attention(q: Tensor, k: Tensor, v: Tensor, bounds: list[int], dropout_p: float) -> Tensor:
     out = []
-    for start, end, n in runs:  # n sequences of equal length, one after another: one batched call
+    for start, end, n in _equal_length_runs(bounds):  # n sequences of equal length: one batched call
         def heads(x):  # (n * L, heads, d) -> (n, heads, L, d)
             return x[start:end].view(n, (end - start) // n, *x.shape[1:]).transpose(1, 2)
 
@@ -244,10 +269,7 @@ def varlen_attention(q: Tensor, k: Tensor, v: Tensor, cu_seqlens: Tensor, max_se
 
 
 def _equal_length_runs(bounds: list[int]) -> list[tuple[int, int, int]]:
-    """Sequence offsets -> (first token, end token, how many sequences) per run of equal lengths.
-
-    A batch without padding is one run (one SDPA call); random lengths give about one per sequence.
-    """
+    """Sequence offsets -> (first token, end token, how many sequences) per run of equal lengths."""
     runs: list[tuple[int, int, int]] = []
     for a, b in zip(bounds[:-1], bounds[1:]):
         if b == a:
@@ -259,15 +281,60 @@ def _equal_length_runs(bounds: list[int]) -> list[tuple[int, int, int]]:
     return runs
 
 
-def _varlen_padded_sdpa(q, k, v, cu_seqlens, max_seqlen, dropout_p):
-    n, (_, heads, d) = cu_seqlens.numel() - 1, q.shape  # n sequences; q is (N tokens, heads, d)
-    lengths = cu_seqlens[1:] - cu_seqlens[:-1]
-    keep = torch.arange(max_seqlen, device=q.device)[None, :] < lengths[:, None]  # (n, L)
-    where = keep.reshape(-1).nonzero().view(-1)
+# What one more SDPA call costs on a CPU, in units of one query-key pair of attention work: a group
+# is split off only when the padding it saves is worth more than that (measured on 2 cores, `mini`:
+# a (1, 4, L, 64) call costs about as much as 64 x 64 pairs of work, forward and backward).
+CALL_COST = 64 * 64
 
-    def pad(x):  # (N, heads, d) -> (n, heads, L, d)
-        return x.new_zeros(n * max_seqlen, heads, d).index_copy(0, where, x).view(n, max_seqlen, heads, d).transpose(1, 2)
 
-    context = F.scaled_dot_product_attention(pad(q), pad(k), pad(v), attn_mask=keep[:, None, None, :],
-                                             dropout_p=dropout_p)
-    return context.transpose(1, 2).reshape(n * max_seqlen, heads, d).index_select(0, where)
+_PLANS: dict = {}  # every layer of one forward pass (and its backward) uses the same plan
+
+
+def _cached_group_plan(bounds: tuple[int, ...], device, single: bool):
+    if torch.compiler.is_compiling():
+        return _group_plan(bounds, device, single)
+    key = (bounds, str(device), single)
+    if key not in _PLANS:
+        if len(_PLANS) >= 16:
+            _PLANS.clear()
+        with torch.inference_mode(False):  # plain tensors, usable by a later call that trains
+            _PLANS[key] = _group_plan(bounds, device, single)
+    return _PLANS[key]
+
+
+def _group_plan(bounds: tuple[int, ...], device, single: bool = False):
+    """Sequence offsets -> groups of sequences for padded SDPA calls: [(source, slots, keep)].
+
+    Sequences sorted by length are cut into consecutive groups, chosen (dynamic programming) to
+    minimise  calls x CALL_COST + sum over groups of (sequences x longest^2), the attention work
+    padding included. source (T_g,): the group's token rows; slots (T_g,): their rows in the
+    group's (n_g * L) padded layout; keep (n_g, L): True at real tokens. A batch of equal lengths
+    is [(None, None, keep)]. `single`: one group (CUDA, where a call costs little).
+    """
+    lengths = [b - a for a, b in zip(bounds[:-1], bounds[1:])]
+    real = [i for i, n in enumerate(lengths) if n > 0]
+    if real and all(lengths[i] == lengths[real[0]] for i in real) and len(real) == len(lengths):
+        return [(None, None, torch.ones(len(lengths), lengths[0], dtype=torch.bool))]
+    order = sorted(real, key=lambda i: lengths[i])
+    n = len(order)
+    best = [0.0] + [math.inf] * n  # best[j]: cost of grouping the j shortest sequences
+    cut = [0] * (n + 1)
+    for j in range(1, n + 1):
+        longest = lengths[order[j - 1]] ** 2
+        for i in ([0] if single else range(j)):  # group = order[i:j]
+            cost = best[i] + CALL_COST + (j - i) * longest
+            if cost < best[j]:
+                best[j], cut[j] = cost, i
+    spans, j = [], n
+    while j > 0:
+        spans.append((cut[j], j))
+        j = cut[j]
+    groups = []
+    for i, j in reversed(spans):
+        members = order[i:j]
+        L = max(lengths[m] for m in members)
+        source = torch.cat([torch.arange(bounds[m], bounds[m + 1]) for m in members])
+        keep = torch.arange(L)[None, :] < torch.tensor([lengths[m] for m in members])[:, None]  # (n_g, L)
+        slots = keep.reshape(-1).nonzero().view(-1)
+        groups.append((source.to(device), slots.to(device), keep.to(device)))
+    return groups

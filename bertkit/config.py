@@ -18,7 +18,7 @@ from .errors import ConfigError
 POSITION_EMBEDDING_TYPES = ("absolute", "relative_key", "relative_key_query")
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "quick_gelu", "relu", "silu", "swish",
                "tanh", "mish")
-ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "varlen")
+ATTN_IMPLEMENTATIONS = ("auto", "eager", "sdpa", "varlen")
 PROBLEM_TYPES = (None, "regression", "single_label_classification", "multi_label_classification")
 
 # Fields that are settings of this process, not of the checkpoint: never written to config.json.
@@ -63,8 +63,11 @@ class BertConfig:
     architectures: list[str] | None = None  # class names the checkpoint was saved from
     model_type: str = "bert"
     # runtime, not saved: eager | sdpa (both equal to transformers at every position, padding too) |
-    # varlen (the fastest: padding removed before the layers, fused QKV; zeros at padded positions)
-    attn_implementation: str = "sdpa"
+    # varlen (padding removed before the layers, fused QKV; zeros at padded positions) | auto (the
+    # default: varlen when the batch has padding or packed documents, else sdpa; a call that needs
+    # attention probabilities, head_mask, relative positions or a decoder takes eager / sdpa as
+    # always). Real tokens get the same numbers from all four up to float rounding.
+    attn_implementation: str = "auto"
     extra: dict[str, Any] = field(default_factory=dict)  # unknown config.json keys, kept as they were
 
     def __post_init__(self) -> None:

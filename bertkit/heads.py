@@ -37,6 +37,7 @@ class BertForPreTrainingOutput(ModelOutput):
     seq_relationship_logits: Tensor | None = None  # (B, 2)
     hidden_states: tuple[Tensor, ...] | None = None
     attentions: tuple[Tensor, ...] | None = None
+    masked_positions: Tensor | None = None  # (B, S) bool: the rows of sparse logits (None: dense logits)
 
 
 @dataclass
@@ -45,6 +46,7 @@ class MaskedLMOutput(ModelOutput):
     logits: Tensor | None = None  # (B, S, V); (N_masked, V) with masked_positions_only
     hidden_states: tuple[Tensor, ...] | None = None
     attentions: tuple[Tensor, ...] | None = None
+    masked_positions: Tensor | None = None  # (B, S) bool: the rows of sparse logits (None: dense logits)
 
 
 @dataclass
@@ -205,21 +207,25 @@ def mlm_loss(logits: Tensor, labels: Tensor) -> Tensor:
 
 
 def mlm_logits_and_loss(head: nn.Module, hidden: Tensor, labels: Tensor | None, vocab_size: int,
-                        masked_positions_only: bool) -> tuple[Tensor, Tensor | None]:
+                        masked_positions_only: bool | None, training: bool):
+    # -> logits, loss or None, masked positions (B, S) or None
     """The MLM head's logits (B, S, V) and loss; with masked_positions_only, logits (N_masked, V)
-    computed only at the positions whose label is not -100 - the same loss for a fraction of the work."""
+    computed only at the positions whose label is not -100 - the same loss for a fraction of the work
+    - and those positions, (B, S) bool. None (the default): sparse when training with labels."""
     if labels is not None:
         _check_class_labels("labels", labels, hidden.shape[:2], vocab_size, ignore=True)
+    if masked_positions_only is None:
+        masked_positions_only = training and labels is not None
     if not masked_positions_only:
         logits = head(hidden)  # (B, S, V)
-        return logits, mlm_loss(logits, labels) if labels is not None else None
+        return logits, mlm_loss(logits, labels) if labels is not None else None, None
     if labels is None:
         raise InputError("masked_positions_only=True needs labels (-100 marks positions to skip)")
     selected = labels != IGNORE  # (B, S) bool
     logits = head(hidden[selected])  # (N_masked, V): the vocabulary projection runs only here
     if not logits.shape[0]:  # no masked position in the batch: a zero loss that still has a graph
-        return logits, logits.sum() * 0.0
-    return logits, F.cross_entropy(logits.float(), labels[selected])
+        return logits, logits.sum() * 0.0, selected
+    return logits, F.cross_entropy(logits.float(), labels[selected]), selected
 
 
 def nsp_loss(logits: Tensor, labels: Tensor, name: str) -> Tensor:
@@ -244,25 +250,29 @@ class BertForPreTraining(_HeadModel):
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, head_mask=None,
                 inputs_embeds=None, labels=None, next_sentence_label=None, output_attentions=None,
                 output_hidden_states=None, return_dict=None,
-                masked_positions_only: bool = False) -> BertForPreTrainingOutput:
+                masked_positions_only: bool | None = None) -> BertForPreTrainingOutput:
         out = self._encode(input_ids, attention_mask, token_type_ids, position_ids, head_mask, inputs_embeds,
                            output_attentions, output_hidden_states)
-        prediction_logits, mlm = mlm_logits_and_loss(self.cls.predictions, out.last_hidden_state, labels,
-                                                     self.config.vocab_size, masked_positions_only)
+        prediction_logits, mlm, where = mlm_logits_and_loss(self.cls.predictions, out.last_hidden_state, labels,
+                                                            self.config.vocab_size, masked_positions_only,
+                                                            self.training)
         nsp_logits = self.cls.seq_relationship(out.pooler_output)  # (B, 2)
         losses = [mlm] if mlm is not None else []
         if next_sentence_label is not None:
             losses.append(nsp_loss(nsp_logits, next_sentence_label, "next_sentence_label"))
         loss = sum(losses) if losses else None  # MLM + NSP (either alone when only its labels are given)
         return _ret(BertForPreTrainingOutput(loss, prediction_logits, nsp_logits, out.hidden_states,
-                                             out.attentions), return_dict)
+                                             out.attentions, where), return_dict)
 
 
 class BertForMaskedLM(_HeadModel):
     """Predict the token at every position; the loss counts only positions whose label != -100.
 
     `masked_positions_only=True` (with labels) projects to the vocabulary only at those positions:
-    logits are then (N_masked, V) and the loss is the same number for a fraction of the work.
+    logits are then (N_masked, V), `masked_positions` (B, S) says where they come from, and the loss
+    is the same number for a fraction of the work. That is the default in training mode with labels
+    (model.train()); in eval mode, or with masked_positions_only=False, logits are (B, S, V) as in
+    transformers.
     """
 
     _missing_ok = ("cls.",)
@@ -278,13 +288,13 @@ class BertForMaskedLM(_HeadModel):
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, head_mask=None,
                 inputs_embeds=None, encoder_hidden_states=None, encoder_attention_mask=None, labels=None,
                 output_attentions=None, output_hidden_states=None, return_dict=None,
-                masked_positions_only: bool = False) -> MaskedLMOutput:
+                masked_positions_only: bool | None = None) -> MaskedLMOutput:
         out = self._encode(input_ids, attention_mask, token_type_ids, position_ids, head_mask, inputs_embeds,
                            output_attentions, output_hidden_states, encoder_hidden_states=encoder_hidden_states,
                            encoder_attention_mask=encoder_attention_mask)
-        logits, loss = mlm_logits_and_loss(self.cls, out.last_hidden_state, labels, self.config.vocab_size,
-                                           masked_positions_only)
-        return _ret(MaskedLMOutput(loss, logits, out.hidden_states, out.attentions), return_dict)
+        logits, loss, where = mlm_logits_and_loss(self.cls, out.last_hidden_state, labels, self.config.vocab_size,
+                                                  masked_positions_only, self.training)
+        return _ret(MaskedLMOutput(loss, logits, out.hidden_states, out.attentions, where), return_dict)
 
 
 class BertForNextSentencePrediction(_HeadModel):

@@ -421,7 +421,7 @@ class BertPreTrainedModel(nn.Module):
             self.config.pruned_heads[layer] = sorted(attn.pruned_heads)
 
     def set_attn_implementation(self, name: str) -> None:
-        """Switch attention implementation: eager | sdpa | varlen (see BertConfig)."""
+        """Switch attention implementation: auto | eager | sdpa | varlen (see BertConfig)."""
         from .config import ATTN_IMPLEMENTATIONS
 
         if name not in ATTN_IMPLEMENTATIONS:
@@ -548,16 +548,17 @@ class BertModel(BertPreTrainedModel):
         """Where the real tokens are, when this call takes the unpadded path; else None.
 
         attn_implementation "varlen" runs an encoder's batch as (N, H) real tokens (a
-        reshape when nothing is padded). Calls that need what only the padded path has (attention
+        reshape when nothing is padded); "auto" does so only when something is padded or packed,
+        and leaves a full batch to sdpa. Calls that need what only the padded path has (attention
         probabilities, head_mask, relative positions, decoding, cross-attention, 3-D masks) take it.
         """
         cfg = self.config
-        if cfg.attn_implementation != "varlen" or output_attentions or head_mask is not None \
+        if cfg.attn_implementation not in ("varlen", "auto") or output_attentions or head_mask is not None \
                 or cfg.is_decoder or encoder_hidden_states is not None or cfg.position_embedding_type != "absolute" \
                 or (attention_mask is not None and attention_mask.dim() != 2):
             return None
         if attention_mask is None or (not packed and bool(attention_mask.all())):  # nothing to remove
-            return attention.Unpadded.full(*input_shape, device)
+            return None if cfg.attn_implementation == "auto" else attention.Unpadded.full(*input_shape, device)
         return attention.unpad(attention_mask)
 
     # ----- input checks: clear errors instead of index errors deep inside -------------------

@@ -33,7 +33,6 @@ def _load(model_dir: str, task: str | None):
         raise BertkitError(f"{model_dir}: has no trained {task} head (its weights would be random): fine-tune it "
                            "first with `bertkit finetune`")
     warn_loading(model_dir, type(model).__name__, [], info["unexpected_keys"])
-    model.set_attn_implementation("varlen")  # padded batches run unpadded
     return task, model, Tokenizer.from_pretrained(model_dir)
 
 

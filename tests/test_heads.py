@@ -13,7 +13,14 @@ from bertkit import BertkitWarning, CheckpointError, InputError
 from bertkit.heads import (BertForMaskedLM, BertForMultipleChoice, BertForNextSentencePrediction,
                            BertForPreTraining, BertForQuestionAnswering, BertForSequenceClassification,
                            BertForTokenClassification, BertLMHeadModel)
-from conftest import TOL, hf_twin, max_diff, padded_batch, parity, random_model
+import conftest
+from conftest import TOL, hf_twin, max_diff, padded_batch, parity
+
+
+def random_model(*args, **overrides):
+    """The heads are compared with transformers at every position, padding included: the padded path
+    (sdpa) computes the padding, the default ("auto") leaves zeros there (tests/test_varlen.py)."""
+    return conftest.random_model(*args, **{"attn_implementation": "sdpa", **overrides})
 
 transformers = pytest.importorskip("transformers")
 
@@ -82,7 +89,13 @@ def test_head_parity_logits_loss_and_gradients(name):
     cls, overrides, kwargs, fields = case(name)
     model = random_model(model_class=cls, **overrides).train()  # dropout is 0: train mode is deterministic
     hf = hf_twin(model)
-    ours, theirs = model(**kwargs), hf(**kwargs)
+    theirs = hf(**kwargs)
+    if name in ("pretraining", "masked_lm"):  # training with labels: by default only the masked rows are projected
+        sparse, logits = model(**kwargs), "prediction_logits" if name == "pretraining" else "logits"
+        parity(sparse.loss, theirs.loss)
+        parity(getattr(sparse, logits), getattr(theirs, logits)[sparse.masked_positions])
+        kwargs = dict(kwargs, masked_positions_only=False)  # transformers' (B, S, V), on request
+    ours = model(**kwargs)
     for field in fields:
         parity(getattr(ours, field), getattr(theirs, field))
     ours.loss.backward()
@@ -168,7 +181,7 @@ def test_head_round_trips_both_ways(name, tmp_path):
     with torch.no_grad():
         theirs = hf(**kwargs)
     hf.save_pretrained(tmp_path / "theirs")
-    back = cls.from_pretrained(tmp_path / "theirs")
+    back = cls.from_pretrained(tmp_path / "theirs", attn_implementation="sdpa")  # padding compared too
     with torch.no_grad():
         again = back(**kwargs)
     for field in fields[1:]:
@@ -392,7 +405,7 @@ def test_untied_checkpoint_loaded_tied_keeps_the_embeddings_and_warns(tmp_path):
         model.cls.predictions.decoder.weight.add_(1.0)  # clearly different from the embeddings
     model.save_pretrained(tmp_path)
     with pytest.warns(BertkitWarning, match="cls.predictions.decoder.weight differs"):
-        tied = BertForMaskedLM.from_pretrained(tmp_path, tie_word_embeddings=True)
+        tied = BertForMaskedLM.from_pretrained(tmp_path, tie_word_embeddings=True, attn_implementation="sdpa")
     hf = transformers.BertForMaskedLM.from_pretrained(tmp_path, tie_word_embeddings=True)
     assert torch.equal(tied.bert.embeddings.word_embeddings.weight, model.bert.embeddings.word_embeddings.weight)
     assert torch.equal(hf.bert.embeddings.word_embeddings.weight, model.bert.embeddings.word_embeddings.weight)

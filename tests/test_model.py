@@ -4,7 +4,18 @@ import pytest
 import torch
 
 from bertkit import BertModel, InputError
-from conftest import TOL, hf_twin, max_diff, padded_batch, parity, random_model, tiny
+import conftest
+from conftest import TOL, hf_twin, max_diff, padded_batch, parity
+
+
+# These tests compare every position with transformers, padding included: the padded path (sdpa)
+# computes the padding; the default, "auto", leaves zeros there (tests/test_varlen.py).
+def tiny(**overrides):
+    return conftest.tiny(**{"attn_implementation": "sdpa", **overrides})
+
+
+def random_model(*args, **overrides):
+    return conftest.random_model(*args, **{"attn_implementation": "sdpa", **overrides})
 
 transformers = pytest.importorskip("transformers")
 

@@ -147,18 +147,38 @@ def test_heads_on_the_varlen_path():
                                                              masked_positions_only=True).loss) < 1e-5
 
 
-def test_padded_sdpa_fallback_equals_per_sequence():
-    """The CUDA fallback (sequences padded for one SDPA call), checked on CPU against the loop."""
+@pytest.mark.parametrize("lengths", [(5, 1, 7, 3), (9, 0, 9, 2, 40, 41, 3), (6, 6, 6), (128,) * 3 + (17, 100, 64)])
+@pytest.mark.parametrize("single", [False, True])  # CPU grouping; CUDA's one padded call
+def test_grouped_padded_sdpa_equals_attention_per_sequence(lengths, single, monkeypatch):
     torch.manual_seed(0)
-    lengths = torch.tensor([5, 1, 7, 3])
-    cu = torch.zeros(5, dtype=torch.int32)
+    lengths = torch.tensor(lengths)
+    cu = torch.zeros(len(lengths) + 1, dtype=torch.int32)
     cu[1:] = lengths.cumsum(0)
-    q, k, v = (torch.randn(int(lengths.sum()), 2, 8) for _ in range(3))
-    loop = attention.varlen_attention(q, k, v, cu, 7, dropout_p=0.0)
-    padded = attention._varlen_padded_sdpa(q, k, v, cu, 7, 0.0)
-    assert loop.shape == (16, 2, 8) and max_diff(loop, padded) < 1e-6
-    first = torch.nn.functional.scaled_dot_product_attention(*(t[:5].transpose(0, 1) for t in (q, k, v)))
-    assert max_diff(loop[:5], first.transpose(0, 1)) < 1e-6
+    q, k, v = (torch.randn(int(lengths.sum()), 2, 8, requires_grad=True) for _ in range(3))
+    if single:
+        monkeypatch.setattr(attention, "_cached_group_plan", lambda b, d, _: attention._group_plan(b, d, True))
+    got = attention.varlen_attention(q, k, v, cu, int(lengths.max()), dropout_p=0.0)
+    want = torch.cat([torch.nn.functional.scaled_dot_product_attention(
+        *(t[a:b].transpose(0, 1) for t in (q, k, v))).transpose(0, 1) for a, b in zip(cu[:-1], cu[1:]) if b > a])
+    assert got.shape == want.shape and max_diff(got, want) < 1e-6
+    with torch.no_grad():  # inference on a CPU: one call per run of equal lengths instead
+        assert max_diff(attention.varlen_attention(q, k, v, cu, int(lengths.max()), dropout_p=0.0), want) < 1e-6
+    grads = torch.autograd.grad(got.square().sum(), (q, k, v))
+    wants = torch.autograd.grad(want.square().sum(), (q, k, v))
+    assert all(max_diff(g, w) < 1e-5 for g, w in zip(grads, wants))
+
+
+def test_group_plan_pads_little_and_calls_few_times():
+    def shape(bounds, **kw):
+        return [tuple(keep.shape) for _, _, keep in attention._group_plan(tuple(bounds), "cpu", **kw)]
+
+    assert shape([0, 4, 8, 12]) == [(3, 4)]  # equal lengths: one call, no padding
+    assert shape([0, 2, 2, 4]) == [(2, 2)]  # an empty sequence has no tokens: skipped
+    lengths = [3, 120, 4, 128, 5, 125]
+    bounds = [0] + [sum(lengths[:i + 1]) for i in range(len(lengths))]
+    assert shape(bounds) == [(3, 5), (3, 128)]  # short with short, long with long
+    assert shape(bounds, single=True) == [(6, 128)]
+    assert len(shape(list(range(0, 33 * 4, 4)) + [33 * 4 + 1])) <= 2  # 32 of 4 and one of 1
 
 
 def test_compiled_varlen_model_equals_eager():
@@ -196,6 +216,79 @@ def test_batch_without_padding_runs_unpadded_as_one_attention_call(monkeypatch):
     assert calls == [(3, 4, 7, 8)] * 4  # per layer one batched call, for both forwards
     want = with_impl(random_model(), "eager")(ids).last_hidden_state
     assert max_diff(got, want) < 1e-5 and max_diff(got_ones, want) < 1e-5
+
+
+# ----- attn_implementation "auto", the default ----------------------------------------------------
+def count_sdpa_calls(monkeypatch) -> list:
+    calls = []
+    real = torch.nn.functional.scaled_dot_product_attention
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention",
+                        lambda q, *a, **k: calls.append(tuple(q.shape)) or real(q, *a, **k))
+    return calls
+
+
+def test_auto_is_the_default_and_equals_eager_at_real_tokens(monkeypatch):
+    model = random_model(model_class=BertForMaskedLM)
+    assert model.config.attn_implementation == "auto" and "backend=auto" in repr(model)
+    eager = with_impl(random_model(model_class=BertForMaskedLM), "eager")
+    calls = count_sdpa_calls(monkeypatch)
+    with torch.no_grad():
+        # padded: the varlen path, zeros in the hidden states at the padding
+        ids, mask, types = padded_batch(lengths=(9, 6, 3, 9))
+        keep = mask.bool()
+        got = model(ids, mask, types, output_hidden_states=True)
+        want = eager(ids, mask, types, output_hidden_states=True)
+        assert max_diff(got.logits[keep], want.logits[keep]) < 1e-5
+        assert got.hidden_states[-1][~keep].abs().max() == 0
+        layers = model.config.num_hidden_layers
+        assert calls and all(c[0] < 4 for c in calls)  # per run of equal lengths, never the padded batch of 4
+        # no padding: sdpa on the batch as it is, every position as transformers computes it
+        calls.clear()
+        full = torch.randint(1, 99, (2, 7))
+        assert max_diff(model(full).logits, eager(full).logits) < 1e-5
+        assert max_diff(model(full, torch.ones_like(full)).logits, eager(full).logits) < 1e-5
+        assert calls == [(2, 4, 7, 8)] * 2 * layers  # two forwards
+        # packed documents: attention and positions stay inside each document
+        docs = torch.tensor([[1, 1, 1, 2, 2, 2, 2, 0], [1, 1, 1, 1, 1, 1, 1, 1]])
+        packed_ids = torch.randint(1, 99, docs.shape)
+        alone = model(packed_ids[:1, 3:7]).logits
+        assert max_diff(model(packed_ids, docs).logits[0, 3:7], alone[0]) < 1e-5
+        assert max_diff(model(packed_ids, docs).logits[docs > 0], eager(packed_ids, docs).logits[docs > 0]) < 1e-5
+
+
+def test_auto_gives_way_to_eager_and_padded_paths_where_it_must():
+    ids, mask, types = padded_batch()
+    keep = mask.bool()
+    with torch.no_grad():
+        model, eager = random_model(), with_impl(random_model(), "eager")
+        out = model(ids, mask, types, output_attentions=True)  # probabilities: eager, padded
+        assert len(out.attentions) == 2 and out.attentions[0].shape == (3, 4, 9, 9)
+        assert max_diff(out.last_hidden_state, eager(ids, mask, types).last_hidden_state) < 1e-5
+        head_mask = torch.tensor([1.0, 0.0, 1.0, 1.0])
+        assert max_diff(model(ids, mask, types, head_mask=head_mask).last_hidden_state,
+                        eager(ids, mask, types, head_mask=head_mask).last_hidden_state) < 1e-5
+        for kw in (dict(position_embedding_type="relative_key_query"), dict(is_decoder=True)):
+            model, eager = random_model(**kw), with_impl(random_model(**kw), "eager")
+            got, want = model(ids, mask, types).last_hidden_state, eager(ids, mask, types).last_hidden_state
+            assert max_diff(got[keep], want[keep]) < 1e-5, kw
+
+
+def test_mlm_training_mode_with_labels_projects_only_the_masked_positions():
+    ids, mask, types = padded_batch()
+    labels = torch.full_like(ids, -100)
+    labels[0, 2], labels[1, 0], labels[2, 1] = ids[0, 2], ids[1, 0], ids[2, 1]
+    model = random_model(model_class=BertForMaskedLM)
+    dense = model(ids, mask, types, labels=labels)  # eval mode: transformers' (B, S, V)
+    model.train()  # dropout is 0 in the tiny config
+    sparse = model(ids, mask, types, labels=labels)
+    assert dense.logits.shape == (3, 9, model.config.vocab_size) and dense.masked_positions is None
+    assert sparse.logits.shape == (3, model.config.vocab_size)
+    assert torch.equal(sparse.masked_positions, labels != -100)
+    assert max_diff(sparse.logits, dense.logits[labels != -100]) < 1e-5
+    assert abs(sparse.loss.item() - dense.loss.item()) < 1e-5
+    asked = model(ids, mask, types, labels=labels, masked_positions_only=False)  # the transformers shape on request
+    assert asked.logits.shape == dense.logits.shape and asked.masked_positions is None
+    assert model(ids, mask, types).logits.shape == dense.logits.shape  # no labels: nothing to select
 
 
 def test_equal_length_runs():

@@ -62,8 +62,9 @@ class TrainConfig:
                          "bf16 is also taken on a CPU (faster where it has AVX-512 BF16 or AMX)",
                          choices=["auto", "fp32", "bf16", "fp16"])
     compile: bool = opt(False, "torch.compile the model")
-    attention: str = opt("varlen", "attention implementation: varlen (padding removed, the fastest), sdpa, eager",
-                         choices=["varlen", "sdpa", "eager"])
+    attention: str = opt("auto", "attention implementation: auto (varlen where a batch has padding or packed "
+                         "documents, else sdpa), varlen (padding always removed), sdpa, eager",
+                         choices=["auto", "varlen", "sdpa", "eager"])
     resume: bool = opt(False, "continue from the training state saved in --out")
     max_bad_steps: int = opt(5, "stop after this many non-finite losses in a row")
     progress: bool = opt(True, "show a progress bar")
