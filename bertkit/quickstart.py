@@ -66,12 +66,12 @@ class Budget:
 PROFILES = {
     # 2 CPU cores, under 10 minutes with `make demo`'s installation; training in bf16 where the CPU has it
     # natively (1.35x faster than float32 on the 2-core machine with AVX-512 BF16 / AMX we measured on).
-    # 1,600 pretraining steps take about 3 minutes; the rest of the budget goes to the six fine-tunings
-    # (about 0.45 s per step of 32 reviews) and six evaluations on the test split (about 8 s each)
+    # 1,400 pretraining steps take about 3 minutes; the rest of the budget goes to the six fine-tunings
+    # (about 0.4 s per step of 32 reviews) and six evaluations on the test split (about 8 s each)
     "cpu": Budget(model="mini", vocab_size=21128,
-                  pretrain_steps=1600, pretrain_batch=8, pretrain_lr=7e-4, pretrain_seq_len=128,
-                  finetune_epochs=0, finetune_steps=200, finetune_batch=32, finetune_lr=2e-4, finetune_seq_len=128,
-                  finetune_eval_every=200, few_labels=((200, 60), (1000, 100))),
+                  pretrain_steps=1400, pretrain_batch=8, pretrain_lr=7e-4, pretrain_seq_len=128,
+                  finetune_epochs=0, finetune_steps=150, finetune_batch=32, finetune_lr=2e-4, finetune_seq_len=128,
+                  finetune_eval_every=150, few_labels=((200, 60), (1000, 100))),
     # one GPU: more pretraining (about 17 passes over the corpus) in larger batches, 3 fine-tuning epochs
     "cuda": Budget(model="mini", vocab_size=21128,
                    pretrain_steps=4000, pretrain_batch=64, pretrain_lr=5e-4, pretrain_seq_len=128,
