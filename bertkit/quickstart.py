@@ -12,7 +12,7 @@
     8. report     report.md (numbers, curves, the label-efficiency plot, confusion matrices, pictures,
                   the equivalent commands, wall times) and summary.json in --out
 
-    bertkit quickstart                     # 2 CPU cores, about 8 minutes -> runs/quickstart/report.md
+    bertkit quickstart                     # 2 CPU cores, about 9 minutes -> runs/quickstart/report.md
     bertkit quickstart --device cuda       # a larger budget on a GPU
     bertkit quickstart --tiny              # the same pipeline in seconds (a smoke test; numbers mean nothing)
 
