@@ -536,6 +536,12 @@ class BertModel(BertPreTrainedModel):
         if varlen is not None:  # back to (B, S, H), zeros at the padding
             hidden = varlen.restore(hidden)
             all_hidden = None if all_hidden is None else tuple(varlen.restore(h) for h in all_hidden)
+        elif attention_mask is not None and attention_mask.dim() == 2:
+            # a row with no token to attend to is all zeros in every backend (as varlen leaves it; the
+            # padded path would average the padding's values there, as transformers does)
+            empty = ~attention_mask.bool().any(dim=1)[:, None, None]  # (B, 1, 1)
+            hidden = hidden.masked_fill(empty, 0.0)
+            all_hidden = None if all_hidden is None else tuple(h.masked_fill(empty, 0.0) for h in all_hidden)
         pooled = self.pooler(hidden) if self.pooler is not None else None
         out = BertModelOutput(hidden, pooled, presents, all_hidden, all_attn, all_cross)
         if return_dict is False:  # transformers' tuple: (last_hidden_state, pooler_output or None, ...)
@@ -644,6 +650,21 @@ def _check_ids(name: str, ids: Tensor, limit: int, shape) -> None:
 
 
 def _check_mask(name: str, mask: Tensor, B: int, S: int, T: int) -> None:
+    """Shape, and values every backend reads the same way: 1 (or True) attend, 0 ignore; a 2-D
+    integer mask may number packed documents 1, 2, ... instead. Additive masks (0 / -10000 / -inf)
+    and fractions are refused, since a backend would read them differently."""
     if tuple(mask.shape) not in ((B, T), (B, S, T)):
         raise InputError(f"{name} must be ({B}, {T}) or ({B}, {S}, {T}) (batch, [query,] key positions), "
                          f"got {tuple(mask.shape)}")
+    if mask.dtype == torch.bool or mask.numel() == 0 or torch.compiler.is_compiling():
+        return
+    if mask.dtype.is_floating_point or mask.dtype.is_complex:
+        bad = mask[(mask != 0) & (mask != 1)]
+        if bad.numel():
+            raise InputError(f"{name} holds {bad[0].item():g} where only 0 (ignore) and 1 (attend) are allowed; "
+                             "an additive mask (0 / -inf) converts with (mask == 0).long()")
+        return
+    lo, hi = (int(x) for x in torch.aminmax(mask))
+    if lo < 0 or (hi > 1 and mask.dim() == 3):
+        raise InputError(f"{name} holds values in [{lo}, {hi}]: 1 attends, 0 ignores"
+                         + (", and a 2-D mask may number packed documents 1, 2, ..." if mask.dim() == 2 else ""))

@@ -295,3 +295,37 @@ def test_equal_length_runs():
     assert attention._equal_length_runs([0, 4, 8, 12]) == [(0, 12, 3)]
     assert attention._equal_length_runs([0, 4, 8, 9, 10, 13]) == [(0, 8, 2), (8, 10, 2), (10, 13, 1)]
     assert attention._equal_length_runs([0, 2, 2, 4]) == [(0, 4, 2)]  # an empty sequence has no tokens: skipped
+
+
+# ----- attention_mask values: one meaning in every backend ------------------------------------------
+@pytest.mark.parametrize("impl", ["auto", "eager", "sdpa", "varlen"])
+def test_attention_mask_values_mean_the_same_in_every_backend(impl):
+    model = with_impl(random_model(), impl)
+    ids, mask, types = padded_batch(lengths=(9, 6, 3))
+    with torch.no_grad():
+        want = model(ids, mask, types)
+        as_bool = model(ids, mask.bool(), types)
+        as_float = model(ids, mask.float(), types)
+        for other in (as_bool, as_float):
+            assert max_diff(other.last_hidden_state, want.last_hidden_state) == 0
+        additive = (1.0 - mask.float()) * -10000.0
+        for bad, found in ((mask * -1, "-1"), (mask * 0.5, "0.5"), (additive, "-10000"),
+                           (additive.masked_fill(additive < 0, float("-inf")), "-inf")):
+            with pytest.raises(InputError, match=f"attention_mask holds .*{found}"):
+                model(ids, bad, types)
+        with pytest.raises(InputError, match="holds values in"):
+            model(ids, mask[:, None, :].expand(-1, 9, -1) * 2, types)  # 3-D: 0 and 1 only
+
+
+def test_a_row_with_no_token_to_attend_is_zeros_in_every_backend():
+    ids, mask, types = padded_batch(lengths=(9, 6, 3))
+    mask[1] = 0
+    outs = {}
+    with torch.no_grad():
+        for impl in ("auto", "eager", "sdpa", "varlen"):
+            outs[impl] = with_impl(random_model(), impl)(ids, mask, types, output_hidden_states=True)
+    for impl, out in outs.items():
+        assert out.last_hidden_state[1].abs().max() == 0 and out.hidden_states[-1][1].abs().max() == 0, impl
+        assert max_diff(out.pooler_output, outs["eager"].pooler_output) < 1e-5, impl
+        keep = mask.bool()
+        assert max_diff(out.last_hidden_state[keep], outs["eager"].last_hidden_state[keep]) < 1e-5, impl
