@@ -203,6 +203,8 @@ class Tokenizer:
             if not isinstance(backend.model, WordPiece):
                 raise TokenizerError(f"{tokenizer_json}: a {type(backend.model).__name__} tokenizer, not WordPiece "
                                      "(BERT)")
+            if os.path.exists(vocab_txt):
+                _check_same_vocab(directory, read_vocab(vocab_txt), backend.get_vocab(with_added_tokens=False))
             try:
                 return cls(backend.get_vocab(with_added_tokens=False), backend=backend, **kwargs)
             except TokenizerError as e:
@@ -507,6 +509,19 @@ def _char_counts(normalizer, texts: Iterable[str]) -> Counter:
     for space in [c for c in counts if c.isspace()]:
         del counts[space]
     return counts
+
+
+def _check_same_vocab(directory: str, from_txt: dict[str, int], from_json: dict[str, int]) -> None:
+    """vocab.txt and tokenizer.json must hold the same ids: transformers' slow tokenizer reads the
+    first and the fast one the second, so a mismatch tokenizes the same text two ways."""
+    if from_txt == from_json:
+        return
+    txt, js = sorted(from_txt, key=from_txt.get), sorted(from_json, key=from_json.get)
+    first = next((i for i, (a, b) in enumerate(zip(txt, js)) if a != b), min(len(txt), len(js)))
+    shown = lambda tokens: repr(tokens[first]) if first < len(tokens) else "(end)"
+    raise TokenizerError(f"{directory}: {VOCAB_FILE} ({len(txt)} tokens) and {TOKENIZER_FILE} ({len(js)}) disagree "
+                         f"from id {first} ({shown(txt)} vs {shown(js)}); one of them is stale: remove it, or save "
+                         "the tokenizer again")
 
 
 def _is_single(token: str) -> bool:

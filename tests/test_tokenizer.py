@@ -1034,3 +1034,18 @@ def test_split_into_words_matches_fast(minilm_kit):
     assert single["input_ids"] == b["input_ids"][0] and single.word_ids() == b.word_ids(0)
     with pytest.raises(TokenizerError, match="must be a list of strings"):
         ours(["a", 1], is_split_into_words=True)
+
+
+def test_a_vocab_txt_that_disagrees_with_tokenizer_json_is_an_error(tmp_path, corpora):
+    tok = train_vocab(texts=corpora[0][:2000], vocab_size=3000)
+    tok.save_pretrained(tmp_path)
+    assert Tokenizer.from_pretrained(tmp_path).get_vocab() == tok.get_vocab()  # the two files agree
+    lines = (tmp_path / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    lines[100], lines[101] = lines[101], lines[100]  # a vocab.txt edited (or left from another run)
+    (tmp_path / "vocab.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(TokenizerError, match=r"vocab.txt \(\d+ tokens\) and tokenizer.json \(\d+\) disagree from id "
+                                             r"100 .*one of them is stale"):
+        Tokenizer.from_pretrained(tmp_path)
+    (tmp_path / "vocab.txt").write_text("\n".join(lines[:-5]) + "\n", encoding="utf-8")  # shorter
+    with pytest.raises(TokenizerError, match="disagree from id 100"):
+        Tokenizer.from_pretrained(tmp_path)
