@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import inspect
 import json
+import errno
 import os
 import re
+import shutil
 import tempfile
 import warnings
 from typing import Any, Callable
@@ -45,21 +47,49 @@ _DERIVED_BUFFERS = re.compile(r"(^|\.)embeddings\.(position_ids|token_type_ids)$
 
 # ----- atomic writes -----------------------------------------------------------------------------
 def atomic_write(path: str, write: Callable[[str], None]) -> None:
-    """Call write(tmp_path) for a temp file beside `path`, then rename it over `path`."""
+    """Call write(tmp_path) for a temp file beside `path`, then rename it over `path`.
+
+    A failed write leaves `path` as it was and no temp file; a full disk or a folder that cannot be
+    written is a CheckpointError naming the path (and the free space), not the writer's own error.
+    """
     directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
-    os.close(fd)
+    tmp = None
     try:
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+        os.close(fd)
         write(tmp)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a saved model should read like any written file
         os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
+    except BaseException as e:
+        if tmp is not None and os.path.exists(tmp):
             os.remove(tmp)
+        problem = _write_problem(e, directory)
+        if problem:
+            raise CheckpointError(f"{path}: {problem}; nothing was written over it") from e
         raise
+
+
+def _write_problem(error: BaseException, directory: str) -> str | None:
+    """A one-line reason for a failed write we can name (full disk, no permission), else None."""
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"the disk is full ({_free_space(directory)})"
+    if isinstance(error, PermissionError):
+        return f"no permission to write there ({error.strerror})"
+    # torch.save reports a full disk from its C++ writer: "unexpected pos", "file write failed"
+    if isinstance(error, RuntimeError) and re.search(r"unexpected pos|file write failed", str(error)):
+        return f"the write failed, most likely because the disk is full ({_free_space(directory)})"
+    return None
+
+
+def _free_space(directory: str) -> str:
+    try:
+        free = shutil.disk_usage(directory).free
+    except OSError:
+        return "free space unknown"
+    return f"{free / 2**20:,.0f} MiB free"
 
 
 def atomic_write_text(path: str, text: str) -> None:

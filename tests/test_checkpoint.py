@@ -611,3 +611,32 @@ def test_save_into_a_file_path_is_an_error(tmp_path):
     path.write_text("x")
     with pytest.raises(CheckpointError, match="not a directory"):
         tiny_model().save_pretrained(path)
+
+
+# ----- a full disk -------------------------------------------------------------------------------
+def test_a_full_disk_is_one_error_naming_the_file_and_the_old_files_stay(tmp_path, monkeypatch):
+    import errno
+
+    import bertkit.checkpoint as ckpt
+    from bertkit.errors import CheckpointError
+
+    model = BertModel(BertConfig.from_preset("tiny"))
+    model.save_pretrained(tmp_path)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    import safetensors.torch
+
+    monkeypatch.setattr(safetensors.torch, "save_file", full)  # the safetensors writer
+    with pytest.raises(CheckpointError, match=r"model.safetensors: the disk is full \([\d,]+ MiB free\); nothing "
+                                              r"was written over it"):
+        model.save_pretrained(tmp_path)
+    monkeypatch.setattr(torch, "save", lambda *a, **k: (_ for _ in ()).throw(
+        RuntimeError("[enforce fail at inline_container.cc:626] . unexpected pos 64 vs 0")))  # torch's own words
+    with pytest.raises(CheckpointError, match="training_state.pt: the write failed, most likely because the disk "
+                                              "is full"):
+        ckpt.save_training_state(str(tmp_path / "checkpoint"), {"step": 1})
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before  # no temp file, no change
+    assert not list((tmp_path / "checkpoint").glob("*.tmp"))
