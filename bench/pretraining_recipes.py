@@ -112,10 +112,10 @@ def recipe_config(name: str, recipe: Recipe, tokenizer: str, seed: int):
     from bertkit.train import pretrain
 
     out = os.path.join(RUNS, name if seed == 0 else f"{name}-seed{seed}")
-    os.makedirs(out, exist_ok=True)
     model_config = "mini"
-    if recipe.model:
-        model_config = os.path.join(out, "model_config.json")
+    if recipe.model:  # beside the run folder, which the run owns (an --overwrite rerun moves all of it aside)
+        model_config = os.path.join(RUNS, "model_configs", f"{name}.json")
+        os.makedirs(os.path.dirname(model_config), exist_ok=True)
         BertConfig.from_preset("mini", **recipe.model).to_json(model_config)
     if recipe.shipped is None:  # registered under the recipe's name
         init = "bert"
@@ -128,7 +128,7 @@ def recipe_config(name: str, recipe: Recipe, tokenizer: str, seed: int):
     return pretrain.PretrainConfig(corpus=corpus_with_reviews() if recipe.reviews else CORPUS, tokenizer=tokenizer,
                                    model_config=model_config, out=out, seed=seed, recipe=recipe.shipped or name,
                                    eval_every=max(1, settings["steps"] // 8), save_every=0,
-                                   progress=False, **settings)
+                                   progress=False, overwrite=True, **settings)
 
 
 def corpus_with_reviews() -> str:

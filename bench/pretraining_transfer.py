@@ -60,7 +60,8 @@ def finetune_and_test(model: str, tokenizer: str | None, n, seed: int, out: str,
     steps = steps or budget_steps
     cfg = FinetuneConfig(task="classify", model=model, tokenizer=tokenizer, train=subset(n, seed), eval=DATA,
                          steps=steps, batch_size=batch, lr=lr or budget_lr, seq_len=128, eval_every=max(1, steps // 2),
-                         save_every=0, seed=seed, out=out, progress=False)
+                         save_every=0, seed=seed, out=out, progress=False,
+                         overwrite=True)  # a rerun moves the earlier one to <out>.replaced-<time>
     start = time.perf_counter()
     summary = run(cfg)
     best = BertForSequenceClassification.from_pretrained(out).eval()

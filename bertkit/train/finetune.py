@@ -33,6 +33,7 @@ from ..metrics import (classification_report, confusion_matrix, entity_report, f
 from ..tokenizer import Tokenizer
 from .loop import StepSampler, TrainConfig, TrainingError, pick_device, read_metrics, setup_distributed, train
 from .options import opt, parse
+from .runfolder import claim
 
 TASKS = ("classify", "tag", "qa", "choice")
 MODEL_CLASSES = {"classify": BertForSequenceClassification, "tag": BertForTokenClassification,
@@ -390,10 +391,17 @@ def read(cfg: FinetuneConfig, spec: str, split: str | None):
 
 
 def run(cfg: FinetuneConfig) -> dict:
-    rank, world, _ = setup_distributed(pick_device(cfg.device))
-    say = (lambda *a: print(*a, file=sys.stderr)) if rank == 0 else (lambda *a: None)
+    """Everything `bertkit finetune` does, in a claimed --out (runfolder.py); returns the loop's summary."""
     if not cfg.train:
         raise TrainingError("--train is required: the training data")
+    rank, world, _ = setup_distributed(pick_device(cfg.device))
+    with claim(cfg.out, resume=cfg.resume, overwrite=cfg.overwrite, rank=rank, world=world):
+        return run_in(cfg, rank, world)
+
+
+def run_in(cfg: FinetuneConfig, rank: int, world: int) -> dict:
+    """The run itself: read, encode, train, report."""
+    say = (lambda *a: print(*a, file=sys.stderr)) if rank == 0 else (lambda *a: None)
     train_examples = read(cfg, cfg.train, "train")
     eval_spec = cfg.eval or (cfg.train if cfg.train.startswith("builtin:") else None)
     eval_examples = read(cfg, eval_spec, "dev") if eval_spec else []

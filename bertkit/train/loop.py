@@ -31,7 +31,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
-from ..checkpoint import load_training_state, save_training_state
+from ..checkpoint import atomic_write_text, load_training_state, save_training_state
 from ..errors import BertkitError
 from .options import opt
 
@@ -66,13 +66,15 @@ class TrainConfig:
                          "documents, else sdpa), varlen (padding always removed), sdpa, eager",
                          choices=["auto", "varlen", "sdpa", "eager"])
     resume: bool = opt(False, "continue from the training state saved in --out")
+    overwrite: bool = opt(False, "start over in an --out that holds an earlier run: it is moved to "
+                          "<out>.replaced-<time> first (nothing is deleted)")
     max_bad_steps: int = opt(5, "stop after this many non-finite losses in a row")
     progress: bool = opt(True, "show a progress bar")
 
 
 # Settings that do not change what a resumed run computes; every other one must stay the same.
-MAY_CHANGE_ON_RESUME = {"out", "resume", "steps", "progress", "log_every", "eval_every", "save_every", "device",
-                        "max_bad_steps", "compile", "precision", "attention"}
+MAY_CHANGE_ON_RESUME = {"out", "resume", "overwrite", "steps", "progress", "log_every", "eval_every", "save_every",
+                        "device", "max_bad_steps", "compile", "precision", "attention"}
 
 
 class Batches(Protocol):
@@ -225,8 +227,10 @@ def train(model: nn.Module, data: Batches, cfg: TrainConfig, loss_fn: Callable[[
             extra_state.update(state.get("extra", {}))  # e.g. fine-tuning's best score so far
         if main:
             print(f"resuming {cfg.out} at step {start}", file=sys.stderr)
-    elif main and os.path.exists(metrics_path):
-        os.remove(metrics_path)  # a fresh run starts a fresh log
+            truncate_metrics(metrics_path, start)
+    elif main and os.path.exists(metrics_path):  # pretrain / finetune claim --out first (runfolder.py): never here
+        raise TrainingError(f"{metrics_path}: an earlier run's log is there; pass resume=True to continue it, or "
+                            "use another out (bertkit.train.runfolder.claim moves an old run aside)")
 
     if world > 1:
         model = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
@@ -439,8 +443,36 @@ def threading_main() -> bool:
 
 
 def read_metrics(path: str) -> list[dict]:
+    """The rows of a metrics.jsonl. A cut last line (a run killed while writing it) is skipped with a warning;
+    a line that is not JSON anywhere else is an error naming the file and the line."""
     with open(path, encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+        lines = [(n, line) for n, line in enumerate(fh, 1) if line.strip()]
+    rows = []
+    for i, (n, line) in enumerate(lines):
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            if i < len(lines) - 1:
+                raise TrainingError(f"{path}, line {n}: not a JSON row ({e.msg}); fix or delete that line") from None
+            warnings.warn(f"{path}, line {n}: a cut last row (the run stopped while writing it); skipped",
+                          stacklevel=2)
+    return rows
+
+
+def truncate_metrics(path: str, step: int) -> None:
+    """On resume: keep the rows up to the saved `step` (and drop a cut last line), so that the rows a killed run
+    wrote after its last saved state are not there twice once the resumed run writes them again."""
+    if not os.path.exists(path):
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a cut last row goes, as the rows after `step` do
+        rows = read_metrics(path)
+    kept = [r for r in rows if r.get("step", 0) <= step]
+    with open(path, encoding="utf-8") as fh:
+        lines = sum(1 for line in fh if line.strip())
+    if lines != len(kept):
+        atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in kept))
+        print(f"{path}: dropped {lines - len(kept)} row(s) written after step {step} (or cut)", file=sys.stderr)
 
 
 def plot_losses(metrics_path: str, png_path: str) -> str | None:

@@ -38,6 +38,7 @@ from ..metrics import neighbour_attention
 from ..tokenizer import Tokenizer, train_vocab
 from .loop import StepSampler, TrainConfig, TrainingError, pick_device, setup_distributed, train
 from .options import opt, parse
+from .runfolder import claim
 
 EVAL_STEP = 10**9  # masks of held-out batches come from steps no training batch uses: fixed across evals
 EVAL_MLM_PROBABILITY = 0.15  # held-out tokens are masked as BERT does, whatever --mlm-probability trains with
@@ -227,6 +228,12 @@ def run(cfg: PretrainConfig) -> dict:
     if cfg.nsp and cfg.packing == "documents":
         raise TrainingError("--nsp makes sentence-pair rows; --packing documents is for MLM-only rows")
     rank, world, _ = setup_distributed(pick_device(cfg.device))
+    with claim(cfg.out, resume=cfg.resume, overwrite=cfg.overwrite, rank=rank, world=world):
+        return run_in(cfg, rank, world)
+
+
+def run_in(cfg: PretrainConfig, rank: int, world: int) -> dict:
+    """The run itself, in a claimed --out (runfolder.py)."""
     say = (lambda *a: print(*a, file=sys.stderr)) if rank == 0 else (lambda *a: None)
 
     docs = read_corpus(cfg.corpus, text_field=cfg.text_field, doc_sep=cfg.doc_sep)

@@ -1,0 +1,181 @@
+"""One run owns its --out folder: claimed at the start of `bertkit pretrain` / `finetune`, released at the end.
+
+    with claim(cfg.out, resume=cfg.resume, overwrite=cfg.overwrite, rank=rank, world=world):
+        ... the whole run ...
+
+    1. <out>/.lock, made with O_CREAT | O_EXCL, holds "pid hostname": a second writer is refused
+       (naming the pid); a lock whose process is gone from this host is taken over, with a note
+    2. an earlier run in <out> (metrics.jsonl, checkpoint/, model files, ...) is refused unless
+       --resume (continue it) or --overwrite (move it to a sibling <out>.replaced-<time>; nothing is deleted)
+    3. temp files of saves that were killed halfway (.<name>.<random>.tmp, checkpoint.atomic_write) go
+
+Only rank 0 claims; under torchrun the other ranks wait for it, so none reads the folder while it changes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import socket
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+from ..checkpoint import TRAIN_STATE
+from .loop import TrainingError
+
+LOCK = ".lock"
+# what a pretraining or fine-tuning run leaves in its folder; any of these means "an earlier run is here"
+RUN_FILES = ("metrics.jsonl", "checkpoint", "model.safetensors", "config.json", "tokenizer", "vocab.txt",
+             "eval_report.json", "loss.png", "confusion_matrix.png")
+
+
+@contextlib.contextmanager
+def claim(out: str, *, resume: bool, overwrite: bool, rank: int = 0, world: int = 1):
+    """Own `out` for the length of the `with` block (see the module docstring); the lock goes on any exit."""
+    if resume and overwrite:
+        raise TrainingError(f"--out {out}: --resume continues the run there, --overwrite moves it aside; pass one")
+    lock = None
+    try:
+        if rank == 0:
+            lock = take_lock(out)
+            check_earlier_run(out, resume, overwrite)
+            remove_stale_temp_files(out)
+        if world > 1:
+            dist.barrier()  # the other ranks read --out only once rank 0 has it ready
+        yield out
+    finally:
+        if lock is not None:
+            release_lock(lock)
+
+
+# ----- the lock ----------------------------------------------------------------------------------
+def take_lock(out: str) -> str:
+    """Create <out>/.lock holding our pid and host; take over a lock whose process has died. Returns its path."""
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise TrainingError(f"--out {out}: is a file, not a folder; pass a folder (it is created if missing)")
+    os.makedirs(out, exist_ok=True)
+    path = os.path.join(out, LOCK)
+    for _ in range(2):  # a second try after removing a stale lock
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            pid, host = read_lock(path)
+            if pid is None or host != socket.gethostname() or alive(pid):
+                holder = f"process {pid} on {host}" if pid is not None else "a process that wrote no pid"
+                raise TrainingError(f"--out {out}: {holder} is writing there ({path}); wait for it, pass another "
+                                    f"--out, or delete {path} if that run is gone") from None
+            print(f"{path}: process {pid} that held it has ended; taking the folder over", file=sys.stderr)
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
+            continue
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(f"{os.getpid()} {socket.gethostname()}\n")
+        return path
+    raise TrainingError(f"--out {out}: another process took {path} while a stale one was being replaced; "
+                        "pass another --out")
+
+
+def read_lock(path: str) -> tuple[int | None, str | None]:
+    """(pid, host) written in a lock file; (None, None) when it is empty or not ours to read."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            parts = fh.read().split()
+        return int(parts[0]), (parts[1] if len(parts) > 1 else socket.gethostname())
+    except (OSError, ValueError, IndexError):
+        return None, None
+
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` exists on this host (one we may not signal still exists)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def release_lock(path: str) -> None:
+    """Remove the lock if it is still ours (a user may have deleted it and another run taken the folder)."""
+    if read_lock(path)[0] == os.getpid():
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
+
+
+# ----- an earlier run ----------------------------------------------------------------------------
+def check_earlier_run(out: str, resume: bool, overwrite: bool) -> None:
+    """Refuse to write over an earlier run unless asked to continue it (--resume) or move it (--overwrite)."""
+    if resume:
+        if not os.path.exists(os.path.join(out, "checkpoint", TRAIN_STATE)):
+            raise TrainingError(f"--resume: {os.path.join(out, 'checkpoint')} holds no training state; "
+                                "run without --resume first")
+        return
+    found = describe_run(out)
+    if not found:
+        return
+    if not overwrite:
+        raise TrainingError(f"{out} already holds a run: {', '.join(found)}; pass --resume to continue it, "
+                            "--overwrite to move it aside and start over, or another --out")
+    moved = move_aside(out)
+    print(f"--overwrite: moved the earlier run in {out} ({', '.join(found)}) to {moved}", file=sys.stderr)
+
+
+def describe_run(out: str) -> list[str]:
+    """What an earlier run left in `out`, in words: ["metrics.jsonl (125 rows)", "checkpoint/ (step 900)", ...]."""
+    found = []
+    for name in RUN_FILES:
+        path = os.path.join(out, name)
+        if not os.path.lexists(path):
+            continue
+        if name == "metrics.jsonl":
+            with open(path, "rb") as fh:
+                found.append(f"{name} ({sum(1 for line in fh if line.strip())} rows)")
+        elif name == "checkpoint":
+            step = saved_step(path)
+            found.append(f"{name}/" + (f" (step {step})" if step is not None else ""))
+        else:
+            found.append(name + ("/" if os.path.isdir(path) else ""))
+    return found
+
+
+def saved_step(state_dir: str) -> int | None:
+    """The step of the training state in `state_dir`, read without loading its tensors; None if unreadable."""
+    try:
+        return int(torch.load(os.path.join(state_dir, TRAIN_STATE), map_location="cpu", weights_only=True,
+                              mmap=True)["step"])
+    except Exception:
+        return None
+
+
+def move_aside(out: str) -> str:
+    """Move everything in `out` but our lock to a new sibling <out>.replaced-<YYYYmmdd-HHMMSS>; returns it."""
+    base = f"{os.path.normpath(out)}.replaced-{time.strftime('%Y%m%d-%H%M%S')}"
+    target, n = base, 1
+    while os.path.lexists(target):
+        n += 1
+        target = f"{base}-{n}"
+    os.makedirs(target)
+    for name in sorted(os.listdir(out)):
+        if name != LOCK:
+            os.rename(os.path.join(out, name), os.path.join(target, name))
+    return target
+
+
+# ----- leftovers of killed saves -----------------------------------------------------------------
+def remove_stale_temp_files(out: str) -> list[str]:
+    """Remove .<name>.<random>.tmp files (checkpoint.atomic_write) a killed save left; we hold the lock, so
+    no live writer owns them. Returns the paths removed."""
+    stale = []
+    for folder in (out, os.path.join(out, "checkpoint"), os.path.join(out, "tokenizer")):
+        stale += [p for p in glob.glob(os.path.join(glob.escape(folder), ".*.tmp")) if os.path.isfile(p)]
+    for path in stale:
+        os.remove(path)
+    if stale:
+        print(f"removed {len(stale)} temp file(s) of a save that did not finish: "
+              + ", ".join(os.path.relpath(p, out) for p in stale), file=sys.stderr)
+    return stale

