@@ -18,8 +18,8 @@ import torch
 
 from .checkpoint import atomic_write_text, warn_loading
 from .errors import BertkitError
-from .train.finetune import (MODEL_CLASSES, aggregate_windows, encode, evaluate_task, qa_predictions, run_model,
-                             tag_predictions, task_of)
+from .train.finetune import (MODEL_CLASSES, aggregate_windows, default_stride, encode, evaluate_task,
+                             qa_predictions, run_model, tag_predictions, task_of)
 from .tokenizer import Tokenizer
 from .metrics import bio_entities, format_report
 
@@ -113,7 +113,7 @@ def _settings(args, tok: Tokenizer, model):
     if args.seq_len is not None and not 8 <= args.seq_len <= limit:
         raise BertkitError(f"--seq-len {args.seq_len} must be from 8 to the model's max_position_embeddings ({limit})")
     seq_len = args.seq_len if args.seq_len is not None else min(tok.model_max_length, limit)
-    stride = args.stride if args.stride is not None else min(32, seq_len // 4)
+    stride = args.stride if args.stride is not None else default_stride(seq_len)
     return argparse.Namespace(seq_len=seq_len, stride=stride, max_answer_length=args.max_answer_length)
 
 

@@ -227,8 +227,9 @@ def test_unknown_label_at_evaluation_is_a_clear_error(tmp_path, base_dir, sentim
     train_file, _ = sentiment_files
     bad = tmp_path / "dev.jsonl"
     bad.write_text(json.dumps({"text": "还行吧", "label": "neutral"}, ensure_ascii=False) + "\n", encoding="utf-8")
-    with pytest.raises(TrainingError, match="label 'neutral' is not one the model knows"):
+    with pytest.raises(TrainingError, match=r"labels \['neutral'\] never occur in --train"):
         run(settings(tmp_path / "x", base_dir, train_file, eval=str(bad)))
+    assert not (tmp_path / "x" / "metrics.jsonl").exists()  # refused before any training step
 
 
 def test_bad_model_argument(tmp_path, sentiment_files):
@@ -336,3 +337,22 @@ def test_ddp_early_stopping_stops_every_process(tmp_path, base_dir, sentiment_fi
     assert done.returncode == 0, done.stderr[-3000:]
     steps = [json.loads(line)["step"] for line in (tmp_path / "ddp" / "metrics.jsonl").read_text().splitlines()]
     assert max(steps) < 30  # stopped early, and both processes exited
+
+
+def test_resume_refuses_a_new_label_set(tmp_path, base_dir, sentiment_files):
+    train_file, dev_file = sentiment_files
+    rows = [json.loads(line) for line in open(train_file, encoding="utf-8")]
+    out, mine = tmp_path / "r", tmp_path / "train.jsonl"
+    mine.write_text(open(train_file, encoding="utf-8").read(), encoding="utf-8")
+    run(settings(out, base_dir, str(mine), eval=dev_file, steps=4, save_every=2))
+    with open(mine, "a", encoding="utf-8") as fh:  # a new class appears in the same file
+        fh.write(json.dumps({"text": rows[0]["text"], "label": "neutral"}, ensure_ascii=False) + "\n")
+    with pytest.raises(TrainingError, match=r"was trained with the labels \['neg', 'pos'\], the data now gives "
+                                            r"\['neg', 'neutral', 'pos'\]"):
+        run(settings(out, base_dir, str(mine), eval=dev_file, steps=6, save_every=2, resume=True))
+
+
+def test_short_windows_get_a_stride_that_fits(tmp_path, base_dir, sentiment_files):
+    train_file, dev_file = sentiment_files
+    cfg = settings(tmp_path / "short", base_dir, train_file, eval=dev_file, seq_len=24, stride=None, steps=2)
+    assert run(cfg)["step"] == 2 and cfg.stride == 6  # a quarter of 24 (32 used to be refused for <= 34)

@@ -3,6 +3,7 @@
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -314,3 +315,26 @@ def test_the_recipe_sets_masking_and_dropout_and_the_saved_config_keeps_the_mode
     run(settings(tmp_path / "flags", corpus_file, "tiny", tokenizer=tokenizer_dir, batch_size=32, steps=1,
                  eval_every=1, save_every=1, dropout=0.2, mlm_probability=0.5))
     assert seen["dropout"] == {0.2} and abs(seen["masked"] - 0.5) < 0.06  # flags win over the recipe
+
+
+def test_resume_checks_the_vocabulary_and_warns_of_new_data(tmp_path, corpus_file, tiny_config_file, tokenizer_dir):
+    from bertkit.tokenizer import Tokenizer
+
+    out, corpus = tmp_path / "run", tmp_path / "corpus.txt"
+    shutil.copy(corpus_file, corpus)
+    run(settings(out, str(corpus), tiny_config_file, steps=6, save_every=3))
+    vocab = Tokenizer.from_pretrained(out / "tokenizer").get_vocab()
+    shutil.rmtree(out / "tokenizer")  # lost: learned again on resume, and it is the same vocabulary (deterministic)
+    again = run(settings(out, str(corpus), tiny_config_file, steps=9, save_every=3, resume=True))
+    assert again["step"] == 9 and Tokenizer.from_pretrained(out / "tokenizer").get_vocab() == vocab
+    shutil.move(out / "tokenizer", tmp_path / "own")
+    shutil.copytree(tokenizer_dir, out / "tokenizer")  # another vocabulary in its place: refused, nothing trained
+    assert Tokenizer.from_pretrained(out / "tokenizer").get_vocab() != vocab
+    with pytest.raises(TrainingError, match="was trained with another vocabulary"):
+        run(settings(out, str(corpus), tiny_config_file, steps=12, resume=True))
+    shutil.rmtree(out / "tokenizer")
+    shutil.move(tmp_path / "own", out / "tokenizer")
+    lines = corpus.read_text(encoding="utf-8").splitlines()
+    corpus.write_text("\n".join(lines[:-20]) + "\n", encoding="utf-8")  # the same file, other text
+    with pytest.warns(UserWarning, match="the training data differ from the run's first part"):
+        run(settings(out, str(corpus), tiny_config_file, steps=12, save_every=3, resume=True))

@@ -31,7 +31,8 @@ from ..heads import (IGNORE, BertForMultipleChoice, BertForQuestionAnswering, Be
 from ..metrics import (classification_report, confusion_matrix, entity_report, format_report, multilabel_report,
                        plot_confusion_matrix, regression_report, squad_scores)
 from ..tokenizer import Tokenizer
-from .loop import StepSampler, TrainConfig, TrainingError, pick_device, read_metrics, setup_distributed, train
+from .loop import (StepSampler, TrainConfig, TrainingError, digest, pick_device, read_metrics, setup_distributed,
+                   train)
 from .options import opt, parse
 from .runfolder import claim
 
@@ -59,7 +60,8 @@ class FinetuneConfig(TrainConfig):
     problem_type: str | None = opt(None, "classify: regression | single_label_classification | "
                                          "multi_label_classification (default: from the labels)")
     seq_len: int = opt(128, "tokens per window")
-    stride: int = opt(32, "overlap of consecutive windows of a long input")
+    stride: int | None = opt(None, "overlap of consecutive windows of a long input (default: a quarter of "
+                                   "--seq-len, at most 32 tokens)")
     epochs: float = opt(0.0, "train for this many passes over the data (overrides --steps when > 0)")
     patience: int = opt(0, "stop after this many evaluations without improvement (0: never)")
     max_answer_length: int = opt(30, "qa: longest answer span in tokens")
@@ -326,6 +328,11 @@ def main_metric(task: str, report: dict, problem_type: str | None) -> float:
 
 
 # ----- the run -----------------------------------------------------------------------------------
+def default_stride(seq_len: int) -> int:
+    """Windows of a long input overlap by a quarter of their length, at most 32 tokens."""
+    return min(32, seq_len // 4)
+
+
 def default_lr(config: BertConfig) -> float:
     """BERT-base's 5e-5 (hidden 768), scaled up for narrower models, at most 1e-3.
 
@@ -415,6 +422,13 @@ def run_in(cfg: FinetuneConfig, rank: int, world: int) -> dict:
         labels = ["score"]  # one output: the number
     elif cfg.task in ("classify", "tag"):
         labels = label_list(train_examples)
+        unseen = sorted(set(label_list(eval_examples)) - set(labels)) if eval_examples else []
+        if unseen:
+            raise TrainingError(f"--eval {eval_spec}: labels {unseen} never occur in --train {cfg.train}; the model "
+                                "could never predict them: add such examples to the training data, or drop them "
+                                "from the evaluation data")
+    if cfg.stride is None:
+        cfg.stride = default_stride(cfg.seq_len)
     model, tok = load_base(cfg, labels, problem_type)
     if cfg.lr is None:
         cfg.lr = default_lr(model.config)
@@ -453,7 +467,8 @@ def run_in(cfg: FinetuneConfig, rank: int, world: int) -> dict:
     summary = train(model, data, cfg, task_loss, evaluate=evaluate if eval_examples else None,
                     save_model=None if eval_examples else save,
                     stop_when=(lambda r: best["since"] >= cfg.patience) if cfg.patience else None,
-                    extra_state=best)
+                    extra_state=best, identity={"vocab": digest(sorted(tok.get_vocab(), key=tok.get_vocab().get)),
+                                                "labels": labels, "data": digest(map(repr, train_examples))})
     summary["best"] = best["report"]
     losses = [r["loss"] for r in read_metrics(os.path.join(cfg.out, "metrics.jsonl")) if r.get("split") != "eval"] \
         if rank == 0 else []

@@ -17,6 +17,7 @@ gets its share of the global batch from `data`, DDP averages the gradients, and 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
 import os
@@ -196,10 +197,12 @@ def lr_factor(step: int, cfg: TrainConfig) -> float:
 def train(model: nn.Module, data: Batches, cfg: TrainConfig, loss_fn: Callable[[nn.Module, dict], Tensor],
           evaluate: Callable[[nn.Module], dict[str, float]] | None = None,
           save_model: Callable[[nn.Module, str], None] | None = None, extra_state: dict | None = None,
-          stop_when: Callable[[dict], bool] | None = None) -> dict:
+          stop_when: Callable[[dict], bool] | None = None, identity: dict | None = None) -> dict:
     """Train `model` for cfg.steps optimizer steps; returns a summary (last loss, eval, tokens/s, ...).
 
     save_model(model, folder) runs at the end; stop_when(eval result) -> True ends the run early.
+    identity: what the run trains with ({"vocab": digest, "labels": [...], "data": digest}), saved
+    with the training state; --resume refuses another vocabulary or label set and warns of new data.
     """
     _check(cfg)
     device = pick_device(cfg.device)
@@ -222,6 +225,7 @@ def train(model: nn.Module, data: Batches, cfg: TrainConfig, loss_fn: Callable[[
         state = load_training_state(state_dir)
         if state is None:
             raise TrainingError(f"--resume: {state_dir} holds no training state; run without --resume first")
+        _check_identity(state.get("identity") or {}, identity or {}, state_dir)
         start = _restore(state, raw_model, optimizer, scheduler, scaler, cfg, world)
         if extra_state is not None:
             extra_state.update(state.get("extra", {}))  # e.g. fine-tuning's best score so far
@@ -315,7 +319,7 @@ def train(model: nn.Module, data: Batches, cfg: TrainConfig, loss_fn: Callable[[
             if stopping or step == cfg.steps or (cfg.save_every and step % cfg.save_every == 0):
                 if main:
                     save_training_state(state_dir, _state(raw_model, optimizer, scheduler, scaler, step, cfg,
-                                                          world, extra_state))
+                                                          world, extra_state, identity))
                 _barrier(world)
     if bar is not None:
         bar.close()
@@ -339,7 +343,8 @@ def _check(cfg: TrainConfig) -> None:
         raise TrainingError(f"need --lr > 0 and 0 <= --warmup < 1, got {cfg.lr} and {cfg.warmup}")
 
 
-def _state(model, optimizer, scheduler, scaler, step: int, cfg: TrainConfig, world: int, extra: dict | None) -> dict:
+def _state(model, optimizer, scheduler, scaler, step: int, cfg: TrainConfig, world: int, extra: dict | None,
+           identity: dict | None = None) -> dict:
     settings = {k: v for k, v in asdict(cfg).items() if v is None or isinstance(v, (int, float, str, bool))}
     state = {"step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
              "scheduler": scheduler.state_dict(), "torch_rng": torch.get_rng_state(),
@@ -350,7 +355,33 @@ def _state(model, optimizer, scheduler, scaler, step: int, cfg: TrainConfig, wor
         state["scaler"] = scaler.state_dict()
     if extra:
         state["extra"] = extra
+    if identity:
+        state["identity"] = identity
     return state
+
+
+def digest(items) -> str:
+    """A short fingerprint of a sequence of strings (a vocabulary in id order, training texts)."""
+    h = hashlib.sha256()
+    for item in items:
+        h.update(str(item).encode("utf-8"))
+        h.update(b"\0")
+    return h.hexdigest()[:16]
+
+
+def _check_identity(saved: dict, now: dict, state_dir: str) -> None:
+    """--resume continues the same model: the same vocabulary and labels; new training data only warns."""
+    if saved.get("vocab") and now.get("vocab") and saved["vocab"] != now["vocab"]:
+        raise TrainingError(f"--resume: {state_dir} was trained with another vocabulary (fingerprint {saved['vocab']}, "
+                            f"now {now['vocab']}); its embeddings fit only that one: resume with the run's own "
+                            "tokenizer (its tokenizer/ folder, or --tokenizer as before), or start a new run")
+    if "labels" in saved and "labels" in now and saved["labels"] != now["labels"]:
+        raise TrainingError(f"--resume: {state_dir} was trained with the labels {saved['labels']}, the data now "
+                            f"gives {now['labels']}; the classifier has one output per label: train on the old "
+                            "label set, or start a new run (--overwrite)")
+    if saved.get("data") and now.get("data") and saved["data"] != now["data"]:
+        warnings.warn(f"--resume: the training data differ from the run's first part (fingerprint {saved['data']}, "
+                      f"now {now['data']}); continuing on the new data", stacklevel=3)
 
 
 def _restore(state: dict, model, optimizer, scheduler, scaler, cfg: TrainConfig, world: int) -> int:
