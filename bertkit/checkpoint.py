@@ -66,13 +66,13 @@ def atomic_write(path: str, write: Callable[[str], None]) -> None:
     except BaseException as e:
         if tmp is not None and os.path.exists(tmp):
             os.remove(tmp)
-        problem = _write_problem(e, directory)
+        problem = write_problem(e, directory)
         if problem:
             raise CheckpointError(f"{path}: {problem}; nothing was written over it") from e
         raise
 
 
-def _write_problem(error: BaseException, directory: str) -> str | None:
+def write_problem(error: BaseException, directory: str) -> str | None:
     """A one-line reason for a failed write we can name (full disk, no permission), else None."""
     if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
         return f"the disk is full ({_free_space(directory)})"

@@ -338,3 +338,28 @@ def test_resume_checks_the_vocabulary_and_warns_of_new_data(tmp_path, corpus_fil
     corpus.write_text("\n".join(lines[:-20]) + "\n", encoding="utf-8")  # the same file, other text
     with pytest.warns(UserWarning, match="the training data differ from the run's first part"):
         run(settings(out, str(corpus), tiny_config_file, steps=12, save_every=3, resume=True))
+
+
+def test_a_full_disk_while_logging_is_one_error_and_the_saved_state_stays(tmp_path, corpus_file, tiny_config_file,
+                                                                          tokenizer_dir, monkeypatch):
+    import builtins
+    import errno
+
+    out = tmp_path / "run"
+    real_open = builtins.open
+    calls = {"n": 0}
+
+    def open_until_full(path, mode="r", *args, **kwargs):  # metrics.jsonl: the 8th append finds the disk full
+        if str(path).endswith("metrics.jsonl") and "a" in mode:
+            calls["n"] += 1
+            if calls["n"] == 8:
+                raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return real_open(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", open_until_full)
+    with pytest.raises(TrainingError, match=r"metrics.jsonl: the disk is full \([\d,]+ MiB free\); the training state "
+                                            r"saved so far is intact: make room, then continue with --resume"):
+        run(settings(out, corpus_file, tiny_config_file, tokenizer=tokenizer_dir, eval_every=0))
+    monkeypatch.setattr(builtins, "open", real_open)
+    done = run(settings(out, corpus_file, tiny_config_file, tokenizer=tokenizer_dir, eval_every=0, resume=True))
+    assert done["step"] == 12 and sorted(train_losses(out)) == list(range(1, 13))

@@ -32,7 +32,8 @@ import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
-from ..checkpoint import atomic_write_text, load_training_state, save_training_state
+from ..checkpoint import (atomic_write, atomic_write_text, load_training_state, save_training_state,
+                          write_problem)
 from ..errors import BertkitError
 from .options import opt
 
@@ -418,9 +419,18 @@ def _evaluate(evaluate, model, step: int, metrics_path: str, main: bool, world: 
 
 
 def _append(path: str, row: dict[str, Any]) -> None:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+    """One whole line per row (a write cut by a kill leaves at most a cut last line, which readers skip)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(directory, exist_ok=True)
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+    except OSError as e:
+        problem = write_problem(e, directory)
+        if not problem:
+            raise
+        raise TrainingError(f"{path}: {problem}; the training state saved so far is intact: make room, then "
+                            "continue with --resume") from None
 
 
 def _agree(decision: bool, world: int, device: torch.device) -> bool:
@@ -527,6 +537,8 @@ def plot_losses(metrics_path: str, png_path: str) -> str | None:
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(png_path)
-    plt.close(fig)
+    try:
+        atomic_write(png_path, lambda tmp: fig.savefig(tmp, format="png"))  # whole or not at all
+    finally:
+        plt.close(fig)
     return png_path
