@@ -56,6 +56,21 @@ def test_classify_pairs_and_field_names(tmp_path):
     assert read_task("classify", path, text_pair_field=None)[0].text_pair is None
 
 
+@pytest.mark.parametrize("name, text, kwargs, flag", [
+    ("c.csv", "text,category\na,pos\n", {}, "--label-field"),
+    ("c.tsv", "text\tcategory\na\tpos\n", {}, "--label-field"),
+    ("c.csv", "sentence,label\na,pos\n", {}, "--text-field"),
+    ("c.csv", "text,label\na,pos\n", {"text_pair_field": "second"}, "--text-pair-field"),
+])
+def test_missing_column_names_the_cli_flag(tmp_path, name, text, kwargs, flag):
+    """`bertkit finetune` / `predict` users pass flags, not Python arguments: the message names the flag (#18)."""
+    path = write(tmp_path, name, text)
+    with pytest.raises(TaskDataError) as e:
+        read_task("classify", path, **kwargs)
+    assert f"pass {flag} NAME (Python: " in str(e.value)
+    assert "\n" not in str(e.value)
+
+
 def test_label_list_sorts_integer_labels_numerically(tmp_path):
     path = write(tmp_path, "n.csv", "text,label\n" + "".join(f"t{i},{i}\n" for i in (10, 2, 0, 1)))
     assert label_list(read_task("classify", path)) == ["0", "1", "2", "10"]
@@ -114,7 +129,7 @@ def test_one_class_warns(tmp_path):
 
 @pytest.mark.parametrize("name, text, kwargs, message", [
     ("c.csv", "sentence,y\na,b\n", {}, r"c\.csv: line 1: no text column 'text' \(columns: 'sentence', 'y'\); "
-                                        "pass text_field="),
+                                        r"pass --text-field NAME \(Python: text_field=\)"),
     ("c.csv", "text,label\na,pos\n\nb,\n", {}, r"c\.csv: line 4: label 'label' is empty"),
     ("c.csv", "text,label\na,pos\nb,pos,extra\n", {}, r"c\.csv: line 3: 3 cells, but the header \(line 1\) has 2"),
     ("c.csv", "text,label\n", {}, r"c\.csv: no rows after the header"),
@@ -122,7 +137,7 @@ def test_one_class_warns(tmp_path):
     ("c.tsv", "text\tlabel\na\tpos\nb\n", {}, r"c\.tsv: line 3: 1 cells.*check the tabs"),
     ("c.jsonl", jsonl({"text": "a", "label": "x"}) + "{oops\n", {}, r"c\.jsonl: line 2: not valid JSON"),
     ("c.jsonl", jsonl({"text": "a", "label": "x"}, {"text": "b"}), {},
-     r"c\.jsonl: line 2: no 'label' field \(fields: 'text'\); pass label_field="),
+     r"c\.jsonl: line 2: no 'label' field \(fields: 'text'\); pass --label-field NAME \(Python: label_field=\)"),
     ("c.jsonl", jsonl({"text": "a", "label": None}), {}, r"c\.jsonl: line 1: field 'label' is null"),
     ("c.jsonl", jsonl({"text": 5, "label": "x"}), {}, r"c\.jsonl: line 1: field 'text' holds a int \(5\), not a str"),
     ("c.jsonl", jsonl({"text": "a", "label": ["x"]}), {"problem_type": "single_label_classification"},
@@ -198,7 +213,10 @@ def test_label_list_iobes():
      r"t\.jsonl: line 2: 2 tokens but 1 tags"),
     ("t.jsonl", jsonl({"tokens": "a b", "tags": ["O"]}), r"t\.jsonl: line 1: field 'tokens' holds a str"),
     ("t.jsonl", jsonl({"tokens": ["a", ""], "tags": ["O", "O"]}), r"line 1: token 1 is empty"),
-    ("t.jsonl", jsonl({"words": ["a"]}), r"t\.jsonl: line 1: no 'tokens' field \(fields: 'words'\)"),
+    ("t.jsonl", jsonl({"words": ["a"]}),
+     r"t\.jsonl: line 1: no 'tokens' field \(fields: 'words'\); pass --tokens-field"),
+    ("t.csv", "tokens,labels\na b,O O\n", r"t\.csv: line 1: no tags column 'tags' \(columns: 'tokens', 'labels'\); "
+                                          r"pass --tags-field NAME \(Python: tags_field=\)"),
     ("t.conll", "EU B-ORG\nrejects\n", r"t\.conll: line 2: a token without a tag"),
     ("t.conll", "EU B-ORG\n\nrejects PER\n", r"t\.conll: line 3: tag 'PER' \(token 'rejects'\) is not O or B-"),
     ("t.csv", "tokens,tags\na b,O\n", r"t\.csv: line 2: 2 tokens but 1 tags"),

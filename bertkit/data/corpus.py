@@ -171,7 +171,7 @@ def _jsonl_documents(path: str, lines: list[str], text_field: str) -> list[str]:
         if text_field not in record:
             keys = ", ".join(map(repr, list(record)[:8])) or "none"
             raise CorpusError(f"{path}: line {number}: no {text_field!r} field (fields: {keys}); "
-                              "pass text_field= to choose the field that holds the text")
+                              "pass --text-field NAME (Python: text_field=) to choose the field that holds the text")
         text = record[text_field]
         if not isinstance(text, str):
             raise CorpusError(f"{path}: line {number}: field {text_field!r} holds a {type(text).__name__}, "

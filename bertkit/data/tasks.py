@@ -12,7 +12,8 @@
                                "|"-separated, or columns choices0, choices1, ...)
 
 Any of the files may be gzip-compressed (name.jsonl.gz, ...). Field and column names are the
-*_field arguments of read_task. Decisions, in one place:
+*_field arguments of read_task (flags --text-field, --label-field, ... of `bertkit finetune` / `predict`;
+errors name both forms). Decisions, in one place:
 
 - CSV uses the csv module (quotes, multi-line cells); TSV is plain: cells split at tabs, no quoting
   (as GLUE's .tsv files need: their texts hold unbalanced quotes).
@@ -213,7 +214,7 @@ class _Table:
             more = ", ..." if len(self.columns) > _MAX_SHOWN else ""
             shown = ", ".join(map(repr, self.columns[:_MAX_SHOWN])) + more
             raise TaskDataError(f"{path}: line 1: no {what} column {field!r} (columns: {shown}); "
-                                f"pass {kwarg}= to choose the column")
+                                f"pass {_option(kwarg)} to choose the column")
 
 
 def _table(path: str, lines: list[str], fmt: str, keep_empty: bool = False) -> _Table:
@@ -379,7 +380,7 @@ def _check_classes(path, field, labels, problem_type) -> None:
     classes = {x for label in labels for x in (label if isinstance(label, list) else [label])}
     if len(classes) == 1:
         _warn(f"{path}: the label column {field!r} holds only one class ({next(iter(classes))!r}); a classifier "
-              "needs at least two: check label_field and the file")
+              f"needs at least two: check {_option('label_field')} and the file")
     if problem_type == "single_label_classification" and all(re.fullmatch(r"-?\d+\.\d*", x) for x in classes) \
             and len(classes) > 2:
         _warn(f"{path}: the labels in {field!r} are decimal numbers, read as {len(classes)} classes; "
@@ -421,7 +422,7 @@ def _tag(path, table: _Table, tokens_field, tags_field, labeled):
                                     "an entity type, e.g. B-PER")
         examples.append(TagExample(list(tokens), list(tags)))
     if labeled and all(tag == "O" for ex in examples for tag in ex.tags):
-        _warn(f"{path}: every tag is 'O': there is no entity to learn; check tags_field and the file")
+        _warn(f"{path}: every tag is 'O': there is no entity to learn; check {_option('tags_field')} and the file")
     return examples
 
 
@@ -625,6 +626,17 @@ def _builtin(task, spec, split, problem_type, labeled) -> list:
 
 
 # ----- helpers -----------------------------------------------------------------------------------
+# The read_task arguments that `bertkit finetune` / `bertkit predict` take as flags; a message names both forms.
+_FLAGS = {"text_field": "--text-field", "text_pair_field": "--text-pair-field", "label_field": "--label-field",
+          "tokens_field": "--tokens-field", "tags_field": "--tags-field"}
+
+
+def _option(kwarg: str) -> str:
+    """How to choose a field: "--label-field NAME (Python: label_field=)", or "question_field=" (no flag)."""
+    flag = _FLAGS.get(kwarg)
+    return f"{flag} NAME (Python: {kwarg}=)" if flag else f"{kwarg}="
+
+
 def _at(path: str, number: int | None) -> str:
     return path if number is None else f"{path}: line {number}"
 
@@ -632,8 +644,8 @@ def _at(path: str, number: int | None) -> str:
 def _get(path, number, record: dict, field, kwarg):
     if field not in record:
         keys = ", ".join(map(repr, list(record)[:_MAX_SHOWN])) or "none"
-        raise TaskDataError(f"{_at(path, number)}: no {field!r} field (fields: {keys}); pass {kwarg}= to choose "
-                            "the field")
+        raise TaskDataError(f"{_at(path, number)}: no {field!r} field (fields: {keys}); pass {_option(kwarg)} to "
+                            "choose the field")
     value = record[field]
     if value is None:
         raise TaskDataError(f"{_at(path, number)}: field {field!r} is null")

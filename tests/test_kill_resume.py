@@ -1,0 +1,151 @@
+"""kill -9 at random points of a short pretraining, then --resume: the same model and log as an uninterrupted run.
+
+SIGTERM is the polite stop (tests/test_train.py); SIGKILL gives the run no chance to tidy up: a save or a metrics
+row may be cut halfway and the run folder's .lock stays behind. What must hold anyway (issue #18):
+
+- the resumed run takes the folder over (its .lock names a dead process) and goes on from the last training state;
+- model.safetensors equals the uninterrupted run's, tensor for tensor;
+- metrics.jsonl holds every training step exactly once, in order, with the uninterrupted run's losses.
+"""
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import warnings
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from bertkit import BertConfig
+from bertkit.train.loop import read_metrics
+
+STEPS = 40
+# Seeds of the random delays. The first kill comes 0.07 / 0.14 / 0.27 s after the first run's first checkpoint
+# (about steps 10 / 15 / 25 of 40 here; later on a busy machine); the second one 0-0.2 s after the resumed run has
+# written a training row past the last one the killed run wrote (its own saves, the cut log, the final save).
+SEEDS = (4, 9, 20)
+KILLS_PER_SEED = 2  # the first run, then the first resumed run (when it is still running by then)
+TIMEOUT = 120  # seconds for any one process; a run takes ~4 s, most of it starting Python and torch
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    """A real People's Daily corpus (600 paragraphs), one learned vocabulary, a tiny config without dropout."""
+    from bertkit.data.builtin import peoples_daily_texts
+    from bertkit.tokenizer import train_vocab
+
+    base = tmp_path_factory.mktemp("kill_resume")
+    corpus = base / "pd.txt"
+    corpus.write_text("\n".join(peoples_daily_texts()[:600]) + "\n", encoding="utf-8")
+    tokenizer = base / "tok"
+    train_vocab(files=[str(corpus)], vocab_size=1500).save_pretrained(tokenizer)
+    config = base / "config.json"
+    BertConfig.from_preset("tiny", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0).to_json(config)
+    return {"corpus": str(corpus), "tokenizer": str(tokenizer), "config": str(config)}
+
+
+def command(setup, out) -> list[str]:
+    return [sys.executable, "-m", "bertkit", "pretrain", "--corpus", setup["corpus"], "--model-config",
+            setup["config"], "--tokenizer", setup["tokenizer"], "--out", str(out), "--steps", str(STEPS),
+            "--save-every", "5", "--log-every", "1", "--eval-every", "0", "--seq-len", "32", "--batch-size", "8",
+            "--no-progress", "--device", "cpu", "--seed", "3"]
+
+
+def start(cmd, log) -> subprocess.Popen:
+    """The command with its output in files (a pipe nobody reads could block it)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    with open(f"{log}.out", "w") as stdout, open(f"{log}.err", "w") as stderr:
+        return subprocess.Popen(cmd, stdout=stdout, stderr=stderr, env=env)
+
+
+def tail(log) -> str:
+    return "".join(open(f"{log}.{kind}", encoding="utf-8", errors="replace").read()[-1500:] for kind in ("out", "err"))
+
+
+def wait_until(ready, what, proc, log) -> bool:
+    """Poll until ready() holds (True) or the run ends first (False)."""
+    deadline = time.monotonic() + TIMEOUT
+    while not ready():
+        if proc.poll() is not None:
+            return False
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"no {what} after {TIMEOUT} s: {tail(log)}")
+        time.sleep(0.005)
+    return True
+
+
+def last_train_step(out) -> int:
+    """The last training step in metrics.jsonl so far (0: none); read while a run appends to it."""
+    if not (out / "metrics.jsonl").exists():
+        return 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a row cut by a kill, or being written right now
+        return max((r["step"] for r in train_rows(out)), default=0)
+
+
+def train_rows(out) -> list[dict]:
+    return [r for r in read_metrics(os.path.join(out, "metrics.jsonl")) if r.get("split") != "eval"]
+
+
+@pytest.fixture(scope="module")
+def reference(setup, tmp_path_factory):
+    """One uninterrupted run of the same command."""
+    out = tmp_path_factory.mktemp("reference") / "run"
+    log = out.parent / "log"
+    proc = start(command(setup, out), log)
+    assert proc.wait(timeout=TIMEOUT) == 0, tail(log)
+    return out
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_sigkill_at_a_random_point_then_resume_equals_an_uninterrupted_run(setup, reference, tmp_path, seed):
+    rng = random.Random(seed)
+    out = tmp_path / "run"
+    cmd = command(setup, out)
+    state_file = out / "checkpoint" / "training_state.pt"
+    landed = []  # where each kill landed: (run, the step of the training state on disk, the last training row)
+    for attempt in range(1, KILLS_PER_SEED + 2):
+        log = tmp_path / f"run{attempt}"
+        proc = start(cmd + (["--resume"] if attempt > 1 else []), log)
+        if attempt == 1:  # kill only a run that has saved at least one checkpoint
+            alive = wait_until(state_file.exists, state_file, proc, log)
+            time.sleep(rng.uniform(0.0, 0.3))  # the 35 steps left take ~0.3 s here, then the final save
+        elif attempt <= KILLS_PER_SEED:  # a resumed run, once it trains past the rows the last kill left
+            left = landed[-1][-1]
+            alive = wait_until(lambda: last_train_step(out) > left, f"a row after step {left}", proc, log)
+            time.sleep(rng.uniform(0.0, 0.2))
+        else:
+            alive = False
+        if alive and proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=TIMEOUT)
+            state = torch.load(state_file, weights_only=True, map_location="cpu")
+            landed.append((attempt, int(state["step"]), last_train_step(out)))
+            if landed[-1][-1] < STEPS:  # still training: the run held the folder, and its .lock stays
+                assert (out / ".lock").exists(), f"seed {seed}, run {attempt}: a SIGKILLed run leaves its .lock"
+        else:
+            code = proc.wait(timeout=TIMEOUT)
+            assert code == 0, f"seed {seed}, run {attempt} (kills so far: {landed}) exited {code}: {tail(log)}"
+        if attempt > 1 and landed[attempt - 2][-1] < STEPS:  # the kill before this run left its .lock
+            assert "taking the folder over" in (tmp_path / f"run{attempt}.err").read_text(), tail(log)
+        if proc.returncode == 0:
+            break
+    assert landed, f"seed {seed}: the run ended before it could be killed; shorten the delays"
+    print(f"seed {seed}: kills (run, saved step, last training row) {landed}; {attempt} runs")
+
+    expected, got = load_file(reference / "model.safetensors"), load_file(out / "model.safetensors")
+    assert set(got) == set(expected)
+    for name in expected:
+        assert torch.equal(got[name], expected[name]), f"seed {seed}, kills {landed}: {name} differs"
+    rows, reference_rows = train_rows(out), train_rows(reference)
+    assert [r["step"] for r in rows] == list(range(1, STEPS + 1)), f"seed {seed}, kills {landed}"
+    for row, ref in zip(rows, reference_rows):
+        assert row["loss"] == pytest.approx(ref["loss"], abs=1e-6), f"seed {seed}, kills {landed}: step {row['step']}"
+    assert not (out / ".lock").exists(), "the run that finished releases the folder"
+    leftovers = [p for p in out.rglob(".*.tmp")]
+    assert not leftovers, f"temp files of killed saves stay behind: {leftovers}"
