@@ -440,3 +440,14 @@ def _ranks(x: np.ndarray) -> np.ndarray:
         i = j + 1
     return ranks
 
+
+def finite_or_none(value):
+    """`value` with every non-finite float (an undefined metric, e.g. a correlation of constant values)
+    as None, so that JSON holds null instead of NaN, which strict parsers reject."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite_or_none(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_or_none(v) for v in value]
+    return value

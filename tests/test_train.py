@@ -22,26 +22,6 @@ transformers = pytest.importorskip("transformers")
 
 
 @pytest.fixture(scope="module")
-def corpus_file(tmp_path_factory):
-    """600 real People's Daily paragraphs, one per line."""
-    from bertkit.data.builtin import peoples_daily_texts
-
-    path = tmp_path_factory.mktemp("corpus") / "pd.txt"
-    path.write_text("\n".join(peoples_daily_texts()[:600]) + "\n", encoding="utf-8")
-    return str(path)
-
-
-@pytest.fixture(scope="module")
-def tokenizer_dir(tmp_path_factory, corpus_file):
-    """One learned vocabulary, shared by the runs of this module."""
-    from bertkit.tokenizer import train_vocab
-
-    path = tmp_path_factory.mktemp("tok")
-    train_vocab(files=[corpus_file], vocab_size=1500).save_pretrained(path)
-    return str(path)
-
-
-@pytest.fixture(scope="module")
 def tiny_config_file(tmp_path_factory):
     """A 2-layer model without dropout (so that runs can be compared number for number)."""
     path = tmp_path_factory.mktemp("cfg") / "config.json"

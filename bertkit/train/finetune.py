@@ -28,8 +28,8 @@ from ..data.tasks import QAExample, TagExample, label_list, read_task
 from ..errors import BertkitError
 from ..heads import (IGNORE, BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification,
                      BertForTokenClassification)
-from ..metrics import (classification_report, confusion_matrix, entity_report, format_report, multilabel_report,
-                       plot_confusion_matrix, regression_report, squad_scores)
+from ..metrics import (classification_report, confusion_matrix, entity_report, finite_or_none, format_report,
+                       multilabel_report, plot_confusion_matrix, regression_report, squad_scores)
 from ..tokenizer import Tokenizer
 from .loop import (StepSampler, TrainConfig, TrainingError, digest, pick_device, read_metrics, setup_distributed,
                    train)
@@ -477,7 +477,7 @@ def run_in(cfg: FinetuneConfig, rank: int, world: int) -> dict:
         say(f"warning: {warning}")
     if rank == 0 and best["report"] is not None:
         with open(os.path.join(cfg.out, "eval_report.json"), "w", encoding="utf-8") as fh:
-            json.dump(best["report"], fh, ensure_ascii=False, indent=2)
+            json.dump(finite_or_none(best["report"]), fh, ensure_ascii=False, indent=2, allow_nan=False)
     return summary
 
 

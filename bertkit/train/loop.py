@@ -35,6 +35,7 @@ from torch import Tensor, nn
 from ..checkpoint import (atomic_write, atomic_write_text, load_training_state, save_training_state,
                           write_problem)
 from ..errors import BertkitError
+from ..metrics import finite_or_none
 from .options import opt
 
 
@@ -424,7 +425,7 @@ def _append(path: str, row: dict[str, Any]) -> None:
     try:
         os.makedirs(directory, exist_ok=True)
         with open(path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+            fh.write(json.dumps(finite_or_none(row), ensure_ascii=False, allow_nan=False) + "\n")
     except OSError as e:
         problem = write_problem(e, directory)
         if not problem:
