@@ -208,10 +208,11 @@ def mlm_loss(logits: Tensor, labels: Tensor) -> Tensor:
 
 def mlm_logits_and_loss(head: nn.Module, hidden: Tensor, labels: Tensor | None, vocab_size: int,
                         masked_positions_only: bool | None, training: bool):
-    # -> logits, loss or None, masked positions (B, S) or None
-    """The MLM head's logits (B, S, V) and loss; with masked_positions_only, logits (N_masked, V)
-    computed only at the positions whose label is not -100 - the same loss for a fraction of the work
-    - and those positions, (B, S) bool. None (the default): sparse when training with labels."""
+    """-> (logits, loss or None, masked positions or None).
+
+    Dense: logits (B, S, V). With masked_positions_only: logits (N_masked, V) computed only at the
+    positions whose label is not -100 (the same loss for a fraction of the work), and those
+    positions as a (B, S) bool. None (the default) means sparse when training with labels."""
     if labels is not None:
         _check_class_labels("labels", labels, hidden.shape[:2], vocab_size, ignore=True)
     if masked_positions_only is None:
