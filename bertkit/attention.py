@@ -243,12 +243,12 @@ def varlen_attention(q: Tensor, k: Tensor, v: Tensor, cu_seqlens: Tensor, max_se
         context = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), dropout_p=dropout_p)
         return context.transpose(1, 2).reshape(q.shape)
     sources, contexts = [], []
-    for source, slots, keep in groups:  # source: token rows of the group; slots: their places in (n_g * L)
+    for source, slots, keep, full in groups:  # source: the group's token rows; slots: their places in (n_g * L)
         n_g, L = keep.shape
         def pad(x):  # (N, heads, d) -> (n_g, heads, L, d), zeros at the padding
             return x.new_zeros(n_g * L, *x.shape[1:]).index_copy(0, slots, x.index_select(0, source)) \
                 .view(n_g, L, *x.shape[1:]).transpose(1, 2)
-        mask = None if bool(keep.all()) else keep[:, None, None, :]  # (n_g, 1, 1, L): keys that are real
+        mask = None if full else keep[:, None, None, :]  # (n_g, 1, 1, L): keys that are real
         context = F.scaled_dot_product_attention(pad(q), pad(k), pad(v), attn_mask=mask, dropout_p=dropout_p)
         contexts.append(context.transpose(1, 2).reshape(n_g * L, *q.shape[1:]).index_select(0, slots))
         sources.append(source)
@@ -303,18 +303,18 @@ def _cached_group_plan(bounds: tuple[int, ...], device, single: bool):
 
 
 def _group_plan(bounds: tuple[int, ...], device, single: bool = False):
-    """Sequence offsets -> groups of sequences for padded SDPA calls: [(source, slots, keep)].
+    """Sequence offsets -> groups of sequences for padded SDPA calls: [(source, slots, keep, full)].
 
     Sequences sorted by length are cut into consecutive groups, chosen (dynamic programming) to
     minimise  calls x CALL_COST + sum over groups of (sequences x longest^2), the attention work
     padding included. source (T_g,): the group's token rows; slots (T_g,): their rows in the
-    group's (n_g * L) padded layout; keep (n_g, L): True at real tokens. A batch of equal lengths
-    is [(None, None, keep)]. `single`: one group (CUDA, where a call costs little).
+    group's (n_g * L) padded layout; keep (n_g, L): True at real tokens; full: no padding in the
+    group. A batch of equal lengths is [(None, None, keep, True)]. `single`: one group (CUDA, where a call costs little).
     """
     lengths = [b - a for a, b in zip(bounds[:-1], bounds[1:])]
     real = [i for i, n in enumerate(lengths) if n > 0]
     if real and all(lengths[i] == lengths[real[0]] for i in real) and len(real) == len(lengths):
-        return [(None, None, torch.ones(len(lengths), lengths[0], dtype=torch.bool))]
+        return [(None, None, torch.ones(len(lengths), lengths[0], dtype=torch.bool), True)]
     order = sorted(real, key=lambda i: lengths[i])
     n = len(order)
     best = [0.0] + [math.inf] * n  # best[j]: cost of grouping the j shortest sequences
@@ -336,5 +336,5 @@ def _group_plan(bounds: tuple[int, ...], device, single: bool = False):
         source = torch.cat([torch.arange(bounds[m], bounds[m + 1]) for m in members])
         keep = torch.arange(L)[None, :] < torch.tensor([lengths[m] for m in members])[:, None]  # (n_g, L)
         slots = keep.reshape(-1).nonzero().view(-1)
-        groups.append((source.to(device), slots.to(device), keep.to(device)))
+        groups.append((source.to(device), slots.to(device), keep.to(device), bool(keep.all())))
     return groups

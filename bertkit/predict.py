@@ -266,14 +266,14 @@ def predict_main(argv: list[str]) -> int:
 
 def _read_file(task: str, args) -> list:
     """--file as examples: task data by its suffix, else plain text with one input per line (blank lines too)."""
-    from .data.corpus import _read_lines
+    from .data.corpus import read_lines
     from .data.tasks import read_task
 
     if args.file.endswith((".jsonl", ".json", ".csv", ".tsv", ".gz", ".conll", ".bio")) or task == "choice":
         return read_task(task, args.file, labeled=False, keep_empty=task == "classify", **_fields(args))
     if not os.path.exists(args.file):
         raise BertkitError(f"--file {args.file}: no such file")
-    return _inputs(task, _read_lines(args.file))  # one-line errors for a folder or non-UTF-8 text (iconv hint)
+    return _inputs(task, read_lines(args.file))  # one-line errors for a folder or non-UTF-8 text (iconv hint)
 
 
 def fill_mask_main(argv: list[str]) -> int:

@@ -1,5 +1,9 @@
 """Shared helpers: tiny configs and a transformers twin holding the same weights."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -123,3 +127,29 @@ def base_dir(tmp_path_factory):
     torch.manual_seed(0)
     BertForMaskedLM(BertConfig.from_preset("tiny", vocab_size=tok.vocab_size)).save_pretrained(path)
     return str(path)
+
+
+TF5_MLM_SCRIPT = (
+    "import sys, torch, transformers\n"
+    "assert transformers.__version__.startswith('5.'), transformers.__version__\n"
+    "io = torch.load(sys.argv[2])\n"
+    "m = transformers.BertForMaskedLM.from_pretrained(sys.argv[1]).eval()\n"
+    "assert m.cls.predictions.decoder.weight.data_ptr() == m.bert.embeddings.word_embeddings.weight.data_ptr()\n"
+    "with torch.no_grad():\n"
+    "    print((m(io['ids'], attention_mask=io['mask']).logits - io['logits']).abs().max().item())\n")
+
+
+def tf5_mlm_logit_diff(model, ids, mask, folder) -> float:
+    """Save `model` (a BertForMaskedLM) in `folder`, load it with transformers 5.x in a subprocess and
+    return the largest logit difference on (ids, mask). Skips where BERTKIT_TF5_PATH (a folder with
+    transformers 5, which `make test` sets up and CI runs) is not set."""
+    tf5 = os.environ.get("BERTKIT_TF5_PATH")
+    if not tf5:
+        pytest.skip("BERTKIT_TF5_PATH (a folder with transformers 5.x, set by `make test`) is not set")
+    model.save_pretrained(folder / "ckpt")
+    with torch.no_grad():
+        torch.save({"ids": ids, "mask": mask, "logits": model(ids, mask).logits}, folder / "io.pt")
+    done = subprocess.run([sys.executable, "-c", TF5_MLM_SCRIPT, str(folder / "ckpt"), str(folder / "io.pt")],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": tf5}, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return float(done.stdout.strip().splitlines()[-1])

@@ -1,8 +1,6 @@
 """Every task head against transformers 4.57: logits, losses, gradients, checkpoints, generation."""
 
 import os
-import subprocess
-import sys
 import warnings
 
 import pytest
@@ -192,27 +190,9 @@ def test_head_round_trips_both_ways(name, tmp_path):
 
 
 def test_mlm_checkpoint_loads_in_transformers_5(tmp_path):
-    tf5 = os.environ.get("BERTKIT_TF5_PATH")
-    if not tf5:
-        pytest.skip("BERTKIT_TF5_PATH (a folder with transformers 5.x, set by `make test`) is not set")
     _, _, kwargs, _ = case("masked_lm")
     model = random_model(model_class=BertForMaskedLM)
-    model.save_pretrained(tmp_path / "ckpt")
-    with torch.no_grad():
-        torch.save({"ids": kwargs["input_ids"], "mask": kwargs["attention_mask"],
-                    "logits": model(kwargs["input_ids"], kwargs["attention_mask"]).logits}, tmp_path / "io.pt")
-    script = (
-        "import sys, torch, transformers\n"
-        "assert transformers.__version__.startswith('5.'), transformers.__version__\n"
-        "io = torch.load(sys.argv[2])\n"
-        "m = transformers.BertForMaskedLM.from_pretrained(sys.argv[1]).eval()\n"
-        "assert m.cls.predictions.decoder.weight.data_ptr() == m.bert.embeddings.word_embeddings.weight.data_ptr()\n"
-        "with torch.no_grad():\n"
-        "    print((m(io['ids'], attention_mask=io['mask']).logits - io['logits']).abs().max().item())\n")
-    run = subprocess.run([sys.executable, "-c", script, str(tmp_path / "ckpt"), str(tmp_path / "io.pt")],
-                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": tf5})
-    assert run.returncode == 0, run.stderr[-2000:]
-    assert float(run.stdout.strip().splitlines()[-1]) <= TOL
+    assert conftest.tf5_mlm_logit_diff(model, kwargs["input_ids"], kwargs["attention_mask"], tmp_path) <= TOL
 
 
 def test_base_checkpoint_into_head_warns_once_about_new_weights(tmp_path):

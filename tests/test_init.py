@@ -2,9 +2,6 @@
 standard BERT (transformers computes the same outputs), and the output bias starts at the prior."""
 
 import math
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -13,6 +10,7 @@ from bertkit import BertConfig, BertForMaskedLM, BertModel
 from bertkit.errors import ConfigError
 from bertkit.init import LocalitySeed, default_heads, initialise, seed_locality
 from bertkit.metrics import offset_mass
+from conftest import tf5_mlm_logit_diff
 
 from conftest import hf_twin, parity
 
@@ -110,23 +108,7 @@ def test_what_cannot_be_seeded_is_a_clear_error():
 
 
 def test_a_seeded_mlm_checkpoint_loads_in_transformers_5_with_the_same_logits(tmp_path):
-    tf5 = os.environ.get("BERTKIT_TF5_PATH")
-    if not tf5:
-        pytest.skip("BERTKIT_TF5_PATH (a folder with transformers 5.x, set by `make test`) is not set")
-    counts = torch.arange(500)
-    model = initialise(mini(), "local", token_counts=counts)
-    model.save_pretrained(tmp_path / "ckpt")
+    model = initialise(mini(), "local", token_counts=torch.arange(500))
     ids = torch.randint(5, 500, (2, 130), generator=torch.Generator().manual_seed(3))  # past one code period
-    with torch.no_grad():
-        torch.save({"ids": ids, "logits": model(ids).logits}, tmp_path / "io.pt")
-    script = ("import sys, torch, transformers\n"
-              "assert transformers.__version__.startswith('5.'), transformers.__version__\n"
-              "io = torch.load(sys.argv[2])\n"
-              "m = transformers.BertForMaskedLM.from_pretrained(sys.argv[1]).eval()\n"
-              "with torch.no_grad():\n"
-              "    print((m(io['ids']).logits - io['logits']).abs().max().item())\n")
-    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "ckpt"), str(tmp_path / "io.pt")],
-                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": tf5}, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    diff = float(done.stdout.strip().splitlines()[-1])
+    diff = tf5_mlm_logit_diff(model, ids, torch.ones_like(ids), tmp_path)
     assert diff <= 1e-5, diff

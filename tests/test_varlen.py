@@ -170,7 +170,7 @@ def test_grouped_padded_sdpa_equals_attention_per_sequence(lengths, single, monk
 
 def test_group_plan_pads_little_and_calls_few_times():
     def shape(bounds, **kw):
-        return [tuple(keep.shape) for _, _, keep in attention._group_plan(tuple(bounds), "cpu", **kw)]
+        return [tuple(keep.shape) for _, _, keep, _ in attention._group_plan(tuple(bounds), "cpu", **kw)]
 
     assert shape([0, 4, 8, 12]) == [(3, 4)]  # equal lengths: one call, no padding
     assert shape([0, 2, 2, 4]) == [(2, 2)]  # an empty sequence has no tokens: skipped

@@ -101,7 +101,7 @@ def _corpus_files(folder: str) -> list[str]:
 
 
 def _read_file(path: str, text_field: str, doc_sep: str) -> list[str]:
-    lines = _read_lines(path)
+    lines = read_lines(path)
     base = path[:-3] if path.endswith(".gz") else path
     if base.endswith(JSONL_SUFFIXES):
         return _jsonl_documents(path, lines, text_field)
@@ -117,7 +117,7 @@ def _read_file(path: str, text_field: str, doc_sep: str) -> list[str]:
     return docs
 
 
-def _read_lines(path: str) -> list[str]:
+def read_lines(path: str) -> list[str]:
     """The file's lines (gzip undone, UTF-8 decoded, a BOM and line ends removed)."""
     try:
         if path.endswith(".gz"):

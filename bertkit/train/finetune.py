@@ -32,7 +32,7 @@ from ..metrics import (classification_report, confusion_matrix, entity_report, f
                        multilabel_report, plot_confusion_matrix, regression_report, squad_scores)
 from ..tokenizer import Tokenizer
 from .loop import (StepSampler, TrainConfig, TrainingError, digest, pick_device, read_metrics, setup_distributed,
-                   train)
+                   train, vocab_digest)
 from .options import opt, parse
 from .runfolder import claim
 
@@ -467,8 +467,8 @@ def run_in(cfg: FinetuneConfig, rank: int, world: int) -> dict:
     summary = train(model, data, cfg, task_loss, evaluate=evaluate if eval_examples else None,
                     save_model=None if eval_examples else save,
                     stop_when=(lambda r: best["since"] >= cfg.patience) if cfg.patience else None,
-                    extra_state=best, identity={"vocab": digest(sorted(tok.get_vocab(), key=tok.get_vocab().get)),
-                                                "labels": labels, "data": digest(map(repr, train_examples))})
+                    extra_state=best, identity={"vocab": vocab_digest(tok), "labels": labels,
+                                                "data": digest(map(repr, train_examples))})
     summary["best"] = best["report"]
     losses = [r["loss"] for r in read_metrics(os.path.join(cfg.out, "metrics.jsonl")) if r.get("split") != "eval"] \
         if rank == 0 else []

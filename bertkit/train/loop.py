@@ -371,6 +371,12 @@ def digest(items) -> str:
     return h.hexdigest()[:16]
 
 
+def vocab_digest(tokenizer) -> str:
+    """The fingerprint of a tokenizer's vocabulary, tokens in id order."""
+    vocab = tokenizer.get_vocab()
+    return digest(sorted(vocab, key=vocab.get))
+
+
 def _check_identity(saved: dict, now: dict, state_dir: str) -> None:
     """--resume continues the same model: the same vocabulary and labels; new training data only warns."""
     if saved.get("vocab") and now.get("vocab") and saved["vocab"] != now["vocab"]:

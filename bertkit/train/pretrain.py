@@ -36,7 +36,8 @@ from ..heads import IGNORE, BertForMaskedLM, BertForPreTraining
 from ..init import initialise
 from ..metrics import neighbour_attention
 from ..tokenizer import Tokenizer, train_vocab
-from .loop import StepSampler, TrainConfig, TrainingError, digest, pick_device, setup_distributed, train
+from .loop import (StepSampler, TrainConfig, TrainingError, digest, pick_device, setup_distributed, train,
+                   vocab_digest)
 from .options import opt, parse
 from .runfolder import claim
 
@@ -285,8 +286,7 @@ def run_in(cfg: PretrainConfig, rank: int, world: int) -> dict:
         m.save_pretrained(out)
         tokenizer.save_pretrained(out)
 
-    identity = {"vocab": digest(sorted(tokenizer.get_vocab(), key=tokenizer.get_vocab().get)),
-                "data": digest(train_docs)}
+    identity = {"vocab": vocab_digest(tokenizer), "data": digest(train_docs)}
     summary = train(model, data, cfg, pretraining_loss, evaluate=evaluate if examples["heldout"] else None,
                     save_model=save, identity=identity)
     summary.update(train_examples=len(examples["train"]), heldout_examples=len(examples["heldout"]),
