@@ -294,7 +294,7 @@ def finetune(argv: list[str]) -> dict:
 
 def _train(command: str, config_class, run, argv: list[str]) -> dict:
     """`bertkit <command> <argv>` in this process; a stop (Ctrl-C) names the command that resumes it."""
-    from .train.options import parse
+    from .options import parse
 
     cfg = parse(config_class, argv, prog=f"bertkit {command}")
     summary = run(cfg)

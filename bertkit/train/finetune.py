@@ -33,7 +33,7 @@ from ..metrics import (classification_report, confusion_matrix, entity_report, f
 from ..tokenizer import Tokenizer
 from .loop import (StepSampler, TrainConfig, TrainingError, digest, pick_device, read_metrics, setup_distributed,
                    train, vocab_digest)
-from .options import opt, parse
+from ..options import opt, parse
 from .runfolder import claim
 
 TASKS = ("classify", "tag", "qa", "choice")

@@ -36,7 +36,7 @@ from ..checkpoint import (atomic_write, atomic_write_text, load_training_state, 
                           write_problem)
 from ..errors import BertkitError
 from ..metrics import finite_or_none
-from .options import opt
+from ..options import opt
 
 
 class TrainingError(BertkitError, RuntimeError):

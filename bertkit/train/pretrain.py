@@ -38,7 +38,7 @@ from ..metrics import neighbour_attention
 from ..tokenizer import Tokenizer, train_vocab
 from .loop import (StepSampler, TrainConfig, TrainingError, digest, pick_device, setup_distributed, train,
                    vocab_digest)
-from .options import opt, parse
+from ..options import opt, parse
 from .runfolder import claim
 
 EVAL_STEP = 10**9  # masks of held-out batches come from steps no training batch uses: fixed across evals
