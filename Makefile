@@ -6,7 +6,7 @@ PIP := $(BIN)/pip install -q -c .ci/constraints.txt
 # transformers 5.x in a side folder, only to check that our checkpoints load there too
 TF5 := .venv-tf5
 
-.PHONY: demo test install install-dev clean
+.PHONY: demo test test-fast install install-dev clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,10 @@ demo: $(VENV)/.core
 
 test: $(VENV)/.dev $(TF5)/.installed
 	BERTKIT_TF5_PATH=$(abspath $(TF5)) $(BIN)/python -m pytest -q
+
+# the same tests without the ones marked slow (whole runs, subprocesses, compile, benchmarks): under 2 minutes
+test-fast: $(VENV)/.dev $(TF5)/.installed
+	BERTKIT_TF5_PATH=$(abspath $(TF5)) $(BIN)/python -m pytest -q -m "not slow"
 
 clean:
 	rm -rf $(VENV) $(TF5) *.egg-info

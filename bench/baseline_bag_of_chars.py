@@ -10,7 +10,7 @@ import argparse
 import json
 
 from bertkit.baseline import BagOfChars
-from bertkit.data.tasks import read_task
+from bertkit.tasks import read_task
 
 
 def main() -> None:

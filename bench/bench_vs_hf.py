@@ -80,7 +80,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's bertkit
 
 import bertkit  # noqa: E402
-from bertkit.checkpoint import atomic_write_text  # noqa: E402
+from bertkit.files import atomic_write_text  # noqa: E402
 from bertkit.train.loop import TrainConfig, make_optimizer  # noqa: E402
 
 CONTENDERS = ("transformers-eager", "transformers-sdpa", "bertkit", "bertkit-defaults", "bertkit-varlen-dense")

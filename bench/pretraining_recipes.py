@@ -135,7 +135,7 @@ def corpus_with_reviews() -> str:
     """People's Daily's training documents (its held-out 1% left out) and the training reviews' text, one
     JSONL file: the run holds out 1% of it, and pd_heldout scores the same documents as every other run."""
     from bertkit.data.corpus import read_corpus, split_heldout
-    from bertkit.data.tasks import read_task
+    from bertkit.tasks import read_task
 
     path = os.path.join(RUNS, "data", "peoples-daily-train+sentiment-train-text.jsonl")
     if not os.path.exists(path):
@@ -185,8 +185,8 @@ def run_recipe(name: str, recipe: Recipe, tokenizer: str, seed: int) -> dict:
     start = time.perf_counter()
     summary = run(cfg)
     seconds = time.perf_counter() - start
-    if summary["interrupted"]:
-        raise SystemExit(f"{name}: stopped at step {summary['step']}; nothing recorded")
+    if summary.interrupted:
+        raise SystemExit(f"{name}: stopped at step {summary.step}; nothing recorded")
     rows = read_metrics(os.path.join(cfg.out, "metrics.jsonl"))
     tokens_per_step = cfg.batch_size * cfg.grad_accum * cfg.seq_len
     used = USED[cfg.recipe]
@@ -196,7 +196,7 @@ def run_recipe(name: str, recipe: Recipe, tokenizer: str, seed: int) -> dict:
     return {"name": name, "seed": seed, "note": recipe.note, "settings": {**BASE, **recipe.pretrain},
             "mlm_probability": used.mlm_probability, "dropout": used.dropout, "init": used.init, "model": recipe.model,
             "locality_seed": recipe.seed, "seconds": round(seconds, 1),
-            "train_seconds": summary["seconds"], "tokens_per_s": summary.get("tokens_per_s"),
+            "train_seconds": summary.seconds, "tokens_per_s": summary.tokens_per_s,
             "final": curve[-1] if curve else None, "curve": curve,
             "pd_heldout_mlm_accuracy": pd_heldout_accuracy(cfg.out) if recipe.reviews else None,
             "measured": time.strftime("%Y-%m-%d")}

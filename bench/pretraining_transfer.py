@@ -38,7 +38,7 @@ def subset(n, seed: int) -> str:
     the same sampling as `bertkit quickstart`'s labels stage."""
     if n == "all":
         return DATA
-    from bertkit.data.tasks import read_task
+    from bertkit.tasks import read_task
     from bertkit.quickstart import labelled_subset
 
     path = os.path.join(RUNS, "data", f"train-{n}-seed{seed}.jsonl")
@@ -54,7 +54,8 @@ def finetune_and_test(model: str, tokenizer: str | None, n, seed: int, out: str,
                       steps: int | None = None) -> dict:
     from bertkit.heads import BertForSequenceClassification
     from bertkit.tokenizer import Tokenizer
-    from bertkit.train.finetune import FinetuneConfig, evaluate_task, read, run
+    from bertkit.tasks import evaluate, get_task
+    from bertkit.train.finetune import FinetuneConfig, read_examples, run
 
     budget_steps, batch, budget_lr = BUDGETS[n]
     steps = steps or budget_steps
@@ -65,15 +66,16 @@ def finetune_and_test(model: str, tokenizer: str | None, n, seed: int, out: str,
     start = time.perf_counter()
     summary = run(cfg)
     best = BertForSequenceClassification.from_pretrained(out).eval()
-    test = evaluate_task("classify", best, Tokenizer.from_pretrained(out), read(cfg, DATA, "test"), cfg)
-    return {"test_accuracy": test["accuracy"], "dev_accuracy": summary["best"]["accuracy"],
+    task = get_task("classify")
+    test = evaluate(task, best, Tokenizer.from_pretrained(out), read_examples(cfg, task, DATA, "test"), cfg)
+    return {"test_accuracy": test["accuracy"], "dev_accuracy": summary.best["accuracy"],
             "seconds": round(time.perf_counter() - start, 1), "steps": steps, "batch": batch, "lr_used": cfg.lr}
 
 
 def bag_of_chars(n, seed: int) -> dict:
     """The logistic regression (bertkit.baseline) on the same labelled subset, L2 chosen on dev."""
     from bertkit.baseline import BagOfChars
-    from bertkit.data.tasks import read_task
+    from bertkit.tasks import read_task
 
     train = read_task("classify", subset(n, seed), **({"split": "train"} if n == "all" else {}))
     clf = BagOfChars.fit(train, read_task("classify", DATA, split="dev"))

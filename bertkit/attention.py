@@ -21,18 +21,19 @@ The unpadded ("varlen") path has no batch dimension at all:
         cu_seqlens: (n + 1,) int32 offsets, sequence i is rows cu_seqlens[i] : cu_seqlens[i+1]
         -> context (N, heads, head_dim); no token attends outside its own sequence
 
-`unpad` turns an attention mask into those offsets: 0/1 masks give one sequence per row, and a
-packed mask (1, 1, 2, 2, 2, 0: document numbers, 0 = padding) gives one sequence per document.
+padding.py says where those sequences are (padding.unpad turns an attention mask into the
+offsets) and how the fallback lays them out for SDPA calls; the calls themselves are here.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+
+from . import padding
 
 
 def eager_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, *, dropout_p: float,
@@ -127,89 +128,7 @@ def cross_attention_mask(encoder_attention_mask: Tensor, dtype: torch.dtype) -> 
     return to_additive(encoder_attention_mask[:, None, None, :], dtype)
 
 
-# ----- packed documents --------------------------------------------------------------------------
-def is_packed(attention_mask: Tensor | None) -> bool:
-    """A 2-D integer mask with values above 1 numbers documents packed into one row."""
-    return (attention_mask is not None and attention_mask.dim() == 2 and not attention_mask.dtype.is_floating_point
-            and attention_mask.numel() > 0 and bool(attention_mask.max() > 1))
-
-
-def document_keep(documents: Tensor) -> Tensor:
-    """(B, S) document numbers (0 = padding) -> (B, S, S) 1 where query and key share a document."""
-    same = documents[:, :, None] == documents[:, None, :]
-    return (same & (documents[:, None, :] > 0)).long()
-
-
-def document_positions(documents: Tensor) -> Tensor:
-    """(B, S) document numbers -> position ids restarting at 0 where each document starts."""
-    B, S = documents.shape
-    index = torch.arange(S, device=documents.device).expand(B, S)
-    starts = torch.ones_like(documents, dtype=torch.bool)
-    starts[:, 1:] = documents[:, 1:] != documents[:, :-1]
-    first = torch.where(starts, index, torch.zeros_like(index)).cummax(dim=1).values  # start of my run
-    return index - first
-
-
 # ----- the unpadded (varlen) path ----------------------------------------------------------------
-@dataclass
-class Unpadded:
-    """Where the real tokens of a (B, S) batch are, once padding is removed.
-
-    indices: (N,) positions in the flattened (B * S) batch, or None when nothing is padded (every
-    row is one full sequence, and removing padding is a reshape); cu_seqlens: (n + 1,) int32
-    sequence offsets into the N tokens; max_seqlen: the longest; shape: (B, S) to pad back to.
-    """
-
-    indices: Tensor | None
-    cu_seqlens: Tensor
-    max_seqlen: int
-    shape: tuple[int, int]
-    bounds: list[int]  # cu_seqlens on the host, read once per forward pass (not once per layer)
-
-    @classmethod
-    def full(cls, B: int, S: int, device) -> "Unpadded":
-        bounds = list(range(0, (B + 1) * S, S))  # known without reading the device
-        return cls(None, torch.tensor(bounds, dtype=torch.int32, device=device), S, (B, S), bounds)
-
-    def remove(self, x: Tensor) -> Tensor:
-        """(B, S, ...) -> (N, ...)"""
-        flat = x.reshape(-1, *x.shape[2:])
-        return flat if self.indices is None else flat.index_select(0, self.indices)
-
-    def restore(self, x: Tensor) -> Tensor:
-        """(N, ...) -> (B, S, ...), zeros at the padding"""
-        B, S = self.shape
-        if self.indices is not None:
-            x = x.new_zeros(B * S, *x.shape[1:]).index_copy(0, self.indices, x)
-        return x.view(B, S, *x.shape[1:])
-
-
-def unpad(attention_mask: Tensor) -> Unpadded:
-    """(B, S) 0/1 mask or packed document numbers -> the real tokens and their sequences.
-
-    A row's tokens with the same nonzero number form one sequence (0/1 masks: the whole row); the
-    numbers of one document must be contiguous in its row (padding between them is allowed).
-    """
-    from .errors import InputError
-
-    B, S = attention_mask.shape
-    flat = attention_mask.reshape(-1).long()
-    indices = flat.nonzero().view(-1)  # (N,)
-    doc = flat.index_select(0, indices)
-    row = torch.div(indices, S, rounding_mode="floor")
-    new = torch.ones_like(doc, dtype=torch.bool)
-    new[1:] = (doc[1:] != doc[:-1]) | (row[1:] != row[:-1])
-    starts = new.nonzero().view(-1)
-    if doc.numel() and int(doc.max()) > 1:  # packed: each (row, number) must be one run
-        if len(torch.unique(row * (int(doc.max()) + 1) + doc)) != starts.numel():
-            raise InputError("attention_mask: a packed document's tokens must be contiguous in their row "
-                             "(numbers like 1 1 2 2 0, not 1 2 1)")
-    cu_seqlens = torch.cat([starts, starts.new_tensor([indices.numel()])]).to(torch.int32)
-    bounds = cu_seqlens.tolist()  # the one host read, which max_seqlen needed anyway
-    max_seqlen = max((b - a for a, b in zip(bounds, bounds[1:])), default=0)
-    return Unpadded(indices, cu_seqlens, max_seqlen, (B, S), bounds)
-
-
 def _varlen_kernel():
     try:
         from torch.nn.attention.varlen import varlen_attn
@@ -225,9 +144,9 @@ def varlen_attention(q: Tensor, k: Tensor, v: Tensor, cu_seqlens: Tensor, max_se
     On CUDA in bf16/fp16 without attention dropout: torch's variable-length flash kernel. Otherwise
     SDPA itself: without gradients on a CPU, once per run of equal-length sequences (views, no
     copies: a call costs little there); when training, on groups of sequences of similar length,
-    each padded to its longest member (`_group_plan`), since a call with its backward costs about as
-    much as 64 x 64 query-key pairs of work; on CUDA, as one padded call. A batch without padding is
-    one call in every case.
+    each padded to its longest member (`padding.group_plan`: a call with its backward costs about
+    as much as padding.CALL_COST query-key pairs of work); on CUDA, as one padded call. A batch
+    without padding is one call in every case.
     """
     kernel = _varlen_kernel() if q.is_cuda and q.dtype in (torch.float16, torch.bfloat16) and dropout_p == 0.0 else None
     if kernel is not None:
@@ -235,7 +154,7 @@ def varlen_attention(q: Tensor, k: Tensor, v: Tensor, cu_seqlens: Tensor, max_se
     bounds = cu_seqlens.tolist() if bounds is None else bounds  # cu_seqlens on the host
     if not q.is_cuda and not (q.requires_grad and torch.is_grad_enabled()):
         return _per_run_attention(q, k, v, bounds, dropout_p)
-    groups = _cached_group_plan(tuple(bounds), q.device, q.is_cuda)
+    groups = padding.cached_group_plan(tuple(bounds), q.device, q.is_cuda)
     if len(groups) == 1 and groups[0][0] is None:  # every sequence the same length: a reshape, one call
         n = len(bounds) - 1
         def heads(x):  # (n * L, heads, d) -> (n, heads, L, d)
@@ -259,82 +178,10 @@ def varlen_attention(q: Tensor, k: Tensor, v: Tensor, cu_seqlens: Tensor, max_se
 
 def _per_run_attention(q: Tensor, k: Tensor, v: Tensor, bounds: list[int], dropout_p: float) -> Tensor:
     out = []
-    for start, end, n in _equal_length_runs(bounds):  # n sequences of equal length: one batched call
+    for start, end, n in padding.equal_length_runs(bounds):  # n sequences of equal length: one batched call
         def heads(x):  # (n * L, heads, d) -> (n, heads, L, d)
             return x[start:end].view(n, (end - start) // n, *x.shape[1:]).transpose(1, 2)
 
         context = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), dropout_p=dropout_p)
         out.append(context.transpose(1, 2).reshape(end - start, *q.shape[1:]))
     return torch.cat(out) if len(out) > 1 else out[0] if out else q
-
-
-def _equal_length_runs(bounds: list[int]) -> list[tuple[int, int, int]]:
-    """Sequence offsets -> (first token, end token, how many sequences) per run of equal lengths."""
-    runs: list[tuple[int, int, int]] = []
-    for a, b in zip(bounds[:-1], bounds[1:]):
-        if b == a:
-            continue
-        if runs and (runs[-1][1] - runs[-1][0]) // runs[-1][2] == b - a and runs[-1][1] == a:
-            runs[-1] = (runs[-1][0], b, runs[-1][2] + 1)
-        else:
-            runs.append((a, b, 1))
-    return runs
-
-
-# What one more SDPA call costs on a CPU, in units of one query-key pair of attention work: a group
-# is split off only when the padding it saves is worth more than that (measured on 2 cores, `mini`:
-# a (1, 4, L, 64) call costs about as much as 64 x 64 pairs of work, forward and backward).
-CALL_COST = 64 * 64
-
-
-_PLANS: dict = {}  # every layer of one forward pass (and its backward) uses the same plan
-
-
-def _cached_group_plan(bounds: tuple[int, ...], device, single: bool):
-    if torch.compiler.is_compiling():
-        return _group_plan(bounds, device, single)
-    key = (bounds, str(device), single)
-    if key not in _PLANS:
-        if len(_PLANS) >= 16:
-            _PLANS.clear()
-        with torch.inference_mode(False):  # plain tensors, usable by a later call that trains
-            _PLANS[key] = _group_plan(bounds, device, single)
-    return _PLANS[key]
-
-
-def _group_plan(bounds: tuple[int, ...], device, single: bool = False):
-    """Sequence offsets -> groups of sequences for padded SDPA calls: [(source, slots, keep, full)].
-
-    Sequences sorted by length are cut into consecutive groups, chosen (dynamic programming) to
-    minimise  calls x CALL_COST + sum over groups of (sequences x longest^2), the attention work
-    padding included. source (T_g,): the group's token rows; slots (T_g,): their rows in the
-    group's (n_g * L) padded layout; keep (n_g, L): True at real tokens; full: no padding in the
-    group. A batch of equal lengths is [(None, None, keep, True)]. `single`: one group (CUDA, where a call costs little).
-    """
-    lengths = [b - a for a, b in zip(bounds[:-1], bounds[1:])]
-    real = [i for i, n in enumerate(lengths) if n > 0]
-    if real and all(lengths[i] == lengths[real[0]] for i in real) and len(real) == len(lengths):
-        return [(None, None, torch.ones(len(lengths), lengths[0], dtype=torch.bool), True)]
-    order = sorted(real, key=lambda i: lengths[i])
-    n = len(order)
-    best = [0.0] + [math.inf] * n  # best[j]: cost of grouping the j shortest sequences
-    cut = [0] * (n + 1)
-    for j in range(1, n + 1):
-        longest = lengths[order[j - 1]] ** 2
-        for i in ([0] if single else range(j)):  # group = order[i:j]
-            cost = best[i] + CALL_COST + (j - i) * longest
-            if cost < best[j]:
-                best[j], cut[j] = cost, i
-    spans, j = [], n
-    while j > 0:
-        spans.append((cut[j], j))
-        j = cut[j]
-    groups = []
-    for i, j in reversed(spans):
-        members = order[i:j]
-        L = max(lengths[m] for m in members)
-        source = torch.cat([torch.arange(bounds[m], bounds[m + 1]) for m in members])
-        keep = torch.arange(L)[None, :] < torch.tensor([lengths[m] for m in members])[:, None]  # (n_g, L)
-        slots = keep.reshape(-1).nonzero().view(-1)
-        groups.append((source.to(device), slots.to(device), keep.to(device), bool(keep.all())))
-    return groups

@@ -1,4 +1,4 @@
-"""Checkpoint IO: Hugging Face model directories in and out, and atomic file writes.
+"""Checkpoint IO: Hugging Face model directories in and out, and the training state for --resume.
 
 A model directory holds `config.json` and the weights as `model.safetensors` (preferred),
 `pytorch_model.bin` (read with `torch.load(weights_only=True)`, never a full unpickle), or a
@@ -11,26 +11,28 @@ loading is a plain `load_state_dict` after a small rename table:
 
 Loading never half-succeeds silently: a wrong shape or a missing tensor raises CheckpointError
 with a table of names and shapes; head weights a checkpoint lacks are initialised and named in
-one warning; checkpoint tensors the model has no place for are named in one warning
-(`output_loading_info=True` returns both lists to the caller instead, as transformers does).
+one warning; checkpoint tensors the model has no place for are named in one warning. Loading is
+    read_weights -> map_keys -> drop_tied_copies -> match_weights (a LoadReport) -> raise or warn -> load
+and `output_loading_info=True` returns the LoadReport to the caller instead of warning, as transformers
+returns its info dict (the report reads as that dict too).
 """
 
 from __future__ import annotations
 
 import inspect
 import json
-import errno
 import os
 import re
-import shutil
-import tempfile
 import warnings
-from typing import Any, Callable
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 import torch
 
 from .config import BertConfig
 from .errors import BertkitWarning, CheckpointError, ConfigError
+from .files import atomic_write
 
 SAFE_WEIGHTS = "model.safetensors"
 SAFE_INDEX = "model.safetensors.index.json"
@@ -43,61 +45,6 @@ _RENAMES = [(re.compile(r"LayerNorm\.gamma$"), "LayerNorm.weight"),
             # transformers' MLM decoder exposes the head bias twice; bertkit names it once
             (re.compile(r"^cls\.predictions\.decoder\.bias$"), "cls.predictions.bias")]
 _DERIVED_BUFFERS = re.compile(r"(^|\.)embeddings\.(position_ids|token_type_ids)$")
-
-
-# ----- atomic writes -----------------------------------------------------------------------------
-def atomic_write(path: str, write: Callable[[str], None]) -> None:
-    """Call write(tmp_path) for a temp file beside `path`, then rename it over `path`.
-
-    A failed write leaves `path` as it was and no temp file; a full disk or a folder that cannot be
-    written is a CheckpointError naming the path (and the free space), not the writer's own error.
-    """
-    directory = os.path.dirname(os.path.abspath(path))
-    tmp = None
-    try:
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
-        os.close(fd)
-        write(tmp)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a saved model should read like any written file
-        os.replace(tmp, path)
-    except BaseException as e:
-        if tmp is not None and os.path.exists(tmp):
-            os.remove(tmp)
-        problem = write_problem(e, directory)
-        if problem:
-            raise CheckpointError(f"{path}: {problem}; nothing was written over it") from e
-        raise
-
-
-def write_problem(error: BaseException, directory: str) -> str | None:
-    """A one-line reason for a failed write we can name (full disk, no permission), else None."""
-    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
-        return f"the disk is full ({_free_space(directory)})"
-    if isinstance(error, PermissionError):
-        return f"no permission to write there ({error.strerror})"
-    # torch.save reports a full disk from its C++ writer: "unexpected pos", "file write failed"
-    if isinstance(error, RuntimeError) and re.search(r"unexpected pos|file write failed", str(error)):
-        return f"the write failed, most likely because the disk is full ({_free_space(directory)})"
-    return None
-
-
-def _free_space(directory: str) -> str:
-    try:
-        free = shutil.disk_usage(directory).free
-    except OSError:
-        return "free space unknown"
-    return f"{free / 2**20:,.0f} MiB free"
-
-
-def atomic_write_text(path: str, text: str) -> None:
-    def write(tmp: str) -> None:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-
-    atomic_write(path, write)
 
 
 # ----- reading weights ---------------------------------------------------------------------------
@@ -168,6 +115,176 @@ def _shape(t) -> str:
     return "(" + ", ".join(str(d) for d in t) + ")"
 
 
+# ----- what a load found -------------------------------------------------------------------------
+class Mismatch(NamedTuple):
+    """A tensor the checkpoint and the model both have, in different shapes."""
+
+    name: str
+    model: tuple[int, ...]
+    checkpoint: tuple[int, ...]
+
+
+_INFO_KEYS = ("missing_keys", "unexpected_keys", "mismatched_keys")
+
+
+@dataclass(eq=False)
+class LoadReport(Mapping):
+    """What matching a checkpoint's tensors to a model found, before anything is loaded.
+
+    missing     model tensors the checkpoint lacks: they keep their fresh initialisation
+    unexpected  checkpoint tensors the model has no place for: left unused
+    mismatched  tensors both have, in different shapes
+    Some of them stop the load (`fatal`, `raise_if_fatal()`): a missing tensor the class does not
+    list in `_missing_ok` (its head, its pooler), an unused encoder tensor, and a wrong shape unless
+    ignore_mismatched_sizes=True. The rest are news for the caller: `warn()` says it.
+
+    It also reads as transformers' loading-info dict, so code written for
+    `from_pretrained(..., output_loading_info=True)` works unchanged: report["missing_keys"],
+    report["unexpected_keys"], report["mismatched_keys"] ((name, checkpoint shape, model shape) each).
+    """
+
+    directory: str
+    class_name: str
+    missing: list[str] = field(default_factory=list)
+    unexpected: list[str] = field(default_factory=list)
+    mismatched: list[Mismatch] = field(default_factory=list)
+    fatal_missing: dict[str, tuple[int, ...]] = field(default_factory=dict)  # name -> the model's shape
+    fatal_unexpected: dict[str, tuple[int, ...]] = field(default_factory=dict)  # name -> the checkpoint's shape
+    mismatched_fatal: bool = True  # False under ignore_mismatched_sizes: those are re-initialised instead
+    encoder_prefix: str = ""  # "bert." in a task model; "" in BertModel, which is all encoder
+
+    # ----- what a caller reads -----------------------------------------------------------------
+    @property
+    def fatal(self) -> bool:
+        return bool(self.fatal_missing or self.fatal_unexpected or (self.mismatched and self.mismatched_fatal))
+
+    @property
+    def head_missing(self) -> list[str]:
+        """Missing tensors of the task head (outside the encoder): a task model that was never trained."""
+        return [k for k in self.missing if not k.startswith(self.encoder_prefix)]
+
+    def missing_under(self, *prefixes: str) -> list[str]:
+        """Missing tensors whose name starts with one of `prefixes`, matched with and without the
+        encoder prefix: "pooler." finds the pooler of a BertModel and of a task model alike."""
+        return self._under(self.missing, prefixes)
+
+    def unexpected_under(self, *prefixes: str) -> list[str]:
+        """Unused checkpoint tensors whose name starts with one of `prefixes` (as in missing_under)."""
+        return self._under(self.unexpected, prefixes)
+
+    def _under(self, names: list[str], prefixes: tuple[str, ...]) -> list[str]:
+        return [k for k in names if k.startswith(prefixes) or k.removeprefix(self.encoder_prefix).startswith(prefixes)]
+
+    # ----- transformers' loading-info dict -----------------------------------------------------
+    def __getitem__(self, key: str):
+        if key == "missing_keys":
+            return self.missing
+        if key == "unexpected_keys":
+            return self.unexpected
+        if key == "mismatched_keys":
+            return [(m.name, m.checkpoint, m.model) for m in self.mismatched]
+        raise KeyError(f"{key!r}: a loading report holds {', '.join(_INFO_KEYS)}")
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_INFO_KEYS)
+
+    def __len__(self) -> int:
+        return len(_INFO_KEYS)
+
+    # ----- raising and warning -----------------------------------------------------------------
+    def raise_if_fatal(self) -> None:
+        """CheckpointError with a table of every tensor that stops the load; nothing when none does."""
+        problems = []
+        if self.mismatched and self.mismatched_fatal:
+            rows = "\n".join(f"    {k}: model expects {_shape(m)}, checkpoint has {_shape(c)}"
+                             for k, m, c in self.mismatched)
+            hint = ("pass ignore_mismatched_sizes=True to re-initialise them (e.g. a new num_labels)"
+                    if not any(self._in_encoder_body(k) for k, _, _ in self.mismatched)
+                    else "does config.json match the weights?")
+            problems.append(f"tensors with the wrong shape ({hint}):\n{rows}")
+        if self.fatal_missing:
+            rows = "\n".join(f"    {k} {_shape(shape)}" for k, shape in self.fatal_missing.items())
+            problems.append(f"tensors the model needs but the checkpoint lacks:\n{rows}")
+        if self.fatal_unexpected:
+            rows = "\n".join(f"    {k} {_shape(shape)}" for k, shape in self.fatal_unexpected.items())
+            problems.append(f"encoder tensors the model has no place for (more layers than config.json says?):\n{rows}")
+        if problems:
+            raise CheckpointError(f"{self.directory}: cannot load into {self.class_name}:\n  " + "\n  ".join(problems))
+
+    def _in_encoder_body(self, name: str) -> bool:
+        return name.startswith((self.encoder_prefix + "embeddings.", self.encoder_prefix + "encoder."))
+
+    def warn(self, *, stacklevel: int = 2) -> None:
+        """The loader's warnings: tensors initialised anew (train before use), tensors left unused.
+
+        stacklevel as in warnings.warn: 2 (the default) names the line that called warn(), 3 its caller."""
+        self.warn_missing(stacklevel=stacklevel + 1)
+        self.warn_unexpected(stacklevel=stacklevel + 1)
+
+    def warn_missing(self, *, stacklevel: int = 2) -> None:
+        if self.missing:
+            warnings.warn(f"{self.directory}: newly initialised (not in the checkpoint), train before use: "
+                          + ", ".join(self.missing), BertkitWarning, stacklevel=stacklevel)
+
+    def warn_unexpected(self, *, stacklevel: int = 2) -> None:
+        if self.unexpected:
+            warnings.warn(f"{self.directory}: checkpoint tensors not used by {self.class_name}: "
+                          + ", ".join(self.unexpected), BertkitWarning, stacklevel=stacklevel)
+
+    def warn_reinitialised(self, *, stacklevel: int = 2) -> None:
+        """Under ignore_mismatched_sizes: which tensors keep a fresh initialisation, and their shapes."""
+        if self.mismatched and not self.mismatched_fatal:
+            warnings.warn(f"{self.directory}: re-initialised tensors whose shape differs from the checkpoint: "
+                          + ", ".join(f"{k} {_shape(c)} -> {_shape(m)}" for k, m, c in self.mismatched),
+                          BertkitWarning, stacklevel=stacklevel)
+
+
+# ----- loading -----------------------------------------------------------------------------------
+def match_weights(model, state: dict[str, torch.Tensor], directory: str, *,
+                  ignore_mismatched_sizes: bool = False) -> LoadReport:
+    """Compare checkpoint tensors (named as the model names them: see map_keys) with the model's.
+
+    Parameters a checkpoint may lack: the class's `_missing_ok` (head, pooler), and the
+    cross-attention of a decoder warm-started from an encoder checkpoint that never had any.
+    `state` must no longer hold the copies of tied weights (see drop_tied_copies).
+    """
+    shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    tied = model.tied_weights()
+    prefix = model.base_model_prefix + "."
+    prefix = prefix if any(k.startswith(prefix) for k in shapes) else ""
+    no_cross = not any(".crossattention." in k for k in state)
+
+    def may_be_missing(key: str) -> bool:
+        return key.startswith(tuple(model._missing_ok)) or (no_cross and ".crossattention." in key)
+
+    missing = sorted(k for k in set(shapes) - set(state) if not (k in tied and tied[k] in state))
+    unexpected = sorted(set(state) - set(shapes))
+    report = LoadReport(
+        directory, type(model).__name__, missing, unexpected,
+        mismatched=[Mismatch(k, shapes[k], tuple(v.shape)) for k, v in state.items()
+                    if k in shapes and tuple(v.shape) != shapes[k]],
+        fatal_missing={k: shapes[k] for k in missing if not may_be_missing(k)},
+        mismatched_fatal=not ignore_mismatched_sizes, encoder_prefix=prefix)
+    report.fatal_unexpected = {k: tuple(state[k].shape) for k in unexpected if report._in_encoder_body(k)}
+    return report
+
+
+def drop_tied_copies(state: dict[str, torch.Tensor], tied: dict[str, str], directory: str, *,
+                     stacklevel: int = 2) -> None:
+    """A tied tensor (MLM decoder = word embeddings) loads through the one it shares storage with:
+    drop its own copy from `state`, with a warning when that copy held other numbers."""
+    for key, source in tied.items():
+        if key in state and source in state and not torch.equal(state[key], state[source]):
+            warnings.warn(f"{directory}: {key} differs from {source} in the checkpoint, but the config ties them "
+                          f"(tie_word_embeddings=True): {source} is used for both; pass "
+                          "tie_word_embeddings=False to keep them apart", BertkitWarning, stacklevel=stacklevel)
+        if source in state:
+            state.pop(key, None)
+
+
+_USER = 4  # a warning's stacklevel, in a function load_pretrained calls, that names the from_pretrained call
+
+
 def load_pretrained(cls, path, *, config: BertConfig | None = None, dtype: torch.dtype | str | None = None,
                     device: torch.device | str | None = None, ignore_mismatched_sizes: bool = False,
                     output_loading_info: bool = False, **kwargs: Any):
@@ -175,106 +292,66 @@ def load_pretrained(cls, path, *, config: BertConfig | None = None, dtype: torch
 
     Keyword arguments `cls.__init__` takes (e.g. add_pooling_layer) go to the model; BertConfig
     field names (num_labels, id2label, attn_implementation, ...) override config.json.
-    output_loading_info=True returns (model, info) as transformers does, info holding
-    `missing_keys` (newly initialised), `unexpected_keys` (unused) and `mismatched_keys`; the caller
-    then decides what to say about the first two, and they are not warned about here.
+    output_loading_info=True returns (model, LoadReport) as transformers returns (model, info): the
+    report reads as transformers' dict (`missing_keys`, `unexpected_keys`, `mismatched_keys`); the
+    caller then decides what to say about the missing and unused tensors, and they are not warned
+    about here.
     """
-    init_params = set(inspect.signature(cls.__init__).parameters) - {"self", "config"}
-    model_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in init_params}
-    unknown = sorted(set(kwargs) - (BertConfig.field_names() - {"extra"}))
-    if unknown:
-        raise ConfigError(f"{cls.__name__}.from_pretrained got unknown argument(s) {', '.join(unknown)}: "
-                          f"pass BertConfig fields, {', '.join(sorted(init_params)) or 'no model arguments'}, "
-                          "config, dtype, device, ignore_mismatched_sizes or output_loading_info")
-    config_overrides = kwargs
-    directory = os.fspath(path)
-    if not os.path.isdir(directory):
-        what = "not a directory" if os.path.exists(directory) else "no such directory"
-        raise CheckpointError(f"{directory}: {what}; bertkit loads local model directories only (no hub "
-                              "downloads): pass the folder holding config.json and the weights")
-    if config is None:
-        try:
-            config = BertConfig.from_json(os.path.join(directory, CONFIG), **config_overrides)
-        except ConfigError as e:
-            raise CheckpointError(str(e)) from None
-    elif config_overrides:
-        config = config.replace(**config_overrides)
+    model_kwargs, config_overrides = _split_kwargs(cls, kwargs)
+    directory = _model_directory(path)
+    config = _read_config(directory, config, config_overrides)
     state = read_weights(directory)
 
     model = cls(config, **model_kwargs)
-    model_state = model.state_dict()
-    state = map_keys(state, set(model_state), cls.base_model_prefix)
-
-    # A tied tensor (MLM decoder = word embeddings) loads through the one it shares storage with.
-    for key, source in model.tied_weights().items():
-        if key in state and source in state and not torch.equal(state[key], state[source]):
-            warnings.warn(f"{directory}: {key} differs from {source} in the checkpoint, but the config ties them "
-                          f"(tie_word_embeddings=True): {source} is used for both; pass "
-                          "tie_word_embeddings=False to keep them apart", BertkitWarning, stacklevel=3)
-        if source in state:
-            state.pop(key, None)
-    tied = model.tied_weights()
-
-    mismatched = [(k, tuple(model_state[k].shape), tuple(v.shape)) for k, v in state.items()
-                  if k in model_state and tuple(v.shape) != tuple(model_state[k].shape)]
-    missing = sorted(k for k in set(model_state) - set(state) if not (k in tied and tied[k] in state))
-    unexpected = sorted(set(state) - set(model_state))
-
-    prefix = cls.base_model_prefix + "." if any(k.startswith(cls.base_model_prefix + ".") for k in model_state) else ""
-    # Parameters a checkpoint may lack: the class's head (and pooler), and the cross-attention of a
-    # decoder warm-started from an encoder checkpoint that never had any.
-    no_cross = not any(".crossattention." in k for k in state)
-    fatal_missing = [k for k in missing if not (k.startswith(tuple(model._missing_ok))
-                                                or (no_cross and ".crossattention." in k))]
-    own = tuple(prefix + p for p in ("embeddings.", "encoder."))
-    fatal_unexpected = [k for k in unexpected if k.startswith(own)]
-
-    problems = []
-    if mismatched and not ignore_mismatched_sizes:
-        rows = "\n".join(f"    {k}: model expects {_shape(m)}, checkpoint has {_shape(c)}" for k, m, c in mismatched)
-        hint = ("pass ignore_mismatched_sizes=True to re-initialise them (e.g. a new num_labels)"
-                if all(not k.startswith(own) for k, _, _ in mismatched) else "does config.json match the weights?")
-        problems.append(f"tensors with the wrong shape ({hint}):\n{rows}")
-    if fatal_missing:
-        rows = "\n".join(f"    {k} {_shape(model_state[k].shape)}" for k in fatal_missing)
-        problems.append(f"tensors the model needs but the checkpoint lacks:\n{rows}")
-    if fatal_unexpected:
-        rows = "\n".join(f"    {k} {_shape(state[k].shape)}" for k in fatal_unexpected)
-        problems.append(f"encoder tensors the model has no place for (more layers than config.json says?):\n{rows}")
-    if problems:
-        raise CheckpointError(f"{directory}: cannot load into {cls.__name__}:\n  " + "\n  ".join(problems))
-
-    if mismatched:  # ignore_mismatched_sizes: keep the fresh initialisation for these
-        for k, _, _ in mismatched:
-            del state[k]
-        warnings.warn(f"{directory}: re-initialised tensors whose shape differs from the checkpoint: "
-                      + ", ".join(f"{k} {_shape(c)} -> {_shape(m)}" for k, m, c in mismatched),
-                      BertkitWarning, stacklevel=3)
+    state = map_keys(state, set(model.state_dict()), cls.base_model_prefix)
+    drop_tied_copies(state, model.tied_weights(), directory, stacklevel=_USER)
+    report = match_weights(model, state, directory, ignore_mismatched_sizes=ignore_mismatched_sizes)
+    report.raise_if_fatal()
+    report.warn_reinitialised(stacklevel=_USER)
     if not output_loading_info:
-        warn_loading(directory, cls.__name__, missing, unexpected, stacklevel=3)
+        report.warn(stacklevel=_USER)
 
+    fresh = set(report.unexpected) | {m.name for m in report.mismatched}  # mismatched: keep the fresh init
     model_dtype = next(model.parameters()).dtype
-    model.load_state_dict({k: v.to(model_dtype) for k, v in state.items() if k in model_state}, strict=False)
+    model.load_state_dict({k: v.to(model_dtype) for k, v in state.items() if k not in fresh}, strict=False)
     model.tie_weights()
     if dtype is not None:
         model.to(_resolve_dtype(dtype, state))
     if device is not None:
         model.to(device)
-    if output_loading_info:
-        return model.eval(), {"missing_keys": missing, "unexpected_keys": unexpected,
-                              "mismatched_keys": [(k, c, m) for k, m, c in mismatched]}
-    return model.eval()
+    return (model.eval(), report) if output_loading_info else model.eval()
 
 
-def warn_loading(directory: str, class_name: str, missing: list[str], unexpected: list[str], *,
-                 stacklevel: int = 2) -> None:
-    """The loader's warnings: tensors initialised anew (train before use), tensors left unused."""
-    if missing:
-        warnings.warn(f"{directory}: newly initialised (not in the checkpoint), train before use: "
-                      + ", ".join(missing), BertkitWarning, stacklevel=stacklevel + 1)
-    if unexpected:
-        warnings.warn(f"{directory}: checkpoint tensors not used by {class_name}: " + ", ".join(unexpected),
-                      BertkitWarning, stacklevel=stacklevel + 1)
+def _split_kwargs(cls, kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """from_pretrained's extra keywords -> (cls.__init__ arguments, BertConfig overrides)."""
+    init_params = set(inspect.signature(cls.__init__).parameters) - {"self", "config"}
+    model_kwargs = {k: v for k, v in kwargs.items() if k in init_params}
+    config_overrides = {k: v for k, v in kwargs.items() if k not in init_params}
+    unknown = sorted(set(config_overrides) - (BertConfig.field_names() - {"extra"}))
+    if unknown:
+        raise ConfigError(f"{cls.__name__}.from_pretrained got unknown argument(s) {', '.join(unknown)}: "
+                          f"pass BertConfig fields, {', '.join(sorted(init_params)) or 'no model arguments'}, "
+                          "config, dtype, device, ignore_mismatched_sizes or output_loading_info")
+    return model_kwargs, config_overrides
+
+
+def _model_directory(path) -> str:
+    directory = os.fspath(path)
+    if not os.path.isdir(directory):
+        what = "not a directory" if os.path.exists(directory) else "no such directory"
+        raise CheckpointError(f"{directory}: {what}; bertkit loads local model directories only (no hub "
+                              "downloads): pass the folder holding config.json and the weights")
+    return directory
+
+
+def _read_config(directory: str, config: BertConfig | None, overrides: dict[str, Any]) -> BertConfig:
+    """config.json with `overrides`, or the given config object with them."""
+    if config is not None:
+        return config.replace(**overrides) if overrides else config
+    try:
+        return BertConfig.from_json(os.path.join(directory, CONFIG), **overrides)
+    except ConfigError as e:
+        raise CheckpointError(str(e)) from None
 
 
 def _resolve_dtype(dtype, state) -> torch.dtype:

@@ -2,32 +2,35 @@
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import sys
+from dataclasses import dataclass
 
+from .config import PRESETS
 from .errors import BertkitError
+from .options import opt, parse
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
-    return value
+@dataclass
+class InfoConfig:
+    """Build or load a model, show it with its heads, count parameters, run one forward pass."""
+
+    model: str | None = opt(None, "a local HF model directory (config.json + weights)", positional=True, nargs="?")
+    preset: str | None = opt(None, "a built-in architecture, randomly initialised", choices=sorted(PRESETS))
+    seq_len: int = opt(8, "length of the random input ids of the forward pass")
+
+    def problem(self) -> str | None:
+        if (self.model is None) == (self.preset is None):
+            return "give a model directory or --preset NAME (one of them)"
+        if self.seq_len < 1:
+            return f"argument --seq-len: must be a positive integer, got {self.seq_len}"
+        return None
 
 
 def info_main(argv: list[str]) -> int:
-    """Build or load a model, show it with its heads, count parameters, run one forward pass."""
     import torch
 
-    from .config import PRESETS
-
-    p = argparse.ArgumentParser(prog="bertkit info", description=info_main.__doc__)
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("model", nargs="?", help="a local HF model directory (config.json + weights)")
-    src.add_argument("--preset", choices=sorted(PRESETS), help="a built-in architecture, randomly initialised")
-    p.add_argument("--seq-len", type=_positive, default=8, help="length of the random input ids of the forward pass")
-    args = p.parse_args(argv)
+    args = parse(InfoConfig, argv, prog="bertkit info")
 
     from .explain.loading import load
 

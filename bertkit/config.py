@@ -13,11 +13,12 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from .activations import ACT2FN
 from .errors import ConfigError
+from .files import atomic_write_text, read_text
 
 POSITION_EMBEDDING_TYPES = ("absolute", "relative_key", "relative_key_query")
-ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "quick_gelu", "relu", "silu", "swish",
-               "tanh", "mish")
+ACTIVATIONS = tuple(ACT2FN)  # hidden_act names (activations.py)
 ATTN_IMPLEMENTATIONS = ("auto", "eager", "sdpa", "varlen")
 PROBLEM_TYPES = (None, "regression", "single_label_classification", "multi_label_classification")
 
@@ -206,13 +207,9 @@ class BertConfig:
         path = os.fspath(path)
         if os.path.isdir(path):
             path = os.path.join(path, "config.json")
-        try:
-            with open(path, encoding="utf-8") as fh:
-                text = fh.read()
-        except FileNotFoundError:
-            raise ConfigError(f"{path}: no such file; a model directory needs a config.json") from None
-        except OSError as e:
-            raise ConfigError(f"{path}: cannot read config: {e}") from e
+        text = read_text(path, ConfigError, missing="no such file; a model directory needs a config.json",
+                         cannot_read="cannot read config: {error}", not_utf8="not UTF-8 (byte {byte:#04x}); "
+                         "save config.json as UTF-8")
         try:
             data = json.loads(text)
         except json.JSONDecodeError as e:
@@ -228,8 +225,6 @@ class BertConfig:
         """The config as JSON text; written to `path` (atomically) when given."""
         text = json.dumps(self.to_dict(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
         if path is not None:
-            from .checkpoint import atomic_write_text
-
             atomic_write_text(os.fspath(path), text)
         return text
 

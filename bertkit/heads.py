@@ -22,11 +22,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .activations import ACT2FN
 from .config import BertConfig
 from .errors import InputError
-from .model import ACT2FN, BertModel, BertPreTrainedModel, KVCache, ModelOutput
-
-IGNORE = -100  # label value that takes no part in a loss
+from .labels import IGNORE
+from .model import BertModel, BertPreTrainedModel, KVCache, ModelOutput
 
 
 # ----- outputs -----------------------------------------------------------------------------------
@@ -35,15 +35,6 @@ class BertForPreTrainingOutput(ModelOutput):
     loss: Tensor | None = None
     prediction_logits: Tensor | None = None  # (B, S, V); (N_masked, V) with masked_positions_only
     seq_relationship_logits: Tensor | None = None  # (B, 2)
-    hidden_states: tuple[Tensor, ...] | None = None
-    attentions: tuple[Tensor, ...] | None = None
-    masked_positions: Tensor | None = None  # (B, S) bool: the rows of sparse logits (None: dense logits)
-
-
-@dataclass
-class MaskedLMOutput(ModelOutput):
-    loss: Tensor | None = None
-    logits: Tensor | None = None  # (B, S, V); (N_masked, V) with masked_positions_only
     hidden_states: tuple[Tensor, ...] | None = None
     attentions: tuple[Tensor, ...] | None = None
     masked_positions: Tensor | None = None  # (B, S) bool: the rows of sparse logits (None: dense logits)
@@ -67,6 +58,13 @@ class ClassifierOutput(ModelOutput):
     logits: Tensor | None = None
     hidden_states: tuple[Tensor, ...] | None = None
     attentions: tuple[Tensor, ...] | None = None
+
+
+@dataclass
+class MaskedLMOutput(ClassifierOutput):
+    """ClassifierOutput's fields, logits (B, S, V) or (N_masked, V) with masked_positions_only, and:"""
+
+    masked_positions: Tensor | None = None  # (B, S) bool: the rows of sparse logits (None: dense logits)
 
 
 @dataclass
@@ -140,6 +138,10 @@ class PreTrainingHeads(nn.Module):
 
 
 # ----- base of all heads -------------------------------------------------------------------------
+# The MLM decoder shares the word embedding matrix (while config.tie_word_embeddings).
+DECODER_TIED_TO_EMBEDDINGS = {"cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight"}
+
+
 class _HeadModel(BertPreTrainedModel):
     """An encoder at `self.bert` plus a head; the encoder call is shared by all heads."""
 
@@ -155,16 +157,6 @@ class _HeadModel(BertPreTrainedModel):
                 child.apply(self._init_weights)
         self.tie_weights()
 
-    def tied_weights(self) -> dict[str, str]:
-        """{parameter name: name of the parameter it shares storage with}."""
-        if isinstance(getattr(self, "cls", None), (OnlyMLMHead, PreTrainingHeads)) and self.config.tie_word_embeddings:
-            return {"cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight"}
-        return {}
-
-    def tie_weights(self) -> None:
-        if self.tied_weights():
-            self.cls.predictions.decoder.weight = self.bert.embeddings.word_embeddings.weight
-
     def get_output_embeddings(self) -> nn.Linear | None:
         return self.cls.predictions.decoder if hasattr(self, "cls") and hasattr(self.cls, "predictions") else None
 
@@ -177,6 +169,47 @@ class _HeadModel(BertPreTrainedModel):
     def _dropout_p(self) -> float:
         cfg = self.config
         return cfg.classifier_dropout if cfg.classifier_dropout is not None else cfg.hidden_dropout_prob
+
+
+class _LabelledHead(_HeadModel):
+    """A head whose forward is: encode -> logits(out) -> loss(logits, labels) -> ClassifierOutput.
+
+    The forward and its keyword signature (transformers') are written once, here; a subclass says
+    how its logits come from the encoder output and how they are scored against labels.
+    """
+
+    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, head_mask=None,
+                inputs_embeds=None, labels=None, output_attentions=None, output_hidden_states=None,
+                return_dict=None) -> ClassifierOutput:
+        out = self._encode(input_ids, attention_mask, token_type_ids, position_ids, head_mask, inputs_embeds,
+                           output_attentions, output_hidden_states)
+        logits = self.logits(out)
+        loss = self.loss(logits, labels) if labels is not None else None
+        return _ret(ClassifierOutput(loss, logits, out.hidden_states, out.attentions), return_dict)
+
+    def logits(self, out: ModelOutput) -> Tensor:
+        raise NotImplementedError
+
+    def loss(self, logits: Tensor, labels: Tensor) -> Tensor:
+        raise NotImplementedError
+
+
+class _TokenPredictionHead(_HeadModel):
+    """An encoder without pooler + the MLM head (cls.predictions), its decoder tied to the word
+    embeddings: BertForMaskedLM reads in both directions, BertLMHeadModel left to right."""
+
+    _missing_ok = ("cls.",)
+    _tied_weights = DECODER_TIED_TO_EMBEDDINGS
+    _is_decoder: bool  # the config.is_decoder the subclass is built for
+    _wrong_attention: str  # the warning when the config says otherwise
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config)
+        if bool(config.is_decoder) != self._is_decoder:
+            warnings.warn(self._wrong_attention, stacklevel=2)
+        self.bert = BertModel(config, add_pooling_layer=False)
+        self.cls = OnlyMLMHead(config)
+        self.post_init()
 
 
 def _ret(out: ModelOutput, return_dict: bool | None):
@@ -241,6 +274,7 @@ class BertForPreTraining(_HeadModel):
     """BERT's pretraining: masked-token prediction and next-sentence prediction, losses summed."""
 
     _missing_ok = ("cls.", "bert.pooler.")
+    _tied_weights = DECODER_TIED_TO_EMBEDDINGS
 
     def __init__(self, config: BertConfig):
         super().__init__(config)
@@ -266,7 +300,7 @@ class BertForPreTraining(_HeadModel):
                                              out.attentions, where), return_dict)
 
 
-class BertForMaskedLM(_HeadModel):
+class BertForMaskedLM(_TokenPredictionHead):
     """Predict the token at every position; the loss counts only positions whose label != -100.
 
     `masked_positions_only=True` (with labels) projects to the vocabulary only at those positions:
@@ -276,15 +310,8 @@ class BertForMaskedLM(_HeadModel):
     transformers.
     """
 
-    _missing_ok = ("cls.",)
-
-    def __init__(self, config: BertConfig):
-        super().__init__(config)
-        if config.is_decoder:
-            warnings.warn("BertForMaskedLM wants bidirectional attention: set is_decoder=False", stacklevel=2)
-        self.bert = BertModel(config, add_pooling_layer=False)
-        self.cls = OnlyMLMHead(config)
-        self.post_init()
+    _is_decoder = False
+    _wrong_attention = "BertForMaskedLM wants bidirectional attention: set is_decoder=False"
 
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, head_mask=None,
                 inputs_embeds=None, encoder_hidden_states=None, encoder_attention_mask=None, labels=None,
@@ -298,7 +325,7 @@ class BertForMaskedLM(_HeadModel):
         return _ret(MaskedLMOutput(loss, logits, out.hidden_states, out.attentions, where), return_dict)
 
 
-class BertForNextSentencePrediction(_HeadModel):
+class BertForNextSentencePrediction(_LabelledHead):
     """Is sentence B the real continuation of A? logits (B, 2); label 0 = real next, 1 = random."""
 
     _missing_ok = ("cls.", "bert.pooler.")
@@ -309,18 +336,15 @@ class BertForNextSentencePrediction(_HeadModel):
         self.cls = OnlyNSPHead(config)
         self.post_init()
 
-    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, head_mask=None,
-                inputs_embeds=None, labels=None, output_attentions=None, output_hidden_states=None,
-                return_dict=None) -> ClassifierOutput:
-        out = self._encode(input_ids, attention_mask, token_type_ids, position_ids, head_mask, inputs_embeds,
-                           output_attentions, output_hidden_states)
-        logits = self.cls(out.pooler_output)  # (B, 2)
-        loss = nsp_loss(logits, labels, "labels") if labels is not None else None
-        return _ret(ClassifierOutput(loss, logits, out.hidden_states, out.attentions), return_dict)
+    def logits(self, out: ModelOutput) -> Tensor:
+        return self.cls(out.pooler_output)  # (B, 2)
+
+    def loss(self, logits: Tensor, labels: Tensor) -> Tensor:
+        return nsp_loss(logits, labels, "labels")
 
 
 # ----- fine-tuning heads -------------------------------------------------------------------------
-class BertForSequenceClassification(_HeadModel):
+class BertForSequenceClassification(_LabelledHead):
     """Pooled [CLS] -> dropout -> (B, num_labels). problem_type picks the loss:
 
     regression (num_labels == 1, or float labels of shape (B, num_labels) with problem_type set):
@@ -338,14 +362,8 @@ class BertForSequenceClassification(_HeadModel):
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
-    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, head_mask=None,
-                inputs_embeds=None, labels=None, output_attentions=None, output_hidden_states=None,
-                return_dict=None) -> ClassifierOutput:
-        out = self._encode(input_ids, attention_mask, token_type_ids, position_ids, head_mask, inputs_embeds,
-                           output_attentions, output_hidden_states)
-        logits = self.classifier(self.dropout(out.pooler_output))  # (B, num_labels)
-        loss = self.loss(logits, labels) if labels is not None else None
-        return _ret(ClassifierOutput(loss, logits, out.hidden_states, out.attentions), return_dict)
+    def logits(self, out: ModelOutput) -> Tensor:
+        return self.classifier(self.dropout(out.pooler_output))  # (B, num_labels)
 
     def loss(self, logits: Tensor, labels: Tensor) -> Tensor:
         cfg, B, n = self.config, logits.shape[0], self.num_labels
@@ -375,7 +393,7 @@ class BertForSequenceClassification(_HeadModel):
         return loss
 
 
-class BertForTokenClassification(_HeadModel):
+class BertForTokenClassification(_LabelledHead):
     """Every token -> dropout -> (B, S, num_labels); labels -100 (padding, sub-words) are skipped."""
 
     _missing_ok = ("classifier.",)
@@ -388,18 +406,12 @@ class BertForTokenClassification(_HeadModel):
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
-    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, head_mask=None,
-                inputs_embeds=None, labels=None, output_attentions=None, output_hidden_states=None,
-                return_dict=None) -> ClassifierOutput:
-        out = self._encode(input_ids, attention_mask, token_type_ids, position_ids, head_mask, inputs_embeds,
-                           output_attentions, output_hidden_states)
-        logits = self.classifier(self.dropout(out.last_hidden_state))  # (B, S, num_labels)
-        loss = None
-        if labels is not None:
-            _check_class_labels("labels", labels, logits.shape[:2], self.num_labels, ignore=True)
-            loss = F.cross_entropy(logits.reshape(-1, self.num_labels).float(), labels.reshape(-1),
-                                   ignore_index=IGNORE)
-        return _ret(ClassifierOutput(loss, logits, out.hidden_states, out.attentions), return_dict)
+    def logits(self, out: ModelOutput) -> Tensor:
+        return self.classifier(self.dropout(out.last_hidden_state))  # (B, S, num_labels)
+
+    def loss(self, logits: Tensor, labels: Tensor) -> Tensor:
+        _check_class_labels("labels", labels, logits.shape[:2], self.num_labels, ignore=True)
+        return F.cross_entropy(logits.reshape(-1, self.num_labels).float(), labels.reshape(-1), ignore_index=IGNORE)
 
 
 class BertForQuestionAnswering(_HeadModel):
@@ -483,21 +495,14 @@ class BertForMultipleChoice(_HeadModel):
 
 
 # ----- causal language model ---------------------------------------------------------------------
-class BertLMHeadModel(_HeadModel):
+class BertLMHeadModel(_TokenPredictionHead):
     """BERT as a left-to-right decoder (is_decoder=True): logits for the NEXT token at each position.
 
     Labels are the input ids themselves: the loss compares logits[:, t] with labels[:, t + 1].
     """
 
-    _missing_ok = ("cls.",)
-
-    def __init__(self, config: BertConfig):
-        super().__init__(config)
-        if not config.is_decoder:
-            warnings.warn("BertLMHeadModel is a causal decoder: set is_decoder=True", stacklevel=2)
-        self.bert = BertModel(config, add_pooling_layer=False)
-        self.cls = OnlyMLMHead(config)
-        self.post_init()
+    _is_decoder = True
+    _wrong_attention = "BertLMHeadModel is a causal decoder: set is_decoder=True"
 
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, head_mask=None,
                 inputs_embeds=None, encoder_hidden_states=None, encoder_attention_mask=None, labels=None,

@@ -2,9 +2,8 @@
 
 Why: a BERT pretrained from BERT's initialisation on a few CPU minutes stays a bag of characters.
 Its heads start uniform, and learning *where* to look (the previous token, the next one) takes
-far longer than learning *what* the characters are (bench/results/pretraining_budget.md: after
-6,000 steps no head of `mini` attends to its neighbours more than to any other token). The
-`local` recipe gives a few heads that knowledge at step 0, with the weights of a standard BERT:
+far longer than learning *what* the characters are (the runs: bench/results/pretraining_budget.md).
+The `local` recipe gives a few heads that knowledge at step 0, with the weights of a standard BERT:
 nothing in the forward pass changes, so transformers loads the result as any BERT.
 
     hidden dims   [ content: words, token types ........ | position code: the last `dims` dims ]

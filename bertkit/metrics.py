@@ -28,6 +28,7 @@ import warnings
 import numpy as np
 
 from .errors import BertkitError
+from .text import PER_CHARACTER, char_class, display_width, pad
 
 
 class MetricError(BertkitError, ValueError):
@@ -135,10 +136,11 @@ def bio_entities(tags: list[str]) -> list[tuple[str, int, int]]:
     entities, start, prev_tag, prev_type = [], None, "O", ""
     for i, full in enumerate(list(tags) + ["O"]):  # the final O closes an entity at the end
         tag, kind = _split_tag(full, i)
-        if start is not None and _chunk_ends(prev_tag, tag, prev_type, kind):
+        ends, starts = _chunk_edges(prev_tag, tag, prev_type, kind)
+        if start is not None and ends:
             entities.append((prev_type, start, i))
             start = None
-        if _chunk_starts(prev_tag, tag, prev_type, kind):
+        if starts:
             start = i
         prev_tag, prev_type = tag, kind
     return entities
@@ -176,25 +178,17 @@ def _split_tag(full: str, position: int) -> tuple[str, str]:
     return ("I" if full[0] == "M" else full[0]), full[2:]
 
 
-def _chunk_ends(prev_tag, tag, prev_type, kind) -> bool:
-    if prev_tag in ("E", "S"):
-        return True
-    if prev_tag in ("B", "I") and tag in ("B", "S", "O"):
-        return True
-    return prev_tag != "O" and prev_type != kind
-
-
-def _chunk_starts(prev_tag, tag, prev_type, kind) -> bool:
-    if tag in ("B", "S"):
-        return True
-    if tag in ("I", "E") and prev_tag in ("E", "S", "O"):
-        return True
-    return tag != "O" and prev_type != kind
+def _chunk_edges(prev_tag, tag, prev_type, kind) -> tuple[bool, bool]:
+    """(an entity ends before this tag, one starts at it): conlleval's endOfChunk and startOfChunk."""
+    new_type = prev_type != kind
+    ends = prev_tag in ("E", "S") or (prev_tag in ("B", "I") and tag in ("B", "S", "O")) \
+        or (prev_tag != "O" and new_type)
+    starts = tag in ("B", "S") or (tag in ("I", "E") and prev_tag in ("E", "S", "O")) or (tag != "O" and new_type)
+    return ends, starts
 
 
 # ----- extractive QA -----------------------------------------------------------------------------
-_CJK = re.compile("[\u4e00-\u9fff\u3400-\u4dbf\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af"
-                  "\U00020000-\U0002a6df\U0002a700-\U0002ceaf\U0002f800-\U0002fa1f]")
+_CJK = re.compile(f"[{char_class(PER_CHARACTER)}]")  # CJK ideographs, kana, hangul: compared per character
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 
 
@@ -269,17 +263,15 @@ def _token_f1(pred: list[str], gold: list[str]) -> float:
 # ----- showing reports ---------------------------------------------------------------------------
 def format_report(report: dict, digits: int = 4) -> str:
     """A report (any of the above) as text: a table of its classes / types, then its totals."""
-    from .explain.common import display_width as _width, pad as _pad  # CJK characters take two columns
-
     rows = report.get("per_class") or report.get("per_type") or {}
     lines = []
     if rows:
         first = "label" if "per_class" in report else "type"
-        width = max([_width(first)] + [_width(str(name)) for name in rows]) + 2
-        lines.append(_pad(first, width) + "".join(f"{h:>{digits + 7}}" for h in ("precision", "recall", "f1"))
+        width = max([display_width(first)] + [display_width(str(name)) for name in rows]) + 2
+        lines.append(pad(first, width) + "".join(f"{h:>{digits + 7}}" for h in ("precision", "recall", "f1"))
                      + f"{'support':>10}")
         for name, row in rows.items():
-            lines.append(_pad(str(name), width) + "".join(f"{row[h]:>{digits + 7}.{digits}f}"
+            lines.append(pad(str(name), width) + "".join(f"{row[h]:>{digits + 7}.{digits}f}"
                                                           for h in ("precision", "recall", "f1"))
                          + f"{row['support']:>10d}")
         lines.append("")
@@ -292,12 +284,12 @@ def format_report(report: dict, digits: int = 4) -> str:
     if matrix is not None:  # e.g. added by the caller: report["confusion_matrix"] = confusion_matrix(...)
         names = list(report.get("per_class", {})) if len(report.get("per_class", {})) == len(matrix) \
             else [str(k) for k in range(len(matrix))]
-        first = max([_width("true \\ predicted")] + [_width(n) for n in names]) + 2
-        cell = max([_width(n) for n in names] + [len(str(c)) for row in matrix for c in row]) + 2
+        first = max([display_width("true \\ predicted")] + [display_width(n) for n in names]) + 2
+        cell = max([display_width(n) for n in names] + [len(str(c)) for row in matrix for c in row]) + 2
         lines += ["", "confusion matrix (rows: true, columns: predicted)",
-                  _pad("true \\ predicted", first) + "".join(" " * (cell - _width(n)) + n for n in names)]
+                  pad("true \\ predicted", first) + "".join(" " * (cell - display_width(n)) + n for n in names)]
         for name, row in zip(names, matrix):
-            lines.append(_pad(name, first) + "".join(f"{c:>{cell}}" for c in row))
+            lines.append(pad(name, first) + "".join(f"{c:>{cell}}" for c in row))
     return "\n".join(lines)
 
 
@@ -308,9 +300,8 @@ def plot_confusion_matrix(matrix, labels: list[str], path: str, title: str | Non
     from matplotlib.figure import Figure
     from matplotlib.font_manager import FontProperties
 
-    from .checkpoint import atomic_write
-    from .explain.common import display_width
-    from .explain.fonts import font_for
+    from .files import atomic_write
+    from .fonts import font_for
 
     counts = np.asarray(matrix, dtype=np.int64)
     n = len(labels)

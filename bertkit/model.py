@@ -21,22 +21,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from . import attention
+from . import attention, padding
+from .activations import ACT2FN
 from .config import BertConfig
 from .errors import InputError
-
-ACT2FN = {
-    "gelu": F.gelu,
-    "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
-    "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
-    "gelu_fast": lambda x: F.gelu(x, approximate="tanh"),
-    "quick_gelu": lambda x: x * torch.sigmoid(1.702 * x),
-    "relu": F.relu,
-    "silu": F.silu,
-    "swish": F.silu,
-    "tanh": torch.tanh,
-    "mish": F.mish,
-}
 
 KVCache = tuple[tuple[Tensor, ...], ...]  # per layer: (self_k, self_v[, cross_k, cross_v]), each (B, heads, T, d)
 
@@ -123,7 +111,7 @@ class SelfAttention(nn.Module):
 
     def forward(self, hidden_states: Tensor, attention_mask: Tensor | None = None, head_mask: Tensor | None = None,
                 encoder_hidden_states: Tensor | None = None, past_key_value: tuple[Tensor, Tensor] | None = None,
-                output_attentions: bool = False, varlen: attention.Unpadded | None = None):
+                output_attentions: bool = False, varlen: padding.Unpadded | None = None):
         if varlen is not None:
             return self.forward_unpadded(hidden_states, varlen), None, None
         q = self.split_heads(self.query(hidden_states))  # (B, heads, S, head_dim)
@@ -155,7 +143,7 @@ class SelfAttention(nn.Module):
         context = context.transpose(1, 2).reshape(B, S, self.all_head_size)
         return context, probs, present
 
-    def forward_unpadded(self, hidden_states: Tensor, varlen: attention.Unpadded) -> Tensor:
+    def forward_unpadded(self, hidden_states: Tensor, varlen: padding.Unpadded) -> Tensor:
         """The unpadded path: hidden_states (N, H) are the real tokens of all sequences, no batch axis.
 
         query, key and value run as ONE matrix multiply (their weights side by side, 3 * heads *
@@ -172,17 +160,24 @@ class SelfAttention(nn.Module):
         return context.reshape(N, self.all_head_size)  # heads side by side again, (N, heads * head_dim)
 
 
-class SelfOutput(nn.Module):
-    """Mix the concatenated heads back to H, dropout, residual + LayerNorm."""
+class ResidualOutput(nn.Module):
+    """The end of both sub-blocks: dense (in_features -> H), dropout, + residual, LayerNorm."""
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig, in_features: int):
         super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dense = nn.Linear(in_features, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def forward(self, hidden_states: Tensor, input_tensor: Tensor) -> Tensor:
-        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + input_tensor)
+        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + input_tensor)  # (B, S, H)
+
+
+class SelfOutput(ResidualOutput):
+    """Mix the concatenated heads back to H, dropout, residual + LayerNorm."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config, config.hidden_size)
 
 
 class Attention(nn.Module):
@@ -233,6 +228,8 @@ def _prune_linear(layer: nn.Linear, index: Tensor, dim: int) -> nn.Linear:
 
 # ----- feed-forward ------------------------------------------------------------------------------
 class Intermediate(nn.Module):
+    """Feed-forward up: H -> I (intermediate_size, usually 4H), then the activation (hidden_act)."""
+
     def __init__(self, config: BertConfig):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
@@ -246,15 +243,11 @@ class Intermediate(nn.Module):
         return self.intermediate_act_fn(self.dense(hidden_states))  # (B, S, I)
 
 
-class Output(nn.Module):
-    def __init__(self, config: BertConfig):
-        super().__init__()
-        self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+class Output(ResidualOutput):
+    """Feed-forward down: I -> H, dropout, residual + LayerNorm."""
 
-    def forward(self, hidden_states: Tensor, input_tensor: Tensor) -> Tensor:
-        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + input_tensor)  # (B, S, H)
+    def __init__(self, config: BertConfig):
+        super().__init__(config, config.intermediate_size)
 
 
 # ----- layer and encoder -------------------------------------------------------------------------
@@ -354,6 +347,9 @@ class BertPreTrainedModel(nn.Module):
     base_model_prefix = "bert"
     # Parameters a checkpoint may lack; they are freshly initialised and listed in a warning.
     _missing_ok: tuple[str, ...] = ()
+    # {parameter: the parameter it shares storage with} while config.tie_word_embeddings is True;
+    # heads with an MLM decoder tie it to the word embeddings. The loader reads a tied pair once.
+    _tied_weights: dict[str, str] = {}
 
     def __init__(self, config: BertConfig):
         super().__init__()
@@ -368,11 +364,15 @@ class BertPreTrainedModel(nn.Module):
         self.tie_weights()
 
     def tied_weights(self) -> dict[str, str]:
-        """{parameter name: the parameter it shares storage with}; heads with an MLM decoder have one."""
-        return {}
+        """{parameter name: the parameter it shares storage with}: the class's _tied_weights when the
+        config ties word embeddings (tie_word_embeddings=True), else none."""
+        return dict(self._tied_weights) if self.config.tie_word_embeddings else {}
 
     def tie_weights(self) -> None:
         """Make the parameters named in tied_weights() one tensor again (after init or loading)."""
+        for name, source in self.tied_weights().items():
+            module, _, attribute = name.rpartition(".")
+            setattr(self.get_submodule(module), attribute, self.get_parameter(source))
 
     def _init_weights(self, module: nn.Module) -> None:
         """BERT's initialisation: normal(0, initializer_range) weights, zero biases, LayerNorm 1/0."""
@@ -496,13 +496,13 @@ class BertModel(BertPreTrainedModel):
         if attention_mask is not None:
             _check_mask("attention_mask", attention_mask, B, S, past + S)
 
-        packed = attention.is_packed(attention_mask)  # numbers 1, 2, ... = documents packed into a row
+        packed = padding.is_packed(attention_mask)  # numbers 1, 2, ... = documents packed into a row
         if packed:
             if cfg.is_decoder or attention_mask.shape[1] != S:
                 raise InputError("attention_mask numbers above 1 mean packed documents, which only an encoder "
                                  "without a cache takes; a decoder's mask holds 0 and 1")
             if position_ids is None:  # every document starts at position 0
-                position_ids = attention.document_positions(attention_mask)
+                position_ids = padding.document_positions(attention_mask)
         varlen = self._unpadded(attention_mask, packed, output_attentions, head_mask, encoder_hidden_states,
                                 (B, S), device)
 
@@ -511,7 +511,7 @@ class BertModel(BertPreTrainedModel):
         if varlen is not None:
             hidden = varlen.remove(hidden)  # (N, H): only the real tokens go through the layers
         elif attention_mask is not None:  # None when every position is visible: SDPA's fastest kernels
-            keep = attention.document_keep(attention_mask) if packed else attention_mask
+            keep = padding.document_keep(attention_mask) if packed else attention_mask
             mask = attention.self_attention_mask(keep, S, cfg.is_decoder, hidden.dtype)
 
         cross_mask = None
@@ -564,8 +564,8 @@ class BertModel(BertPreTrainedModel):
                 or (attention_mask is not None and attention_mask.dim() != 2):
             return None
         if attention_mask is None or (not packed and bool(attention_mask.all())):  # nothing to remove
-            return None if cfg.attn_implementation == "auto" else attention.Unpadded.full(*input_shape, device)
-        return attention.unpad(attention_mask)
+            return None if cfg.attn_implementation == "auto" else padding.Unpadded.full(*input_shape, device)
+        return padding.unpad(attention_mask)
 
     # ----- input checks: clear errors instead of index errors deep inside -------------------
     def _check_inputs(self, input_ids, inputs_embeds, past_key_values) -> tuple[int, int]:

@@ -17,18 +17,21 @@ import dataclasses
 import typing
 from typing import Any
 
-_OURS = ("help", "positional", "may_change_on_resume")  # metadata keys that are not argparse's
+_OURS = ("help", "positional", "may_change_on_resume", "exclusive")  # metadata keys that are not argparse's
 
 
 def opt(default: Any, help: str, *, positional: bool = False, may_change_on_resume: bool = False,
-        **argparse_kwargs: Any):
+        exclusive: str | None = None, **argparse_kwargs: Any):
     """A dataclass field with the one line of help its flag shows.
 
     positional: an argument without a flag (e.g. the texts of `bertkit predict`); a callable
     default (list) is a default factory. may_change_on_resume: a setting that does not change what
     a resumed run computes (its log interval, its device), so --resume may take a new value.
+    exclusive: fields naming the same group may not be given together (--trace | --mlm).
+    Other keywords go to argparse's add_argument (choices, nargs, metavar, required).
     """
-    meta = {"help": help, "positional": positional, "may_change_on_resume": may_change_on_resume, **argparse_kwargs}
+    meta = {"help": help, "positional": positional, "may_change_on_resume": may_change_on_resume,
+            "exclusive": exclusive, **argparse_kwargs}
     if callable(default):
         return dataclasses.field(default_factory=default, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -39,31 +42,45 @@ def may_change_on_resume(cls) -> set[str]:
     return {f.name for f in dataclasses.fields(cls) if f.metadata.get("may_change_on_resume")}
 
 
-def parser_for(cls, *, prog: str, description: str | None = None) -> argparse.ArgumentParser:
-    """The argparse parser of the dataclass `cls`: --flag per field, positionals where marked."""
-    parser = argparse.ArgumentParser(prog=prog, description=description or (cls.__doc__ or "").strip())
+def parser_for(cls, *, prog: str, **parser_kwargs: Any) -> argparse.ArgumentParser:
+    """The argparse parser of the dataclass `cls`: --flag per field, positionals where marked; the
+    description is the class docstring unless parser_kwargs say otherwise (epilog, usage, ...)."""
+    parser_kwargs.setdefault("description", (cls.__doc__ or "").strip())
+    parser = argparse.ArgumentParser(prog=prog, **parser_kwargs)
     hints = typing.get_type_hints(cls)
+    groups: dict[str, argparse._MutuallyExclusiveGroup] = {}
     for f in dataclasses.fields(cls):
         kind = hints[f.name]
+        exclusive = f.metadata.get("exclusive")
+        if exclusive and exclusive not in groups:
+            groups[exclusive] = parser.add_mutually_exclusive_group()
+        target = groups[exclusive] if exclusive else parser
         help_text = f.metadata.get("help", "")
         extra = {k: v for k, v in f.metadata.items() if k not in _OURS}
         default = f.default_factory() if f.default is dataclasses.MISSING else f.default
         if f.metadata.get("positional"):
-            parser.add_argument(f.name, type=_base_type(kind), default=default, help=help_text, **extra)
+            target.add_argument(f.name, type=_base_type(kind), default=default, help=help_text, **extra)
             continue
         flag = "--" + f.name.replace("_", "-")
         if kind is bool:
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default,
+            target.add_argument(flag, action=argparse.BooleanOptionalAction, default=default,
                                 help=f"{help_text} (default: {default})")
             continue
-        shown = "" if extra.get("required") else f" (default: {default})"
-        parser.add_argument(flag, type=_base_type(kind), default=default, help=help_text + shown, **extra)
+        shown = "" if extra.get("required") or default is None else f" (default: {default})"
+        target.add_argument(flag, type=_base_type(kind), default=default, help=help_text + shown, **extra)
     return parser
 
 
-def parse(cls, argv: list[str], *, prog: str, description: str | None = None):
-    """Parse argv into an instance of the dataclass `cls`."""
-    return cls(**vars(parser_for(cls, prog=prog, description=description).parse_args(argv)))
+def parse(cls, argv: list[str], *, prog: str, **parser_kwargs: Any):
+    """Parse argv into an instance of the dataclass `cls`. A settings class may have a method
+    `problem()` returning what is wrong with a combination of flags (None: nothing): argparse then
+    prints the usage and that message and exits with status 2, as for any bad flag."""
+    parser = parser_for(cls, prog=prog, **parser_kwargs)
+    settings = cls(**vars(parser.parse_args(argv)))
+    problem = settings.problem() if hasattr(settings, "problem") else None
+    if problem:
+        parser.error(problem)
+    return settings
 
 
 def _base_type(kind):

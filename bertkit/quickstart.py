@@ -22,7 +22,6 @@ rerun by hand (`bertkit pretrain ...`, `bertkit finetune ...`). All budgets are 
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -34,6 +33,7 @@ from dataclasses import asdict, dataclass
 
 from .errors import BertkitError
 from .metrics import finite_or_none
+from .options import opt, parse
 
 
 class QuickstartError(BertkitError, ValueError):
@@ -99,62 +99,64 @@ def say(*parts) -> None:
 
 
 # ----- the command -------------------------------------------------------------------------------
-def main(argv: list[str]) -> int:
+@dataclass
+class QuickstartConfig:
     """Pretrain, fine-tune, compare with a from-scratch baseline, look inside; write a report folder."""
-    p = argparse.ArgumentParser(prog="bertkit quickstart", description=main.__doc__)
-    p.add_argument("--out", default="runs/quickstart", help="report folder (default: runs/quickstart); "
-                                                            "results of an earlier quickstart there are replaced")
-    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
-                   help="auto: cuda when there is one; cuda runs a larger budget")
-    p.add_argument("--tiny", action="store_true", help="a seconds-scale budget on a sliver of the data (a smoke test)")
-    p.add_argument("--seed", type=int, default=0, help="seed of every stage")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    args = p.parse_args(argv)
+
+    out: str = opt("runs/quickstart", "report folder; results of an earlier quickstart there are replaced")
+    device: str = opt("auto", "auto: cuda when there is one; cuda runs a larger budget", choices=["auto", "cpu", "cuda"])
+    tiny: bool = opt(False, "a seconds-scale budget on a sliver of the data (a smoke test)")
+    seed: int = opt(0, "seed of every stage")
+    progress: bool = opt(True, "show progress bars")
+
+
+def main(argv: list[str]) -> int:
+    settings = parse(QuickstartConfig, argv, prog="bertkit quickstart")
 
     from .train.loop import pick_device
 
-    device = pick_device(args.device).type  # --device cuda without a GPU is an error here, before any work
-    profile = "tiny" if args.tiny else device
-    b, out = PROFILES[profile], args.out
+    device = pick_device(settings.device).type  # --device cuda without a GPU is an error here, before any work
+    profile = "tiny" if settings.tiny else device
+    budget, out = PROFILES[profile], settings.out
     prepare_out(out)
-    common = ["--seed", str(args.seed), "--device", device, *cpu_precision(device)] + \
-        (["--no-progress"] if args.no_progress else [])
+    common = ["--seed", str(settings.seed), "--device", device, *cpu_precision(device)] + \
+        ([] if settings.progress else ["--no-progress"])
     rerun = shlex.join(["bertkit", "quickstart", *argv])
     say(f"bertkit quickstart: profile {profile} on {device}; everything goes to {out}")
 
     run = Stages()
-    data = run("data", "the data", prepare_data, b, out)
-    pt = run(PRETRAIN, f"pretraining: a vocabulary and a {b.model} BERT on People's Daily "
-                       f"({b.pretrain_steps} steps of {b.pretrain_batch})",
-             pretrain, pretrain_argv(b, data, out, common))
+    data = run("data", "the data", prepare_data, budget, out)
+    pt = run(PRETRAIN, f"pretraining: a vocabulary and a {budget.model} BERT on People's Daily "
+                       f"({budget.pretrain_steps} steps of {budget.pretrain_batch})",
+             pretrain, pretrain_argv(budget, data, out, common))
     pt_dir = os.path.join(out, PRETRAIN)
     ft = run(FINETUNE, "fine-tuning the pretrained model on sentiment",
-             finetune, finetune_argv(b, data, pt_dir, None, os.path.join(out, FINETUNE), common))
-    sc = run(SCRATCH, f"the baseline: the same {b.model} from random weights, the same budget",
-             finetune, finetune_argv(b, data, b.model, pt_dir, os.path.join(out, SCRATCH), common))
-    few = run(LABELS, "with fewer labels: " + ", ".join(f"{n} reviews" for n, _ in b.few_labels)
-              + ", pretrained and from scratch", few_labels, b, data, out, common, args.seed)
+             finetune, finetune_argv(budget, data, pt_dir, None, os.path.join(out, FINETUNE), common))
+    sc = run(SCRATCH, f"the baseline: the same {budget.model} from random weights, the same budget",
+             finetune, finetune_argv(budget, data, budget.model, pt_dir, os.path.join(out, SCRATCH), common))
+    few = run(LABELS, "with fewer labels: " + ", ".join(f"{n} reviews" for n, _ in budget.few_labels)
+              + ", pretrained and from scratch", few_labels, budget, data, out, common, settings.seed)
     base = run(BASELINE, "a bag-of-characters logistic regression with the same labels", bag_of_chars, data, few)
-    test = run(TEST, "every model on the held-out test split", evaluate_all, b, data, out, few)
+    test = run(TEST, "every model on the held-out test split", evaluate_all, budget, data, out, few)
     inside = run(INSIDE, "inside: the pretrained model's local heads, the fine-tuned model's attention",
-                 look_inside, b, data, ft["cfg"], out)
+                 look_inside, budget, data, ft["cfg"], out)
 
     from .train.loop import read_metrics
 
     curve = [r for r in read_metrics(os.path.join(pt_dir, "metrics.jsonl")) if r.get("split") == "eval"]
     labels = label_efficiency(few, base, test)
     summary = {
-        "profile": profile, "device": device, "seed": args.seed, "budget": asdict(b),
-        "mlm_accuracy": pt["summary"].get("eval", {}).get("mlm_accuracy"),
-        "neighbour_attention": pt["summary"].get("eval", {}).get("neighbour_attention"),
+        "profile": profile, "device": device, "seed": settings.seed, "budget": asdict(budget),
+        "mlm_accuracy": pt["summary"].eval.get("mlm_accuracy"),
+        "neighbour_attention": pt["summary"].eval.get("neighbour_attention"),
         "test_accuracy_pretrained": test["pretrained"]["accuracy"],
         "test_accuracy_scratch": test["scratch"]["accuracy"],
         "test_accuracy_bag_of_chars": base["all"]["test_accuracy"],
         "test_macro_f1_pretrained": test["pretrained"]["macro_f1"],
         "test_macro_f1_scratch": test["scratch"]["macro_f1"],
-        "dev_accuracy_pretrained": (ft["summary"].get("best") or {}).get("accuracy"),
-        "dev_accuracy_scratch": (sc["summary"].get("best") or {}).get("accuracy"),
-        "pretrain_steps": pt["summary"]["step"], "finetune_steps": ft["summary"]["step"],
+        "dev_accuracy_pretrained": (ft["summary"].best or {}).get("accuracy"),
+        "dev_accuracy_scratch": (sc["summary"].best or {}).get("accuracy"),
+        "pretrain_steps": pt["summary"].step, "finetune_steps": ft["summary"].step,
         "pretrain_curve": [{"step": r["step"], "mlm_accuracy": r["mlm_accuracy"],
                             "neighbour_attention": r.get("neighbour_attention")} for r in curve],
         "label_efficiency": labels,
@@ -225,7 +227,7 @@ def prepare_data(budget: Budget, out: str) -> dict:
         say(f"built in: {CORPUS} to pretrain on; {SENTIMENT}'s train / dev / test split to fine-tune and test on")
         return {"corpus": CORPUS, "train": SENTIMENT, "dev": None, "test": SENTIMENT}
     from .data.corpus import read_corpus
-    from .data.tasks import read_task
+    from .tasks import read_task
 
     folder = os.path.join(out, DATA)
     os.makedirs(folder)
@@ -255,11 +257,11 @@ def _jsonl(path: str, rows: list[dict]) -> str:
 
 
 # ----- 1. pretraining ----------------------------------------------------------------------------
-def pretrain_argv(b: Budget, data: dict, out: str, common: list[str]) -> list[str]:
-    return ["--corpus", data["corpus"], "--recipe", "local", "--model-config", b.model,
-            "--vocab-size", str(b.vocab_size), "--steps", str(b.pretrain_steps), "--batch-size", str(b.pretrain_batch),
-            "--lr", str(b.pretrain_lr), "--seq-len", str(b.pretrain_seq_len),
-            "--eval-every", str(max(1, b.pretrain_steps // 8)), *common, "--out", os.path.join(out, PRETRAIN)]
+def pretrain_argv(budget: Budget, data: dict, out: str, common: list[str]) -> list[str]:
+    return ["--corpus", data["corpus"], "--recipe", "local", "--model-config", budget.model,
+            "--vocab-size", str(budget.vocab_size), "--steps", str(budget.pretrain_steps), "--batch-size", str(budget.pretrain_batch),
+            "--lr", str(budget.pretrain_lr), "--seq-len", str(budget.pretrain_seq_len),
+            "--eval-every", str(max(1, budget.pretrain_steps // 8)), *common, "--out", os.path.join(out, PRETRAIN)]
 
 
 def pretrain(argv: list[str]) -> dict:
@@ -277,13 +279,13 @@ def cpu_precision(device: str) -> list[str]:
 
 
 # ----- 2 and 3. fine-tuning: from the pretrained model, and from random weights -------------------
-def finetune_argv(b: Budget, data: dict, model: str, tokenizer: str | None, out: str, common: list[str]) -> list[str]:
+def finetune_argv(budget: Budget, data: dict, model: str, tokenizer: str | None, out: str, common: list[str]) -> list[str]:
     """From a model directory, or (model = a preset) from random weights with `tokenizer`'s vocabulary."""
     argv = ["--task", "classify", "--model", model] + (["--tokenizer", tokenizer] if tokenizer else [])
     argv += ["--train", data["train"]] + (["--eval", data["dev"]] if data["dev"] else [])
-    argv += ["--epochs", str(b.finetune_epochs)] if b.finetune_epochs else ["--steps", str(b.finetune_steps)]
-    return argv + ["--batch-size", str(b.finetune_batch), "--lr", str(b.finetune_lr), "--seq-len",
-                   str(b.finetune_seq_len), "--eval-every", str(b.finetune_eval_every), *common, "--out", out]
+    argv += ["--epochs", str(budget.finetune_epochs)] if budget.finetune_epochs else ["--steps", str(budget.finetune_steps)]
+    return argv + ["--batch-size", str(budget.finetune_batch), "--lr", str(budget.finetune_lr), "--seq-len",
+                   str(budget.finetune_seq_len), "--eval-every", str(budget.finetune_eval_every), *common, "--out", out]
 
 
 def finetune(argv: list[str]) -> dict:
@@ -294,12 +296,10 @@ def finetune(argv: list[str]) -> dict:
 
 def _train(command: str, config_class, run, argv: list[str]) -> dict:
     """`bertkit <command> <argv>` in this process; a stop (Ctrl-C) names the command that resumes it."""
-    from .options import parse
-
     cfg = parse(config_class, argv, prog=f"bertkit {command}")
     summary = run(cfg)
-    if summary["interrupted"]:
-        raise Stopped(f"stopped at step {summary['step']}; the training state is in {cfg.out}/checkpoint: "
+    if summary.interrupted:
+        raise Stopped(f"stopped at step {summary.step}; the training state is in {cfg.out}/checkpoint: "
                       f"`{shlex.join(['bertkit', command, *argv, '--resume'])}` continues it, "
                       "a rerun of quickstart starts over")
     return {"summary": summary, "cfg": cfg, "commands": [shlex.join(["bertkit", command, *argv])]}
@@ -320,10 +320,10 @@ def labelled_subset(examples: list, n: int, seed: int) -> list:
     return picked
 
 
-def few_labels(b: Budget, data: dict, out: str, common: list[str], seed: int) -> dict:
+def few_labels(budget: Budget, data: dict, out: str, common: list[str], seed: int) -> dict:
     """For each size: a labelled subset of the training reviews, then the pretrained model and the same
     architecture from random weights fine-tuned on it (a fixed number of steps, no dev evaluation)."""
-    from .data.tasks import read_task
+    from .tasks import read_task
 
     folder = os.path.join(out, LABELS)
     os.makedirs(folder)
@@ -331,15 +331,15 @@ def few_labels(b: Budget, data: dict, out: str, common: list[str], seed: int) ->
     train = read_task("classify", data["train"], **({"split": "train"} if builtin else {}))
     pt_dir = os.path.join(out, PRETRAIN)
     result: dict = {"commands": [], "sizes": {}}
-    for n, steps in b.few_labels:
+    for n, steps in budget.few_labels:
         path = _jsonl(os.path.join(folder, f"train-{n}.jsonl"),
                       [{"text": e.text, "label": e.label} for e in labelled_subset(train, n, seed)])
         runs = {}
-        for name, model, tokenizer in (("pretrained", pt_dir, None), ("scratch", b.model, pt_dir)):
+        for name, model, tokenizer in (("pretrained", pt_dir, None), ("scratch", budget.model, pt_dir)):
             runs[name] = os.path.join(folder, f"{name}-{n}")
             argv = ["--task", "classify", "--model", model] + (["--tokenizer", tokenizer] if tokenizer else [])
-            argv += ["--train", path, "--steps", str(steps), "--batch-size", str(b.few_labels_batch),
-                     "--lr", str(b.finetune_lr), "--seq-len", str(b.finetune_seq_len), *common, "--out", runs[name]]
+            argv += ["--train", path, "--steps", str(steps), "--batch-size", str(budget.few_labels_batch),
+                     "--lr", str(budget.finetune_lr), "--seq-len", str(budget.finetune_seq_len), *common, "--out", runs[name]]
             say(f"{n} labels, {name}:")
             result["commands"] += finetune(argv)["commands"]
         result["sizes"][n] = {"train": path, **runs}
@@ -351,7 +351,7 @@ def few_labels(b: Budget, data: dict, out: str, common: list[str], seed: int) ->
 def bag_of_chars(data: dict, few: dict) -> dict:
     """The logistic regression on the same labels, scored on the test split (bertkit.baseline)."""
     from .baseline import BagOfChars
-    from .data.tasks import read_task
+    from .tasks import read_task
 
     def read(spec: str, split: str):
         return read_task("classify", spec, **({"split": split} if spec.startswith("builtin:") else {}))
@@ -366,7 +366,7 @@ def bag_of_chars(data: dict, few: dict) -> dict:
 
 
 # ----- 6. the test split -------------------------------------------------------------------------
-def evaluate_all(b: Budget, data: dict, out: str, few: dict) -> dict:
+def evaluate_all(budget: Budget, data: dict, out: str, few: dict) -> dict:
     """`bertkit evaluate` on every fine-tuned model; a confusion matrix picture of the two full-set ones."""
     from .metrics import plot_confusion_matrix
     from .predict import evaluate_main
@@ -381,7 +381,7 @@ def evaluate_all(b: Budget, data: dict, out: str, few: dict) -> dict:
         report_path = os.path.join(folder, f"{name}.json")
         argv = ["--model", model_dir, "--data", data["test"]] + \
                (["--split", "test"] if data["test"].startswith("builtin:") else []) + \
-               ["--seq-len", str(b.finetune_seq_len), "--json", report_path]
+               ["--seq-len", str(budget.finetune_seq_len), "--json", report_path]
         say(f"{name}:")
         evaluate_main(argv)
         with open(report_path, encoding="utf-8") as fh:
@@ -405,7 +405,7 @@ def label_efficiency(few: dict, base: dict, test: dict) -> list[dict]:
 
 
 # ----- 7. inside --------------------------------------------------------------------------------
-def look_inside(b: Budget, data: dict, ft_cfg, out: str) -> dict:
+def look_inside(budget: Budget, data: dict, ft_cfg, out: str) -> dict:
     """One short test review: the pretrained model's attention on it (its most local head named), the
     fine-tuned model's prediction, architecture and attention."""
     from . import explain
@@ -413,13 +413,14 @@ def look_inside(b: Budget, data: dict, ft_cfg, out: str) -> dict:
     from .metrics import offset_mass
     from .predict import predict_main
     from .tokenizer import Tokenizer
-    from .train.finetune import read
+    from .tasks import get_task
+    from .train.finetune import read_examples
 
     model_dir, folder = os.path.join(out, FINETUNE), os.path.join(out, INSIDE)
     os.makedirs(folder)
-    example = pick_review(read(ft_cfg, data["test"], "test"))
+    example = pick_review(read_examples(ft_cfg, get_task("classify"), data["test"], "test"))
     prediction_path = os.path.join(folder, "prediction.jsonl")
-    predict_argv = ["--model", model_dir, "--seq-len", str(b.finetune_seq_len), "--output", prediction_path,
+    predict_argv = ["--model", model_dir, "--seq-len", str(budget.finetune_seq_len), "--output", prediction_path,
                     example.text]
     predict_main(predict_argv)
     with open(prediction_path, encoding="utf-8") as fh:
@@ -500,14 +501,14 @@ def _pyplot():
     return plt
 
 
-def plot_pretraining(s: dict, path: str) -> str:
+def plot_pretraining(summary: dict, path: str) -> str:
     """Held-out MLM accuracy and neighbour attention by step: this run, and the control where known."""
     plt = _pyplot()
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8), dpi=100)
-    steps = [r["step"] for r in s["pretrain_curve"]]
-    ax1.plot(steps, [r["mlm_accuracy"] for r in s["pretrain_curve"]], "o-", label="this run (recipe local)")
-    ax2.plot(steps, [r["neighbour_attention"] or 0 for r in s["pretrain_curve"]], "o-", label="this run")
-    control = control_curve() if s["profile"] == "cpu" else None
+    steps = [r["step"] for r in summary["pretrain_curve"]]
+    ax1.plot(steps, [r["mlm_accuracy"] for r in summary["pretrain_curve"]], "o-", label="this run (recipe local)")
+    ax2.plot(steps, [r["neighbour_attention"] or 0 for r in summary["pretrain_curve"]], "o-", label="this run")
+    control = control_curve() if summary["profile"] == "cpu" else None
     if control:
         label = f"BERT's recipe (--recipe bert; bench/pretraining_recipes.py, {control[-1]['step']:,} steps)"
         ax1.plot([r["step"] for r in control], [r["mlm_accuracy"] for r in control], "s--", color="0.4", label=label)
@@ -545,15 +546,15 @@ def _save(plt, fig, axes, path: str, legend_size: int) -> str:
     return path
 
 
-def results_table(s: dict) -> str:
-    h = s["local_head"]
-    rows = [("held-out MLM accuracy after pretraining", _num(s["mlm_accuracy"])),
-            ("most attention a head puts on one neighbour", _num(s["neighbour_attention"])),
-            ("test accuracy, pretrained then fine-tuned", _num(s["test_accuracy_pretrained"])),
-            ("test accuracy, same model from scratch", _num(s["test_accuracy_scratch"])),
-            ("test accuracy, bag-of-characters baseline", _num(s["test_accuracy_bag_of_chars"]))]
+def results_table(summary: dict) -> str:
+    h = summary["local_head"]
+    rows = [("held-out MLM accuracy after pretraining", _num(summary["mlm_accuracy"])),
+            ("most attention a head puts on one neighbour", _num(summary["neighbour_attention"])),
+            ("test accuracy, pretrained then fine-tuned", _num(summary["test_accuracy_pretrained"])),
+            ("test accuracy, same model from scratch", _num(summary["test_accuracy_scratch"])),
+            ("test accuracy, bag-of-characters baseline", _num(summary["test_accuracy_bag_of_chars"]))]
     rows += [(f"with {r['labels']:,} labels: pretrained / scratch", f"{_num(r['pretrained'])} / {_num(r['scratch'])}")
-             for r in s["label_efficiency"][:-1]]
+             for r in summary["label_efficiency"][:-1]]
     lines = [f"{name:<44}{value}" for name, value in rows]
     lines.append(f"(the review in report.md: layer {h['layer']} head {h['head']} puts {h['weight']:.2f} of its "
                  f"attention on the token at offset {h['offset']:+d})")
@@ -564,27 +565,27 @@ def _num(value) -> str:
     return "n/a" if value is None else f"{value:.4f}"
 
 
-def write_report(out: str, s: dict, architecture: str) -> str:
+def write_report(out: str, summary: dict, architecture: str) -> str:
     """report.md: every link is relative to --out, so the folder can be moved or shared."""
-    b, r, t, h = s["budget"], s["review"], s["stage_seconds"], s["local_head"]
-    commands = s["commands"]
+    budget, review, seconds, head = summary["budget"], summary["review"], summary["stage_seconds"], summary["local_head"]
+    commands = summary["commands"]
     offset = {-2: "two tokens back", -1: "the previous token", 1: "the next token", 2: "two tokens ahead"}
     lines = [
         "# bertkit quickstart", "",
-        f"Profile **{s['profile']}** on **{s['device']}**, seed {s['seed']}, {s['total_seconds']} s in all. "
+        f"Profile **{summary['profile']}** on **{summary['device']}**, seed {summary['seed']}, {summary['total_seconds']} s in all. "
         f"Rerun everything: `{commands['quickstart']}`."
         + (" **--tiny: a smoke test on a sliver of the data; the numbers mean nothing.**"
-           if s["profile"] == "tiny" else ""), "",
+           if summary["profile"] == "tiny" else ""), "",
         "## Results", "",
         "| | pretrained, then fine-tuned | from scratch (same architecture, same budget) |",
         "|---|---|---|",
-        f"| held-out MLM accuracy after pretraining | {_num(s['mlm_accuracy'])} | (no pretraining) |",
-        f"| the most attention one head puts on one neighbouring token | {_num(s['neighbour_attention'])} | |",
-        f"| test accuracy ({s['test_examples']} reviews) | {_num(s['test_accuracy_pretrained'])} "
-        f"| {_num(s['test_accuracy_scratch'])} |",
-        f"| test macro-F1 | {_num(s['test_macro_f1_pretrained'])} | {_num(s['test_macro_f1_scratch'])} |",
-        f"| best dev accuracy (the model kept) | {_num(s['dev_accuracy_pretrained'])} "
-        f"| {_num(s['dev_accuracy_scratch'])} |", "",
+        f"| held-out MLM accuracy after pretraining | {_num(summary['mlm_accuracy'])} | (no pretraining) |",
+        f"| the most attention one head puts on one neighbouring token | {_num(summary['neighbour_attention'])} | |",
+        f"| test accuracy ({summary['test_examples']} reviews) | {_num(summary['test_accuracy_pretrained'])} "
+        f"| {_num(summary['test_accuracy_scratch'])} |",
+        f"| test macro-F1 | {_num(summary['test_macro_f1_pretrained'])} | {_num(summary['test_macro_f1_scratch'])} |",
+        f"| best dev accuracy (the model kept) | {_num(summary['dev_accuracy_pretrained'])} "
+        f"| {_num(summary['dev_accuracy_scratch'])} |", "",
         "The MLM accuracy is the share of masked tokens of held-out documents the pretrained model predicts "
         "exactly. Both classifiers have the same architecture and were fine-tuned with the same steps, batch "
         "and learning rate; the only difference is where their weights started.", "",
@@ -592,48 +593,48 @@ def write_report(out: str, s: dict, architecture: str) -> str:
         "| labelled reviews | pretrained, then fine-tuned | from scratch | bag-of-characters logistic regression |",
         "|---:|---:|---:|---:|",
         *[f"| {row['labels']:,} | {_num(row['pretrained'])} | {_num(row['scratch'])} | {_num(row['bag_of_chars'])} |"
-          for row in s["label_efficiency"]], "",
+          for row in summary["label_efficiency"]], "",
         "![test accuracy by number of labels](labels.png)", "",
         "With few labels a model has to bring what it knows; the logistic regression counts characters "
         "(no word order), the bar a BERT must pass.", "",
         "## Stages", "",
-        "| stage | wall time (s) |", "|---|---|",
-        *[f"| {name} | {seconds} |" for name, seconds in t.items()], "",
-        f"### 1. Pretraining ({t[PRETRAIN]} s)", "",
-        f"A WordPiece vocabulary learned on the corpus, then {s['pretrain_steps']} steps of masked-language-model "
-        f"training of the `{b['model']}` preset (batch {b['pretrain_batch']}, lr {b['pretrain_lr']}, "
-        f"{b['pretrain_seq_len']} tokens per row) with the `local` recipe: some heads start out attending to "
+        "| stage | wall time (summary) |", "|---|---|",
+        *[f"| {name} | {took} |" for name, took in seconds.items()], "",
+        f"### 1. Pretraining ({seconds[PRETRAIN]} summary)", "",
+        f"A WordPiece vocabulary learned on the corpus, then {summary['pretrain_steps']} steps of masked-language-model "
+        f"training of the `{budget['model']}` preset (batch {budget['pretrain_batch']}, lr {budget['pretrain_lr']}, "
+        f"{budget['pretrain_seq_len']} tokens per row) with the `local` recipe: some heads start out attending to "
         "their neighbours (`bertkit/init.py`), 30% of the tokens are masked, no dropout. Model, tokenizer and "
         f"`metrics.jsonl` are in [{PRETRAIN}/]({PRETRAIN}/).", "",
         f"![held-out MLM accuracy and head locality by step]({PRETRAIN}/mlm_accuracy.png)", "",
         f"![pretraining loss]({PRETRAIN}/loss.png)", "",
-        f"### 2. Fine-tuning the pretrained model ({t[FINETUNE]} s)", "",
-        f"{s['finetune_steps']} steps (batch {b['finetune_batch']}, lr {b['finetune_lr']}); the model with the "
+        f"### 2. Fine-tuning the pretrained model ({seconds[FINETUNE]} summary)", "",
+        f"{summary['finetune_steps']} steps (batch {budget['finetune_batch']}, lr {budget['finetune_lr']}); the model with the "
         f"best dev accuracy is kept in [{FINETUNE}/]({FINETUNE}/).", "",
         f"![fine-tuning loss]({FINETUNE}/loss.png)", "",
-        f"### 3. The baseline: the same model from random weights ({t[SCRATCH]} s)", "",
+        f"### 3. The baseline: the same model from random weights ({seconds[SCRATCH]} summary)", "",
         f"![from-scratch loss]({SCRATCH}/loss.png)", "",
-        f"### 4. Fewer labels ({t[LABELS]} s)", "",
+        f"### 4. Fewer labels ({seconds[LABELS]} summary)", "",
         "Balanced random subsets of the training reviews (files in "
         f"[{LABELS}/]({LABELS}/)), each fine-tuned from the pretrained model and from random weights "
-        f"(batch {b['few_labels_batch']}, lr {b['finetune_lr']}, a fixed number of steps).", "",
-        f"### 5. The bag-of-characters baseline ({t[BASELINE]} s)", "",
+        f"(batch {budget['few_labels_batch']}, lr {budget['finetune_lr']}, a fixed number of steps).", "",
+        f"### 5. The bag-of-characters baseline ({seconds[BASELINE]} summary)", "",
         "`bertkit.baseline.BagOfChars`: log character counts, one linear layer, L2 chosen on the dev split.", "",
-        f"### 6. The test split ({t[TEST]} s)", "",
+        f"### 6. The test split ({seconds[TEST]} summary)", "",
         f"Reports: [{TEST}/pretrained.json]({TEST}/pretrained.json), [{TEST}/scratch.json]({TEST}/scratch.json).", "",
         f"![test confusion matrix, pretrained]({TEST}/confusion_matrix_pretrained.png) "
         f"![test confusion matrix, from scratch]({TEST}/confusion_matrix_scratch.png)", "",
-        f"### 7. Inside ({t[INSIDE]} s)", "",
-        f"Test review: {r['text']}  ", f"Tokens: `{' '.join(r['tokens'])}`", "",
-        f"**The pretrained model.** On this review, layer {h['layer']} head {h['head']} puts {h['weight']:.2f} of "
-        f"its attention on {offset.get(h['offset'], 'a neighbour')}: a diagonal stripe in its map below "
+        f"### 7. Inside ({seconds[INSIDE]} summary)", "",
+        f"Test review: {review['text']}  ", f"Tokens: `{' '.join(review['tokens'])}`", "",
+        f"**The pretrained model.** On this review, layer {head['layer']} head {head['head']} puts {head['weight']:.2f} of "
+        f"its attention on {offset.get(head['offset'], 'a neighbour')}: a diagonal stripe in its map below "
         f"(row = the token that looks, column = the token looked at). Attention spread evenly over "
-        f"{len(r['tokens'])} tokens would be {1 / len(r['tokens']):.2f} each. Which character comes next to "
+        f"{len(review['tokens'])} tokens would be {1 / len(review['tokens']):.2f} each. Which character comes next to "
         "which is what masked-language modelling teaches first; "
         f"[interactive viewer]({INSIDE}/pretrained_attention.html).", "",
         f"![attention maps of the pretrained model]({INSIDE}/pretrained_attention.png)", "",
-        f"**The fine-tuned model** says **{r['predicted']}** (p = {r['score']:.3f}); the truth is "
-        f"**{r['label']}**. Its attention, layers (rows, one after another) x heads (columns, side by side); open "
+        f"**The fine-tuned model** says **{review['predicted']}** (p = {review['score']:.3f}); the truth is "
+        f"**{review['label']}**. Its attention, layers (rows, one after another) x heads (columns, side by side); open "
         f"the [interactive viewer]({INSIDE}/attention.html) (one file, no network needed) to pick a head and hover "
         "tokens.", "",
         f"![attention maps]({INSIDE}/attention.png)", "",

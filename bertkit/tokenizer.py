@@ -20,13 +20,17 @@ import os
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from tokenizers import AddedToken, Tokenizer as Backend, decoders, normalizers, pre_tokenizers, processors, trainers
 from tokenizers.models import WordPiece
 
-from .checkpoint import atomic_write_text
+from .data.builtin import BUILTIN_CORPORA, builtin_texts
 from .errors import BertkitError
+from .files import atomic_write_text, read_text, text_lines
+from .options import opt, parse
+from .text import WIDE_TEXT, char_class, pad
 
 VOCAB_FILE, TOKENIZER_FILE, CONFIG_FILE, SPECIAL_MAP_FILE = (
     "vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
@@ -48,27 +52,13 @@ class TokenizerError(BertkitError, ValueError):
 # ----- vocabulary files --------------------------------------------------------------------------
 def read_vocab(path: str) -> dict[str, int]:
     """vocab.txt: one token per line, id = line number (from 0). Duplicates are an error."""
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
-    except FileNotFoundError:
-        raise TokenizerError(f"{path}: no such vocabulary file") from None
-    except OSError as e:
-        raise TokenizerError(f"{path}: cannot read vocabulary ({e})") from e
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = raw[: e.start].count(b"\n") + 1
-        raise TokenizerError(f"{path}: line {line}: not UTF-8 (byte {raw[e.start]:#04x} at offset {e.start}); "
-                             "save the vocabulary as UTF-8") from None
+    text = read_text(path, TokenizerError, missing="no such vocabulary file",
+                     cannot_read="cannot read vocabulary ({error})",
+                     not_utf8="not UTF-8 (byte {byte:#04x} at offset {offset}); save the vocabulary as UTF-8")
     if not text.strip():
         raise TokenizerError(f"{path}: the vocabulary file is empty")
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()  # the newline that ends the last line
     vocab: dict[str, int] = {}
-    for i, token in enumerate(lines):
-        token = token.rstrip("\r")
+    for i, token in enumerate(text_lines(text)):
         if token in vocab:
             raise TokenizerError(f"{path}: line {i + 1}: {token!r} already appears on line {vocab[token] + 1}; "
                                  "every token needs its own line and id")
@@ -607,10 +597,7 @@ def _as_tensors(data: dict[str, Any], return_tensors: str | None, batched: bool)
     return out
 
 
-# CJK ideographs (BERT's ranges), CJK symbols and punctuation, full-width forms, and the dashes,
-# quotes and ellipsis Chinese text uses (— “ ” ‘ ’ …)
-_WIDE = ("\u4e00-\u9fff\u3400-\u4dbf\uf900-\ufaff\u3000-\u303f\uff00-\uffef\u2010-\u2027"
-         "\U00020000-\U0002a6df\U0002a700-\U0002b73f\U0002b740-\U0002b81f\U0002b820-\U0002ceaf\U0002f800-\U0002fa1f")
+_WIDE = char_class(WIDE_TEXT)  # CJK ideographs and the punctuation Chinese text uses (text.py)
 _SPACE_BY_WIDE = re.compile(f"(?<=[{_WIDE}]) | (?=[{_WIDE}])")
 
 
@@ -620,53 +607,47 @@ def _join_cjk(text: str) -> str:
 
 
 # ----- command line ------------------------------------------------------------------------------
-def _pad(text: str, width: int) -> str:
-    """Left-align in `width` terminal columns; CJK characters take two."""
-    import unicodedata
+@dataclass
+class TokenizeConfig:
+    """Show how a text becomes tokens and ids: one row per token with its type id and text span."""
 
-    used = sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
-    return text + " " * max(0, width - used)
+    model: str = opt("", "a tokenizer or model directory (vocab.txt / tokenizer.json)", required=True)
+    text: str = opt("", "the text to tokenize", positional=True)
+    pair: str | None = opt(None, "a second text (sentence B)")
+
+
+@dataclass
+class VocabTrainConfig:
+    """Learn a WordPiece vocabulary from text files or a built-in corpus and save a tokenizer directory."""
+
+    corpus: list[str] = opt(list, f"text files (one text per line) or one of {', '.join(BUILTIN_CORPORA)}",
+                            nargs="+", required=True)
+    vocab_size: int = opt(21128, "entries in the vocabulary, specials included")
+    min_frequency: int = opt(2, "pieces seen fewer times are left out")
+    out: str = opt("", "directory to write vocab.txt, tokenizer.json, ...", required=True)
+    lower_case: bool = opt(True, "lowercase and strip accents (--no-lower-case: a cased vocabulary)")
+    chinese_chars: bool = opt(True, "split CJK text per character (--no-chinese-chars: do not)")
 
 
 def tokenize_main(argv: list[str]) -> int:
-    """Show how a text becomes tokens and ids: one row per token with its type id and text span."""
-    import argparse
-
-    p = argparse.ArgumentParser(prog="bertkit tokenize", description=tokenize_main.__doc__)
-    p.add_argument("--model", required=True, help="a tokenizer or model directory (vocab.txt / tokenizer.json)")
-    p.add_argument("text", help="the text to tokenize")
-    p.add_argument("--pair", default=None, help="a second text (sentence B)")
-    args = p.parse_args(argv)
+    args = parse(TokenizeConfig, argv, prog="bertkit tokenize")
     tok = Tokenizer.from_pretrained(args.model)
     enc = tok(args.text, args.pair, return_offsets_mapping=True)
     sources = [args.text, args.pair]
-    print(f"{'#':>3}  {_pad('token', 14)} {'id':>6}  type  text")
+    print(f"{'#':>3}  {pad('token', 14)} {'id':>6}  type  text")
     for i, (token, token_id, type_id, (start, end), seq) in enumerate(zip(
             enc.tokens(), enc["input_ids"], enc["token_type_ids"], enc["offset_mapping"], enc.sequence_ids())):
         span = sources[seq][start:end] if seq is not None else ""
-        print(f"{i:>3}  {_pad(token, 14)} {token_id:>6}  {type_id:>4}  {span}")
+        print(f"{i:>3}  {pad(token, 14)} {token_id:>6}  {type_id:>4}  {span}")
     print(f"{len(enc['input_ids'])} tokens; vocabulary of {tok.vocab_size}")
     return 0
 
 
 def train_main(argv: list[str]) -> int:
-    """Learn a WordPiece vocabulary from text files or a built-in corpus and save a tokenizer directory."""
-    import argparse
-
-    from .data.builtin import BUILTIN_CORPORA, builtin_texts
-
-    p = argparse.ArgumentParser(prog="bertkit tokenizer train", description=train_main.__doc__)
-    p.add_argument("--corpus", nargs="+", required=True,
-                   help=f"text files (one text per line) or one of {', '.join(BUILTIN_CORPORA)}")
-    p.add_argument("--vocab-size", type=int, default=21128, help="entries in the vocabulary, specials included")
-    p.add_argument("--min-frequency", type=int, default=2, help="pieces seen fewer times are left out")
-    p.add_argument("--out", required=True, help="directory to write vocab.txt, tokenizer.json, ...")
-    p.add_argument("--no-lower-case", action="store_true", help="keep case (cased vocabulary)")
-    p.add_argument("--no-chinese-chars", action="store_true", help="do not split CJK text per character")
-    args = p.parse_args(argv)
+    args = parse(VocabTrainConfig, argv, prog="bertkit tokenizer train")
     builtin = [c for c in args.corpus if c.startswith("builtin:")]
     options = dict(vocab_size=args.vocab_size, min_frequency=args.min_frequency, show_progress=True,
-                   do_lower_case=not args.no_lower_case, tokenize_chinese_chars=not args.no_chinese_chars)
+                   do_lower_case=args.lower_case, tokenize_chinese_chars=args.chinese_chars)
     if builtin and len(builtin) != len(args.corpus):
         raise TokenizerError("--corpus takes either files or built-in corpora, not both")
     if builtin:

@@ -93,6 +93,25 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(f"{name:<{width}}  {diff:.2e}")
 
 
+def window_logits(model_dir, texts, seq_len=48, stride=16) -> list[torch.Tensor]:
+    """A saved classifier's logits per text, computed in the test (not with bertkit's evaluation code): the
+    text's windows of seq_len tokens overlapping by stride, run one text at a time, their logits averaged."""
+    from bertkit import BertForSequenceClassification
+    from bertkit.tokenizer import Tokenizer
+
+    model = BertForSequenceClassification.from_pretrained(model_dir).eval()
+    tok = Tokenizer.from_pretrained(model_dir)
+    out = []
+    for text in texts:
+        enc = tok(text, truncation=True, max_length=seq_len, stride=stride, return_overflowing_tokens=True,
+                  padding=True, return_tensors="pt")
+        with torch.no_grad():
+            logits = model(input_ids=enc["input_ids"], token_type_ids=enc["token_type_ids"],
+                           attention_mask=enc["attention_mask"]).logits
+        out.append(logits.mean(0))
+    return out
+
+
 # ----- real data and small models, shared by the training, fine-tuning and prediction tests ----------
 @pytest.fixture(scope="session")
 def corpus_file(tmp_path_factory):

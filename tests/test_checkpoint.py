@@ -290,6 +290,7 @@ TF5_CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_bertkit_save_loads_in_transformers_5(tmp_path):
     tf5 = os.environ.get("BERTKIT_TF5_PATH")
     if not tf5:
@@ -640,3 +641,67 @@ def test_a_full_disk_is_one_error_naming_the_file_and_the_old_files_stay(tmp_pat
         ckpt.save_training_state(str(tmp_path / "checkpoint"), {"step": 1})
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before  # no temp file, no change
     assert not list((tmp_path / "checkpoint").glob("*.tmp"))
+
+
+# ----- the loading report ------------------------------------------------------------------------
+def test_loading_report_of_a_base_checkpoint_in_a_task_model(tmp_path):
+    """What a caller reads: the task head is new, nothing is fatal, transformers' keys still work."""
+    tiny_model(seed=20).save_pretrained(tmp_path)
+    model, report = bertkit.BertForSequenceClassification.from_pretrained(tmp_path, output_loading_info=True)
+    assert not report.fatal
+    assert report.missing == ["classifier.bias", "classifier.weight"] == report["missing_keys"]
+    assert report.head_missing == report.missing and report.missing_under("classifier.") == report.missing
+    assert report.missing_under("pooler.") == [] and report.unexpected == report["unexpected_keys"] == []
+    assert dict(report) == {"missing_keys": report.missing, "unexpected_keys": [], "mismatched_keys": []}
+    with pytest.raises(KeyError, match="missing_keys, unexpected_keys, mismatched_keys"):
+        report["missing"]
+
+
+def test_loading_report_names_prefixes_with_and_without_the_encoder_prefix(tmp_path):
+    source = bertkit.BertForPreTraining(tiny_config())
+    state = {k: v for k, v in source.state_dict().items() if not k.startswith("bert.pooler.")}
+    source.config.to_json(tmp_path / "config.json")
+    save_file({k: v.contiguous() for k, v in state.items() if k != "cls.predictions.decoder.weight"},
+              tmp_path / "model.safetensors", metadata={"format": "pt"})
+    _, report = bertkit.BertForPreTraining.from_pretrained(tmp_path, output_loading_info=True)
+    assert report.missing == ["bert.pooler.dense.bias", "bert.pooler.dense.weight"]
+    assert report.missing_under("pooler.") == report.missing_under("bert.pooler.") == report.missing
+    assert report.head_missing == []  # the pooler belongs to the encoder, not to the head
+    _, bare = BertModel.from_pretrained(tmp_path, output_loading_info=True)
+    assert bare.missing_under("pooler.") == bare.missing == ["pooler.dense.bias", "pooler.dense.weight"]
+    assert bare.head_missing == [] and bare.unexpected_under("cls.") == bare.unexpected
+
+
+def test_loading_report_fatal_problems_raise_with_the_table():
+    from bertkit.checkpoint import LoadReport, Mismatch
+
+    report = LoadReport("ckpt", "BertModel", missing=["encoder.x"], fatal_missing={"encoder.x": (4, 2)})
+    assert report.fatal
+    with pytest.raises(CheckpointError, match=r"ckpt: cannot load into BertModel:\n  tensors the model needs but "
+                                              r"the checkpoint lacks:\n    encoder.x \(4, 2\)"):
+        report.raise_if_fatal()
+    wrong = Mismatch("classifier.weight", (3, 32), (2, 32))
+    report = LoadReport("ckpt", "BertForSequenceClassification", mismatched=[wrong], encoder_prefix="bert.")
+    assert report.fatal and report["mismatched_keys"] == [("classifier.weight", (2, 32), (3, 32))]
+    with pytest.raises(CheckpointError, match="pass ignore_mismatched_sizes=True"):
+        report.raise_if_fatal()
+    report.mismatched_fatal = False  # what ignore_mismatched_sizes=True makes of it
+    assert not report.fatal
+    report.raise_if_fatal()
+    with pytest.warns(BertkitWarning, match=r"re-initialised .* classifier.weight \(2, 32\) -> \(3, 32\)"):
+        report.warn_reinitialised()
+
+
+def test_loading_report_warns_at_the_callers_line():
+    from bertkit.checkpoint import LoadReport
+
+    report = LoadReport("ckpt", "BertModel", missing=["pooler.dense.bias"], unexpected=["cls.x"])
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        report.warn()
+        report.warn_unexpected()
+    assert [str(w.message) for w in record] == [
+        "ckpt: newly initialised (not in the checkpoint), train before use: pooler.dense.bias",
+        "ckpt: checkpoint tensors not used by BertModel: cls.x", "ckpt: checkpoint tensors not used by BertModel: cls.x"]
+    assert all(w.filename == __file__ for w in record)
+    LoadReport("ckpt", "BertModel").warn()  # nothing to say: no warning (the filter above would turn one into an error)

@@ -25,8 +25,9 @@ from bertkit.data import builtin
 from bertkit.data.corpus import CorpusError, read_corpus, split_heldout
 from bertkit.data.examples import (Example, TokenizedDoc, is_cjk, nsp_examples, pack_documents, pack_examples,
                                    tokenize_documents)
-from bertkit.data.masking import IGNORE_INDEX, MaskingCollator
+from bertkit.data.masking import MaskingCollator
 from bertkit.errors import BertkitError, ConfigError
+from bertkit.labels import IGNORE
 from bertkit.tokenizer import Tokenizer, train_vocab
 
 pytest.importorskip("snownlp")
@@ -361,6 +362,7 @@ def test_collator_turns_document_ids_into_the_attention_mask(zh_tokenizer):
 
 
 # ----- next-sentence pairs -----------------------------------------------------------------------
+@pytest.mark.slow
 def test_nsp_rows_and_label_balance(zh_docs, zh_tokenizer):
     cls, sep = zh_tokenizer.cls_token_id, zh_tokenizer.sep_token_id
     rows = nsp_examples(zh_docs, 128, cls, sep, rng=random.Random(0))
@@ -436,7 +438,7 @@ def test_masking_rates(nsp_rows, zh_tokenizer):
         original[i, :len(r.input_ids)] = torch.tensor(r.input_ids)
     special = torch.isin(original, torch.tensor(zh_tokenizer.all_special_ids))
     candidates = (batch["attention_mask"].bool() & ~special)
-    selected = batch["labels"] != IGNORE_INDEX
+    selected = batch["labels"] != IGNORE
     n, k = int(candidates.sum()), int(selected.sum())
     assert n > 50000 and (batch["attention_mask"] == 0).sum() > 10000
     assert within(k, n, 0.15), (k, n)
@@ -468,7 +470,7 @@ def test_masks_are_a_function_of_seed_and_step(nsp_rows, zh_tokenizer):
     revived = pickle.loads(pickle.dumps(collate))  # as DataLoader workers get it
     assert all(torch.equal(a[key], revived(rows, step=5)[key]) for key in a)
     # different batches at the same step (a collate_fn called without the step) still differ
-    assert not torch.equal(a["labels"] != IGNORE_INDEX, collate(nsp_rows[64:128], step=5)["labels"] != IGNORE_INDEX)
+    assert not torch.equal(a["labels"] != IGNORE, collate(nsp_rows[64:128], step=5)["labels"] != IGNORE)
 
 
 def test_at_least_one_target_per_batch(zh_tokenizer):
@@ -476,14 +478,14 @@ def test_at_least_one_target_per_batch(zh_tokenizer):
     row = Example([zh_tokenizer.cls_token_id, 50, 60, zh_tokenizer.sep_token_id], [0] * 4, [-1, 0, 1, -1])
     for step in range(50):
         labels = collate([row], step=step)["labels"]
-        assert (labels != IGNORE_INDEX).sum() >= 1 and (labels[0, [0, 3]] == IGNORE_INDEX).all()
+        assert (labels != IGNORE).sum() >= 1 and (labels[0, [0, 3]] == IGNORE).all()
     only_specials = Example([zh_tokenizer.cls_token_id, zh_tokenizer.sep_token_id], [0, 0], [-1, -1])
-    assert (collate([only_specials])["labels"] == IGNORE_INDEX).all()  # nothing to pick: no error
+    assert (collate([only_specials])["labels"] == IGNORE).all()  # nothing to pick: no error
 
 
 def check_whole_words(batch, rows, special_ids, p: float = 0.15) -> tuple[int, int]:
     """Every word is selected whole or not at all ([UNK] pieces never); about p of the tokens are."""
-    selected = batch["labels"] != IGNORE_INDEX
+    selected = batch["labels"] != IGNORE
     covered = total = 0
     variance = 0.0
     for i, r in enumerate(rows):
@@ -521,7 +523,7 @@ def test_whole_word_masking_english(en_tokenizer, en_texts):
         for i, r in enumerate(rows):
             for j in range(1, len(r.input_ids)):
                 if r.word_ids[j] >= 0 and r.word_ids[j] == r.word_ids[j - 1]:
-                    multi_piece_words_masked += bool(batch["labels"][i, j] != IGNORE_INDEX)
+                    multi_piece_words_masked += bool(batch["labels"][i, j] != IGNORE)
     assert multi_piece_words_masked > 50
 
 

@@ -16,8 +16,7 @@ import torch
 
 from bertkit import (BertConfig, BertForMaskedLM, BertForPreTraining, BertForSequenceClassification,
                      BertkitError, BertkitWarning, BertLMHeadModel, BertModel, attention)
-from bertkit import explain
-from bertkit.explain import fonts
+from bertkit import explain, fonts
 from bertkit.explain.cli import attention_main, explain_main
 from conftest import random_model, tiny
 
@@ -406,6 +405,7 @@ def run_chromium(binary, *args):
         return subprocess.run(command, capture_output=True, text=True, timeout=90)
 
 
+@pytest.mark.slow
 def test_html_in_headless_chromium_selects_a_head_and_screenshots(tmp_path):
     binary = chromium()
     if binary is None:
@@ -478,9 +478,14 @@ def test_cli_attention_writes_png_and_html(tmp_path, capsys):
     assert "wrote" in out and "2 layers x 4 heads" in out
     data = json.loads(re.search(r'id="bertkit-data">(.*?)</script>', page.read_text(encoding="utf-8")).group(1))
     assert data["tokens"][-3:] == ["是", "的", "[SEP]"] and data["types"][-1] == 1
-    assert png.stat().st_size > 0
+    import matplotlib.image
+
+    assert png.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")  # a PNG that decodes to a picture, not just bytes
+    height, width = matplotlib.image.imread(png).shape[:2]
+    assert height > 50 and width > 50, (height, width)
 
 
+@pytest.mark.slow
 def test_cli_on_minilm(capsys):
     path = minilm_dir()
     with warnings.catch_warnings():

@@ -189,6 +189,7 @@ def test_head_round_trips_both_ways(name, tmp_path):
         assert back.cls.predictions.decoder.weight is back.bert.embeddings.word_embeddings.weight
 
 
+@pytest.mark.slow
 def test_mlm_checkpoint_loads_in_transformers_5(tmp_path):
     _, _, kwargs, _ = case("masked_lm")
     model = random_model(model_class=BertForMaskedLM)
@@ -239,6 +240,7 @@ HEAD_CLASSES = [BertForPreTraining, BertForMaskedLM, BertForNextSentencePredicti
 
 
 @pytest.mark.parametrize("cls", HEAD_CLASSES, ids=lambda c: c.__name__)
+@pytest.mark.slow
 def test_every_head_loads_real_minilm_and_trains_one_step(cls, minilm_dir):
     tok = transformers.BertTokenizerFast.from_pretrained(minilm_dir)
     texts = ["The cat sat on the mat.", "A quick brown fox jumps over the lazy dog near the river bank."]
@@ -285,6 +287,7 @@ def test_every_head_loads_real_minilm_and_trains_one_step(cls, minilm_dir):
     assert still == []
 
 
+@pytest.mark.slow
 def test_head_matches_transformers_on_real_minilm(minilm_dir):
     tok = transformers.BertTokenizerFast.from_pretrained(minilm_dir)
     enc = tok(["Paris is the capital of [MASK].", "BERT reads text in both directions."], padding=True,
@@ -306,6 +309,7 @@ def lm():
     return model
 
 
+@pytest.mark.slow
 def test_generate_with_cache_equals_without():
     model = lm()
     prompt = torch.tensor([[5, 17, 42], [8, 9, 10]])

@@ -45,6 +45,7 @@ def test_seeded_heads_look_at_their_offset_from_step_0_and_the_others_stay_unifo
     assert mass_of(mini()).max() < 2 / 128  # BERT's initialisation: uniform everywhere
 
 
+@pytest.mark.slow
 def test_peak_logit_sets_how_sharp_a_seeded_head_starts():
     soft = mass_of(seed_locality(mini(), LocalitySeed(heads=((0, 0, -1),), peak_logit=3.0)))[0, 0, 1]
     sharp = mass_of(seed_locality(mini(), LocalitySeed(heads=((0, 0, -1),), peak_logit=10.0)))[0, 0, 1]
@@ -53,6 +54,7 @@ def test_peak_logit_sets_how_sharp_a_seeded_head_starts():
     assert sharp > 0.97
 
 
+@pytest.mark.slow
 def test_a_seeded_model_is_a_standard_bert_for_transformers():
     model = initialise(mini(), "local")
     theirs = hf_twin(model)
@@ -107,6 +109,7 @@ def test_what_cannot_be_seeded_is_a_clear_error():
         initialise(mini(), "fancy")
 
 
+@pytest.mark.slow
 def test_a_seeded_mlm_checkpoint_loads_in_transformers_5_with_the_same_logits(tmp_path):
     model = initialise(mini(), "local", token_counts=torch.arange(500))
     ids = torch.randint(5, 500, (2, 130), generator=torch.Generator().manual_seed(3))  # past one code period

@@ -23,13 +23,16 @@ from safetensors.torch import load_file
 from bertkit import BertConfig
 from bertkit.train.loop import read_metrics
 
+pytestmark = pytest.mark.slow  # every test here kills a training subprocess and resumes it
+
 STEPS = 40
 # Seeds of the random delays. The first kill comes 0.07 / 0.14 / 0.27 s after the first run's first checkpoint
-# (about steps 10 / 15 / 25 of 40 here; later on a busy machine); the second one 0-0.2 s after the resumed run has
-# written a training row past the last one the killed run wrote (its own saves, the cut log, the final save).
+# (early, middle and late in the run; which step that is depends on the machine's speed); the second one 0-0.2 s
+# after the resumed run has written a training row past the last one the killed run wrote (its own saves, the cut
+# log, the final save).
 SEEDS = (4, 9, 20)
 KILLS_PER_SEED = 2  # the first run, then the first resumed run (when it is still running by then)
-TIMEOUT = 120  # seconds for any one process; a run takes ~4 s, most of it starting Python and torch
+TIMEOUT = 120  # seconds for any one process: far more than a run needs, most of which is starting Python and torch
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +117,7 @@ def test_sigkill_at_a_random_point_then_resume_equals_an_uninterrupted_run(setup
         proc = start(cmd + (["--resume"] if attempt > 1 else []), log)
         if attempt == 1:  # kill only a run that has saved at least one checkpoint
             alive = wait_until(state_file.exists, state_file, proc, log)
-            time.sleep(rng.uniform(0.0, 0.3))  # the 35 steps left take ~0.3 s here, then the final save
+            time.sleep(rng.uniform(0.0, 0.3))  # about as long as the steps left take, then the final save
         elif attempt <= KILLS_PER_SEED:  # a resumed run, once it trains past the rows the last kill left
             left = landed[-1][-1]
             alive = wait_until(lambda: last_train_step(out) > left, f"a row after step {left}", proc, log)

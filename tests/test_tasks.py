@@ -8,7 +8,7 @@ import warnings
 import pytest
 
 from bertkit.data.builtin import NER_MAX_CHARS
-from bertkit.data.tasks import (ChoiceExample, ClassifyExample, QAExample, TagExample, TaskDataError, label_list,
+from bertkit.tasks import (ChoiceExample, ClassifyExample, QAExample, TagExample, TaskDataError, label_list,
                                 read_task)
 from bertkit.errors import BertkitError, BertkitWarning
 

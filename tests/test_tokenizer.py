@@ -726,6 +726,7 @@ def _check_trained(tok: Tokenizer, vocab_size: int, lines: list[str]):
         assert tok.unk_token_id not in tok.encode(line)
 
 
+@pytest.mark.slow
 def test_train_vocab_from_texts_and_files(tmp_path, corpora):
     lines = corpora[0][:5000]
     tok = train_vocab(texts=lines, vocab_size=8000)
@@ -749,6 +750,7 @@ VOCAB_IN_A_PROCESS = (
 
 # every pair seen twice merged; an alphabet cut among characters of equal counts, merges up to the size
 @pytest.mark.parametrize("vocab_size, limit_alphabet", [(21128, 0), (3000, 2000)])
+@pytest.mark.slow
 def test_train_vocab_gives_the_same_file_in_every_process_and_thread_count(tmp_path, vocab_size, limit_alphabet):
     """The tokenizers trainer breaks ties by hash order, new in every process (huggingface/tokenizers#1794):
     on the reviews it gave a different vocab.txt each time. train_vocab fixes the order itself."""
@@ -775,6 +777,7 @@ def test_train_vocab_respects_a_small_vocab_size(corpora):
     assert [tok.vocab[t] for t in SPECIALS] == [0, 1, 2, 3, 4]
 
 
+@pytest.mark.slow
 def test_train_vocab_always_holds_printable_ascii(corpora):
     """People's Daily writes digits, Latin letters and punctuation full-width (０１Ａ，！); reviews write them
     half-width. A vocabulary learned on the news alone must still spell the reviews' ASCII, as BERT's does."""
@@ -811,6 +814,7 @@ def test_train_vocab_always_holds_printable_ascii(corpora):
         train_vocab(texts=news, vocab_size=120, limit_alphabet=100)
 
 
+@pytest.mark.slow
 def test_cli_tokenizer_train_builtin_loads_in_transformers(tmp_path, corpora, sample):
     out = tmp_path / "trained"
     proc = subprocess.run([sys.executable, "-m", "bertkit", "tokenizer", "train", "--corpus", "builtin:peoples-daily",
@@ -843,6 +847,7 @@ def test_train_main_with_files(tmp_path, corpora, capsys):
 
 
 @needs_minilm
+@pytest.mark.slow
 def test_cli_tokenize_prints_each_token_and_id(minilm_kit):
     text, pair = "Hello, unaffable world! 今天", "second one"
     proc = subprocess.run([sys.executable, "-m", "bertkit", "tokenize", "--model", str(MINILM), text, "--pair", pair],

@@ -41,9 +41,10 @@ def train_losses(out) -> dict[int, float]:
 
 
 # ----- a whole run -------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_pretraining_run_writes_everything_and_learns(tmp_path, corpus_file):
-    # 5% held out (30 paragraphs): with the default 1% (6 paragraphs) the held-out loss varied by 1.0
-    # between runs (vocabulary ties break differently), enough to fail the bound below now and then
+    # 5% held out (30 paragraphs): with the default 1% (6 paragraphs) the held-out loss varies between runs
+    # (vocabulary ties break differently) enough to fail the bound below now and then
     # --recipe bert: its loss starts at log(vocab), the bound below; the local recipe starts at the unigram
     # level (its output bias is the token frequencies) and has its own test at the end
     cfg = settings(tmp_path / "run", corpus_file, "tiny", steps=60, eval_every=30, save_every=30, lr=1e-2,
@@ -59,7 +60,7 @@ def test_pretraining_run_writes_everything_and_learns(tmp_path, corpus_file):
     first, last = sum(r["loss"] for r in train_rows[:5]) / 5, sum(r["loss"] for r in train_rows[-5:]) / 5
     assert last < first - 0.5  # it learns: from ~log(vocab) down
     assert eval_rows[-1]["loss"] < math.log(1500) - 0.5  # held-out text too, well below guessing
-    assert summary["eval"]["mlm_accuracy"] == pytest.approx(eval_rows[-1]["mlm_accuracy"], abs=1e-6)
+    assert summary.eval["mlm_accuracy"] == pytest.approx(eval_rows[-1]["mlm_accuracy"], abs=1e-6)
     assert (tmp_path / "run" / "loss.png").stat().st_size > 1000
     # the run folder is a model directory both libraries load, with the tokenizer beside it
     hf = transformers.BertForMaskedLM.from_pretrained(tmp_path / "run").eval()
@@ -72,24 +73,31 @@ def test_pretraining_run_writes_everything_and_learns(tmp_path, corpus_file):
         assert (ours(**enc).logits - hf(**enc).logits).abs().max().item() <= 1e-5
 
 
+@pytest.mark.slow
 def test_packed_documents_run_learns_without_padding(tmp_path, corpus_file):
     summary = run(settings(tmp_path / "docs", corpus_file, "tiny", packing="documents", steps=120, eval_every=120,
                            save_every=120, lr=1e-2, heldout=0.05, recipe="bert"))  # 5%, bert: see the test above
     rows = [r for r in read_metrics(tmp_path / "docs" / "metrics.jsonl") if r.get("split") != "eval"]
     first, last = sum(r["loss"] for r in rows[:10]) / 10, sum(r["loss"] for r in rows[-20:]) / 20
-    assert last < first - 0.3  # it learns (measured: 0.6 to 0.7 lower)
-    assert summary["eval"]["loss"] < math.log(1500) - 0.3  # held-out documents too (measured: 0.95 to 1.05 below)
+    assert last < first - 0.3  # it learns (with a margin: the bounds are well inside what runs reach)
+    assert summary.eval["loss"] < math.log(1500) - 0.3  # held-out documents too
 
 
+@pytest.mark.slow
 def test_nsp_run_uses_the_pretraining_heads(tmp_path, corpus_file):
     summary = run(settings(tmp_path / "nsp", corpus_file, "tiny", nsp=True, steps=6, eval_every=6))
-    assert "nsp_accuracy" in summary["eval"]
+    # NSP accuracy: a share of the held-out pairs (one per held-out example), as written to metrics.jsonl
+    nsp, n = summary.eval["nsp_accuracy"], summary.heldout_examples
+    assert n > 0 and 0.0 <= nsp <= 1.0 and nsp * n == pytest.approx(round(nsp * n), abs=1e-6), (nsp, n)
+    written = [r for r in read_metrics(tmp_path / "nsp" / "metrics.jsonl") if r.get("split") == "eval"][-1]
+    assert written["step"] == 6 and written["nsp_accuracy"] == pytest.approx(nsp, abs=1e-6)
     config = json.loads((tmp_path / "nsp" / "config.json").read_text())
     assert config["architectures"] == ["BertForPreTraining"]
     transformers.BertForPreTraining.from_pretrained(tmp_path / "nsp")
 
 
 # ----- resume ------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_resume_continues_exactly(tmp_path, corpus_file, tiny_config_file, tokenizer_dir, monkeypatch):
     """Stop a run after step 5 with SIGTERM (in-process), resume it: steps 6..12 equal the uninterrupted run."""
     full = settings(tmp_path / "full", corpus_file, tiny_config_file, tokenizer=tokenizer_dir)
@@ -107,11 +115,11 @@ def test_resume_continues_exactly(tmp_path, corpus_file, tiny_config_file, token
 
     monkeypatch.setattr(pretrain_module, "pretraining_loss", loss_then_sigterm)
     first = run(settings(tmp_path / "cut", corpus_file, tiny_config_file, tokenizer=tokenizer_dir))
-    assert first["interrupted"] and first["step"] == 5
+    assert first.interrupted and first.step == 5
     assert not (tmp_path / "cut" / "model.safetensors").exists()  # no final model from a cut run
     monkeypatch.setattr(pretrain_module, "pretraining_loss", real_loss)
     second = run(settings(tmp_path / "cut", corpus_file, tiny_config_file, tokenizer=tokenizer_dir, resume=True))
-    assert not second["interrupted"] and second["step"] == 12
+    assert not second.interrupted and second.step == 12
     resumed = train_losses(tmp_path / "cut")
     assert sorted(resumed) == list(range(1, 13))
     for step in range(1, 13):
@@ -120,6 +128,7 @@ def test_resume_continues_exactly(tmp_path, corpus_file, tiny_config_file, token
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+@pytest.mark.slow
 def test_bf16_autocast_on_cpu_when_asked(tmp_path, corpus_file, tiny_config_file, tokenizer_dir):
     """--precision bf16 runs the matmuls in bfloat16 on a CPU too: the losses move off the float32 run's
     by bf16 rounding, not more; auto stays float32 there (bit for bit the fp32 run); fp16 warns."""
@@ -139,6 +148,7 @@ def test_bf16_autocast_on_cpu_when_asked(tmp_path, corpus_file, tiny_config_file
         assert autocast_dtype("fp16", torch.device("cpu")) is None
 
 
+@pytest.mark.slow
 def test_resume_refuses_changed_settings_and_missing_state(tmp_path, corpus_file):
     run(settings(tmp_path / "r", corpus_file, "tiny", steps=6))
     with pytest.raises(TrainingError, match="--batch-size was 8, now 4"):
@@ -147,6 +157,7 @@ def test_resume_refuses_changed_settings_and_missing_state(tmp_path, corpus_file
         run(settings(tmp_path / "none", corpus_file, "tiny", resume=True))
 
 
+@pytest.mark.slow
 def test_sigterm_from_outside_leaves_a_loadable_checkpoint(tmp_path, corpus_file):
     out = tmp_path / "sig"
     cmd = [sys.executable, "-m", "bertkit", "pretrain", "--corpus", corpus_file, "--model-config", "tiny",
@@ -165,6 +176,7 @@ def test_sigterm_from_outside_leaves_a_loadable_checkpoint(tmp_path, corpus_file
     assert state["step"] >= 3 and "optimizer" in state and "torch_rng" in state
 
 
+@pytest.mark.slow
 def test_the_same_flags_and_seed_give_the_same_files(tmp_path, corpus_file, tiny_config_file):
     """Two processes, no --tokenizer: each learns its vocabulary, then trains; every file is the same byte for byte."""
     common = ["--corpus", corpus_file, "--model-config", tiny_config_file, "--vocab-size", "1500", "--seq-len", "32",
@@ -182,6 +194,7 @@ def test_the_same_flags_and_seed_give_the_same_files(tmp_path, corpus_file, tiny
 
 
 # ----- distributed -------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_two_process_ddp_equals_one_process(tmp_path, corpus_file, tiny_config_file, tokenizer_dir):
     common = ["--corpus", corpus_file, "--model-config", tiny_config_file, "--tokenizer", tokenizer_dir, "--seq-len", "32",
               "--steps", "6", "--log-every", "1", "--eval-every", "0", "--save-every", "0", "--no-progress",
@@ -224,6 +237,7 @@ def test_no_weight_decay_on_biases_and_layernorm():
     assert len(decay["params"]) + len(no_decay["params"]) == len(list(model.parameters()))
 
 
+@pytest.mark.slow
 def test_non_finite_losses_are_skipped_then_stop_the_run(tmp_path, corpus_file, monkeypatch):
     real_loss = pretrain_module.pretraining_loss
     calls = {"n": 0}
@@ -250,17 +264,18 @@ def test_bad_settings(tmp_path, corpus_file, kw, message):
 
 
 # ----- the recipe --------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_the_local_recipe_learns_more_than_berts_own_in_the_same_run(tmp_path, corpus_file, tokenizer_dir):
-    """Same data, steps, learning rate and seed; only --recipe differs. Measured over seeds 0-3 (this model,
-    600 steps, lr 1e-3): held-out MLM accuracy 0.073-0.083 for local against 0.044-0.055 for bert, a margin
-    of 0.022-0.035 per seed; the seeded heads kept 0.58-0.63 of their weight on one neighbour."""
+    """Same data, steps, learning rate and seed; only --recipe differs. The margins asserted are smaller than
+    the ones seen across seeds, so the test checks the direction, not one seed's luck (the measured recipes:
+    bench/results/pretraining_recipes.md)."""
     config = tmp_path / "small.json"
     BertConfig.from_preset("tiny", hidden_size=64, num_attention_heads=2, intermediate_size=256).to_json(config)
     result = {}
     for recipe in ("local", "bert"):
         result[recipe] = run(settings(tmp_path / recipe, corpus_file, str(config), tokenizer=tokenizer_dir, seq_len=64,
                                       steps=600, lr=1e-3, log_every=50, eval_every=600, save_every=600, heldout=0.1,
-                                      recipe=recipe, seed=0))["eval"]
+                                      recipe=recipe, seed=0)).eval
     assert result["local"]["mlm_accuracy"] > result["bert"]["mlm_accuracy"] + 0.01, result
     assert result["local"]["neighbour_attention"] > 0.3 > 0.05 > result["bert"]["neighbour_attention"], result
 
@@ -273,6 +288,7 @@ def test_recipe_settings_are_checked_before_any_work(tmp_path, corpus_file):
     assert not (tmp_path / "r").exists() and not (tmp_path / "d").exists()
 
 
+@pytest.mark.slow
 def test_the_recipe_sets_masking_and_dropout_and_the_saved_config_keeps_the_models(tmp_path, corpus_file,
                                                                                    tokenizer_dir, capsys, monkeypatch):
     seen = {}
@@ -297,6 +313,7 @@ def test_the_recipe_sets_masking_and_dropout_and_the_saved_config_keeps_the_mode
     assert seen["dropout"] == {0.2} and abs(seen["masked"] - 0.5) < 0.06  # flags win over the recipe
 
 
+@pytest.mark.slow
 def test_resume_checks_the_vocabulary_and_warns_of_new_data(tmp_path, corpus_file, tiny_config_file, tokenizer_dir):
     from bertkit.tokenizer import Tokenizer
 
@@ -306,7 +323,7 @@ def test_resume_checks_the_vocabulary_and_warns_of_new_data(tmp_path, corpus_fil
     vocab = Tokenizer.from_pretrained(out / "tokenizer").get_vocab()
     shutil.rmtree(out / "tokenizer")  # lost: learned again on resume, and it is the same vocabulary (deterministic)
     again = run(settings(out, str(corpus), tiny_config_file, steps=9, save_every=3, resume=True))
-    assert again["step"] == 9 and Tokenizer.from_pretrained(out / "tokenizer").get_vocab() == vocab
+    assert again.step == 9 and Tokenizer.from_pretrained(out / "tokenizer").get_vocab() == vocab
     shutil.move(out / "tokenizer", tmp_path / "own")
     shutil.copytree(tokenizer_dir, out / "tokenizer")  # another vocabulary in its place: refused, nothing trained
     assert Tokenizer.from_pretrained(out / "tokenizer").get_vocab() != vocab
@@ -320,6 +337,7 @@ def test_resume_checks_the_vocabulary_and_warns_of_new_data(tmp_path, corpus_fil
         run(settings(out, str(corpus), tiny_config_file, steps=12, save_every=3, resume=True))
 
 
+@pytest.mark.slow
 def test_a_full_disk_while_logging_is_one_error_and_the_saved_state_stays(tmp_path, corpus_file, tiny_config_file,
                                                                           tokenizer_dir, monkeypatch):
     import builtins
@@ -342,4 +360,4 @@ def test_a_full_disk_while_logging_is_one_error_and_the_saved_state_stays(tmp_pa
         run(settings(out, corpus_file, tiny_config_file, tokenizer=tokenizer_dir, eval_every=0))
     monkeypatch.setattr(builtins, "open", real_open)
     done = run(settings(out, corpus_file, tiny_config_file, tokenizer=tokenizer_dir, eval_every=0, resume=True))
-    assert done["step"] == 12 and sorted(train_losses(out)) == list(range(1, 13))
+    assert done.step == 12 and sorted(train_losses(out)) == list(range(1, 13))

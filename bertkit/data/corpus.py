@@ -18,13 +18,12 @@ lines are stripped of surrounding whitespace. Mistakes raise CorpusError naming 
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import random
-import zlib
 
 from ..errors import BertkitError
+from ..files import read_text, text_lines
 from .builtin import BUILTIN_CORPORA, builtin_documents
 
 TEXT_SUFFIXES = (".txt",)
@@ -119,30 +118,12 @@ def _read_file(path: str, text_field: str, doc_sep: str) -> list[str]:
 
 def read_lines(path: str) -> list[str]:
     """The file's lines (gzip undone, UTF-8 decoded, a BOM and line ends removed)."""
-    try:
-        if path.endswith(".gz"):
-            with gzip.open(path, "rb") as fh:
-                raw = fh.read()
-        else:
-            with open(path, "rb") as fh:
-                raw = fh.read()
-    except (gzip.BadGzipFile, EOFError, zlib.error) as e:
-        raise CorpusError(f"{path}: not a valid gzip file ({e}); a .gz corpus must be gzip-compressed") from None
-    except IsADirectoryError:
-        raise CorpusError(f"{path}: is a folder, not a file") from None
-    except OSError as e:
-        raise CorpusError(f"{path}: cannot read ({e.strerror or e})") from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        offset = e.start + (3 if raw.startswith(b"\xef\xbb\xbf") else 0)
-        line = raw[:offset].count(b"\n") + 1
-        raise CorpusError(f"{path}: line {line}: not UTF-8 (byte {raw[offset]:#04x}); convert the file to UTF-8, "
-                          "e.g. iconv -f GB18030 -t UTF-8") from None
-    lines = text.split("\n")  # not splitlines(): it also splits at \x1c, \u2028, ... and miscounts lines
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line.rstrip("\r") for line in lines]
+    text = read_text(path, CorpusError, strip_bom=True, folder="is a folder, not a file",
+                     cannot_read="cannot read ({reason})",
+                     bad_gzip="not a valid gzip file ({error}); a .gz corpus must be gzip-compressed",
+                     not_utf8="not UTF-8 (byte {byte:#04x}); convert the file to UTF-8, "
+                              "e.g. iconv -f GB18030 -t UTF-8")
+    return text_lines(text)
 
 
 def jsonl_records(path: str, lines: list[str], error=None) -> list[tuple[int, dict]]:

@@ -24,6 +24,7 @@ import random
 from dataclasses import dataclass
 
 from ..errors import ConfigError
+from ..text import CLOSERS, SENTENCE_FINAL, is_cjk
 
 
 @dataclass
@@ -48,18 +49,6 @@ class TokenizedDoc:
 
 
 # ----- tokenizing --------------------------------------------------------------------------------
-SENTENCE_FINAL = frozenset("。！？!?")  # a token made of these ends a sentence (as does a newline)
-CLOSERS = frozenset("”’」』）)\"'》")  # stay with the sentence they close: 他说：“好。” | 下一句
-_CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F),
-               (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))  # BERT's "Chinese character" blocks
-
-
-def is_cjk(char: str) -> bool:
-    """A CJK ideograph, as BERT's tokenizer defines it (each becomes its own token)."""
-    cp = ord(char)
-    return any(lo <= cp <= hi for lo, hi in _CJK_RANGES)
-
-
 def tokenize_documents(tokenizer, docs: list[str], *, chinese_words: bool = False,
                        batch_size: int = 1000) -> list[TokenizedDoc]:
     """One TokenizedDoc per document (in order; an empty document gives empty lists).

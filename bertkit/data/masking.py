@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 import torch
 
 from ..errors import ConfigError
+from ..labels import IGNORE
 from .examples import Example
 
-IGNORE_INDEX = -100  # labels the loss skips (torch.nn.CrossEntropyLoss's default ignore_index)
 
 
 @dataclass
@@ -58,7 +58,7 @@ class MaskingCollator:
         word_ids = self._pad_words(examples, input_ids.shape[1]) if self.wwm else None
         g = torch.Generator().manual_seed(_seed(self.seed, step, input_ids))
         selected = self._select(input_ids, attention_mask, word_ids, g)
-        labels = torch.where(selected, input_ids, IGNORE_INDEX)
+        labels = torch.where(selected, input_ids, IGNORE)
         # of the selected: 80% [MASK], 10% random, 10% unchanged (one draw per position)
         u = torch.rand(input_ids.shape, generator=g)
         random_ids = self._random_ids[torch.randint(len(self._random_ids), input_ids.shape, generator=g)]

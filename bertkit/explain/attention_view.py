@@ -15,8 +15,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from ..checkpoint import atomic_write
-from .common import ExplainError, base_model, display_width
+from ..files import atomic_write
+from ..text import display_width
+from . import html_view
+from .common import ExplainError, base_model
 
 MAX_LABELLED_TOKENS = 48  # beyond this, tick labels would overlap: the heatmaps go unlabelled
 
@@ -37,18 +39,22 @@ class AttentionMaps:
             raise ExplainError(f"layer {layer} has no head {head} (heads {self.head_ids[layer]}; the rest are pruned)")
         return self.maps[layer][self.head_ids[layer].index(head)]
 
+    @property
+    def title(self) -> str:
+        """The pictures' default title: "attention: " and the text (cut at 60 characters)."""
+        text = self.text + (f" / {self.text_pair}" if self.text_pair else "")
+        if len(text) > 60:
+            text = text[:57] + "..."
+        return f"attention: {text}" if text else "attention"
+
     def save_png(self, path: str, **kwargs) -> "PngLayout":
         return attention_png(self, path, **kwargs)
 
     def to_html(self, title: str | None = None) -> str:
-        from .html_view import attention_html
-
-        return attention_html(self, title)
+        return html_view.attention_html(self, title)
 
     def save_html(self, path: str, title: str | None = None) -> str:
-        from .html_view import save_html
-
-        return save_html(self, path, title)
+        return html_view.save_html(self, path, title)
 
     def _repr_html_(self) -> str:
         """In a notebook: the viewer in an iframe, so its script and ids stay apart from the page."""
@@ -107,10 +113,10 @@ def attention_png(maps: AttentionMaps, path: str, *, dpi: int = 100) -> PngLayou
     from matplotlib.figure import Figure
     from matplotlib.font_manager import FontProperties
 
-    from .fonts import font_for
+    from ..fonts import font_for
 
     L, n_heads, S = len(maps.maps), maps.num_heads, len(maps.tokens)
-    title = _title(maps)
+    title = maps.title
     font_path = font_for([*maps.tokens, title])
     font = FontProperties(fname=font_path) if font_path else FontProperties()
     labelled = S <= MAX_LABELLED_TOKENS
@@ -186,9 +192,3 @@ def _cells(fig) -> dict[tuple[int, int], tuple[int, int, int, int]]:
         cells[(layer, head)] = (round(box.x0), round(height - box.y1), round(box.x1), round(height - box.y0))
     return cells
 
-
-def _title(maps: AttentionMaps) -> str:
-    text = maps.text + (f" / {maps.text_pair}" if maps.text_pair else "")
-    if len(text) > 60:
-        text = text[:57] + "..."
-    return f"attention: {text}" if text else "attention"

@@ -4,18 +4,65 @@ from __future__ import annotations
 
 import argparse
 import os
+from dataclasses import dataclass
 
 from ..config import PRESETS
+from ..options import opt, parse
 from .common import ExplainError
 
 
-def _source_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--preset", choices=sorted(PRESETS),
-                   help="a built-in architecture with random weights instead of MODEL_DIR")
-    p.add_argument("--tokenizer", metavar="DIR",
-                   help="a tokenizer folder (vocab.txt / tokenizer.json); default: MODEL_DIR's, or for a preset a "
-                        "character vocabulary built from the text")
-    p.add_argument("--seed", type=int, default=0, help="random seed of a preset's weights")
+@dataclass
+class Source:
+    """Where the model comes from: MODEL_DIR, or a preset with random weights."""
+
+    preset: str | None = opt(None, "a built-in architecture with random weights instead of MODEL_DIR",
+                             choices=sorted(PRESETS))
+    tokenizer: str | None = opt(None, "a tokenizer folder (vocab.txt / tokenizer.json); default: MODEL_DIR's, or "
+                                      "for a preset a character vocabulary built from the text", metavar="DIR")
+    seed: int = opt(0, "random seed of a preset's weights")
+
+
+@dataclass
+class ExplainConfig(Source):
+    """Show the inside: modules with their heads, parameter counts, shape trace (--trace), MLM (--mlm)."""
+
+    model: str | None = opt(None, "a local HF model directory", positional=True, nargs="?", metavar="MODEL_DIR")
+    trace: str | None = opt(None, "run one forward pass and print every step's tensor shape", metavar="TEXT",
+                            exclusive="mode")
+    mlm: str | None = opt(None, "predict the [MASK] tokens of TEXT and show what the loss uses", metavar="TEXT",
+                          exclusive="mode")
+    pair: str | None = opt(None, "a second text (sentence B) for --trace / --mlm", metavar="TEXT")
+    head: str = opt("mlm", "mlm: BertForMaskedLM (encoder + MLM head, the default); base: BertModel (encoder + "
+                           "pooler)", choices=("mlm", "base"))
+    top_k: int = opt(5, "predictions shown per [MASK]")
+
+    def problem(self) -> str | None:
+        if (self.model is None) == (self.preset is None):
+            return "give a MODEL_DIR or --preset NAME (one of them)"
+        if self.pair is not None and not (self.trace or self.mlm):
+            return "--pair goes with --trace or --mlm"
+        if self.mlm is not None and self.head != "mlm":
+            return "--mlm needs the MLM head: leave out --head base"
+        return None
+
+
+@dataclass
+class AttentionConfig(Source):
+    """Attention maps of a text: a layers x heads PNG grid and an interactive HTML viewer."""
+
+    inputs: list[str] = opt(list, "the model directory (unless --preset), then the text", positional=True, nargs="+",
+                            metavar="MODEL_DIR TEXT")
+    pair: str | None = opt(None, "a second text (sentence B)", metavar="TEXT")
+    png: str | None = opt(None, "write a grid of layers x heads heatmaps", metavar="FILE")
+    html: str | None = opt(None, "write a self-contained interactive viewer", metavar="FILE")
+    dpi: int = opt(100, "resolution of the PNG")
+
+    def problem(self) -> str | None:
+        if len(self.inputs) != (1 if self.preset else 2):
+            return "give MODEL_DIR and TEXT" if not self.preset else "with --preset give only TEXT"
+        if not (self.png or self.html):
+            return "give --png FILE and/or --html FILE"
+        return None
 
 
 def _describe_source(model, model_dir: str | None, preset: str | None) -> str:
@@ -23,34 +70,15 @@ def _describe_source(model, model_dir: str | None, preset: str | None) -> str:
 
 
 def explain_main(argv: list[str]) -> int:
-    """Show the inside: modules with their heads, parameter counts, shape trace (--trace), MLM (--mlm)."""
     from .architecture import architecture
     from .loading import load
     from .mlm import explain_mlm
     from .trace import trace
 
-    p = argparse.ArgumentParser(
-        prog="bertkit explain", description=explain_main.__doc__,
-        epilog="examples:  bertkit explain --preset bert-base-chinese\n"
-               "           bertkit explain MODEL_DIR --trace '今天天气很好'\n"
-               "           bertkit explain MODEL_DIR --mlm '今天[MASK]气很好'",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("model", nargs="?", metavar="MODEL_DIR", help="a local HF model directory")
-    _source_arguments(p)
-    mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--trace", metavar="TEXT", help="run one forward pass and print every step's tensor shape")
-    mode.add_argument("--mlm", metavar="TEXT", help="predict the [MASK] tokens of TEXT and show what the loss uses")
-    p.add_argument("--pair", metavar="TEXT", help="a second text (sentence B) for --trace / --mlm")
-    p.add_argument("--head", choices=("mlm", "base"), default="mlm",
-                   help="mlm: BertForMaskedLM (encoder + MLM head, the default); base: BertModel (encoder + pooler)")
-    p.add_argument("--top-k", type=int, default=5, help="predictions shown per [MASK] (default 5)")
-    args = p.parse_args(argv)
-    if (args.model is None) == (args.preset is None):
-        p.error("give a MODEL_DIR or --preset NAME (one of them)")
-    if args.pair is not None and not (args.trace or args.mlm):
-        p.error("--pair goes with --trace or --mlm")
-    if args.mlm is not None and args.head != "mlm":
-        p.error("--mlm needs the MLM head: leave out --head base")
+    args = parse(ExplainConfig, argv, prog="bertkit explain", formatter_class=argparse.RawDescriptionHelpFormatter,
+                 epilog="examples:  bertkit explain --preset bert-base-chinese\n"
+                        "           bertkit explain MODEL_DIR --trace '今天天气很好'\n"
+                        "           bertkit explain MODEL_DIR --mlm '今天[MASK]气很好'")
     text = args.trace if args.trace is not None else args.mlm
     loaded = load(args.model, args.preset, head=args.head, tokenizer_dir=args.tokenizer,
                   texts=(text, args.pair) if text is not None else (), seed=args.seed,
@@ -69,26 +97,11 @@ def explain_main(argv: list[str]) -> int:
 
 
 def attention_main(argv: list[str]) -> int:
-    """Attention maps of a text: a layers x heads PNG grid and an interactive HTML viewer."""
     from .attention_view import attention_maps
     from .loading import load
 
-    p = argparse.ArgumentParser(
-        prog="bertkit attention", description=attention_main.__doc__,
-        usage="bertkit attention [MODEL_DIR | --preset NAME] TEXT [--pair TEXT] [--png FILE] [--html FILE]")
-    p.add_argument("inputs", nargs="+", metavar="MODEL_DIR TEXT", help="the model directory (unless --preset), "
-                                                                        "then the text")
-    _source_arguments(p)
-    p.add_argument("--pair", metavar="TEXT", help="a second text (sentence B)")
-    p.add_argument("--png", metavar="FILE", help="write a grid of layers x heads heatmaps")
-    p.add_argument("--html", metavar="FILE", help="write a self-contained interactive viewer")
-    p.add_argument("--dpi", type=int, default=100, help="resolution of the PNG (default 100)")
-    args = p.parse_args(argv)
-    want = 1 if args.preset else 2
-    if len(args.inputs) != want:
-        p.error("give MODEL_DIR and TEXT" if not args.preset else "with --preset give only TEXT")
-    if not (args.png or args.html):
-        p.error("give --png FILE and/or --html FILE")
+    args = parse(AttentionConfig, argv, prog="bertkit attention",
+                 usage="bertkit attention [MODEL_DIR | --preset NAME] TEXT [--pair TEXT] [--png FILE] [--html FILE]")
     model_dir, text = (None, args.inputs[0]) if args.preset else args.inputs
     loaded = load(model_dir, args.preset, head="base", tokenizer_dir=args.tokenizer, texts=(text, args.pair),
                   seed=args.seed)

@@ -1,4 +1,7 @@
-"""Small pieces the explain modules share: the error class and how shapes and numbers are written."""
+"""Small pieces the explain modules share: the error class and how shapes and numbers are written.
+
+Terminal widths (CJK characters take two columns) are text.display_width / text.pad.
+"""
 
 from __future__ import annotations
 
@@ -27,13 +30,3 @@ def base_model(model: nn.Module) -> nn.Module:
         raise ExplainError(f"expected a bertkit BertModel or a BertFor* task model, got {type(model).__name__}")
     return base
 
-
-def display_width(text: str) -> int:
-    """Terminal columns: CJK characters take two."""
-    import unicodedata
-
-    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
-
-
-def pad(text: str, width: int) -> str:
-    return text + " " * max(0, width - display_width(text))

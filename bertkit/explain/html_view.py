@@ -16,13 +16,14 @@ import html
 import json
 import re
 
-from ..checkpoint import atomic_write_text
-from .attention_view import AttentionMaps, _title
+from ..files import atomic_write_text
 
 DECIMALS = 4  # attention weights are written with this many decimals
 
 
-def page_data(maps: AttentionMaps, title: str) -> dict:
+# `maps` below is an attention_view.AttentionMaps; this module reads its fields and imports nothing
+# from there (attention_view imports this one for AttentionMaps.to_html / save_html).
+def page_data(maps, title: str) -> dict:
     """What the page's script reads: tokens, segment ids and every head's (S, S) map."""
     layers = [{"heads": heads, "maps": [[[round(float(x), DECIMALS) for x in row] for row in m.tolist()]
                                         for m in layer_maps]}
@@ -37,9 +38,9 @@ def _script_json(data: dict) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def attention_html(maps: AttentionMaps, title: str | None = None) -> str:
-    """The viewer page for `maps`, as one string."""
-    title = title or _title(maps)
+def attention_html(maps, title: str | None = None) -> str:
+    """The viewer page for `maps` (an AttentionMaps), as one string."""
+    title = title or maps.title
     L = len(maps.maps)
     summary = (f"{len(maps.tokens)} tokens, {L} layers (run one after another) x {maps.num_heads} heads "
                "(run in parallel)")
@@ -48,7 +49,8 @@ def attention_html(maps: AttentionMaps, title: str | None = None) -> str:
     return re.sub(r"\{\{(TITLE|SUMMARY|DATA)\}\}", lambda m: fields[m.group(1)], _PAGE)  # one pass
 
 
-def save_html(maps: AttentionMaps, path: str, title: str | None = None) -> str:
+def save_html(maps, path: str, title: str | None = None) -> str:
+    """Write the viewer page for `maps` (an AttentionMaps) to `path`; returns the page."""
     page = attention_html(maps, title)
     atomic_write_text(path, page)
     return page

@@ -15,7 +15,6 @@ import torch
 from tokenizers import normalizers, pre_tokenizers
 from torch import nn
 
-from ..checkpoint import warn_loading
 from ..config import BertConfig
 from ..heads import BertForMaskedLM
 from ..model import BertModel
@@ -81,26 +80,24 @@ def load(model_dir: str | None, preset: str | None, *, head: str = "mlm", tokeni
 
 
 def _from_directory(model_class, model_dir: str, notes: list[str]) -> nn.Module:
-    model, info = model_class.from_pretrained(model_dir, output_loading_info=True)
-    missing, unused = info["missing_keys"], info["unexpected_keys"]
-    # without a task model's "bert." prefix
-    missing_names, unused_names = ([n.removeprefix("bert.") for n in keys] for keys in (missing, unused))
-    if any(n.startswith("cls.predictions") for n in missing):
+    """The checkpoint's model; what it lacks or holds beyond the model becomes a note or a warning."""
+    model, report = model_class.from_pretrained(model_dir, output_loading_info=True)
+    if report.missing_under("cls.predictions"):
         notes.append(f"{model_dir} has no MLM head weights (cls.predictions.*): they are random here, so "
                      "the MLM logits and predictions mean nothing; the encoder is the checkpoint's")
-    elif missing and all(n.startswith("pooler.") for n in missing_names):
+    elif report.missing and report.missing_under("pooler.") == report.missing:
         notes.append(f"{model_dir} has no pooler weights (pretrained without next-sentence prediction): "
                      "the pooler is random here; the encoder is the checkpoint's")
-    elif missing:
-        warn_loading(model_dir, model_class.__name__, missing, [])
-    if all(n.startswith("pooler.") for n in unused_names):
+    else:
+        report.warn_missing(stacklevel=3)
+    if report.unexpected_under("pooler.") == report.unexpected:
         pass  # BertForMaskedLM has no pooler by design: its tensors are expected to go unused (or none)
-    elif not any(n.startswith(("embeddings.", "encoder.")) for n in unused_names):
+    elif not report.unexpected_under("embeddings.", "encoder."):
         task = ", ".join(getattr(model.config, "architectures", None) or ["a task model"])
         notes.append(f"{model_dir} holds {task}: its encoder is shown here; its task head (a small layer "
                      "on top of the encoder's output) is not")
     else:
-        warn_loading(model_dir, model_class.__name__, [], unused)
+        report.warn_unexpected(stacklevel=3)
     return model.eval()
 
 

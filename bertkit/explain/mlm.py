@@ -14,7 +14,8 @@ import torch
 from torch import Tensor, nn
 
 from ..heads import IGNORE, BertForMaskedLM
-from .common import ExplainError, pad, shape_str
+from ..text import pad
+from .common import ExplainError, shape_str
 
 
 @dataclass

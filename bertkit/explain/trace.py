@@ -8,20 +8,21 @@
       -> layers 1 .. L-1 (the same steps) -> last_hidden_state (B, S, H) -> head, e.g. MLM logits (B, S, V)
 
 Nothing here is a hand-written list of shapes: forward hooks on the model's own modules record
-their outputs, and the per-head tensors (q, k, v, weights, context) are recorded by wrapping the
-attention backend the model calls (attention.BACKENDS) for the duration of the pass.
+their outputs. The per-head tensors come from those outputs too: q, k, v are the query / key /
+value outputs split into heads, weights the attention probabilities the pass returns
+(output_attentions=True), context the SelfAttention output split into heads. Nothing global is
+replaced, and the hooks are removed when the pass ends.
 """
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor, nn
 
-from .. import attention
-from .common import ExplainError, base_model, display_width, pad, shape_str
+from ..text import display_width, pad
+from .common import ExplainError, base_model, shape_str
 
 
 @dataclass
@@ -57,14 +58,15 @@ class Trace:
 
 # ----- recording ---------------------------------------------------------------------------------
 class _Recorder:
-    """Collects steps; knows which encoder layer is running so backend calls can be placed."""
+    """Collects steps; keeps the last query / key / value outputs for the per-head tensors."""
 
     def __init__(self):
         self.steps: list[Step] = []
-        self.layer: int | None = None
-        self.attention_path = ""
+        self.latest: dict[str, Tensor] = {}  # "query" / "key" / "value" -> (B, S, heads*head_dim)
 
     def add(self, name: str, module: str, tensor: Tensor, layer: int | None) -> None:
+        if name in ("query", "key", "value"):
+            self.latest[name] = tensor
         for step in self.steps:  # a module that runs again in the same layer: feed-forward chunks
             if step.name == name and step.layer == layer and step.module == module:
                 step.calls += 1
@@ -78,32 +80,18 @@ def _output_hook(recorder: _Recorder, name: str, path: str, layer: int | None, p
     return hook
 
 
-@contextlib.contextmanager
-def _watched_backends(recorder: _Recorder):
-    """Wrap every attention backend so each call records q, k, v, scores, weights, context per head."""
-    saved = dict(attention.BACKENDS)
-
-    def wrap(backend):
-        def watched(q, k, v, mask, **kwargs):
-            context, probs = backend(q, k, v, mask, **kwargs)
-            if recorder.layer is not None:
-                layer, path = recorder.layer, recorder.attention_path
-                for name, tensor in (("q", q), ("k", k), ("v", v)):
-                    recorder.add(name, path, tensor, layer)  # (B, heads, S, head_dim)
-                recorder.add("scores", path, q @ k.transpose(-1, -2), layer)  # (B, heads, S, T)
-                if probs is not None:
-                    recorder.add("weights", path, probs, layer)  # (B, heads, S, T)
-                recorder.add("context", path, context, layer)  # (B, heads, S, head_dim)
-            return context, probs
-        return watched
-
-    try:
-        for name, backend in saved.items():
-            attention.BACKENDS[name] = wrap(backend)
-        yield
-    finally:
-        attention.BACKENDS.clear()
-        attention.BACKENDS.update(saved)
+def _heads_hook(recorder: _Recorder, path: str, layer: int):
+    """After a SelfAttention ran: q, k, v, scores, weights, context per head, from its own tensors."""
+    def hook(module, args, output):
+        context, probs = output[0], output[1]  # (B, S, heads*head_dim), (B, heads, S, T)
+        q, k, v = (module.split_heads(recorder.latest[name]) for name in ("query", "key", "value"))
+        for name, tensor in (("q", q), ("k", k), ("v", v)):
+            recorder.add(name, path, tensor, layer)  # (B, heads, S, head_dim)
+        recorder.add("scores", path, q @ k.transpose(-1, -2), layer)  # (B, heads, S, T)
+        if probs is not None:
+            recorder.add("weights", path, probs, layer)  # (B, heads, S, T)
+        recorder.add("context", path, module.split_heads(context), layer)  # (B, heads, S, head_dim)
+    return hook
 
 
 def _hooks(model: nn.Module, recorder: _Recorder) -> list:
@@ -125,10 +113,9 @@ def _hooks(model: nn.Module, recorder: _Recorder) -> list:
     for i, layer in enumerate(base.encoder.layer):
         p = f"encoder.layer.{i}"
         sa = layer.attention.self
-        handles.append(sa.register_forward_pre_hook(_enter_layer(recorder, i, prefix + p + ".attention.self")))
-        handles.append(sa.register_forward_hook(_leave_layer(recorder)))
         for name in ("query", "key", "value"):
             on(getattr(sa, name), name, f"{p}.attention.self.{name}", i)
+        handles.append(sa.register_forward_hook(_heads_hook(recorder, prefix + p + ".attention.self", i)))
         on(sa, "merged", f"{p}.attention.self", i, pick=lambda out: out[0])
         on(layer.attention.output, "attention_output", f"{p}.attention.output", i)
         on(layer.intermediate, "intermediate", f"{p}.intermediate", i)
@@ -152,18 +139,6 @@ def _input_ids_hook(recorder: _Recorder, path: str):
     return hook
 
 
-def _enter_layer(recorder: _Recorder, i: int, path: str):
-    def hook(module, args):
-        recorder.layer, recorder.attention_path = i, path
-    return hook
-
-
-def _leave_layer(recorder: _Recorder):
-    def hook(module, args, output):
-        recorder.layer = None
-    return hook
-
-
 def trace_ids(model: nn.Module, input_ids: Tensor, token_type_ids: Tensor | None = None,
               attention_mask: Tensor | None = None, tokens: list[str] | None = None) -> Trace:
     """Run `model` once on input_ids (B, S) and record every step's shape (see the module docstring)."""
@@ -174,7 +149,7 @@ def trace_ids(model: nn.Module, input_ids: Tensor, token_type_ids: Tensor | None
     was_training = model.training
     model.eval()
     try:
-        with torch.no_grad(), _watched_backends(recorder):
+        with torch.no_grad():  # output_attentions: the padded path, which returns the weights
             out = model(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask,
                         output_attentions=True)
     finally:

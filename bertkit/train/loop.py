@@ -1,13 +1,17 @@
 """The training loop every bertkit run uses (pretraining and fine-tuning), top to bottom.
 
-    for step in range(start, steps):
-        for micro in range(grad_accum):      batch = data.batch(step, micro); loss = loss_fn(model, batch)
-                                             (loss / grad_accum).backward()
-        skip the step if the loss is not finite; clip; optimizer.step(); scheduler.step()
-        every log_every:  a row in metrics.jsonl (step, loss, lr, tokens/s)
-        every eval_every: evaluate(model) -> a row in metrics.jsonl
-        every save_every: the whole training state, atomically (model, optimizer, scheduler, RNG, step)
-        SIGINT / SIGTERM: save the state and stop cleanly
+    run = start(...)                  device, processes, seed, optimizer, schedule, resume, DDP / compile
+    while run.step < steps:
+        optimizer_step(run)           for micro in range(grad_accum): loss = loss_fn(model, data.batch(step, micro))
+                                                                      (loss / grad_accum).backward()
+                                      all processes agree on the loss and on stopping (one sync);
+                                      skip the step if the loss is not finite; clip; optimizer.step(); scheduler.step()
+        after_step(run)               every log_every:  a row in metrics.jsonl (step, loss, lr, tokens/s)
+                                      every eval_every: evaluate(model) -> a row in metrics.jsonl (may stop the run)
+                                      every save_every: the whole training state, atomically (model, optimizer,
+                                                        scheduler, RNG, step)
+        SIGINT / SIGTERM: save the state and stop cleanly, at a step boundary
+    finish(run)                       the final model, loss.png, a TrainSummary
 
 Data is addressed by step: `data.batch(step, micro)` must return the same batch for the same
 step, so a resumed run sees exactly what the uninterrupted one saw. Under torchrun each process
@@ -17,6 +21,7 @@ gets its share of the global batch from `data`, DDP averages the gradients, and 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import math
@@ -25,18 +30,18 @@ import signal
 import sys
 import time
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Protocol
 
 import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
-from ..checkpoint import (atomic_write, atomic_write_text, load_training_state, save_training_state,
-                          write_problem)
+from ..checkpoint import load_training_state, save_training_state
 from ..errors import BertkitError
+from ..files import atomic_write, atomic_write_text, write_problem
 from ..metrics import finite_or_none
-from ..options import opt
+from ..options import may_change_on_resume, opt
 
 
 class TrainingError(BertkitError, RuntimeError):
@@ -45,10 +50,12 @@ class TrainingError(BertkitError, RuntimeError):
 
 @dataclass
 class TrainConfig:
-    """Settings of the shared training loop."""
+    """Settings of the shared training loop. Those marked may_change_on_resume do not change what a
+    resumed run computes; --resume refuses a new value of any other."""
 
-    out: str = opt("runs/run", "run folder: metrics.jsonl, training state, loss curve, final model")
-    steps: int = opt(300, "optimizer steps")
+    out: str = opt("runs/run", "run folder: metrics.jsonl, training state, loss curve, final model",
+                   may_change_on_resume=True)
+    steps: int = opt(300, "optimizer steps", may_change_on_resume=True)
     batch_size: int = opt(32, "examples per micro-batch on each process (x --grad-accum per step)")
     grad_accum: int = opt(1, "micro-batches per optimizer step (a larger batch in the same memory)")
     lr: float = opt(1e-3, "peak learning rate")
@@ -57,27 +64,44 @@ class TrainConfig:
     schedule: str = opt("linear", "decay after warm-up", choices=["linear", "cosine", "constant"])
     max_grad_norm: float = opt(1.0, "clip the gradient norm to this (0: no clipping)")
     seed: int = opt(0, "seed of initialisation, data order, masking and dropout")
-    log_every: int = opt(10, "steps between metrics rows")
-    eval_every: int = opt(100, "steps between evaluations (0: only at the end)")
-    save_every: int = opt(100, "steps between saved training states (0: only at the end)")
-    device: str = opt("auto", "cpu, cuda, cuda:N, or auto (cuda when there is one)")
+    log_every: int = opt(10, "steps between metrics rows", may_change_on_resume=True)
+    eval_every: int = opt(100, "steps between evaluations (0: only at the end)", may_change_on_resume=True)
+    save_every: int = opt(100, "steps between saved training states (0: only at the end)", may_change_on_resume=True)
+    device: str = opt("auto", "cpu, cuda, cuda:N, or auto (cuda when there is one)", may_change_on_resume=True)
     precision: str = opt("auto", "autocast dtype: auto is bf16 (or fp16) on a GPU and float32 on a CPU; "
                          "bf16 is also taken on a CPU (faster where it has AVX-512 BF16 or AMX)",
-                         choices=["auto", "fp32", "bf16", "fp16"])
-    compile: bool = opt(False, "torch.compile the model")
+                         choices=["auto", "fp32", "bf16", "fp16"], may_change_on_resume=True)
+    compile: bool = opt(False, "torch.compile the model", may_change_on_resume=True)
     attention: str = opt("auto", "attention implementation: auto (varlen where a batch has padding or packed "
                          "documents, else sdpa), varlen (padding always removed), sdpa, eager",
-                         choices=["auto", "varlen", "sdpa", "eager"])
-    resume: bool = opt(False, "continue from the training state saved in --out")
+                         choices=["auto", "varlen", "sdpa", "eager"], may_change_on_resume=True)
+    resume: bool = opt(False, "continue from the training state saved in --out", may_change_on_resume=True)
     overwrite: bool = opt(False, "start over in an --out that holds an earlier run: it is moved to "
-                          "<out>.replaced-<time> first (nothing is deleted)")
-    max_bad_steps: int = opt(5, "stop after this many non-finite losses in a row")
-    progress: bool = opt(True, "show a progress bar")
+                          "<out>.replaced-<time> first (nothing is deleted)", may_change_on_resume=True)
+    max_bad_steps: int = opt(5, "stop after this many non-finite losses in a row", may_change_on_resume=True)
+    progress: bool = opt(True, "show a progress bar", may_change_on_resume=True)
 
 
-# Settings that do not change what a resumed run computes; every other one must stay the same.
-MAY_CHANGE_ON_RESUME = {"out", "resume", "overwrite", "steps", "progress", "log_every", "eval_every", "save_every",
-                        "device", "max_bad_steps", "compile", "precision", "attention"}
+def with_default(name: str, default: Any):
+    """TrainConfig's setting `name` with a command's own default: the same flag, help and resume rule.
+
+        class PretrainConfig(TrainConfig):
+            steps: int = with_default("steps", 2000)
+    """
+    return dataclasses.field(default=default, metadata=TrainConfig.__dataclass_fields__[name].metadata)
+
+
+@dataclass
+class TrainSummary:
+    """What `train` did: where it stopped and why, its last training loss, its speed, its last evaluation."""
+
+    step: int  # optimizer steps done (those of an earlier part of a resumed run included)
+    loss: float  # the last finite training loss (nan if there was none)
+    seconds: float  # wall time of this part of the run
+    interrupted: bool  # stopped by SIGINT / SIGTERM before the last step (the state is saved: --resume)
+    tokens_per_s: float | None = None  # over the last logged window; None before the first metrics row
+    eval: dict = field(default_factory=dict)  # the last evaluation ({} if none ran)
+    stopped_early: int | None = None  # the step at which stop_when ended the run
 
 
 class Batches(Protocol):
@@ -116,8 +140,8 @@ class StepSampler:
             out.append(self.order(epoch)[pos])
         return out
 
-    def mine(self) -> slice:
-        """This process's rows of a global batch."""
+    def own_rows(self) -> slice:
+        """This process's rows of a global batch (rank r holds rows r x batch_size onwards)."""
         return slice(self.rank * self.batch_size, (self.rank + 1) * self.batch_size)
 
 
@@ -146,8 +170,8 @@ def setup_distributed(device: torch.device) -> tuple[int, int, torch.device]:
 
 def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
     """None = plain float32. auto: bf16 on a GPU that has it, else fp16; float32 on a CPU.
-    On a CPU, bf16 autocast only when asked: it pretrains `mini` 1.2-1.4x faster on a CPU with
-    AVX-512 BF16 / AMX (cpu_has_native_bf16; README, Speed); CPUs without native bf16 may be slower."""
+    On a CPU, bf16 autocast only when asked: it is faster on a CPU with AVX-512 BF16 / AMX
+    (cpu_has_native_bf16; README, Speed), and CPUs without native bf16 may be slower."""
     if precision == "fp32":
         return None
     if device.type != "cuda":
@@ -199,140 +223,221 @@ def lr_factor(step: int, cfg: TrainConfig) -> float:
 def train(model: nn.Module, data: Batches, cfg: TrainConfig, loss_fn: Callable[[nn.Module, dict], Tensor],
           evaluate: Callable[[nn.Module], dict[str, float]] | None = None,
           save_model: Callable[[nn.Module, str], None] | None = None, extra_state: dict | None = None,
-          stop_when: Callable[[dict], bool] | None = None, identity: dict | None = None) -> dict:
-    """Train `model` for cfg.steps optimizer steps; returns a summary (last loss, eval, tokens/s, ...).
+          stop_when: Callable[[dict], bool] | None = None, identity: dict | None = None) -> TrainSummary:
+    """Train `model` for cfg.steps optimizer steps (the module docstring, in code); returns a TrainSummary.
 
     save_model(model, folder) runs at the end; stop_when(eval result) -> True ends the run early.
+    extra_state: a dict saved with the training state and filled back in on --resume (e.g. the best score).
     identity: what the run trains with ({"vocab": digest, "labels": [...], "data": digest}), saved
     with the training state; --resume refuses another vocabulary or label set and warns of new data.
     """
+    run = start(model, cfg, extra_state, identity)
+    with run.stop.installed():
+        while run.step < cfg.steps and not run.stopping:
+            loss = optimizer_step(run, data, loss_fn)
+            after_step(run, loss, evaluate, stop_when)
+    return finish(run, save_model)
+
+
+@dataclass
+class Run:
+    """One run in progress: what `start` set up, and what the steps carry from one to the next."""
+
+    cfg: TrainConfig
+    model: nn.Module  # what the steps call: DDP- and / or compile-wrapped
+    raw_model: nn.Module  # the model itself: evaluated, saved
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LambdaLR
+    scaler: torch.amp.GradScaler | None  # fp16 only
+    amp: torch.dtype | None  # autocast dtype; None: float32
+    device: torch.device
+    rank: int
+    world: int
+    step: int  # optimizer steps done
+    extra_state: dict | None
+    identity: dict | None
+    stop: _StopFlag = field(default_factory=lambda: _StopFlag())
+    bar: Any = None  # the progress bar (rank 0, --progress)
+    stopping: bool = False  # what all ranks agreed on; a signal or stop_when acts through it, at a step boundary
+    bad_in_a_row: int = 0  # non-finite losses
+    last_loss: float = float("nan")  # the last finite one
+    window_tokens: int = 0  # tokens (all ranks) since the last metrics row
+    window_start: float = 0.0
+    run_start: float = 0.0
+    tokens_per_s: float | None = None  # of the last metrics row
+    eval: dict = field(default_factory=dict)  # the last evaluation
+    stopped_early: int | None = None
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def metrics_path(self) -> str:
+        return os.path.join(self.cfg.out, "metrics.jsonl")
+
+    @property
+    def state_dir(self) -> str:
+        return os.path.join(self.cfg.out, "checkpoint")
+
+
+def start(model: nn.Module, cfg: TrainConfig, extra_state: dict | None, identity: dict | None) -> Run:
+    """Device and processes, the seed, optimizer, schedule and AMP scaler, the resumed state if any, then the
+    DDP / compile wrapping. The order is the run's RNG order: a change here changes what every run computes."""
     _check(cfg)
-    device = pick_device(cfg.device)
-    rank, world, device = setup_distributed(device)
-    main = rank == 0
+    rank, world, device = setup_distributed(pick_device(cfg.device))
     torch.manual_seed(cfg.seed)
     model.to(device)
     if hasattr(model, "set_attn_implementation"):
         model.set_attn_implementation(cfg.attention)
-    raw_model = model
     optimizer = make_optimizer(model, cfg, device)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, cfg))
     amp = autocast_dtype(cfg.precision, device)
     scaler = torch.amp.GradScaler("cuda") if amp == torch.float16 else None
-    metrics_path = os.path.join(cfg.out, "metrics.jsonl")
-    state_dir = os.path.join(cfg.out, "checkpoint")
-
-    start = 0
+    run = Run(cfg=cfg, model=model, raw_model=model, optimizer=optimizer, scheduler=scheduler, scaler=scaler,
+              amp=amp, device=device, rank=rank, world=world, step=0, extra_state=extra_state, identity=identity)
     if cfg.resume:
-        state = load_training_state(state_dir)
-        if state is None:
-            raise TrainingError(f"--resume: {state_dir} holds no training state; run without --resume first")
-        _check_identity(state.get("identity") or {}, identity or {}, state_dir)
-        start = _restore(state, raw_model, optimizer, scheduler, scaler, cfg, world)
-        if extra_state is not None:
-            extra_state.update(state.get("extra", {}))  # e.g. fine-tuning's best score so far
-        if main:
-            print(f"resuming {cfg.out} at step {start}", file=sys.stderr)
-            truncate_metrics(metrics_path, start)
-    elif main and os.path.exists(metrics_path):  # pretrain / finetune claim --out first (runfolder.py): never here
-        raise TrainingError(f"{metrics_path}: an earlier run's log is there; pass resume=True to continue it, or "
-                            "use another out (bertkit.train.runfolder.claim moves an old run aside)")
-
+        resume(run)
+    elif run.main and os.path.exists(run.metrics_path):  # pretrain / finetune claim --out first (runfolder.py)
+        raise TrainingError(f"{run.metrics_path}: an earlier run's log is there; pass resume=True to continue it, "
+                            "or use another out (bertkit.train.runfolder.claim moves an old run aside)")
     if world > 1:
-        model = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+        ids = [device.index] if device.type == "cuda" else None
+        run.model = nn.parallel.DistributedDataParallel(model, device_ids=ids)
     if cfg.compile:
-        model = torch.compile(model)
+        run.model = torch.compile(run.model)
+    run.bar = _progress(cfg, run.step) if run.main else None
+    run.window_start = run.run_start = time.perf_counter()
+    return run
 
-    stop = _StopFlag()
-    bar = _progress(cfg, start) if main else None
-    bad_in_a_row, last_loss, summary = 0, float("nan"), {}
-    window_tokens, window_start = 0, time.perf_counter()
-    run_start = time.perf_counter()
-    step = start
-    with stop.installed():
-        stopping = False  # what all ranks agreed on; a signal acts through it, at a step boundary
-        while step < cfg.steps and not stopping:
-            model.train()
-            step_loss, step_tokens = torch.zeros((), device=device), 0
-            for micro in range(cfg.grad_accum):
-                batch = {k: v.to(device, non_blocking=True) if isinstance(v, Tensor) else v
-                         for k, v in data.batch(step, micro).items()}
-                step_tokens += int((batch["attention_mask"] > 0).sum()) if "attention_mask" in batch else 0
-                sync = micro == cfg.grad_accum - 1 or world == 1
-                with (contextlib.nullcontext() if sync else model.no_sync()), \
-                        torch.autocast(device.type, dtype=amp, enabled=amp is not None):
-                    loss = loss_fn(model, batch) / cfg.grad_accum
-                (scaler.scale(loss) if scaler else loss).backward()
-                step_loss += loss.detach()
 
-            # one sync per step; under DDP every rank must agree on stepping and on stopping
-            agreed = torch.stack([step_loss.float(), torch.tensor(float(stop.requested), device=device)])
-            if world > 1:
-                dist.all_reduce(agreed)
-                agreed[0] /= world
-            loss_value, stopping = float(agreed[0]), bool(agreed[1] > 0)
-            finite = math.isfinite(loss_value)
-            if finite:
-                bad_in_a_row = 0
-                if scaler:
-                    scaler.unscale_(optimizer)
-                if cfg.max_grad_norm > 0:
-                    nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-                if scaler:
-                    scaler.step(optimizer)
-                    scaler.update()
-                else:
-                    optimizer.step()
-                last_loss = loss_value
-                window_tokens += step_tokens * world
-            else:  # skip the update; the step still counts (logging, evaluation and saving go on)
-                bad_in_a_row += 1
-                if main:
-                    warnings.warn(f"step {step}: loss is {loss_value}; skipping this step", stacklevel=2)
-                if bad_in_a_row >= cfg.max_bad_steps:
-                    raise TrainingError(f"the loss was not finite for {bad_in_a_row} steps in a row (last at step "
-                                        f"{step}): lower --lr, use --precision fp32, or check the data")
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            step += 1
+def resume(run: Run) -> None:
+    """Load the training state saved in --out into `run` (model, optimizer, schedule, RNG, step, extra_state)."""
+    state = load_training_state(run.state_dir)
+    if state is None:
+        raise TrainingError(f"--resume: {run.state_dir} holds no training state; run without --resume first")
+    _check_identity(state.get("identity") or {}, run.identity or {}, run.state_dir)
+    run.step = _restore(state, run.raw_model, run.optimizer, run.scheduler, run.scaler, run.cfg, run.world)
+    if run.extra_state is not None:
+        run.extra_state.update(state.get("extra", {}))  # e.g. fine-tuning's best score so far
+    if run.main:
+        print(f"resuming {run.cfg.out} at step {run.step}", file=sys.stderr)
+        truncate_metrics(run.metrics_path, run.step)
 
-            if bar is not None:
-                bar.update(1)
-                rate = window_tokens / max(time.perf_counter() - window_start, 1e-9)
-                bar.set_postfix(loss=f"{loss_value:.3f}", lr=f"{scheduler.get_last_lr()[0]:.2e}",
-                                tok_s=f"{rate:,.0f}")
-            if step % cfg.log_every == 0 or step == cfg.steps:
-                elapsed = time.perf_counter() - window_start
-                row = {"step": step, "loss": round(loss_value, 6), "lr": scheduler.get_last_lr()[0],
-                       "tokens_per_s": round(window_tokens / max(elapsed, 1e-9), 1),
-                       "elapsed_s": round(time.perf_counter() - run_start, 2)}
-                summary["tokens_per_s"] = row["tokens_per_s"]
-                window_tokens, window_start = 0, time.perf_counter()
-                if main:
-                    _append(metrics_path, row)
-            if evaluate is not None and (step == cfg.steps or (cfg.eval_every and step % cfg.eval_every == 0)):
-                summary["eval"] = _evaluate(evaluate, raw_model, step, metrics_path, main, world)
-                if bar is not None:
-                    line = ", ".join(f"{k} {v:.4g}" for k, v in summary["eval"].items())
-                    bar.write(f"step {step}: {line}", file=sys.stderr)
-                if stop_when is not None and _agree(main and stop_when(summary["eval"]), world, device):
-                    summary["stopped_early"] = step  # rank 0 decides (it evaluated); every rank stops
-                    stopping = True
-            if stopping or step == cfg.steps or (cfg.save_every and step % cfg.save_every == 0):
-                if main:
-                    save_training_state(state_dir, _state(raw_model, optimizer, scheduler, scaler, step, cfg,
-                                                          world, extra_state, identity))
-                _barrier(world)
-    if bar is not None:
-        bar.close()
-    summary.update(step=step, loss=last_loss,
-                   interrupted=stopping and step < cfg.steps and "stopped_early" not in summary,
-                   seconds=round(time.perf_counter() - run_start, 1))
-    if main and not summary["interrupted"]:
+
+def optimizer_step(run: Run, data: Batches, loss_fn: Callable[[nn.Module, dict], Tensor]) -> float:
+    """One optimizer step: its micro-batches, the ranks' agreement on the loss and on stopping, then the update
+    (skipped when the loss is not finite). Returns the step's loss, averaged over the ranks."""
+    cfg = run.cfg
+    run.model.train()
+    step_loss, step_tokens = torch.zeros((), device=run.device), 0
+    for micro in range(cfg.grad_accum):
+        batch = {k: v.to(run.device, non_blocking=True) if isinstance(v, Tensor) else v
+                 for k, v in data.batch(run.step, micro).items()}
+        step_tokens += int((batch["attention_mask"] > 0).sum()) if "attention_mask" in batch else 0
+        sync = micro == cfg.grad_accum - 1 or run.world == 1  # DDP averages gradients once, at the last one
+        with (contextlib.nullcontext() if sync else run.model.no_sync()), \
+                torch.autocast(run.device.type, dtype=run.amp, enabled=run.amp is not None):
+            loss = loss_fn(run.model, batch) / cfg.grad_accum
+        (run.scaler.scale(loss) if run.scaler else loss).backward()
+        step_loss += loss.detach()
+
+    # one sync per step; under DDP every rank must agree on stepping and on stopping
+    agreed = torch.stack([step_loss.float(), torch.tensor(float(run.stop.requested), device=run.device)])
+    if run.world > 1:
+        dist.all_reduce(agreed)
+        agreed[0] /= run.world
+    loss_value, run.stopping = float(agreed[0]), bool(agreed[1] > 0)
+    if math.isfinite(loss_value):
+        _update(run)
+        run.bad_in_a_row, run.last_loss = 0, loss_value
+        run.window_tokens += step_tokens * run.world
+    else:  # skip the update; the step still counts (logging, evaluation and saving go on)
+        run.bad_in_a_row += 1
+        if run.main:
+            warnings.warn(f"step {run.step}: loss is {loss_value}; skipping this step",
+                          stacklevel=3)  # shown at the line that called train()
+        if run.bad_in_a_row >= cfg.max_bad_steps:
+            raise TrainingError(f"the loss was not finite for {run.bad_in_a_row} steps in a row (last at step "
+                                f"{run.step}): lower --lr, use --precision fp32, or check the data")
+    run.scheduler.step()
+    run.optimizer.zero_grad(set_to_none=True)
+    run.step += 1
+    return loss_value
+
+
+def _update(run: Run) -> None:
+    """Clip the gradient norm, then step the optimizer (through the fp16 scaler, if any)."""
+    if run.scaler:
+        run.scaler.unscale_(run.optimizer)
+    if run.cfg.max_grad_norm > 0:
+        nn.utils.clip_grad_norm_(run.model.parameters(), run.cfg.max_grad_norm)
+    if run.scaler:
+        run.scaler.step(run.optimizer)
+        run.scaler.update()
+    else:
+        run.optimizer.step()
+
+
+def after_step(run: Run, loss: float, evaluate: Callable[[nn.Module], dict[str, float]] | None,
+               stop_when: Callable[[dict], bool] | None) -> None:
+    """What is due after step `run.step`: the progress bar, a metrics row, an evaluation (which may end the
+    run), the training state (also when the run stops)."""
+    cfg, step = run.cfg, run.step
+    if run.bar is not None:
+        _show_progress(run, loss)
+    if step % cfg.log_every == 0 or step == cfg.steps:
+        _log_row(run, loss)
+    if evaluate is not None and (step == cfg.steps or (cfg.eval_every and step % cfg.eval_every == 0)):
+        _evaluate_and_maybe_stop(run, evaluate, stop_when)
+    if run.stopping or step == cfg.steps or (cfg.save_every and step % cfg.save_every == 0):
+        if run.main:
+            save_training_state(run.state_dir, _state(run.raw_model, run.optimizer, run.scheduler, run.scaler, step,
+                                                      cfg, run.world, run.extra_state, run.identity))
+        _barrier(run.world)
+
+
+def _show_progress(run: Run, loss: float) -> None:
+    run.bar.update(1)
+    rate = run.window_tokens / max(time.perf_counter() - run.window_start, 1e-9)
+    run.bar.set_postfix(loss=f"{loss:.3f}", lr=f"{run.scheduler.get_last_lr()[0]:.2e}", tok_s=f"{rate:,.0f}")
+
+
+def _log_row(run: Run, loss: float) -> None:
+    """A training row in metrics.jsonl (rank 0); tokens/s over the window since the last row, all ranks' tokens."""
+    elapsed = time.perf_counter() - run.window_start
+    row = {"step": run.step, "loss": round(loss, 6), "lr": run.scheduler.get_last_lr()[0],
+           "tokens_per_s": round(run.window_tokens / max(elapsed, 1e-9), 1),
+           "elapsed_s": round(time.perf_counter() - run.run_start, 2)}
+    run.tokens_per_s = row["tokens_per_s"]
+    run.window_tokens, run.window_start = 0, time.perf_counter()
+    if run.main:
+        _append(run.metrics_path, row)
+
+
+def _evaluate_and_maybe_stop(run: Run, evaluate, stop_when) -> None:
+    """Rank 0 evaluates and writes the row; stop_when(result), decided there, stops every rank."""
+    run.eval = _evaluate(evaluate, run.raw_model, run.step, run.metrics_path, run.main, run.world)
+    if run.bar is not None:
+        line = ", ".join(f"{k} {v:.4g}" for k, v in run.eval.items())
+        run.bar.write(f"step {run.step}: {line}", file=sys.stderr)
+    if stop_when is not None and _agree(run.main and stop_when(run.eval), run.world, run.device):
+        run.stopped_early = run.step
+        run.stopping = True
+
+
+def finish(run: Run, save_model: Callable[[nn.Module, str], None] | None) -> TrainSummary:
+    """Close the bar; unless a signal cut the run: the final model (save_model) and loss.png. Returns the summary."""
+    if run.bar is not None:
+        run.bar.close()
+    summary = TrainSummary(step=run.step, loss=run.last_loss, seconds=round(time.perf_counter() - run.run_start, 1),
+                           interrupted=run.stopping and run.step < run.cfg.steps and run.stopped_early is None,
+                           tokens_per_s=run.tokens_per_s, eval=run.eval, stopped_early=run.stopped_early)
+    if run.main and not summary.interrupted:
         if save_model is not None:
-            save_model(raw_model, cfg.out)
-        plot_losses(metrics_path, os.path.join(cfg.out, "loss.png"))
-    _barrier(world)
+            save_model(run.raw_model, run.cfg.out)
+        plot_losses(run.metrics_path, os.path.join(run.cfg.out, "loss.png"))
+    _barrier(run.world)
     return summary
 
 
@@ -389,7 +494,8 @@ def _check_identity(saved: dict, now: dict, state_dir: str) -> None:
                             "label set, or start a new run (--overwrite)")
     if saved.get("data") and now.get("data") and saved["data"] != now["data"]:
         warnings.warn(f"--resume: the training data differ from the run's first part (fingerprint {saved['data']}, "
-                      f"now {now['data']}); continuing on the new data", stacklevel=3)
+                      f"now {now['data']}); continuing on the new data",
+                      stacklevel=5)  # shown at the line that called train() (train -> start -> resume -> here)
 
 
 def _restore(state: dict, model, optimizer, scheduler, scaler, cfg: TrainConfig, world: int) -> int:
@@ -397,7 +503,8 @@ def _restore(state: dict, model, optimizer, scheduler, scaler, cfg: TrainConfig,
     if saved.pop("world_size", world) != world:
         raise TrainingError(f"--resume: the run had {state['config']['world_size']} processes, now {world}: the "
                             "data order depends on it; resume with the same number of processes")
-    changed = [k for k, v in saved.items() if k not in MAY_CHANGE_ON_RESUME and getattr(cfg, k, v) != v]
+    free = may_change_on_resume(type(cfg))  # opt(..., may_change_on_resume=True) in the settings
+    changed = [k for k, v in saved.items() if k not in free and getattr(cfg, k, v) != v]
     if changed:
         raise TrainingError("--resume needs the settings of the run it continues; these differ: "
                             + ", ".join(f"--{k.replace('_', '-')} was {saved[k]}, now {getattr(cfg, k)}"

@@ -35,11 +35,10 @@ from ..data.masking import MaskingCollator
 from ..heads import IGNORE, BertForMaskedLM, BertForPreTraining
 from ..init import initialise
 from ..metrics import neighbour_attention
-from ..tokenizer import Tokenizer, train_vocab
-from .loop import (StepSampler, TrainConfig, TrainingError, digest, pick_device, setup_distributed, train,
-                   vocab_digest)
 from ..options import opt, parse
-from .runfolder import claim
+from ..tokenizer import Tokenizer, train_vocab
+from .loop import StepSampler, TrainConfig, TrainingError, TrainSummary, digest, train, vocab_digest, with_default
+from .runfolder import run_claimed
 
 EVAL_STEP = 10**9  # masks of held-out batches come from steps no training batch uses: fixed across evals
 EVAL_MLM_PROBABILITY = 0.15  # held-out tokens are masked as BERT does, whatever --mlm-probability trains with
@@ -91,13 +90,22 @@ class PretrainConfig(TrainConfig):
                        "(several documents per row, attention and positions kept inside each)",
                        choices=["stream", "documents"])
     heldout: float = opt(0.01, "share of documents held out for evaluation")
-    # Defaults sized for the built-in corpus and `mini` on 2 CPU cores (bench/results/pretraining_recipes.md):
+    # Defaults sized for the built-in corpus and `mini` on a CPU (bench/results/pretraining_recipes.md):
     # many small steps learn more per second than few large ones
-    batch_size: int = opt(8, "examples per micro-batch on each process (x --grad-accum per step)")
-    steps: int = opt(2000, "optimizer steps")
-    lr: float = opt(7e-4, "peak learning rate")
-    eval_every: int = opt(250, "steps between evaluations (0: only at the end)")
-    save_every: int = opt(250, "steps between saved training states (0: only at the end)")
+    batch_size: int = with_default("batch_size", 8)
+    steps: int = with_default("steps", 2000)
+    lr: float = with_default("lr", 7e-4)
+    eval_every: int = with_default("eval_every", 250)
+    save_every: int = with_default("save_every", 250)
+
+
+@dataclass
+class PretrainSummary(TrainSummary):
+    """The loop's summary, and the data's size: examples trained on and held out, the vocabulary."""
+
+    train_examples: int = 0
+    heldout_examples: int = 0
+    vocab_size: int = 0
 
 
 class PretrainBatches:
@@ -111,20 +119,32 @@ class PretrainBatches:
     def batch(self, step: int, micro: int) -> dict:
         rows = [self.examples[i] for i in self.sampler.global_indices(step, micro)]
         full = self.collator(rows, step=step * self.sampler.grad_accum + micro)
-        out = {k: v[self.sampler.mine()] for k, v in full.items()}
+        out = {k: v[self.sampler.own_rows()] for k, v in full.items()}
         selected = int((full["labels"] != IGNORE).sum())
         out["mlm_scale"] = int((out["labels"] != IGNORE).sum()) * self.sampler.world / max(1, selected)
         return out
 
 
+def masked_lm_forward(model, batch: dict):
+    """The model on a masked batch, projecting to the vocabulary only at the selected tokens (labels != -100).
+
+    Its output holds .loss, the mean cross-entropy over those tokens (computed by the head; MLM only, the NSP
+    labels are not passed), their logits (N_selected, V), and .masked_positions (B, S) saying where they are.
+    """
+    return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                 token_type_ids=batch["token_type_ids"], labels=batch["labels"], masked_positions_only=True)
+
+
+def selected_logits(out) -> torch.Tensor:
+    """(N_selected, V): the MLM logits of masked_lm_forward's output (BertForMaskedLM or BertForPreTraining)."""
+    return out.logits if hasattr(out, "logits") else out.prediction_logits
+
+
 def pretraining_loss(model, batch: dict) -> torch.Tensor:
-    """Mean cross-entropy over the selected tokens of the global batch (+ NSP when labelled)."""
-    labels = batch["labels"]
-    out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                token_type_ids=batch["token_type_ids"], labels=labels, masked_positions_only=True)
-    logits = out.logits if hasattr(out, "logits") else out.prediction_logits  # (N_selected, V)
-    targets = labels[labels != IGNORE]
-    loss = F.cross_entropy(logits.float(), targets) * batch["mlm_scale"] if len(targets) else logits.sum() * 0.0
+    """This process's share of the mean cross-entropy over the selected tokens of the global batch (+ NSP when
+    labelled): the head's mean over this process's tokens, scaled by mlm_scale (PretrainBatches)."""
+    out = masked_lm_forward(model, batch)
+    loss = out.loss * batch["mlm_scale"]  # no selected token here: the head's loss is a 0 with a graph
     if "next_sentence_label" in batch:
         loss = loss + F.cross_entropy(out.seq_relationship_logits.float(), batch["next_sentence_label"])
     return loss
@@ -137,11 +157,9 @@ def evaluate_mlm(model, examples, collator: MaskingCollator, batch_size: int) ->
     total, correct, count, nsp_correct, nsp_count = 0.0, 0, 0, 0, 0
     for i in range(0, len(examples), batch_size):
         batch = {k: v.to(device) for k, v in collator(examples[i:i + batch_size], step=EVAL_STEP + i).items()}
-        labels = batch["labels"]
-        out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                    token_type_ids=batch["token_type_ids"], labels=labels, masked_positions_only=True)
-        logits = out.logits if hasattr(out, "logits") else out.prediction_logits
-        targets = labels[labels != IGNORE]
+        out = masked_lm_forward(model, batch)
+        logits, targets = selected_logits(out), batch["labels"][out.masked_positions]  # (N, V), (N,)
+        # a sum, not the head's mean: the mean over all held-out tokens weighs every token the same
         total += float(F.cross_entropy(logits.float(), targets, reduction="sum"))
         correct += int((logits.argmax(-1) == targets).sum())
         count += len(targets)
@@ -218,8 +236,8 @@ def load_or_learn_tokenizer(cfg: PretrainConfig, train_docs: list[str], rank: in
     return Tokenizer.from_pretrained(saved)
 
 
-def run(cfg: PretrainConfig) -> dict:
-    """Everything `bertkit pretrain` does; returns the loop's summary plus data facts."""
+def run(cfg: PretrainConfig) -> PretrainSummary:
+    """Everything `bertkit pretrain` does, in a claimed --out (runfolder.py); returns the run's summary."""
     if cfg.seq_len < 8:
         raise TrainingError(f"--seq-len must be at least 8, got {cfg.seq_len}")
     if cfg.recipe not in RECIPES:
@@ -228,12 +246,10 @@ def run(cfg: PretrainConfig) -> dict:
         raise TrainingError(f"--dropout must be in [0, 1), got {cfg.dropout}")
     if cfg.nsp and cfg.packing == "documents":
         raise TrainingError("--nsp makes sentence-pair rows; --packing documents is for MLM-only rows")
-    rank, world, _ = setup_distributed(pick_device(cfg.device))
-    with claim(cfg.out, resume=cfg.resume, overwrite=cfg.overwrite, rank=rank, world=world):
-        return run_in(cfg, rank, world)
+    return run_claimed(cfg, run_in)
 
 
-def run_in(cfg: PretrainConfig, rank: int, world: int) -> dict:
+def run_in(cfg: PretrainConfig, rank: int, world: int) -> PretrainSummary:
     """The run itself, in a claimed --out (runfolder.py)."""
     say = (lambda *a: print(*a, file=sys.stderr)) if rank == 0 else (lambda *a: None)
 
@@ -289,24 +305,25 @@ def run_in(cfg: PretrainConfig, rank: int, world: int) -> dict:
     identity = {"vocab": vocab_digest(tokenizer), "data": digest(train_docs)}
     summary = train(model, data, cfg, pretraining_loss, evaluate=evaluate if examples["heldout"] else None,
                     save_model=save, identity=identity)
-    summary.update(train_examples=len(examples["train"]), heldout_examples=len(examples["heldout"]),
-                   vocab_size=tokenizer.vocab_size)
-    return summary
+    return PretrainSummary(**vars(summary), train_examples=len(examples["train"]),
+                           heldout_examples=len(examples["heldout"]), vocab_size=tokenizer.vocab_size)
 
 
 def main(argv: list[str]) -> int:
     cfg = parse(PretrainConfig, argv, prog="bertkit pretrain")
     summary = run(cfg)
-    if int(os.environ.get("RANK", "0")) != 0:
-        return 0
-    if summary["interrupted"]:
-        print(f"stopped at step {summary['step']}; the training state is in {cfg.out}/checkpoint: "
+    return report(summary, cfg) if int(os.environ.get("RANK", "0")) == 0 else 0  # rank 0 speaks for the run
+
+
+def report(summary: PretrainSummary, cfg: PretrainConfig) -> int:
+    """What `bertkit pretrain` prints at the end; its exit status (130: stopped by a signal, --resume continues)."""
+    if summary.interrupted:
+        print(f"stopped at step {summary.step}; the training state is in {cfg.out}/checkpoint: "
               f"continue with --resume")
         return 130
-    ev = summary.get("eval", {})
-    print(f"done: {summary['step']} steps in {summary['seconds']} s, {summary.get('tokens_per_s', 0):,.0f} tokens/s; "
-          f"last training loss {summary['loss']:.4f}")
-    if ev:
-        print("held-out: " + ", ".join(f"{k} {v:.4f}" for k, v in ev.items()))
+    print(f"done: {summary.step} steps in {summary.seconds} s, {summary.tokens_per_s or 0:,.0f} tokens/s; "
+          f"last training loss {summary.loss:.4f}")
+    if summary.eval:
+        print("held-out: " + ", ".join(f"{k} {v:.4f}" for k, v in summary.eval.items()))
     print(f"model, tokenizer, metrics.jsonl and loss.png in {cfg.out}")
     return 0

@@ -3,6 +3,8 @@
     with claim(cfg.out, resume=cfg.resume, overwrite=cfg.overwrite, rank=rank, world=world):
         ... the whole run ...
 
+    run_claimed(cfg, run_in)      the same for a command: run_in(cfg, rank, world) in its claimed --out
+
     1. <out>/.lock, made with O_CREAT | O_EXCL, holds "pid hostname": a second writer is refused
        (naming the pid); a lock whose process is gone from this host is taken over, with a note
     2. an earlier run in <out> (metrics.jsonl, checkpoint/, model files, ...) is refused unless
@@ -20,13 +22,15 @@ import os
 import socket
 import sys
 import time
+from typing import Callable, TypeVar
 
 import torch
 import torch.distributed as dist
 
 from ..checkpoint import TRAIN_STATE
-from .loop import TrainingError
+from .loop import TrainConfig, TrainingError, pick_device, setup_distributed
 
+T = TypeVar("T")
 LOCK = ".lock"
 # what a pretraining or fine-tuning run leaves in its folder; any of these means "an earlier run is here"
 RUN_FILES = ("metrics.jsonl", "checkpoint", "model.safetensors", "config.json", "tokenizer", "vocab.txt",
@@ -50,6 +54,14 @@ def claim(out: str, *, resume: bool, overwrite: bool, rank: int = 0, world: int 
     finally:
         if lock is not None:
             release_lock(lock)
+
+
+def run_claimed(cfg: TrainConfig, run_in: Callable[[TrainConfig, int, int], T]) -> T:
+    """run_in(cfg, rank, world) with cfg.out claimed for it: `bertkit pretrain` / `finetune` after their own checks.
+    Under torchrun every process joins first (rank, world size); (0, 1) otherwise."""
+    rank, world, _ = setup_distributed(pick_device(cfg.device))
+    with claim(cfg.out, resume=cfg.resume, overwrite=cfg.overwrite, rank=rank, world=world):
+        return run_in(cfg, rank, world)
 
 
 # ----- the lock ----------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ import importlib.util
 import os
 import warnings
 
-from ..errors import BertkitWarning
+from .errors import BertkitWarning
 
 FONT_ENV = "BERTKIT_FONT"
 PIP_FONT_PACKAGES = {  # package -> font files inside it (globs)

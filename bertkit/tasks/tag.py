@@ -1,0 +1,177 @@
+"""tag: one tag per token (named entities as BIO / IOBES tags).
+
+    data      .conll / .bio / .iob ("token tag" per line, a blank line between sentences), .jsonl
+              (lists `tokens` + `tags`), .csv / .tsv (tokens and tags as space-separated strings);
+              builtin:peoples-daily-ner (PER / LOC / ORG)
+    model     BertForTokenClassification: each token's vector -> one logit per tag
+    windows   a long sentence gives several windows; a word's tag comes from its first piece in the
+              first window that holds it
+    metrics   entity-level precision / recall / F1 (as seqeval), per entity type
+    predict   {"tokens", "tags", "entities": [{"type", "text", "start", "end"}]}
+
+Tags: O, or B- / I- / E- / S- + type (BIO or IOBES). Tokens must be non-empty. No entity in a tag
+file is a BertkitWarning, not an error. Plain text to predict on is tagged per character (Chinese).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..data import records
+from ..data.builtin import peoples_daily_ner
+from ..data.records import TaskDataError
+from ..heads import IGNORE, BertForTokenClassification
+from ..metrics import bio_entities, entity_report
+from .base import EMPTY_INPUT, Task, label_id, pad_batch
+
+TAG_PREFIXES = ("B", "I", "E", "S")
+
+
+@dataclass
+class TagExample:
+    tokens: list[str]  # words or characters
+    tags: list[str] | None = None  # one BIO (or IOBES) tag per token
+
+
+class Tag(Task):
+    """A tag per token: each token's vector -> logits over the tags."""
+
+    name, example, model_class = "tag", TagExample, BertForTokenClassification
+    metric, formats = "f1", ("conll", "jsonl", "csv", "tsv")
+    labelled_outputs = True
+
+    # ----- data ---------------------------------------------------------------------------------
+    def parse(self, path, lines, fmt, fields, *, problem_type, labeled, keep_empty):
+        return _read(path, records.table(path, lines, fmt), fields["tokens_field"], fields["tags_field"], labeled)
+
+    def builtin_examples(self, split, labeled):
+        return [TagExample(chars, tags if labeled else None) for chars, tags in peoples_daily_ner(split)]
+
+    def label_names(self, examples):
+        """"O" first, then by entity type, B- before I- (then E-, S-). Every entity type gets all the tags of
+        its scheme (B- and I-; and E-, S- when the data uses IOBES) even when one never occurs."""
+        found = {tag for ex in examples for tag in ex.tags or []}
+        if not found:
+            raise TaskDataError("label_list: the examples have no tags (read with labeled=False?)")
+        types = {tag[2:] for tag in found if tag != "O"}
+        prefixes = TAG_PREFIXES if any(tag[0] in "ES" for tag in found if tag != "O") else TAG_PREFIXES[:2]
+        return ["O"] + [f"{p}-{kind}" for kind in sorted(types) for p in prefixes]
+
+    def from_texts(self, texts):
+        return [TagExample(list(t)) for t in texts]  # Chinese tagging works per character
+
+    def is_empty(self, example):
+        return not "".join(example.tokens).strip()
+
+    def empty_row(self, example):
+        return {"tokens": example.tokens, "tags": None, "entities": [], "error": EMPTY_INPUT}
+
+    # ----- features -----------------------------------------------------------------------------
+    def encode(self, tok, examples, seq_len, stride, label2id, problem_type):
+        enc = tok([e.tokens for e in examples], is_split_into_words=True, truncation=True, max_length=seq_len,
+                  stride=stride, return_overflowing_tokens=True, return_offsets_mapping=True)
+        rows = []
+        for i, sample in enumerate(enc["overflow_to_sample_mapping"]):
+            # a word's first piece starts at offset 0 of that word (also when a window cuts the word)
+            words = [w if w is not None and off[0] == 0 else None
+                     for w, off in zip(enc.word_ids(i), enc["offset_mapping"][i])]
+            row = {"input_ids": enc["input_ids"][i], "token_type_ids": enc["token_type_ids"][i], "example": sample,
+                   "words": words}
+            tags = examples[sample].tags
+            if tags is not None:  # the first piece of each word carries its tag; the rest are skipped
+                row["labels"] = [label_id(tags[w], label2id) if w is not None else IGNORE for w in words]
+            rows.append(row)
+        return rows
+
+    def collate(self, rows, pad_id):
+        return pad_batch(rows, pad_id, label_pad=IGNORE)
+
+    def outputs(self, rows, out):
+        return [lg[:len(r["input_ids"])].float().cpu() for r, lg in zip(rows, out.logits)]
+
+    # ----- results ------------------------------------------------------------------------------
+    def report(self, config, features, outputs, examples, opts):
+        return entity_report([e.tags for e in examples], tag_predictions(features, outputs, examples, config.id2label))
+
+    def predictions(self, config, features, outputs, examples, opts):
+        rows = []
+        for e, tags in zip(examples, tag_predictions(features, outputs, examples, config.id2label)):
+            offsets, pos = [], 0  # character offsets of each token in the joined text (characters: no spaces)
+            for token in e.tokens:
+                offsets.append(pos)
+                pos += len(token)
+            text = "".join(e.tokens)
+            ents = [{"type": kind, "text": text[offsets[a]:offsets[b - 1] + len(e.tokens[b - 1])],
+                     "start": offsets[a], "end": offsets[b - 1] + len(e.tokens[b - 1])}
+                    for kind, a, b in bio_entities(tags)]
+            rows.append({"tokens": e.tokens, "tags": tags, "entities": ents})
+        return rows
+
+    def learning_warning(self, report, hint):
+        if report and report.get("n_true", 0) > 0 and report.get("n_pred", 1) == 0:
+            return f"the last evaluation found no entity at all (the data has {report['n_true']}): {hint}"
+        return None
+
+
+def tag_predictions(features, outputs, examples: list[TagExample], id2label) -> list[list[str]]:
+    """Each word's tag from its first piece; a word seen in several windows keeps the first window's."""
+    preds = [[None] * len(e.tokens) for e in examples]
+    for f, logits in zip(features, outputs):
+        best = logits.argmax(-1).tolist()
+        for j, w in enumerate(f["words"]):  # only first pieces carry a word index
+            if w is not None and preds[f["example"]][w] is None:
+                preds[f["example"]][w] = id2label[best[j]]
+    return [[t or "O" for t in p] for p in preds]
+
+
+# ----- reading -----------------------------------------------------------------------------------
+def _read(path, table: records.Table, tokens_field, tags_field, labeled):
+    if table.fmt == "conll":
+        tokens_field, tags_field = "tokens", "tags"
+    else:
+        table.require(path, tokens_field, "tokens", "tokens_field")
+        if labeled:
+            table.require(path, tags_field, "tags", "tags_field")
+    examples = []
+    for number, record in table.records:
+        if table.fmt == "conll":
+            tokens, tags = record["tokens"], record["tags"]
+            if labeled and (tags is None or None in tags):
+                missing = record["lines"][tags.index(None)] if tags is not None else number
+                raise TaskDataError(f"{path}: line {missing}: a token without a tag; a line is \"token tag\" "
+                                    "(or read with labeled=False)")
+        else:
+            tokens = _sequence(path, number, record, tokens_field, "tokens_field", table.fmt)
+            tags = _sequence(path, number, record, tags_field, "tags_field", table.fmt) if labeled else None
+        for i, token in enumerate(tokens):
+            if not token.strip():
+                raise TaskDataError(f"{path}: line {number}: token {i} is empty; every token needs a character")
+        if not labeled:
+            examples.append(TagExample(list(tokens)))
+            continue
+        if len(tags) != len(tokens):
+            raise TaskDataError(f"{path}: line {number}: {len(tokens)} tokens but {len(tags)} tags; "
+                                "every token needs exactly one tag")
+        for i, tag in enumerate(tags):
+            if tag != "O" and not (len(tag) > 2 and tag[0] in TAG_PREFIXES and tag[1] == "-"):
+                at = record["lines"][i] if table.fmt == "conll" else number
+                raise TaskDataError(f"{path}: line {at}: tag {tag!r} (token {tokens[i]!r}) is not O or B-/I-/E-/S- + "
+                                    "an entity type, e.g. B-PER")
+        examples.append(TagExample(list(tokens), list(tags)))
+    if labeled and all(tag == "O" for ex in examples for tag in ex.tags):
+        records.warn(f"{path}: every tag is 'O': there is no entity to learn; check {records.option('tags_field')} and the file")
+    return examples
+
+
+def _sequence(path, number, record, field, kwarg, fmt) -> list[str]:
+    value = records.get(path, number, record, field, kwarg)
+    if fmt != "jsonl":
+        return value.split()
+    if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+        raise TaskDataError(f"{path}: line {number}: field {field!r} holds {records.show(value)}; expected a list of strings "
+                            "like [\"EU\", \"rejects\"]")
+    return value
+
+
+
+TAG = Tag()
