@@ -17,7 +17,6 @@ Writes bench/results/pretraining_recipes.{json,md,png}; run folders go to runs/r
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys

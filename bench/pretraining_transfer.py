@@ -54,8 +54,8 @@ def finetune_and_test(model: str, tokenizer: str | None, n, seed: int, out: str,
                       steps: int | None = None) -> dict:
     from bertkit.heads import BertForSequenceClassification
     from bertkit.tokenizer import Tokenizer
-    from bertkit.tasks import evaluate, get_task
-    from bertkit.train.finetune import FinetuneConfig, read_examples, run
+    from bertkit.tasks import evaluate, get_task, read_examples
+    from bertkit.train.finetune import FinetuneConfig, run
 
     budget_steps, batch, budget_lr = BUDGETS[n]
     steps = steps or budget_steps
@@ -67,7 +67,7 @@ def finetune_and_test(model: str, tokenizer: str | None, n, seed: int, out: str,
     summary = run(cfg)
     best = BertForSequenceClassification.from_pretrained(out).eval()
     task = get_task("classify")
-    test = evaluate(task, best, Tokenizer.from_pretrained(out), read_examples(cfg, task, DATA, "test"), cfg)
+    test = evaluate(task, best, Tokenizer.from_pretrained(out), read_examples(task, cfg, DATA, "test"), cfg)
     return {"test_accuracy": test["accuracy"], "dev_accuracy": summary.best["accuracy"],
             "seconds": round(time.perf_counter() - start, 1), "steps": steps, "batch": batch, "lr_used": cfg.lr}
 

@@ -13,6 +13,10 @@ class CheckpointError(BertkitError, OSError):
     """A checkpoint directory or weights file that cannot be loaded as asked."""
 
 
+class TrainingError(BertkitError, RuntimeError):
+    """A run that cannot go on (diverged, bad settings, labels the model does not know, incompatible resume)."""
+
+
 class InputError(BertkitError, ValueError):
     """Tensors passed to a model that do not fit it (shape, range, length)."""
 

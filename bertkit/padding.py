@@ -150,7 +150,8 @@ def group_plan(bounds: tuple[int, ...], device, single: bool = False):
     minimise  calls x CALL_COST + sum over groups of (sequences x longest^2), the attention work
     padding included. source (T_g,): the group's token rows; slots (T_g,): their rows in the
     group's (n_g * L) padded layout; keep (n_g, L): True at real tokens; full: no padding in the
-    group. A batch of equal lengths is [(None, None, keep, True)]. `single`: one group (CUDA, where a call costs little).
+    group. A batch of equal lengths is [(None, None, keep, True)]. `single`: one group (CUDA, where a call
+    costs little).
     """
     lengths = [b - a for a, b in zip(bounds[:-1], bounds[1:])]
     real = [i for i, n in enumerate(lengths) if n > 0]

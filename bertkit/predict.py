@@ -25,8 +25,7 @@ from .errors import BertkitError
 from .files import atomic_write_text
 from .metrics import finite_or_none, format_report
 from .options import opt, parse
-from .tasks import TASKS, TaskOptions, evaluate, get_task, predict, task_of
-from .tasks.base import default_stride
+from .tasks import TASKS, TaskOptions, default_stride, evaluate, get_task, predict, read_examples, task_of
 from .tokenizer import Tokenizer
 
 
@@ -144,11 +143,8 @@ def evaluate_main(argv: list[str]) -> int:
     cfg = parse(EvaluateConfig, argv, prog="bertkit evaluate")
     _check_output(cfg.json, "--json", [cfg.data])
     task, model, tok = _load(cfg.model, cfg.task)
-    kw = {"split": cfg.split} if cfg.data.startswith("builtin:") else {}
-    problem_type = task.problem_type_to_read(model.config)
-    if problem_type:
-        kw["problem_type"] = problem_type
-    examples = task.read(cfg.data, **kw, **cfg.fields())
+    problem_type = task.problem_type_to_read(model.config)  # regression: labels are numbers
+    examples = read_examples(task, cfg, cfg.data, cfg.split, **({"problem_type": problem_type} if problem_type else {}))
     report = evaluate(task, model, tok, examples, windows(cfg, tok, model))
     print(format_report(report))
     if cfg.json:
@@ -196,8 +192,8 @@ def fill_mask_main(argv: list[str]) -> int:
     for pred in result.predictions:
         print(f"[MASK] at position {pred.position}:")
         for rank, (token, token_id, prob, _) in enumerate(pred.candidates, 1):
-            filled = tok.decode([i if j != pred.position else token_id for j, i in enumerate(result.input_ids[0].tolist())],
-                                skip_special_tokens=True)
+            ids = [i if j != pred.position else token_id for j, i in enumerate(result.input_ids[0].tolist())]
+            filled = tok.decode(ids, skip_special_tokens=True)
             print(f"  {rank}. {token:<8} p={prob:.3f}   {filled}")
     return 0
 

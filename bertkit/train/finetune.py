@@ -25,8 +25,7 @@ import torch
 from ..config import PRESETS, BertConfig
 from ..metrics import finite_or_none, format_report, plot_confusion_matrix
 from ..options import opt, parse
-from ..tasks import TASKS, TaskOptions, evaluate, get_task, label_list
-from ..tasks.base import default_stride
+from ..tasks import TASKS, TaskOptions, default_stride, evaluate, get_task, label_list, read_examples
 from ..tokenizer import Tokenizer
 from .loop import (StepSampler, TrainConfig, TrainingError, TrainSummary, digest, read_metrics, train, vocab_digest,
                    with_default)
@@ -50,7 +49,7 @@ class FinetuneConfig(TaskOptions, TrainConfig):
     patience: int = opt(0, "stop after this many evaluations without improvement (0: never)")
     lr: float | None = opt(None, "peak learning rate; default 5e-5 x 768 / hidden size (BERT-base's 5e-5, "
                                  "more for smaller models: mini 1.5e-4, tiny 1e-3)")
-    steps: int = with_default("steps", 1000)  # (see --epochs)
+    steps: int = with_default("steps", 1000, "optimizer steps (see --epochs)")
 
 
 @dataclass
@@ -123,13 +122,6 @@ def load_base(cfg: FinetuneConfig, labels: list[str] | None, problem_type: str |
     return model, tok
 
 
-def read_examples(cfg: TaskOptions, task, spec: str, split: str | None, **kw) -> list:
-    """The examples of `spec` read with the command's field settings (a built-in data set: its `split`)."""
-    if spec.startswith("builtin:"):
-        kw["split"] = split
-    return task.read(spec, **cfg.fields(), **kw)
-
-
 def run(cfg: FinetuneConfig) -> FinetuneSummary:
     """Everything `bertkit finetune` does, in a claimed --out (runfolder.py); returns the run's summary."""
     if not cfg.train:
@@ -142,9 +134,9 @@ def run_in(cfg: FinetuneConfig, rank: int, world: int) -> FinetuneSummary:
     say = (lambda *a: print(*a, file=sys.stderr)) if rank == 0 else (lambda *a: None)
     task = get_task(cfg.task)
     kw = {"problem_type": cfg.problem_type} if task.has_problem_type else {}
-    train_examples = read_examples(cfg, task, cfg.train, "train", **kw)
+    train_examples = read_examples(task, cfg, cfg.train, "train", **kw)
     eval_spec = cfg.eval or (cfg.train if cfg.train.startswith("builtin:") else None)
-    eval_examples = read_examples(cfg, task, eval_spec, "dev", **kw) if eval_spec else []
+    eval_examples = read_examples(task, cfg, eval_spec, "dev", **kw) if eval_spec else []
 
     problem_type = task.decide_problem_type(train_examples, cfg.problem_type)
     labels = None
@@ -201,8 +193,8 @@ def run_in(cfg: FinetuneConfig, rank: int, world: int) -> FinetuneSummary:
                                                 "data": digest(map(repr, train_examples))})
     losses = [r["loss"] for r in read_metrics(os.path.join(cfg.out, "metrics.jsonl")) if r.get("split") != "eval"] \
         if rank == 0 else []
-    result = FinetuneSummary(**vars(summary), best=best["report"],
-                             warnings=[] if summary.interrupted else learning_warnings(task, last["report"], losses, cfg))
+    warnings = [] if summary.interrupted else learning_warnings(task, last["report"], losses, cfg)
+    result = FinetuneSummary(**vars(summary), best=best["report"], warnings=warnings)
     for warning in result.warnings:
         say(f"warning: {warning}")
     if rank == 0 and best["report"] is not None:

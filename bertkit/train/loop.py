@@ -38,14 +38,10 @@ import torch.distributed as dist
 from torch import Tensor, nn
 
 from ..checkpoint import load_training_state, save_training_state
-from ..errors import BertkitError
+from ..errors import TrainingError
 from ..files import atomic_write, atomic_write_text, write_problem
 from ..metrics import finite_or_none
 from ..options import may_change_on_resume, opt
-
-
-class TrainingError(BertkitError, RuntimeError):
-    """A run that cannot go on (diverged, bad settings, incompatible resume)."""
 
 
 @dataclass
@@ -82,13 +78,16 @@ class TrainConfig:
     progress: bool = opt(True, "show a progress bar", may_change_on_resume=True)
 
 
-def with_default(name: str, default: Any):
-    """TrainConfig's setting `name` with a command's own default: the same flag, help and resume rule.
+def with_default(name: str, default: Any, help: str | None = None):
+    """TrainConfig's setting `name` with a command's own default (and help): the same flag and resume rule.
 
         class PretrainConfig(TrainConfig):
             steps: int = with_default("steps", 2000)
     """
-    return dataclasses.field(default=default, metadata=TrainConfig.__dataclass_fields__[name].metadata)
+    metadata = dict(TrainConfig.__dataclass_fields__[name].metadata)
+    if help is not None:
+        metadata["help"] = help
+    return dataclasses.field(default=default, metadata=metadata)
 
 
 @dataclass

@@ -9,7 +9,7 @@
        (naming the pid); a lock whose process is gone from this host is taken over, with a note
     2. an earlier run in <out> (metrics.jsonl, checkpoint/, model files, ...) is refused unless
        --resume (continue it) or --overwrite (move it to a sibling <out>.replaced-<time>; nothing is deleted)
-    3. temp files of saves that were killed halfway (.<name>.<random>.tmp, checkpoint.atomic_write) go
+    3. temp files of saves that were killed halfway (.<name>.<random>.tmp, files.atomic_write) go
 
 Only rank 0 claims; under torchrun the other ranks wait for it, so none reads the folder while it changes.
 """
@@ -180,7 +180,7 @@ def move_aside(out: str) -> str:
 
 # ----- leftovers of killed saves -----------------------------------------------------------------
 def remove_stale_temp_files(out: str) -> list[str]:
-    """Remove .<name>.<random>.tmp files (checkpoint.atomic_write) a killed save left; we hold the lock, so
+    """Remove .<name>.<random>.tmp files (files.atomic_write) a killed save left; we hold the lock, so
     no live writer owns them. Returns the paths removed."""
     stale = []
     for folder in (out, os.path.join(out, "checkpoint"), os.path.join(out, "tokenizer")):
