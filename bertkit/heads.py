@@ -185,7 +185,7 @@ class _LabelledHead(_HeadModel):
                            output_attentions, output_hidden_states)
         logits = self.logits(out)
         loss = self.loss(logits, labels) if labels is not None else None
-        return _ret(ClassifierOutput(loss, logits, out.hidden_states, out.attentions), return_dict)
+        return _returned(ClassifierOutput(loss, logits, out.hidden_states, out.attentions), return_dict)
 
     def logits(self, out: ModelOutput) -> Tensor:
         raise NotImplementedError
@@ -212,7 +212,8 @@ class _TokenPredictionHead(_HeadModel):
         self.post_init()
 
 
-def _ret(out: ModelOutput, return_dict: bool | None):
+def _returned(out: ModelOutput, return_dict: bool | None):
+    """The output dataclass, or its fields as a tuple when return_dict=False (as transformers returns them)."""
     return out.to_tuple() if return_dict is False else out
 
 
@@ -296,7 +297,7 @@ class BertForPreTraining(_HeadModel):
         if next_sentence_label is not None:
             losses.append(nsp_loss(nsp_logits, next_sentence_label, "next_sentence_label"))
         loss = sum(losses) if losses else None  # MLM + NSP (either alone when only its labels are given)
-        return _ret(BertForPreTrainingOutput(loss, prediction_logits, nsp_logits, out.hidden_states,
+        return _returned(BertForPreTrainingOutput(loss, prediction_logits, nsp_logits, out.hidden_states,
                                              out.attentions, where), return_dict)
 
 
@@ -322,7 +323,7 @@ class BertForMaskedLM(_TokenPredictionHead):
                            encoder_attention_mask=encoder_attention_mask)
         logits, loss, where = mlm_logits_and_loss(self.cls, out.last_hidden_state, labels, self.config.vocab_size,
                                                   masked_positions_only, self.training)
-        return _ret(MaskedLMOutput(loss, logits, out.hidden_states, out.attentions, where), return_dict)
+        return _returned(MaskedLMOutput(loss, logits, out.hidden_states, out.attentions, where), return_dict)
 
 
 class BertForNextSentencePrediction(_LabelledHead):
@@ -451,7 +452,7 @@ class BertForQuestionAnswering(_HeadModel):
                 positions.append(pos.clamp(0, S))  # S = "not in this input": ignored below
             loss = (F.cross_entropy(start_logits.float(), positions[0], ignore_index=S)
                     + F.cross_entropy(end_logits.float(), positions[1], ignore_index=S)) / 2
-        return _ret(QuestionAnsweringOutput(loss, start_logits, end_logits, out.hidden_states, out.attentions),
+        return _returned(QuestionAnsweringOutput(loss, start_logits, end_logits, out.hidden_states, out.attentions),
                     return_dict)
 
 
@@ -491,7 +492,7 @@ class BertForMultipleChoice(_HeadModel):
         if labels is not None:
             _check_class_labels("labels", labels, (B,), C)
             loss = F.cross_entropy(logits.float(), labels)
-        return _ret(ClassifierOutput(loss, logits, out.hidden_states, out.attentions), return_dict)
+        return _returned(ClassifierOutput(loss, logits, out.hidden_states, out.attentions), return_dict)
 
 
 # ----- causal language model ---------------------------------------------------------------------
@@ -519,7 +520,7 @@ class BertLMHeadModel(_TokenPredictionHead):
         if labels is not None:
             _check_class_labels("labels", labels, logits.shape[:2], self.config.vocab_size, ignore=True)
             loss = mlm_loss(logits[:, :-1], labels[:, 1:])  # position t predicts token t + 1
-        return _ret(CausalLMOutput(loss, logits, out.past_key_values, out.hidden_states, out.attentions,
+        return _returned(CausalLMOutput(loss, logits, out.past_key_values, out.hidden_states, out.attentions,
                                    out.cross_attentions), return_dict)
 
     @torch.no_grad()
@@ -555,7 +556,7 @@ class BertLMHeadModel(_TokenPredictionHead):
                        use_cache=use_cache, **kw)
             past = out.past_key_values if use_cache else None
             logits = out.logits[:, -1].float()  # (B, V): scores for the next token
-            next_token = _pick(logits, do_sample, temperature, top_k, top_p, generator)
+            next_token = _next_token(logits, do_sample, temperature, top_k, top_p, generator)
             next_token = torch.where(finished, torch.full_like(next_token, pad), next_token)
             tokens = torch.cat([tokens, next_token[:, None]], dim=1)
             mask = torch.cat([mask, torch.ones_like(next_token[:, None])], dim=1)
@@ -566,7 +567,7 @@ class BertLMHeadModel(_TokenPredictionHead):
         return tokens
 
 
-def _pick(logits: Tensor, do_sample: bool, temperature: float, top_k: int, top_p: float,
+def _next_token(logits: Tensor, do_sample: bool, temperature: float, top_k: int, top_p: float,
           generator: torch.Generator | None) -> Tensor:
     """One token id per row from next-token logits (B, V)."""
     if not do_sample:

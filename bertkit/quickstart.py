@@ -357,13 +357,13 @@ def bag_of_chars(data: dict, few: dict) -> dict:
     from .baseline import BagOfChars
     from .tasks import read_task
 
-    def read(spec: str, split: str):
+    def read_reviews(spec: str, split: str):
         return read_task("classify", spec, **({"split": split} if spec.startswith("builtin:") else {}))
 
-    dev, test = read(data["dev"] or data["train"], "dev"), read(data["test"], "test")
+    dev, test = read_reviews(data["dev"] or data["train"], "dev"), read_reviews(data["test"], "test")
     result: dict = {"commands": []}
     for n, train in [("all", data["train"])] + [(n, r["train"]) for n, r in few["sizes"].items()]:
-        clf = BagOfChars.fit(read(train, "train"), dev)
+        clf = BagOfChars.fit(read_reviews(train, "train"), dev)
         result[n] = {"test_accuracy": clf.accuracy(test), "l2": clf.l2, "dev_accuracy": clf.dev_accuracy}
         say(f"{n} labels: test accuracy {result[n]['test_accuracy']:.4f} (L2 {clf.l2:g}, chosen on dev)")
     return result
