@@ -16,6 +16,7 @@ bias, `cls.predictions.bias`.
 from __future__ import annotations
 
 import warnings
+from abc import ABCMeta, abstractmethod
 from dataclasses import dataclass
 
 import torch
@@ -171,7 +172,7 @@ class _HeadModel(BertPreTrainedModel):
         return cfg.classifier_dropout if cfg.classifier_dropout is not None else cfg.hidden_dropout_prob
 
 
-class _LabelledHead(_HeadModel):
+class _LabelledHead(_HeadModel, metaclass=ABCMeta):
     """A head whose forward is: encode -> logits(out) -> loss(logits, labels) -> ClassifierOutput.
 
     The forward and its keyword signature (transformers') are written once, here; a subclass says
@@ -187,11 +188,13 @@ class _LabelledHead(_HeadModel):
         loss = self.loss(logits, labels) if labels is not None else None
         return _returned(ClassifierOutput(loss, logits, out.hidden_states, out.attentions), return_dict)
 
+    @abstractmethod
     def logits(self, out: ModelOutput) -> Tensor:
-        raise NotImplementedError
+        """The head's logits from the encoder output."""
 
+    @abstractmethod
     def loss(self, logits: Tensor, labels: Tensor) -> Tensor:
-        raise NotImplementedError
+        """The loss of `logits` against `labels` (checked first: shape, range)."""
 
 
 class _TokenPredictionHead(_HeadModel):

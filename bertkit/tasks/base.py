@@ -54,13 +54,6 @@ class TaskOptions:
         return {name: getattr(self, name) for name in FIELDS if hasattr(self, name)}
 
 
-def read_examples(task: Task, opts: TaskOptions, spec: str, split: str | None, **kw) -> list:
-    """The examples of `spec` read with a command's field settings (a built-in data set: its `split`)."""
-    if spec.startswith("builtin:"):
-        kw["split"] = split
-    return task.read(spec, **opts.fields(), **kw)
-
-
 def default_stride(seq_len: int) -> int:
     """Windows of a long input overlap by a quarter of their length, at most 32 tokens."""
     return min(32, seq_len // 4)
@@ -202,6 +195,13 @@ def pad_batch(rows: list[dict], pad_id: int, label_pad: int | None = None) -> di
         per_token = label_pad is not None
         batch["labels"] = pad("labels", label_pad) if per_token else torch.tensor([r["labels"] for r in rows])
     return batch
+
+
+def read_examples(task: Task, opts: TaskOptions, spec: str, split: str | None, **kw) -> list:
+    """The examples of `spec` read with a command's field settings (a built-in data set: its `split`)."""
+    if spec.startswith("builtin:"):
+        kw["split"] = split
+    return task.read(spec, **opts.fields(), **kw)
 
 
 def label_id(name, label2id) -> int:
