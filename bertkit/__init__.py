@@ -14,4 +14,15 @@ __all__ = [
     "BertForPreTraining", "BertForMaskedLM", "BertForNextSentencePrediction", "BertForSequenceClassification",
     "BertForTokenClassification", "BertForQuestionAnswering", "BertForMultipleChoice", "BertLMHeadModel",
     "BertkitError", "BertkitWarning", "CheckpointError", "ConfigError", "InputError", "__version__",
+    "encode", "Encoder",
 ]
+
+_LAZY = {"encode": "bertkit.embed", "Encoder": "bertkit.embed"}  # loaded on first use: numpy, the tokenizer
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'bertkit' has no attribute {name!r}")
