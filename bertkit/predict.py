@@ -25,6 +25,7 @@ from .errors import BertkitError
 from .files import atomic_write_text
 from .metrics import finite_or_none, format_report
 from .options import opt, parse
+from .quantize import quantize as quantize_model
 from .tasks import TASKS, TaskOptions, default_stride, evaluate, get_task, predict, read_examples, task_of
 from .tokenizer import Tokenizer
 
@@ -35,6 +36,8 @@ class InferenceOptions(TaskOptions):
 
     model: str = opt("", "a fine-tuned model directory (bertkit finetune's --out)", required=True)
     task: str | None = opt(None, "default: from config.json", choices=sorted(TASKS))
+    quantize: str | None = opt(None, "int8: int8 Linear layers for CPU inference (faster, slightly different numbers)",
+                               choices=["int8"])
 
 
 @dataclass
@@ -64,8 +67,9 @@ class FillMaskConfig:
     top_k: int = opt(5, "predictions per mask")
 
 
-def _load(model_dir: str, task_name: str | None):
-    """A fine-tuned model directory; refused when its task head would be new (random) weights."""
+def _load(model_dir: str, task_name: str | None, quantize: str | None = None):
+    """A fine-tuned model directory, in eval mode; refused when its task head would be new (random) weights.
+    quantize: None (float32 as saved) or "int8" (bertkit.quantize: int8 Linear layers for CPU inference)."""
     if not os.path.isdir(model_dir):
         raise BertkitError(f"--model {model_dir}: not a directory; pass the folder `bertkit finetune --out` wrote")
     task = get_task(task_name or task_of(model_dir))
@@ -77,6 +81,7 @@ def _load(model_dir: str, task_name: str | None):
     if task.labelled_outputs and model.config.problem_type != "regression":
         _check_label_ids(model_dir, model.config)
     _refuse_non_finite(model, model_dir)
+    model = quantize_model(model.eval(), quantize)  # in place: the finiteness hook stays
     return task, model, Tokenizer.from_pretrained(model_dir)
 
 
@@ -142,7 +147,7 @@ def windows(opts: InferenceOptions, tok: Tokenizer, model) -> InferenceOptions:
 def evaluate_main(argv: list[str]) -> int:
     cfg = parse(EvaluateConfig, argv, prog="bertkit evaluate")
     _check_output(cfg.json, "--json", [cfg.data])
-    task, model, tok = _load(cfg.model, cfg.task)
+    task, model, tok = _load(cfg.model, cfg.task, quantize=cfg.quantize)
     problem_type = task.problem_type_to_read(model.config)  # regression: labels are numbers
     examples = read_examples(task, cfg, cfg.data, cfg.split, **({"problem_type": problem_type} if problem_type else {}))
     report = evaluate(task, model, tok, examples, windows(cfg, tok, model))
@@ -157,7 +162,7 @@ def predict_main(argv: list[str]) -> int:
     if bool(cfg.texts) == bool(cfg.file):
         raise BertkitError("pass texts as arguments or --file FILE (one of them)")
     _check_output(cfg.output, "--output", [cfg.file])
-    task, model, tok = _load(cfg.model, cfg.task)
+    task, model, tok = _load(cfg.model, cfg.task, quantize=cfg.quantize)
     examples = _read_file(task, cfg) if cfg.file else task.from_texts(cfg.texts)
     rows = predict(task, model, tok, examples, windows(cfg, tok, model))
     text = "".join(_json(row) + "\n" for row in rows)
