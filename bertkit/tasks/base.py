@@ -72,6 +72,9 @@ class Task(ABC):
     labelled_outputs: bool = False  # one model output per label (config.id2label numbers them)
     keeps_empty: bool = False  # prediction data may hold empty inputs, kept as rows of their own
     reads_lines: bool = True  # predict can take plain text, one input per line
+    # what one input to predict on holds, as a `bertkit serve` /predict object: field -> "text" | "texts"
+    # (a list of strings) | "optional text"
+    input_fields: dict[str, str] = {}
 
     # ----- data ---------------------------------------------------------------------------------
     def read(self, spec: str | os.PathLike, *, split: str | None = None, problem_type: str | None = None,
@@ -138,6 +141,10 @@ class Task(ABC):
     @abstractmethod
     def from_texts(self, texts: list[str]) -> list:
         """Examples from plain inputs (command-line arguments, lines of a text file)."""
+
+    def from_fields(self, values: dict, index: int):
+        """An example from an object of input_fields (a /predict request's input number `index`; types checked)."""
+        return self.example(**values)
 
     def is_empty(self, example) -> bool:
         """An input with nothing to predict on."""

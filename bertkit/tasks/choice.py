@@ -36,6 +36,7 @@ class Choice(Task):
     name, example, model_class = "choice", ChoiceExample, BertForMultipleChoice
     metric, formats = "accuracy", ("jsonl", "csv", "tsv")
     reads_lines = False  # a question and its choices do not fit on a plain line
+    input_fields = {"question": "text", "choices": "texts"}
 
     def parse(self, path, lines, fmt, fields, *, problem_type, labeled, keep_empty):
         return _read(path, records.table(path, lines, fmt), fields["question_field"], fields["choices_field"],

@@ -49,6 +49,7 @@ class Classify(Task):
     name, example, model_class = "classify", ClassifyExample, BertForSequenceClassification
     metric, formats = "accuracy", ("csv", "tsv", "jsonl")
     has_problem_type = labelled_outputs = keeps_empty = True
+    input_fields = {"text": "text", "text_pair": "optional text"}
 
     # ----- data ---------------------------------------------------------------------------------
     def parse(self, path, lines, fmt, fields, *, problem_type, labeled, keep_empty):

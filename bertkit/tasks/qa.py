@@ -45,6 +45,7 @@ class QA(Task):
     name, example, model_class = "qa", QAExample, BertForQuestionAnswering
     metric, formats = "f1", ("jsonl",)
     formats_note = " (or SQuAD JSON)"
+    input_fields = {"question": "text", "context": "text"}
 
     # ----- data ---------------------------------------------------------------------------------
     def parse(self, path, lines, fmt, fields, *, problem_type, labeled, keep_empty):
@@ -65,6 +66,9 @@ class QA(Task):
             q, c = t.split("\t", 1)
             examples.append(QAExample(str(i), q, c, []))
         return examples
+
+    def from_fields(self, values, index):
+        return QAExample(str(index), values["question"], values["context"], [])
 
     def is_empty(self, example):
         return not example.question.strip() or not example.context.strip()

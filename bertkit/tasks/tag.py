@@ -39,6 +39,7 @@ class Tag(Task):
     name, example, model_class = "tag", TagExample, BertForTokenClassification
     metric, formats = "f1", ("conll", "jsonl", "csv", "tsv")
     labelled_outputs = True
+    input_fields = {"tokens": "texts"}
 
     # ----- data ---------------------------------------------------------------------------------
     def parse(self, path, lines, fmt, fields, *, problem_type, labeled, keep_empty):

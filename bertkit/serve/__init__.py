@@ -1,0 +1,88 @@
+"""`bertkit serve`: a model folder behind HTTP, with dynamic batching.
+
+    bertkit serve --model runs/quickstart/finetune              # http://127.0.0.1:8080
+    curl -s localhost:8080/predict -d '{"inputs": "质量很好，物流也快"}'
+    curl -s localhost:8080/embed -d '{"inputs": ["今天天气很好", "The weather is nice"]}'
+
+Routes (JSON in and out; app.py checks requests, engine.py runs them, batcher.py batches them):
+    POST /embed            {"inputs": str | [str], "truncate": false}   -> [[float, ...], ...]
+    POST /v1/embeddings    OpenAI's request {"input": ..., "model": ...} and response shape
+    POST /predict          {"inputs": str | object | [...]}   -> a row as `bertkit predict` writes it (a list for a
+                           list); objects hold the task's fields (text / text_pair, question / context, ...)
+    POST /fill-mask        {"inputs": "今天天气很[MASK]。", "top_k": 5}   (a model with its MLM head)
+    POST /tokenize         {"inputs": str | [str]}   -> tokens with ids and character offsets
+    GET  /health, /info (model, task, labels, limits), /metrics (Prometheus text format)
+
+Requests that arrive together run as one padding-free forward pass in a worker thread (the event
+loop never waits on the model); batcher.py's docstring has the batching policy. Bad requests get a
+4xx JSON error {"error", "type"}; past --max-queue waiting requests, 429. SIGTERM / Ctrl-C: uvicorn
+stops accepting connections, every request in flight is answered, then the process exits 0.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from dataclasses import dataclass
+
+from ..options import opt, parse
+
+
+@dataclass
+class ServeConfig:
+    """Serve a model folder over HTTP: embeddings, predictions, fill-mask, with dynamic batching."""
+
+    model: str = opt("", "a model folder: bertkit finetune / pretrain --out, or a (sentence-transformers) BERT folder",
+                     required=True)
+    host: str = opt("127.0.0.1", "address to listen on (0.0.0.0: every interface; there is no authentication)")
+    port: int = opt(8080, "port to listen on")
+    max_batch_tokens: int = opt(8192, "real tokens per forward pass at most (a single longer input runs alone)")
+    max_wait_ms: float = opt(2.0, "how long a free worker waits for more requests to fill a batch")
+    batching: bool = opt(True, "--no-batching runs one request per forward pass (a baseline)")
+    max_queue: int = opt(512, "requests waiting or running at most; more are answered 429")
+    max_inputs: int = opt(64, "inputs per request at most (413 past it)")
+    max_body_bytes: int = opt(1 << 20, "request body size at most, in bytes (413 past it)")
+    max_input_tokens: int | None = opt(None, "tokens per input at most (default: the embedding model's "
+                                             "max_seq_length for /embed, 2048 for /predict, which windows)")
+    quantize: str | None = opt(None, "int8: int8 Linear layers for CPU inference (faster, slightly different "
+                                     "numbers)", choices=["int8"])
+    pooling: str | None = opt(None, "embedding pooling (default: the sentence-transformers folder's, else mean)",
+                              choices=["mean", "cls", "max", "mean_sqrt_len"])
+    log_level: str = opt("info", "uvicorn's log level", choices=["critical", "error", "warning", "info", "debug"])
+
+    def problem(self) -> str | None:
+        for name in ("max_batch_tokens", "max_queue", "max_inputs", "max_body_bytes"):
+            if getattr(self, name) < 1:
+                return f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}"
+        if self.max_wait_ms < 0:
+            return f"--max-wait-ms must be 0 or more, got {self.max_wait_ms}"
+        if self.max_input_tokens is not None and self.max_input_tokens < 3:
+            return f"--max-input-tokens must be at least 3 ([CLS] a token [SEP]), got {self.max_input_tokens}"
+        if not 0 <= self.port <= 65535:
+            return f"--port must be from 0 to 65535, got {self.port}"
+        return None
+
+
+def serve_main(argv: list[str]) -> int:
+    import uvicorn
+
+    from .app import Limits, build_app
+    from .engine import Engine
+
+    cfg = parse(ServeConfig, argv, prog="bertkit serve")
+    engine = Engine(cfg.model, quantize=cfg.quantize, pooling=cfg.pooling, max_input_tokens=cfg.max_input_tokens)
+    limits = Limits(max_body_bytes=cfg.max_body_bytes, max_inputs=cfg.max_inputs,
+                    max_batch_tokens=cfg.max_batch_tokens, max_wait_ms=cfg.max_wait_ms, max_queue=cfg.max_queue,
+                    batching=cfg.batching)
+    app = build_app(engine, limits)
+    print(f"bertkit serve: {engine.architecture} from {cfg.model} ({engine.task.name if engine.task else 'no task'}"
+          f" head), routes {', '.join(engine.routes)}", file=sys.stderr, flush=True)
+    # uvicorn: SIGTERM / SIGINT stop accepting, wait for the requests in flight, run the app's shutdown, return
+    server = uvicorn.Server(uvicorn.Config(app, host=cfg.host, port=cfg.port, log_level=cfg.log_level,
+                                           access_log=False, lifespan="on", timeout_graceful_shutdown=30))
+    # once drained, uvicorn raises the signal again for the handlers it found: these ignore it, so that a
+    # server stopped by SIGTERM / Ctrl-C after answering everything exits 0
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: None)
+    server.run()
+    return 0 if server.started else 2

@@ -1,0 +1,189 @@
+"""Dynamic batching: requests that arrive together run as one forward pass, off the event loop.
+
+    handler (event loop) --submit(key, rows, tokens)--> queue of jobs (one job per request)
+    worker thread: wait for a job -> up to max_wait_ms for more -> take rows -> run(key, rows) -> results
+    results --loop.call_soon_threadsafe--> each job's future, once all its rows are done
+
+The policy (README "Serve" has it too):
+- A batch holds rows of one key (one kind of work: embed, predict, fill-mask, ...), the key of the
+  oldest waiting job. Its rows are padded to their longest and run padding-free (varlen), so its
+  cost is its real tokens: a batch is bounded by max_batch_tokens real tokens (a single row past
+  the bound runs alone).
+- Rows are taken round-robin over the waiting jobs of that key, oldest first: one row of each job,
+  then a second of each, ... until the token bound. A request of 64 long inputs is spread over
+  several batches while a one-sentence request that arrives behind it rides in the next batch:
+  nobody waits for more than their share. Jobs of another key wait at most one batch (the oldest
+  job decides the next key).
+- When the worker is free and the waiting rows hold fewer than max_batch_tokens tokens, it waits up
+  to max_wait_ms after the oldest job arrived for more to come; under load the queue fills while
+  the model runs, so batches form without waiting.
+- batching=False (the benchmark's baseline): one request per forward pass, in arrival order.
+- More than max_queue requests waiting or running: submit raises QueueFull (the server answers 429).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable, Hashable
+
+
+class QueueFull(Exception):
+    """max_queue requests are already waiting or running."""
+
+
+@dataclass
+class Job:
+    key: Hashable
+    rows: list
+    tokens: list[int]  # real tokens of each row
+    future: asyncio.Future
+    loop: asyncio.AbstractEventLoop
+    arrived: float = field(default_factory=time.monotonic)
+    next: int = 0  # the next row to put in a batch
+    left: int = 0  # rows not computed yet
+    results: list = field(default_factory=list)
+
+    def __post_init__(self):
+        self.left = len(self.rows)
+        self.results = [None] * len(self.rows)
+
+
+@dataclass
+class BatchStats:
+    rows: int
+    tokens: int
+    seconds: float
+
+
+class Batcher:
+    """One worker thread running `run(key, rows) -> one result per row` on batches of submitted rows."""
+
+    def __init__(self, run: Callable[[Hashable, list], list], *, max_batch_tokens: int, max_wait_ms: float,
+                 max_queue: int, batching: bool = True, on_batch: Callable[[BatchStats], None] | None = None):
+        self.run = run
+        self.max_batch_tokens = max_batch_tokens
+        self.max_wait = max_wait_ms / 1000
+        self.max_queue = max_queue
+        self.batching = batching
+        self.on_batch = on_batch
+        self.waiting: deque[Job] = deque()  # jobs with rows not yet in a batch, oldest first
+        self.in_flight = 0  # jobs submitted and not answered
+        self.cond = threading.Condition()
+        self.stopping = False
+        self.thread = threading.Thread(target=self._work, name="bertkit-batcher", daemon=True)
+        self.thread.start()
+
+    # ----- the event loop's side ----------------------------------------------------------------
+    async def submit(self, key: Hashable, rows: list, tokens: list[int]) -> list:
+        """One result per row, in order, once every row has been through the model."""
+        loop = asyncio.get_running_loop()
+        job = Job(key, rows, tokens, loop.create_future(), loop)
+        if not rows:
+            return []
+        with self.cond:
+            if self.stopping:
+                raise QueueFull("the server is shutting down")
+            if self.in_flight >= self.max_queue:
+                raise QueueFull(f"{self.in_flight} requests are waiting or running (--max-queue {self.max_queue})")
+            self.in_flight += 1
+            self.waiting.append(job)
+            self.cond.notify()
+        try:
+            return await job.future
+        finally:
+            with self.cond:
+                self.in_flight -= 1
+
+    def depth(self) -> int:
+        """Requests waiting or running."""
+        return self.in_flight
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Finish every submitted job, then end the worker thread."""
+        with self.cond:
+            self.stopping = True
+            self.cond.notify()
+        self.thread.join(timeout)
+
+    # ----- the worker thread ----------------------------------------------------------------------
+    def _work(self) -> None:
+        while True:
+            with self.cond:
+                while not self.waiting and not self.stopping:
+                    self.cond.wait()
+                if not self.waiting:  # stopping and nothing left
+                    return
+                self._wait_for_more()
+                key, picked = self._take()
+            self._run(key, picked)
+
+    def _wait_for_more(self) -> None:
+        """Up to max_wait after the oldest job arrived, while the waiting rows do not fill a batch."""
+        if not self.batching or self.max_wait <= 0:
+            return
+        while not self.stopping:
+            left = self.waiting[0].arrived + self.max_wait - time.monotonic()
+            if left <= 0 or self._waiting_tokens(self.waiting[0].key) >= self.max_batch_tokens:
+                return
+            self.cond.wait(left)
+
+    def _waiting_tokens(self, key) -> int:
+        return sum(sum(job.tokens[job.next:]) for job in self.waiting if job.key == key)
+
+    def _take(self) -> tuple[Hashable, list[tuple[Job, int]]]:
+        """(key, [(job, row index), ...]): round-robin over the waiting jobs of the oldest job's key."""
+        key = self.waiting[0].key
+        jobs = [job for job in self.waiting if job.key == key] if self.batching else [self.waiting[0]]
+        picked: list[tuple[Job, int]] = []
+        used = 0
+        while jobs:
+            for job in jobs:
+                cost = job.tokens[job.next]
+                if picked and used + cost > self.max_batch_tokens:
+                    jobs = []
+                    break
+                picked.append((job, job.next))
+                used += cost
+                job.next += 1
+            jobs = [job for job in jobs if job.next < len(job.rows)]
+        for job in {id(j): j for j, _ in picked}.values():
+            if job.next == len(job.rows):
+                self.waiting.remove(job)
+        return key, picked
+
+    def _run(self, key, picked: list[tuple[Job, int]]) -> None:
+        start = time.perf_counter()
+        try:
+            results = self.run(key, [job.rows[i] for job, i in picked])
+            error = None
+        except BaseException as e:  # the requests of this batch get the error; the worker goes on
+            results, error = None, e
+        if self.on_batch is not None:
+            self.on_batch(BatchStats(len(picked), sum(job.tokens[i] for job, i in picked),
+                                     time.perf_counter() - start))
+        for n, (job, i) in enumerate(picked):
+            if job.future.done():
+                continue
+            if error is not None:
+                job.loop.call_soon_threadsafe(_settle, job.future, None, error)
+                with self.cond:  # its other rows need not run
+                    if job in self.waiting:
+                        self.waiting.remove(job)
+                continue
+            job.results[i] = results[n]
+            job.left -= 1
+            if job.left == 0:
+                job.loop.call_soon_threadsafe(_settle, job.future, job.results, None)
+
+
+def _settle(future: asyncio.Future, value: Any, error: BaseException | None) -> None:
+    if future.done():  # the client went away and the handler was cancelled
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(value)

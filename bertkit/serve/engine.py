@@ -1,0 +1,273 @@
+"""What `bertkit serve` runs: a model directory loaded once, and the work of each route on it.
+
+    model dir --load--> encoder (every BERT: /embed, /v1/embeddings)
+                        task model (a fine-tuned folder: /predict, through bertkit/tasks as `bertkit predict`)
+                        MLM model (a pretrained folder with its MLM head: /fill-mask)
+    request inputs --rows_for_*--> rows (token ids / feature rows) --Batcher--> run(key, rows) --> answers
+
+Converting inputs to rows and rows' results to answers runs on the event loop (tokenizing one
+sentence takes microseconds); `run` runs in the batcher's worker thread and is the only code that
+touches the model.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+
+from ..config import BertConfig
+from ..embed import Encoder, TooLong
+from ..errors import BertkitError
+from ..predict import InferenceOptions, _load, _load_mlm, windows
+from ..quantize import quantize as quantize_model
+from ..tasks import TaskDataError, run_model, task_of
+
+MLM_ARCHITECTURES = ("BertForMaskedLM", "BertForPreTraining")
+
+
+class InputProblem(BertkitError):
+    """A request the server refuses: an HTTP status (4xx), a type for clients to switch on, a message."""
+
+    def __init__(self, status: int, kind: str, message: str):
+        super().__init__(message)
+        self.status, self.kind = status, kind
+
+
+@dataclass
+class Prepared:
+    """A request's inputs as rows for the batcher."""
+
+    key: object  # what kind of batch the rows go in
+    rows: list
+    tokens: list[int]  # real tokens of each row
+    examples: list | None = None  # /predict: the examples the rows came from
+    empty: list[int] | None = None  # /predict: inputs without text (answered without the model)
+
+
+class Engine:
+    """A model directory served: its encoder, its task head or MLM head, its tokenizer and limits."""
+
+    def __init__(self, model_dir: str, *, quantize: str | None = None, pooling: str | None = None,
+                 normalize: bool | None = None, max_input_tokens: int | None = None):
+        if not os.path.isdir(model_dir):
+            raise BertkitError(f"--model {model_dir}: not a directory; pass a model folder (bertkit finetune / "
+                               "pretrain --out, or a sentence-transformers / Hugging Face BERT folder)")
+        config = BertConfig.from_json(model_dir)
+        self.model_dir = model_dir
+        self.name = os.path.basename(os.path.normpath(model_dir))
+        self.architecture = (config.architectures or ["BertModel"])[0]
+        self.quantize = quantize
+        self.task = self.task_model = self.mlm = None
+        try:
+            task_name = task_of(model_dir)
+        except TaskDataError:
+            task_name = None
+        if task_name is not None:
+            self.task, self.task_model, tok = _load(model_dir, task_name, quantize=quantize)
+            self.opts = windows(InferenceOptions(model=model_dir), tok, self.task_model)
+        elif self.architecture in MLM_ARCHITECTURES:
+            self.mlm = quantize_model(_load_mlm(model_dir).eval(), quantize)
+        # the task / MLM model's encoder serves /embed too: one copy of the weights
+        loaded = self.task_model if self.task_model is not None else self.mlm
+        self.encoder = Encoder.from_pretrained(model_dir, pooling=pooling, normalize=normalize, quantize=quantize,
+                                               model=loaded.bert if loaded is not None else None)
+        self.tokenizer = self.encoder.tokenizer
+        self.embed_limit = self.encoder.max_tokens if max_input_tokens is None else \
+            min(max_input_tokens, self.encoder.max_tokens)
+        self.predict_limit = max_input_tokens or 2048
+        self.dim = self.encoder.model.config.hidden_size
+
+    @property
+    def routes(self) -> list[str]:
+        """The POST routes this model can answer."""
+        return ["/embed", "/v1/embeddings", "/tokenize"] + (["/predict"] if self.task else []) + \
+            (["/fill-mask"] if self.mlm else [])
+
+    def pooling_info(self) -> dict:
+        pooling = self.encoder.pooling
+        return {"mode": pooling.mode, "normalize": pooling.normalize, "from": pooling.source}
+
+    def labels(self) -> list[str] | None:
+        if self.task is None or not self.task.labelled_outputs:
+            return None
+        config = self.task_model.config
+        return [config.id2label[i] for i in range(config.num_labels)]
+
+    # ----- inputs -> rows (event loop) -------------------------------------------------------------
+    def rows_for_embed(self, texts: list[str], truncate: bool) -> Prepared:
+        rows = []
+        for i, text in enumerate(texts):
+            if not text.strip():
+                raise InputProblem(422, "empty_input", f"inputs[{i}] is empty: there is nothing to embed")
+            try:
+                rows.append(self.encoder.token_ids(text, truncate=truncate, limit=self.embed_limit))
+            except TooLong as e:
+                raise _too_long(i, e.tokens, e.limit) from None
+        return Prepared("embed", rows, [len(r) for r in rows])
+
+    def rows_for_predict(self, inputs: list, truncate: bool) -> Prepared:
+        """inputs: strings (as lines of `bertkit predict --file`) or objects of the task's input fields."""
+        task = self.task
+        examples = []
+        for i, value in enumerate(inputs):
+            if isinstance(value, str):
+                tokens = len(self.tokenizer.encode(value))
+                if tokens > self.predict_limit:
+                    if not truncate:
+                        raise _too_long(i, tokens, self.predict_limit)
+                    value = self._cut(value, self.predict_limit)
+                try:
+                    examples += task.from_texts([value])
+                except TaskDataError as e:
+                    raise InputProblem(422, "wrong_type", f"inputs[{i}]: {e}; send an object with "
+                                       f"{', '.join(task.input_fields)}") from None
+            else:
+                values = _fields(i, value, task.input_fields)
+                tokens = sum(len(self.tokenizer.tokenize(v)) for v in _texts(values)) + 3
+                if tokens > self.predict_limit:  # an object is not cut: which field to shorten is the client's call
+                    raise _too_long(i, tokens, self.predict_limit, hint="shorten its texts (truncate cuts plain "
+                                                                        "string inputs only)")
+                examples.append(task.from_fields(values, i))
+        keep = [i for i, e in enumerate(examples) if not task.is_empty(e)]
+        empty = [i for i in range(len(examples)) if i not in set(keep)]
+        kept = [examples[i] for i in keep]
+        try:
+            features = task.encode(self.tokenizer, kept, self.opts.seq_len, self.opts.stride, None,
+                                   self.task_model.config.problem_type) if kept else []
+        except TaskDataError as e:
+            raise InputProblem(422, "invalid_input", str(e)) from None
+        tokens = [_count(f["input_ids"]) for f in features]
+        group = len(features[0]["input_ids"]) if features and isinstance(features[0]["input_ids"][0], list) else 0
+        return Prepared(("predict", group), features, tokens, examples, empty)
+
+    def rows_for_fill_mask(self, texts: list[str], truncate: bool) -> Prepared:
+        mask = self.tokenizer.mask_token_id
+        rows = []
+        for i, text in enumerate(texts):
+            ids = self.tokenizer.encode(text)
+            if mask not in ids:
+                raise InputProblem(422, "invalid_input", f"inputs[{i}] has no {self.tokenizer.mask_token}: put "
+                                   f"{self.tokenizer.mask_token} where a token is missing")
+            limit = self.mlm.config.max_position_embeddings
+            if len(ids) > limit:
+                raise _too_long(i, len(ids), limit, hint="fill-mask does not cut inputs (a [MASK] could be cut off)")
+            rows.append(ids)
+        return Prepared("fill-mask", rows, [len(r) for r in rows])
+
+    def _cut(self, text: str, limit: int) -> str:
+        """The start of `text` that tokenizes to at most `limit` tokens with [CLS] and [SEP]."""
+        offsets = self.tokenizer(text, return_offsets_mapping=True)["offset_mapping"]
+        return text[:offsets[limit - 2][1]]
+
+    # ----- rows -> results (the batcher's worker thread) ------------------------------------------
+    @torch.inference_mode()
+    def run(self, key, rows: list) -> list:
+        if key == "embed":
+            return self.encoder.embed_ids(rows).tolist()
+        if key == "fill-mask":
+            return self._fill_mask(rows)
+        return run_model(self.task, self.task_model, rows, self.tokenizer.pad_token_id, batch_size=len(rows))
+
+    def _fill_mask(self, rows: list[list[int]], top_k: int = 20) -> list:
+        """Per row, per [MASK]: (position, [(token id, probability), ...] best first)."""
+        longest = max(len(r) for r in rows)
+        ids = torch.tensor([r + [self.tokenizer.pad_token_id] * (longest - len(r)) for r in rows])
+        mask = torch.tensor([[1] * len(r) + [0] * (longest - len(r)) for r in rows])
+        logits = self.mlm(input_ids=ids, attention_mask=mask).logits  # (B, S, V)
+        out = []
+        for b, row in enumerate(rows):
+            positions = [p for p, t in enumerate(row) if t == self.tokenizer.mask_token_id]
+            probs = logits[b, positions].float().softmax(-1)  # (masks, V)
+            best = probs.topk(min(top_k, probs.shape[-1]), dim=-1)
+            out.append([(p, list(zip(best.indices[j].tolist(), best.values[j].tolist())))
+                        for j, p in enumerate(positions)])
+        return out
+
+    # ----- results -> answers (event loop) ---------------------------------------------------------
+    def predictions(self, prepared: Prepared, outputs: list) -> list[dict]:
+        """One row per input, as `bertkit predict` writes them (empty inputs: the task's empty row)."""
+        task, examples = self.task, prepared.examples
+        rows = [task.empty_row(e) for e in examples]
+        kept = [i for i in range(len(examples)) if i not in set(prepared.empty)]
+        if kept:
+            answers = task.predictions(self.task_model.config, prepared.rows, outputs, [examples[i] for i in kept],
+                                       self.opts)
+            for i, row in zip(kept, answers):
+                rows[i] = row
+        return rows
+
+    def fill_mask_answers(self, rows: list[list[int]], results: list, top_k: int) -> list:
+        answers = []
+        for ids, masks in zip(rows, results):
+            per_mask = []
+            for position, best in masks:
+                per_mask.append([{"token": self.tokenizer.convert_ids_to_tokens(token_id), "token_id": token_id,
+                                  "score": prob,
+                                  "sequence": self.tokenizer.decode([token_id if j == position else t
+                                                                     for j, t in enumerate(ids)],
+                                                                    skip_special_tokens=True)}
+                                 for token_id, prob in best[:top_k]])
+            answers.append(per_mask)
+        return answers
+
+    def tokenize(self, texts: list[str], add_special_tokens: bool) -> list[list[dict]]:
+        enc = self.tokenizer(texts, return_offsets_mapping=True, return_special_tokens_mask=True,
+                             add_special_tokens=add_special_tokens)
+        out = []
+        for i, text in enumerate(texts):
+            ids, offsets, special = enc["input_ids"][i], enc["offset_mapping"][i], enc["special_tokens_mask"][i]
+            out.append([{"id": t, "token": tok, "special": bool(s), "start": None if s else a,
+                         "stop": None if s else b, "text": "" if s else text[a:b]}
+                        for t, tok, (a, b), s in zip(ids, self.tokenizer.convert_ids_to_tokens(ids), offsets,
+                                                     special)])
+        return out
+
+
+def _too_long(i: int, tokens: int, limit: int, hint: str = 'send "truncate": true to cut it') -> InputProblem:
+    return InputProblem(413, "too_long", f"inputs[{i}] has {tokens} tokens, more than the limit of {limit}; {hint}")
+
+
+def _count(ids) -> int:
+    return sum(_count(x) for x in ids) if ids and isinstance(ids[0], list) else len(ids)
+
+
+def _texts(values: dict) -> list[str]:
+    out = []
+    for v in values.values():
+        out += v if isinstance(v, list) else [v] if isinstance(v, str) else []
+    return out
+
+
+def _fields(i: int, value, fields: dict[str, str]) -> dict:
+    """An input object's fields, their types checked against the task's input_fields."""
+    if not isinstance(value, dict):
+        raise InputProblem(422, "wrong_type", f"inputs[{i}] is {json_type(value)}; each input is a string or an "
+                           f"object with {', '.join(fields)}")
+    unknown = sorted(set(value) - set(fields))
+    if unknown:
+        raise InputProblem(422, "wrong_type", f"inputs[{i}] has unknown field(s) {', '.join(unknown)}; this model "
+                           f"takes {', '.join(fields)}")
+    values = {}
+    for name, kind in fields.items():
+        v = value.get(name)
+        if v is None:
+            if not kind.startswith("optional"):
+                raise InputProblem(422, "wrong_type", f"inputs[{i}] has no {name!r} ({kind})")
+            continue
+        if kind.endswith("texts"):
+            if not isinstance(v, list) or not v or not all(isinstance(x, str) for x in v):
+                raise InputProblem(422, "wrong_type", f"inputs[{i}].{name} must be a non-empty list of strings, "
+                                   f"got {json_type(v)}")
+        elif not isinstance(v, str):
+            raise InputProblem(422, "wrong_type", f"inputs[{i}].{name} must be a string, got {json_type(v)}")
+        values[name] = v
+    return values
+
+
+def json_type(value) -> str:
+    """How a JSON value is called in an error message."""
+    names = {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "a list",
+             dict: "an object", type(None): "null"}
+    return names.get(type(value), type(value).__name__)
