@@ -35,6 +35,7 @@ from torch import Tensor
 
 from .errors import BertkitError, CheckpointError
 from .options import opt, parse
+from .quantize import CHOICES as QUANTIZE_CHOICES, FLAG_HELP as QUANTIZE_HELP, quantize as quantize_model
 
 POOLING_MODES = ("mean", "cls", "max", "mean_sqrt_len")
 # sentence-transformers' mode names (pooling_mode / pooling_mode_*_token(s) keys) -> bertkit's
@@ -249,8 +250,6 @@ class Encoder:
         if not os.path.isdir(model_dir):
             what = "not a directory" if os.path.exists(model_dir) else "no such directory"
             raise CheckpointError(f"{model_dir}: {what}; pass a local model folder (config.json and weights)")
-        if quantize not in (None, "int8"):
-            raise BertkitError(f"quantize must be None or 'int8', got {quantize!r}")
         settings = _settings(read_pooling(model_dir), pooling, normalize)
         if model is not None:
             return cls(model, Tokenizer.from_pretrained(model_dir), settings)
@@ -259,13 +258,7 @@ class Encoder:
         model, _report = load_pretrained(BertModel, model_dir, add_pooling_layer=False, output_loading_info=True)
         if device is not None:
             model.to(device)
-        if quantize is not None:
-            try:
-                from .quantize import quantize as quantize_model
-            except ImportError:
-                raise BertkitError(f"quantize={quantize!r}: this bertkit has no quantization (bertkit/quantize.py)") \
-                    from None
-            model = quantize_model(model, quantize)
+        model = quantize_model(model, quantize)  # None: as it is
         return cls(model, Tokenizer.from_pretrained(model_dir), settings)
 
     def token_ids(self, text: str, *, truncate: bool = True, limit: int | None = None) -> list[int]:
@@ -385,7 +378,7 @@ class EmbedConfig:
                               choices=list(POOLING_MODES))
     normalize: bool = opt(None, "L2-normalize each vector; None: as the folder says (a sentence-transformers "
                                 "Normalize module), else not")  # None: the folder decides
-    quantize: str | None = opt(None, "int8: dynamic int8 quantization of the linear layers (CPU)", choices=["int8"])
+    quantize: str | None = opt(None, QUANTIZE_HELP, choices=QUANTIZE_CHOICES)
 
     def problem(self) -> str | None:
         if bool(self.texts) == bool(self.file):

@@ -25,7 +25,7 @@ from .errors import BertkitError
 from .files import atomic_write_text
 from .metrics import finite_or_none, format_report
 from .options import opt, parse
-from .quantize import quantize as quantize_model
+from .quantize import CHOICES as QUANTIZE_CHOICES, FLAG_HELP as QUANTIZE_HELP, quantize as quantize_model
 from .tasks import TASKS, TaskOptions, default_stride, evaluate, get_task, predict, read_examples, task_of
 from .tokenizer import Tokenizer
 
@@ -36,8 +36,7 @@ class InferenceOptions(TaskOptions):
 
     model: str = opt("", "a fine-tuned model directory (bertkit finetune's --out)", required=True)
     task: str | None = opt(None, "default: from config.json", choices=sorted(TASKS))
-    quantize: str | None = opt(None, "int8: int8 Linear layers for CPU inference (faster, slightly different numbers)",
-                               choices=["int8"])
+    quantize: str | None = opt(None, QUANTIZE_HELP, choices=QUANTIZE_CHOICES)
 
 
 @dataclass
@@ -69,7 +68,7 @@ class FillMaskConfig:
 
 def _load(model_dir: str, task_name: str | None, quantize: str | None = None):
     """A fine-tuned model directory, in eval mode; refused when its task head would be new (random) weights.
-    quantize: None (float32 as saved) or "int8" (bertkit.quantize: int8 Linear layers for CPU inference)."""
+    quantize: None (float32 as saved), "int8" or "bf16" (bertkit.quantize, for CPU inference)."""
     if not os.path.isdir(model_dir):
         raise BertkitError(f"--model {model_dir}: not a directory; pass the folder `bertkit finetune --out` wrote")
     task = get_task(task_name or task_of(model_dir))

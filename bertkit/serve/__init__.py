@@ -13,8 +13,9 @@ Routes (JSON in and out; app.py checks requests, engine.py runs them, batcher.py
     POST /tokenize         {"inputs": str | [str]}   -> tokens with ids and character offsets
     GET  /health, /info (model, task, labels, limits), /metrics (Prometheus text format)
 
-Requests that arrive together run as one padding-free forward pass in a worker thread (the event
-loop never waits on the model); batcher.py's docstring has the batching policy. Bad requests get a
+Requests that arrive together run as one padding-free forward pass in the main thread, where the
+model was loaded, while uvicorn's event loop runs in a second thread and never waits on the model;
+batcher.py's docstring has the batching policy. Bad requests get a
 4xx JSON error {"error", "type"}; past --max-queue waiting requests, 429. SIGTERM / Ctrl-C: uvicorn
 stops accepting connections, every request in flight is answered, then the process exits 0.
 """
@@ -23,9 +24,11 @@ from __future__ import annotations
 
 import signal
 import sys
+import threading
 from dataclasses import dataclass
 
 from ..options import opt, parse
+from ..quantize import CHOICES as QUANTIZE_CHOICES, FLAG_HELP as QUANTIZE_HELP
 
 
 @dataclass
@@ -44,8 +47,7 @@ class ServeConfig:
     max_body_bytes: int = opt(1 << 20, "request body size at most, in bytes (413 past it)")
     max_input_tokens: int | None = opt(None, "tokens per input at most (default: the embedding model's "
                                              "max_seq_length for /embed, 2048 for /predict, which windows)")
-    quantize: str | None = opt(None, "int8: int8 Linear layers for CPU inference (faster, slightly different "
-                                     "numbers)", choices=["int8"])
+    quantize: str | None = opt(None, QUANTIZE_HELP, choices=QUANTIZE_CHOICES)
     pooling: str | None = opt(None, "embedding pooling (default: the sentence-transformers folder's, else mean)",
                               choices=["mean", "cls", "max", "mean_sqrt_len"])
     log_level: str = opt("info", "uvicorn's log level", choices=["critical", "error", "warning", "info", "debug"])
@@ -74,15 +76,26 @@ def serve_main(argv: list[str]) -> int:
     limits = Limits(max_body_bytes=cfg.max_body_bytes, max_inputs=cfg.max_inputs,
                     max_batch_tokens=cfg.max_batch_tokens, max_wait_ms=cfg.max_wait_ms, max_queue=cfg.max_queue,
                     batching=cfg.batching)
-    app = build_app(engine, limits)
+    app, batcher = build_app(engine, limits)
     print(f"bertkit serve: {engine.architecture} from {cfg.model} ({engine.task.name if engine.task else 'no task'}"
           f" head), routes {', '.join(engine.routes)}", file=sys.stderr, flush=True)
-    # uvicorn: SIGTERM / SIGINT stop accepting, wait for the requests in flight, run the app's shutdown, return
     server = uvicorn.Server(uvicorn.Config(app, host=cfg.host, port=cfg.port, log_level=cfg.log_level,
                                            access_log=False, lifespan="on", timeout_graceful_shutdown=30))
-    # once drained, uvicorn raises the signal again for the handlers it found: these ignore it, so that a
-    # server stopped by SIGTERM / Ctrl-C after answering everything exits 0
+
+    def http() -> None:  # uvicorn in a second thread; the model stays in this one (batcher.py says why)
+        try:
+            server.run()
+        finally:
+            batcher.stop()  # also when uvicorn could not start (a port in use): nothing is left waiting
+
+    def drain(sig, frame) -> None:  # SIGTERM / Ctrl-C: stop accepting, answer what is in flight, shut down
+        server.force_exit = server.should_exit and sig == signal.SIGINT  # a second Ctrl-C: now
+        server.should_exit = True
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: None)
-    server.run()
+        signal.signal(sig, drain)
+    thread = threading.Thread(target=http, name="bertkit-http")
+    thread.start()
+    batcher.work()  # forward passes, until the app has shut down and every job is done
+    thread.join()
     return 0 if server.started else 2

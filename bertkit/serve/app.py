@@ -4,7 +4,7 @@
         read_body: size limit (413), UTF-8 (400), JSON (400)
         inputs_of: shape and types (422), count limit (413)
         engine.rows_for_*: tokens per input (413 unless "truncate": true)
-        batcher.submit (429 when --max-queue requests wait) -> engine.run in the worker thread
+        batcher.submit (429 when --max-queue requests wait) -> engine.run in the model's thread
         answer as JSON
 
 Every refusal is a 4xx JSON body {"error": message, "type": kind}; a 5xx means a bug in bertkit.
@@ -100,10 +100,13 @@ def error(status: int, kind: str, message: str) -> JSONResponse:
     return JSONResponse({"error": message, "type": kind}, status_code=status)
 
 
-def build_app(engine: Engine, limits: Limits) -> Starlette:
-    """The Starlette app serving `engine`; the batcher starts with the app and drains when it stops."""
+def build_app(engine: Engine, limits: Limits) -> tuple[Starlette, Batcher]:
+    """The app serving `engine`, and its batcher, for the caller to run `batcher.work()` in the thread that
+    loaded the model. The app's shutdown stops the batcher once every request in flight was answered."""
     metrics = Metrics()
-    state = {}
+    batcher = Batcher(engine.run, max_batch_tokens=limits.max_batch_tokens, max_wait_ms=limits.max_wait_ms,
+                      max_queue=limits.max_queue, batching=limits.batching, on_batch=metrics.batch,
+                      thread=False)
 
     async def read_body(request: Request) -> dict:
         """The request's JSON object, read with the body-size limit."""
@@ -165,13 +168,13 @@ def build_app(engine: Engine, limits: Limits) -> Starlette:
         return value
 
     async def run(prepared) -> list:
-        metrics.queue_depth.set(state["batcher"].depth())
+        metrics.queue_depth.set(batcher.depth())
         try:
-            return await state["batcher"].submit(prepared.key, prepared.rows, prepared.tokens)
+            return await batcher.submit(prepared.key, prepared.rows, prepared.tokens)
         except QueueFull as e:
             raise InputProblem(429, "overloaded", f"the server is busy: {e}; retry shortly") from None
         finally:
-            metrics.queue_depth.set(state["batcher"].depth())
+            metrics.queue_depth.set(batcher.depth())
 
     def handler(route: str, needs: str | None = None):
         """A POST route: its body read and checked, InputProblem -> 4xx JSON, inputs counted."""
@@ -254,7 +257,7 @@ def build_app(engine: Engine, limits: Limits) -> Starlette:
                          "max_wait_ms": limits.max_wait_ms}})
 
     async def prometheus(request):
-        metrics.queue_depth.set(state["batcher"].depth())
+        metrics.queue_depth.set(batcher.depth())
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     async def http_error(request, exc: HTTPException):  # unknown route (404), wrong method (405)
@@ -268,17 +271,13 @@ def build_app(engine: Engine, limits: Limits) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
-        state["batcher"] = Batcher(engine.run, max_batch_tokens=limits.max_batch_tokens,
-                                   max_wait_ms=limits.max_wait_ms, max_queue=limits.max_queue,
-                                   batching=limits.batching, on_batch=metrics.batch)
         yield
-        state["batcher"].stop()  # every request in flight was answered before the lifespan ends
+        batcher.stop()  # uvicorn ends the lifespan after answering every request in flight
 
     routes = [embed, openai_embeddings, predict, fill_mask, tokenize,
               Route("/health", health), Route("/info", info), Route("/metrics", prometheus)]
     app = Starlette(routes=routes, exception_handlers={HTTPException: http_error}, lifespan=lifespan)
-    app.state.metrics = metrics
-    return MetricsMiddleware(app, metrics, {r.path for r in routes})
+    return MetricsMiddleware(app, metrics, {r.path for r in routes}), batcher
 
 
 NEEDS = {"task": "a fine-tuned task head (bertkit finetune's --out)",

@@ -1,8 +1,13 @@
 """Dynamic batching: requests that arrive together run as one forward pass, off the event loop.
 
     handler (event loop) --submit(key, rows, tokens)--> queue of jobs (one job per request)
-    worker thread: wait for a job -> up to max_wait_ms for more -> take rows -> run(key, rows) -> results
+    worker (`work`, in the thread that loaded the model): wait for a job -> up to max_wait_ms for more
+        -> take rows -> run(key, rows) -> results
     results --loop.call_soon_threadsafe--> each job's future, once all its rows are done
+
+`bertkit serve` runs `work` in the main thread, where the model was loaded, and the HTTP server in a
+second thread: torch's OpenMP workers then belong to one thread, and a one-sentence forward pass
+takes the time it takes in a script (a second thread calling torch doubled it on 2 cores).
 
 The policy (README "Serve" has it too):
 - A batch holds rows of one key (one kind of work: embed, predict, fill-mask, ...), the key of the
@@ -60,10 +65,12 @@ class BatchStats:
 
 
 class Batcher:
-    """One worker thread running `run(key, rows) -> one result per row` on batches of submitted rows."""
+    """A worker running `run(key, rows) -> one result per row` on batches of submitted rows: in a thread of its
+    own, or (thread=False) in whichever thread calls `work()`, until `stop()`."""
 
     def __init__(self, run: Callable[[Hashable, list], list], *, max_batch_tokens: int, max_wait_ms: float,
-                 max_queue: int, batching: bool = True, on_batch: Callable[[BatchStats], None] | None = None):
+                 max_queue: int, batching: bool = True, on_batch: Callable[[BatchStats], None] | None = None,
+                 thread: bool = True):
         self.run = run
         self.max_batch_tokens = max_batch_tokens
         self.max_wait = max_wait_ms / 1000
@@ -74,8 +81,9 @@ class Batcher:
         self.in_flight = 0  # jobs submitted and not answered
         self.cond = threading.Condition()
         self.stopping = False
-        self.thread = threading.Thread(target=self._work, name="bertkit-batcher", daemon=True)
-        self.thread.start()
+        self.thread = threading.Thread(target=self.work, name="bertkit-batcher", daemon=True) if thread else None
+        if self.thread is not None:
+            self.thread.start()
 
     # ----- the event loop's side ----------------------------------------------------------------
     async def submit(self, key: Hashable, rows: list, tokens: list[int]) -> list:
@@ -103,14 +111,16 @@ class Batcher:
         return self.in_flight
 
     def stop(self, timeout: float | None = None) -> None:
-        """Finish every submitted job, then end the worker thread."""
+        """Finish every submitted job, then end the worker (its thread: joined)."""
         with self.cond:
             self.stopping = True
             self.cond.notify()
-        self.thread.join(timeout)
+        if self.thread is not None and self.thread is not threading.current_thread():
+            self.thread.join(timeout)
 
-    # ----- the worker thread ----------------------------------------------------------------------
-    def _work(self) -> None:
+    # ----- the worker -------------------------------------------------------------------------------
+    def work(self) -> None:
+        """Run batches until stop() was called and every submitted job is done."""
         while True:
             with self.cond:
                 while not self.waiting and not self.stopping:
