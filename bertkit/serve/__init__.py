@@ -22,6 +22,7 @@ stops accepting connections, every request in flight is answered, then the proce
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -75,6 +76,9 @@ def serve_main(argv: list[str]) -> int:
     from .engine import Engine
 
     cfg = parse(ServeConfig, argv, prog="bertkit serve")
+    # oneDNN keeps a compiled kernel per input shape (default: up to 1024); batches of every length would
+    # grow the server's memory for hours. 16 bounds it at no measured cost (bench/results/serve_attempts.md)
+    os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "16")
     engine = Engine(cfg.model, quantize=cfg.quantize, pooling=cfg.pooling, normalize=cfg.normalize,
                     max_input_tokens=cfg.max_input_tokens)
     limits = Limits(max_body_bytes=cfg.max_body_bytes, max_inputs=cfg.max_inputs,
