@@ -4,6 +4,7 @@ sent, backpressure, and SIGTERM with requests in flight. The batcher's policy is
 
 import asyncio
 import base64
+import dataclasses
 import http.client
 import json
 import os
@@ -188,7 +189,8 @@ def test_fill_mask_equals_the_model(mlm_server, base_dir):
 TASK_INPUTS = {
     "classify": ["质量很好，物流也快", {"text": "还行", "text_pair": "一般般"}, ""],
     "tag": ["张三在北京工作", {"tokens": ["李", "四", "去", "上", "海"]}],
-    "qa": [{"question": "谁在北京工作？", "context": "张三在北京工作，李四在上海。" * 3}, "谁去上海\t李四去上海"],
+    "qa": [{"question": "谁在北京工作？", "context": "张三在北京工作，李四在上海。" * 3}, "谁去上海\t李四去上海",
+           "谁在北京\t张三在北京工作"],
     "choice": [{"question": "天气怎么样", "choices": ["很好", "不好", "下雨"]}],
 }
 
@@ -220,9 +222,16 @@ def test_predict_rows_of_every_task_equal_bertkit_predict(name, tmp_path, base_d
     served = engine.predictions(prepared, engine.run(prepared.key, prepared.rows))
 
     _, model, _ = _load(str(tmp_path), None)
-    examples = [task.from_texts([x])[0] if isinstance(x, str) else task.from_fields(x, i) for i, x in enumerate(inputs)]
-    expected = predict(task, model, tok, examples, windows(InferenceOptions(model=str(tmp_path)), tok, model))
+    opts = windows(InferenceOptions(model=str(tmp_path)), tok, model)
+    examples = [task.from_fields(x, i) if isinstance(x, dict) else task.from_texts([x])[0] for i, x in enumerate(inputs)]
+    examples = [dataclasses.replace(e, id=str(i)) if hasattr(e, "id") else e for i, e in enumerate(examples)]
+    expected = predict(task, model, tok, examples, opts)
     assert len(served) == len(inputs) and same_rows(served, expected)
+    lines = [x for x in inputs if isinstance(x, str)]  # strings alone: as the lines of `bertkit predict --file`
+    if lines:
+        prepared = engine.rows_for_predict(lines, truncate=False)
+        served = engine.predictions(prepared, engine.run(prepared.key, prepared.rows))
+        assert same_rows(served, predict(task, model, tok, task.from_texts(lines), opts))
 
 
 # ----- refusals: 4xx JSON, never a 5xx, the server stays up --------------------------------------------

@@ -12,6 +12,7 @@ touches the model.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 
@@ -119,10 +120,13 @@ class Engine:
                         raise _too_long(i, tokens, self.predict_limit)
                     value = self._cut(value, self.predict_limit)
                 try:
-                    examples += task.from_texts([value])
+                    example = task.from_texts([value])[0]
                 except TaskDataError as e:
                     raise InputProblem(422, "wrong_type", f"inputs[{i}]: {e}; send an object with "
                                        f"{', '.join(task.input_fields)}") from None
+                # an id numbers the request's inputs, as a line number does in `bertkit predict` (qa matches
+                # answers to examples by id)
+                examples.append(dataclasses.replace(example, id=str(i)) if hasattr(example, "id") else example)
             else:
                 values = _fields(i, value, task.input_fields)
                 tokens = sum(len(self.tokenizer.tokenize(v)) for v in _texts(values)) + 3
@@ -130,9 +134,8 @@ class Engine:
                     raise _too_long(i, tokens, self.predict_limit, hint="shorten its texts (truncate cuts plain "
                                                                         "string inputs only)")
                 examples.append(task.from_fields(values, i))
-        keep = [i for i, e in enumerate(examples) if not task.is_empty(e)]
-        empty = [i for i in range(len(examples)) if i not in set(keep)]
-        kept = [examples[i] for i in keep]
+        empty = [i for i, e in enumerate(examples) if task.is_empty(e)]
+        kept = [e for e in examples if not task.is_empty(e)]
         try:
             features = task.encode(self.tokenizer, kept, self.opts.seq_len, self.opts.stride, None,
                                    self.task_model.config.problem_type) if kept else []
@@ -190,7 +193,8 @@ class Engine:
         """One row per input, as `bertkit predict` writes them (empty inputs: the task's empty row)."""
         task, examples = self.task, prepared.examples
         rows = [task.empty_row(e) for e in examples]
-        kept = [i for i in range(len(examples)) if i not in set(prepared.empty)]
+        empty = set(prepared.empty)
+        kept = [i for i in range(len(examples)) if i not in empty]
         if kept:
             answers = task.predictions(self.task_model.config, prepared.rows, outputs, [examples[i] for i in kept],
                                        self.opts)
