@@ -255,6 +255,12 @@ BAD = [  # (method, path, body bytes, status, type)
     ("POST", "/predict", b'{"inputs": [{"text": 3}]}', 422, "wrong_type"),
     ("POST", "/v1/embeddings", b'{"input": "a", "encoding_format": "int"}', 422, "wrong_type"),
     ("POST", "/fill-mask", b'{"inputs": "a"}', 400, "not_supported"),
+    ("POST", "/embed", b'{"inputs": "x", "truncate": ' + b"1" * 5000 + b"}", 400, "invalid_json"),
+    ("POST", "/embed", b"[" * 5000, 400, "invalid_json"),
+    ("POST", "/embed", b'{"inputs": "a\\ud800b"}', 400, "invalid_unicode"),
+    ("POST", "/v1/embeddings", b'{"input": "x", "model": 1e999}', 422, "wrong_type"),
+    ("POST", "/predict", json.dumps({"inputs": {"text": "好", "text_pair": "很" * 60}}, ensure_ascii=False).encode(),
+     422, "invalid_input"),  # the pair alone is longer than the model's windows
     ("POST", "/nowhere", b'{}', 404, "unknown_route"),
     ("GET", "/embed", None, 405, "wrong_method"),
 ]
@@ -380,6 +386,20 @@ def test_batcher_keys_and_no_batching():
     assert batches == [("a", ["x", "z"]), ("b", ["y"])]  # one key per batch; the oldest job's key first
     answers, batches = run_batcher(jobs, batching=False)
     assert answers == [["a:x"], ["b:y"], ["a:z"]] and len(batches) == 3
+
+
+def test_batcher_a_bad_row_fails_only_its_own_request():
+    def run(key, rows):
+        if "bad" in rows:
+            raise ValueError("bad row")
+        return rows
+
+    batcher = Batcher(run, max_batch_tokens=100, max_wait_ms=0, max_queue=10)
+    try:
+        bad, ok = asyncio.run(submit_together(batcher, [("k", ["a", "bad"], [1, 1]), ("k", ["b", "c"], [1, 1])]))
+    finally:
+        batcher.stop()
+    assert isinstance(bad, ValueError) and ok == ["b", "c"]
 
 
 def test_batcher_errors_reach_the_request_and_queue_is_bounded():

@@ -130,6 +130,14 @@ def build_app(engine: Engine, limits: Limits) -> tuple[Starlette, Batcher]:
         except json.JSONDecodeError as e:
             raise InputProblem(400, "invalid_json", f"the body is not JSON: {e.msg} at line {e.lineno} column "
                                f"{e.colno}") from None
+        except (ValueError, RecursionError) as e:  # a number of more than 4300 digits, nesting past the stack
+            raise InputProblem(400, "invalid_json", f"the body is JSON this server cannot read: {e}") from None
+        if "\\u" in text:  # an escaped lone surrogate (\ud800) is valid JSON but no text
+            try:
+                json.dumps(value, ensure_ascii=False).encode("utf-8")
+            except UnicodeEncodeError as e:
+                raise InputProblem(400, "invalid_unicode", f"the body escapes a lone surrogate ({e.object[e.start]!r})"
+                                   ", which is not a character; send text as UTF-8") from None
         if not isinstance(value, dict):
             raise InputProblem(422, "wrong_type", f"the body must be a JSON object like {{\"inputs\": ...}}, got "
                                f"{json_type(value)}")
@@ -206,6 +214,8 @@ def build_app(engine: Engine, limits: Limits) -> tuple[Starlette, Batcher]:
         fmt = body.get("encoding_format", "float")
         if fmt not in ("float", "base64"):
             raise InputProblem(422, "wrong_type", f"'encoding_format' must be \"float\" or \"base64\", got {fmt!r}")
+        if not isinstance(body.get("model", ""), str):
+            raise InputProblem(422, "wrong_type", f"'model' must be a string, got {json_type(body['model'])}")
         if body.get("dimensions") not in (None, engine.dim):
             raise InputProblem(422, "invalid_input", f"'dimensions' {body['dimensions']!r}: this model's embeddings "
                                f"have {engine.dim}")

@@ -148,6 +148,10 @@ class Batcher:
 
     def _take(self) -> tuple[Hashable, list[tuple[Job, int]]]:
         """(key, [(job, row index), ...]): round-robin over the waiting jobs of the oldest job's key."""
+        for job in [job for job in self.waiting if job.future.done()]:  # cancelled: its client is gone
+            self.waiting.remove(job)
+        if not self.waiting:
+            return None, []
         key = self.waiting[0].key
         jobs = [job for job in self.waiting if job.key == key] if self.batching else [self.waiting[0]]
         picked: list[tuple[Job, int]] = []
@@ -168,21 +172,30 @@ class Batcher:
         return key, picked
 
     def _run(self, key, picked: list[tuple[Job, int]]) -> None:
+        if not picked:
+            return
         self.last_rows = len(picked)
         start = time.perf_counter()
         try:
             results = self.run(key, [job.rows[i] for job, i in picked])
+            if len(results) != len(picked):
+                raise RuntimeError(f"run gave {len(results)} results for {len(picked)} rows")
             error = None
-        except BaseException as e:  # the requests of this batch get the error; the worker goes on
+        except Exception as e:  # the worker goes on; the requests whose rows failed get the error
             results, error = None, e
         if self.on_batch is not None:
             self.on_batch(BatchStats(len(picked), sum(job.tokens[i] for job, i in picked),
                                      time.perf_counter() - start))
+        jobs = list({id(job): job for job, _ in picked}.values())
+        if error is not None and len(jobs) > 1:  # one request's bad row must not fail its batch-mates:
+            for job in jobs:  # each request's rows again, alone
+                self._run(key, [(j, i) for j, i in picked if j is job])
+            return
         for n, (job, i) in enumerate(picked):
             if job.future.done():
                 continue
             if error is not None:
-                job.loop.call_soon_threadsafe(_settle, job.future, None, error)
+                _notify(job, None, error)
                 with self.cond:  # its other rows need not run
                     if job in self.waiting:
                         self.waiting.remove(job)
@@ -190,7 +203,15 @@ class Batcher:
             job.results[i] = results[n]
             job.left -= 1
             if job.left == 0:
-                job.loop.call_soon_threadsafe(_settle, job.future, job.results, None)
+                _notify(job, job.results, None)
+
+
+def _notify(job: Job, value: Any, error: BaseException | None) -> None:
+    """Settle the job's future on its event loop (gone when uvicorn was forced to stop: nobody waits then)."""
+    try:
+        job.loop.call_soon_threadsafe(_settle, job.future, value, error)
+    except RuntimeError:  # the loop is closed
+        pass
 
 
 def _settle(future: asyncio.Future, value: Any, error: BaseException | None) -> None:

@@ -139,7 +139,7 @@ class Engine:
         try:
             features = task.encode(self.tokenizer, kept, self.opts.seq_len, self.opts.stride, None,
                                    self.task_model.config.problem_type) if kept else []
-        except TaskDataError as e:
+        except BertkitError as e:  # e.g. a question longer than the windows, choices of different counts
             raise InputProblem(422, "invalid_input", str(e)) from None
         tokens = [_count(f["input_ids"]) for f in features]
         group = len(features[0]["input_ids"]) if features and isinstance(features[0]["input_ids"][0], list) else 0
