@@ -354,15 +354,15 @@ async def submit_together(batcher, jobs):
     return await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def run_batcher(jobs, **kw):
-    """Submit jobs [(key, rows, tokens)] at once; (answers, batches seen by run)."""
+def run_batcher(jobs, run=None, **kw):
+    """Submit jobs [(key, rows, tokens)] at once; (answers, batches seen by run). run: default, "key:row" per row."""
     batches = []
 
-    def run(key, rows):
+    def record(key, rows):
         batches.append((key, list(rows)))
-        return [f"{key}:{r}" for r in rows]
+        return run(key, rows) if run is not None else [f"{key}:{r}" for r in rows]
 
-    batcher = Batcher(run, **{"max_batch_tokens": 10, "max_wait_ms": 50, "max_queue": 100, **kw})
+    batcher = Batcher(record, **{"max_batch_tokens": 10, "max_wait_ms": 50, "max_queue": 100, **kw})
 
     try:
         return asyncio.run(submit_together(batcher, jobs)), batches
@@ -388,34 +388,22 @@ def test_batcher_keys_and_no_batching():
     assert answers == [["a:x"], ["b:y"], ["a:z"]] and len(batches) == 3
 
 
-def test_batcher_a_bad_row_fails_only_its_own_request():
-    def run(key, rows):
-        if "bad" in rows:
-            raise ValueError("bad row")
-        return rows
+def fails_on_bad(key, rows):
+    if "bad" in rows:
+        raise ValueError("bad row")
+    return rows
 
-    batcher = Batcher(run, max_batch_tokens=100, max_wait_ms=0, max_queue=10)
-    try:
-        bad, ok = asyncio.run(submit_together(batcher, [("k", ["a", "bad"], [1, 1]), ("k", ["b", "c"], [1, 1])]))
-    finally:
-        batcher.stop()
+
+def test_batcher_a_bad_row_fails_only_its_own_request():
+    jobs = [("k", ["a", "bad"], [1, 1]), ("k", ["b", "c"], [1, 1])]  # one batch: both fit in 100 tokens
+    bad, ok = run_batcher(jobs, run=fails_on_bad, max_batch_tokens=100, max_wait_ms=0)[0]
     assert isinstance(bad, ValueError) and ok == ["b", "c"]
 
 
 def test_batcher_errors_reach_the_request_and_queue_is_bounded():
-    def run(key, rows):
-        if "bad" in rows:
-            raise RuntimeError("boom")
-        return rows
-
-    batcher = Batcher(run, max_batch_tokens=1, max_wait_ms=100, max_queue=2)
-
-    try:
-        bad, ok, late = asyncio.run(submit_together(batcher, [("k", ["bad"], [1]), ("k", ["ok"], [1]),
-                                                              ("k", ["late"], [1])]))
-    finally:
-        batcher.stop()
-    assert isinstance(bad, RuntimeError) and ok == ["ok"] and isinstance(late, QueueFull)
+    jobs = [("k", ["bad"], [1]), ("k", ["ok"], [1]), ("k", ["late"], [1])]
+    bad, ok, late = run_batcher(jobs, run=fails_on_bad, max_batch_tokens=1, max_wait_ms=100, max_queue=2)[0]
+    assert isinstance(bad, ValueError) and ok == ["ok"] and isinstance(late, QueueFull)
 
 
 # ----- the README's Serve section, run as written -----------------------------------------------------
