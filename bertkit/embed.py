@@ -36,6 +36,7 @@ from torch import Tensor
 from .errors import BertkitError, CheckpointError
 from .options import opt, parse
 from .quantize import CHOICES as QUANTIZE_CHOICES, FLAG_HELP as QUANTIZE_HELP, quantize as quantize_model
+from .tasks.base import pad_batch
 
 POOLING_MODES = ("mean", "cls", "max", "mean_sqrt_len")
 # sentence-transformers' mode names (pooling_mode / pooling_mode_*_token(s) keys) -> bertkit's
@@ -281,16 +282,12 @@ class Encoder:
         if not rows:
             return torch.zeros(0, self.model.config.hidden_size)
         device = self.model.embeddings.word_embeddings.weight.device
-        longest = max(len(r) for r in rows)
-        ids = torch.full((len(rows), longest), self.tokenizer.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((len(rows), longest), dtype=torch.long)
-        for i, row in enumerate(rows):
-            ids[i, :len(row)] = torch.tensor(row, dtype=torch.long)
-            mask[i, :len(row)] = 1
-        ids, mask = ids.to(device), mask.to(device)
+        batch = {k: v.to(device) for k, v in pad_batch([{"input_ids": r, "token_type_ids": [0] * len(r)} for r in rows],
+                                                        self.tokenizer.pad_token_id).items()}
+        mask = batch["attention_mask"]
         self.model.eval()
         with torch.inference_mode():
-            hidden = self.model(ids, attention_mask=mask, token_type_ids=torch.zeros_like(ids)).last_hidden_state
+            hidden = self.model(**batch).last_hidden_state
             vectors = pool(hidden.float(), mask, self.pooling.mode)  # (B, H)
             if self.pooling.normalize:
                 vectors = F.normalize(vectors, p=2, dim=1)

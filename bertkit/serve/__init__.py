@@ -26,53 +26,15 @@ import os
 import signal
 import sys
 import threading
-from dataclasses import dataclass
 
-from ..options import opt, parse
-from ..embed import POOLING_MODES
-from ..quantize import CHOICES as QUANTIZE_CHOICES, FLAG_HELP as QUANTIZE_HELP
-
-
-@dataclass
-class ServeConfig:
-    """Serve a model folder over HTTP: embeddings, predictions, fill-mask, with dynamic batching."""
-
-    model: str = opt("", "a model folder: bertkit finetune / pretrain --out, or a (sentence-transformers) BERT folder",
-                     required=True)
-    host: str = opt("127.0.0.1", "address to listen on (0.0.0.0: every interface; there is no authentication)")
-    port: int = opt(8080, "port to listen on")
-    max_batch_tokens: int = opt(8192, "real tokens per forward pass at most (a single longer input runs alone)")
-    max_wait_ms: float = opt(2.0, "how long a free worker waits for more requests to fill a batch")
-    batching: bool = opt(True, "--no-batching runs one request per forward pass (a baseline)")
-    max_queue: int = opt(512, "requests waiting or running at most; more are answered 429")
-    max_inputs: int = opt(64, "inputs per request at most (413 past it)")
-    max_body_bytes: int = opt(1 << 20, "request body size at most, in bytes (413 past it)")
-    max_input_tokens: int | None = opt(None, "tokens per input at most (default: the embedding model's "
-                                             "max_seq_length for /embed, 2048 for /predict, which windows)")
-    quantize: str | None = opt(None, QUANTIZE_HELP, choices=QUANTIZE_CHOICES)
-    pooling: str | None = opt(None, "embedding pooling (default: the sentence-transformers folder's, else mean)",
-                              choices=list(POOLING_MODES))
-    normalize: bool = opt(None, "L2-normalize each embedding; None: as the folder says (a sentence-transformers "
-                                "Normalize module), else not")
-    log_level: str = opt("info", "uvicorn's log level", choices=["critical", "error", "warning", "info", "debug"])
-
-    def problem(self) -> str | None:
-        for name in ("max_batch_tokens", "max_queue", "max_inputs", "max_body_bytes"):
-            if getattr(self, name) < 1:
-                return f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}"
-        if self.max_wait_ms < 0:
-            return f"--max-wait-ms must be 0 or more, got {self.max_wait_ms}"
-        if self.max_input_tokens is not None and self.max_input_tokens < 3:
-            return f"--max-input-tokens must be at least 3 ([CLS] a token [SEP]), got {self.max_input_tokens}"
-        if not 0 <= self.port <= 65535:
-            return f"--port must be from 0 to 65535, got {self.port}"
-        return None
+from ..options import parse
+from .settings import ServeConfig
 
 
 def serve_main(argv: list[str]) -> int:
     import uvicorn
 
-    from .app import Limits, build_app
+    from .app import build_app
     from .engine import Engine
 
     cfg = parse(ServeConfig, argv, prog="bertkit serve")
@@ -81,10 +43,7 @@ def serve_main(argv: list[str]) -> int:
     os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "16")
     engine = Engine(cfg.model, quantize=cfg.quantize, pooling=cfg.pooling, normalize=cfg.normalize,
                     max_input_tokens=cfg.max_input_tokens)
-    limits = Limits(max_body_bytes=cfg.max_body_bytes, max_inputs=cfg.max_inputs,
-                    max_batch_tokens=cfg.max_batch_tokens, max_wait_ms=cfg.max_wait_ms, max_queue=cfg.max_queue,
-                    batching=cfg.batching)
-    app, batcher = build_app(engine, limits)
+    app, batcher = build_app(engine, cfg)
     print(f"bertkit serve: {engine.architecture} from {cfg.model} ({engine.task.name if engine.task else 'no task'}"
           f" head), routes {', '.join(engine.routes)}", file=sys.stderr, flush=True)
     server = uvicorn.Server(uvicorn.Config(app, host=cfg.host, port=cfg.port, log_level=cfg.log_level,

@@ -16,7 +16,6 @@ import base64
 import contextlib
 import json
 import time
-from dataclasses import dataclass
 
 import numpy as np
 from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram,
@@ -30,16 +29,7 @@ from starlette.routing import Route
 from .. import __version__
 from .batcher import Batcher, BatchStats, QueueFull
 from .engine import Engine, InputProblem, json_type
-
-
-@dataclass
-class Limits:
-    max_body_bytes: int = 1 << 20
-    max_inputs: int = 64
-    max_batch_tokens: int = 8192
-    max_wait_ms: float = 2.0
-    max_queue: int = 512
-    batching: bool = True
+from .settings import ServeConfig
 
 
 class Metrics:
@@ -100,26 +90,26 @@ def error(status: int, kind: str, message: str) -> JSONResponse:
     return JSONResponse({"error": message, "type": kind}, status_code=status)
 
 
-def build_app(engine: Engine, limits: Limits) -> tuple[Starlette, Batcher]:
+def build_app(engine: Engine, settings: ServeConfig) -> tuple[Starlette, Batcher]:
     """The app serving `engine`, and its batcher, for the caller to run `batcher.work()` in the thread that
     loaded the model. The app's shutdown stops the batcher once every request in flight was answered."""
     metrics = Metrics()
-    batcher = Batcher(engine.run, max_batch_tokens=limits.max_batch_tokens, max_wait_ms=limits.max_wait_ms,
-                      max_queue=limits.max_queue, batching=limits.batching, on_batch=metrics.batch,
+    batcher = Batcher(engine.run, max_batch_tokens=settings.max_batch_tokens, max_wait_ms=settings.max_wait_ms,
+                      max_queue=settings.max_queue, batching=settings.batching, on_batch=metrics.batch,
                       thread=False)
 
     async def read_body(request: Request) -> dict:
         """The request's JSON object, read with the body-size limit."""
         declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limits.max_body_bytes:
+        if declared is not None and declared.isdigit() and int(declared) > settings.max_body_bytes:
             raise InputProblem(413, "body_too_large", f"the body has {declared} bytes, more than the limit of "
-                               f"{limits.max_body_bytes} (--max-body-bytes)")
+                               f"{settings.max_body_bytes} (--max-body-bytes)")
         body = bytearray()
         async for chunk in request.stream():
             body += chunk
-            if len(body) > limits.max_body_bytes:
+            if len(body) > settings.max_body_bytes:
                 raise InputProblem(413, "body_too_large", f"the body is longer than the limit of "
-                                   f"{limits.max_body_bytes} bytes (--max-body-bytes)")
+                                   f"{settings.max_body_bytes} bytes (--max-body-bytes)")
         try:
             text = body.decode("utf-8")
         except UnicodeDecodeError as e:
@@ -160,9 +150,9 @@ def build_app(engine: Engine, limits: Limits) -> tuple[Starlette, Batcher]:
                                f"{' or objects' if objects else ''}, got {json_type(value)}")
         if not items:
             raise InputProblem(422, "empty_list", f"{name!r} is an empty list: send at least one input")
-        if len(items) > limits.max_inputs:
+        if len(items) > settings.max_inputs:
             raise InputProblem(413, "too_many_inputs", f"{len(items)} inputs, more than the limit of "
-                               f"{limits.max_inputs} per request (--max-inputs); split the request")
+                               f"{settings.max_inputs} per request (--max-inputs); split the request")
         for i, item in enumerate(items):
             if not isinstance(item, str) and not (objects and isinstance(item, dict)):
                 raise InputProblem(422, "wrong_type", f"{name}[{i}] is {json_type(item)}; each input is a string"
@@ -241,7 +231,7 @@ def build_app(engine: Engine, limits: Limits) -> tuple[Starlette, Batcher]:
         top_k = body.get("top_k", 5)
         if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= 20:
             raise InputProblem(422, "wrong_type", f"'top_k' must be a whole number from 1 to 20, got {top_k!r}")
-        prepared = engine.rows_for_fill_mask(texts, truncate=False)
+        prepared = engine.rows_for_fill_mask(texts)
         answers = engine.fill_mask_answers(prepared.rows, await run(prepared), top_k)
         return (answers[0] if single else answers), len(texts)
 
@@ -260,11 +250,11 @@ def build_app(engine: Engine, limits: Limits) -> tuple[Starlette, Batcher]:
             "task": engine.task.name if engine.task else None, "labels": engine.labels(),
             "routes": engine.routes, "embedding_dim": engine.dim, "pooling": engine.pooling_info(),
             "quantize": engine.quantize, "version": __version__,
-            "limits": {"max_body_bytes": limits.max_body_bytes, "max_inputs": limits.max_inputs,
+            "limits": {"max_body_bytes": settings.max_body_bytes, "max_inputs": settings.max_inputs,
                        "max_input_tokens": {"embed": engine.embed_limit, "predict": engine.predict_limit},
-                       "max_queue": limits.max_queue},
-            "batching": {"enabled": limits.batching, "max_batch_tokens": limits.max_batch_tokens,
-                         "max_wait_ms": limits.max_wait_ms}})
+                       "max_queue": settings.max_queue},
+            "batching": {"enabled": settings.batching, "max_batch_tokens": settings.max_batch_tokens,
+                         "max_wait_ms": settings.max_wait_ms}})
 
     async def prometheus(request):
         metrics.queue_depth.set(batcher.depth())
@@ -273,7 +263,7 @@ def build_app(engine: Engine, limits: Limits) -> tuple[Starlette, Batcher]:
     async def http_error(request, exc: HTTPException):  # unknown route (404), wrong method (405)
         if exc.status_code == 404:
             return error(404, "unknown_route", f"no route {request.url.path}; routes: GET /health, /info, /metrics; "
-                         f"POST {', '.join(engine.routes + (['/predict'] if not engine.task else []))}")
+                         f"POST {', '.join(engine.routes)}")
         if exc.status_code == 405:
             return error(405, "wrong_method", f"{request.method} {request.url.path} is not allowed; use "
                          f"{'GET' if request.url.path in GET_ROUTES else 'POST'}")

@@ -24,8 +24,10 @@ from ..errors import BertkitError
 from ..predict import InferenceOptions, _load, _load_mlm, windows
 from ..quantize import quantize as quantize_model
 from ..tasks import TaskDataError, run_model, task_of
+from ..tasks.base import pad_batch
 
 MLM_ARCHITECTURES = ("BertForMaskedLM", "BertForPreTraining")
+PREDICT_MAX_TOKENS = 2048  # tokens per /predict input without --max-input-tokens (longer inputs run as windows)
 
 
 class InputProblem(BertkitError):
@@ -77,7 +79,7 @@ class Engine:
         self.tokenizer = self.encoder.tokenizer
         self.embed_limit = self.encoder.max_tokens if max_input_tokens is None else \
             min(max_input_tokens, self.encoder.max_tokens)
-        self.predict_limit = max_input_tokens or 2048
+        self.predict_limit = max_input_tokens or PREDICT_MAX_TOKENS
         self.dim = self.encoder.model.config.hidden_size
 
     @property
@@ -114,7 +116,8 @@ class Engine:
         examples = []
         for i, value in enumerate(inputs):
             if isinstance(value, str):
-                tokens = len(self.tokenizer.encode(value))
+                # a character is at most one WordPiece token: count tokens only when the text could be too long
+                tokens = len(self.tokenizer.encode(value)) if len(value) + 2 > self.predict_limit else 0
                 if tokens > self.predict_limit:
                     if not truncate:
                         raise _too_long(i, tokens, self.predict_limit)
@@ -145,7 +148,7 @@ class Engine:
         group = len(features[0]["input_ids"]) if features and isinstance(features[0]["input_ids"][0], list) else 0
         return Prepared(("predict", group), features, tokens, examples, empty)
 
-    def rows_for_fill_mask(self, texts: list[str], truncate: bool) -> Prepared:
+    def rows_for_fill_mask(self, texts: list[str]) -> Prepared:
         mask = self.tokenizer.mask_token_id
         rows = []
         for i, text in enumerate(texts):
@@ -175,10 +178,8 @@ class Engine:
 
     def _fill_mask(self, rows: list[list[int]], top_k: int = 20) -> list:
         """Per row, per [MASK]: (position, [(token id, probability), ...] best first)."""
-        longest = max(len(r) for r in rows)
-        ids = torch.tensor([r + [self.tokenizer.pad_token_id] * (longest - len(r)) for r in rows])
-        mask = torch.tensor([[1] * len(r) + [0] * (longest - len(r)) for r in rows])
-        logits = self.mlm(input_ids=ids, attention_mask=mask).logits  # (B, S, V)
+        batch = pad_batch([{"input_ids": r, "token_type_ids": [0] * len(r)} for r in rows], self.tokenizer.pad_token_id)
+        logits = self.mlm(**batch).logits  # (B, S, V)
         out = []
         for b, row in enumerate(rows):
             positions = [p for p, t in enumerate(row) if t == self.tokenizer.mask_token_id]
