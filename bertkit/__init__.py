@@ -1,11 +1,10 @@
-"""bertkit: BERT end to end in plain PyTorch, checkpoint-compatible with transformers."""
+"""bertkit: BERT end to end in plain PyTorch, checkpoint-compatible with transformers.
 
-from .config import PRESETS, BertConfig
+Names load on first use (PEP 562), so commands that need no model (`bertkit prepare`, `bertkit tokenize`)
+and the worker processes of `bertkit prepare` start without importing torch.
+"""
+
 from .errors import BertkitError, BertkitWarning, CheckpointError, ConfigError, InputError
-from .heads import (BertForMaskedLM, BertForMultipleChoice, BertForNextSentencePrediction, BertForPreTraining,
-                    BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification,
-                    BertLMHeadModel)
-from .model import BertModel, BertModelOutput, BertPreTrainedModel
 
 __version__ = "0.1.0"
 
@@ -17,12 +16,25 @@ __all__ = [
     "encode", "Encoder",
 ]
 
-_LAZY = {"encode": "bertkit.embed", "Encoder": "bertkit.embed"}  # loaded on first use: numpy, the tokenizer
+_LAZY = {
+    **dict.fromkeys(("BertConfig", "PRESETS"), "bertkit.config"),
+    **dict.fromkeys(("BertModel", "BertModelOutput", "BertPreTrainedModel"), "bertkit.model"),
+    **dict.fromkeys(("BertForPreTraining", "BertForMaskedLM", "BertForNextSentencePrediction",
+                     "BertForSequenceClassification", "BertForTokenClassification", "BertForQuestionAnswering",
+                     "BertForMultipleChoice", "BertLMHeadModel"), "bertkit.heads"),
+    **dict.fromkeys(("encode", "Encoder"), "bertkit.embed"),
+}
 
 
 def __getattr__(name: str):
     if name in _LAZY:
         import importlib
 
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value  # looked up once
+        return value
     raise AttributeError(f"module 'bertkit' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -4,58 +4,16 @@ from __future__ import annotations
 
 import importlib
 import sys
-from dataclasses import dataclass
 
-from .config import PRESETS
 from .errors import BertkitError
-from .options import opt, parse
-
-
-@dataclass
-class InfoConfig:
-    """Build or load a model, show it with its heads, count parameters, run one forward pass."""
-
-    model: str | None = opt(None, "a local HF model directory (config.json + weights)", positional=True, nargs="?")
-    preset: str | None = opt(None, "a built-in architecture, randomly initialised", choices=sorted(PRESETS))
-    seq_len: int = opt(8, "length of the random input ids of the forward pass")
-
-    def problem(self) -> str | None:
-        if (self.model is None) == (self.preset is None):
-            return "give a model directory or --preset NAME (one of them)"
-        if self.seq_len < 1:
-            return f"argument --seq-len: must be a positive integer, got {self.seq_len}"
-        return None
-
-
-def info_main(argv: list[str]) -> int:
-    import torch
-
-    args = parse(InfoConfig, argv, prog="bertkit info")
-
-    from .explain.loading import load
-
-    loaded = load(args.model, args.preset, head="base")
-    model = loaded.model.eval()
-    for note in loaded.notes:
-        print(f"note: {note}")
-    cfg = model.config
-    print(model)
-    print(f"\n{cfg.num_hidden_layers} layers run one after another; in each, hidden {cfg.hidden_size} is split "
-          f"into {cfg.num_attention_heads} heads x {cfg.head_dim} dims that attend in parallel.")
-    print(f"parameters: {model.num_parameters():,}")
-    ids = torch.randint(0, cfg.vocab_size, (1, args.seq_len))
-    with torch.no_grad():
-        out = model(ids)
-    print(f"input_ids {tuple(ids.shape)} -> last_hidden_state {tuple(out.last_hidden_state.shape)}, "
-          f"pooler_output {tuple(out.pooler_output.shape)}")
-    return 0
 
 
 # name -> (module, function, one line of help); modules load only when their command runs
 COMMANDS = {
-    "info": ("bertkit.cli", "info_main", "Build or load a model, show its heads, count parameters, run one pass."),
+    "info": ("bertkit.info", "info_main", "Build or load a model, show its heads, count parameters, run one pass."),
     "tokenize": ("bertkit.tokenizer", "tokenize_main", "Show how a text becomes tokens and ids (a table)."),
     "tokenizer": ("bertkit.tokenizer", "tokenizer_main", "`bertkit tokenizer train` learns a WordPiece vocabulary."),
+    "prepare": ("bertkit.data.prepare", "main", "Tokenize a corpus once into a dataset folder pretrain reads by memory map."),
     "pretrain": ("bertkit.train.pretrain", "main", "Masked-language-model pretraining from a raw corpus."),
     "finetune": ("bertkit.train.finetune", "main", "Fine-tune for classify / tag / qa / choice; keep the best."),
     "evaluate": ("bertkit.predict", "evaluate_main", "Score a fine-tuned model on labelled data."),

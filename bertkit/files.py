@@ -5,6 +5,8 @@
     write_problem(error, folder)    a one-line reason for a failed write (full disk, no permission)
     read_text(path, error, ...)     a UTF-8 file's text; a bad byte is an error naming file and line
     text_lines(text)                its lines, split at "\\n" only, line ends removed
+    digest(items)                   a short fingerprint of a sequence of strings
+    lock_file(path, ...)            create a lock file holding our pid and host (a dead holder's is taken over)
 
 Callers pass their own error class and wording to read_text (a vocabulary, a corpus and a
 config.json each say what to do in their own terms); the file name and line number are added here.
@@ -14,11 +16,15 @@ Imports nothing from bertkit but errors.py, so any module can use it.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import errno
 import gzip
+import hashlib
 import os
 import re
 import shutil
+import socket
+import sys
 import tempfile
 import zlib
 from typing import Callable
@@ -131,3 +137,64 @@ def text_lines(text: str) -> list[str]:
     if lines and lines[-1] == "":
         lines.pop()
     return [line.rstrip("\r") for line in lines]
+
+
+def digest(items) -> str:
+    """A short fingerprint of a sequence of strings (a vocabulary in id order, training texts)."""
+    h = hashlib.sha256()
+    for item in items:
+        h.update(str(item).encode("utf-8"))
+        h.update(b"\0")
+    return h.hexdigest()[:16]
+
+
+# ----- lock files --------------------------------------------------------------------------------
+def lock_file(path: str, error: type[Exception], owner: str, doing: str, advice: str,
+              takeover: str = "taking over") -> None:
+    """Create `path` (O_EXCL) holding "pid host". A lock whose process is gone from this host is taken over
+    (with a note); a live one raises error("{owner}: process P on H {doing} ({path}); wait for it, {advice}")."""
+    for _ in range(2):  # a second try after removing a stale lock
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            pid, host = read_lock(path)
+            if pid is None or host != socket.gethostname() or alive(pid):
+                holder = f"process {pid} on {host}" if pid is not None else "a process that wrote no pid"
+                raise error(f"{owner}: {holder} {doing} ({path}); wait for it, "
+                            + advice.format(path=path)) from None
+            print(f"{path}: process {pid} that held it has ended; {takeover}", file=sys.stderr)
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
+            continue
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(f"{os.getpid()} {socket.gethostname()}\n")
+        return
+    raise error(f"{owner}: another process took {path} while a stale one was being replaced; try again")
+
+
+def read_lock(path: str) -> tuple[int | None, str | None]:
+    """(pid, host) written in a lock file; (None, None) when it is empty or not ours to read."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            parts = fh.read().split()
+        return int(parts[0]), (parts[1] if len(parts) > 1 else socket.gethostname())
+    except (OSError, ValueError, IndexError):
+        return None, None
+
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` exists on this host (one we may not signal still exists)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def release_lock(path: str) -> None:
+    """Remove the lock if it is still ours (a user may have deleted it and another process taken it)."""
+    if read_lock(path)[0] == os.getpid():
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
-import socket
 import sys
 import time
 from typing import Callable, TypeVar
@@ -28,13 +27,14 @@ import torch
 import torch.distributed as dist
 
 from ..checkpoint import TRAIN_STATE
+from ..files import lock_file, release_lock
 from .loop import TrainConfig, TrainingError, pick_device, setup_distributed
 
 T = TypeVar("T")
 LOCK = ".lock"
 # what a pretraining or fine-tuning run leaves in its folder; any of these means "an earlier run is here"
 RUN_FILES = ("metrics.jsonl", "checkpoint", "model.safetensors", "config.json", "tokenizer", "vocab.txt",
-             "eval_report.json", "loss.png", "confusion_matrix.png")
+             "eval_report.json", "loss.png", "confusion_matrix.png", "data")
 
 
 @contextlib.contextmanager
@@ -71,52 +71,9 @@ def take_lock(out: str) -> str:
         raise TrainingError(f"--out {out}: is a file, not a folder; pass a folder (it is created if missing)")
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, LOCK)
-    for _ in range(2):  # a second try after removing a stale lock
-        try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            pid, host = read_lock(path)
-            if pid is None or host != socket.gethostname() or alive(pid):
-                holder = f"process {pid} on {host}" if pid is not None else "a process that wrote no pid"
-                raise TrainingError(f"--out {out}: {holder} is writing there ({path}); wait for it, pass another "
-                                    f"--out, or delete {path} if that run is gone") from None
-            print(f"{path}: process {pid} that held it has ended; taking the folder over", file=sys.stderr)
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(path)
-            continue
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(f"{os.getpid()} {socket.gethostname()}\n")
-        return path
-    raise TrainingError(f"--out {out}: another process took {path} while a stale one was being replaced; "
-                        "pass another --out")
-
-
-def read_lock(path: str) -> tuple[int | None, str | None]:
-    """(pid, host) written in a lock file; (None, None) when it is empty or not ours to read."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            parts = fh.read().split()
-        return int(parts[0]), (parts[1] if len(parts) > 1 else socket.gethostname())
-    except (OSError, ValueError, IndexError):
-        return None, None
-
-
-def alive(pid: int) -> bool:
-    """Whether process `pid` exists on this host (one we may not signal still exists)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def release_lock(path: str) -> None:
-    """Remove the lock if it is still ours (a user may have deleted it and another run taken the folder)."""
-    if read_lock(path)[0] == os.getpid():
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(path)
+    lock_file(path, TrainingError, f"--out {out}", "is writing there",
+              "pass another --out, or delete {path} if that run is gone", takeover="taking the folder over")
+    return path
 
 
 # ----- an earlier run ----------------------------------------------------------------------------
