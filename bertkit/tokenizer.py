@@ -26,9 +26,9 @@ from typing import Any
 from tokenizers import AddedToken, Tokenizer as Backend, decoders, normalizers, pre_tokenizers, processors, trainers
 from tokenizers.models import WordPiece
 
-from .data.builtin import BUILTIN_CORPORA, builtin_texts
+from .data.builtin import BUILTIN_CORPORA
 from .errors import BertkitError
-from .files import atomic_write_text, read_text, text_lines
+from .files import atomic_write_text, digest, read_text, text_lines
 from .options import opt, parse
 from .text import WIDE_TEXT, char_class, pad
 
@@ -400,13 +400,20 @@ class Tokenizer:
         return [self.decode(r, skip_special_tokens) for r in rows]
 
 
+def vocab_digest(tokenizer) -> str:
+    """The fingerprint of a tokenizer's vocabulary, tokens in id order (16 hex digits)."""
+    vocab = tokenizer.get_vocab()
+    return digest(sorted(vocab, key=vocab.get))
+
+
 # ----- vocabulary training -----------------------------------------------------------------------
 def train_vocab(files: str | os.PathLike | Sequence[str | os.PathLike] | None = None, *,
                 texts: Iterable[str] | None = None, vocab_size: int = 21128, min_frequency: int = 2,
                 do_lower_case: bool = True, strip_accents: bool | None = None, tokenize_chinese_chars: bool = True,
                 limit_alphabet: int | None = None, base_alphabet: str = ASCII_ALPHABET, show_progress: bool = False,
                 model_max_length: int = 512) -> Tokenizer:
-    """Learn a WordPiece vocabulary from text `files` or an iterable of `texts`.
+    """Learn a WordPiece vocabulary from text `files` or an iterable of `texts` (read several times: a one-shot
+    iterator is listed first; a re-iterable such as bertkit.data.corpus.Corpus is streamed on each pass).
 
     Special tokens come first ([PAD] [UNK] [CLS] [SEP] [MASK] = ids 0..4). With
     tokenize_chinese_chars every CJK character is its own word, so Chinese is learned per
@@ -429,8 +436,8 @@ def train_vocab(files: str | os.PathLike | Sequence[str | os.PathLike] | None = 
         missing = [p for p in paths if not os.path.isfile(p)]
         if missing or not paths:
             raise TokenizerError(f"corpus file(s) not found: {', '.join(missing) or '(none given)'}")
-    else:
-        texts = list(texts)  # read more than once below
+    elif iter(texts) is texts:
+        texts = list(texts)  # read more than once below; a re-iterable (data.corpus.Corpus) streams each time
 
     def learn(alphabet: list[str], specials: list[str]) -> dict[str, int]:
         trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
@@ -618,15 +625,21 @@ class TokenizeConfig:
 
 @dataclass
 class VocabTrainConfig:
-    """Learn a WordPiece vocabulary from text files or a built-in corpus and save a tokenizer directory."""
+    """Learn a WordPiece vocabulary from a corpus (streamed, as often as the trainer needs) and save a tokenizer."""
 
-    corpus: list[str] = opt(list, f"text files (one text per line) or one of {', '.join(BUILTIN_CORPORA)}",
-                            nargs="+", required=True)
+    corpus: list[str] = opt(list, f"text files (one text per line), folders, JSONL, Parquet, .gz, or "
+                                  f"{', '.join(BUILTIN_CORPORA)}", nargs="+", required=True)
     vocab_size: int = opt(21128, "entries in the vocabulary, specials included")
     min_frequency: int = opt(2, "pieces seen fewer times are left out")
     out: str = opt("", "directory to write vocab.txt, tokenizer.json, ...", required=True)
     lower_case: bool = opt(True, "lowercase and strip accents (--no-lower-case: a cased vocabulary)")
     chinese_chars: bool = opt(True, "split CJK text per character (--no-chinese-chars: do not)")
+    doc_sep: str = opt("line", "plain text: one text per line, or texts separated by blank lines",
+                       choices=["line", "blank"])
+    text_field: str = opt("text", "JSONL field / Parquet column holding the text")
+    vocab_sample: str | None = opt(None, "learn from a seeded sample spread over the corpus: 200MB, 2GB or 50000docs "
+                                         "(default: all of it)")
+    seed: int = opt(0, "seed of the sample")
 
 
 def tokenize_main(argv: list[str]) -> int:
@@ -644,17 +657,13 @@ def tokenize_main(argv: list[str]) -> int:
 
 
 def train_main(argv: list[str]) -> int:
+    from .data.corpus import Corpus
+
     args = parse(VocabTrainConfig, argv, prog="bertkit tokenizer train")
-    builtin = [c for c in args.corpus if c.startswith("builtin:")]
-    options = dict(vocab_size=args.vocab_size, min_frequency=args.min_frequency, show_progress=True,
-                   do_lower_case=args.lower_case, tokenize_chinese_chars=args.chinese_chars)
-    if builtin and len(builtin) != len(args.corpus):
-        raise TokenizerError("--corpus takes either files or built-in corpora, not both")
-    if builtin:
-        texts = [t for name in builtin for t in builtin_texts(name)]
-        tok = train_vocab(texts=texts, **options)
-    else:
-        tok = train_vocab(args.corpus, **options)
+    texts = Corpus(args.corpus, text_field=args.text_field, doc_sep=args.doc_sep, sample=args.vocab_sample,
+                   seed=args.seed)
+    tok = train_vocab(texts=texts, vocab_size=args.vocab_size, min_frequency=args.min_frequency, show_progress=True,
+                      do_lower_case=args.lower_case, tokenize_chinese_chars=args.chinese_chars)
     tok.save_pretrained(args.out)
     print(f"vocabulary of {tok.vocab_size} written to {args.out}")
     return 0
@@ -663,6 +672,6 @@ def train_main(argv: list[str]) -> int:
 def tokenizer_main(argv: list[str]) -> int:
     """Tokenizer tools: `bertkit tokenizer train ...`."""
     if not argv or argv[0] != "train":
-        print("usage: bertkit tokenizer train --corpus FILE... --vocab-size N --out DIR")
+        print("usage: bertkit tokenizer train --corpus SPEC... --vocab-size N --out DIR [--vocab-sample 200MB]")
         return 0 if argv and argv[0] in ("-h", "--help") else 2
     return train_main(argv[1:])

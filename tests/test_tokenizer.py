@@ -29,6 +29,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from transformers import BertTokenizer, BertTokenizerFast  # noqa: E402
 
+from bertkit.data.corpus import CorpusError  # noqa: E402
 from bertkit.errors import BertkitError  # noqa: E402
 from bertkit.tokenizer import (BatchEncoding, Tokenizer, TokenizerError, read_vocab, tokenize_main,  # noqa: E402
                                train_main, train_vocab)
@@ -842,7 +843,7 @@ def test_train_main_with_files(tmp_path, corpora, capsys):
     texts = corpora[0][1500:1520] + corpora[1][1500:1520]
     assert ours(texts)["input_ids"] == fast(texts)["input_ids"]
     assert [ours.vocab[t] for t in SPECIALS] == [0, 1, 2, 3, 4] and len(ours) <= 6000
-    with pytest.raises(TokenizerError, match="missing.txt"):
+    with pytest.raises(CorpusError, match="missing.txt: no such file or folder"):
         train_main(["--corpus", str(tmp_path / "missing.txt"), "--out", str(tmp_path / "x")])
 
 

