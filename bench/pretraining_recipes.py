@@ -148,20 +148,23 @@ def corpus_with_reviews() -> str:
 
 def pd_heldout_accuracy(model_dir: str, mlm_probability: float = 0.15) -> float:
     """Held-out MLM accuracy of a saved model on People's Daily's held-out documents (as every run measures)."""
-    from bertkit.data.corpus import read_corpus, split_heldout
-    from bertkit.data.examples import pack_examples, tokenize_documents
+    from bertkit.data.dataset import PretrainingData
     from bertkit.data.masking import MaskingCollator
+    from bertkit.data.prepare import prepare
+    from bertkit.data.rows import make_rows
     from bertkit.heads import BertForMaskedLM
     from bertkit.tokenizer import Tokenizer
     from bertkit.train.pretrain import evaluate_mlm
 
     tok = Tokenizer.from_pretrained(model_dir)
-    _, heldout = split_heldout(read_corpus(CORPUS), fraction=0.01, seed=0)
-    examples = pack_examples(tokenize_documents(tok, heldout), 128, tok.cls_token_id, tok.sep_token_id)
+    folder = os.path.join(RUNS, "data", "peoples-daily-" + os.path.basename(os.path.normpath(model_dir)))
+    prepare(CORPUS, tok, folder, heldout=0.01, seed=0, overwrite=True)
+    rows = make_rows(PretrainingData.open(folder).splits["heldout"], "stream", seq_len=128, cls_id=tok.cls_token_id,
+                     sep_id=tok.sep_token_id)
     collator = MaskingCollator(vocab_size=tok.vocab_size, mask_id=tok.mask_token_id, pad_id=tok.pad_token_id,
                                special_ids=tuple(tok.all_special_ids), mlm_probability=mlm_probability, seed=0)
     model = BertForMaskedLM.from_pretrained(model_dir).eval()
-    return evaluate_mlm(model, examples, collator, 8)["mlm_accuracy"]
+    return evaluate_mlm(model, rows, collator, 8)["mlm_accuracy"]
 
 
 def learn_tokenizer() -> str:

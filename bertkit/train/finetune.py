@@ -26,9 +26,9 @@ from ..config import PRESETS, BertConfig
 from ..metrics import finite_or_none, format_report, plot_confusion_matrix
 from ..options import opt, parse
 from ..tasks import TASKS, TaskOptions, default_stride, evaluate, get_task, label_list, read_examples
-from ..tokenizer import Tokenizer
-from .loop import (StepSampler, TrainConfig, TrainingError, TrainSummary, digest, read_metrics, train, vocab_digest,
-                   with_default)
+from ..files import digest
+from ..tokenizer import Tokenizer, vocab_digest
+from .loop import StepSampler, TrainConfig, TrainingError, TrainSummary, read_metrics, train, with_default
 from .runfolder import run_claimed
 
 
@@ -67,7 +67,7 @@ class FinetuneBatches:
         self.features, self.pad_id, self.task, self.sampler = features, pad_id, task, sampler
 
     def batch(self, step: int, micro: int) -> dict:
-        rows = [self.features[i] for i in self.sampler.global_indices(step, micro)][self.sampler.own_rows()]
+        rows = [self.features[i] for i in self.sampler.indices(step, micro)]
         return self.task.collate(rows, self.pad_id)
 
 

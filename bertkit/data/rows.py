@@ -1,0 +1,346 @@
+"""Pretraining rows cut from a prepared split (dataset.py): row i's tokens are found from the document offsets
+when a batch asks for it, so nothing of the corpus's size is held in Python objects.
+
+    StreamRows     MLM only (RoBERTa-style "full sentences"): the documents joined into one stream, one [SEP]
+                   between neighbours, cut into rows [CLS] chunk [SEP] of seq_len tokens; nothing is padded.
+                   The last, shorter row is kept if it holds at least half a chunk. Plan: none (arithmetic
+                   on the offsets: document d starts at stream position offsets[d] + d).
+    DocumentRows   MLM only, documents kept apart: each document is cut into pieces of seq_len - 2 tokens (the
+                   last shorter) and whole pieces [CLS] piece [SEP] go into rows, best fit, longest first (a
+                   deterministic order); the row's attention_mask numbers its pieces 1, 2, ... so the model
+                   keeps attention (and positions) inside each. Plan: full pieces are one row each (arithmetic);
+                   the last pieces, one per document, are fitted once at the start (~1 s per million documents).
+    PairRows       MLM + NSP, the scheme of Google's create_pretraining_data.py: [CLS] A [SEP] B [SEP] where
+                   B follows A in the document (label 0) or is a span of another document (label 1). Plan:
+                   one pass over every sentence at the start (a seeded walk; 5 numbers per row).
+
+    rows = make_rows(split, "stream", seq_len=128, cls_id=2, sep_id=3)
+    len(rows); rows.batch(np.array([7, 3, 12]), words=True) -> RowBatch (padded arrays)
+
+RowBatch.word_ids numbers the whole words of a row from 0 (tokens of one word share a number) and is -1 at
+[CLS] / [SEP] / padding; the masking collator uses it to mask whole words. A row's first token, and the first
+token of each piece / sentence span, always starts a word (a word cut by the row edge is two words).
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from array import array
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ConfigError
+from .dataset import Split
+
+PACKINGS = ("stream", "documents")
+
+
+@dataclass
+class RowBatch:
+    """Rows padded to the longest (B, S); all int64."""
+
+    input_ids: np.ndarray
+    token_type_ids: np.ndarray
+    attention_mask: np.ndarray  # 1 on tokens (or piece numbers 1, 2, ... in packed documents), 0 on padding
+    word_ids: np.ndarray | None  # -1 on specials and padding (None: not asked for)
+    next_sentence_label: np.ndarray | None  # (B,) 0 = B follows A, 1 = B is random; None: no NSP
+
+
+def make_rows(split: Split, kind: str, *, seq_len: int, cls_id: int, sep_id: int, seed: int = 0,
+              short_seq_prob: float = 0.1):
+    """The rows of a split: kind "stream" / "documents" (MLM) or "pairs" (NSP, seeded by `seed`)."""
+    if kind == "stream":
+        return StreamRows(split, seq_len, cls_id, sep_id)
+    if kind == "documents":
+        return DocumentRows(split, seq_len, cls_id, sep_id)
+    if kind == "pairs":
+        return PairRows(split, seq_len, cls_id, sep_id, rng=random.Random(seed), short_seq_prob=short_seq_prob)
+    raise ConfigError(f"unknown kind of rows {kind!r}: stream, documents or pairs")
+
+
+class _Rows:
+    """What every kind shares: the split, the special ids, and turning segments into a padded batch."""
+
+    def __init__(self, split: Split, seq_len: int, cls_id: int, sep_id: int, smallest: int):
+        if seq_len < smallest:
+            raise ConfigError(f"seq_len must be >= {smallest} for these rows, got {seq_len}")
+        self.split, self.seq_len, self.cls_id, self.sep_id = split, seq_len, cls_id, sep_id
+
+    def __len__(self) -> int:
+        return self.count
+
+    def batch(self, indices, words: bool = False) -> RowBatch:
+        """The rows at `indices` (any order, repeats allowed), padded to the longest."""
+        indices = np.asarray(indices, dtype=np.int64)
+        if indices.size and (indices.min() < 0 or indices.max() >= self.count):
+            raise IndexError(f"row indices must be in [0, {self.count})")
+        rows = [self.row(int(i), words) for i in indices]
+        S = max(len(r[0]) for r in rows)
+        out = {name: np.zeros((len(rows), S), dtype=np.int64) for name in ("ids", "types", "mask")}
+        word_ids = np.full((len(rows), S), -1, dtype=np.int64) if words else None
+        for b, (ids, types, mask, row_words) in enumerate(rows):
+            n = len(ids)
+            out["ids"][b, :n], out["types"][b, :n], out["mask"][b, :n] = ids, types, mask
+            if words:
+                word_ids[b, :n] = row_words
+        labels = np.array([self.label(int(i)) for i in indices], dtype=np.int64) if self.pairs else None
+        return RowBatch(out["ids"], out["types"], out["mask"], word_ids, labels)
+
+    pairs = False  # rows with a next-sentence label (PairRows)
+
+    def label(self, i: int) -> int:
+        """Row i's next-sentence label (PairRows)."""
+        raise TypeError(f"{type(self).__name__} rows have no next-sentence label")
+
+
+# ----- the stream --------------------------------------------------------------------------------
+class StreamRows(_Rows):
+    def __init__(self, split: Split, seq_len: int, cls_id: int, sep_id: int):
+        super().__init__(split, seq_len, cls_id, sep_id, smallest=3)
+        self.chunk = seq_len - 2
+        self.length = split.tokens + max(0, split.documents - 1)  # the stream, with a [SEP] between documents
+        full, tail = divmod(self.length, self.chunk)
+        self.count = full + (1 if tail and 2 * tail >= self.chunk else 0)
+
+    def _document_at(self, position: int) -> int:
+        """The document whose stream span (its tokens and the [SEP] after it) holds `position`."""
+        offsets = self.split.offsets
+        lo, hi = 0, self.split.documents - 1
+        while lo < hi:  # the last d with offsets[d] + d <= position
+            mid = (lo + hi + 1) // 2
+            if int(offsets[mid]) + mid <= position:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def row(self, i: int, words: bool):
+        start, end = i * self.chunk, min((i + 1) * self.chunk, self.length)
+        offsets, d = self.split.offsets, self._document_at(start)
+        text = []  # the stream's content between start and end, as (token start, token end) or None for a [SEP]
+        position = start
+        while position < end:
+            begin = int(offsets[d]) + d
+            stop = begin + int(offsets[d + 1]) - int(offsets[d])  # where the [SEP] after document d sits
+            if position < stop:
+                take = min(end, stop)
+                text.append((int(offsets[d]) + position - begin, int(offsets[d]) + take - begin))
+                position = take
+            if position < end and position == stop:
+                text.append(None)
+                position += 1
+            d += 1
+        return self._row(text, words)
+
+    def _row(self, text: list, words: bool):
+        ids, flags = [np.array([self.cls_id])], [np.array([-1])]
+        for part in text:
+            if part is None:
+                ids.append(np.array([self.sep_id]))
+                flags.append(np.array([-1]))
+                continue
+            ids.append(self.split.ids[part[0]:part[1]].astype(np.int64))
+            if words:
+                f = self.split.word_starts(*part).astype(np.int64)
+                f[:1] = 1
+                flags.append(f)
+        ids.append(np.array([self.sep_id]))
+        flags.append(np.array([-1]))
+        row_ids = np.concatenate(ids)
+        ones = np.ones(len(row_ids), dtype=np.int64)
+        return row_ids, ones * 0, ones, _number_words(flags) if words else None
+
+
+def _number_words(flags: list[np.ndarray]) -> np.ndarray:
+    """Word starts (1), continuations (0) and specials (-1) -> word numbers 0, 1, ... and -1."""
+    flags = np.concatenate(flags)
+    return np.where(flags >= 0, np.cumsum(np.maximum(flags, 0)) - 1, -1)
+
+
+# ----- documents apart ---------------------------------------------------------------------------
+class DocumentRows(_Rows):
+    def __init__(self, split: Split, seq_len: int, cls_id: int, sep_id: int):
+        super().__init__(split, seq_len, cls_id, sep_id, smallest=3)
+        self.chunk = chunk = seq_len - 2
+        lengths = np.diff(np.asarray(split.offsets))
+        self.full_before = np.cumsum(lengths // chunk)  # full pieces in documents 0..d
+        self.full = int(self.full_before[-1]) if len(lengths) else 0
+        tails = np.flatnonzero(lengths % chunk)
+        tail_len = lengths[tails] % chunk
+        self.tail_doc, self.tail_len = tails, tail_len
+        members = _best_fit(tail_len, tails, seq_len)  # rows of tails, each a sorted array of tail numbers
+        self.row_start = np.concatenate([[0], np.cumsum([len(m) for m in members])]).astype(np.int64)
+        self.members = np.concatenate(members).astype(np.int64) if members else np.zeros(0, dtype=np.int64)
+        self.count = self.full + len(members)
+
+    def row(self, i: int, words: bool):
+        offsets, chunk = self.split.offsets, self.chunk
+        if i < self.full:  # the i-th full piece, in document order: one row
+            d = int(np.searchsorted(self.full_before, i, side="right"))
+            k = i - (int(self.full_before[d - 1]) if d else 0)
+            start = int(offsets[d]) + k * chunk
+            pieces = [(start, start + chunk)]
+        else:
+            tails = self.members[self.row_start[i - self.full]:self.row_start[i - self.full + 1]]
+            pieces = []
+            for t in tails:
+                end = int(offsets[self.tail_doc[t] + 1])
+                pieces.append((end - int(self.tail_len[t]), end))
+        ids, mask, flags = [], [], []
+        for number, (start, end) in enumerate(pieces, 1):
+            ids += [np.array([self.cls_id]), self.split.ids[start:end].astype(np.int64), np.array([self.sep_id])]
+            mask.append(np.full(end - start + 2, number))
+            if words:
+                f = self.split.word_starts(start, end).astype(np.int64)
+                f[:1] = 1
+                flags += [np.array([-1]), f, np.array([-1])]
+        row_ids = np.concatenate(ids)
+        return row_ids, np.zeros(len(row_ids), dtype=np.int64), np.concatenate(mask), \
+            _number_words(flags) if words else None
+
+
+def _best_fit(lengths: np.ndarray, order_key: np.ndarray, seq_len: int) -> list[np.ndarray]:
+    """Pieces of `lengths` tokens (+ [CLS], [SEP]) into rows of seq_len: longest first (ties: in order), each into
+    the row with the least room that holds it (ties: the oldest row), a new row when none does. Room per row is
+    kept in buckets by size (a heap of rows each) and a bit mask of the sizes that have rows, so a fit is found
+    in a few integer operations. Returns each row's pieces, sorted."""
+    order = np.lexsort((order_key, -lengths))
+    buckets: dict[int, list[int]] = {}
+    sizes = 0  # bit f set: some row has exactly f free tokens
+    rows: list[list[int]] = []
+    for piece in order.tolist():
+        need = int(lengths[piece]) + 2
+        candidates = sizes >> need
+        if candidates:
+            free = need + (candidates & -candidates).bit_length() - 1  # the smallest room that holds it
+            row = heapq.heappop(buckets[free])
+            if not buckets[free]:
+                sizes &= ~(1 << free)
+        else:
+            free, row = seq_len, len(rows)
+            rows.append([])
+        rows[row].append(piece)
+        if free - need >= 3:  # room for at least [CLS] x [SEP]
+            heapq.heappush(buckets.setdefault(free - need, []), row)
+            sizes |= 1 << (free - need)
+    return [np.sort(np.array(r, dtype=np.int64)) for r in rows]
+
+
+# ----- next-sentence pairs -----------------------------------------------------------------------
+class PairRows(_Rows):
+    """[CLS] A [SEP] B [SEP] rows, as Google's create_instances_from_document (one pass over the documents).
+
+    Per document a target length (seq_len - 3, or with probability short_seq_prob a random length from 2) is
+    drawn; whole sentences are gathered into a chunk until it reaches the target (or the document ends). The
+    chunk is cut at a random sentence boundary into A and B. With probability 0.5 B is replaced by sentences of
+    another document, from a random sentence on, up to the target (label 1), and the chunk's unused sentences
+    go back to the document; else B is the real continuation (label 0). The pair is then cut to seq_len - 3
+    tokens, one token at a time from the longer side, at its front or back at random. Labels follow
+    transformers: 0 = B is the continuation, 1 = B is random.
+
+    One change from Google's code, which gives every one-sentence chunk (a sentence as long as the target, a
+    document's last sentence, most chunks of a short target) a random B, and so about 56% random pairs on
+    People's Daily: here the coin comes first, and a one-sentence chunk that is to get a real B takes the
+    document's next sentence as B (at the document's end: its previous sentence as A). Only a document of a
+    single sentence always gets a random B. The walk is the only part that reads every sentence; the plan it
+    leaves is 5 numbers per row (A's and B's token ranges, the label).
+    """
+
+    pairs = True
+
+    def __init__(self, split: Split, seq_len: int, cls_id: int, sep_id: int, *, rng: random.Random,
+                 short_seq_prob: float = 0.1):
+        super().__init__(split, seq_len, cls_id, sep_id, smallest=5)
+        if not 0.0 <= short_seq_prob <= 1.0:
+            raise ConfigError(f"short_seq_prob must be in [0, 1], got {short_seq_prob}")
+        if split.documents < 2:
+            raise ConfigError(f"next-sentence pairs need at least 2 documents (random B sentences come from another "
+                              f"document); the {split.name} split has {split.documents}")
+        plan = _pair_plan(split, seq_len - 3, rng, short_seq_prob)
+        self.a_start, self.a_len, self.b_start, self.b_len, self.labels = (np.frombuffer(a, dtype=t) for a, t in zip(
+            plan, (np.int64, np.int32, np.int64, np.int32, np.int8)))
+        self.count = len(self.labels)
+
+    def label(self, i: int) -> int:
+        return int(self.labels[i])
+
+    def row(self, i: int, words: bool):
+        a0, a1 = int(self.a_start[i]), int(self.a_start[i]) + int(self.a_len[i])
+        b0, b1 = int(self.b_start[i]), int(self.b_start[i]) + int(self.b_len[i])
+        ids = np.concatenate([[self.cls_id], self.split.ids[a0:a1], [self.sep_id], self.split.ids[b0:b1],
+                              [self.sep_id]]).astype(np.int64)
+        types = np.zeros(len(ids), dtype=np.int64)
+        types[a1 - a0 + 2:] = 1
+        row_words = None
+        if words:
+            fa, fb = self.split.word_starts(a0, a1).astype(np.int64), self.split.word_starts(b0, b1).astype(np.int64)
+            fa[:1], fb[:1] = 1, 1
+            row_words = _number_words([np.array([-1]), fa, np.array([-1]), fb, np.array([-1])])
+        return ids, types, np.ones(len(ids), dtype=np.int64), row_words
+
+
+def _sentences(split: Split, d: int) -> tuple[list[int], list[int]]:
+    """(token start, length) of each sentence of document d."""
+    start, end = int(split.offsets[d]), int(split.offsets[d + 1])
+    begins = np.flatnonzero(split.sentence_starts(start, end))
+    if not len(begins) or begins[0] != 0:
+        begins = np.concatenate([[0], begins])
+    lengths = np.diff(np.append(begins, end - start))
+    return (begins + start).tolist(), lengths.tolist()
+
+
+def _pair_plan(split: Split, max_tokens: int, rng: random.Random, short_seq_prob: float):
+    """The walk of PairRows' docstring, on sentence lengths only: (A start, A length, B start, B length, label)."""
+    a_start, a_len, b_start, b_len, labels = array("q"), array("i"), array("q"), array("i"), array("b")
+    n = split.documents
+    for d in range(n):
+        starts, lengths = _sentences(split, d)
+        target = max_tokens
+        if rng.random() < short_seq_prob:
+            target = rng.randint(2, max_tokens)
+        first, length, i = 0, 0, 0  # the chunk is sentences first..i
+        while i < len(starts):
+            length += lengths[i]
+            if i == len(starts) - 1 or length >= target:
+                is_random = rng.random() < 0.5
+                chunk = i - first + 1
+                if not is_random and chunk == 1:  # a real B needs a second sentence
+                    if i + 1 < len(starts):
+                        i += 1  # the next one as B
+                    elif i > 0:
+                        first -= 1  # at the end: the one before as A
+                    else:
+                        is_random = True  # a one-sentence document
+                    chunk = i - first + 1
+                a_end = rng.randint(1, chunk - 1) if chunk >= 2 else 1  # sentences of A
+                a0, a_n = starts[first], sum(lengths[first:first + a_end])
+                if is_random:
+                    other = rng.randrange(n - 1)
+                    other += other >= d  # any document but this one
+                    o_starts, o_lengths = _sentences(split, other)
+                    s = rng.randrange(len(o_starts))
+                    b0, b_n = o_starts[s], 0
+                    for k in range(s, len(o_starts)):
+                        b_n += o_lengths[k]
+                        if b_n >= target - a_n:
+                            break
+                    i -= chunk - a_end  # the chunk's unused sentences are read again
+                else:
+                    b0, b_n = starts[first + a_end], sum(lengths[first + a_end:i + 1])
+                # Google's truncate_seq_pair: drop one token at a time from the longer side, front or back at random
+                while a_n + b_n > max_tokens:
+                    front = rng.random() < 0.5
+                    if a_n > b_n:
+                        a0, a_n = (a0 + 1 if front else a0), a_n - 1
+                    else:
+                        b0, b_n = (b0 + 1 if front else b0), b_n - 1
+                a_start.append(a0)
+                a_len.append(a_n)
+                b_start.append(b0)
+                b_len.append(b_n)
+                labels.append(int(is_random))
+                first, length = i + 1, 0
+            i += 1
+    return a_start, a_len, b_start, b_len, labels

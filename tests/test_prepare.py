@@ -1,0 +1,885 @@
+"""`bertkit prepare` (bertkit/data/prepare.py) and the dataset folder it writes (bertkit/data/dataset.py).
+
+Real People's Daily text and a vocabulary learned on it (conftest's corpus_file / tokenizer_dir). The files
+are read here with plain numpy (np.fromfile) as the format in dataset.py's docstring describes them, and
+compared with the tokenizer run document by document: the test does not trust the reader it also checks.
+
+Fast: the format round trip (uint16 and uint32 ids), reuse / overwrite / locks, every damage that must stop
+PretrainingData.open and `bertkit pretrain --data`. Slow: several worker processes, the CLI in a subprocess,
+kill -9 at random moments then a rerun, and the peak memory of two corpus sizes.
+"""
+
+import gzip
+import hashlib
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from bertkit.cli import main as cli_main
+from bertkit.data import prepare as prepare_module
+from bertkit.data.corpus import is_heldout
+from bertkit.data.dataset import FILES, DataError, PretrainingData, ids_dtype
+from bertkit.data.encode import encode_documents, plain_backend
+from bertkit.data.prepare import prepare
+from bertkit.text import CJK_IDEOGRAPHS, CLOSERS, SENTENCE_FINAL
+from bertkit.tokenizer import Tokenizer, train_vocab, vocab_digest
+
+HELDOUT, SEED = 0.1, 5  # not the defaults, so that the options reach the split
+TIMEOUT = 300  # seconds for any one subprocess (far more than it needs)
+
+
+# ----- helpers -----------------------------------------------------------------------------------
+E = re.escape  # paths in `match=` patterns
+
+
+def is_cjk(char: str) -> bool:
+    return len(char) == 1 and any(lo <= ord(char) <= hi for lo, hi in CJK_IDEOGRAPHS)
+
+
+def lines_of(path) -> list[str]:
+    """The documents of a one-per-line text file, read here (not with bertkit's reader)."""
+    with open(path, encoding="utf-8") as fh:
+        return [line.strip() for line in fh.read().split("\n") if line.strip()]
+
+
+def sha256_of(path) -> str:
+    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
+def folder_bytes(folder) -> dict:
+    """Every file under `folder` (relative path -> bytes)."""
+    out = {}
+    for root, _, names in os.walk(folder):
+        for name in names:
+            path = os.path.join(root, name)
+            out[os.path.relpath(path, folder)] = open(path, "rb").read()
+    return out
+
+
+def snapshot(folder) -> dict:
+    """Every file and folder under `folder` (and itself): bytes (files) and mtime."""
+    out = {".": (None, os.stat(folder).st_mtime_ns)}
+    for root, dirs, names in os.walk(folder):
+        for name in dirs + names:
+            path = os.path.join(root, name)
+            out[os.path.relpath(path, folder)] = (open(path, "rb").read() if os.path.isfile(path) else None,
+                                                  os.stat(path).st_mtime_ns)
+    return out
+
+
+def siblings(out) -> list[str]:
+    """The hidden `.NAME.*` entries prepare keeps beside `out` (partial folder, lock, old folder)."""
+    parent, name = os.path.split(os.path.abspath(out))
+    return sorted(n for n in os.listdir(parent) if n.startswith(f".{name}."))
+
+
+def assert_same_folders(a, b) -> None:
+    fa, fb = folder_bytes(a), folder_bytes(b)
+    assert sorted(fa) == sorted(fb)
+    different = [name for name in fa if fa[name] != fb[name]]
+    assert not different, f"files that differ between {a} and {b}: {different}"
+
+
+def raw_split(folder, split, dtype) -> dict:
+    """One split's files read with np.fromfile, as the format says (not with PretrainingData)."""
+    path = os.path.join(folder, split)
+    ids = np.fromfile(os.path.join(path, "ids.bin"), dtype=dtype)
+    tokens = len(ids)
+    words = np.fromfile(os.path.join(path, "word_starts.bin"), dtype=np.uint8)
+    sentences = np.fromfile(os.path.join(path, "sentence_starts.bin"), dtype=np.uint8)
+    assert len(words) == len(sentences) == (tokens + 7) // 8
+    words, sentences = np.unpackbits(words, bitorder="little"), np.unpackbits(sentences, bitorder="little")
+    assert not words[tokens:].any() and not sentences[tokens:].any()  # the padding bits of the last byte are 0
+    return {"ids": ids, "offsets": np.fromfile(os.path.join(path, "documents.bin"), dtype=np.int64),
+            "words": words[:tokens].astype(bool), "sentences": sentences[:tokens].astype(bool),
+            "counts": np.fromfile(os.path.join(path, "token_counts.bin"), dtype=np.int64)}
+
+
+def split_docs(docs, fraction=HELDOUT, seed=SEED) -> dict:
+    held = is_heldout(np.arange(len(docs)), fraction, seed)
+    return {"train": [d for d, h in zip(docs, held) if not h], "heldout": [d for d, h in zip(docs, held) if h]}
+
+
+def check_round_trip(folder, docs, tokenizer, *, fraction=HELDOUT, seed=SEED, wwm=False) -> dict:
+    """Every document of each split: ids == Tokenizer.encode, marks == encode_documents, counts == bincount.
+    Returns the raw splits."""
+    dtype = ids_dtype(tokenizer.vocab_size)
+    backend = plain_backend(tokenizer)
+    out = {}
+    for split, texts in split_docs(docs, fraction, seed).items():
+        texts = [t for t in texts if tokenizer.encode(t, add_special_tokens=False)]  # a document without a token
+        raw = raw_split(folder, split, dtype)                                         # is not written
+        ids, offsets = raw["ids"], raw["offsets"]
+        assert len(offsets) == len(texts) + 1, split
+        assert offsets[0] == 0 and offsets[-1] == len(ids) and np.all(np.diff(offsets) > 0)
+        for d, text in enumerate(texts):
+            assert ids[offsets[d]:offsets[d + 1]].tolist() == tokenizer.encode(text, add_special_tokens=False), \
+                f"{split} document {d}"
+        # the reference path of encode_documents (the backend tokenizes each document whole; prepare's workers
+        # take the table-driven fast path): the same marks, and the same lengths
+        encoded = encode_documents(backend, texts, chinese_words=wwm, fast=False)
+        assert np.array_equal(encoded.lengths, np.diff(offsets))
+        assert np.array_equal(raw["words"], encoded.word_starts)
+        assert np.array_equal(raw["sentences"], encoded.sentence_starts)
+        assert np.array_equal(raw["counts"], np.bincount(ids, minlength=tokenizer.vocab_size))
+        out[split] = raw
+    return out
+
+
+# ----- fixtures ----------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tok(tokenizer_dir):
+    return Tokenizer.from_pretrained(tokenizer_dir)
+
+
+@pytest.fixture(scope="module")
+def docs(corpus_file):
+    return lines_of(corpus_file)
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory, corpus_file, tokenizer_dir):
+    """corpus_file prepared once (1 worker, 10% held out with seed 5); tests that change it work on a copy."""
+    out = tmp_path_factory.mktemp("prepared") / "data"
+    summary = prepare(corpus_file, tokenizer_dir, str(out), heldout=HELDOUT, seed=SEED, workers=1)
+    assert not summary.reused
+    return str(out)
+
+
+@pytest.fixture
+def damaged(prepared, tmp_path):
+    """A fresh copy of the prepared folder, to break."""
+    out = tmp_path / "data"
+    shutil.copytree(prepared, out)
+    return str(out)
+
+
+# ----- 1. the format ------------------------------------------------------------------------------
+def test_every_document_round_trips_through_the_files(prepared, docs, tok):
+    raw = check_round_trip(prepared, docs, tok)
+    splits = split_docs(docs)
+    assert len(splits["heldout"]) > 30 and len(splits["train"]) > 500  # both splits hold real text
+    # the marks, checked without encode_documents: in WordPiece mode a word starts at every token but a "##"
+    # piece; a sentence starts at each document's first token, after a "。" and never right after a CJK
+    # character (the corpus is one paragraph per line: no line breaks inside a document)
+    for split, data in raw.items():
+        tokens = np.array(tok.convert_ids_to_tokens(data["ids"].tolist()), dtype=object)
+        first = np.zeros(len(tokens), dtype=bool)
+        first[data["offsets"][:-1]] = True
+        continues = np.array([t.startswith("##") and len(t) > 2 for t in tokens])
+        assert continues.sum() > 10  # numbers and latin words give "##" pieces
+        assert np.array_equal(data["words"], first | ~continues)
+        assert data["sentences"][first].all()
+        previous = np.concatenate([[""], tokens[:-1]])
+        single_cjk = np.array([is_cjk(t) for t in tokens])
+        after_stop = ~first & (previous == "。") & single_cjk
+        assert after_stop.sum() > len(tokens) / 200 and data["sentences"][after_stop].all()
+        after_cjk = ~first & np.concatenate([[False], single_cjk[:-1]]) & single_cjk
+        assert after_cjk.sum() > len(tokens) / 2 and not data["sentences"][after_cjk].any()
+        ends = np.isin(tokens, list(SENTENCE_FINAL | CLOSERS))
+        assert data["sentences"].sum() > data["offsets"].size  # sentences within documents, too
+        assert not data["sentences"][ends & ~first].any()  # a mark that ends a sentence never starts one
+
+
+def test_the_manifest_describes_the_sources_the_splits_and_every_file(prepared, docs, tok, corpus_file):
+    manifest = json.load(open(os.path.join(prepared, "manifest.json"), encoding="utf-8"))
+    assert manifest["format"] == "bertkit-pretraining-data" and manifest["version"] == 1
+    assert manifest["tokenizer"] == {"vocab_size": 1500, "fingerprint": vocab_digest(tok), "ids_dtype": "uint16"}
+    assert tok.vocab_size == 1500
+    assert manifest["sources"] == [{"name": corpus_file, "bytes": os.path.getsize(corpus_file),
+                                    "sha256": sha256_of(corpus_file)}]
+    assert manifest["options"] == {"doc_sep": "line", "text_field": "text", "words": "wordpiece",
+                                   "heldout": HELDOUT, "seed": SEED}
+    assert manifest["documents_read"] == len(docs) == 600 and manifest["empty_documents"] == 0
+    assert manifest["text_bytes"] == sum(len(d.encode("utf-8")) for d in docs)
+    for split, texts in split_docs(docs).items():
+        info = manifest["splits"][split]
+        assert info["documents"] == len(texts)
+        assert info["tokens"] == sum(len(tok.encode(t, add_special_tokens=False)) for t in texts)
+        assert sorted(info["files"]) == sorted(FILES)
+        for key, entry in info["files"].items():
+            path = os.path.join(prepared, split, entry["name"])
+            assert entry["name"] == f"{key}.bin"
+            assert entry["bytes"] == os.path.getsize(path) and entry["sha256"] == sha256_of(path), path
+    assert sorted(os.listdir(prepared)) == ["heldout", "manifest.json", "tokenizer", "train"]
+    # the tokenizer travels with the data: the same vocabulary, the same ids
+    saved = Tokenizer.from_pretrained(os.path.join(prepared, "tokenizer"))
+    assert saved.get_vocab() == tok.get_vocab() and vocab_digest(saved) == vocab_digest(tok)
+    assert [saved.encode(d) for d in docs[:20]] == [tok.encode(d) for d in docs[:20]]
+
+
+def test_disk_holds_two_and_a_quarter_bytes_per_token(prepared):
+    manifest = json.load(open(os.path.join(prepared, "manifest.json"), encoding="utf-8"))
+    for split in ("train", "heldout"):
+        tokens = manifest["splits"][split]["tokens"]
+        size = {key: os.path.getsize(os.path.join(prepared, split, f"{key}.bin")) for key in FILES}
+        per_token = (size["ids"] + size["word_starts"] + size["sentence_starts"]) / tokens
+        assert size["ids"] == 2 * tokens and size["word_starts"] == size["sentence_starts"] == (tokens + 7) // 8
+        assert per_token <= 3 and per_token <= 2.25 + 2 / tokens, per_token  # 2 for the id, 2 bits of marks
+        assert size["documents"] == 8 * (manifest["splits"][split]["documents"] + 1)
+        assert size["token_counts"] == 8 * 1500
+
+
+def test_pretraining_data_maps_what_the_files_hold(prepared, tok):
+    data = PretrainingData.open(prepared)
+    assert data.tokenizer_dir == os.path.join(prepared, "tokenizer")
+    for name in ("train", "heldout"):
+        raw, split = raw_split(prepared, name, np.uint16), data.splits[name]
+        assert split.ids.dtype == np.uint16 and np.array_equal(split.ids, raw["ids"])
+        assert np.array_equal(split.offsets, raw["offsets"]) and split.documents == len(raw["offsets"]) - 1
+        assert np.array_equal(split.token_counts, raw["counts"])
+        for start, end in ((0, split.tokens), (3, 20), (13, 14), (7, 8), (split.tokens - 11, split.tokens)):
+            assert np.array_equal(split.word_starts(start, end), raw["words"][start:end])
+            assert np.array_equal(split.sentence_starts(start, end), raw["sentences"][start:end])
+    assert data.fingerprint == PretrainingData.open(prepared, verify=False).fingerprint
+
+
+def test_whole_word_marks_follow_jieba_words(tmp_path, docs, tok, corpus_file):
+    jieba = pytest.importorskip("jieba")
+    few = tmp_path / "few.txt"
+    few.write_text("\n".join(docs[:80]) + "\n", encoding="utf-8")
+    out = tmp_path / "wwm"
+    summary = prepare(str(few), tok, str(out), wwm=True, heldout=HELDOUT, seed=SEED, workers=1)
+    assert summary.manifest["options"]["words"] == "jieba"
+    check_round_trip(str(out), docs[:80], tok, wwm=True)
+    # independently: a jieba word starts a word; each next Chinese character of it, after another, does not
+    raw = raw_split(str(out), "train", np.uint16)
+    texts = split_docs(docs[:80])["train"]
+    inside = starts = 0
+    for d, text in enumerate(texts):
+        ids = raw["ids"][raw["offsets"][d]:raw["offsets"][d + 1]]
+        words = raw["words"][raw["offsets"][d]:raw["offsets"][d + 1]]
+        encoding = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+        assert encoding["input_ids"] == ids.tolist()
+        at = {start: i for i, (start, end) in enumerate(encoding["offset_mapping"]) if end - start == 1}
+        position = 0
+        for word in jieba.cut(text):
+            if is_cjk(word[0]) and position in at:
+                assert words[at[position]], (d, word)
+                starts += 1
+            for k in range(1, len(word)):
+                if is_cjk(word[k]) and is_cjk(word[k - 1]) and position + k in at and position + k - 1 in at:
+                    assert not words[at[position + k]], (d, word)
+                    inside += 1
+            position += len(word)
+    assert starts > 1000 and inside > 1000
+    # and nothing else changes: WordPiece marks (every token but a "##" piece) less those inside jieba words
+    first = np.zeros(len(raw["ids"]), dtype=bool)
+    first[raw["offsets"][:-1]] = True
+    continues = np.array([t.startswith("##") and len(t) > 2 for t in tok.convert_ids_to_tokens(raw["ids"].tolist())])
+    plain_words = first | ~continues
+    assert not (raw["words"] & ~plain_words).any() and plain_words.sum() - raw["words"].sum() == inside
+
+
+def test_block_size_does_not_change_a_byte(prepared, tmp_path, corpus_file, tokenizer_dir, monkeypatch):
+    """The reader cuts blocks of BLOCK_CHARS characters; how it cuts them must not show in the files."""
+    assert len(open(corpus_file, encoding="utf-8").read()) < prepare_module.BLOCK_CHARS  # `prepared`: one block
+    monkeypatch.setattr(prepare_module, "BLOCK_CHARS", 777)  # about 80 blocks: splits end at every bit position
+    out = tmp_path / "blocks"
+    prepare(corpus_file, tokenizer_dir, str(out), heldout=HELDOUT, seed=SEED, workers=1)
+    assert_same_folders(prepared, out)
+
+
+# ----- 2. uint16 / uint32 ids ----------------------------------------------------------------------
+def big_vocab(chars: list[str], size: int) -> dict:
+    """Specials at 0..4, [unusedN] fillers, and the characters on the top ids (the last id is size - 1)."""
+    vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])}
+    fillers = size - len(vocab) - len(chars)
+    vocab.update({f"[unused{i}]": len(vocab) + i for i in range(fillers)})
+    vocab.update({c: size - len(chars) + i for i, c in enumerate(chars)})
+    assert len(vocab) == size and sorted(vocab.values()) == list(range(size))
+    return vocab
+
+
+@pytest.mark.parametrize("size, dtype", [(65536, np.uint16), (65536 + 700, np.uint32)])
+def test_ids_above_65535_take_uint32(tmp_path, docs, size, dtype):
+    assert ids_dtype(65535) == ids_dtype(65536) == np.uint16 and ids_dtype(65537) == np.uint32
+    texts = docs[:60]
+    frequency = Counter(c for t in texts for c in t if not c.isspace())
+    common = [c for c, _ in frequency.most_common(700)]
+    assert len(common) == 700
+    tokenizer = Tokenizer.from_vocab(big_vocab(common, size))
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n".join(texts) + "\n", encoding="utf-8")
+    out = tmp_path / "data"
+    manifest = prepare(str(corpus), tokenizer, str(out), heldout=HELDOUT, seed=SEED, workers=1).manifest
+    assert manifest["tokenizer"]["ids_dtype"] == np.dtype(dtype).name and manifest["tokenizer"]["vocab_size"] == size
+    raw = check_round_trip(str(out), texts, tokenizer)
+    ids = raw["train"]["ids"]
+    assert ids.dtype == dtype and os.path.getsize(out / "train" / "ids.bin") == np.dtype(dtype).itemsize * len(ids)
+    every = np.concatenate([raw["train"]["ids"], raw["heldout"]["ids"]])
+    top = size - len(common)  # the first character's id
+    assert (every >= top).mean() > 0.8  # most tokens are characters on the top ids
+    assert (every == size - 1).any()  # the last id of the vocabulary is there, too
+    if dtype == np.uint32:
+        assert top > 65535  # every character's id needs more than 16 bits
+    data = PretrainingData.open(str(out))
+    assert data.splits["train"].ids.dtype == dtype and np.array_equal(data.splits["train"].ids, ids)
+    assert len(data.splits["train"].token_counts) == size
+
+
+# ----- 4. reuse, overwrite, locks --------------------------------------------------------------------
+def test_a_second_run_with_the_same_inputs_keeps_the_folder_untouched(tmp_path, corpus_file, tokenizer_dir, capsys):
+    out = tmp_path / "data"
+    first = prepare(corpus_file, tokenizer_dir, str(out), heldout=HELDOUT, seed=SEED, workers=1)
+    before = snapshot(out)
+    time.sleep(0.02)  # mtimes would move
+    said = []
+    again = prepare(corpus_file, tokenizer_dir, str(out), heldout=HELDOUT, seed=SEED, workers=1, say=said.append)
+    assert again.reused and not first.reused and again.manifest == first.manifest
+    assert said and "already prepared" in said[0]
+    assert snapshot(out) == before and siblings(out) == []
+    # overwrite=True with the same inputs: still nothing to do
+    assert prepare(corpus_file, tokenizer_dir, str(out), heldout=HELDOUT, seed=SEED, overwrite=True).reused
+    assert snapshot(out) == before and siblings(out) == []
+
+
+def test_other_inputs_need_overwrite(tmp_path, docs, tok, corpus_file):
+    corpus = tmp_path / "c.txt"
+    shutil.copy(corpus_file, corpus)
+    out = tmp_path / "data"
+    before_manifest = prepare(str(corpus), tok, str(out), heldout=HELDOUT, seed=SEED, workers=1).manifest
+    before = snapshot(out)
+    other_tok = train_vocab(texts=docs[:300], vocab_size=1200)
+    changes = [dict(heldout=0.2), dict(seed=6), dict(wwm=True), dict(doc_sep="blank"), dict(tokenizer=other_tok)]
+    for change in changes:
+        kw = {"heldout": HELDOUT, "seed": SEED, "workers": 1, "tokenizer": tok, **change}
+        tokenizer = kw.pop("tokenizer")
+        with pytest.raises(DataError, match=r"--out .*already holds another dataset, or a damaged one; pass --overwrite") as caught:
+            prepare(str(corpus), tokenizer, str(out), **kw)
+        assert str(out) in str(caught.value), change
+        assert snapshot(out) == before and siblings(out) == [], change
+    # the corpus file changes (one more line): refused, then replaced with overwrite=True
+    with open(corpus, "a", encoding="utf-8") as fh:
+        fh.write("新的一行。\n")
+    with pytest.raises(DataError, match="--overwrite"):
+        prepare(str(corpus), tok, str(out), heldout=HELDOUT, seed=SEED, workers=1)
+    assert snapshot(out) == before
+    summary = prepare(str(corpus), tok, str(out), heldout=HELDOUT, seed=SEED, workers=1, overwrite=True)
+    assert not summary.reused and summary.manifest["documents_read"] == 601
+    assert summary.manifest["sources"][0]["sha256"] == sha256_of(corpus)
+    assert json.load(open(out / "manifest.json")) == summary.manifest
+    assert siblings(out) == []
+    ids = np.fromfile(out / "train" / "ids.bin", dtype=np.uint16)
+    last = lines_of(corpus)[-1]
+    assert last == "新的一行。" and not is_heldout(600, HELDOUT, SEED)  # the new document went to train/, last
+    assert ids[-len(tok.encode(last, add_special_tokens=False)):].tolist() == tok.encode(last, add_special_tokens=False)
+    assert summary.manifest["splits"]["train"]["documents"] == before_manifest["splits"]["train"]["documents"] + 1
+
+
+def test_a_folder_that_is_not_a_dataset_is_refused(tmp_path, corpus_file, tokenizer_dir):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep me")
+    with pytest.raises(DataError, match=r"--out .*mine: already holds files; pass --overwrite"):
+        prepare(corpus_file, tokenizer_dir, str(out), workers=1)
+    assert sorted(os.listdir(out)) == ["notes.txt"] and (out / "notes.txt").read_text() == "keep me"
+    assert siblings(out) == []
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    with pytest.raises(DataError, match="--overwrite"):
+        prepare(corpus_file, tokenizer_dir, str(a_file), workers=1)
+    assert a_file.read_text() == "x"  # (an empty folder is fine: test_the_command_in_process)
+
+
+def test_a_live_lock_refuses_and_a_stale_one_is_taken_over(prepared, tmp_path, corpus_file, tokenizer_dir, capsys):
+    out = tmp_path / "data"
+    lock = tmp_path / ".data.lock"
+    writer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        lock.write_text(f"{writer.pid} {socket.gethostname()}\n")
+        with pytest.raises(DataError, match=E(f"--out {out}: process {writer.pid} on {socket.gethostname()} "
+                                              f"is preparing it ({lock})")):
+            prepare(corpus_file, tokenizer_dir, str(out), workers=1)
+        assert lock.read_text().split()[0] == str(writer.pid)  # the other run's lock stays
+        assert not out.exists() and siblings(out) == [".data.lock"]  # nothing written
+    finally:
+        writer.kill()
+        writer.wait()
+    # the same lock, now of a process that has ended, and the half-written folder it left
+    (tmp_path / ".data.partial" / "train").mkdir(parents=True)
+    (tmp_path / ".data.partial" / "train" / "ids.bin").write_bytes(b"\1\2\3")
+    capsys.readouterr()
+    prepare(corpus_file, tokenizer_dir, str(out), heldout=HELDOUT, seed=SEED, workers=1)
+    assert f"process {writer.pid} that held it has ended" in capsys.readouterr().err
+    assert siblings(out) == []  # the lock and the partial folder are gone
+    assert_same_folders(out, prepared)
+
+
+def test_a_failed_run_leaves_no_folder_and_no_lock(tmp_path, docs, tokenizer_dir):
+    corpus = tmp_path / "blank.txt"
+    corpus.write_text("\n  \n\n", encoding="utf-8")
+    out = tmp_path / "data"
+    with pytest.raises(Exception, match="the corpus is empty"):
+        prepare(str(corpus), tokenizer_dir, str(out), workers=1)
+    assert not out.exists() and ".data.lock" not in siblings(out)
+    few = tmp_path / "few.txt"  # three documents, all of them held out (is_heldout says so for seed 0)
+    few.write_text("\n".join(docs[:3]) + "\n", encoding="utf-8")
+    assert is_heldout(np.arange(3), 0.99, 0).all()
+    with pytest.raises(DataError, match=E(f"{few}: no document left to train on (3 read, 3 held out, 0 without")):
+        prepare(str(few), tokenizer_dir, str(out), heldout=0.99, seed=0, workers=1)
+    assert not out.exists() and ".data.lock" not in siblings(out)
+
+
+def test_documents_without_a_token_are_left_out_but_keep_their_place(tmp_path, docs, tok):
+    """A line of control characters gives no token: it is counted, not written, and the documents after it
+    keep their index (so the same documents are held out as without it)."""
+    texts = list(docs[:200])
+    for at in (0, 7, 8, 50, 199):
+        texts.insert(at, "\x01\x02\u200b")
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n".join(texts) + "\n", encoding="utf-8")
+    out = tmp_path / "data"
+    manifest = prepare(str(corpus), tok, str(out), heldout=HELDOUT, seed=SEED, workers=1).manifest
+    assert manifest["documents_read"] == 205 and manifest["empty_documents"] == 5
+    assert manifest["splits"]["train"]["documents"] + manifest["splits"]["heldout"]["documents"] == 200
+    check_round_trip(str(out), texts, tok)
+    PretrainingData.open(str(out))
+
+
+def test_documents_of_several_lines_mark_a_sentence_at_each_line(tmp_path, docs, tok):
+    """doc_sep="blank": documents of several lines (joined with "\\n"); a line break starts a sentence."""
+    groups = [docs[i:i + 3] for i in range(0, 240, 3)]
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n\n".join("\n".join(g) for g in groups) + "\n", encoding="utf-8")
+    out = tmp_path / "data"
+    manifest = prepare(str(corpus), tok, str(out), doc_sep="blank", heldout=HELDOUT, seed=SEED, workers=1).manifest
+    assert manifest["documents_read"] == 80 and manifest["options"]["doc_sep"] == "blank"
+    texts = ["\n".join(g) for g in groups]
+    raw = check_round_trip(str(out), texts, tok)["train"]
+    for d, text in enumerate(split_docs(texts)["train"]):
+        sentences = raw["sentences"][raw["offsets"][d]:raw["offsets"][d + 1]]
+        lines = text.split("\n")
+        line_starts = np.cumsum([0] + [len(tok.encode(line, add_special_tokens=False)) for line in lines[:-1]])
+        assert sentences[line_starts].all(), d
+
+
+# ----- 5. damage found before training ---------------------------------------------------------------
+def flip_byte(path, where=None) -> None:
+    data = bytearray(open(path, "rb").read())
+    at = len(data) // 2 if where is None else where
+    data[at] ^= 0xFF
+    open(path, "wb").write(bytes(data))
+
+
+def edit_manifest(folder, change) -> None:
+    path = os.path.join(folder, "manifest.json")
+    manifest = json.load(open(path, encoding="utf-8"))
+    change(manifest)
+    open(path, "w", encoding="utf-8").write(json.dumps(manifest))
+
+
+@pytest.mark.parametrize("split", ["train", "heldout"])
+@pytest.mark.parametrize("key", FILES)
+def test_a_flipped_byte_in_any_file_is_found(damaged, split, key):
+    path = os.path.join(damaged, split, f"{key}.bin")
+    flip_byte(path)
+    with pytest.raises(DataError) as caught:
+        PretrainingData.open(damaged)
+    assert str(caught.value).startswith(f"{path}: its content changed since it was written (sha256 ")
+    assert f"--out {damaged} --overwrite" in str(caught.value)
+
+
+def test_a_cut_or_grown_file_is_found_even_without_verify(damaged):
+    ids = os.path.join(damaged, "train", "ids.bin")
+    size = os.path.getsize(ids)
+    os.truncate(ids, size - 2)
+    for verify in (True, False):
+        cut = f"{ids}: {size - 2:,} bytes where the manifest says {size:,} (cut short)"
+        with pytest.raises(DataError, match="^" + E(cut)):
+            PretrainingData.open(damaged, verify=verify)
+    words = os.path.join(damaged, "heldout", "word_starts.bin")
+    with open(words, "ab") as fh:
+        fh.write(b"\0")
+    os.truncate(ids, size)  # back to its size (zeros at the end: only the hash can tell)
+    with pytest.raises(DataError, match="^" + E(words) + r": .* \(grown\)"):
+        PretrainingData.open(damaged, verify=False)
+
+
+@pytest.mark.parametrize("key", FILES)
+def test_a_deleted_file_is_named(damaged, key):
+    path = os.path.join(damaged, "heldout", f"{key}.bin")
+    os.remove(path)
+    with pytest.raises(DataError, match="^" + E(f"{path}: missing; ")):
+        PretrainingData.open(damaged, verify=False)
+
+
+def changed(keys: str, new):
+    """A manifest edit: the value at "a/b/c" becomes new(old value); new=None deletes it."""
+    *parents, last = keys.split("/")
+
+    def change(manifest):
+        for key in parents:
+            manifest = manifest[key]
+        if new is None:
+            del manifest[last]
+        else:
+            manifest[last] = new(manifest[last])
+    return change
+
+
+def test_a_manifest_that_does_not_match_its_files(damaged):
+    ids = os.path.join(damaged, "train", "ids.bin")
+    manifest = os.path.join(damaged, "manifest.json")
+    original = open(manifest, "rb").read()
+    cases = [
+        # sizes the counts cannot make: the manifest is named, before any file is read
+        ("splits/train/files/ids/bytes", lambda _: 10, f"{manifest}: train/ids.bin is 10 bytes where "),
+        ("splits/train/tokens", lambda n: n - 1, f"{manifest}: train/ids.bin is "),
+        ("splits/train/tokens", lambda n: n + 1, f"{manifest}: train/ids.bin is "),
+        ("tokenizer/vocab_size", lambda _: 1000, f"{manifest}: heldout/token_counts.bin is "),
+        # counts and sizes that agree with each other, not with the files
+        ("splits/train/files/ids/sha256", lambda _: "0" * 64, f"{ids}: its content changed"),
+        ("splits/heldout/files/ids", None, f"{manifest}: incomplete manifest (missing 'ids')"),
+        ("splits/train", None, f"{manifest}: no train split"),
+        ("tokenizer", None, f"{manifest}: incomplete manifest (missing 'tokenizer')"),
+    ]
+    for keys, new, message in cases:
+        edit_manifest(damaged, changed(keys, new))
+        with pytest.raises(DataError) as caught:
+            PretrainingData.open(damaged)
+        assert str(caught.value).startswith(message), (keys, str(caught.value))
+        open(manifest, "wb").write(original)
+    assert PretrainingData.open(damaged).manifest == json.loads(original)  # the original is fine
+
+
+@pytest.mark.parametrize("delta", [-1, 1])
+def test_a_document_count_that_does_not_match_documents_bin(damaged, delta):
+    edit_manifest(damaged, changed("splits/train/documents", lambda n: n + delta))
+    with pytest.raises(DataError, match="documents"):
+        PretrainingData.open(damaged)
+
+
+def test_an_ids_dtype_that_does_not_match_the_vocabulary(damaged):
+    edit_manifest(damaged, changed("tokenizer/ids_dtype", lambda _: "uint32"))
+    with pytest.raises(DataError, match="manifest.json|ids"):
+        PretrainingData.open(damaged)
+
+
+def test_ids_outside_the_vocabulary_and_offsets_out_of_order_are_found_behind_a_matching_hash(damaged):
+    """The checks beyond the hash: a folder rewritten with its manifest updated to match."""
+    ids_path = os.path.join(damaged, "heldout", "ids.bin")
+    ids = np.fromfile(ids_path, dtype=np.uint16)
+    ids[5] = 1500  # the first id past the vocabulary
+    ids.tofile(ids_path)
+    edit_manifest(damaged, changed("splits/heldout/files/ids/sha256", lambda _: sha256_of(ids_path)))
+    with pytest.raises(DataError, match="^" + E(f"{ids_path}: holds id 1500, outside the vocabulary of 1500")):
+        PretrainingData.open(damaged)
+    ids[5] = 1499
+    ids.tofile(ids_path)
+    edit_manifest(damaged, changed("splits/heldout/files/ids/sha256", lambda _: sha256_of(ids_path)))
+    PretrainingData.open(damaged)  # the last id of the vocabulary is fine
+    docs_path = os.path.join(damaged, "train", "documents.bin")
+    offsets = np.fromfile(docs_path, dtype=np.int64)
+    offsets[[3, 4]] = offsets[[4, 3]]
+    offsets.tofile(docs_path)
+    edit_manifest(damaged, changed("splits/train/files/documents/sha256", lambda _: sha256_of(docs_path)))
+    with pytest.raises(DataError, match="^" + E(f"{docs_path}: document offsets out of order")):
+        PretrainingData.open(damaged)
+
+
+def test_a_missing_garbled_or_foreign_manifest_is_named(damaged, tmp_path):
+    manifest = os.path.join(damaged, "manifest.json")
+    original = open(manifest, "rb").read()
+    open(manifest, "wb").write(original[: len(original) // 2])
+    with pytest.raises(DataError, match="^" + E(f"{manifest}: not a readable manifest")):
+        PretrainingData.open(damaged)
+    open(manifest, "wb").write(b"\xff\xfe not utf-8")
+    with pytest.raises(DataError, match="^" + E(f"{manifest}: not a readable manifest")):
+        PretrainingData.open(damaged)
+    open(manifest, "w").write("[1, 2]")
+    with pytest.raises(DataError, match="^" + E(f"{manifest}: not a JSON object")):
+        PretrainingData.open(damaged)
+    open(manifest, "w").write(json.dumps({**json.loads(original), "format": "something-else"}))
+    with pytest.raises(DataError, match="^" + E(f"{manifest}: not a bertkit dataset manifest")):
+        PretrainingData.open(damaged)
+    open(manifest, "w").write(json.dumps({**json.loads(original), "version": 2}))
+    with pytest.raises(DataError, match="^" + E(f"{manifest}: format version 2, this bertkit reads version 1")):
+        PretrainingData.open(damaged)
+    os.remove(manifest)
+    with pytest.raises(DataError, match="^" + E(f"{damaged}: not a prepared dataset (no manifest.json); make one")):
+        PretrainingData.open(damaged)
+    # a half-written folder beside it: the message says the preparation did not finish
+    os.makedirs(os.path.join(os.path.dirname(damaged), ".data.partial"))
+    with pytest.raises(DataError, match="no manifest.json\\); a bertkit prepare into it did not finish"):
+        PretrainingData.open(damaged)
+    other = tmp_path / "photos"
+    other.mkdir()
+    (other / "cat.jpg").write_bytes(b"\xff\xd8")
+    with pytest.raises(DataError, match="^" + E(f"{other}: not a prepared dataset")):
+        PretrainingData.open(str(other))
+    with pytest.raises(DataError, match="^" + E(f"{tmp_path / 'nowhere'}: no such folder")):
+        PretrainingData.open(str(tmp_path / "nowhere"))
+
+
+def test_the_advice_of_a_damage_error_repairs_the_folder(damaged, corpus_file, tokenizer_dir):
+    flip_byte(os.path.join(damaged, "train", "ids.bin"))
+    with pytest.raises(DataError, match="--overwrite"):
+        PretrainingData.open(damaged)
+    prepare(corpus_file, tokenizer_dir, damaged, heldout=HELDOUT, seed=SEED, workers=1, overwrite=True)
+    PretrainingData.open(damaged)
+
+
+def pretrain(data, out, *extra) -> list[str]:
+    return ["pretrain", "--data", data, "--out", str(out), "--model-config", "tiny", "--seq-len", "32",
+            "--batch-size", "4", "--steps", "2", "--eval-every", "0", "--save-every", "0", "--log-every", "1",
+            "--no-progress", "--device", "cpu", *extra]
+
+
+def test_pretrain_refuses_another_vocabulary_and_wwm_without_jieba_words(prepared, tmp_path, docs, capsys):
+    other = tmp_path / "other_tok"
+    other_tok = train_vocab(texts=docs[:300], vocab_size=1200)
+    other_tok.save_pretrained(other)
+    theirs = json.load(open(os.path.join(prepared, "manifest.json")))["tokenizer"]["fingerprint"]
+    assert theirs != vocab_digest(other_tok)
+    run = tmp_path / "run"
+    assert cli_main(pretrain(prepared, run, "--tokenizer", str(other))) == 2
+    err = capsys.readouterr().err
+    assert f"bertkit pretrain: error: --data {prepared}: its token ids come from another vocabulary" in err
+    assert f"(fingerprint {theirs}) than --tokenizer's ({vocab_digest(other_tok)})" in err
+    assert not (run / "metrics.jsonl").exists() and not (run / "checkpoint").exists()
+    assert cli_main(pretrain(prepared, tmp_path / "run_wwm", "--wwm")) == 2
+    err = capsys.readouterr().err
+    assert f"--wwm: {prepared} was prepared without --wwm" in err
+    assert not (tmp_path / "run_wwm" / "metrics.jsonl").exists()
+    # a damaged folder stops pretrain the same way, naming the file
+    broken = tmp_path / "broken"
+    shutil.copytree(prepared, broken)
+    os.truncate(broken / "heldout" / "ids.bin", 4)
+    assert cli_main(pretrain(str(broken), tmp_path / "run_broken")) == 2
+    assert f"{broken / 'heldout' / 'ids.bin'}: 4 bytes where the manifest says" in capsys.readouterr().err
+    # the control: the data's own tokenizer (given or not) trains
+    assert cli_main(pretrain(prepared, tmp_path / "run_ok", "--tokenizer", os.path.join(prepared, "tokenizer"))) == 0
+    assert len([json.loads(line) for line in open(tmp_path / "run_ok" / "metrics.jsonl")]) >= 2
+
+
+# ----- 6. the command line ---------------------------------------------------------------------------
+def test_the_command_in_process(prepared, tmp_path, corpus_file, tokenizer_dir, capsys):
+    out = tmp_path / "data"
+    out.mkdir()  # an empty folder is as good as none
+
+    def args(heldout=HELDOUT, *more):
+        return ["prepare", "--corpus", corpus_file, "--tokenizer", tokenizer_dir, "--out", str(out), "--heldout",
+                str(heldout), "--seed", str(SEED), "--workers", "1", "--no-progress", *more]
+
+    assert cli_main(args()) == 0
+    manifest = json.load(open(out / "manifest.json"))
+    train, held = manifest["splits"]["train"], manifest["splits"]["heldout"]
+    stdout = capsys.readouterr().out
+    assert stdout.startswith(f"{out}: {train['documents']:,} documents ({train['tokens']:,} tokens) to train on, "
+                             f"{held['documents']:,} ({held['tokens']:,} tokens) held out; "
+                             f"{manifest['text_bytes'] / 1e6:,.1f} MB of text in ")
+    assert stdout.rstrip().endswith("1 workers)") and len(stdout.strip().splitlines()) == 1
+    assert cli_main(args()) == 0  # again: kept, nothing printed but a note on stderr
+    captured = capsys.readouterr()
+    assert captured.out == "" and "already prepared from the same corpus, options and vocabulary; kept" in captured.err
+    assert_same_folders(out, prepared)  # the command writes what prepare() writes
+    assert cli_main(args(0.3)) == 2
+    assert f"bertkit prepare: error: --out {out}: already holds another dataset" in capsys.readouterr().err
+    assert cli_main(["prepare", "--corpus", str(tmp_path / "none.txt"), "--tokenizer", tokenizer_dir,
+                     "--out", str(tmp_path / "x")]) == 2
+    assert "none.txt: no such file or folder" in capsys.readouterr().err
+    for bad, message in ((["--heldout", "1.5"], "argument --heldout: must be in [0, 1), got 1.5"),
+                         (["--workers", "-1"], "argument --workers: must be >= 0, got -1")):
+        with pytest.raises(SystemExit) as exited:
+            cli_main(args(HELDOUT, *bad))
+        assert exited.value.code == 2 and message in capsys.readouterr().err
+
+
+def run_cli(*args, **kw) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "bertkit", "prepare", *args], capture_output=True, text=True,
+                          timeout=TIMEOUT, env=env, **kw)
+
+
+@pytest.mark.slow
+def test_the_command_in_a_subprocess(tmp_path, corpus_file, tokenizer_dir, prepared):
+    out = tmp_path / "data"
+    done = run_cli("--corpus", corpus_file, "--tokenizer", tokenizer_dir, "--out", str(out), "--heldout",
+                   str(HELDOUT), "--seed", str(SEED), "--workers", "1", "--no-progress")
+    assert done.returncode == 0, done.stderr
+    manifest = json.load(open(out / "manifest.json"))
+    train, held = manifest["splits"]["train"], manifest["splits"]["heldout"]
+    assert done.stdout.startswith(f"{out}: {train['documents']:,} documents ({train['tokens']:,} tokens) to train "
+                                  f"on, {held['documents']:,} ({held['tokens']:,} tokens) held out; "
+                                  f"{manifest['text_bytes'] / 1e6:,.1f} MB of text in ")
+    assert_same_folders(out, prepared)
+    for bad, message in ((["--heldout", "1.5"], "argument --heldout: must be in [0, 1)"),
+                         ([], "the following arguments are required: --tokenizer")):
+        args = ["--corpus", corpus_file, "--out", str(tmp_path / "bad"), *bad]
+        if bad:
+            args += ["--tokenizer", tokenizer_dir]
+        done = run_cli(*args)
+        assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, done.stderr
+        assert not (tmp_path / "bad").exists()
+
+
+# ----- 3. worker processes ----------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def all_paragraphs(tmp_path_factory):
+    """All of People's Daily, Jan 1998 (19,484 paragraphs, 5.5 MB), one per line."""
+    from bertkit.data.builtin import peoples_daily_texts
+
+    texts = peoples_daily_texts()
+    path = tmp_path_factory.mktemp("big") / "pd_all.txt"
+    path.write_text("\n".join(texts) + "\n", encoding="utf-8")
+    return str(path), texts
+
+
+@pytest.mark.slow
+def test_one_or_two_workers_write_the_same_bytes(tmp_path, all_paragraphs, tok):
+    path, texts = all_paragraphs  # 5.5 MB: 4 blocks of the default size
+    folders = []
+    for workers in (1, 2):
+        out = tmp_path / f"w{workers}"
+        prepare(path, tok, str(out), heldout=HELDOUT, seed=SEED, workers=workers)
+        folders.append(out)
+    assert_same_folders(*folders)
+    manifest = json.load(open(folders[0] / "manifest.json"))
+    assert manifest["documents_read"] == len(texts) and manifest["splits"]["train"]["tokens"] > 1_500_000
+    check_round_trip(str(folders[1]), texts, tok)
+
+
+@pytest.fixture
+def small_blocks(monkeypatch):
+    monkeypatch.setattr(prepare_module, "BLOCK_CHARS", 3000)  # many blocks from a small corpus
+
+
+@pytest.mark.slow
+def test_a_folder_of_text_and_gzipped_jsonl_gives_the_same_bytes_with_two_workers(tmp_path, docs, tok, small_blocks):
+    corpus = tmp_path / "corpus"
+    (corpus / "b_sub").mkdir(parents=True)
+    (corpus / "a.txt").write_text("\n".join(docs[:200]) + "\n", encoding="utf-8")
+    with gzip.open(corpus / "b_sub" / "c.jsonl.gz", "wt", encoding="utf-8") as fh:
+        for d in docs[200:450]:
+            fh.write(json.dumps({"id": 1, "text": d}, ensure_ascii=False) + "\n")
+    (corpus / "d.jsonl").write_text("".join(json.dumps({"text": d}, ensure_ascii=False) + "\n" for d in docs[450:]),
+                                    encoding="utf-8")
+    (corpus / ".hidden.txt").write_text("不读我\n", encoding="utf-8")
+    folders = []
+    for workers in (1, 2):
+        out = tmp_path / f"w{workers}"
+        manifest = prepare(str(corpus), tok, str(out), heldout=HELDOUT, seed=SEED, workers=workers).manifest
+        folders.append(out)
+    assert_same_folders(*folders)
+    names = [str(corpus / "a.txt"), str(corpus / "b_sub" / "c.jsonl.gz"), str(corpus / "d.jsonl")]
+    assert [s["name"] for s in manifest["sources"]] == names
+    assert [(s["bytes"], s["sha256"]) for s in manifest["sources"]] == [(os.path.getsize(n), sha256_of(n))
+                                                                        for n in names]
+    check_round_trip(str(folders[1]), docs, tok)  # the same 600 documents, in the same order
+
+
+@pytest.mark.slow
+def test_wwm_with_two_workers_gives_the_same_bytes(tmp_path, docs, tok, small_blocks):
+    pytest.importorskip("jieba")
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n".join(docs[:150]) + "\n", encoding="utf-8")
+    folders = []
+    for workers in (1, 2):
+        out = tmp_path / f"w{workers}"
+        prepare(str(corpus), tok, str(out), wwm=True, heldout=HELDOUT, seed=SEED, workers=workers)
+        folders.append(out)
+    assert_same_folders(*folders)
+    check_round_trip(str(folders[1]), docs[:150], tok, wwm=True)
+
+
+# ----- 7. kill -9 --------------------------------------------------------------------------------------
+KILL_SEEDS = (1, 2, 3)
+
+
+@pytest.fixture(scope="module")
+def big_corpus(tmp_path_factory, all_paragraphs):
+    """People's Daily paragraphs four times over, each time in another order (22 MB, 78k documents)."""
+    _, texts = all_paragraphs
+    path = tmp_path_factory.mktemp("bigger") / "pd_x4.txt"
+    with open(path, "w", encoding="utf-8") as fh:
+        for round_ in range(4):
+            order = list(texts)
+            random.Random(round_).shuffle(order)
+            fh.write("\n".join(order) + "\n")
+    return str(path)
+
+
+def prepare_command(corpus, tokenizer, out, workers=2) -> list[str]:
+    return [sys.executable, "-m", "bertkit", "prepare", "--corpus", corpus, "--tokenizer", tokenizer, "--out",
+            str(out), "--workers", str(workers), "--no-progress"]
+
+
+@pytest.mark.slow
+def test_a_killed_preparation_leaves_nothing_that_looks_complete_and_a_rerun_finishes_it(tmp_path, big_corpus,
+                                                                                       tokenizer_dir):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    reference = tmp_path / "reference"
+    started = time.monotonic()
+    done = subprocess.run(prepare_command(big_corpus, tokenizer_dir, reference), capture_output=True, text=True,
+                          timeout=TIMEOUT, env=env)
+    took = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    assert took > 1.5, f"the corpus takes only {took:.1f} s: too little to kill it halfway"
+    print(f"\nuninterrupted: {took:.1f} s")
+    interrupted = 0
+    for seed in KILL_SEEDS:
+        out = tmp_path / f"killed_{seed}"
+        delay = random.Random(seed).uniform(0.05, 0.95) * took
+        with open(tmp_path / f"{seed}.log", "w") as log:
+            proc = subprocess.Popen(prepare_command(big_corpus, tokenizer_dir, out), stdout=log, stderr=log, env=env,
+                                    start_new_session=True)  # its own process group: the workers die with it
+        time.sleep(delay)
+        running = proc.poll() is None
+        if running:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        print(f"seed {seed}: kill at {delay:.2f} s ({'running' if running else 'done'}), left: "
+              f"{'the folder' if out.exists() else 'no folder'}, {siblings(out)}")
+        if running and not out.exists():  # killed before the final rename
+            interrupted += 1
+            assert proc.returncode == -signal.SIGKILL
+            with pytest.raises(DataError):
+                PretrainingData.open(str(out))
+            assert set(siblings(out)) <= {f".{out.name}.partial", f".{out.name}.lock"}
+        else:  # it had finished: the folder is complete
+            PretrainingData.open(str(out))
+        rerun = subprocess.run(prepare_command(big_corpus, tokenizer_dir, out), capture_output=True, text=True,
+                               timeout=TIMEOUT, env=env)
+        assert rerun.returncode == 0, rerun.stderr
+        assert siblings(out) == [], (seed, delay)
+        assert_same_folders(out, reference)
+        PretrainingData.open(str(out))
+    assert interrupted >= 2, f"only {interrupted} of {len(KILL_SEEDS)} kills came while it was running"
+
+
+# ----- 8. memory ----------------------------------------------------------------------------------------
+PEAK_RSS = ("import resource, subprocess, sys\n"
+            "done = subprocess.run(sys.argv[1:])\n"
+            "print(done.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
+
+
+@pytest.mark.slow
+def test_memory_does_not_grow_with_the_corpus(tmp_path, all_paragraphs, big_corpus, tokenizer_dir):
+    path, _ = all_paragraphs
+    peaks = {}
+    for name, corpus in (("small", path), ("large", big_corpus)):
+        done = subprocess.run([sys.executable, "-c", PEAK_RSS,
+                               *prepare_command(corpus, tokenizer_dir, tmp_path / name, workers=1)],
+                              capture_output=True, text=True, timeout=TIMEOUT,
+                              env={**os.environ, "OMP_NUM_THREADS": "1"})
+        code, kib = done.stdout.split()[-2:]
+        assert code == "0", done.stderr
+        peaks[name] = int(kib) / 1024  # MiB
+    small_tokens = json.load(open(tmp_path / "small" / "manifest.json"))["splits"]["train"]["tokens"]
+    large_tokens = json.load(open(tmp_path / "large" / "manifest.json"))["splits"]["train"]["tokens"]
+    assert large_tokens > 3.9 * small_tokens
+    # measured (2 cores, --workers 1): 5.5 MB of text 106.6 MiB peak, 22 MB 107.7 MiB: flat
+    print(f"peak RSS: {peaks}")
+    assert peaks["large"] <= 1.25 * peaks["small"] + 30, peaks
