@@ -126,8 +126,9 @@ class Corpus:
     """A corpus that can be iterated again and again (each pass streams it anew).
 
     sample: keep about that much of it, spread over the whole corpus: "200MB" (or KB, GB: UTF-8 bytes of
-    text) or "50000docs". Each document is kept with one seeded draw (so the same seed keeps the same
-    documents) at the rate the corpus's size on disk suggests, and the pass stops once the sample is full.
+    text) or "50000docs". One pass counts the corpus's documents and bytes (reading, not tokenizing); then
+    each document is kept with one seeded draw at the rate that gives the sample (so the same seed keeps
+    the same documents), and a pass stops once the sample is full.
     skip_heldout: leave out the documents `bertkit prepare` holds out (is_heldout) with this fraction.
     """
 
@@ -137,16 +138,22 @@ class Corpus:
         self.names = resolve(spec, doc_sep)
         self.limit = parse_sample(sample) if sample else None
         self.skip_heldout = skip_heldout
-        self.rate = 1.0
-        if self.limit and self.limit[1] == "bytes":
-            size = sum(os.path.getsize(n) for n in self.names if not n.startswith("builtin:")) or self.limit[0]
-            self.rate = min(1.0, self.limit[0] / size)
+        self.rate: float | None = None if self.limit else 1.0  # counted on the first pass
+
+    def _documents(self) -> Iterator[tuple[int, str]]:
+        for index, doc in enumerate(iter_documents(self.names, text_field=self.text_field, doc_sep=self.doc_sep)):
+            if not (self.skip_heldout and is_heldout(index, self.skip_heldout, self.seed)):
+                yield index, doc
 
     def __iter__(self) -> Iterator[str]:
+        if self.rate is None:
+            docs = size = 0
+            for _, doc in self._documents():
+                docs += 1
+                size += len(doc.encode("utf-8"))
+            self.rate = min(1.0, self.limit[0] / max(1, size if self.limit[1] == "bytes" else docs))
         taken = 0
-        for index, doc in enumerate(iter_documents(self.names, text_field=self.text_field, doc_sep=self.doc_sep)):
-            if self.skip_heldout and is_heldout(index, self.skip_heldout, self.seed):
-                continue
+        for index, doc in self._documents():
             if self.rate < 1.0 and uniform(self.seed, SAMPLE_STREAM, index) >= self.rate:
                 continue
             yield doc

@@ -21,6 +21,7 @@ whatever the batch (each document is marked on its own).
 from __future__ import annotations
 
 import logging
+import re
 import unicodedata
 from dataclasses import dataclass
 
@@ -66,8 +67,9 @@ class Encoder:
     own token, "a"), gives their ids, and only the runs of other characters between them (numbers, Latin
     words) go to the backend, as short texts; offsets are put back in place, so ids and offsets are exactly
     the backend's. A document holding a character whose normalisation could reach past its neighbours
-    (control and format characters, combining marks, unassigned code points), or many short runs (English:
-    a run per word), goes to the backend whole. tests/test_data.py checks the equality on real corpora and
+    (control and format characters, combining marks, unassigned code points), the text of a special or
+    added token ("[MASK]", matched whole by the backend), or many short runs (English: a run per word),
+    goes to the backend whole. tests/test_data.py checks the equality on real corpora and
     random text; bench/results/corpus_scale.md has the speed (People's Daily: about 4x the backend's).
     """
 
@@ -77,6 +79,10 @@ class Encoder:
         self.backend = backend
         self.continuation = continuation_table(backend)
         self.table = _CharacterTable(backend) if fast else None
+        added = sorted(backend.get_vocab(with_added_tokens=True).keys() - backend.get_vocab(with_added_tokens=False).keys()
+                       | {t.content for t in backend.get_added_tokens_decoder().values()}, key=len, reverse=True)
+        # a document that holds an added token's text ("[MASK]") is the backend's: it matches them whole
+        self.added = re.compile("|".join(map(re.escape, added)), re.IGNORECASE) if added else None
 
     def encode(self, texts: list[str], *, chinese_words: bool = False) -> Encoded:
         joined = "\0".join(texts)
@@ -113,6 +119,8 @@ class Encoder:
         whole = np.bincount(doc_of(begins), minlength=len(texts)) * RUNS_PER_CHARACTER > np.diff(
             np.append(first_char, len(code) + 1))
         whole[doc_of(np.flatnonzero(kind == self.WHOLE))] = True
+        if self.added is not None:
+            whole[doc_of(np.array([m.start() for m in self.added.finditer(joined)], dtype=np.int64))] = True
         at = np.flatnonzero(kind == self.SINGLE)
         at = at[~whole[doc_of(at)]]
         parts = [(self.table.single_id[code[at]], at, at + 1)]  # single-character words: their id from the table
