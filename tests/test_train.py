@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -93,6 +94,19 @@ def test_nsp_run_uses_the_pretraining_heads(tmp_path, corpus_file):
     assert written["step"] == 6 and written["nsp_accuracy"] == pytest.approx(nsp, abs=1e-6)
     config = json.loads((tmp_path / "nsp" / "config.json").read_text())
     assert config["architectures"] == ["BertForPreTraining"]
+    # the sentence walk is kept: the saved plan gives the rows a fresh walk gives, and is read, not redone
+    from bertkit.data.dataset import PretrainingData
+    from bertkit.data.rows import make_rows
+
+    data = PretrainingData.open(tmp_path / "nsp" / "data")
+    plan = tmp_path / "nsp" / "plans" / f"pairs-{data.fingerprint}-train-32-3.npz"
+    assert plan.exists()
+    kept = make_rows(data.splits["train"], "pairs", seq_len=32, cls_id=2, sep_id=3, seed=3, plan_file=str(plan))
+    fresh = make_rows(data.splits["train"], "pairs", seq_len=32, cls_id=2, sep_id=3, seed=3)
+    everything = np.arange(len(fresh))
+    a, b = kept.batch(everything), fresh.batch(everything)
+    assert len(kept) == len(fresh) and (a.input_ids == b.input_ids).all()
+    assert (a.next_sentence_label == b.next_sentence_label).all()
     transformers.BertForPreTraining.from_pretrained(tmp_path / "nsp")
 
 

@@ -25,6 +25,7 @@ token of each piece / sentence span, always starts a word (a word cut by the row
 from __future__ import annotations
 
 import heapq
+import os
 import random
 from array import array
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ConfigError
+from ..files import atomic_write
 from .dataset import Split
 
 PACKINGS = ("stream", "documents")
@@ -49,14 +51,17 @@ class RowBatch:
 
 
 def make_rows(split: Split, kind: str, *, seq_len: int, cls_id: int, sep_id: int, seed: int = 0,
-              short_seq_prob: float = 0.1):
-    """The rows of a split: kind "stream" / "documents" (MLM) or "pairs" (NSP, seeded by `seed`)."""
+              short_seq_prob: float = 0.1, plan_file: str | None = None):
+    """The rows of a split: kind "stream" / "documents" (MLM) or "pairs" (NSP, seeded by `seed`). plan_file: where
+    the pairs' plan is kept (read if it is there, else written), so a resumed run or another process of the same
+    run does not walk the sentences again; its name must say what the plan depends on (data, seq_len, seed)."""
     if kind == "stream":
         return StreamRows(split, seq_len, cls_id, sep_id)
     if kind == "documents":
         return DocumentRows(split, seq_len, cls_id, sep_id)
     if kind == "pairs":
-        return PairRows(split, seq_len, cls_id, sep_id, rng=random.Random(seed), short_seq_prob=short_seq_prob)
+        return PairRows(split, seq_len, cls_id, sep_id, rng=random.Random(seed), short_seq_prob=short_seq_prob,
+                        plan_file=plan_file)
     raise ConfigError(f"unknown kind of rows {kind!r}: stream, documents or pairs")
 
 
@@ -250,17 +255,25 @@ class PairRows(_Rows):
 
     pairs = True
 
+    PLAN = ("a_start", "a_len", "b_start", "b_len", "labels")
+
     def __init__(self, split: Split, seq_len: int, cls_id: int, sep_id: int, *, rng: random.Random,
-                 short_seq_prob: float = 0.1):
+                 short_seq_prob: float = 0.1, plan_file: str | None = None):
         super().__init__(split, seq_len, cls_id, sep_id, smallest=5)
         if not 0.0 <= short_seq_prob <= 1.0:
             raise ConfigError(f"short_seq_prob must be in [0, 1], got {short_seq_prob}")
         if split.documents < 2:
             raise ConfigError(f"next-sentence pairs need at least 2 documents (random B sentences come from another "
                               f"document); the {split.name} split has {split.documents}")
-        plan = _pair_plan(split, seq_len - 3, rng, short_seq_prob)
-        self.a_start, self.a_len, self.b_start, self.b_len, self.labels = (np.frombuffer(a, dtype=t) for a, t in zip(
-            plan, (np.int64, np.int32, np.int64, np.int32, np.int8)))
+        if plan_file and os.path.exists(plan_file):
+            with np.load(plan_file) as saved:
+                plan = [saved[name] for name in self.PLAN]
+        else:
+            plan = [np.frombuffer(a, dtype=t) for a, t in zip(_pair_plan(split, seq_len - 3, rng, short_seq_prob),
+                                                             (np.int64, np.int32, np.int64, np.int32, np.int8))]
+            if plan_file:
+                atomic_write(plan_file, lambda tmp: np.savez(open(tmp, "wb"), **dict(zip(self.PLAN, plan))))
+        self.a_start, self.a_len, self.b_start, self.b_len, self.labels = plan
         self.count = len(self.labels)
 
     def label(self, i: int) -> int:
@@ -281,22 +294,23 @@ class PairRows(_Rows):
         return ids, types, np.ones(len(ids), dtype=np.int64), row_words
 
 
-def _sentences(split: Split, d: int) -> tuple[list[int], list[int]]:
-    """(token start, length) of each sentence of document d."""
-    start, end = int(split.offsets[d]), int(split.offsets[d + 1])
-    begins = np.flatnonzero(split.sentence_starts(start, end))
-    if not len(begins) or begins[0] != 0:
-        begins = np.concatenate([[0], begins])
-    lengths = np.diff(np.append(begins, end - start))
-    return (begins + start).tolist(), lengths.tolist()
+def _sentences(bits: np.ndarray, offsets: np.ndarray, d: int) -> tuple[list[int], list[int]]:
+    """(token start, length) of each sentence of document d (bits, offsets: plain views of the split's maps)."""
+    start, end = int(offsets[d]), int(offsets[d + 1])
+    flags = np.unpackbits(bits[start >> 3:(end + 7) >> 3], bitorder="little")[start & 7:(start & 7) + end - start]
+    begins = (np.flatnonzero(flags) + start).tolist()
+    if not begins or begins[0] != start:
+        begins.insert(0, start)
+    return begins, [b - a for a, b in zip(begins, begins[1:] + [end])]
 
 
 def _pair_plan(split: Split, max_tokens: int, rng: random.Random, short_seq_prob: float):
     """The walk of PairRows' docstring, on sentence lengths only: (A start, A length, B start, B length, label)."""
     a_start, a_len, b_start, b_len, labels = array("q"), array("i"), array("q"), array("i"), array("b")
     n = split.documents
+    bits, offsets = split.sentence_bits.view(np.ndarray), split.offsets.view(np.ndarray)  # no memmap overhead
     for d in range(n):
-        starts, lengths = _sentences(split, d)
+        starts, lengths = _sentences(bits, offsets, d)
         target = max_tokens
         if rng.random() < short_seq_prob:
             target = rng.randint(2, max_tokens)
@@ -319,7 +333,7 @@ def _pair_plan(split: Split, max_tokens: int, rng: random.Random, short_seq_prob
                 if is_random:
                     other = rng.randrange(n - 1)
                     other += other >= d  # any document but this one
-                    o_starts, o_lengths = _sentences(split, other)
+                    o_starts, o_lengths = _sentences(bits, offsets, other)
                     s = rng.randrange(len(o_starts))
                     b0, b_n = o_starts[s], 0
                     for k in range(s, len(o_starts)):

@@ -303,6 +303,20 @@ def load_data(cfg: PretrainConfig, rank: int, world: int, say) -> tuple[Pretrain
     return data, tokenizer
 
 
+def pretraining_rows(cfg: PretrainConfig, data: PretrainingData, tokenizer: Tokenizer) -> dict:
+    """{"train": rows, "heldout": rows} of the kind the flags ask for ("heldout" missing when its documents cannot
+    make any); NSP plans are kept in <out>/plans, named by the data's fingerprint, --seq-len and the seed."""
+    kind = "pairs" if cfg.nsp else cfg.packing
+    rows = {}
+    for name, split in data.splits.items():
+        if split.documents >= (2 if cfg.nsp else 1):  # pairs need a second document for random B sentences
+            seed = cfg.seed + (name == "heldout")
+            plan = os.path.join(cfg.out, "plans", f"pairs-{data.fingerprint}-{name}-{cfg.seq_len}-{seed}.npz")
+            rows[name] = make_rows(split, kind, seq_len=cfg.seq_len, cls_id=tokenizer.cls_token_id,
+                                   sep_id=tokenizer.sep_token_id, seed=seed, plan_file=plan if cfg.nsp else None)
+    return rows
+
+
 def run(cfg: PretrainConfig) -> PretrainSummary:
     """Everything `bertkit pretrain` does, in a claimed --out (runfolder.py); returns the run's summary."""
     if cfg.seq_len < 8:
@@ -330,12 +344,12 @@ def run_in(cfg: PretrainConfig, rank: int, world: int) -> PretrainSummary:
     train_split, heldout_split = data.splits["train"], data.splits["heldout"]
     say(f"data: {data.folder}: {train_split.documents:,} documents ({train_split.tokens:,} tokens), "
         f"{heldout_split.documents:,} held out ({heldout_split.tokens:,} tokens)")
-    kind = "pairs" if cfg.nsp else cfg.packing
-    rows = {}
-    for name, split in (("train", train_split), ("heldout", heldout_split)):
-        if split.documents >= (2 if cfg.nsp else 1):  # pairs need a second document for random B sentences
-            rows[name] = make_rows(split, kind, seq_len=cfg.seq_len, cls_id=tokenizer.cls_token_id,
-                                   sep_id=tokenizer.sep_token_id, seed=cfg.seed + (name == "heldout"))
+    shared_plans = cfg.nsp and world > 1  # rank 0 walks the sentences, keeping the plans in <out>/plans
+    if shared_plans and rank != 0:
+        dist.barrier()  # until rank 0 has written them; then they are read, not walked again
+    rows = pretraining_rows(cfg, data, tokenizer)
+    if shared_plans and rank == 0:
+        dist.barrier()
     if "train" not in rows:
         raise TrainingError(f"{data.folder}: {train_split.documents} training document(s); next-sentence pairs need 2")
     heldout_rows = rows.get("heldout")

@@ -34,7 +34,7 @@ T = TypeVar("T")
 LOCK = ".lock"
 # what a pretraining or fine-tuning run leaves in its folder; any of these means "an earlier run is here"
 RUN_FILES = ("metrics.jsonl", "checkpoint", "model.safetensors", "config.json", "tokenizer", "vocab.txt",
-             "eval_report.json", "loss.png", "confusion_matrix.png", "data")
+             "eval_report.json", "loss.png", "confusion_matrix.png", "data", "plans")
 
 
 @contextlib.contextmanager
