@@ -28,6 +28,7 @@ import os
 import platform
 import random
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -322,6 +323,7 @@ def main(argv: list[str] | None = None) -> dict:
         name = f"{size / 1e6:.0f}MB"
         corpus = make_corpus(os.path.join(args.work, f"corpus-{name}.txt"), size)
         data = os.path.join(args.work, f"data-{name}")
+        shutil.rmtree(data, ignore_errors=True)  # prepare keeps a folder made from the same inputs: time a new one
         prepared = measure(bertkit("prepare", "--corpus", corpus, "--tokenizer", tokenizer, "--out", data,
                                    "--overwrite", "--no-progress", *workers))
         text_mb = os.path.getsize(corpus) / 1e6
@@ -340,6 +342,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(json.dumps({"encode_batch": report["encode_batch"]}), flush=True)
     if args.wwm:
         wwm_data = os.path.join(args.work, f"data-{small}-wwm")
+        shutil.rmtree(wwm_data, ignore_errors=True)
         prepared = measure(bertkit("prepare", "--corpus", small_corpus, "--tokenizer", tokenizer, "--out", wwm_data,
                                    "--wwm", "--overwrite", "--no-progress", *workers))
         report["wwm"] = {"prepare_mb_per_s": round(smallest / 1e6 / prepared["seconds"], 2),

@@ -79,7 +79,9 @@ class _Rows:
     def batch(self, indices, words: bool = False) -> RowBatch:
         """The rows at `indices` (any order, repeats allowed), padded to the longest."""
         indices = np.asarray(indices, dtype=np.int64)
-        if indices.size and (indices.min() < 0 or indices.max() >= self.count):
+        if not indices.size:
+            raise ConfigError("a batch needs at least one row index")
+        if indices.min() < 0 or indices.max() >= self.count:
             raise IndexError(f"row indices must be in [0, {self.count})")
         rows = [self.row(int(i), words) for i in indices]
         S = max(len(r[0]) for r in rows)
