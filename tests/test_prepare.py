@@ -432,6 +432,26 @@ def test_a_failed_run_leaves_no_folder_and_no_lock(tmp_path, docs, tokenizer_dir
     assert not out.exists() and ".data.lock" not in siblings(out)
 
 
+def test_a_small_corpus_whose_draws_hold_out_none_gives_its_last_document(tmp_path, docs, tok):
+    """Five documents at 1%: no draw holds one out, so the last (non-empty) one is evaluated on, the
+    others are trained on in order; with --heldout 0 all five are trained on."""
+    few = tmp_path / "few.txt"
+    few.write_text("\n".join(docs[:5] + ["\x01\x02"]) + "\n", encoding="utf-8")  # the last one has no token
+    assert not is_heldout(np.arange(6), HELDOUT, SEED).any()
+    out = tmp_path / "data"
+    manifest = prepare(str(few), tok, str(out), heldout=HELDOUT, seed=SEED, workers=1).manifest
+    assert (manifest["splits"]["train"]["documents"], manifest["splits"]["heldout"]["documents"]) == (4, 1)
+    dtype = ids_dtype(tok.vocab_size)
+    for split, texts in (("train", docs[:4]), ("heldout", docs[4:5])):
+        raw = raw_split(str(out), split, dtype)
+        encoded = [tok.encode(t, add_special_tokens=False) for t in texts]
+        assert raw["offsets"].tolist() == np.cumsum([0] + [len(e) for e in encoded]).tolist(), split
+        assert raw["ids"].tolist() == [i for e in encoded for i in e], split
+    PretrainingData.open(str(out))  # and the folder passes its checks
+    manifest = prepare(str(few), tok, str(tmp_path / "all"), heldout=0, seed=SEED, workers=1).manifest
+    assert (manifest["splits"]["train"]["documents"], manifest["splits"]["heldout"]["documents"]) == (5, 0)
+
+
 def test_documents_without_a_token_are_left_out_but_keep_their_place(tmp_path, docs, tok):
     """A line of control characters gives no token: it is counted, not written, and the documents after it
     keep their index (so the same documents are held out as without it)."""

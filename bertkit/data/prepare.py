@@ -2,7 +2,8 @@
 
     corpus (streamed: iter_documents) -> blocks of documents -> worker processes: tokenize and mark
     (encode.py) -> back in corpus order -> each document to train/ or heldout/ (one seeded draw per
-    document) -> files -> manifest.json last -> the folder renamed into place
+    document; a corpus whose draws hold out none gives its last document) -> files -> manifest.json
+    last -> the folder renamed into place
 
     bertkit prepare --corpus my_texts/ --tokenizer path/to/bert-base-chinese --out data/zh --wwm
     bertkit pretrain --data data/zh --model-config bert-base-chinese ...
@@ -57,7 +58,8 @@ class PrepareConfig:
                        choices=["line", "blank"])
     text_field: str = opt("text", "JSONL field / Parquet column holding the text")
     wwm: bool = opt(False, "mark jieba words for whole-word masking of Chinese (pretrain --wwm); slower")
-    heldout: float = opt(0.01, "share of documents held out for evaluation (chosen per document, seeded)")
+    heldout: float = opt(0.01, "share of documents held out for evaluation (chosen per document, seeded; when the "
+                               "draws hold out none, the last document)")
     seed: int = opt(0, "seed of the held-out choice")
     workers: int = opt(0, "worker processes (0: one per CPU core)")
     overwrite: bool = opt(False, "replace a dataset already in --out")
@@ -147,13 +149,26 @@ def _write(names, tokenizer, folder, options, wwm, workers, progress, say) -> di
     stats = {"documents_read": 0, "empty_documents": 0, "text_bytes": 0}
     bar = _bar(progress, names)
 
+    last = []  # the last training document so far, held back: see below
+
     def write(first: int, texts_bytes: int, encoded) -> None:
         held = is_heldout(np.arange(first, first + len(encoded.lengths)), options["heldout"], options["seed"])
         keep = encoded.lengths > 0
         token_held = np.repeat(held, encoded.lengths)
-        for split, docs, tokens in (("train", keep & ~held, ~token_held), ("heldout", keep & held, token_held)):
-            writers[split].append(encoded.ids[tokens], encoded.word_starts[tokens], encoded.sentence_starts[tokens],
-                                  encoded.lengths[docs])
+        train = np.flatnonzero(keep & ~held)
+        if len(train):
+            if last:
+                writers["train"].append(*last.pop())
+            cut = int(encoded.lengths[:train[-1]].sum())  # where the block's last training document starts
+            kept = ~token_held
+            kept[cut:] = False
+            writers["train"].append(encoded.ids[kept], encoded.word_starts[kept], encoded.sentence_starts[kept],
+                                    encoded.lengths[train[:-1]])
+            end = cut + int(encoded.lengths[train[-1]])
+            last.append((encoded.ids[cut:end], encoded.word_starts[cut:end], encoded.sentence_starts[cut:end],
+                         encoded.lengths[train[-1:]]))
+        writers["heldout"].append(encoded.ids[token_held], encoded.word_starts[token_held],
+                                  encoded.sentence_starts[token_held], encoded.lengths[keep & held])
         stats["empty_documents"] += int((~keep).sum())
         if bar is not None:
             bar.update(texts_bytes)
@@ -165,6 +180,9 @@ def _write(names, tokenizer, folder, options, wwm, workers, progress, say) -> di
             write(first, size, encoded)
     if bar is not None:
         bar.close()
+    if last:  # a small corpus whose draws held out nothing gives its last training document to evaluation
+        moved = options["heldout"] > 0 and writers["heldout"].docs == 0 and writers["train"].docs > 0
+        writers["heldout" if moved else "train"].append(*last.pop())
     splits = {split: writer.close() for split, writer in writers.items()}
     if splits["train"]["documents"] == 0:
         raise DataError(f"{', '.join(names[:3])}: no document left to train on ({stats['documents_read']} read, "
