@@ -1,19 +1,25 @@
-"""Evaluation metrics for fine-tuned models, in plain Python and numpy (no scikit-learn).
+"""Evaluation metrics for fine-tuned models, in plain Python and numpy, each equal to a reference
+(tests/test_metrics.py checks them against it):
 
     classification_report  accuracy, macro / weighted F1, per class precision, recall, F1, support
+                           (scikit-learn's, zero_division=0)
     multilabel_report      micro / macro F1 and exact-match accuracy (every label of an example right)
-    regression_report      mse, mae, Pearson and Spearman correlation
-    bio_entities           BIO / IOBES tags -> entities (type, start, end), as conlleval reads them
+    regression_report      mse, mae (scikit-learn's), Pearson and Spearman correlation (scipy's)
+    bio_entities           tags -> entities (type, start, end) by a scheme: "conlleval" (lenient, the
+                           default), "IOB2" or "IOBES" (strict), as seqeval reads them in each mode
     entity_report          entity-level precision, recall, F1 (micro over entities) and per type
-    squad_scores           SQuAD exact match and token F1; Chinese compared per character
+    squad_scores           exact match and F1 of extractive QA: English as the official SQuAD v1.1 /
+                           v2.0 scripts, Chinese as the official CMRC 2018 script
     confusion_matrix       counts, row = true class, column = predicted class; plot_confusion_matrix
     format_report          any of the reports above as a readable table
     offset_mass            a model's attention on the tokens around each query (where do its heads look?)
 
 Every score is a fraction in [0, 1] (SQuAD's scripts print percentages: multiply by 100 to compare).
-A ratio with a zero denominator (precision of a class never predicted, ...) is 0.0. Macro averages
-are over the classes that occur in y_true or y_pred, so a class absent from an evaluation set does
-not pull the average down. A correlation of a constant sequence is undefined: nan.
+A ratio with a zero denominator (precision of a class never predicted, ...) is 0.0 (scikit-learn's
+zero_division=0). Macro averages are over the classes that occur in y_true or y_pred, so a class
+absent from an evaluation set does not pull the average down (scikit-learn's default for single-label
+data; for multi-label data scikit-learn averages over every label unless given labels=). A correlation
+of a constant sequence is undefined: nan.
 """
 
 from __future__ import annotations
@@ -22,13 +28,12 @@ import collections
 import math
 import re
 import string
-import unicodedata
 import warnings
 
 import numpy as np
 
 from .errors import BertkitError
-from .text import PER_CHARACTER, char_class, display_width, pad
+from .text import display_width, pad
 
 
 class MetricError(BertkitError, ValueError):
@@ -128,11 +133,28 @@ def confusion_matrix(y_true, y_pred, n: int) -> list[list[int]]:
 
 
 # ----- tagging -----------------------------------------------------------------------------------
-def bio_entities(tags: list[str]) -> list[tuple[str, int, int]]:
-    """Entities (type, start, end exclusive) in BIO or IOBES tags, read as conlleval reads them:
-    an I- after O or after another type starts an entity; B- always starts one (so B-PER B-PER is
-    two); a change of type ends one; an entity still open at the end is closed there; E- and S-
-    end one."""
+ENTITY_SCHEMES = ("conlleval", "IOB2", "IOBES")
+_STRICT_PREFIXES = {"IOB2": ("B", "I"), "IOBES": ("B", "I", "E", "S")}
+
+
+def bio_entities(tags: list[str], scheme: str = "conlleval") -> list[tuple[str, int, int]]:
+    """Entities (type, start, end exclusive) in `tags`, read by `scheme`:
+
+    conlleval  (the default; lenient) BIO or IOBES tags as conlleval and seqeval's default mode read
+               them: an I- after O or after another type starts an entity; B- always starts one (so
+               B-PER B-PER is two); a change of type ends one; an entity still open at the end is
+               closed there; E- and S- end one. M- (BMES tags) reads as I-.
+    IOB2       (strict; seqeval's mode="strict", scheme=IOB2) an entity is B-X and the I-X right after
+               it; an I- that continues no entity is no entity. E- / S- / M- tags are an error.
+    IOBES      (strict; seqeval's mode="strict", scheme=IOBES) an entity is S-X, or B-X, I-X..., E-X;
+               a B- without its E- is no entity. M- tags are an error."""
+    _check_choice("scheme", scheme, ENTITY_SCHEMES, " (BIO tags read strictly: 'IOB2')")
+    if scheme == "conlleval":
+        return _lenient_entities(tags)
+    return _strict_entities(tags, scheme)
+
+
+def _lenient_entities(tags: list[str]) -> list[tuple[str, int, int]]:
     entities, start, prev_tag, prev_type = [], None, "O", ""
     for i, full in enumerate(list(tags) + ["O"]):  # the final O closes an entity at the end
         tag, kind = _split_tag(full, i)
@@ -146,9 +168,12 @@ def bio_entities(tags: list[str]) -> list[tuple[str, int, int]]:
     return entities
 
 
-def entity_report(true_tags: list[list[str]], pred_tags: list[list[str]]) -> dict:
-    """{precision, recall, f1, accuracy (per token), n_true, n_pred, n_correct, per_type: {type:
-    {precision, recall, f1, support}}}: an entity counts only when type, start and end all match."""
+def entity_report(true_tags: list[list[str]], pred_tags: list[list[str]], scheme: str = "conlleval") -> dict:
+    """{precision, recall, f1, accuracy (per token), n_true, n_pred, n_correct, scheme, per_type: {type:
+    {precision, recall, f1, support}}}: an entity counts only when type, start and end all match; entities
+    are read by `scheme` (see bio_entities: "conlleval", the lenient default, or strict "IOB2" / "IOBES").
+    Equal to seqeval's classification_report (default mode, or mode="strict" with the scheme)."""
+    _check_choice("scheme", scheme, ENTITY_SCHEMES, " (BIO tags read strictly: 'IOB2')")
     if len(true_tags) != len(pred_tags):
         raise MetricError(f"{len(true_tags)} true tag sequences but {len(pred_tags)} predicted ones")
     gold, found = set(), set()
@@ -156,8 +181,8 @@ def entity_report(true_tags: list[list[str]], pred_tags: list[list[str]]) -> dic
     for s, (t, p) in enumerate(zip(true_tags, pred_tags)):
         if len(t) != len(p):
             raise MetricError(f"sequence {s}: {len(t)} true tags but {len(p)} predicted ones")
-        gold.update((s, *e) for e in bio_entities(t))
-        found.update((s, *e) for e in bio_entities(p))
+        gold.update((s, *e) for e in _sequence_entities(t, scheme, f"sequence {s}, true tags"))
+        found.update((s, *e) for e in _sequence_entities(p, scheme, f"sequence {s}, predicted tags"))
         tokens += len(t)
         right += sum(a == b for a, b in zip(t, p))
     correct = gold & found
@@ -167,7 +192,49 @@ def entity_report(true_tags: list[list[str]], pred_tags: list[list[str]]) -> dic
     total = _prf(len(correct), len(found), len(gold))
     return {"precision": total["precision"], "recall": total["recall"], "f1": total["f1"],
             "accuracy": right / tokens if tokens else 0.0, "n_true": len(gold), "n_pred": len(found),
-            "n_correct": len(correct), "per_type": per_type}
+            "n_correct": len(correct), "scheme": scheme, "per_type": per_type}
+
+
+def _sequence_entities(tags: list[str], scheme: str, where: str) -> list[tuple[str, int, int]]:
+    """bio_entities, with an error that names the sequence."""
+    try:
+        return bio_entities(tags, scheme)
+    except MetricError as e:
+        raise MetricError(f"{where}: {e}") from None
+
+
+def _strict_entities(tags: list[str], scheme: str) -> list[tuple[str, int, int]]:
+    """seqeval's strict mode: B-X I-X... (IOB2); S-X, or B-X I-X... E-X (IOBES); nothing else is an entity."""
+    split = [_strict_tag(full, i, scheme) for i, full in enumerate(tags)]
+    entities, i = [], 0
+    while i < len(split):
+        prefix, kind = split[i]
+        if prefix != "B":  # an S- is an entity of its own; an I- or E- that no B- opened is none
+            if prefix == "S":
+                entities.append((kind, i, i + 1))
+            i += 1
+            continue
+        j = i + 1
+        while j < len(split) and split[j] == ("I", kind):
+            j += 1
+        if scheme == "IOB2":
+            entities.append((kind, i, j))
+        elif j < len(split) and split[j] == ("E", kind):
+            j += 1
+            entities.append((kind, i, j))
+        i = j  # IOBES: a B- without its E- is dropped, and reading goes on at the tag that broke it
+    return entities
+
+
+def _strict_tag(full: str, position: int, scheme: str) -> tuple[str, str]:
+    tag, kind = _split_tag(full, position)
+    allowed = _STRICT_PREFIXES[scheme]
+    if tag != "O" and full[0] not in allowed:
+        names = ", ".join(f"{p}-" for p in allowed[:-1]) + f" and {allowed[-1]}-"
+        other = "'IOBES' or 'conlleval'" if scheme == "IOB2" else "'conlleval'"
+        raise MetricError(f"tag {position} is {full!r}: the {scheme} scheme has only O, {names} tags "
+                          f"(read these tags with scheme={other})")
+    return tag, kind
 
 
 def _split_tag(full: str, position: int) -> tuple[str, str]:
@@ -188,66 +255,152 @@ def _chunk_edges(prev_tag, tag, prev_type, kind) -> tuple[bool, bool]:
 
 
 # ----- extractive QA -----------------------------------------------------------------------------
-_CJK = re.compile(f"[{char_class(PER_CHARACTER)}]")  # CJK ideographs, kana, hangul: compared per character
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
+QA_LANGUAGES = ("auto", "en", "zh")
+_ARTICLES = re.compile(r"\b(a|an|the)\b")  # SQuAD's normalize_answer drops these words
+# CMRC 2018's scorer (cmrc2018_evaluate.py): its list of punctuation, dropped before EM and F1 (its "……"
+# never matches a single character, so … stays; so do other marks, e.g. ASCII . , ( ) and ‘), and its
+# Chinese characters, one segment each
+_CMRC_PUNCTUATION = frozenset("-:_*^/\\~`+=，。：？！“”；’《》·、「」（）－～『』")
+_CMRC_CHINESE = re.compile("[\u4e00-\u9fa5]")
+# how nltk.word_tokenize (which the CMRC scorer calls on the text between Chinese characters) cuts words
+_FINAL_PERIOD = re.compile(r"(?<=[^.])\.([\])}>\"']*)\s*$")
+_COMMA = re.compile(r"([,:])(?!\d)")
+_OWN_WORD = re.compile(r"""([;@#$%&?!\[\](){}<>"]|\.\.\.)""")
 
 
-def squad_tokens(text: str, cjk: bool) -> list[str]:
-    """The tokens answers are compared by. English (SQuAD's normalisation): lower-case, drop ASCII
-    punctuation and the articles a / an / the, split at whitespace. With cjk=True: lower-case, drop
-    all punctuation (ASCII and Unicode, e.g. ，。“”), every CJK character is a token, other runs
-    (Latin words, numbers) split at whitespace as in English (articles kept)."""
-    text = text.lower()
-    if not cjk:
-        text = "".join(c for c in text if c not in string.punctuation)
-        return _ARTICLES.sub(" ", text).split()
-    text = "".join(" " if c in string.punctuation or unicodedata.category(c).startswith("P") else c for c in text)
-    return [t for t in re.split(f"({_CJK.pattern})|\\s+", text) if t]
+def squad_scores(predictions: dict, references: dict, language: str = "auto") -> dict:
+    """{exact_match, f1, n, missing, scorer} over the ids of `references` ({id: [answer texts]}, [] for an
+    unanswerable question); predictions is {id: text}, "" meaning "no answer". For each question the best
+    score over its answers counts. A question missing from predictions scores 0 (as in SQuAD v1.1's and
+    CMRC 2018's scripts; v2.0's leaves it out). With unanswerable questions the report adds has_answer_*
+    and no_answer_* scores.
 
-
-def squad_scores(predictions: dict, references: dict) -> dict:
-    """{exact_match, f1, n, missing} over the ids of `references` ({id: [answer texts]}, [] for an
-    unanswerable question); predictions is {id: text}, "" meaning "no answer". For each question
-    the best score over its answers counts. A question whose prediction or answers hold CJK
-    characters is compared per character (Chinese has no spaces between words); others with
-    SQuAD's English normalisation (see squad_tokens). A question missing from predictions scores 0.
-    With unanswerable questions the report adds has_answer_* and no_answer_* scores."""
+    language "en": SQuAD's definitions (scorer "squad", see squad_question); "zh": CMRC 2018's (scorer
+    "cmrc2018", see cmrc_question); "auto": "zh" when at least half of the answered questions have a
+    Chinese character in an answer, else "en". One definition scores the whole set, as the official
+    scripts do (a Chinese set's English answers too)."""
     if not references:
         raise MetricError("squad_scores: no references")
-    scores = {}
-    missing = 0
+    references = {qid: [a] if isinstance(a, str) else list(a) for qid, a in references.items()}
+    _check_choice("language", language, QA_LANGUAGES)
+    if language == "auto":
+        language = qa_language(predictions, references)
+    name, score = ("cmrc2018", cmrc_question) if language == "zh" else ("squad", squad_question)
+    scores, missing = {}, 0
     for qid, answers in references.items():
-        if isinstance(answers, str):
-            answers = [answers]
-        answers = [a for a in answers if a.strip()]
+        has_answer = any(a.strip() for a in answers)  # the data's split, as v2.0's HasAns / NoAns
         if qid not in predictions:
             missing += 1
-            scores[qid] = (0.0, 0.0, bool(answers))
+            scores[qid] = (0.0, 0.0, has_answer)
             continue
-        pred = predictions[qid] or ""
-        if not answers:  # unanswerable: right only when the prediction is empty
-            right = float(not squad_tokens(pred, bool(_CJK.search(pred))))  # "" or only punctuation / articles
-            scores[qid] = (right, right, False)
-            continue
-        best_em = best_f1 = 0.0
-        for answer in answers:
-            cjk = bool(_CJK.search(pred) or _CJK.search(answer))
-            p, g = squad_tokens(pred, cjk), squad_tokens(answer, cjk)
-            best_em = max(best_em, float(p == g))
-            best_f1 = max(best_f1, _token_f1(p, g))
-        scores[qid] = (best_em, best_f1, True)
+        scores[qid] = (*score(predictions[qid] or "", answers), has_answer)
     if missing:
         warnings.warn(f"squad_scores: {missing} of {len(references)} questions have no prediction; they score 0",
                       stacklevel=2)
     out = {"exact_match": _mean(s[0] for s in scores.values()), "f1": _mean(s[1] for s in scores.values()),
-           "n": len(scores), "missing": missing}
+           "n": len(scores), "missing": missing, "scorer": name}
     if any(not s[2] for s in scores.values()):
-        for name, keep in (("has_answer", True), ("no_answer", False)):
+        for part_name, keep in (("has_answer", True), ("no_answer", False)):
             part = [s for s in scores.values() if s[2] is keep]
-            out[f"{name}_exact_match"] = _mean(s[0] for s in part)
-            out[f"{name}_f1"] = _mean(s[1] for s in part)
-            out[f"{name}_n"] = len(part)
+            out[f"{part_name}_exact_match"] = _mean(s[0] for s in part)
+            out[f"{part_name}_f1"] = _mean(s[1] for s in part)
+            out[f"{part_name}_n"] = len(part)
     return out
+
+
+def qa_language(predictions: dict, references: dict) -> str:
+    """"zh" when at least half of the answered questions have a Chinese character in an answer (none
+    answered: half of the non-empty predictions), else "en"."""
+    texts = [" ".join(a) for a in references.values() if any(x.strip() for x in a)]
+    texts = texts or [p for p in predictions.values() if p and p.strip()]
+    chinese = sum(bool(_CMRC_CHINESE.search(t)) for t in texts)
+    return "zh" if texts and 2 * chinese >= len(texts) else "en"
+
+
+def squad_question(prediction: str, answers: list[str]) -> tuple[float, float]:
+    """(exact match, F1) as the official SQuAD v2.0 script scores a question: answers that normalise to
+    nothing (squad_tokens) are dropped, and none left means "no answer" (right iff the prediction
+    normalises to nothing); EM: equal tokens; F1: the bag of shared tokens, 1 if both sides are empty;
+    the best answer counts. Equal to v1.1's script wherever every answer keeps a token (all of v1.1's
+    data): v1.1 has no "no answer", and its F1 of two empty sides is 0."""
+    golds = [tokens for tokens in map(squad_tokens, answers) if tokens] or [[]]
+    pred = squad_tokens(prediction)
+    return max(float(pred == g) for g in golds), max(_token_f1(pred, g) for g in golds)
+
+
+def squad_tokens(text: str) -> list[str]:
+    """SQuAD's normalize_answer, split: lower-case, drop ASCII punctuation (string.punctuation) and the
+    articles a / an / the, split at whitespace."""
+    text = "".join(c for c in text.lower() if c not in string.punctuation)
+    return _ARTICLES.sub(" ", text).split()
+
+
+def cmrc_question(prediction: str, answers: list[str]) -> tuple[float, float]:
+    """(exact match, F1) as the official CMRC 2018 script scores a question. EM: equal after lower-casing,
+    stripping and dropping its punctuation list (inner spaces count). F1: the longest run of segments
+    (cmrc_segments) that prediction and answer share, P = run / predicted segments, R = run / answer
+    segments (上海北京 against 北京上海: 0.5). The best answer counts. CMRC 2018 has no unanswerable
+    questions; here an answer with no segment is dropped and none left means "no answer", right iff the
+    prediction has no segment (SQuAD v2.0's rule)."""
+    golds = [a for a in answers if cmrc_segments(a)]
+    pred = cmrc_segments(prediction)
+    if not golds:
+        return float(not pred), float(not pred)
+    exact = max(float(_cmrc_plain(a) == _cmrc_plain(prediction)) for a in golds)
+    return exact, max(_run_f1(pred, cmrc_segments(a)) for a in golds)
+
+
+def cmrc_segments(text: str) -> list[str]:
+    """CMRC 2018's mixed_segmentation with its punctuation removed: lower-case, strip, drop the
+    punctuation list (the text on both sides stays one run: COVID-19 -> covid19), each Chinese
+    character (U+4E00..U+9FA5) a segment, the text between them cut into words as nltk.word_tokenize
+    cuts it (see _words)."""
+    segments, run = [], []
+    for c in text.lower().strip():
+        if c in _CMRC_PUNCTUATION:
+            continue
+        if _CMRC_CHINESE.match(c):
+            segments += _words("".join(run))
+            segments.append(c)
+            run = []
+        else:
+            run.append(c)
+    return segments + _words("".join(run))
+
+
+def _words(run: str) -> list[str]:
+    """Words as nltk.word_tokenize gives them in the common cases: split at spaces; ; @ # $ % & ? ! " ...
+    and brackets are words of their own, so are a comma or colon not before a digit (1,000 stays one)
+    and a final period (3.5 and u.s stay one). Where nltk differs: contractions (don't -> do n't),
+    quotes it rewrites as `` '', a period that ends a sentence inside the run."""
+    run = _FINAL_PERIOD.sub(r" . \1", run)
+    run = _COMMA.sub(r" \1 ", run)
+    return _OWN_WORD.sub(r" \1 ", run).split()
+
+
+def _cmrc_plain(text: str) -> str:
+    return "".join(c for c in text.lower().strip() if c not in _CMRC_PUNCTUATION)
+
+
+def _run_f1(pred: list[str], gold: list[str]) -> float:
+    run = _longest_common_run(pred, gold)
+    if run == 0:
+        return 0.0
+    precision, recall = run / len(pred), run / len(gold)
+    return 2 * precision * recall / (precision + recall)
+
+
+def _longest_common_run(a: list[str], b: list[str]) -> int:
+    """The length of the longest run of items that a and b share (contiguous in both)."""
+    best, above = 0, [0] * (len(b) + 1)  # above[j + 1]: the run ending at the previous a item and b[j]
+    for x in a:
+        row = [0] * (len(b) + 1)
+        for j, y in enumerate(b):
+            if x == y:
+                row[j + 1] = above[j] + 1
+                best = max(best, row[j + 1])
+        above = row
+    return best
 
 
 def _token_f1(pred: list[str], gold: list[str]) -> float:
@@ -401,6 +554,11 @@ def _floats(values, name: str) -> list[float]:
         raise MetricError(f"{name} must hold numbers") from None
 
 
+def _check_choice(name: str, value, choices: tuple, hint: str = "") -> None:
+    if value not in choices:
+        raise MetricError(f"{name} {value!r} is not one of {', '.join(map(repr, choices))}{hint}")
+
+
 def _same_length(a: list, b: list) -> None:
     if len(a) != len(b):
         raise MetricError(f"y_true has {len(a)} items but y_pred has {len(b)}")
@@ -413,6 +571,10 @@ def _in_range(ids: list[int], n: int) -> None:
 
 
 def _pearson(a: np.ndarray, b: np.ndarray) -> float:
+    """nan for a constant sequence (as scipy): its deviations from the mean are rounding noise (0.1 three
+    times has a mean of 0.10000000000000002), not a signal to correlate."""
+    if len(a) < 2 or (a == a[0]).all() or (b == b[0]).all():
+        return float("nan")
     a, b = a - a.mean(), b - b.mean()
     denominator = math.sqrt(float((a * a).sum()) * float((b * b).sum()))
     return float((a * b).sum()) / denominator if denominator > 0 else float("nan")

@@ -5,10 +5,7 @@ sentence, and how wide a string is in a terminal. One table each; nothing here i
       CJK_IDEOGRAPHS     BERT's "Chinese character" blocks: the tokenizer makes each its own token
       CJK_PUNCTUATION    CJK symbols and punctuation, full-width forms, the dashes, quotes and
                          ellipsis Chinese text uses (— “ ” ‘ ’ …)
-      KANA_HANGUL        Japanese kana and Korean syllables
       WIDE_TEXT          = CJK_IDEOGRAPHS + CJK_PUNCTUATION: decoding puts no space next to these
-      PER_CHARACTER      = CJK_IDEOGRAPHS + KANA_HANGUL: QA answers in these scripts are compared
-                           per character (no spaces between words)
       is_cjk(char), char_class(ranges) -> "a-b..." for a regex [...]
 
     sentence ends
@@ -29,9 +26,7 @@ import unicodedata
 CJK_IDEOGRAPHS = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F),
                   (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
 CJK_PUNCTUATION = ((0x3000, 0x303F), (0xFF00, 0xFFEF), (0x2010, 0x2027))
-KANA_HANGUL = ((0x3040, 0x30FF), (0xAC00, 0xD7AF))
 WIDE_TEXT = CJK_IDEOGRAPHS + CJK_PUNCTUATION
-PER_CHARACTER = CJK_IDEOGRAPHS + KANA_HANGUL
 
 
 def is_cjk(char: str) -> bool:

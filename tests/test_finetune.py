@@ -319,11 +319,11 @@ def test_resume_keeps_the_best_score_and_evaluate_refuses_an_untrained_head(tmp_
     real = finetune_module.task_loss
     calls = {"n": 0}
 
-    def stop_at_five(model, batch):
+    def stop_at_five(model, batch, weights):
         calls["n"] += 1
         if calls["n"] == 5:
             os.kill(os.getpid(), signal.SIGTERM)
-        return real(model, batch)
+        return real(model, batch, weights)
 
     monkeypatch.setattr(finetune_module, "task_loss", stop_at_five)
     cut = run(settings(tmp_path / "r", base_dir, train_file, eval=dev_file, save_every=2, eval_every=2))
@@ -399,3 +399,42 @@ def test_short_windows_get_a_stride_that_fits(tmp_path, base_dir, sentiment_file
     train_file, dev_file = sentiment_files
     cfg = settings(tmp_path / "short", base_dir, train_file, eval=dev_file, seq_len=24, stride=None, steps=2)
     assert run(cfg).step == 2 and cfg.stride == 6  # a quarter of 24 (32 used to be refused for <= 34)
+
+
+@pytest.mark.slow
+def test_a_token_averaged_loss_is_the_mean_over_the_whole_step(tmp_path, base_dir):
+    """Tagging's loss is a mean over labelled tokens, and batches hold different numbers of them: the loop
+    weighs each micro-batch by its count, so 2 processes x 4 rows and 1 process x 2 micro-batches of 4 train
+    exactly as 1 process x 8 rows (the mean of the two halves' means would not)."""
+    import shutil
+    from safetensors.torch import load_file
+
+    base = tmp_path / "base"  # no dropout: the processes' random streams cannot match one process's
+    shutil.copytree(base_dir, base)
+    config = json.loads((base / "config.json").read_text())
+    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    (base / "config.json").write_text(json.dumps(config))
+    train = tmp_path / "train.jsonl"
+    with open(train, "w", encoding="utf-8") as fh:
+        for e in read_task("tag", "builtin:peoples-daily-ner", split="train")[:64]:
+            fh.write(json.dumps({"tokens": e.tokens, "tags": e.tags}, ensure_ascii=False) + "\n")
+    common = ["-m", "bertkit", "finetune", "--task", "tag", "--model", str(base), "--train", str(train),
+              "--steps", "4", "--lr", "1e-3", "--seq-len", "48", "--stride", "16", "--log-every", "1",
+              "--eval-every", "0", "--save-every", "0", "--seed", "3", "--device", "cpu", "--no-progress"]
+    env = {**__import__("os").environ, "OMP_NUM_THREADS": "1"}
+    runs = {"one": [sys.executable, *common, "--batch-size", "8"],
+            "accumulated": [sys.executable, *common, "--batch-size", "4", "--grad-accum", "2"],
+            "two": [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29533",
+                    *common, "--batch-size", "4"]}
+    for name, cmd in runs.items():
+        done = subprocess.run([*cmd, "--out", str(tmp_path / name)], capture_output=True, text=True, timeout=300,
+                              env=env)
+        assert done.returncode == 0, done.stderr[-3000:]
+    losses = {name: [r["loss"] for r in read_metrics(str(tmp_path / name / "metrics.jsonl")) if "loss" in r]
+              for name in runs}
+    weights = {name: load_file(tmp_path / name / "model.safetensors") for name in runs}
+    assert len(losses["one"]) == 4
+    for name in ("accumulated", "two"):
+        assert losses[name] == pytest.approx(losses["one"], rel=1e-5, abs=1e-6), name
+        for k, w in weights["one"].items():
+            assert torch.allclose(weights[name][k], w, atol=1e-5, rtol=1e-4), (name, k)

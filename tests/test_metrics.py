@@ -1,8 +1,13 @@
-"""Metrics against hand-computed examples (and scikit-learn, when it happens to be installed)."""
+"""Metrics against hand-computed examples and the reference implementations: scikit-learn / scipy
+(classification, regression), seqeval (entities), the official SQuAD v1.1 / v2.0 and CMRC 2018 scorers'
+definitions re-written here from their description (extractive QA). A reference that is not installed
+skips its tests (`pip install -e ".[dev]"` installs them all)."""
 
 import math
 import os
 import random
+import re
+import string
 import warnings
 
 import numpy as np
@@ -87,6 +92,79 @@ def test_multilabel_report_by_hand():
         multilabel_report(np.zeros((1, 3)), np.zeros((1, 2)), ["x", "y", "z"])
 
 
+def test_classification_report_equals_scikit_learn():
+    # zero_division: a ratio with a zero denominator is 0.0 in bertkit, as sklearn's zero_division=0; macro and
+    # weighted F1 average over the labels that occur in y_true or y_pred, as sklearn's default labels=None does
+    sk = pytest.importorskip("sklearn.metrics")
+    for seed in range(200):
+        rng = np.random.default_rng(seed)
+        k, n = int(rng.integers(2, 7)), int(rng.integers(1, 40))
+        y_true = rng.integers(0, k, n)
+        shown = rng.choice(k, size=int(rng.integers(1, k + 1)), replace=False)  # some labels never predicted
+        y_pred = np.where(rng.random(n) < 0.5, y_true, rng.choice(shown, n))
+        names = [f"c{j}" for j in range(k)]
+        r = classification_report(y_true, y_pred, names)
+        p, rc, f, support = sk.precision_recall_fscore_support(y_true, y_pred, labels=range(k), zero_division=0)
+        for j, name in enumerate(names):
+            assert r["per_class"][name] == approx({"precision": p[j], "recall": rc[j], "f1": f[j],
+                                                   "support": support[j]}), (seed, name)
+        assert r["accuracy"] == approx(sk.accuracy_score(y_true, y_pred))
+        assert r["macro_f1"] == approx(sk.f1_score(y_true, y_pred, average="macro", zero_division=0)), seed
+        assert r["weighted_f1"] == approx(sk.f1_score(y_true, y_pred, average="weighted", zero_division=0)), seed
+        assert confusion_matrix(y_true, y_pred, k) == sk.confusion_matrix(y_true, y_pred, labels=range(k)).tolist()
+
+
+def test_multilabel_report_equals_scikit_learn():
+    # micro and per-label scores as sklearn's with zero_division=0; macro F1 over the labels that occur in y_true
+    # or y_pred (sklearn's labels=<those>: by default sklearn averages over every column, absent ones too)
+    sk = pytest.importorskip("sklearn.metrics")
+    for seed in range(200):
+        rng = np.random.default_rng(seed)
+        k, n = int(rng.integers(2, 7)), int(rng.integers(1, 30))  # (sklearn reads one column as binary labels)
+        y_true = (rng.random((n, k)) < rng.random()).astype(int)
+        y_pred = np.where(rng.random((n, k)) < 0.6, y_true, rng.random((n, k)) < 0.3).astype(int)
+        y_pred[:, rng.integers(0, k)] = 0  # a label never predicted
+        names = [f"l{j}" for j in range(k)]
+        r = multilabel_report(y_true, y_pred, names)
+        for key in ("precision", "recall", "f1"):
+            score = getattr(sk, f"{key}_score")(y_true, y_pred, average="micro", zero_division=0)
+            assert r[f"micro_{key}"] == approx(score), (seed, key)
+        p, rc, f, support = sk.precision_recall_fscore_support(y_true, y_pred, average=None, zero_division=0)
+        for j, name in enumerate(names):
+            assert r["per_class"][name] == approx({"precision": p[j], "recall": rc[j], "f1": f[j],
+                                                   "support": support[j]}), (seed, name)
+        present = [j for j in range(k) if y_true[:, j].any() or y_pred[:, j].any()]
+        macro = sk.f1_score(y_true, y_pred, labels=present, average="macro", zero_division=0) if present else 0.0
+        assert r["macro_f1"] == approx(macro), seed
+        assert r["exact_match"] == approx(sk.accuracy_score(y_true, y_pred))  # subset accuracy
+
+
+def test_regression_report_equals_scikit_learn_and_scipy():
+    sk = pytest.importorskip("sklearn.metrics")
+    stats = pytest.importorskip("scipy.stats")
+    cases = []
+    for seed in range(100):
+        rng = np.random.default_rng(seed)
+        n = int(rng.integers(2, 30))
+        t = rng.normal(size=n)
+        p = t + rng.normal(scale=rng.random() * 2, size=n)
+        if seed % 3 == 0:  # ties: ranks share their mean
+            t, p = np.round(t), np.round(p * 2) / 2
+        cases.append((t, p))
+    # constant: undefined, nan; 0.1 and 1/3 are not exact in binary, so their deviations from the mean are
+    # rounding noise (1e-17), not zero
+    cases += [(np.full(3, 0.1), np.arange(3.0)), (np.full(7, 0.1), np.arange(7.0)),
+              (np.arange(4.0), np.full(4, 1 / 3)), (np.full(3, 2.0), np.full(3, 2.0))]
+    for t, p in cases:
+        r = regression_report(t, p)
+        assert r["mse"] == approx(sk.mean_squared_error(t, p)) and r["mae"] == approx(sk.mean_absolute_error(t, p))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # scipy warns on constant input
+            pearson, spearman = stats.pearsonr(t, p).statistic, stats.spearmanr(t, p).statistic
+        for ours, theirs in ((r["pearson"], pearson), (r["spearman"], spearman)):
+            assert (math.isnan(ours) and math.isnan(theirs)) or ours == approx(theirs), (t, p, ours, theirs)
+
+
 def test_regression_report_by_hand():
     r = regression_report([1, 2, 3, 4], [2, 2, 3, 5])
     assert r["mse"] == approx(0.5) and r["mae"] == approx(0.5) and r["n"] == 4
@@ -118,6 +196,39 @@ def test_bio_entities(tags, entities):
     assert bio_entities(tags) == entities
 
 
+@pytest.mark.parametrize("scheme, tags, entities", [
+    ("conlleval", ["O", "I-LOC"], [("LOC", 1, 2)]),  # lenient: an I- after O starts an entity
+    ("IOB2", ["O", "I-LOC"], []),  # strict IOB2: only B- starts one
+    ("IOB2", ["B-PER", "I-PER", "I-LOC"], [("PER", 0, 2)]),
+    ("IOB2", ["I-PER", "I-PER", "B-PER"], [("PER", 2, 3)]),
+    ("IOBES", ["B-LOC", "I-LOC", "O"], []),  # strict IOBES: B- needs its E-
+    ("IOBES", ["B-LOC", "I-LOC", "E-LOC", "S-PER"], [("LOC", 0, 3), ("PER", 3, 4)]),
+    ("conlleval", ["B-LOC", "E-PER"], [("LOC", 0, 1), ("PER", 1, 2)]),
+    ("IOBES", ["B-LOC", "E-PER"], []),
+    ("IOBES", ["B-LOC", "S-LOC", "E-LOC"], [("LOC", 1, 2)]),
+])
+def test_entity_schemes(scheme, tags, entities):
+    assert bio_entities(tags, scheme=scheme) == entities
+
+
+def test_entity_report_names_its_scheme():
+    tags = [["O", "I-LOC", "O"]]
+    assert entity_report(tags, tags)["scheme"] == "conlleval"  # the default: conlleval's lenient chunks
+    assert entity_report(tags, tags)["n_true"] == 1
+    strict = entity_report(tags, tags, scheme="IOB2")
+    assert strict["scheme"] == "IOB2" and strict["n_true"] == strict["n_pred"] == 0
+    assert "scheme" in format_report(strict) and "IOB2" in format_report(strict)
+
+
+def test_strict_schemes_reject_tags_outside_them():
+    with pytest.raises(MetricError, match=r"tag 1 is 'E-PER'.*IOB2.*O, B- and I-"):
+        bio_entities(["B-PER", "E-PER"], scheme="IOB2")
+    with pytest.raises(MetricError, match=r"tag 0 is 'M-LOC'.*IOBES"):
+        entity_report([["M-LOC"]], [["O"]], scheme="IOBES")
+    with pytest.raises(MetricError, match=r"scheme 'BIO' is not one of 'conlleval', 'IOB2', 'IOBES'"):
+        entity_report([["O"]], [["O"]], scheme="BIO")
+
+
 def test_bio_entities_rejects_unknown_tags():
     with pytest.raises(MetricError, match=r"tag 1 is 'PER'"):
         bio_entities(["O", "PER"])
@@ -139,26 +250,170 @@ def test_entity_report_by_hand():
         entity_report(true, pred[:1])
 
 
-# ----- SQuAD -------------------------------------------------------------------------------------
+# ----- SQuAD and CMRC 2018 -----------------------------------------------------------------------
 def test_squad_scores_by_hand():
-    predictions = {"a": "The Cat!", "b": "a black cat sat", "c": "江泽民主席", "d": "", "e": "x", "g": "“北京”。"}
-    references = {"a": ["cat"], "b": ["the cat", "dog"], "c": ["江泽民"], "d": [], "e": [], "f": ["y"], "g": ["北京"]}
-    with pytest.warns(UserWarning, match="1 of 7 questions have no prediction"):
+    predictions = {"a": "The Cat!", "b": "a black cat sat", "d": "", "e": "x"}
+    references = {"a": ["cat"], "b": ["the cat", "dog"], "d": [], "e": [], "f": ["y"]}
+    with pytest.warns(UserWarning, match="1 of 5 questions have no prediction"):
         r = squad_scores(predictions, references)
-    # a: normalised equal; b: {black, cat, sat} vs {cat}: P 1/3, R 1 -> 0.5; c: per character: 3 of 5 -> 0.75;
-    # d: unanswerable, no answer -> 1; e: unanswerable, answered -> 0; f: missing -> 0; g: punctuation dropped -> 1
-    assert r["exact_match"] == approx(3 / 7)
-    assert r["f1"] == approx((1 + 0.5 + 0.75 + 1 + 0 + 0 + 1) / 7)
-    assert (r["n"], r["missing"]) == (7, 1)
-    assert r["has_answer_exact_match"] == approx(2 / 5) and r["has_answer_f1"] == approx(3.25 / 5)
+    # a: normalised equal; b: {black, cat, sat} vs {cat}: P 1/3, R 1 -> 0.5; d: unanswerable, no answer -> 1;
+    # e: unanswerable, answered -> 0; f: missing -> 0
+    assert r["scorer"] == "squad"
+    assert r["exact_match"] == approx(2 / 5)
+    assert r["f1"] == approx((1 + 0.5 + 1 + 0 + 0) / 5)
+    assert (r["n"], r["missing"]) == (5, 1)
+    assert r["has_answer_exact_match"] == approx(1 / 3) and r["has_answer_f1"] == approx(1.5 / 3)
     assert r["no_answer_exact_match"] == approx(0.5) and r["no_answer_n"] == 2
 
 
-def test_squad_mixed_chinese_and_latin():
-    assert squad_scores({"q": "iPhone 手机"}, {"q": ["iphone手机"]})["exact_match"] == 1.0
-    assert squad_scores({"q": "北京大学"}, {"q": ["北京"]})["f1"] == approx(2 * 0.5 * 1 / 1.5)
+def test_cmrc_scores_by_hand():
+    predictions = {"c": "江泽民主席", "g": "“北京”。", "h": "上海北京"}
+    references = {"c": ["江泽民"], "g": ["北京"], "h": ["北京上海"]}
+    r = squad_scores(predictions, references)
+    # c: longest common run 3 of 5 predicted / 3 gold characters: P 3/5, R 1 -> 0.75; g: “ ” 。 are CMRC
+    # punctuation, dropped -> 1; h: the longest common run is 北京 (or 上海), 2 of 4 each way -> 0.5
+    assert r["scorer"] == "cmrc2018"
+    assert r["exact_match"] == approx(1 / 3)
+    assert r["f1"] == approx((0.75 + 1 + 0.5) / 3)
+
+
+@pytest.mark.parametrize("prediction, answers, em, f1", [
+    # F1 is the longest common run of segments, not a bag: 上海北京 / 北京上海 share 北京 -> P 2/4, R 2/4
+    ("上海北京", ["北京上海"], 0.0, 0.5),
+    ("京北", ["北京"], 0.0, 0.5),
+    # ASCII "." is not in CMRC's punctuation list: EM differs; segments 1998 年 . vs 1998 年 -> P 2/3, R 1
+    ("1998年.", ["1998年"], 0.0, 0.8),
+    # "-" is CMRC punctuation and is dropped before segmenting: COVID-19 is the word covid19
+    ("COVID-19疫情", ["covid19疫情"], 1.0, 1.0),
+    # EM drops CMRC punctuation only, so an inner space counts; the segments (iphone 手 机) are equal
+    ("iPhone 手机", ["iphone手机"], 0.0, 1.0),
+    ("北京大学", ["北京"], 0.0, 2 * 0.5 * 1 / 1.5),
+    # the official list holds ’ but not ‘: ‘ stays, a segment of its own -> P 2/3, R 1
+    ("‘北京’", ["北京"], 0.0, 0.8),
+    # the best gold counts: 北京市 shares 北京 (P 2/4, R 2/3 -> 4/7), 中国 shares 中国 (P 2/4, R 1 -> 2/3)
+    ("中国北京", ["北京市", "中国"], 0.0, 2 / 3),
+])
+def test_cmrc_definitions(prediction, answers, em, f1):
+    r = squad_scores({"q": prediction}, {"q": answers}, language="zh")
+    assert (r["exact_match"], r["f1"]) == (em, approx(f1)) and r["scorer"] == "cmrc2018"
+
+
+def test_one_definition_for_the_whole_data_set():
+    # most answers are Chinese: every question is scored as CMRC 2018 scores it, the English one too, as the
+    # official script does: NBA. vs NBA: EM 0 ("." is kept), segments nba . vs nba -> P 1, R 1/2 -> 2/3
+    r = squad_scores({"q1": "北京", "q2": "上海", "q3": "NBA"}, {"q1": ["北京"], "q2": ["上海"], "q3": ["NBA."]})
+    assert r["scorer"] == "cmrc2018"
+    assert r["exact_match"] == approx(2 / 3) and r["f1"] == approx((1 + 1 + 2 / 3) / 3)
+    english = squad_scores({"q3": "NBA"}, {"q3": ["NBA."]})  # SQuAD drops "."
+    assert english["scorer"] == "squad" and english["exact_match"] == 1.0
+    assert squad_scores({"q": "北京上海"}, {"q": ["上海北京"]}, language="en")["f1"] == 0.0  # one token each
+    with pytest.raises(MetricError, match="language 'fr' is not one of 'auto', 'en', 'zh'"):
+        squad_scores({"q": "x"}, {"q": ["x"]}, language="fr")
+
+
+def test_no_answer_is_an_answer_that_normalises_to_nothing():
+    # SQuAD v2.0: gold answers that normalise to nothing are dropped; none left: the question is scored as
+    # unanswerable (right iff the prediction normalises to nothing)
+    assert squad_scores({"q": ""}, {"q": [".", "cat"]})["exact_match"] == 0.0  # only "cat" counts
+    assert squad_scores({"q": "a"}, {"q": ["the", "cat"]})["f1"] == 0.0
     assert squad_scores({"q": "the"}, {"q": []})["exact_match"] == 1.0  # normalises to nothing: "no answer"
+    only_the = squad_scores({"q": "The"}, {"q": ["the"]})
+    assert (only_the["exact_match"], only_the["f1"]) == (1.0, 1.0)  # v2.0's F1 of two empty answers is 1
+    # the has-answer / no-answer split follows the data, as v2.0's: "the" is an answer there
+    r = squad_scores({"a": "", "b": "", "c": "dog"}, {"a": ["the"], "b": [], "c": ["cat"]})
+    assert (r["has_answer_n"], r["no_answer_n"]) == (2, 1)
+    assert r["has_answer_exact_match"] == 0.5 and r["no_answer_exact_match"] == 1.0
+    # CMRC 2018 has no unanswerable questions; bertkit scores them by v2.0's rule: 。 segments to nothing
+    zh = squad_scores({"a": "北京", "b": "。"}, {"a": ["北京"], "b": []})
+    assert zh["scorer"] == "cmrc2018" and (zh["exact_match"], zh["f1"]) == (1.0, 1.0)
     assert "has_answer_f1" not in squad_scores({"q": "a"}, {"q": ["a"]})
+
+
+# The official definitions, written again from their description, as references on random answers.
+def _squad_normalise(text: str) -> list[str]:
+    """Both SQuAD scripts' normalize_answer, as tokens: lower-case, drop string.punctuation, the articles
+    a / an / the as whole words, and split at whitespace (articles dropped as tokens: the same for ASCII texts)."""
+    text = "".join(c for c in text.lower() if c not in string.punctuation)
+    return [w for w in text.split() if w not in ("a", "an", "the")]
+
+
+def _bag_f1(pred: list, gold: list) -> float:
+    shared = sum(min(pred.count(w), gold.count(w)) for w in set(pred))
+    return 0.0 if not shared else 2 * shared / (len(pred) + len(gold))  # = 2PR / (P + R)
+
+
+def _squad_v1_reference(answers: list[str], prediction: str) -> tuple[float, float]:
+    """evaluate-v1.1.py: the best over all answers of EM and bag F1 (no shared token, also an empty side: 0)."""
+    p = _squad_normalise(prediction)
+    return (max(float(p == _squad_normalise(a)) for a in answers),
+            max(_bag_f1(p, _squad_normalise(a)) for a in answers))
+
+
+def _squad_v2_reference(answers: list[str], prediction: str) -> tuple[float, float]:
+    """evaluate-v2.0.py: answers that normalise to nothing dropped ([""] if none is left); an empty side's F1
+    is 1 when both are empty."""
+    golds = [_squad_normalise(a) for a in answers if _squad_normalise(a)] or [[]]
+    p = _squad_normalise(prediction)
+    return (max(float(p == g) for g in golds),
+            max(float(p == g) if not p or not g else _bag_f1(p, g) for g in golds))
+
+
+_CMRC_PUNCTUATION = set("-:_*^/\\~`+=，。：？！“”；’《》·、「」（）－～『』")
+
+
+def _cmrc_reference(answers: list[str], prediction: str) -> tuple[float, float]:
+    """cmrc2018_evaluate.py: EM on the text lower-cased, stripped, without its punctuation list; F1 on the longest
+    common run of segments (each Chinese character one, other runs split at spaces, the punctuation dropped
+    first): P = run / predicted segments, R = run / gold segments. Unanswerable (no gold with a segment):
+    SQuAD v2.0's rule, as bertkit extends it. (Only for texts whose English runs hold no other punctuation.)"""
+    def plain(text):
+        return "".join(c for c in text.lower().strip() if c not in _CMRC_PUNCTUATION)
+
+    def segments(text):
+        return re.findall(r"[\u4e00-\u9fa5]|[^\s\u4e00-\u9fa5]+", plain(text))
+
+    def longest_run(a, b):
+        return max([k for k in range(1, min(len(a), len(b)) + 1)
+                    if any(a[i:i + k] == b[j:j + k] for i in range(len(a) - k + 1) for j in range(len(b) - k + 1))],
+                   default=0)
+
+    golds = [a for a in answers if segments(a)]
+    if not golds:
+        right = float(not segments(prediction))
+        return right, right
+    f1s = []
+    for gold in golds:
+        run, p, g = longest_run(segments(gold), segments(prediction)), segments(prediction), segments(gold)
+        f1s.append(0.0 if not run else 2 * (run / len(p)) * (run / len(g)) / (run / len(p) + run / len(g)))
+    return max(float(plain(a) == plain(prediction)) for a in golds), max(f1s)
+
+
+def _random_text(rng: random.Random, pieces: list[str]) -> str:
+    return "".join(rng.choice(pieces) for _ in range(rng.randrange(0, 6)))
+
+
+def test_squad_scores_equal_the_official_definitions_on_random_answers():
+    pieces = ["the ", "a ", "An ", "cat ", "Cat", "dog ", ". ", ",", "!", "sat ", " ", "black", "the.", "(a)"]
+    rng = random.Random(0)
+    for _ in range(2000):
+        answers = [_random_text(rng, pieces) for _ in range(rng.randrange(0, 4))]
+        prediction = _random_text(rng, pieces)
+        r = squad_scores({"q": prediction}, {"q": answers}, language="en")
+        v2 = _squad_v2_reference(answers, prediction)
+        assert (r["exact_match"], r["f1"]) == (v2[0], approx(v2[1])), (answers, prediction)
+        if answers and all(_squad_normalise(a) for a in answers):  # where v1.1 and v2.0 agree (v1.1's data)
+            assert v2 == approx(_squad_v1_reference(answers, prediction)), (answers, prediction)
+
+
+def test_cmrc_scores_equal_the_official_definitions_on_random_answers():
+    pieces = ["北", "京", "上", "海", "大", "学", "nba", "2008", "iPhone", " ", "-", "，", "。", "“", "”", "（", "）"]
+    rng = random.Random(0)
+    for _ in range(2000):
+        answers = [_random_text(rng, pieces) for _ in range(rng.randrange(0, 4))]
+        prediction = _random_text(rng, pieces)
+        r = squad_scores({"q": prediction}, {"q": answers}, language="zh")
+        em, f1 = _cmrc_reference(answers, prediction)
+        assert (r["exact_match"], r["f1"]) == (em, approx(f1)), (answers, prediction)
 
 
 # ----- showing -----------------------------------------------------------------------------------
@@ -212,7 +467,71 @@ def test_bio_entities_round_trip(case, scheme):
         if scheme == "IOBES":
             tags[end - 1] = f"S-{kind}" if end - start == 1 else f"E-{kind}"
     assert bio_entities(tags) == entities
+    assert bio_entities(tags, scheme="IOB2" if scheme == "BIO" else "IOBES") == entities  # well-formed: same
     assert entity_report([tags], [tags])["f1"] == (1.0 if entities else 0.0)
+
+
+_TAGS = {"conlleval": ["O"] + [f"{p}-{k}" for p in "BIES" for k in ("PER", "LOC")],
+         "IOB2": ["O"] + [f"{p}-{k}" for p in "BI" for k in ("PER", "LOC")],
+         "IOBES": ["O"] + [f"{p}-{k}" for p in "BIES" for k in ("PER", "LOC")]}
+
+
+@st.composite
+def _tag_pairs(draw, scheme):
+    """(true, predicted) tag sequences, ill-formed ones included (I- after O, B- without E-, a type change)."""
+    tags = st.sampled_from(_TAGS[scheme])
+    true = draw(st.lists(st.lists(tags, max_size=12), min_size=1, max_size=5))
+    pred = [[t if draw(st.booleans()) else draw(tags) for t in seq] for seq in true]  # about half kept
+    return true, pred
+
+
+def _seqeval_entities(sequences, scheme):
+    from seqeval import scheme as schemes
+    from seqeval.metrics.sequence_labeling import get_entities
+    if scheme == "conlleval":  # seqeval's default mode: conlleval's chunks, end inclusive
+        return [[(kind, start, end + 1) for kind, start, end in get_entities(seq)] for seq in sequences]
+    found = schemes.Entities(sequences, getattr(schemes, scheme)).entities
+    return [[(e.tag, e.start, e.end) for e in sentence] for sentence in found]
+
+
+@pytest.mark.parametrize("scheme", ["conlleval", "IOB2", "IOBES"])
+def test_entities_equal_seqeval(scheme):
+    # conlleval == seqeval's default mode; IOB2 / IOBES == seqeval's mode="strict" with that scheme
+    pytest.importorskip("seqeval")
+    from seqeval.metrics import classification_report as seqeval_report
+    from seqeval import scheme as schemes
+    strict = {} if scheme == "conlleval" else {"mode": "strict", "scheme": getattr(schemes, scheme)}
+
+    @given(_tag_pairs(scheme))
+    @settings(max_examples=300, deadline=None)
+    def check(pair):
+        true, pred = pair
+        assert [bio_entities(seq, scheme=scheme) for seq in true] == _seqeval_entities(true, scheme)
+        r = entity_report(true, pred, scheme=scheme)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # numpy: the mean of no types
+            expected = seqeval_report(true, pred, output_dict=True, zero_division=0, **strict)
+        micro = expected.pop("micro avg")
+        assert (r["precision"], r["recall"], r["f1"]) == approx((micro["precision"], micro["recall"],
+                                                                micro["f1-score"]))
+        assert r["n_true"] == micro["support"]
+        types = {k: v for k, v in expected.items() if not k.endswith(" avg")}
+        assert set(r["per_type"]) == set(types)
+        for kind, row in types.items():
+            assert r["per_type"][kind] == approx({"precision": row["precision"], "recall": row["recall"],
+                                                  "f1": row["f1-score"], "support": row["support"]}), kind
+
+    check()
+
+
+def test_strict_iob2_and_seqeval_reject_the_same_tags():
+    pytest.importorskip("seqeval")
+    from seqeval.metrics import f1_score
+    from seqeval.scheme import IOB2
+    with pytest.raises(ValueError):
+        f1_score([["B-PER", "E-PER"]], [["O", "O"]], mode="strict", scheme=IOB2)
+    with pytest.raises(ValueError):  # MetricError is a ValueError too
+        entity_report([["B-PER", "E-PER"]], [["O", "O"]], scheme="IOB2")
 
 
 def test_undefined_metrics_become_null_in_json(tmp_path):

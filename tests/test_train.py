@@ -168,11 +168,11 @@ def test_resume_continues_exactly(tmp_path, corpus_file, tiny_config_file, token
     calls = {"n": 0}
     real_loss = pretrain_module.pretraining_loss
 
-    def loss_then_sigterm(model, batch):
+    def loss_then_sigterm(model, batch, weights):
         calls["n"] += 1
         if calls["n"] == 5:
             os.kill(os.getpid(), signal.SIGTERM)  # asks the loop to stop after this step
-        return real_loss(model, batch)
+        return real_loss(model, batch, weights)
 
     monkeypatch.setattr(pretrain_module, "pretraining_loss", loss_then_sigterm)
     first = run(make(tmp_path / "cut", corpus_file, tiny_config_file, tokenizer=tokenizer_dir))
@@ -258,7 +258,8 @@ def test_the_same_flags_and_seed_give_the_same_files(tmp_path, corpus_file, tiny
 @pytest.mark.slow
 def test_two_process_ddp_equals_one_process(tmp_path, tiny_config_file, prepared):
     """Each rank reads and masks only its rows of every global batch, from the prepared folder (no rank
-    tokenizes): the run equals one process with twice the batch."""
+    tokenizes): the run equals one process with twice the batch, and so does one process accumulating two
+    micro-batches."""
     common = ["--data", prepared, "--model-config", tiny_config_file, "--seq-len", "32",
               "--steps", "6", "--log-every", "1", "--eval-every", "0", "--save-every", "0", "--no-progress",
               "--device", "cpu", "--seed", "3"]
@@ -271,12 +272,19 @@ def test_two_process_ddp_equals_one_process(tmp_path, tiny_config_file, prepared
                           *common], capture_output=True, text=True, env=env, timeout=300)
     assert two.returncode == 0, two.stderr[-3000:]
     assert "of text into" not in two.stderr and not (tmp_path / "two" / "data").exists()  # nothing prepared
-    a, b = load_file(tmp_path / "one" / "model.safetensors"), load_file(tmp_path / "two" / "model.safetensors")
-    assert set(a) == set(b)
-    for k in a:
-        assert torch.allclose(a[k], b[k], atol=1e-5, rtol=1e-4), k
-    la, lb = train_losses(tmp_path / "one"), train_losses(tmp_path / "two")
-    assert all(abs(la[s] - lb[s]) < 1e-4 for s in la)
+    accumulated = subprocess.run([sys.executable, "-m", "bertkit", "pretrain", "--out", str(tmp_path / "accumulated"),
+                                  "--batch-size", "4", "--grad-accum", "2", *common], capture_output=True, text=True,
+                                 env=env, timeout=300)
+    assert accumulated.returncode == 0, accumulated.stderr[-2000:]
+    a = load_file(tmp_path / "one" / "model.safetensors")
+    la = train_losses(tmp_path / "one")
+    for name in ("two", "accumulated"):  # the same rows, the same masks, the loss a mean over the step's tokens
+        b = load_file(tmp_path / name / "model.safetensors")
+        assert set(a) == set(b)
+        for k in a:
+            assert torch.allclose(a[k], b[k], atol=1e-5, rtol=1e-4), (name, k)
+        lb = train_losses(tmp_path / name)
+        assert len(la) == 6 and all(abs(la[s] - lb[s]) < 1e-4 for s in la), name
 
 
 # ----- pieces of the loop ------------------------------------------------------------------------
@@ -306,9 +314,9 @@ def test_non_finite_losses_are_skipped_then_stop_the_run(tmp_path, corpus_file, 
     real_loss = pretrain_module.pretraining_loss
     calls = {"n": 0}
 
-    def sometimes_nan(model, batch):
+    def sometimes_nan(model, batch, weights):
         calls["n"] += 1
-        loss = real_loss(model, batch)
+        loss = real_loss(model, batch, weights)
         return loss * float("nan") if calls["n"] in (2, 4, 5, 6, 7) else loss
 
     monkeypatch.setattr(pretrain_module, "pretraining_loss", sometimes_nan)
@@ -358,13 +366,13 @@ def test_the_recipe_sets_masking_and_dropout_and_the_saved_config_keeps_the_mode
     seen = {}
     real_loss = pretrain_module.pretraining_loss
 
-    def spy(model, batch):  # what the training step really runs with
+    def spy(model, batch, weights):  # what the training step really runs with
         seen["dropout"] = {m.p for m in model.modules() if isinstance(m, torch.nn.Dropout)}
         selected = batch["labels"] != -100
         original = torch.where(selected, batch["labels"], batch["input_ids"])
         candidates = (batch["attention_mask"] > 0) & ~torch.isin(original, torch.tensor([2, 3]))  # not [CLS] / [SEP]
         seen["masked"], seen["candidates"] = float(selected.sum() / candidates.sum()), int(candidates.sum())
-        return real_loss(model, batch)
+        return real_loss(model, batch, weights)
 
     def near(share, p):  # within 4 binomial standard deviations of p over the batch's candidate tokens
         return abs(share - p) < 4 * (p * (1 - p) / seen["candidates"]) ** 0.5

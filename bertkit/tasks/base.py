@@ -25,6 +25,7 @@ from ..data import records
 from ..data.builtin import BUILTIN_TASKS, TASK_SPLITS
 from ..data.records import TaskDataError
 from ..errors import TrainingError
+from ..metrics import ENTITY_SCHEMES, QA_LANGUAGES
 from ..options import opt
 
 EMPTY_INPUT = "empty input"  # the "error" of a predict row whose input was empty or whitespace
@@ -48,6 +49,11 @@ class TaskOptions:
     stride: int | None = opt(None, "overlap of consecutive windows of a long input (default: a quarter of "
                                    "--seq-len, at most 32 tokens)")
     max_answer_length: int = opt(30, "qa: longest answer span in tokens")
+    entity_scheme: str = opt("conlleval", "tag: how tags make entities: conlleval (lenient: O I-LOC is an entity; "
+                                          "seqeval's default) or strict IOB2 / IOBES (seqeval's mode='strict')",
+                             choices=list(ENTITY_SCHEMES))
+    qa_language: str = opt("auto", "qa: EM / F1 as the official SQuAD script (en) or CMRC 2018's (zh); auto: zh "
+                                   "when most answers hold Chinese", choices=list(QA_LANGUAGES))
 
     def fields(self) -> dict[str, str]:
         """The *_field settings, as read_task's keyword arguments."""
@@ -72,6 +78,7 @@ class Task(ABC):
     labelled_outputs: bool = False  # one model output per label (config.id2label numbers them)
     keeps_empty: bool = False  # prediction data may hold empty inputs, kept as rows of their own
     reads_lines: bool = True  # predict can take plain text, one input per line
+    loss_over_tokens: bool = False  # the loss is a mean over the labelled tokens (label != -100), not the rows
     # what one input to predict on holds, as a `bertkit serve` /predict object: field -> "text" | "texts"
     # (a list of strings) | "optional text"
     input_fields: dict[str, str] = {}

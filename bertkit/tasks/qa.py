@@ -5,7 +5,7 @@
     model     BertForQuestionAnswering: each context token -> a start and an end logit
     windows   a long context gives several windows overlapping by `stride` tokens; an answer outside a
               window is trained as [CLS] (position 0); the best valid span over all windows wins
-    metrics   exact match and token F1 as SQuAD computes them (Chinese: per character)
+    metrics   exact match and F1 as the official scripts score them: SQuAD v2.0's, Chinese CMRC 2018's
     predict   {"id", "answer", "start", "end", "score"} (character offsets into the context)
 
 An answer whose text is not at answer_start in the context is moved to the occurrence of its text
@@ -105,7 +105,7 @@ class QA(Task):
     def report(self, config, features, outputs, examples, opts):
         pred = qa_predictions(features, outputs, examples, opts.max_answer_length)
         return squad_scores({k: v["answer"] for k, v in pred.items()},
-                            {e.id: [a[1] for a in e.answers] or [""] for e in examples})
+                            {e.id: [a[1] for a in e.answers] or [""] for e in examples}, language=opts.qa_language)
 
     def predictions(self, config, features, outputs, examples, opts):
         preds = qa_predictions(features, outputs, examples, opts.max_answer_length)

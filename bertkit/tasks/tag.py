@@ -39,6 +39,7 @@ class Tag(Task):
     name, example, model_class = "tag", TagExample, BertForTokenClassification
     metric, formats = "f1", ("conll", "jsonl", "csv", "tsv")
     labelled_outputs = True
+    loss_over_tokens = True
     input_fields = {"tokens": "texts"}
 
     # ----- data ---------------------------------------------------------------------------------
@@ -92,7 +93,8 @@ class Tag(Task):
 
     # ----- results ------------------------------------------------------------------------------
     def report(self, config, features, outputs, examples, opts):
-        return entity_report([e.tags for e in examples], tag_predictions(features, outputs, examples, config.id2label))
+        return entity_report([e.tags for e in examples], tag_predictions(features, outputs, examples, config.id2label),
+                             scheme=opts.entity_scheme)
 
     def predictions(self, config, features, outputs, examples, opts):
         rows = []
@@ -104,7 +106,7 @@ class Tag(Task):
             text = "".join(e.tokens)
             ents = [{"type": kind, "text": text[offsets[a]:offsets[b - 1] + len(e.tokens[b - 1])],
                      "start": offsets[a], "end": offsets[b - 1] + len(e.tokens[b - 1])}
-                    for kind, a, b in bio_entities(tags)]
+                    for kind, a, b in bio_entities(tags, opts.entity_scheme)]
             rows.append({"tokens": e.tokens, "tags": tags, "entities": ents})
         return rows
 

@@ -28,7 +28,9 @@ from ..options import opt, parse
 from ..tasks import TASKS, TaskOptions, default_stride, evaluate, get_task, label_list, read_examples
 from ..files import digest
 from ..tokenizer import Tokenizer, vocab_digest
-from .loop import StepSampler, TrainConfig, TrainingError, TrainSummary, read_metrics, train, with_default
+from ..heads import IGNORE
+from .loop import (LOSS_UNITS, LossWeights, StepSampler, TrainConfig, TrainingError, TrainSummary, read_metrics, train,
+                   with_default)
 from .runfolder import run_claimed
 
 
@@ -68,11 +70,20 @@ class FinetuneBatches:
 
     def batch(self, step: int, micro: int) -> dict:
         rows = [self.features[i] for i in self.sampler.indices(step, micro)]
-        return self.task.collate(rows, self.pad_id)
+        out = self.task.collate(rows, self.pad_id)
+        if self.task.loss_over_tokens:  # the loop weighs the batch by its labelled tokens (LossWeights)
+            out[LOSS_UNITS] = int((out["labels"] != IGNORE).sum())
+        return out
 
 
-def task_loss(model, batch: dict) -> torch.Tensor:
-    return model(**batch).loss
+def task_loss(model, batch: dict, weights: LossWeights) -> torch.Tensor:
+    """This micro-batch's share of the step's loss. weights.tokens is the share of a mean over the labelled
+    tokens of the whole step for a task whose batches count them (tagging), and equals weights.rows for
+    the others, whose heads average over rows."""
+    out = model(**batch)
+    if weights.tokens == 0:  # no labelled token in this micro-batch: the head's mean is nan, the share is 0
+        return out.logits.sum() * 0.0
+    return out.loss * weights.tokens
 
 
 # ----- the run -----------------------------------------------------------------------------------

@@ -2,8 +2,10 @@
 
     run = start(...)                  device, processes, seed, optimizer, schedule, resume, DDP / compile
     while run.step < steps:
-        optimizer_step(run)           for micro in range(grad_accum): loss = loss_fn(model, data.batch(step, micro))
-                                                                      (loss / grad_accum).backward()
+        optimizer_step(run)           batches = [data.batch(step, micro) for micro in range(grad_accum)]
+                                      weights: each batch's share of the step's mean (one sync when the
+                                               losses are means over counted tokens, see LossWeights)
+                                      for each: loss_fn(model, batch, weights).backward()
                                       all processes agree on the loss and on stopping (one sync);
                                       skip the step if the loss is not finite; clip; optimizer.step(); scheduler.step()
         after_step(run)               every log_every:  a row in metrics.jsonl (step, loss, lr, tokens/s)
@@ -106,7 +108,45 @@ class TrainSummary:
 
 class Batches(Protocol):
     def batch(self, step: int, micro: int) -> dict[str, Tensor]:
-        """This process's share of micro-batch `micro` of optimizer step `step` (deterministic)."""
+        """This process's share of micro-batch `micro` of optimizer step `step` (deterministic). A batch
+        whose loss is a mean over counted tokens (MLM's masked ones, tagging's labelled ones) says how many
+        under "loss_units" (an int): see LossWeights."""
+
+
+LOSS_UNITS = "loss_units"
+
+
+@dataclass(frozen=True)
+class LossWeights:
+    """What a micro-batch's mean losses are multiplied by, so that the step's gradient (summed over the
+    micro-batches, averaged over the processes by DDP) is the gradient of one mean over the whole step,
+    as one process holding every row would compute it.
+
+    rows:   for a mean over rows: 1 / grad_accum (every micro-batch of every process holds as many rows)
+    tokens: for a mean over counted tokens: units x world / (the units of the step, all processes), since
+            micro-batches hold different numbers of them (2 processes x 4 rows then equal 1 x 8 rows);
+            1 / grad_accum, as rows, when the batches do not count their units
+    """
+
+    rows: float
+    tokens: float
+
+
+def loss_weights(units: list[int], grad_accum: int, world: int) -> list[LossWeights]:
+    """The weights of a step's micro-batches, given how many units each holds on this process (one
+    all-reduce of one integer under torchrun)."""
+    total = max(1, all_processes(sum(units), world))
+    return [LossWeights(rows=1 / grad_accum, tokens=n * world / total) for n in units]
+
+
+def all_processes(count: int, world: int) -> int:
+    """The sum of `count` over the processes (a sync: one small all-reduce under torchrun)."""
+    if world == 1:
+        return count
+    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else None
+    total = torch.tensor([count], dtype=torch.int64, device=device)
+    dist.all_reduce(total)
+    return int(total)
 
 
 class StepSampler:
@@ -221,7 +261,10 @@ def lr_factor(step: int, cfg: TrainConfig) -> float:
 
 
 # ----- the loop ----------------------------------------------------------------------------------
-def train(model: nn.Module, data: Batches, cfg: TrainConfig, loss_fn: Callable[[nn.Module, dict], Tensor],
+LossFn = Callable[[nn.Module, dict, LossWeights], Tensor]  # (model, batch, its weights) -> the weighted loss
+
+
+def train(model: nn.Module, data: Batches, cfg: TrainConfig, loss_fn: LossFn,
           evaluate: Callable[[nn.Module], dict[str, float]] | None = None,
           save_model: Callable[[nn.Module, str], None] | None = None, extra_state: dict | None = None,
           stop_when: Callable[[dict], bool] | None = None, identity: dict | None = None) -> TrainSummary:
@@ -326,20 +369,25 @@ def resume(run: Run) -> None:
         truncate_metrics(run.metrics_path, run.step)
 
 
-def optimizer_step(run: Run, data: Batches, loss_fn: Callable[[nn.Module, dict], Tensor]) -> float:
-    """One optimizer step: its micro-batches, the ranks' agreement on the loss and on stopping, then the update
-    (skipped when the loss is not finite). Returns the step's loss, averaged over the ranks."""
+def optimizer_step(run: Run, data: Batches, loss_fn: LossFn) -> float:
+    """One optimizer step: its micro-batches and their loss weights, the ranks' agreement on the loss and on
+    stopping, then the update (skipped when the loss is not finite). Returns the step's loss: the mean over
+    the whole step, all ranks."""
     cfg = run.cfg
     run.model.train()
-    step_loss, step_tokens = torch.zeros((), device=run.device), 0
-    for micro in range(cfg.grad_accum):
-        batch = {k: v.to(run.device, non_blocking=True) if isinstance(v, Tensor) else v
-                 for k, v in data.batch(run.step, micro).items()}
-        step_tokens += int((batch["attention_mask"] > 0).sum()) if "attention_mask" in batch else 0
+    batches = [data.batch(run.step, micro) for micro in range(cfg.grad_accum)]  # on the host: counted there
+    if LOSS_UNITS in batches[0]:  # the same on every rank: the same kind of batches
+        weights = loss_weights([int(b.pop(LOSS_UNITS)) for b in batches], cfg.grad_accum, run.world)
+    else:
+        weights = [LossWeights(rows=1 / cfg.grad_accum, tokens=1 / cfg.grad_accum)] * cfg.grad_accum
+    step_tokens = sum(int((b["attention_mask"] > 0).sum()) for b in batches if "attention_mask" in b)
+    step_loss = torch.zeros((), device=run.device)
+    for micro, (batch, weight) in enumerate(zip(batches, weights)):
+        batch = {k: v.to(run.device, non_blocking=True) if isinstance(v, Tensor) else v for k, v in batch.items()}
         sync = micro == cfg.grad_accum - 1 or run.world == 1  # DDP averages gradients once, at the last one
         with (contextlib.nullcontext() if sync else run.model.no_sync()), \
                 torch.autocast(run.device.type, dtype=run.amp, enabled=run.amp is not None):
-            loss = loss_fn(run.model, batch) / cfg.grad_accum
+            loss = loss_fn(run.model, batch, weight)
         (run.scaler.scale(loss) if run.scaler else loss).backward()
         step_loss += loss.detach()
 

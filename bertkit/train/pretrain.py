@@ -43,7 +43,7 @@ from ..init import initialise
 from ..metrics import neighbour_attention
 from ..options import opt, parse
 from ..tokenizer import Tokenizer, train_vocab, vocab_digest
-from .loop import StepSampler, TrainConfig, TrainingError, TrainSummary, train, with_default
+from .loop import LOSS_UNITS, LossWeights, StepSampler, TrainConfig, TrainingError, TrainSummary, train, with_default
 from .runfolder import run_claimed
 
 EVAL_STEP = 10**9  # masks of held-out batches come from steps no training batch uses: fixed across evals
@@ -126,28 +126,20 @@ class PretrainSummary(TrainSummary):
 class PretrainBatches:
     """Step-addressed batches: each process takes its rows of the global batch (StepSampler), cuts them from the
     dataset and masks them as their place in the global batch says (MaskingCollator), so all processes
-    together mask exactly what one process would. `mlm_scale` makes each process's loss its share of the
-    global mean over the selected tokens, so DDP's gradient average equals the one-process gradient."""
+    together mask exactly what one process would. Each batch counts its selected tokens (LOSS_UNITS), so the
+    loop weighs each process's MLM mean into the mean over the whole step, as one process would compute it."""
 
     def __init__(self, rows, collator: MaskingCollator, sampler: StepSampler):
         self.rows, self.collator, self.sampler = rows, collator, sampler
 
     def batch(self, step: int, micro: int) -> dict:
         rows = self.rows.batch(self.sampler.indices(step, micro), words=self.collator.wwm)
-        out = self.collator(rows, step=step * self.sampler.grad_accum + micro, positions=self.sampler.own_rows())
-        selected = int((out["labels"] != IGNORE).sum())
-        out["mlm_scale"] = selected * self.sampler.world / max(1, all_processes(selected, self.sampler.world))
+        # masked by their place in the step (micro-batch x global batch + row): the same masks whatever the
+        # split of the step into processes and micro-batches
+        places = micro * self.sampler.global_batch + self.sampler.own_rows()
+        out = self.collator(rows, step=step, positions=places)
+        out[LOSS_UNITS] = int((out["labels"] != IGNORE).sum())
         return out
-
-
-def all_processes(count: int, world: int) -> int:
-    """The sum of `count` over the processes (a sync: one small all-reduce per micro-batch under torchrun)."""
-    if world == 1:
-        return count
-    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else None
-    total = torch.tensor([count], dtype=torch.int64, device=device)
-    dist.all_reduce(total)
-    return int(total)
 
 
 def masked_lm_forward(model, batch: dict):
@@ -165,13 +157,13 @@ def selected_logits(out) -> torch.Tensor:
     return out.logits if hasattr(out, "logits") else out.prediction_logits
 
 
-def pretraining_loss(model, batch: dict) -> torch.Tensor:
-    """This process's share of the mean cross-entropy over the selected tokens of the global batch (+ NSP when
-    labelled): the head's mean over this process's tokens, scaled by mlm_scale (PretrainBatches)."""
+def pretraining_loss(model, batch: dict, weights: LossWeights) -> torch.Tensor:
+    """This micro-batch's share of the step's loss: the mean cross-entropy over the selected tokens of the
+    whole step (all micro-batches, all processes; weights.tokens), + NSP's mean over rows when labelled."""
     out = masked_lm_forward(model, batch)
-    loss = out.loss * batch["mlm_scale"]  # no selected token here: the head's loss is a 0 with a graph
+    loss = out.loss * weights.tokens  # no selected token here: the head's loss is a 0 with a graph
     if "next_sentence_label" in batch:
-        loss = loss + F.cross_entropy(out.seq_relationship_logits.float(), batch["next_sentence_label"])
+        loss = loss + F.cross_entropy(out.seq_relationship_logits.float(), batch["next_sentence_label"]) * weights.rows
     return loss
 
 
