@@ -12,22 +12,33 @@ Every backend has one signature:
 `eager` writes softmax(q k^T * scale + mask) v out by hand and returns the probabilities.
 `sdpa` calls torch's fused scaled_dot_product_attention (flash / memory-efficient kernels) and
 returns no probabilities. Features only `eager` can do (returning probabilities, head_mask,
-relative position scores) make `pick_backend` choose eager for that call.
+relative position scores) make `padded_backend` choose eager.
 
 The unpadded ("varlen") path has no batch dimension at all:
 
-    varlen_attention(q, k, v, cu_seqlens, max_seqlen, *, dropout_p)
+    varlen_attention(q, k, v, cu_seqlens, max_seqlen, *, dropout_p, bounds, layout)
         q, k, v: (N, heads, head_dim), the N real tokens of every sequence one after another
         cu_seqlens: (n + 1,) int32 offsets, sequence i is rows cu_seqlens[i] : cu_seqlens[i+1]
         -> context (N, heads, head_dim); no token attends outside its own sequence
 
+Which of these runs is decided ONCE per forward pass, by BertModel, into an AttentionPath that
+every layer reads:
+
+    BertModel.forward --(inputs, the one host read)--> AttentionPath(backend, cross, tokens)
+        backend "eager" | "sdpa"  -> BACKENDS[backend] on (B, heads, S, T), chosen by padded_backend
+                "varlen"          -> varlen_attention on (N, heads, head_dim), as tokens.layout says
+                                     (varlen_layout: "kernel" | "runs" | "groups")
+
 padding.py says where those sequences are (padding.unpad turns an attention mask into the
-offsets) and how the fallback lays them out for SDPA calls; the calls themselves are here.
+offsets) and how the fallback lays them out for SDPA calls; the calls themselves are here. Called
+by the model, nothing here reads from the device: every number the host needs comes with the
+AttentionPath (a varlen_attention called on its own, without a layout, reads cu_seqlens itself).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -58,7 +69,7 @@ def sdpa_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, *, drop
                    scale: float | None = None, head_mask: Tensor | None = None,
                    position_scores: tuple[Tensor, ...] | None = None):
     if head_mask is not None or position_scores is not None:
-        raise ValueError("sdpa attention takes no head_mask or position scores; pick_backend() chooses eager")
+        raise ValueError("sdpa attention takes no head_mask or position scores; padded_backend() chooses eager")
     if mask is not None and mask.dtype != q.dtype:
         # Under autocast q is bf16/fp16 while the mask was built in the parameters' dtype.
         mask = mask.clamp(min=torch.finfo(q.dtype).min).to(q.dtype)
@@ -69,11 +80,27 @@ def sdpa_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, *, drop
 BACKENDS = {"eager": eager_attention, "sdpa": sdpa_attention}
 
 
-def pick_backend(name: str, *, need_probs: bool, head_mask: Tensor | None, relative: bool) -> str:
-    """The backend for one call: `name`, unless the call needs something only eager does."""
-    if need_probs or head_mask is not None or relative:
+def padded_backend(implementation: str, *, need_probs: bool, head_mask: bool, relative: bool) -> str:
+    """The padded backend for attn_implementation: eager where the call needs what only eager does
+    (probabilities, head_mask, relative position scores); "varlen" and "auto" fall back to sdpa."""
+    if need_probs or head_mask or relative:
         return "eager"
-    return "sdpa" if name in ("varlen", "auto") else name  # the padded fallback of varlen and auto
+    return "sdpa" if implementation in ("varlen", "auto") else implementation
+
+
+@dataclass(frozen=True)
+class AttentionPath:
+    """The attention of one forward pass: decided once by BertModel, read by every layer.
+
+    backend: "eager" | "sdpa"  padded (B, heads, S, T) calls of BACKENDS[backend]
+             "varlen"          unpadded (N, heads, head_dim) tokens; `tokens` says where the
+                               sequences are and tokens.layout how attention runs over them
+    cross:   the backend of cross-attention ("eager" | "sdpa"), in decoders that have it
+    """
+
+    backend: str
+    cross: str | None = None
+    tokens: padding.Unpadded | None = None
 
 
 # ----- relative positions ------------------------------------------------------------------------
@@ -137,26 +164,44 @@ def _varlen_kernel():
     return varlen_attn
 
 
-def varlen_attention(q: Tensor, k: Tensor, v: Tensor, cu_seqlens: Tensor, max_seqlen: int, *,
-                     dropout_p: float, bounds: list[int] | None = None) -> Tensor:
-    """Attention within each sequence of an unpadded batch; q, k, v (N, heads, head_dim).
+def varlen_layout(bounds: list[int], *, device, dtype: torch.dtype, dropout_p: float, grad: bool) -> padding.Layout:
+    """How varlen_attention runs, for one forward pass (dtype: what q will be, autocast included).
 
     On CUDA in bf16/fp16 without attention dropout: torch's variable-length flash kernel. Otherwise
     SDPA itself: without gradients on a CPU, once per run of equal-length sequences (views, no
     copies: a call costs little there); when training, on groups of sequences of similar length,
     each padded to its longest member (`padding.group_plan`: a call with its backward costs about
     as much as padding.CALL_COST query-key pairs of work); on CUDA, as one padded call. A batch
-    without padding is one call in every case.
+    without padding is one call in every case. Only Python ints are looked at: no device read.
     """
-    kernel = _varlen_kernel() if q.is_cuda and q.dtype in (torch.float16, torch.bfloat16) and dropout_p == 0.0 else None
-    if kernel is not None:
-        return kernel(q, k, v, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen)
-    bounds = cu_seqlens.tolist() if bounds is None else bounds  # cu_seqlens on the host
-    if not q.is_cuda and not (q.requires_grad and torch.is_grad_enabled()):
-        return _per_run_attention(q, k, v, bounds, dropout_p)
-    groups = padding.cached_group_plan(tuple(bounds), q.device, q.is_cuda)
+    cuda = torch.device(device).type == "cuda"
+    if cuda and dtype in (torch.float16, torch.bfloat16) and dropout_p == 0.0 and _varlen_kernel() is not None:
+        return padding.Layout("kernel")
+    if not cuda and not grad:
+        return padding.Layout("runs", tuple(padding.equal_length_runs(bounds)))
+    return padding.Layout("groups", tuple(padding.cached_group_plan(tuple(bounds), device, cuda)))
+
+
+def varlen_attention(q: Tensor, k: Tensor, v: Tensor, cu_seqlens: Tensor, max_seqlen: int, *,
+                     dropout_p: float, bounds: list[int] | None = None,
+                     layout: padding.Layout | None = None) -> Tensor:
+    """Attention within each sequence of an unpadded batch; q, k, v (N, heads, head_dim).
+
+    Runs as `layout` says (varlen_layout, chosen once per forward pass by BertModel). A call
+    without one (on its own, outside a model) chooses it here by the same rule, reading
+    cu_seqlens to the host unless `bounds` holds them.
+    """
+    if layout is None:
+        bounds = cu_seqlens.tolist() if bounds is None else bounds  # a call on its own: its own host read
+        layout = varlen_layout(bounds, device=q.device, dtype=q.dtype, dropout_p=dropout_p,
+                               grad=q.requires_grad and torch.is_grad_enabled())
+    if layout.how == "kernel":
+        return _varlen_kernel()(q, k, v, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen)
+    if layout.how == "runs":
+        return _per_run_attention(q, k, v, layout.plan, dropout_p)
+    groups = layout.plan
     if len(groups) == 1 and groups[0][0] is None:  # every sequence the same length: a reshape, one call
-        n = len(bounds) - 1
+        n = groups[0][2].shape[0]
         def heads(x):  # (n * L, heads, d) -> (n, heads, L, d)
             return x.view(n, x.shape[0] // n, *x.shape[1:]).transpose(1, 2)
         context = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), dropout_p=dropout_p)
@@ -176,9 +221,9 @@ def varlen_attention(q: Tensor, k: Tensor, v: Tensor, cu_seqlens: Tensor, max_se
     return q.new_empty(q.shape).index_copy(0, torch.cat(sources), torch.cat(contexts))
 
 
-def _per_run_attention(q: Tensor, k: Tensor, v: Tensor, bounds: list[int], dropout_p: float) -> Tensor:
+def _per_run_attention(q: Tensor, k: Tensor, v: Tensor, runs, dropout_p: float) -> Tensor:
     out = []
-    for start, end, n in padding.equal_length_runs(bounds):  # n sequences of equal length: one batched call
+    for start, end, n in runs:  # n sequences of equal length (padding.equal_length_runs): one batched call
         def heads(x):  # (n * L, heads, d) -> (n, heads, L, d)
             return x[start:end].view(n, (end - start) // n, *x.shape[1:]).transpose(1, 2)
 

@@ -8,12 +8,16 @@
            (decoders with add_cross_attention: a second Attention over the encoder's output)
            Intermediate (B, S, I) -> Output (B, S, H), residual + LayerNorm
       -> last_hidden_state (B, S, H); Pooler: tanh(dense(first token))   pooler_output (B, H)
+
+Before the first layer, BertModel.forward reads the device ONCE (_read_inputs: the input checks'
+values and where the real tokens are) and decides the attention path ONCE (_attention_path: eager,
+sdpa or the unpadded varlen path, and how); every layer reads that AttentionPath and reads nothing.
 """
 
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import torch
@@ -49,6 +53,27 @@ class BertModelOutput(ModelOutput):
     hidden_states: tuple[Tensor, ...] | None = None  # embeddings + each layer's output, (B, S, H) each
     attentions: tuple[Tensor, ...] | None = None  # per layer (B, heads, S, T)
     cross_attentions: tuple[Tensor, ...] | None = None  # per layer (B, heads, S, T_enc)
+
+
+@dataclass(frozen=True)
+class InputFacts:
+    """What a forward pass knows about its inputs' values, from its one device -> host read
+    (BertModel._read_inputs); the attention path is decided from it and nothing reads again.
+
+    ranges: (min, max) of input_ids, token_type_ids, position_ids and integer masks, by name
+    odd: the float masks that hold a value other than 0 and 1
+    lengths: real tokens per row of a 2-D attention_mask;  largest: its largest number (1 for 0/1,
+    bool and float masks; above 1, the numbers of documents packed into rows)
+    """
+
+    ranges: dict[str, tuple[int, int]]
+    odd: list[str]
+    lengths: list[int] | None = None
+    largest: int = 1
+
+    @property
+    def packed(self) -> bool:
+        return self.largest > 1
 
 
 # ----- embeddings --------------------------------------------------------------------------------
@@ -111,11 +136,18 @@ class SelfAttention(nn.Module):
 
     def forward(self, hidden_states: Tensor, attention_mask: Tensor | None = None, head_mask: Tensor | None = None,
                 encoder_hidden_states: Tensor | None = None, past_key_value: tuple[Tensor, Tensor] | None = None,
-                output_attentions: bool = False, varlen: padding.Unpadded | None = None):
-        if varlen is not None:
-            return self.forward_unpadded(hidden_states, varlen), None, None
-        q = self.split_heads(self.query(hidden_states))  # (B, heads, S, head_dim)
+                output_attentions: bool = False, path: attention.AttentionPath | None = None):
+        """`path` is the attention BertModel chose for the whole forward pass; a SelfAttention called on
+        its own (no model around it) takes the padded backend its attn_implementation names."""
         is_cross = encoder_hidden_states is not None
+        relative = self.position_embedding_type != "absolute"
+        if path is None:
+            backend = attention.padded_backend(self.attn_implementation, need_probs=output_attentions,
+                                               head_mask=head_mask is not None, relative=relative)
+            path = attention.AttentionPath(backend, cross=backend)
+        if path.tokens is not None:
+            return self.forward_unpadded(hidden_states, path.tokens), None, None
+        q = self.split_heads(self.query(hidden_states))  # (B, heads, S, head_dim)
         past_length = 0
         if is_cross and past_key_value is not None:
             k, v = past_key_value  # the encoder output does not change while decoding: reuse
@@ -129,13 +161,11 @@ class SelfAttention(nn.Module):
                 v = torch.cat([past_key_value[1], v], dim=2)
         present = (k, v) if self.is_decoder else None
 
-        relative = self.position_embedding_type != "absolute"
         position_scores = None
         if relative:
             position_scores = attention.relative_position_scores(q, k, self.distance_embedding,
                                                                  self.position_embedding_type, past_length)
-        name = attention.pick_backend(self.attn_implementation, need_probs=output_attentions,
-                                      head_mask=head_mask, relative=relative)
+        name = path.cross if is_cross else path.backend
         context, probs = attention.BACKENDS[name](
             q, k, v, attention_mask, dropout_p=self.dropout.p if self.training else 0.0, head_mask=head_mask,
             position_scores=position_scores)
@@ -156,7 +186,7 @@ class SelfAttention(nn.Module):
         q, k, v = qkv.unbind(1)  # each (N, heads, head_dim)
         context = attention.varlen_attention(q, k, v, varlen.cu_seqlens, varlen.max_seqlen,
                                              dropout_p=self.dropout.p if self.training else 0.0,
-                                             bounds=varlen.bounds)
+                                             bounds=varlen.bounds, layout=varlen.layout)
         return context.reshape(N, self.all_head_size)  # heads side by side again, (N, heads * head_dim)
 
 
@@ -208,9 +238,9 @@ class Attention(nn.Module):
         self.pruned_heads |= heads
 
     def forward(self, hidden_states, attention_mask=None, head_mask=None, encoder_hidden_states=None,
-                past_key_value=None, output_attentions=False, varlen=None):
+                past_key_value=None, output_attentions=False, path=None):
         context, probs, present = self.self(hidden_states, attention_mask, head_mask, encoder_hidden_states,
-                                            past_key_value, output_attentions, varlen)
+                                            past_key_value, output_attentions, path)
         return self.output(context, hidden_states), probs, present
 
 
@@ -265,18 +295,18 @@ class Layer(nn.Module):
         self.output = Output(config)
 
     def forward(self, hidden_states, attention_mask=None, head_mask=None, encoder_hidden_states=None,
-                encoder_attention_mask=None, past_key_value=None, output_attentions=False, varlen=None):
-        """hidden_states (B, S, H), or (N, H) unpadded tokens when `varlen` says where sequences are."""
+                encoder_attention_mask=None, past_key_value=None, output_attentions=False, path=None):
+        """hidden_states (B, S, H), or (N, H) unpadded tokens when path.tokens says where sequences are."""
         self_past = past_key_value[:2] if past_key_value is not None else None
         hidden_states, self_probs, present = self.attention(hidden_states, attention_mask, head_mask,
                                                             past_key_value=self_past,
-                                                            output_attentions=output_attentions, varlen=varlen)
+                                                            output_attentions=output_attentions, path=path)
         cross_probs = None
         if encoder_hidden_states is not None:
             cross_past = past_key_value[2:] if past_key_value is not None and len(past_key_value) == 4 else None
             hidden_states, cross_probs, cross_present = self.crossattention(
                 hidden_states, encoder_attention_mask, head_mask, encoder_hidden_states, cross_past,
-                output_attentions)
+                output_attentions, path)
             if present is not None:
                 present = present + cross_present
         return self.feed_forward(hidden_states), self_probs, cross_probs, present
@@ -303,7 +333,7 @@ class Encoder(nn.Module):
 
     def forward(self, hidden_states, attention_mask=None, head_mask=None, encoder_hidden_states=None,
                 encoder_attention_mask=None, past_key_values=None, use_cache=False, output_attentions=False,
-                output_hidden_states=False, varlen=None):
+                output_hidden_states=False, path=None):
         all_hidden = (hidden_states,) if output_hidden_states else None
         all_attn = () if output_attentions else None
         all_cross = () if output_attentions and encoder_hidden_states is not None else None
@@ -311,7 +341,7 @@ class Encoder(nn.Module):
         for i, layer in enumerate(self.layer):
             args = (hidden_states, attention_mask, head_mask[i] if head_mask is not None else None,
                     encoder_hidden_states, encoder_attention_mask,
-                    past_key_values[i] if past_key_values is not None else None, output_attentions, varlen)
+                    past_key_values[i] if past_key_values is not None else None, output_attentions, path)
             if self.gradient_checkpointing and self.training:
                 # keep only the layer's input; recompute its activations during backward
                 hidden_states, probs, cross_probs, present = checkpoint(layer, *args, use_reentrant=False)
@@ -483,60 +513,58 @@ class BertModel(BertPreTrainedModel):
             use_cache = False
         past_key_values = _legacy_cache(past_key_values)
 
+        # shapes and dtypes: the host knows them, nothing is read from the device
         B, S = self._check_inputs(input_ids, inputs_embeds, past_key_values)
         past = past_key_values[0][0].shape[2] if past_key_values is not None else 0
         device = input_ids.device if input_ids is not None else inputs_embeds.device
         self._check_length(B, S, past, position_ids)
-        if token_type_ids is None:
-            token_type_ids = torch.zeros((B, S), dtype=torch.long, device=device)
-        else:
-            _check_ids("token_type_ids", token_type_ids, cfg.type_vocab_size, (B, S))
-        if attention_mask is None and cfg.is_decoder:
-            attention_mask = torch.ones((B, past + S), device=device)  # the causal part still applies
+        if token_type_ids is not None:
+            _check_ids("token_type_ids", token_type_ids, (B, S))
         if attention_mask is not None:
             _check_mask("attention_mask", attention_mask, B, S, past + S)
+        if encoder_hidden_states is not None:
+            self._check_encoder(encoder_hidden_states, encoder_attention_mask, B, S)
+        # values: the one device -> host read of this forward pass, before any layer runs
+        inputs = dict(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask,
+                      position_ids=position_ids if cfg.position_embedding_type == "absolute" else None,
+                      encoder_attention_mask=encoder_attention_mask)
+        facts = self._read_inputs(device, **inputs)
+        self._check_values(facts, **inputs)
 
-        packed = padding.is_packed(attention_mask)  # numbers 1, 2, ... = documents packed into a row
-        if packed:
+        if token_type_ids is None:
+            token_type_ids = torch.zeros((B, S), dtype=torch.long, device=device)
+        if attention_mask is None and cfg.is_decoder:
+            attention_mask = torch.ones((B, past + S), device=device)  # the causal part still applies
+        if facts.packed:  # numbers 1, 2, ... = documents packed into a row
             if cfg.is_decoder or attention_mask.shape[1] != S:
                 raise InputError("attention_mask numbers above 1 mean packed documents, which only an encoder "
                                  "without a cache takes; a decoder's mask holds 0 and 1")
             if position_ids is None:  # every document starts at position 0
                 position_ids = padding.document_positions(attention_mask)
-        varlen = self._unpadded(attention_mask, packed, output_attentions, head_mask, encoder_hidden_states,
-                                (B, S), device)
 
         hidden = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds, past)  # (B, S, H)
+        path = self._attention_path(attention_mask, facts, output_attentions, head_mask,
+                                    encoder_hidden_states is not None, hidden)
         mask = None
-        if varlen is not None:
-            hidden = varlen.remove(hidden)  # (N, H): only the real tokens go through the layers
+        if path.tokens is not None:
+            hidden = path.tokens.remove(hidden)  # (N, H): only the real tokens go through the layers
         elif attention_mask is not None:  # None when every position is visible: SDPA's fastest kernels
-            keep = padding.document_keep(attention_mask) if packed else attention_mask
+            keep = padding.document_keep(attention_mask) if facts.packed else attention_mask
             mask = attention.self_attention_mask(keep, S, cfg.is_decoder, hidden.dtype)
-
         cross_mask = None
         if encoder_hidden_states is not None:
-            if not cfg.add_cross_attention:
-                raise InputError("encoder_hidden_states was given, but this model has no cross-attention; "
-                                 "build it with BertConfig(is_decoder=True, add_cross_attention=True)")
-            if encoder_hidden_states.dim() != 3 or encoder_hidden_states.shape[0] != B \
-                    or encoder_hidden_states.shape[2] != cfg.hidden_size:
-                raise InputError(f"encoder_hidden_states must be (batch={B}, T_enc, hidden={cfg.hidden_size}), "
-                                 f"got {tuple(encoder_hidden_states.shape)}")
-            T_enc = encoder_hidden_states.shape[1]
             if encoder_attention_mask is None:
-                encoder_attention_mask = torch.ones((B, T_enc), device=device)
-            _check_mask("encoder_attention_mask", encoder_attention_mask, B, S, T_enc)
+                encoder_attention_mask = torch.ones((B, encoder_hidden_states.shape[1]), device=device)
             cross_mask = attention.cross_attention_mask(encoder_attention_mask, hidden.dtype)
 
         head_mask = self._expand_head_mask(head_mask, hidden.dtype)
         hidden, presents, all_hidden, all_attn, all_cross = self.encoder(
             hidden, mask, head_mask, encoder_hidden_states, cross_mask, past_key_values, use_cache,
-            output_attentions, output_hidden_states, varlen)
-        if varlen is not None:  # back to (B, S, H), zeros at the padding
-            hidden = varlen.restore(hidden)
-            all_hidden = None if all_hidden is None else tuple(varlen.restore(h) for h in all_hidden)
-        elif attention_mask is not None and attention_mask.dim() == 2:
+            output_attentions, output_hidden_states, path)
+        if path.tokens is not None:  # back to (B, S, H), zeros at the padding
+            hidden = path.tokens.restore(hidden)
+            all_hidden = None if all_hidden is None else tuple(path.tokens.restore(h) for h in all_hidden)
+        elif facts.lengths is not None and 0 in facts.lengths:  # the read told whether a row is empty
             # a row with no token to attend to is all zeros in every backend (as varlen leaves it; the
             # padded path would average the padding's values there, as transformers does)
             empty = ~attention_mask.bool().any(dim=1)[:, None, None]  # (B, 1, 1)
@@ -549,23 +577,96 @@ class BertModel(BertPreTrainedModel):
                                                       all_cross).to_tuple()[1:]
         return out
 
-    def _unpadded(self, attention_mask, packed, output_attentions, head_mask, encoder_hidden_states,
-                  input_shape, device):
-        """Where the real tokens are, when this call takes the unpadded path; else None.
+    def _attention_path(self, attention_mask: Tensor | None, facts: InputFacts, need_probs: bool,
+                        head_mask: Tensor | None, cross: bool, hidden: Tensor) -> attention.AttentionPath:
+        """Which attention this forward pass runs: decided here, once; the layers only read it.
 
-        attn_implementation "varlen" runs an encoder's batch as (N, H) real tokens (a
-        reshape when nothing is padded); "auto" does so only when something is padded or packed,
-        and leaves a full batch to sdpa. Calls that need what only the padded path has (attention
-        probabilities, head_mask, relative positions, decoding, cross-attention, 3-D masks) take it.
+            eager   padded (B, heads, S, T), the probabilities written out: attn_implementation "eager",
+                    and every call with output_attentions, head_mask or relative positions
+            sdpa    padded, torch's fused kernels: "sdpa"; "auto" on a batch with nothing padded; "auto"
+                    and "varlen" where only the padded path goes (decoders, cross-attention, 3-D masks)
+            varlen  (N, H) real tokens, no batch axis: "varlen", and "auto" when something is padded or
+                    packed; tokens.layout says how attention runs over them (attention.varlen_layout)
+        Cross-attention (decoders) is padded: eager or sdpa by the same rules.
         """
-        cfg = self.config
-        if cfg.attn_implementation not in ("varlen", "auto") or output_attentions or head_mask is not None \
-                or cfg.is_decoder or encoder_hidden_states is not None or cfg.position_embedding_type != "absolute" \
+        cfg, impl = self.config, self.config.attn_implementation
+        backend = attention.padded_backend(impl, need_probs=need_probs, head_mask=head_mask is not None,
+                                           relative=cfg.position_embedding_type != "absolute")
+        if cross:
+            return attention.AttentionPath(backend, cross=attention.padded_backend(
+                impl, need_probs=need_probs, head_mask=head_mask is not None, relative=False))
+        if backend == "eager" or impl not in ("varlen", "auto") or cfg.is_decoder \
                 or (attention_mask is not None and attention_mask.dim() != 2):
-            return None
-        if attention_mask is None or (not packed and bool(attention_mask.all())):  # nothing to remove
-            return None if cfg.attn_implementation == "auto" else padding.Unpadded.full(*input_shape, device)
-        return padding.unpad(attention_mask)
+            return attention.AttentionPath(backend)
+        B, S = hidden.shape[:2]
+        if attention_mask is None or (not facts.packed and all(n == S for n in facts.lengths)):  # nothing to remove
+            if impl == "auto":
+                return attention.AttentionPath("sdpa")
+            tokens = padding.Unpadded.full(B, S, hidden.device)
+        else:
+            tokens = padding.unpad(attention_mask, facts.lengths, facts.largest)
+        where = hidden.device.type
+        attentions = [layer.attention.self for layer in self.encoder.layer]
+        trains = hidden.requires_grad or any(p.requires_grad for p in self.encoder.parameters())
+        layout = attention.varlen_layout(
+            tokens.bounds, device=hidden.device,
+            dtype=torch.get_autocast_dtype(where) if torch.is_autocast_enabled(where) else hidden.dtype,  # q's
+            dropout_p=max((m.dropout.p for m in attentions if m.training), default=0.0),
+            grad=torch.is_grad_enabled() and trains)
+        return attention.AttentionPath("varlen", tokens=replace(tokens, layout=layout))
+
+    def _read_inputs(self, device: torch.device, **tensors: Tensor | None) -> InputFacts:
+        """The ONE device -> host read of a forward pass: every question the host has about the
+        inputs' values, answered by one `.tolist()` of one small vector.
+
+            input_ids, token_type_ids, position_ids, integer masks  ->  (min, max)    the input checks
+            float masks                                             ->  a value not 0 / 1?
+            attention_mask (B, T)  ->  real tokens per row, and the largest number (packed documents?):
+                                       the attention path and padding.unpad need nothing more
+                                       (packed documents aside: unpad reads where they start)
+        Nothing to ask (inputs_embeds alone), nothing read. Under torch.compile the checks are left out.
+        """
+        checks = not torch.compiler.is_compiling()
+        mask = tensors["attention_mask"]
+        questions: dict[tuple[str, str], Tensor] = {}
+        for name, t in tensors.items():
+            if t is None:
+                continue
+            if t.device != device:
+                raise InputError(f"{name} is on {t.device}, the input on {device}: pass every input on the "
+                                 "model's device (model.device)")
+            if t.numel() == 0 or t.dtype == torch.bool:
+                continue
+            if t.dtype.is_floating_point or t.dtype.is_complex:
+                if checks:
+                    questions["odd", name] = ((t != 0) & (t != 1)).any()
+            elif checks or (t is mask and t.dim() == 2):  # the mask's maximum tells packed documents apart
+                questions["range", name] = torch.stack(torch.aminmax(t))
+        if mask is not None and mask.dim() == 2:
+            questions["lengths", ""] = (mask != 0).sum(-1)  # (B,)
+        answers = _read_once(questions)
+        ranges = {name: tuple(v) for (kind, name), v in answers.items() if kind == "range"}
+        largest = ranges["attention_mask"][1] if "attention_mask" in ranges and mask.dim() == 2 else 1
+        return InputFacts(ranges, odd=[name for (kind, name), v in answers.items() if kind == "odd" and v[0]],
+                          lengths=answers.get(("lengths", "")), largest=max(largest, 1))
+
+    def _check_values(self, facts: InputFacts, **tensors: Tensor | None) -> None:
+        """Ids inside their tables, masks of 0 and 1 (or document numbers): from what was read."""
+        limits = {"input_ids": self.config.vocab_size, "token_type_ids": self.config.type_vocab_size,
+                  "position_ids": self.config.max_position_embeddings}
+        for name, (lo, hi) in facts.ranges.items():
+            if name in limits and (lo < 0 or hi >= limits[name]):
+                raise InputError(f"{name} holds values in [{lo}, {hi}], but must be in [0, {limits[name]}): "
+                                 f"check the tokenizer / vocabulary matches the model")
+            two_d = tensors[name].dim() == 2
+            if name not in limits and (lo < 0 or (hi > 1 and not two_d)) and not torch.compiler.is_compiling():
+                raise InputError(f"{name} holds values in [{lo}, {hi}]: 1 attends, 0 ignores"
+                                 + (", and a 2-D mask may number packed documents 1, 2, ..." if two_d else ""))
+        for name in facts.odd:
+            mask = tensors[name]
+            value = mask[(mask != 0) & (mask != 1)][0].item()  # a second read, on the way to an error only
+            raise InputError(f"{name} holds {value:g} where only 0 (ignore) and 1 (attend) are allowed; "
+                             "an additive mask (0 / -inf) converts with (mask == 0).long()")
 
     # ----- input checks: clear errors instead of index errors deep inside -------------------
     def _check_inputs(self, input_ids, inputs_embeds, past_key_values) -> tuple[int, int]:
@@ -575,7 +676,7 @@ class BertModel(BertPreTrainedModel):
         if input_ids is not None:
             if input_ids.dim() != 2:
                 raise InputError(f"input_ids must be (batch, seq_len), got shape {tuple(input_ids.shape)}")
-            _check_ids("input_ids", input_ids, cfg.vocab_size, tuple(input_ids.shape))
+            _check_ids("input_ids", input_ids, tuple(input_ids.shape))
             B, S = input_ids.shape
         else:
             if inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != cfg.hidden_size:
@@ -604,11 +705,24 @@ class BertModel(BertPreTrainedModel):
         if position_ids is not None and tuple(position_ids.shape) not in ((B, S), (1, S)):
             raise InputError(f"position_ids must be ({B}, {S}) or (1, {S}), got {tuple(position_ids.shape)}")
         if position_ids is not None and self.config.position_embedding_type == "absolute":
-            _check_ids("position_ids", position_ids, limit, None)
+            _check_ids("position_ids", position_ids, None)  # its values: with the other inputs' (_read_inputs)
         elif past + S > limit:
             raise InputError(f"input is {S} tokens" + (f" after {past} cached ones" if past else "")
                              + f", but max_position_embeddings is {limit}: truncate the input "
                              "(tokenizer max_length) or use a model with more positions")
+
+    def _check_encoder(self, encoder_hidden_states: Tensor, encoder_attention_mask: Tensor | None,
+                       B: int, S: int) -> None:
+        cfg = self.config
+        if not cfg.add_cross_attention:
+            raise InputError("encoder_hidden_states was given, but this model has no cross-attention; "
+                             "build it with BertConfig(is_decoder=True, add_cross_attention=True)")
+        if encoder_hidden_states.dim() != 3 or encoder_hidden_states.shape[0] != B \
+                or encoder_hidden_states.shape[2] != cfg.hidden_size:
+            raise InputError(f"encoder_hidden_states must be (batch={B}, T_enc, hidden={cfg.hidden_size}), "
+                             f"got {tuple(encoder_hidden_states.shape)}")
+        if encoder_attention_mask is not None:
+            _check_mask("encoder_attention_mask", encoder_attention_mask, B, S, encoder_hidden_states.shape[1])
 
     def _expand_head_mask(self, head_mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
         """[heads] or [layers, heads] (1 keep, 0 drop) -> [layers, 1, heads, 1, 1]."""
@@ -636,35 +750,30 @@ def _legacy_cache(past_key_values):
     return tuple(tuple(t for t in layer) for layer in past_key_values)
 
 
-def _check_ids(name: str, ids: Tensor, limit: int, shape) -> None:
+def _check_ids(name: str, ids: Tensor, shape) -> None:
+    """Shape and dtype; the values are checked with the other inputs' after the one read (_read_inputs)."""
     if shape is not None and tuple(ids.shape) != tuple(shape):
         raise InputError(f"{name} must have shape {tuple(shape)} like the input, got {tuple(ids.shape)}")
     if ids.dtype not in (torch.long, torch.int):
         raise InputError(f"{name} must be an int64 (or int32) tensor, got {ids.dtype}")
-    if ids.numel() == 0 or torch.compiler.is_compiling():
-        return
-    lo, hi = (int(x) for x in torch.aminmax(ids))
-    if lo < 0 or hi >= limit:
-        raise InputError(f"{name} holds values in [{lo}, {hi}], but must be in [0, {limit}): "
-                         f"check the tokenizer / vocabulary matches the model")
 
 
 def _check_mask(name: str, mask: Tensor, B: int, S: int, T: int) -> None:
-    """Shape, and values every backend reads the same way: 1 (or True) attend, 0 ignore; a 2-D
-    integer mask may number packed documents 1, 2, ... instead. Additive masks (0 / -10000 / -inf)
-    and fractions are refused, since a backend would read them differently."""
+    """The shape. The values (_read_inputs) must read the same in every backend: 1 (or True) attend,
+    0 ignore; a 2-D integer mask may number packed documents 1, 2, ... instead. Additive masks
+    (0 / -10000 / -inf) and fractions are refused, since a backend would read them differently."""
     if tuple(mask.shape) not in ((B, T), (B, S, T)):
         raise InputError(f"{name} must be ({B}, {T}) or ({B}, {S}, {T}) (batch, [query,] key positions), "
                          f"got {tuple(mask.shape)}")
-    if mask.dtype == torch.bool or mask.numel() == 0 or torch.compiler.is_compiling():
-        return
-    if mask.dtype.is_floating_point or mask.dtype.is_complex:
-        bad = mask[(mask != 0) & (mask != 1)]
-        if bad.numel():
-            raise InputError(f"{name} holds {bad[0].item():g} where only 0 (ignore) and 1 (attend) are allowed; "
-                             "an additive mask (0 / -inf) converts with (mask == 0).long()")
-        return
-    lo, hi = (int(x) for x in torch.aminmax(mask))
-    if lo < 0 or (hi > 1 and mask.dim() == 3):
-        raise InputError(f"{name} holds values in [{lo}, {hi}]: 1 attends, 0 ignores"
-                         + (", and a 2-D mask may number packed documents 1, 2, ..." if mask.dim() == 2 else ""))
+
+
+def _read_once(questions: dict) -> dict:
+    """{key: integer tensor on the device} -> {key: its values as a list of ints}, in ONE read."""
+    if not questions:
+        return {}
+    # THE host read of a forward pass: the host waits here until the device has computed the answers
+    values = torch.cat([q.reshape(-1).long() for q in questions.values()]).tolist()
+    answers, at = {}, 0
+    for key, q in questions.items():
+        answers[key], at = values[at: at + q.numel()], at + q.numel()
+    return answers

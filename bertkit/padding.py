@@ -1,17 +1,24 @@
 """Where the real tokens of a padded batch are: removing padding, putting it back, packed documents.
 
     attention_mask (B, S): 0/1, or packed document numbers (1 1 2 2 2 0: 0 = padding)
-      -> unpad(mask) -> Unpadded(indices (N,), cu_seqlens (n + 1,), max_seqlen, shape (B, S))
+      -> unpad(mask, lengths, largest)
+      -> Unpadded(indices (N,), cu_seqlens (n + 1,), max_seqlen, shape (B, S), bounds (cu_seqlens on
+                  the host), layout (how attention runs over the sequences))
            .remove(x)   (B, S, ...) -> (N, ...)   the N real tokens, sequence after sequence
            .restore(x)  (N, ...) -> (B, S, ...)   zeros at the padding
       sequence i is rows cu_seqlens[i] : cu_seqlens[i+1] of the N tokens; 0/1 masks give one
       sequence per row, a packed mask one per document
 
-    packed rows: is_packed(mask), document_keep(documents) (B, S, S), document_positions (B, S)
+    packed rows: document_keep(documents) (B, S, S), document_positions (B, S)
 
-    bounds (cu_seqlens on the host) -> how the varlen fallback lays sequences out for SDPA calls:
+    bounds -> how the varlen fallback lays sequences out for SDPA calls (a Layout, chosen once per
+    forward pass by attention.varlen_layout):
       equal_length_runs(bounds)   runs of equal-length sequences: each run is a reshape, no copy
       group_plan(bounds, ...)     groups of similar length, each padded to its longest member
+
+Host reads: the tokens per row and the mask's largest number come with BertModel's one read of its
+inputs; unpad reads nothing more for a 0/1 mask, and once more (the document offsets) for packed
+documents. Everything after that is Python ints: bounds, layouts and plans read nothing.
 
 Only bookkeeping lives here: which rows hold which tokens. The attention over them is attention.py.
 """
@@ -20,6 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from itertools import accumulate
 
 import torch
 from torch import Tensor
@@ -28,12 +36,6 @@ from .errors import InputError
 
 
 # ----- packed documents --------------------------------------------------------------------------
-def is_packed(attention_mask: Tensor | None) -> bool:
-    """A 2-D integer mask with values above 1 numbers documents packed into one row."""
-    return (attention_mask is not None and attention_mask.dim() == 2 and not attention_mask.dtype.is_floating_point
-            and attention_mask.numel() > 0 and bool(attention_mask.max() > 1))
-
-
 def document_keep(documents: Tensor) -> Tensor:
     """(B, S) document numbers (0 = padding) -> (B, S, S) 1 where query and key share a document."""
     same = documents[:, :, None] == documents[:, None, :]
@@ -51,7 +53,22 @@ def document_positions(documents: Tensor) -> Tensor:
 
 
 # ----- removing and restoring padding ------------------------------------------------------------
-@dataclass
+@dataclass(frozen=True)
+class Layout:
+    """How the varlen path attends over the sequences; attention.varlen_layout chooses it once per
+    forward pass, and every layer follows it.
+
+    how: "kernel"  torch's variable-length flash kernel on cu_seqlens
+         "runs"    one SDPA call per run of equal-length sequences, plan = equal_length_runs(bounds)
+         "groups"  one SDPA call per group of similar length, padded to its longest member,
+                   plan = group_plan(bounds) (one group on CUDA)
+    """
+
+    how: str
+    plan: tuple = ()
+
+
+@dataclass(frozen=True)
 class Unpadded:
     """Where the real tokens of a (B, S) batch are, once padding is removed.
 
@@ -64,12 +81,14 @@ class Unpadded:
     cu_seqlens: Tensor
     max_seqlen: int
     shape: tuple[int, int]
-    bounds: list[int]  # cu_seqlens on the host, read once per forward pass (not once per layer)
+    bounds: list[int]  # cu_seqlens on the host: known once per forward pass, never read per layer
+    layout: Layout | None = None  # how attention runs over the sequences; set with the attention path
 
     @classmethod
     def full(cls, B: int, S: int, device) -> "Unpadded":
         bounds = list(range(0, (B + 1) * S, S))  # known without reading the device
-        return cls(None, torch.tensor(bounds, dtype=torch.int32, device=device), S, (B, S), bounds)
+        cu_seqlens = torch.arange(0, (B + 1) * S, S, dtype=torch.int32, device=device)
+        return cls(None, cu_seqlens, S, (B, S), bounds)
 
     def remove(self, x: Tensor) -> Tensor:
         """(B, S, ...) -> (N, ...)"""
@@ -84,26 +103,39 @@ class Unpadded:
         return x.view(B, S, *x.shape[1:])
 
 
-def unpad(attention_mask: Tensor) -> Unpadded:
+def unpad(attention_mask: Tensor, lengths: list[int] | None = None, largest: int | None = None) -> Unpadded:
     """(B, S) 0/1 mask or packed document numbers -> the real tokens and their sequences.
 
     A row's tokens with the same nonzero number form one sequence (0/1 masks: the whole row); the
     numbers of one document must be contiguous in its row (padding between them is allowed).
+    lengths (real tokens per row) and largest (the largest number; above 1: packed documents) are
+    what BertModel already read with its input checks; without them, unpad reads them itself.
     """
     B, S = attention_mask.shape
-    flat = attention_mask.reshape(-1).long()
-    indices = flat.nonzero().view(-1)  # (N,)
-    doc = flat.index_select(0, indices)
-    row = torch.div(indices, S, rounding_mode="floor")
-    new = torch.ones_like(doc, dtype=torch.bool)
-    new[1:] = (doc[1:] != doc[:-1]) | (row[1:] != row[:-1])
-    starts = new.nonzero().view(-1)
-    if doc.numel() and int(doc.max()) > 1:  # packed: each (row, number) must be one run
-        if len(torch.unique(row * (int(doc.max()) + 1) + doc)) != starts.numel():
+    device = attention_mask.device
+    if lengths is None:  # called on its own: a host read of what BertModel's one read holds
+        *lengths, largest = torch.cat([(attention_mask != 0).sum(-1), attention_mask.max()[None].long()]).tolist()
+    N = sum(lengths)
+    indices = torch.nonzero_static(attention_mask.reshape(-1), size=N).view(-1)  # (N,): nonzero, no read
+    if largest <= 1:  # one sequence per row with tokens: the lengths say where, nothing more is read
+        bounds = [0, *accumulate(n for n in lengths if n)]
+        cu_seqlens = torch.tensor(bounds, dtype=torch.int32).to(device, non_blocking=True)  # host -> device
+    else:  # packed documents: where each starts is read, once, with the check that each is one run
+        number = attention_mask.reshape(-1).long()[indices]  # (N,) each real token's document number
+        row = torch.div(indices, S, rounding_mode="floor")
+        new = torch.ones_like(number, dtype=torch.bool)  # (N,) True where a sequence starts
+        new[1:] = (number[1:] != number[:-1]) | (row[1:] != row[:-1])
+        most = min(N, B * largest)  # sequences at most: one per (row, number), unless a number repeats
+        offsets = torch.nonzero_static(new, size=most).view(-1)  # (most,) where they start among the N
+        key = torch.where(new, row * (largest + 1) + number, -1).sort().values  # (row, number) of each start
+        repeated = ((key[1:] == key[:-1]) & (key[1:] >= 0)).any()  # a document in two runs
+        # a second host read, for packed documents only: how many there are, and their offsets
+        n, bad, *at = torch.cat([new.sum()[None], repeated[None].long(), offsets]).tolist()
+        if bad:
             raise InputError("attention_mask: a packed document's tokens must be contiguous in their row "
                              "(numbers like 1 1 2 2 0, not 1 2 1)")
-    cu_seqlens = torch.cat([starts, starts.new_tensor([indices.numel()])]).to(torch.int32)
-    bounds = cu_seqlens.tolist()  # the one host read, which max_seqlen needed anyway
+        bounds = at[:n] + [N]
+        cu_seqlens = torch.cat([offsets[:n], torch.full((1,), N, device=device)]).to(torch.int32)
     max_seqlen = max((b - a for a, b in zip(bounds, bounds[1:])), default=0)
     return Unpadded(indices, cu_seqlens, max_seqlen, (B, S), bounds)
 
@@ -127,11 +159,11 @@ def equal_length_runs(bounds: list[int]) -> list[tuple[int, int, int]]:
 # backward, costs about as much as 64 x 64 pairs of work; see README "Speed").
 CALL_COST = 64 * 64
 
-_PLANS: dict = {}  # every layer of one forward pass (and its backward) uses the same plan
+_PLANS: dict = {}  # a plan is built once per (bounds, device, single) and reused by later batches
 
 
 def cached_group_plan(bounds: tuple[int, ...], device, single: bool):
-    """group_plan, computed once per (bounds, device, single) and reused by every layer."""
+    """group_plan, computed once per (bounds, device, single) and reused by later forward passes."""
     if torch.compiler.is_compiling():
         return group_plan(bounds, device, single)
     key = (bounds, str(device), single)
@@ -151,7 +183,8 @@ def group_plan(bounds: tuple[int, ...], device, single: bool = False):
     padding included. source (T_g,): the group's token rows; slots (T_g,): their rows in the
     group's (n_g * L) padded layout; keep (n_g, L): True at real tokens; full: no padding in the
     group. A batch of equal lengths is [(None, None, keep, True)]. `single`: one group (CUDA, where a call
-    costs little).
+    costs little). Built on the host from Python ints (nothing is read from the device) and copied
+    over without waiting.
     """
     lengths = [b - a for a, b in zip(bounds[:-1], bounds[1:])]
     real = [i for i, n in enumerate(lengths) if n > 0]
@@ -177,6 +210,7 @@ def group_plan(bounds: tuple[int, ...], device, single: bool = False):
         L = max(lengths[m] for m in members)
         source = torch.cat([torch.arange(bounds[m], bounds[m + 1]) for m in members])
         keep = torch.arange(L)[None, :] < torch.tensor([lengths[m] for m in members])[:, None]  # (n_g, L)
-        slots = keep.reshape(-1).nonzero().view(-1)
-        groups.append((source.to(device), slots.to(device), keep.to(device), bool(keep.all())))
+        slots = torch.cat([torch.arange(g * L, g * L + lengths[m]) for g, m in enumerate(members)])  # keep's Trues
+        full = all(lengths[m] == L for m in members)
+        groups.append(tuple(t.to(device, non_blocking=True) for t in (source, slots, keep)) + (full,))
     return groups

@@ -179,5 +179,5 @@ class Int8SelfAttention(SelfAttention):
         q, k, v = qkv.unbind(1)  # each (N, heads, head_dim)
         context = attention.varlen_attention(q, k, v, varlen.cu_seqlens, varlen.max_seqlen,
                                              dropout_p=self.dropout.p if self.training else 0.0,
-                                             bounds=varlen.bounds)
+                                             bounds=varlen.bounds, layout=varlen.layout)
         return context.reshape(N, self.all_head_size)  # (N, heads * head_dim)

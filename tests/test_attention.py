@@ -60,10 +60,13 @@ def test_sdpa_refuses_what_only_eager_does():
 
 
 @pytest.mark.parametrize("need_probs, head_mask, relative, expected", [
-    (False, None, False, "sdpa"), (True, None, False, "eager"),
-    (False, torch.ones(1), False, "eager"), (False, None, True, "eager")])
-def test_pick_backend(need_probs, head_mask, relative, expected):
-    assert attention.pick_backend("sdpa", need_probs=need_probs, head_mask=head_mask, relative=relative) == expected
+    (False, False, False, "sdpa"), (True, False, False, "eager"),
+    (False, True, False, "eager"), (False, False, True, "eager")])
+@pytest.mark.parametrize("implementation", ["sdpa", "auto", "varlen"])
+def test_padded_backend(implementation, need_probs, head_mask, relative, expected):
+    assert attention.padded_backend(implementation, need_probs=need_probs, head_mask=head_mask,
+                                    relative=relative) == expected
+    assert attention.padded_backend("eager", need_probs=False, head_mask=False, relative=False) == "eager"
 
 
 @pytest.mark.parametrize("past", [0, 3])
