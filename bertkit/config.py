@@ -10,17 +10,23 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import typing
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from .activations import ACT2FN
 from .errors import ConfigError
 from .files import atomic_write_text, read_text
 
-POSITION_EMBEDDING_TYPES = ("absolute", "relative_key", "relative_key_query")
+# The words some fields take, once: annotations (a settings field typed AttnImplementation is a flag with these
+# choices, bertkit/options.py) and the tuples validate() and error messages list
+PositionEmbeddingType = Literal["absolute", "relative_key", "relative_key_query"]
+AttnImplementation = Literal["auto", "eager", "sdpa", "varlen"]
+ProblemType = Literal["regression", "single_label_classification", "multi_label_classification"]
+POSITION_EMBEDDING_TYPES = typing.get_args(PositionEmbeddingType)
 ACTIVATIONS = tuple(ACT2FN)  # hidden_act names (activations.py)
-ATTN_IMPLEMENTATIONS = ("auto", "eager", "sdpa", "varlen")
-PROBLEM_TYPES = (None, "regression", "single_label_classification", "multi_label_classification")
+ATTN_IMPLEMENTATIONS = typing.get_args(AttnImplementation)
+PROBLEM_TYPES = (None, *typing.get_args(ProblemType))
 
 # Fields that are settings of this process, not of the checkpoint: never written to config.json.
 RUNTIME_FIELDS = ("attn_implementation", "extra", "num_labels")
@@ -47,7 +53,7 @@ class BertConfig:
     initializer_range: float = 0.02  # std of the normal init of weights
     layer_norm_eps: float = 1e-12  # LayerNorm epsilon
     pad_token_id: int = 0  # id of [PAD]; its embedding row starts at zero
-    position_embedding_type: str = "absolute"  # absolute | relative_key | relative_key_query
+    position_embedding_type: PositionEmbeddingType = "absolute"  # learned positions, or relative (Shaw; Huang)
     use_cache: bool = True  # decoders return key/value caches by default
     classifier_dropout: float | None = None  # task-head dropout; None -> hidden_dropout_prob
     is_decoder: bool = False  # causal self-attention (BertLMHeadModel)
@@ -57,7 +63,7 @@ class BertConfig:
     id2label: dict[int, str] = field(default_factory=_default_id2label)  # task labels by index
     label2id: dict[str, int] | None = None  # inverse of id2label (derived when None)
     num_labels: int | None = None  # shortcut: makes id2label LABEL_0..LABEL_{n-1}
-    problem_type: str | None = None  # regression | single_label_classification | multi_label_classification
+    problem_type: ProblemType | None = None  # the loss of BertForSequenceClassification (None: from the labels)
     tie_word_embeddings: bool = True  # MLM decoder shares the word embedding matrix
     output_attentions: bool = False  # default for forward(output_attentions=None)
     output_hidden_states: bool = False  # default for forward(output_hidden_states=None)
@@ -68,7 +74,7 @@ class BertConfig:
     # default: varlen when the batch has padding or packed documents, else sdpa; a call that needs
     # attention probabilities, head_mask, relative positions or a decoder takes eager / sdpa as
     # always). Real tokens get the same numbers from all four up to float rounding.
-    attn_implementation: str = "auto"
+    attn_implementation: AttnImplementation = "auto"
     extra: dict[str, Any] = field(default_factory=dict)  # unknown config.json keys, kept as they were
 
     def __post_init__(self) -> None:

@@ -10,6 +10,7 @@
          else the model's max_position_embeddings)
          --sort by length, batch, pad--> input_ids, attention_mask (B, S)
          --BertModel (padding-free "auto"/"varlen" path when rows are padded)--> last_hidden_state (B, S, H)
+           (the batch and the forward pass: inference.encoder_forward, as `bertkit serve` runs them)
          --pool over the real tokens: mean | cls | max | mean_sqrt_len--> (B, H)
          --L2-normalize (when the folder has a Normalize module, or --normalize)--> back in input order (n, H)
 
@@ -34,9 +35,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .errors import BertkitError, CheckpointError
+from .inference import check_output, encoder_forward, to_json
 from .options import opt, parse
 from .quantize import CHOICES as QUANTIZE_CHOICES, FLAG_HELP as QUANTIZE_HELP, quantize as quantize_model
-from .tasks.base import pad_batch
 
 POOLING_MODES = ("mean", "cls", "max", "mean_sqrt_len")
 # sentence-transformers' mode names (pooling_mode / pooling_mode_*_token(s) keys) -> bertkit's
@@ -281,14 +282,9 @@ class Encoder:
         """One forward pass over rows of ids, padded to the longest -> (len(rows), H) float32 vectors."""
         if not rows:
             return torch.zeros(0, self.model.config.hidden_size)
-        device = self.model.embeddings.word_embeddings.weight.device
-        batch = {k: v.to(device) for k, v in pad_batch([{"input_ids": r, "token_type_ids": [0] * len(r)} for r in rows],
-                                                        self.tokenizer.pad_token_id).items()}
-        mask = batch["attention_mask"]
-        self.model.eval()
         with torch.inference_mode():
-            hidden = self.model(**batch).last_hidden_state
-            vectors = pool(hidden.float(), mask, self.pooling.mode)  # (B, H)
+            hidden, mask = encoder_forward(self.model, rows, self.tokenizer.pad_token_id)  # (B, S, H), (B, S)
+            vectors = pool(hidden, mask, self.pooling.mode)  # (B, H)
             if self.pooling.normalize:
                 vectors = F.normalize(vectors, p=2, dim=1)
         return vectors.float().cpu()
@@ -373,7 +369,7 @@ class EmbedConfig:
     batch_size: int = opt(32, "texts per forward pass")
     pooling: str | None = opt(None, "default: from the folder (1_Pooling/config.json), else mean",
                               choices=list(POOLING_MODES))
-    normalize: bool = opt(None, "L2-normalize each vector; None: as the folder says (a sentence-transformers "
+    normalize: bool | None = opt(None, "L2-normalize each vector; None: as the folder says (a sentence-transformers "
                                 "Normalize module), else not")  # None: the folder decides
     quantize: str | None = opt(None, QUANTIZE_HELP, choices=QUANTIZE_CHOICES)
 
@@ -404,10 +400,9 @@ def _read_texts(path: str) -> list[str]:
 
 def embed_main(argv: list[str]) -> int:
     from .files import atomic_write, atomic_write_text
-    from .predict import _check_output, _json
 
     cfg = parse(EmbedConfig, argv, prog="bertkit embed")
-    _check_output(cfg.output, "--output", [cfg.file])
+    check_output(cfg.output, "--output", [cfg.file])
     texts = _read_texts(cfg.file) if cfg.file else cfg.texts
     for i, text in enumerate(texts):
         if cfg.file is None and not text.strip():
@@ -424,7 +419,7 @@ def embed_main(argv: list[str]) -> int:
 
         atomic_write(cfg.output, write)
     else:
-        atomic_write_text(cfg.output, "".join(_json({"index": i, "embedding": v.tolist()}) + "\n"
+        atomic_write_text(cfg.output, "".join(to_json({"index": i, "embedding": v.tolist()}) + "\n"
                                               for i, v in enumerate(vectors)))
     print(f"embedded {len(texts)} text(s) -> {vectors.shape[1]}-dim vectors ({encoder.pooling.mode} pooling"
           f"{', normalized' if encoder.pooling.normalize else ''}; {encoder.pooling.source}) -> {cfg.output}",

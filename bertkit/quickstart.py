@@ -30,6 +30,7 @@ import shutil
 import sys
 import time
 from dataclasses import asdict, dataclass
+from typing import Literal
 
 from .errors import BertkitError
 from .metrics import finite_or_none
@@ -103,8 +104,7 @@ class QuickstartConfig:
     """Pretrain, fine-tune, compare with a from-scratch baseline, look inside; write a report folder."""
 
     out: str = opt("runs/quickstart", "report folder; results of an earlier quickstart there are replaced")
-    device: str = opt("auto", "auto: cuda when there is one; cuda runs a larger budget",
-                      choices=["auto", "cpu", "cuda"])
+    device: Literal["auto", "cpu", "cuda"] = opt("auto", "auto: cuda when there is one; cuda runs a larger budget")
     tiny: bool = opt(False, "a seconds-scale budget on a sliver of the data (a smoke test)")
     seed: int = opt(0, "seed of every stage")
     progress: bool = opt(True, "show progress bars")
@@ -141,7 +141,7 @@ def main(argv: list[str]) -> int:
     inside = run(INSIDE, "inside: the pretrained model's local heads, the fine-tuned model's attention",
                  look_inside, budget, data, ft["cfg"], out)
 
-    from .train.loop import read_metrics
+    from .train.metrics_log import read_metrics
 
     curve = [r for r in read_metrics(os.path.join(pt_dir, "metrics.jsonl")) if r.get("split") == "eval"]
     labels = label_efficiency(few, base, test)

@@ -34,6 +34,7 @@ from tokenizers import (AddedToken, Regex, Tokenizer as Backend, decoders, norma
 from tokenizers.models import WordPiece
 
 from .data.builtin import BUILTIN_CORPORA
+from .data.corpus import DOC_SEPS
 from .errors import BertkitError, BertkitWarning
 from .files import atomic_write_text, digest, read_text, text_lines
 from .options import opt, parse
@@ -861,7 +862,7 @@ class VocabTrainConfig:
     lower_case: bool = opt(True, "lowercase and strip accents (--no-lower-case: a cased vocabulary)")
     chinese_chars: bool = opt(True, "split CJK text per character (--no-chinese-chars: do not)")
     doc_sep: str = opt("line", "plain text: one text per line, or texts separated by blank lines",
-                       choices=["line", "blank"])
+                       choices=DOC_SEPS)
     text_field: str = opt("text", "JSONL field / Parquet column holding the text")
     vocab_sample: str | None = opt(None, "learn from a seeded sample spread over the corpus: 200MB, 2GB or 50000docs "
                                          "(default: all of it)")

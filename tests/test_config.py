@@ -270,6 +270,40 @@ def test_unknown_position_embedding_type():
     assert "rotary" in str(info.value) and "relative_key_query" in str(info.value)
 
 
+def test_field_words_are_one_literal_each():
+    """The words validate() accepts are the fields' Literal annotations (bertkit.options makes flags of them)."""
+    import typing
+
+    from bertkit.config import (ATTN_IMPLEMENTATIONS, POSITION_EMBEDDING_TYPES, PROBLEM_TYPES, AttnImplementation,
+                                PositionEmbeddingType, ProblemType)
+
+    hints = typing.get_type_hints(BertConfig)
+    assert hints["attn_implementation"] is AttnImplementation
+    assert hints["position_embedding_type"] is PositionEmbeddingType
+    assert hints["problem_type"] == ProblemType | None
+    assert ATTN_IMPLEMENTATIONS == typing.get_args(AttnImplementation) and "varlen" in ATTN_IMPLEMENTATIONS
+    assert POSITION_EMBEDDING_TYPES == ("absolute", "relative_key", "relative_key_query")
+    assert PROBLEM_TYPES == (None, *typing.get_args(ProblemType))
+    for name in ATTN_IMPLEMENTATIONS:
+        BertConfig.from_preset("tiny", attn_implementation=name)
+    for name in POSITION_EMBEDDING_TYPES:
+        BertConfig.from_preset("tiny", position_embedding_type=name)
+
+
+def test_train_attention_flag_is_the_config_s_attn_implementation():
+    """--attention sets config.attn_implementation: its choices are that field's words, not a copy."""
+    import typing
+
+    from bertkit.config import ATTN_IMPLEMENTATIONS
+    from bertkit.train.loop import TrainConfig
+
+    assert typing.get_type_hints(TrainConfig)["attention"] == typing.get_type_hints(BertConfig)["attn_implementation"]
+    from bertkit.options import parser_for
+
+    (action,) = [a for a in parser_for(TrainConfig, prog="t")._actions if a.dest == "attention"]
+    assert tuple(action.choices) == ATTN_IMPLEMENTATIONS
+
+
 def test_add_cross_attention_needs_is_decoder():
     with pytest.raises(ConfigError) as info:
         BertConfig(add_cross_attention=True).validate()

@@ -12,11 +12,12 @@ import torch
 from bertkit import BertConfig, BertForMaskedLM
 from bertkit.tasks import QAExample, read_task
 from bertkit.tokenizer import train_vocab
-from bertkit.train.loop import TrainingError, read_metrics
+from bertkit.train.loop import TrainingError
+from bertkit.train.metrics_log import read_metrics
 from conftest import window_logits
 from bertkit.tasks import get_task
 from bertkit.tasks.classify import aggregate_windows
-from bertkit.tasks.qa import answer_tokens, best_span, qa_predictions
+from bertkit.tasks.qa import QAFeature, answer_tokens, best_span, qa_predictions
 from bertkit.train.finetune import FinetuneConfig, run
 
 transformers = pytest.importorskip("transformers")
@@ -123,13 +124,13 @@ def test_long_texts_are_windowed_and_aggregated(base_dir):
     long = "今天天气很好。" * 30  # ~210 characters: several windows of 48 tokens
     rows = get_task("classify").encode(tok, [ClassifyExample("短文", label="a"), ClassifyExample(long, label="b")], 48, 16,
                   {"a": 0, "b": 1}, None)
-    windows = [r for r in rows if r["example"] == 1]
-    assert len(windows) >= 5 and all(len(r["input_ids"]) <= 48 for r in rows)
-    assert all(r["labels"] == 1 for r in windows)
+    windows = [r for r in rows if r.example == 1]
+    assert len(windows) >= 5 and all(len(r.input_ids) <= 48 for r in rows)
+    assert all(r.labels == 1 for r in windows)
     outputs = [torch.tensor([float(i), 1.0]) for i in range(len(rows))]
     agg = aggregate_windows(rows, outputs, 2)
     assert torch.allclose(agg[0], outputs[0])
-    expected = torch.stack([outputs[i] for i, r in enumerate(rows) if r["example"] == 1]).mean(0)
+    expected = torch.stack([outputs[i] for i, r in enumerate(rows) if r.example == 1]).mean(0)
     assert torch.allclose(agg[1], expected)
 
 
@@ -233,7 +234,8 @@ def test_qa_answer_positions_and_windows_without_the_answer():
     assert answer_tokens([(8, "xy")], offsets) == (0, 0)  # not in this window: [CLS]
     assert answer_tokens([], offsets) == (0, 0)
     example = QAExample("q1", "?", "abcdef", [(2, "cd")])
-    features = [{"example": 0, "context_offsets": offsets}, {"example": 0, "context_offsets": offsets}]
+    features = [QAFeature(input_ids=[0] * 7, token_type_ids=[0] * 7, example=0, context_offsets=offsets)
+                for _ in range(2)]
     outputs = [(torch.tensor([0.0, 0, 0, 0, 3, 0, 0]), torch.tensor([0.0, 0, 0, 0, 3, 0, 0])),
                (torch.tensor([0.0, 0, 0, 5, 0, 0, 0]), torch.tensor([0.0, 0, 0, 0, 5, 0, 0]))]
     pred = qa_predictions(features, outputs, [example], max_answer_length=5)["q1"]
@@ -357,7 +359,7 @@ def test_tag_labels_only_on_first_pieces_even_across_windows(base_dir):
     assert len(rows) > 1
     seen = {}
     for r in rows:
-        for w, label in zip(r["words"], r["labels"]):
+        for w, label in zip(r.words, r.labels):
             assert (w is None) == (label == -100)
             if w is not None:
                 seen.setdefault(w, label)
@@ -398,7 +400,9 @@ def test_resume_refuses_a_new_label_set(tmp_path, base_dir, sentiment_files):
 def test_short_windows_get_a_stride_that_fits(tmp_path, base_dir, sentiment_files):
     train_file, dev_file = sentiment_files
     cfg = settings(tmp_path / "short", base_dir, train_file, eval=dev_file, seq_len=24, stride=None, steps=2)
-    assert run(cfg).step == 2 and cfg.stride == 6  # a quarter of 24 (32 used to be refused for <= 34)
+    summary = run(cfg)
+    assert summary.step == 2 and summary.settings["stride"] == 6  # a quarter of 24 (32 used to be refused for <= 34)
+    assert cfg.stride is None  # the caller's settings are left as they were
 
 
 @pytest.mark.slow

@@ -538,11 +538,11 @@ def test_undefined_metrics_become_null_in_json(tmp_path):
     import json
 
     from bertkit.metrics import finite_or_none, regression_report
-    from bertkit.train.loop import _append, read_metrics
+    from bertkit.train.metrics_log import append_row, read_metrics
 
     report = regression_report([1.0, 2.0, 3.0], [0.5, 0.5, 0.5])  # constant predictions: no correlation
     assert any(isinstance(v, float) and v != v for v in report.values())  # nan somewhere
     text = json.dumps(finite_or_none(report), allow_nan=False)  # strict JSON
     assert "NaN" not in text and None in json.loads(text).values()
-    _append(str(tmp_path / "metrics.jsonl"), {"step": 1, "split": "eval", **report})
+    append_row(str(tmp_path / "metrics.jsonl"), {"step": 1, "split": "eval", **report})
     assert "NaN" not in (tmp_path / "metrics.jsonl").read_text() and read_metrics(str(tmp_path / "metrics.jsonl"))

@@ -133,10 +133,11 @@ def test_non_finite_outputs_stop_with_an_error(tmp_path, clf_dir, base_dir, dev_
     broken_mlm = nan_copy(base_dir, tmp_path / "broken-mlm", BertForMaskedLM)
     one_line_error(cli("fill-mask", "--model", broken_mlm, "今天天气很[MASK]。"), broken_mlm, "not finite")
     # the backstop: a NaN never becomes JSON
-    import bertkit.predict as predict
+    from bertkit.errors import BertkitError
+    from bertkit.inference import to_json
 
-    with pytest.raises(predict.BertkitError):
-        predict._json({"score": math.nan})
+    with pytest.raises(BertkitError):
+        to_json({"score": math.nan})
 
 
 # 5 ------------------------------------------------------------------------------------------------

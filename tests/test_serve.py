@@ -4,7 +4,6 @@ sent, backpressure, and SIGTERM with requests in flight. The batcher's policy is
 
 import asyncio
 import base64
-import dataclasses
 import http.client
 import json
 import os
@@ -36,10 +35,9 @@ def free_port() -> int:
 class Server:
     """`python -m bertkit serve` in a subprocess, and a small client."""
 
-    def __init__(self, model_dir, *flags):
+    def __init__(self, model_dir, *flags, command=(sys.executable, "-m", "bertkit")):
         self.port = free_port()
-        self.proc = subprocess.Popen([sys.executable, "-m", "bertkit", "serve", "--model", model_dir,
-                                      "--port", str(self.port), *flags],
+        self.proc = subprocess.Popen([*command, "serve", "--model", model_dir, "--port", str(self.port), *flags],
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -185,6 +183,63 @@ def test_fill_mask_equals_the_model(mlm_server, base_dir):
     assert mlm_server.call("POST", "/predict", {"inputs": "x"})[0] == 400  # no task head here
 
 
+# an id the tokenizer does not have (the model's vocabulary is larger): "<id N>" in the CLI and in serve, not a 500
+@pytest.fixture(scope="module")
+def oov_mlm_dir(tmp_path_factory, base_dir):
+    """An MLM whose vocabulary has 8 ids more than its tokenizer's, the last of them its best guess everywhere."""
+    import torch
+
+    from bertkit import BertConfig, BertForMaskedLM
+    from bertkit.tokenizer import Tokenizer
+
+    tok = Tokenizer.from_pretrained(base_dir)
+    path = tmp_path_factory.mktemp("oov")
+    torch.manual_seed(0)
+    model = BertForMaskedLM(BertConfig.from_preset("tiny", vocab_size=tok.vocab_size + 8))
+    with torch.no_grad():
+        model.cls.predictions.bias[-1] = 100.0
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return str(path)
+
+
+OOV_TEXT = "今天天气很[MASK]。"
+
+
+def test_fill_mask_shows_an_id_outside_the_vocabulary_the_same_in_the_cli_and_serve(oov_mlm_dir, capsys):
+    from bertkit.cli import main
+    from bertkit.serve.engine import Engine
+
+    last = vocab_size(oov_mlm_dir) + 7  # the model's last id
+    unknown = f"<id {last}>"
+    assert main(["fill-mask", "--model", oov_mlm_dir, OOV_TEXT, "--top-k", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "[MASK] at position 6:" and lines[1].startswith(f"  1. {unknown} p=1.000")
+    cli_sequence = lines[1].split("   ")[-1]
+    engine = Engine(oov_mlm_dir)
+    prepared = engine.rows_for_fill_mask([OOV_TEXT])
+    served = engine.fill_mask_answers(prepared.rows, engine.run(prepared.key, prepared.rows), 2)[0][0]
+    assert (served[0]["token"], served[0]["token_id"]) == (unknown, last)
+    assert served[0]["sequence"] == cli_sequence == f"今天天气很{unknown}。"
+    assert lines[2].startswith(f"  2. {served[1]['token']} ")  # the second guess: a token of the vocabulary
+
+
+@pytest.mark.slow
+def test_fill_mask_route_answers_an_id_outside_the_vocabulary(oov_mlm_dir):
+    server = Server(oov_mlm_dir)
+    try:
+        status, answer = server.call("POST", "/fill-mask", {"inputs": OOV_TEXT, "top_k": 1})
+        assert status == 200 and answer[0][0]["token"] == f"<id {vocab_size(oov_mlm_dir) + 7}>", answer  # mask 1, best
+    finally:
+        assert server.stop() == 0
+
+
+def vocab_size(model_dir) -> int:
+    from bertkit.tokenizer import Tokenizer
+
+    return Tokenizer.from_pretrained(model_dir).vocab_size
+
+
 # every task of the registry: /predict's path (rows -> batcher -> task.predictions) answers as `bertkit predict`
 TASK_INPUTS = {
     "classify": ["质量很好，物流也快", {"text": "还行", "text_pair": "一般般"}, ""],
@@ -200,7 +255,8 @@ def test_predict_rows_of_every_task_equal_bertkit_predict(name, tmp_path, base_d
     import torch
 
     from bertkit.config import BertConfig
-    from bertkit.predict import InferenceOptions, _load, windows
+    from bertkit.inference import load_task_model, windows
+    from bertkit.predict import InferenceOptions
     from bertkit.serve.engine import Engine
     from bertkit.tasks import TASKS, predict
     from bertkit.tokenizer import Tokenizer
@@ -221,10 +277,9 @@ def test_predict_rows_of_every_task_equal_bertkit_predict(name, tmp_path, base_d
     prepared = engine.rows_for_predict(inputs, truncate=False)
     served = engine.predictions(prepared, engine.run(prepared.key, prepared.rows))
 
-    _, model, _ = _load(str(tmp_path), None)
+    model = load_task_model(str(tmp_path)).model
     opts = windows(InferenceOptions(model=str(tmp_path)), tok, model)
-    examples = [task.from_fields(x, i) if isinstance(x, dict) else task.from_texts([x])[0] for i, x in enumerate(inputs)]
-    examples = [dataclasses.replace(e, id=str(i)) if hasattr(e, "id") else e for i, e in enumerate(examples)]
+    examples = [task.example_from(x, i) if isinstance(x, dict) else task.from_line(x, i) for i, x in enumerate(inputs)]
     expected = predict(task, model, tok, examples, opts)
     assert len(served) == len(inputs) and same_rows(served, expected)
     lines = [x for x in inputs if isinstance(x, str)]  # strings alone: as the lines of `bertkit predict --file`
@@ -440,3 +495,17 @@ def test_readme_serve_examples_run_against_a_live_server(clf_dir, base_dir):
         for server in servers.values():
             assert server.stop() == 0
     assert len(servers) == 2 and sent >= 10
+
+
+def test_batcher_runs_each_kind_by_its_handlers_entry():
+    from bertkit.serve.batcher import Handlers, Key
+
+    handlers = Handlers({"upper": lambda rows: [r.upper() for r in rows], "length": lambda rows: [len(r) for r in rows]})
+    jobs = [(handlers.key("upper"), ["ab"], [1]), (handlers.key("length", group=2), ["abc"], [1]),
+            (handlers.key("length", group=3), ["a"], [1])]
+    answers, batches = run_batcher(jobs, run=handlers, max_batch_tokens=100, max_wait_ms=0)
+    assert answers == [["AB"], [3], [1]]
+    assert [key for key, _ in batches] == [Key("upper"), Key("length", 2), Key("length", 3)]  # groups apart
+    assert handlers("upper", ["x"]) == ["X"]  # a kind without groups may be keyed by its name
+    with pytest.raises(LookupError, match="no handler for batches of 'fill-mask'; the kinds are 'upper', 'length'"):
+        handlers.key("fill-mask")  # a typo fails where the request is prepared, not in the worker

@@ -385,11 +385,12 @@ def test_the_entity_scheme_and_qa_language_options_reach_the_reports(monkeypatch
 
     from bertkit.predict import InferenceOptions
     from bertkit.tasks import get_task, qa
+    from bertkit.tasks.tag import TagFeature
 
     tag = get_task("tag")
     config = types.SimpleNamespace(id2label={0: "O", 1: "B-LOC", 2: "I-LOC"})
     examples = [TagExample(["在", "北", "京"], ["O", "B-LOC", "I-LOC"])]
-    features = [{"example": 0, "words": [None, 0, 1, 2, None]}]
+    features = [TagFeature(input_ids=[0] * 5, token_type_ids=[0] * 5, example=0, words=[None, 0, 1, 2, None])]
     outputs = [torch.nn.functional.one_hot(torch.tensor([0, 0, 2, 2, 0]), 3).float()]  # O I-LOC I-LOC
     for scheme, found in (("conlleval", [{"type": "LOC", "text": "北京", "start": 1, "end": 3}]), ("IOB2", [])):
         opts = InferenceOptions(model="m", entity_scheme=scheme)

@@ -16,7 +16,8 @@ from safetensors.torch import load_file
 
 from bertkit import BertConfig
 from bertkit.train import pretrain as pretrain_module
-from bertkit.train.loop import TrainConfig, TrainingError, lr_factor, make_optimizer, read_metrics
+from bertkit.train.loop import TrainConfig, TrainingError, lr_factor, make_optimizer
+from bertkit.train.metrics_log import read_metrics
 from bertkit.train.pretrain import PretrainConfig, run
 
 transformers = pytest.importorskip("transformers")

@@ -1,4 +1,11 @@
-"""Masked-language-model batches: pick tokens to predict in padded rows (rows.py), corrupt them as BERT does.
+"""Batches for the model: rows of ids padded to one array (pad_rows), and masked-language-model masking.
+
+    pad_rows    rows of different lengths -> one (B, S) array, each row followed by a fill value: the one
+                padding of lists into a batch (task collators, tag's labels, choice's (B, C, S), fill-mask,
+                embeddings)
+    id_batch    rows of token ids -> the model's input_ids / token_type_ids / attention_mask (B, S)
+
+Masking picks tokens to predict in padded rows (rows.py) and corrupts them as BERT does:
 
     selection   each ordinary token (not special, not padding) is picked with probability
                 mlm_probability; with wwm=True each whole word is picked with that probability and
@@ -15,6 +22,7 @@ masking the whole batch would.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,10 +30,20 @@ import torch
 
 from ..errors import ConfigError
 from ..labels import IGNORE
-from .rows import RowBatch
+from .rows import pad_rows
 from .seeded import integers, uniform
 
 SELECT, CORRUPT, REPLACE = 11, 12, 13  # the seeded streams of the three draws
+
+
+def id_batch(ids: Sequence[Sequence[int]], pad_id: int,
+             token_type_ids: Sequence[Sequence[int]] | None = None) -> dict[str, torch.Tensor]:
+    """The model's inputs for rows of token ids, padded to the longest: input_ids (pad_id after each row),
+    token_type_ids (0 where not given), attention_mask (1 on each row's tokens, 0 on its padding); (B, S) int64."""
+    types = token_type_ids if token_type_ids is not None else [[0] * len(r) for r in ids]
+    return {"input_ids": torch.from_numpy(pad_rows(ids, pad_id)),
+            "token_type_ids": torch.from_numpy(pad_rows(types, 0)),
+            "attention_mask": torch.from_numpy(pad_rows([[1] * len(r) for r in ids], 0))}
 
 
 @dataclass
@@ -56,8 +74,8 @@ class MaskingCollator:
         if len(self._random_ids) == 0:
             raise ConfigError("the vocabulary holds only special tokens: no random replacement is possible")
 
-    def __call__(self, rows: RowBatch, step: int, positions) -> dict[str, torch.Tensor]:
-        """Mask `rows`, the rows at `positions` (B,) of the global batch of `step`."""
+    def __call__(self, rows, step: int, positions) -> dict[str, torch.Tensor]:
+        """Mask `rows` (a rows.RowBatch), the rows at `positions` (B,) of the global batch of `step`."""
         input_ids = rows.input_ids
         if input_ids.size == 0:
             raise ConfigError("cannot collate an empty batch")

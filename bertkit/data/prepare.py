@@ -35,7 +35,7 @@ from ..errors import BertkitError
 from ..files import atomic_write_text, lock_file, release_lock
 from ..options import opt, parse
 from ..tokenizer import Tokenizer, vocab_digest
-from .corpus import Source, is_heldout, iter_documents, resolve, source
+from .corpus import DOC_SEPS, Source, is_heldout, iter_documents, resolve, source
 from .dataset import FORMAT, MANIFEST, TOKENIZER, VERSION, DataError, PretrainingData, SplitWriter, ids_dtype
 from .encode import Encoder, plain_backend
 
@@ -55,7 +55,7 @@ class PrepareConfig:
     tokenizer: str = opt("", "tokenizer (or model) directory: vocab.txt / tokenizer.json", required=True)
     out: str = opt("", "the dataset folder to write (it appears only once complete)", required=True)
     doc_sep: str = opt("line", "plain text: one document per line, or documents separated by blank lines",
-                       choices=["line", "blank"])
+                       choices=DOC_SEPS)
     text_field: str = opt("text", "JSONL field / Parquet column holding the text")
     wwm: bool = opt(False, "mark jieba words for whole-word masking of Chinese (pretrain --wwm); slower")
     heldout: float = opt(0.01, "share of documents held out for evaluation (chosen per document, seeded; when the "

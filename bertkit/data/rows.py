@@ -16,6 +16,7 @@ when a batch asks for it, so nothing of the corpus's size is held in Python obje
 
     rows = make_rows(split, "stream", seq_len=128, cls_id=2, sep_id=3)
     len(rows); rows.batch(np.array([7, 3, 12]), words=True) -> RowBatch (padded arrays)
+    pad_rows(rows of different lengths, value) -> (B, S): the one padding function (tasks, fill-mask, here)
 
 RowBatch.word_ids numbers the whole words of a row from 0 (tokens of one word share a number) and is -1 at
 [CLS] / [SEP] / padding; the masking collator uses it to mask whole words. A row's first token, and the first
@@ -28,6 +29,7 @@ import heapq
 import os
 import random
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,6 +39,16 @@ from ..files import atomic_write
 from .dataset import Split
 
 PACKINGS = ("stream", "documents")
+
+
+def pad_rows(rows: Sequence[Sequence[int]], value: int = 0, dtype=np.int64) -> np.ndarray:
+    """Rows of different lengths (lists or 1-D arrays) -> one (B, S) array, S the longest row, each row
+    followed by `value` (pad id, 0, -100, ...). Nested rows (a batch of choices) are flattened first by the
+    caller and reshaped after: pad_rows(all choices).reshape(B, C, -1)."""
+    out = np.full((len(rows), max((len(r) for r in rows), default=0)), value, dtype=dtype)
+    for b, row in enumerate(rows):
+        out[b, :len(row)] = row
+    return out
 
 
 @dataclass
@@ -83,17 +95,11 @@ class _Rows:
             raise ConfigError("a batch needs at least one row index")
         if indices.min() < 0 or indices.max() >= self.count:
             raise IndexError(f"row indices must be in [0, {self.count})")
-        rows = [self.row(int(i), words) for i in indices]
-        S = max(len(r[0]) for r in rows)
-        out = {name: np.zeros((len(rows), S), dtype=np.int64) for name in ("ids", "types", "mask")}
-        word_ids = np.full((len(rows), S), -1, dtype=np.int64) if words else None
-        for b, (ids, types, mask, row_words) in enumerate(rows):
-            n = len(ids)
-            out["ids"][b, :n], out["types"][b, :n], out["mask"][b, :n] = ids, types, mask
-            if words:
-                word_ids[b, :n] = row_words
+        rows = [self.row(int(i), words) for i in indices]  # (ids, types, mask, word ids) each
+        ids, types, mask = (pad_rows([r[k] for r in rows], 0) for k in range(3))
+        word_ids = pad_rows([r[3] for r in rows], -1) if words else None
         labels = np.array([self.label(int(i)) for i in indices], dtype=np.int64) if self.pairs else None
-        return RowBatch(out["ids"], out["types"], out["mask"], word_ids, labels)
+        return RowBatch(ids, types, mask, word_ids, labels)
 
     pairs = False  # rows with a next-sentence label (PairRows)
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from ..config import PRESETS
 from ..options import opt, parse
 from .common import ExplainError
+from .loading import HEADS
 
 
 @dataclass
@@ -33,7 +34,7 @@ class ExplainConfig(Source):
                           exclusive="mode")
     pair: str | None = opt(None, "a second text (sentence B) for --trace / --mlm", metavar="TEXT")
     head: str = opt("mlm", "mlm: BertForMaskedLM (encoder + MLM head, the default); base: BertModel (encoder + "
-                           "pooler)", choices=("mlm", "base"))
+                           "pooler)", choices=list(HEADS))
     top_k: int = opt(5, "predictions shown per [MASK]")
 
     def problem(self) -> str | None:

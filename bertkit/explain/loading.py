@@ -45,6 +45,9 @@ def char_tokenizer(*texts: str) -> Tokenizer:
     return Tokenizer(vocab)
 
 
+HEADS = {"mlm": BertForMaskedLM, "base": BertModel}  # explain --head: the model class of each
+
+
 @dataclass
 class Loaded:
     model: nn.Module
@@ -58,7 +61,7 @@ def load(model_dir: str | None, preset: str | None, *, head: str = "mlm", tokeni
 
     weights_needed=False (architecture only) builds a preset on the meta device: no memory, no init time.
     """
-    model_class = {"mlm": BertForMaskedLM, "base": BertModel}[head]
+    model_class = HEADS[head]
     notes: list[str] = []
     if model_dir is not None:
         model = _from_directory(model_class, model_dir, notes)

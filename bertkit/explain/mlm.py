@@ -4,6 +4,10 @@ BertForMaskedLM scores every vocabulary entry at every position: logits (B, S, V
 the true token id in `labels` at the masked positions and -100 everywhere else, so only the masked
 rows enter the cross-entropy; `masked_positions_only=True` computes just those rows, (N_masked, V),
 and gives the same loss.
+
+    text --tokenizer--> ids (1, S) --inference.mlm_logits: ONE forward pass--> logits (1, S, V)
+         --inference.mask_fills--> top-k per [MASK] (as `bertkit fill-mask` and serve's /fill-mask)
+         --cross_entropy(logits, labels)--> the loss;  logits[labels != -100] (N_masked, V) --> the same loss
 """
 
 from __future__ import annotations
@@ -11,17 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..heads import IGNORE, BertForMaskedLM
+from ..inference import MaskFill, mask_fills, mlm_logits
 from ..text import pad
 from .common import ExplainError, shape_str
-
-
-@dataclass
-class MaskPrediction:
-    position: int  # index in the token sequence
-    candidates: list[tuple[str, int, float, float]]  # (token, id, probability, logit), best first
 
 
 @dataclass
@@ -30,10 +30,10 @@ class MLMExplanation:
     input_ids: Tensor  # (1, S)
     masked_positions: list[int]
     logits_shape: tuple[int, ...]  # (1, S, V)
-    predictions: list[MaskPrediction]
+    predictions: list[MaskFill]  # per [MASK]: its position, candidates (token, id, probability, logit) best first
     labels: list[int]  # example labels: each mask's top prediction, -100 elsewhere
     loss: float  # cross-entropy with those labels over the full (1, S, V) logits
-    masked_logits_shape: tuple[int, ...]  # (N_masked, V) with masked_positions_only=True
+    masked_logits_shape: tuple[int, ...]  # (N_masked, V): the rows masked_positions_only=True computes
     masked_loss: float  # the same loss from those rows only
 
     def __str__(self) -> str:
@@ -58,35 +58,17 @@ def explain_mlm(model: nn.Module, tokenizer, text: str, text_pair: str | None = 
     if not masked:
         raise ExplainError(f"no {mask_token} in {text!r}: write {mask_token} where a token should be predicted, "
                            f"e.g. 今天{mask_token}气很好")
-    inputs = dict(input_ids=ids, token_type_ids=enc["token_type_ids"], attention_mask=enc["attention_mask"])
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            logits = model(**inputs).logits  # (1, S, V)
-            predictions = [_top(logits[0, p], p, tokenizer, top_k) for p in masked]
-            labels = torch.full_like(ids, IGNORE)  # (1, S): -100 = not in the loss
-            for p, pred in zip(masked, predictions):
-                labels[0, p] = pred.candidates[0][1]
-            full = model(**inputs, labels=labels)
-            rows = model(**inputs, labels=labels, masked_positions_only=True)
-    finally:
-        model.train(was_training)
+    logits = mlm_logits(model, ids.tolist(), tokenizer.pad_token_id, enc["token_type_ids"].tolist())  # (1, S, V)
+    predictions = mask_fills(logits[0], ids[0].tolist(), tokenizer, top_k)
+    labels = torch.full_like(ids, IGNORE)  # (1, S): -100 = not in the loss
+    for pred in predictions:
+        labels[0, pred.position] = pred.candidates[0].token_id
+    scores = logits.float()
+    full = F.cross_entropy(scores.view(-1, scores.shape[-1]), labels.view(-1), ignore_index=IGNORE)
+    rows = scores[labels != IGNORE]  # (N_masked, V): what masked_positions_only=True projects, and nothing else
+    masked_loss = F.cross_entropy(rows, labels[labels != IGNORE])
     return MLMExplanation(enc.tokens(), ids, masked, tuple(logits.shape), predictions, labels[0].tolist(),
-                          float(full.loss), tuple(rows.logits.shape), float(rows.loss))
-
-
-def _top(scores: Tensor, position: int, tokenizer, k: int) -> MaskPrediction:
-    probs = torch.softmax(scores.float(), dim=-1)  # (V,)
-    top = torch.topk(probs, min(k, probs.shape[0]))
-    candidates = [(_token(tokenizer, int(i)), int(i), float(p), float(scores[i]))
-                  for p, i in zip(top.values, top.indices)]
-    return MaskPrediction(position, candidates)
-
-
-def _token(tokenizer, token_id: int) -> str:
-    """The token text; an id the tokenizer does not have (a preset's character vocabulary) as <id N>."""
-    return tokenizer.ids_to_tokens.get(token_id, f"<id {token_id}>")
+                          float(full), tuple(rows.shape), float(masked_loss))
 
 
 def format_mlm(e: MLMExplanation) -> str:
@@ -108,7 +90,7 @@ def format_mlm(e: MLMExplanation) -> str:
         lines.append(f"top {len(pred.candidates)} at position {pred.position} ({e.tokens[pred.position]}):")
         for rank, (token, token_id, prob, logit) in enumerate(pred.candidates, 1):
             lines.append(f"  {rank}. {pad(token, 12)} id {token_id:>6}  p={prob:6.2%}  logit {logit:8.3f}")
-    if any(c[0].startswith("<id ") for pred in e.predictions for c in pred.candidates):
+    if any(c.token.startswith("<id ") for pred in e.predictions for c in pred.candidates):
         lines.append("(<id N>: an id the tokenizer's vocabulary does not have, e.g. a preset's character vocabulary)")
     return "\n".join(lines)
 

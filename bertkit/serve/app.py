@@ -28,7 +28,7 @@ from starlette.routing import Route
 
 from .. import __version__
 from .batcher import Batcher, BatchStats, QueueFull
-from .engine import Engine, InputProblem, json_type
+from .engine import FILL_MASK_MAX_TOP_K, Engine, InputProblem, json_type
 from .settings import ServeConfig
 
 
@@ -229,8 +229,9 @@ def build_app(engine: Engine, settings: ServeConfig) -> tuple[Starlette, Batcher
     async def fill_mask(body):
         texts, single = inputs_of(body, {"top_k"})
         top_k = body.get("top_k", 5)
-        if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= 20:
-            raise InputProblem(422, "wrong_type", f"'top_k' must be a whole number from 1 to 20, got {top_k!r}")
+        if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= FILL_MASK_MAX_TOP_K:
+            raise InputProblem(422, "wrong_type", f"'top_k' must be a whole number from 1 to {FILL_MASK_MAX_TOP_K}, "
+                               f"got {top_k!r}")
         prepared = engine.rows_for_fill_mask(texts)
         answers = engine.fill_mask_answers(prepared.rows, await run(prepared), top_k)
         return (answers[0] if single else answers), len(texts)

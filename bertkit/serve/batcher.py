@@ -25,6 +25,10 @@ The policy (README "Serve" has it too):
   Under load the queue fills while the model runs, so batches form without waiting anyway.
 - batching=False (the benchmark's baseline): one request per forward pass, in arrival order.
 - More than max_queue requests waiting or running: submit raises QueueFull (the server answers 429).
+
+What runs a batch is a table, not a chain of `if key == "embed"`: `Handlers({"embed": fn, ...})` is the
+`run` of a Batcher, and a Key(kind, group) names its entry (group: rows of one kind that still cannot
+share a batch, e.g. multiple-choice rows of different choice counts). A new kind of work is one entry.
 """
 
 from __future__ import annotations
@@ -34,11 +38,48 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable
+from typing import Any, Callable, Hashable, Mapping
 
 
 class QueueFull(Exception):
     """max_queue requests are already waiting or running."""
+
+
+@dataclass(frozen=True)
+class Key:
+    """What kind of batch a request's rows go in: `kind` names the Handlers entry that runs them; `group`
+    keeps apart rows of one kind that cannot share a forward pass (None: all rows of the kind can)."""
+
+    kind: str
+    group: Hashable = None
+
+
+class Handlers:
+    """A Batcher's `run` as a table: kind of work -> fn(rows) -> one result per row.
+
+        handlers = Handlers({"embed": embed_rows, "predict": predict_rows, "fill-mask": fill_mask_rows})
+        key = handlers.key("predict", group=4)   # an unknown kind fails here, where the request is prepared
+        Batcher(handlers, ...)                   # a batch of `key` runs handlers.table[key.kind](rows)
+    """
+
+    def __init__(self, table: Mapping[str, Callable[[list], list]]):
+        self.table = dict(table)
+
+    def key(self, kind: str, group: Hashable = None) -> Key:
+        """The key of rows of `kind` (one of the table's) and `group`."""
+        self._handler(kind)
+        return Key(kind, group)
+
+    def __call__(self, key: Key | str, rows: list) -> list:
+        """The results of a batch of `key` (a Key, or a kind's name for a kind without groups)."""
+        return self._handler(key.kind if isinstance(key, Key) else key)(rows)
+
+    def _handler(self, kind) -> Callable[[list], list]:
+        try:
+            return self.table[kind]
+        except (KeyError, TypeError):  # TypeError: an unhashable key
+            raise LookupError(f"no handler for batches of {kind!r}; the kinds are "
+                              f"{', '.join(map(repr, self.table))}") from None
 
 
 @dataclass

@@ -1,10 +1,13 @@
 """What `bertkit serve` runs: a model directory loaded once, and the work of each route on it.
 
-    model dir --load--> encoder (every BERT: /embed, /v1/embeddings)
-                        task model (a fine-tuned folder: /predict, through bertkit/tasks as `bertkit predict`)
-                        MLM model (a pretrained folder with its MLM head: /fill-mask)
-    request inputs --rows_for_*--> rows (token ids / feature rows) --Batcher--> run(key, rows) --> answers
+    model dir --load (bertkit/inference.py, as the commands load it)--> encoder (every BERT: /embed,
+                        /v1/embeddings); task model (a fine-tuned folder: /predict, through bertkit/tasks as
+                        `bertkit predict`); MLM model (a pretrained folder with its MLM head: /fill-mask)
+    request inputs --rows_for_*--> rows (token ids / task features) --Batcher--> run(key, rows) --> answers
 
+What a /predict input may hold is the task's: its input fields (task.input_fields: name and kind) check
+an object, task.from_line reads a string as `bertkit predict` reads a line, task.example_from makes the
+example (qa numbers it), task.batch_group says which requests' features may share a batch.
 Converting inputs to rows and rows' results to answers runs on the event loop (tokenizing one
 sentence takes microseconds); `run` runs in the batcher's worker thread and is the only code that
 touches the model.
@@ -12,7 +15,6 @@ touches the model.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from dataclasses import dataclass
 
@@ -21,13 +23,13 @@ import torch
 from ..config import BertConfig
 from ..embed import Encoder, TooLong
 from ..errors import BertkitError
-from ..predict import InferenceOptions, _load, _load_mlm, windows
-from ..quantize import quantize as quantize_model
-from ..tasks import TaskDataError, run_model, task_of
-from ..tasks.base import pad_batch
+from ..inference import fill_mask, filled_text, load_mlm, load_task_model, mask_positions, run_model, windows
+from ..tasks import Field, TaskDataError, TaskOptions, task_of
+from .batcher import Handlers, Key
 
 MLM_ARCHITECTURES = ("BertForMaskedLM", "BertForPreTraining")
 PREDICT_MAX_TOKENS = 2048  # tokens per /predict input without --max-input-tokens (longer inputs run as windows)
+FILL_MASK_MAX_TOP_K = 20  # the largest "top_k" a /fill-mask request may ask for
 
 
 class InputProblem(BertkitError):
@@ -42,7 +44,7 @@ class InputProblem(BertkitError):
 class Prepared:
     """A request's inputs as rows for the batcher."""
 
-    key: object  # what kind of batch the rows go in
+    key: Key  # what kind of batch the rows go in (Engine.handlers: the table that runs them)
     rows: list
     tokens: list[int]  # real tokens of each row
     examples: list | None = None  # /predict: the examples the rows came from
@@ -68,10 +70,11 @@ class Engine:
         except TaskDataError:
             task_name = None
         if task_name is not None:
-            self.task, self.task_model, tok = _load(model_dir, task_name, quantize=quantize)
-            self.opts = windows(InferenceOptions(model=model_dir), tok, self.task_model)
+            loaded = load_task_model(model_dir, task_name, quantize=quantize)
+            self.task, self.task_model = loaded.task, loaded.model
+            self.opts = windows(TaskOptions(), loaded.tokenizer, self.task_model)  # as `bertkit predict` cuts them
         elif self.architecture in MLM_ARCHITECTURES:
-            self.mlm = quantize_model(_load_mlm(model_dir).eval(), quantize)
+            self.mlm = load_mlm(model_dir, quantize=quantize)
         # the task / MLM model's encoder serves /embed too: one copy of the weights
         loaded = self.task_model if self.task_model is not None else self.mlm
         self.encoder = Encoder.from_pretrained(model_dir, pooling=pooling, normalize=normalize, quantize=quantize,
@@ -81,6 +84,9 @@ class Engine:
             min(max_input_tokens, self.encoder.max_tokens)
         self.predict_limit = max_input_tokens or PREDICT_MAX_TOKENS
         self.dim = self.encoder.model.config.hidden_size
+        # what runs a batch, by its key's kind: one entry per kind of work this model can do
+        self.handlers = Handlers({"embed": self._embed, **({"predict": self._predict} if self.task else {}),
+                                  **({"fill-mask": self._fill_mask} if self.mlm else {})})
 
     @property
     def routes(self) -> list[str]:
@@ -108,7 +114,7 @@ class Engine:
                 rows.append(self.encoder.token_ids(text, truncate=truncate, limit=self.embed_limit))
             except TooLong as e:
                 raise _too_long(i, e.tokens, e.limit) from None
-        return Prepared("embed", rows, [len(r) for r in rows])
+        return Prepared(self.handlers.key("embed"), rows, [len(r) for r in rows])
 
     def rows_for_predict(self, inputs: list, truncate: bool) -> Prepared:
         """inputs: strings (as lines of `bertkit predict --file`) or objects of the task's input fields."""
@@ -123,20 +129,18 @@ class Engine:
                         raise _too_long(i, tokens, self.predict_limit)
                     value = self._cut(value, self.predict_limit)
                 try:
-                    example = task.from_texts([value])[0]
+                    examples.append(task.from_line(value, i))  # as line i of `bertkit predict --file`
                 except TaskDataError as e:
                     raise InputProblem(422, "wrong_type", f"inputs[{i}]: {e}; send an object with "
-                                       f"{', '.join(task.input_fields)}") from None
-                # an id numbers the request's inputs, as a line number does in `bertkit predict` (qa matches
-                # answers to examples by id)
-                examples.append(dataclasses.replace(example, id=str(i)) if hasattr(example, "id") else example)
+                                       f"{', '.join(f.name for f in task.input_fields)}") from None
             else:
                 values = _fields(i, value, task.input_fields)
-                tokens = sum(len(self.tokenizer.tokenize(v)) for v in _texts(values)) + 3
+                tokens = sum(len(self.tokenizer.tokenize(text)) for f in task.input_fields
+                             for text in f.texts(values.get(f.name))) + 3
                 if tokens > self.predict_limit:  # an object is not cut: which field to shorten is the client's call
                     raise _too_long(i, tokens, self.predict_limit, hint="shorten its texts (truncate cuts plain "
                                                                         "string inputs only)")
-                examples.append(task.from_fields(values, i))
+                examples.append(task.example_from(values, i))
         empty = [i for i, e in enumerate(examples) if task.is_empty(e)]
         kept = [e for e in examples if not task.is_empty(e)]
         try:
@@ -144,23 +148,21 @@ class Engine:
                                    self.task_model.config.problem_type) if kept else []
         except BertkitError as e:  # e.g. a question longer than the windows, choices of different counts
             raise InputProblem(422, "invalid_input", str(e)) from None
-        tokens = [_count(f["input_ids"]) for f in features]
-        group = len(features[0]["input_ids"]) if features and isinstance(features[0]["input_ids"][0], list) else 0
-        return Prepared(("predict", group), features, tokens, examples, empty)
+        group = task.batch_group(features[0]) if features else None  # choice: as many choices
+        return Prepared(self.handlers.key("predict", group), features, [f.tokens for f in features], examples, empty)
 
     def rows_for_fill_mask(self, texts: list[str]) -> Prepared:
-        mask = self.tokenizer.mask_token_id
         rows = []
         for i, text in enumerate(texts):
             ids = self.tokenizer.encode(text)
-            if mask not in ids:
+            if not mask_positions(ids, self.tokenizer):
                 raise InputProblem(422, "invalid_input", f"inputs[{i}] has no {self.tokenizer.mask_token}: put "
                                    f"{self.tokenizer.mask_token} where a token is missing")
             limit = self.mlm.config.max_position_embeddings
             if len(ids) > limit:
                 raise _too_long(i, len(ids), limit, hint="fill-mask does not cut inputs (a [MASK] could be cut off)")
             rows.append(ids)
-        return Prepared("fill-mask", rows, [len(r) for r in rows])
+        return Prepared(self.handlers.key("fill-mask"), rows, [len(r) for r in rows])
 
     def _cut(self, text: str, limit: int) -> str:
         """The start of `text` that tokenizes to at most `limit` tokens with [CLS] and [SEP]."""
@@ -169,25 +171,17 @@ class Engine:
 
     # ----- rows -> results (the batcher's worker thread) ------------------------------------------
     @torch.inference_mode()
-    def run(self, key, rows: list) -> list:
-        if key == "embed":
-            return self.encoder.embed_ids(rows).tolist()
-        if key == "fill-mask":
-            return self._fill_mask(rows)
+    def run(self, key: Key, rows: list) -> list:
+        return self.handlers(key, rows)
+
+    def _embed(self, rows: list[list[int]]) -> list:
+        return self.encoder.embed_ids(rows).tolist()
+
+    def _predict(self, rows: list) -> list:
         return run_model(self.task, self.task_model, rows, self.tokenizer.pad_token_id, batch_size=len(rows))
 
-    def _fill_mask(self, rows: list[list[int]], top_k: int = 20) -> list:
-        """Per row, per [MASK]: (position, [(token id, probability), ...] best first)."""
-        batch = pad_batch([{"input_ids": r, "token_type_ids": [0] * len(r)} for r in rows], self.tokenizer.pad_token_id)
-        logits = self.mlm(**batch).logits  # (B, S, V)
-        out = []
-        for b, row in enumerate(rows):
-            positions = [p for p, t in enumerate(row) if t == self.tokenizer.mask_token_id]
-            probs = logits[b, positions].float().softmax(-1)  # (masks, V)
-            best = probs.topk(min(top_k, probs.shape[-1]), dim=-1)
-            out.append([(p, list(zip(best.indices[j].tolist(), best.values[j].tolist())))
-                        for j, p in enumerate(positions)])
-        return out
+    def _fill_mask(self, rows: list[list[int]]) -> list:  # the most a request may ask for; fill_mask_answers
+        return fill_mask(self.mlm, self.tokenizer, rows, top_k=FILL_MASK_MAX_TOP_K)  # keeps its top_k
 
     # ----- results -> answers (event loop) ---------------------------------------------------------
     def predictions(self, prepared: Prepared, outputs: list) -> list[dict]:
@@ -204,18 +198,11 @@ class Engine:
         return rows
 
     def fill_mask_answers(self, rows: list[list[int]], results: list, top_k: int) -> list:
-        answers = []
-        for ids, masks in zip(rows, results):
-            per_mask = []
-            for position, best in masks:
-                per_mask.append([{"token": self.tokenizer.convert_ids_to_tokens(token_id), "token_id": token_id,
-                                  "score": prob,
-                                  "sequence": self.tokenizer.decode([token_id if j == position else t
-                                                                     for j, t in enumerate(ids)],
-                                                                    skip_special_tokens=True)}
-                                 for token_id, prob in best[:top_k]])
-            answers.append(per_mask)
-        return answers
+        """Per input, per [MASK]: its top_k candidates as transformers' fill-mask pipeline writes them."""
+        return [[[{"token": c.token, "token_id": c.token_id, "score": c.probability,
+                   "sequence": filled_text(self.tokenizer, ids, fill.position, c.token_id)}
+                  for c in fill.candidates[:top_k]] for fill in fills]
+                for ids, fills in zip(rows, results)]
 
     def tokenize(self, texts: list[str], add_special_tokens: bool) -> list[list[dict]]:
         enc = self.tokenizer(texts, return_offsets_mapping=True, return_special_tokens_mask=True,
@@ -234,40 +221,27 @@ def _too_long(i: int, tokens: int, limit: int, hint: str = 'send "truncate": tru
     return InputProblem(413, "too_long", f"inputs[{i}] has {tokens} tokens, more than the limit of {limit}; {hint}")
 
 
-def _count(ids) -> int:
-    return sum(_count(x) for x in ids) if ids and isinstance(ids[0], list) else len(ids)
-
-
-def _texts(values: dict) -> list[str]:
-    out = []
-    for v in values.values():
-        out += v if isinstance(v, list) else [v] if isinstance(v, str) else []
-    return out
-
-
-def _fields(i: int, value, fields: dict[str, str]) -> dict:
-    """An input object's fields, their types checked against the task's input_fields."""
+def _fields(i: int, value, fields: tuple[Field, ...]) -> dict:
+    """An input object's values, checked against the task's input fields (their kinds say what each holds)."""
+    names = ", ".join(f.name for f in fields)
     if not isinstance(value, dict):
         raise InputProblem(422, "wrong_type", f"inputs[{i}] is {json_type(value)}; each input is a string or an "
-                           f"object with {', '.join(fields)}")
-    unknown = sorted(set(value) - set(fields))
+                           f"object with {names}")
+    unknown = sorted(set(value) - {f.name for f in fields})
     if unknown:
         raise InputProblem(422, "wrong_type", f"inputs[{i}] has unknown field(s) {', '.join(unknown)}; this model "
-                           f"takes {', '.join(fields)}")
+                           f"takes {names}")
     values = {}
-    for name, kind in fields.items():
-        v = value.get(name)
+    for field in fields:
+        v = value.get(field.name)
         if v is None:
-            if not kind.startswith("optional"):
-                raise InputProblem(422, "wrong_type", f"inputs[{i}] has no {name!r} ({kind})")
+            if field.required:
+                raise InputProblem(422, "wrong_type", f"inputs[{i}] has no {field.name!r} ({field.expects})")
             continue
-        if kind.endswith("texts"):
-            if not isinstance(v, list) or not v or not all(isinstance(x, str) for x in v):
-                raise InputProblem(422, "wrong_type", f"inputs[{i}].{name} must be a non-empty list of strings, "
-                                   f"got {json_type(v)}")
-        elif not isinstance(v, str):
-            raise InputProblem(422, "wrong_type", f"inputs[{i}].{name} must be a string, got {json_type(v)}")
-        values[name] = v
+        if not field.accepts(v):
+            raise InputProblem(422, "wrong_type", f"inputs[{i}].{field.name} must be {field.expects}, got "
+                               f"{json_type(v)}")
+        values[field.name] = v
     return values
 
 

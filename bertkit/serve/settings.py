@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from uvicorn.config import LOG_LEVELS
+
 from ..embed import POOLING_MODES
 from ..options import opt
 from ..quantize import CHOICES as QUANTIZE_CHOICES, FLAG_HELP as QUANTIZE_HELP
@@ -29,9 +31,9 @@ class ServeConfig:
     quantize: str | None = opt(None, QUANTIZE_HELP, choices=QUANTIZE_CHOICES)
     pooling: str | None = opt(None, "embedding pooling (default: the sentence-transformers folder's, else mean)",
                               choices=list(POOLING_MODES))
-    normalize: bool = opt(None, "L2-normalize each embedding; None: as the folder says (a sentence-transformers "
+    normalize: bool | None = opt(None, "L2-normalize each embedding; None: as the folder says (a sentence-transformers "
                                 "Normalize module), else not")
-    log_level: str = opt("info", "uvicorn's log level", choices=["critical", "error", "warning", "info", "debug"])
+    log_level: str = opt("info", "uvicorn's log level", choices=list(LOG_LEVELS))
 
     def problem(self) -> str | None:
         for name in ("max_batch_tokens", "max_queue", "max_inputs", "max_body_bytes"):

@@ -1,14 +1,15 @@
 """Fine-tuning tasks, one module each; the commands look a task up here by name.
 
-    task      module       example          model class
-    classify  classify.py  ClassifyExample  BertForSequenceClassification
-    tag       tag.py       TagExample       BertForTokenClassification
-    qa        qa.py        QAExample        BertForQuestionAnswering
-    choice    choice.py    ChoiceExample    BertForMultipleChoice
+    task      module       example          fields                            model class
+    classify  classify.py  ClassifyExample  text, text_pair?, label            BertForSequenceClassification
+    tag       tag.py       TagExample       tokens, tags                       BertForTokenClassification
+    qa        qa.py        QAExample        question, context, answers         BertForQuestionAnswering
+    choice    choice.py    ChoiceExample    question, choices, answer          BertForMultipleChoice
 
 Each module's docstring says which files it reads, how long inputs become windows, its metrics
 and its prediction rows; base.py says what a Task is. To add a task, add a module with a Task
-subclass and its line in TASKS below: finetune, evaluate, predict and the quickstart loop over TASKS.
+subclass and its line in TASKS below: finetune, evaluate, predict, serve and the quickstart loop over
+TASKS, and TaskOptions (the commands' --NAME-field flags and the tasks' own options) is made from it.
 """
 
 from __future__ import annotations
@@ -17,13 +18,16 @@ import os
 
 from ..config import BertConfig
 from ..data.records import TaskDataError
-from .base import EMPTY_INPUT, Task, TaskOptions, default_stride, evaluate, predict, read_examples, run_model
+from .base import (EMPTY_INPUT, Feature, Field, Head, Task, default_stride, evaluate, predict, run_model,
+                   task_options)
 from .choice import CHOICE, ChoiceExample
 from .classify import CLASSIFY, ClassifyExample
 from .qa import QA_TASK, QAExample
 from .tag import TAG, TagExample
 
 TASKS: dict[str, Task] = {task.name: task for task in (CLASSIFY, TAG, QA_TASK, CHOICE)}
+
+TaskOptions = task_options(TASKS.values())  # a dataclass: the windows, each task's options and field columns
 
 
 def get_task(name: str) -> Task:
@@ -33,17 +37,38 @@ def get_task(name: str) -> Task:
     return TASKS[name]
 
 
-def read_task(task: str, spec: str | os.PathLike, *, split: str | None = None, problem_type: str | None = None,
-              labeled: bool = True, keep_empty: bool = False, **fields: str | None) -> list:
+def read_task(task: str, spec: str | os.PathLike, *, split: str | None = None, labeled: bool = True,
+              **settings) -> list:
     """Examples of `task` (classify | tag | qa | choice) from a file or a builtin:NAME.
 
-    fields: text_field, text_pair_field, label_field, tokens_field, tags_field, question_field,
-    choices_field, answer_field, context_field (defaults: "text", "text_pair", ...; base.FIELDS).
-    labeled=False reads data to predict on: labels (tags, answers, answer) are not read and are None
-    (answers: []), so their fields need not exist.
+    settings: the columns of the task's fields, NAME_field= (text_field, text_pair_field, label_field,
+    tokens_field, tags_field, question_field, context_field, answers_field, choices_field, answer_field;
+    default: the field's name), and the task's own reading settings (classify: problem_type, keep_empty).
+    A setting of another task is an error; None means "not given". labeled=False reads data to predict on:
+    labels (tags, answers, answer) are not read and are None (answers: []), so their fields need not exist.
     """
-    return get_task(task).read(spec, split=split, problem_type=problem_type, labeled=labeled, keep_empty=keep_empty,
-                               **fields)
+    return _read(get_task(task), spec, split=split, labeled=labeled, **settings)
+
+
+def read_examples(task: Task, opts, spec: str, split: str | None, **settings) -> list:
+    """The examples of `spec` read with a command's settings: the columns of the task's fields (its
+    --NAME-field flags), a built-in data set's `split`, and reading settings (None: not given)."""
+    if spec.startswith("builtin:"):
+        settings["split"] = split
+    return _read(task, spec, **task.columns(opts), **settings)
+
+
+def _read(task: Task, spec, **settings) -> list:
+    """task.read(spec, **settings); a setting of another task is refused by name (None: not given, dropped)."""
+    own = {"split", "labeled", *task.read_settings, *(f.option for f in task.fields)}
+    for key in [k for k in settings if k not in own]:
+        if settings[key] is None:
+            del settings[key]
+            continue
+        owners = [t.name for t in TASKS.values() if key in t.read_settings or key in {f.option for f in t.fields}]
+        if owners:
+            raise TaskDataError(f"{key} applies to the {' / '.join(owners)} task only, not {task.name!r}")
+    return task.read(spec, **settings)
 
 
 def label_list(examples: list) -> list[str]:
@@ -70,6 +95,6 @@ def task_of(model_dir: str) -> str:
                         f"head ({', '.join(by_class)}); pass --task")
 
 
-__all__ = ["TASKS", "Task", "TaskOptions", "TaskDataError", "get_task", "read_task", "read_examples", "label_list",
-           "task_of", "evaluate", "predict", "run_model", "default_stride", "EMPTY_INPUT", "ClassifyExample",
-           "TagExample", "QAExample", "ChoiceExample"]
+__all__ = ["TASKS", "Task", "TaskOptions", "Field", "Feature", "Head", "TaskDataError", "get_task", "read_task",
+           "read_examples", "label_list", "task_of", "evaluate", "predict", "run_model", "default_stride",
+           "task_options", "EMPTY_INPUT", "ClassifyExample", "TagExample", "QAExample", "ChoiceExample"]

@@ -1,63 +1,119 @@
 """What a fine-tuning task is, and what every command does with one.
 
-    file / builtin:NAME --task.read--> examples
-    examples --task.encode--> feature rows: token ids per window (a long input gives several
-                              windows overlapping by `stride` tokens), each knowing its example
-    rows --task.collate--> a padded batch --model--> output --task.outputs--> one result per row
+    file / builtin:NAME --task.read--> examples (the task's dataclass; what they hold: task.fields)
+    examples --task.encode--> features: one typed record (a Feature) per window of token ids (a long input
+                              gives several windows overlapping by `stride` tokens), each knowing its example
+    features --task.collate--> a padded batch --model--> output --task.outputs--> one result per feature
     results --task.report-->      metrics (bertkit evaluate; fine-tuning's evaluations)
-            --task.predictions--> one JSON-ready row per example (bertkit predict)
+            --task.predictions--> one JSON-ready row per example (bertkit predict, serve's /predict)
 
-A task is one module of this package (classify.py, tag.py, qa.py, choice.py) holding one Task
-object; `finetune`, `evaluate`, `predict` and `quickstart` look it up in `bertkit.tasks.TASKS` and
-never switch on its name. Adding a task = adding a module and its line in tasks/__init__.py.
+A task is one module of this package holding one Task object, and everything about the task is in it:
+    fields   Field(name, kind) per input and label: data columns and the --NAME-field flags, serve's
+             request checks and plain lines (from_texts) all come from them
+    options  a dataclass of its own flags (qa: --max-answer-length); TaskOptions gathers every task's
+    hooks    head (labels and problem_type before fine-tuning), write_report_files (after an evaluation),
+             example_from (a request object -> an example), batch_group (which features serve may batch
+             together), read_to_predict, evaluation_read, labelled (whether id2label names the outputs)
+`finetune`, `evaluate`, `predict`, `serve` and `quickstart` look a task up in `bertkit.tasks.TASKS` and never
+switch on its name. Adding a task = adding a module and its line in tasks/__init__.py.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 
-from ..config import PROBLEM_TYPES
 from ..data import records
 from ..data.builtin import BUILTIN_TASKS, TASK_SPLITS
+from ..data.masking import id_batch
 from ..data.records import TaskDataError
 from ..errors import TrainingError
-from ..metrics import ENTITY_SCHEMES, QA_LANGUAGES
 from ..options import opt
 
 EMPTY_INPUT = "empty input"  # the "error" of a predict row whose input was empty or whitespace
 
-# read_task's field arguments and their defaults (the first five are also flags: TaskOptions)
-FIELDS = {"text_field": "text", "text_pair_field": "text_pair", "label_field": "label", "tokens_field": "tokens",
-          "tags_field": "tags", "question_field": "question", "choices_field": "choices", "answer_field": "answer",
-          "context_field": "context"}
+FieldKind = Literal["text", "texts", "optional_text", "label"]
+EXPECTS = {"text": "a string", "texts": "a non-empty list of strings", "optional_text": "a string or null",
+           "label": "a label"}  # what a /predict object must hold in a field of each kind
+
+
+@dataclass(frozen=True)
+class Field:
+    """One field of a task's examples: an attribute of its example dataclass, the key of a /predict object
+    and the default column / key of data records (--NAME-field, Python NAME_field=, renames that), and what
+    it holds:
+        text           a string                        classify's text, qa's question and context
+        texts          a non-empty list of strings     tag's tokens, choice's choices
+        optional_text  a string, or nothing            classify's text_pair
+        label          what the model learns: read from labelled data only, never an input to predict on
+    """
+
+    name: str
+    kind: FieldKind
+    help: str  # its --NAME-field flag's help, without the task names (TaskOptions adds them)
+
+    @property
+    def option(self) -> str:
+        """The setting that names its column: text -> text_field (flag --text-field)."""
+        return f"{self.name}_field"
+
+    @property
+    def required(self) -> bool:
+        """An input every example must have (text and texts; not optional_text, not a label)."""
+        return self.kind in ("text", "texts")
+
+    @property
+    def is_input(self) -> bool:
+        return self.kind != "label"
+
+    @property
+    def expects(self) -> str:
+        return EXPECTS[self.kind]
+
+    def accepts(self, value) -> bool:
+        """Whether a request's value fits this field (None, absent, is the caller's to judge)."""
+        if self.kind == "texts":
+            return isinstance(value, list) and bool(value) and all(isinstance(x, str) for x in value)
+        return isinstance(value, str)
+
+    def texts(self, value) -> list[str]:
+        """The strings a value of this field holds (to count its tokens, to see whether it is blank)."""
+        return [] if value is None else list(value) if isinstance(value, list) else [value]
 
 
 @dataclass
-class TaskOptions:
-    """Settings fine-tuning, evaluation and prediction share: where the data's fields are, the windows."""
+class Windows:
+    """How long inputs become windows (every task)."""
 
-    text_field: str = opt("text", "column / field with the text")
-    text_pair_field: str = opt("text_pair", "column / field with the second text, if any")
-    label_field: str = opt("label", "column / field with the label")
-    tokens_field: str = opt("tokens", "tagging: field with the tokens")
-    tags_field: str = opt("tags", "tagging: field with the BIO tags")
     seq_len: int | None = opt(None, "tokens per window (default: the --seq-len the model was fine-tuned with)")
     stride: int | None = opt(None, "overlap of consecutive windows of a long input (default: a quarter of "
                                    "--seq-len, at most 32 tokens)")
-    max_answer_length: int = opt(30, "qa: longest answer span in tokens")
-    entity_scheme: str = opt("conlleval", "tag: how tags make entities: conlleval (lenient: O I-LOC is an entity; "
-                                          "seqeval's default) or strict IOB2 / IOBES (seqeval's mode='strict')",
-                             choices=list(ENTITY_SCHEMES))
-    qa_language: str = opt("auto", "qa: EM / F1 as the official SQuAD script (en) or CMRC 2018's (zh); auto: zh "
-                                   "when most answers hold Chinese", choices=list(QA_LANGUAGES))
 
-    def fields(self) -> dict[str, str]:
-        """The *_field settings, as read_task's keyword arguments."""
-        return {name: getattr(self, name) for name in FIELDS if hasattr(self, name)}
+
+def task_options(tasks) -> type:
+    """The settings dataclass fine-tuning, evaluation and prediction share (TaskOptions): the windows, every
+    task's own options dataclass, and a --NAME-field flag for each field of each task (its help says which
+    tasks read it; qa and choice share --question-field)."""
+    tasks = list(tasks)
+    readers: dict[str, list[tuple[str, Field]]] = {}
+    for task in tasks:
+        for field in task.fields:
+            readers.setdefault(field.option, []).append((task.name, field))
+    columns = []
+    for option, found in readers.items():
+        field, names = found[0][1], " / ".join(name for name, _ in found)
+        columns.append((option, str, opt(field.name, f"{names}: {field.help}")))
+    own = list(dict.fromkeys(task.options for task in tasks if task.options is not None))
+    cls = dataclasses.make_dataclass("TaskOptions", columns, bases=(*reversed(own), Windows))  # Windows' flags first
+    cls.__module__ = "bertkit.tasks"  # where it is published: pickles and tracebacks find it there
+    cls.__doc__ = ("Settings fine-tuning, evaluation and prediction share: the windows, each task's options, where "
+                   "the data's fields are.")
+    return cls
 
 
 def default_stride(seq_len: int) -> int:
@@ -65,8 +121,32 @@ def default_stride(seq_len: int) -> int:
     return min(32, seq_len // 4)
 
 
+@dataclass(kw_only=True)
+class Feature:
+    """One window of one example, as the model reads it; a task's own Feature adds what it needs to read the
+    model's output back (tag: which word each token starts; qa: character offsets)."""
+
+    input_ids: list[int]
+    token_type_ids: list[int]
+    example: int  # the index of its example in the list that was encoded
+    labels: int | float | list | None = None  # what the loss compares the output with (None: not labelled)
+
+    @property
+    def tokens(self) -> int:
+        """Its real tokens (serve bounds a batch by them)."""
+        return len(self.input_ids)
+
+
+@dataclass
+class Head:
+    """What fine-tuning puts on the encoder for a task, decided from the training examples."""
+
+    labels: list[str] | None  # the outputs' names in order (config.id2label); None: they are not labels
+    problem_type: str | None = None  # config.problem_type (classify: regression / single- / multi-label)
+
+
 class Task(ABC):
-    """One fine-tuning task: its data, its model class, its features, its metrics, its predictions."""
+    """One fine-tuning task: its fields, data, model class, features, metrics, predictions and hooks."""
 
     name: str
     example: type  # the dataclass of one example
@@ -74,44 +154,56 @@ class Task(ABC):
     metric: str  # the number that picks the best model (higher is better)
     formats: tuple[str, ...]  # file formats its reader takes (records.file_format's names)
     formats_note: str = ""  # what else it reads, for the error that lists the formats
-    has_problem_type: bool = False  # classify only: regression / single- / multi-label (config.PROBLEM_TYPES)
+    fields: tuple[Field, ...] = ()  # its examples' inputs and labels, in order
+    options: type | None = None  # a dataclass of its own settings (flags); TaskOptions gathers them
+    read_settings: tuple[str, ...] = ()  # read()'s keywords beyond the columns (classify: problem_type)
     labelled_outputs: bool = False  # one model output per label (config.id2label numbers them)
-    keeps_empty: bool = False  # prediction data may hold empty inputs, kept as rows of their own
     reads_lines: bool = True  # predict can take plain text, one input per line
     loss_over_tokens: bool = False  # the loss is a mean over the labelled tokens (label != -100), not the rows
-    # what one input to predict on holds, as a `bertkit serve` /predict object: field -> "text" | "texts"
-    # (a list of strings) | "optional text"
-    input_fields: dict[str, str] = {}
+
+    # ----- settings -----------------------------------------------------------------------------
+    def columns(self, opts) -> dict[str, str | None]:
+        """Where its fields are in data records, from a command's --NAME-field settings (a field the command
+        has no setting for, as with a task registered after the command's flags were made: its own name)."""
+        return {f.option: getattr(opts, f.option, f.name) for f in self.fields}
+
+    def settings(self, opts):
+        """Its own options (the `options` dataclass) as a command's settings hold them; one they lack keeps its
+        default."""
+        if self.options is None:
+            return None
+        return self.options(**{f.name: getattr(opts, f.name) for f in dataclasses.fields(self.options)
+                               if hasattr(opts, f.name)})
+
+    @property
+    def input_fields(self) -> tuple[Field, ...]:
+        """What one input to predict on holds (a /predict object's keys)."""
+        return tuple(f for f in self.fields if f.is_input)
 
     # ----- data ---------------------------------------------------------------------------------
-    def read(self, spec: str | os.PathLike, *, split: str | None = None, problem_type: str | None = None,
-             labeled: bool = True, keep_empty: bool = False, **fields: str | None) -> list:
-        """Examples from a file or a builtin:NAME (the task module's docstring says what each file holds)."""
-        unknown = sorted(set(fields) - set(FIELDS))
+    def read(self, spec: str | os.PathLike, *, split: str | None = None, labeled: bool = True, **settings) -> list:
+        """Examples from a file or a builtin:NAME (the task module's docstring says what each file holds).
+        settings: its fields' columns (text_field="body", ...; default: each field's name), and read_settings."""
+        columns = {f.option: f.name for f in self.fields}
+        unknown = sorted(set(settings) - set(columns) - set(self.read_settings))
         if unknown:
-            raise TypeError(f"read_task() got unexpected keyword argument(s) {', '.join(unknown)}; the fields are "
-                            f"{', '.join(FIELDS)}")
-        fields = {**FIELDS, **fields}
-        if problem_type is not None and problem_type not in PROBLEM_TYPES:
-            raise TaskDataError(f"problem_type must be None (decide from the labels) or one of "
-                                f"{', '.join(p for p in PROBLEM_TYPES if p)}, got {problem_type!r}")
-        if problem_type is not None and not self.has_problem_type:
-            raise TaskDataError(f"problem_type applies to the classify task only, not {self.name!r}")
+            raise TaskDataError(f"the {self.name} task does not read {', '.join(unknown)}; its settings are "
+                                f"{', '.join([*columns, *self.read_settings])}")
+        extra = {k: settings.pop(k) for k in list(settings) if k in self.read_settings}
+        columns.update(settings)
         if not isinstance(spec, (str, os.PathLike)):
             raise TaskDataError(f"task data is a file path or a builtin:NAME string, got {type(spec).__name__}")
         if isinstance(spec, str) and spec.startswith("builtin:"):
-            return self._read_builtin(spec, split, problem_type, labeled)
+            self._check_builtin(spec, split)
+            return self.builtin_examples(split, labeled, **extra)
         path = os.fspath(spec)
         if split is not None:
             raise TaskDataError(f"{path}: split={split!r} picks a part of a built-in data set; a file is read whole "
                                 "(pass one file per split)")
         fmt = records.file_format(path, self.name, self.formats, self.formats_note)
-        lines = records.file_lines(path)
-        if keep_empty and (labeled or not self.keeps_empty):
-            raise TaskDataError("keep_empty=True applies to unlabeled classify data only (labeled=False)")
-        return self.parse(path, lines, fmt, fields, problem_type=problem_type, labeled=labeled, keep_empty=keep_empty)
+        return self.parse(path, records.file_lines(path), fmt, columns, labeled=labeled, **extra)
 
-    def _read_builtin(self, spec: str, split: str | None, problem_type: str | None, labeled: bool) -> list:
+    def _check_builtin(self, spec: str, split: str | None) -> None:
         if spec not in BUILTIN_TASKS:
             names = ", ".join(f"{name} ({kind})" for name, kind in BUILTIN_TASKS.items())
             raise TaskDataError(f"unknown built-in data set {spec!r}; choose one of: {names}")
@@ -121,41 +213,76 @@ class Task(ABC):
             raise TaskDataError(f"{spec}: pass split= one of {', '.join(TASK_SPLITS)} (a fixed, seeded 80/10/10 split)")
         if split not in TASK_SPLITS:
             raise TaskDataError(f"{spec}: unknown split {split!r}; choose one of: {', '.join(TASK_SPLITS)}")
-        if problem_type not in (None, "single_label_classification"):
-            raise TaskDataError(f"{spec} is single-label classification; problem_type={problem_type!r} does not fit")
-        return self.builtin_examples(split, labeled)
 
     @abstractmethod
-    def parse(self, path: str, lines: list[str], fmt: str, fields: dict, *, problem_type: str | None,
-              labeled: bool, keep_empty: bool) -> list:
-        """The file's lines -> examples (each task reads its own records)."""
+    def parse(self, path: str, lines: list[str], fmt: str, columns: dict, *, labeled: bool, **settings) -> list:
+        """The file's lines -> examples (each task reads its own records; columns: NAME_field -> column)."""
 
-    def builtin_examples(self, split: str, labeled: bool) -> list:
+    def builtin_examples(self, split: str, labeled: bool, **settings) -> list:
         raise TaskDataError(f"the {self.name} task has no built-in data set")
+
+    def read_to_predict(self, path: str, columns: dict) -> list:
+        """A data file to predict on (labels not read); classify keeps every row, empty ones too, in its place."""
+        return self.read(path, labeled=False, **columns)
+
+    def evaluation_read(self, config) -> dict:
+        """read()'s settings that read evaluation labels the way the model was trained (classify: numbers for a
+        regression model)."""
+        return {}
 
     def label_names(self, examples: list) -> list[str] | None:
         """The model's outputs are named after these labels (None: the task's outputs are not labels)."""
         return None
 
-    def decide_problem_type(self, examples: list, problem_type: str | None) -> str | None:
-        """The config's problem_type for training on `examples` (classify decides; others have none)."""
-        return problem_type
+    def head(self, train: list, evaluation: list, problem_type: str | None = None, *,
+             train_from: str = "the training data", eval_from: str = "the evaluation data") -> Head:
+        """Before fine-tuning: one output per label of `train` (tasks with labelled outputs); a label only
+        `evaluation` has is an error, since the model could never predict it. train_from / eval_from say where
+        the examples came from, for that message."""
+        if not self.labelled_outputs:
+            return Head(None)
+        labels = self.label_names(train)
+        unseen = sorted(set(self.label_names(evaluation)) - set(labels)) if evaluation else []
+        if unseen:
+            raise TrainingError(f"{eval_from}: labels {unseen} never occur in {train_from}; the model could never "
+                                "predict them: add such examples to the training data, or drop them from the "
+                                "evaluation data")
+        return Head(labels)
 
-    def problem_type_to_read(self, config) -> str | None:
-        """What read() must be told to read evaluation labels the way the model was trained."""
-        return None
+    def labelled(self, config) -> bool:
+        """Whether config.id2label names the model's outputs (one output per label)."""
+        return self.labelled_outputs
 
-    @abstractmethod
+    # ----- inputs to predict on -------------------------------------------------------------------
     def from_texts(self, texts: list[str]) -> list:
-        """Examples from plain inputs (command-line arguments, lines of a text file)."""
+        """Examples from plain inputs (command-line arguments, lines of a text file): see from_line."""
+        return [self.from_line(text, i) for i, text in enumerate(texts)]
 
-    def from_fields(self, values: dict, index: int):
-        """An example from an object of input_fields (a /predict request's input number `index`; types checked)."""
+    def from_line(self, line: str, index: int):
+        """The example of one plain input (an argument, a line, a /predict string): its required input fields
+        TAB-separated in field order (qa: question<TAB>context); a texts field is the part's characters
+        (Chinese tagging works per character). A blank line is an empty input (its row says so)."""
+        names = [f.name for f in self.input_fields]
+        if not self.reads_lines:
+            raise TaskDataError(f"{self.name} inputs do not fit on a plain line: predict reads a --file in the "
+                                f"task's format ({', '.join(self.formats)}) with {' and '.join(names)}")
+        fields = [f for f in self.input_fields if f.required]
+        parts = line.split("\t", len(fields) - 1) if len(fields) > 1 else [line]
+        if len(parts) < len(fields):
+            if line.strip():
+                raise TaskDataError(f"{self.name} input {index + 1} needs "
+                                    f"'{'<TAB>'.join(f.name for f in fields)}', got {line[:40]!r}")
+            parts += [""] * (len(fields) - len(parts))
+        return self.example_from({f.name: list(p) if f.kind == "texts" else p for f, p in zip(fields, parts)}, index)
+
+    def example_from(self, values: dict, index: int):
+        """The example of input number `index` from its input fields' values (types already checked: a /predict
+        object, or a plain line's parts); unlabelled."""
         return self.example(**values)
 
     def is_empty(self, example) -> bool:
-        """An input with nothing to predict on."""
-        return False
+        """An input with nothing to predict on: a required input field that is blank."""
+        return any(not "".join(f.texts(getattr(example, f.name))).strip() for f in self.fields if f.required)
 
     def empty_row(self, example) -> dict:
         """The predict row of an empty input: what it was, no prediction, and why."""
@@ -164,20 +291,28 @@ class Task(ABC):
     # ----- features and batches -----------------------------------------------------------------
     @abstractmethod
     def encode(self, tok, examples: list, seq_len: int, stride: int, label2id: dict | None,
-               problem_type: str | None) -> list[dict]:
-        """Examples -> feature rows (plain lists): several windows per long example, each knowing its example."""
+               problem_type: str | None) -> list[Feature]:
+        """Examples -> features: several windows per long example, each knowing its example."""
 
-    def collate(self, rows: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
-        """Pad to the longest row of the batch (labels included)."""
-        return pad_batch(rows, pad_id)
+    def collate(self, features: list[Feature], pad_id: int) -> dict[str, torch.Tensor]:
+        """The model's inputs padded to the longest feature of the batch, and the labels as they are."""
+        batch = model_inputs(features, pad_id)
+        if features[0].labels is not None:
+            batch["labels"] = torch.tensor([f.labels for f in features])
+        return batch
 
-    def outputs(self, rows: list[dict], out) -> list:
-        """The model's output for each feature row, on the CPU in float32."""
+    def outputs(self, features: list[Feature], out) -> list:
+        """The model's output for each feature, on the CPU in float32."""
         return list(out.logits.float().cpu())
+
+    def batch_group(self, feature: Feature):
+        """Features of one group can share a batch (serve batches a request's features with others of its group;
+        choice: features with as many choices)."""
+        return None
 
     # ----- results ------------------------------------------------------------------------------
     @abstractmethod
-    def report(self, config, features: list[dict], outputs: list, examples: list, opts) -> dict:
+    def report(self, config, features: list[Feature], outputs: list, examples: list, opts) -> dict:
         """The task's metrics on labelled examples."""
 
     def score(self, report: dict, problem_type: str | None) -> float:
@@ -185,37 +320,23 @@ class Task(ABC):
         return report[self.metric]
 
     @abstractmethod
-    def predictions(self, config, features: list[dict], outputs: list, examples: list, opts) -> list[dict]:
+    def predictions(self, config, features: list[Feature], outputs: list, examples: list, opts) -> list[dict]:
         """One JSON-ready row per (non-empty) example, in order."""
 
     def learning_warning(self, report: dict | None, hint: str) -> str | None:
         """A sign in the last evaluation that the run learned nothing, ending with `hint` (None: no such sign)."""
         return None
 
+    def write_report_files(self, report: dict, labels: list[str] | None, folder: str) -> list[str]:
+        """Files beside the best model that show its evaluation `report` (classify: the confusion matrix PNG);
+        the paths written."""
+        return []
+
 
 # ----- what every task shares ---------------------------------------------------------------------
-def pad_batch(rows: list[dict], pad_id: int, label_pad: int | None = None) -> dict[str, torch.Tensor]:
-    """input_ids / token_type_ids / attention_mask padded to the longest row; labels as they are, or padded
-    with label_pad when they are per token."""
-    longest = max(len(r["input_ids"]) for r in rows)
-
-    def pad(key, value):
-        return torch.tensor([r[key] + [value] * (longest - len(r[key])) for r in rows])
-
-    batch = {"input_ids": pad("input_ids", pad_id), "token_type_ids": pad("token_type_ids", 0),
-             "attention_mask": torch.tensor([[1] * len(r["input_ids"]) + [0] * (longest - len(r["input_ids"]))
-                                             for r in rows])}
-    if "labels" in rows[0]:
-        per_token = label_pad is not None
-        batch["labels"] = pad("labels", label_pad) if per_token else torch.tensor([r["labels"] for r in rows])
-    return batch
-
-
-def read_examples(task: Task, opts: TaskOptions, spec: str, split: str | None, **kw) -> list:
-    """The examples of `spec` read with a command's field settings (a built-in data set: its `split`)."""
-    if spec.startswith("builtin:"):
-        kw["split"] = split
-    return task.read(spec, **opts.fields(), **kw)
+def model_inputs(features: list[Feature], pad_id: int) -> dict[str, torch.Tensor]:
+    """input_ids / token_type_ids / attention_mask (B, S) of features, padded to the longest."""
+    return id_batch([f.input_ids for f in features], pad_id, [f.token_type_ids for f in features])
 
 
 def label_id(name, label2id) -> int:
@@ -230,8 +351,8 @@ MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 
 
 @torch.no_grad()
-def run_model(task: Task, model, features: list[dict], pad_id: int, batch_size: int = 32) -> list:
-    """The model's raw output per feature row (task.outputs: logits, or (start, end) logits for qa)."""
+def run_model(task: Task, model, features: list[Feature], pad_id: int, batch_size: int = 32) -> list:
+    """The model's raw output per feature (task.outputs: logits, or (start, end) logits for qa)."""
     model.eval()
     device = next(model.parameters()).device
     outputs = []
@@ -243,7 +364,7 @@ def run_model(task: Task, model, features: list[dict], pad_id: int, batch_size: 
 
 
 def evaluate(task: Task, model, tok, examples: list, opts) -> dict:
-    """The task's metrics of `model` on labelled examples (opts: seq_len, stride, max_answer_length)."""
+    """The task's metrics of `model` on labelled examples (opts: seq_len, stride, the task's options)."""
     config = model.config
     features = task.encode(tok, examples, opts.seq_len, opts.stride, config.label2id, config.problem_type)
     return task.report(config, features, run_model(task, model, features, tok.pad_token_id), examples, opts)

@@ -17,10 +17,11 @@ from dataclasses import dataclass
 import torch
 
 from ..data import records
+from ..data.masking import id_batch
 from ..data.records import TaskDataError
 from ..errors import TrainingError
 from ..heads import BertForMultipleChoice
-from .base import Task
+from .base import Feature, Field, Task
 
 
 @dataclass
@@ -30,48 +31,56 @@ class ChoiceExample:
     answer: int | None = None  # index into choices
 
 
+@dataclass(kw_only=True)
+class ChoiceFeature(Feature):
+    input_ids: list[list[int]]  # one row per choice: [CLS] question [SEP] choice [SEP]
+    token_type_ids: list[list[int]]
+    labels: int | None = None  # the right choice's index
+
+    @property
+    def tokens(self) -> int:
+        return sum(len(ids) for ids in self.input_ids)
+
+
 class Choice(Task):
     """One of several answers: a score per (question, choice) pair."""
 
     name, example, model_class = "choice", ChoiceExample, BertForMultipleChoice
     metric, formats = "accuracy", ("jsonl", "csv", "tsv")
+    fields = (Field("question", "text", "field with the question"),
+              Field("choices", "texts", "field with the choices (CSV / TSV: \"|\"-separated, or columns NAME0, "
+                                        "NAME1, ...)"),
+              Field("answer", "label", "field with the right choice (an index, a letter or its text)"))
     reads_lines = False  # a question and its choices do not fit on a plain line
-    input_fields = {"question": "text", "choices": "texts"}
 
-    def parse(self, path, lines, fmt, fields, *, problem_type, labeled, keep_empty):
-        return _read(path, records.table(path, lines, fmt), fields["question_field"], fields["choices_field"],
-                     fields["answer_field"], labeled)
-
-    def from_texts(self, texts):
-        raise TaskDataError("predict for multiple choice reads a JSONL --file with question and choices")
+    def parse(self, path, lines, fmt, columns, *, labeled):
+        return _read(path, records.table(path, lines, fmt), columns["question_field"], columns["choices_field"],
+                     columns["answer_field"], labeled)
 
     def encode(self, tok, examples, seq_len, stride, label2id, problem_type):
         counts = {len(e.choices) for e in examples}
         if len(counts) > 1:
             raise TrainingError(f"multiple choice needs the same number of choices in every example; found "
                                 f"{sorted(counts)}")
-        rows = []
+        features = []
         for i, e in enumerate(examples):
             enc = tok([e.question] * len(e.choices), list(e.choices), truncation="only_first", max_length=seq_len)
-            row = {"input_ids": enc["input_ids"], "token_type_ids": enc["token_type_ids"], "example": i}
-            if e.answer is not None:
-                row["labels"] = e.answer
-            rows.append(row)
-        return rows
+            features.append(ChoiceFeature(input_ids=enc["input_ids"], token_type_ids=enc["token_type_ids"], example=i,
+                                          labels=e.answer))
+        return features
 
-    def collate(self, rows, pad_id):
-        """(batch, choices, longest choice)."""
-        longest = max(len(ids) for r in rows for ids in r["input_ids"])
-
-        def pad3(key, value):
-            return torch.tensor([[ids + [value] * (longest - len(ids)) for ids in r[key]] for r in rows])
-
-        batch = {"input_ids": pad3("input_ids", pad_id), "token_type_ids": pad3("token_type_ids", 0)}
-        batch["attention_mask"] = (batch["input_ids"] != pad_id).long()
-        batch["attention_mask"][:, :, 0] = 1
-        if "labels" in rows[0]:
-            batch["labels"] = torch.tensor([r["labels"] for r in rows])
+    def collate(self, features, pad_id):
+        """(batch, choices, longest choice): every choice of the batch padded as one row, then regrouped."""
+        B, C = len(features), len(features[0].input_ids)
+        flat = id_batch([ids for f in features for ids in f.input_ids], pad_id,
+                        [types for f in features for types in f.token_type_ids])
+        batch = {k: v.view(B, C, -1) for k, v in flat.items()}
+        if features[0].labels is not None:
+            batch["labels"] = torch.tensor([f.labels for f in features])
         return batch
+
+    def batch_group(self, feature):
+        return len(feature.input_ids)  # a batch is (B, C, S): its features have as many choices
 
     def report(self, config, features, outputs, examples, opts):
         return {"accuracy": sum(int(lg.argmax()) == e.answer for lg, e in zip(outputs, examples)) / len(examples)}

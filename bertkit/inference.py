@@ -1,0 +1,224 @@
+"""Loading a model and running it: the one home the commands (evaluate, predict, fill-mask, embed), `bertkit
+serve` and explain share.
+
+    model dir --load_task_model--> TaskModel(task, model, tokenizer), in eval mode, quantized if asked; refused
+                                   when its head would be random weights or its id2label has gaps, and on
+                                   every forward pass when its outputs are not finite (broken weights)
+              --load_mlm--------> BertForMaskedLM with its trained MLM head (cls.*), refused as above
+    examples --evaluate / predict--> the task's report / one row per example (tasks/base.py: encode ->
+                                   collate -> run_model -> outputs -> report / predictions)
+    ids with [MASK] --fill_mask--> per [MASK] the top-k Candidates (token, id, probability, logit), from ONE
+                                   forward pass (mlm_logits -> mask_fills); an id the tokenizer does not have
+                                   (a vocabulary smaller than the model's) reads "<id N>" wherever it is shown
+    ids --encoder_forward--> last_hidden_state (B, S, H) and the mask of real tokens (embed.py pools them)
+    --output / --json paths --check_output--> refused before any work; results --to_json--> never NaN
+
+    from bertkit.inference import load_task_model, predict, windows
+    from bertkit.tasks import TaskOptions
+    loaded = load_task_model("runs/sent")
+    opts = windows(TaskOptions(), loaded.tokenizer, loaded.model)  # the windows it was fine-tuned with
+    rows = predict(loaded.task, loaded.model, loaded.tokenizer, loaded.task.from_texts(["质量很好"]), opts)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+from torch import Tensor, nn
+
+from .data.masking import id_batch
+from .errors import BertkitError
+from .quantize import quantize as quantize_model
+from .tasks import Task, default_stride, evaluate, get_task, predict, run_model, task_of
+from .tokenizer import Tokenizer
+
+__all__ = ["TaskModel", "load_task_model", "load_mlm", "windows", "evaluate", "predict",
+           "run_model", "Candidate", "MaskFill", "fill_mask", "mlm_logits", "mask_fills", "mask_positions",
+           "token_text", "filled_text", "encoder_forward", "check_output", "to_json"]
+
+
+# ----- loading -----------------------------------------------------------------------------------
+@dataclass
+class TaskModel:
+    """A fine-tuned model directory loaded for inference."""
+
+    task: Task
+    model: nn.Module  # the task's BertFor* model, in eval mode
+    tokenizer: Tokenizer
+
+
+def load_task_model(model_dir: str, task: str | None = None, quantize: str | None = None) -> TaskModel:
+    """A fine-tuned model directory (task: from config.json's architectures unless named); refused when its task
+    head would be new (random) weights. quantize: None (float32 as saved), "int8" or "bf16" (bertkit.quantize,
+    for CPU inference)."""
+    if not os.path.isdir(model_dir):
+        raise BertkitError(f"--model {model_dir}: not a directory; pass the folder `bertkit finetune --out` wrote")
+    found = get_task(task or task_of(model_dir))
+    model, report = found.model_class.from_pretrained(model_dir, output_loading_info=True)
+    if report.missing:
+        raise BertkitError(f"{model_dir}: has no trained {found.name} head (its weights would be random): fine-tune "
+                           "it first with `bertkit finetune`")
+    report.warn_unexpected(stacklevel=3)
+    if found.labelled(model.config):
+        _check_label_ids(model_dir, model.config)
+    _refuse_non_finite(model, model_dir)
+    model = quantize_model(model.eval(), quantize)  # in place: the finiteness hook stays
+    return TaskModel(found, model, Tokenizer.from_pretrained(model_dir))
+
+
+def load_mlm(model_dir: str, quantize: str | None = None) -> nn.Module:
+    """A masked-language model with trained MLM head weights (cls.*), in eval mode; refused when they would be
+    random."""
+    from .heads import BertForMaskedLM
+
+    if not os.path.isdir(model_dir):
+        raise BertkitError(f"--model {model_dir}: not a directory; pass the folder `bertkit pretrain --out` wrote")
+    model, report = BertForMaskedLM.from_pretrained(model_dir, output_loading_info=True)
+    if report.missing:
+        what = "MLM head weights (cls.*)" if report.missing_under("cls.") else f"weights {report.missing[:3]}"
+        raise BertkitError(f"{model_dir}: has no {what}, so fill-mask would predict from random weights; use a model "
+                           "pretrained with `bertkit pretrain` (a fine-tuned model keeps no MLM head)")
+    report.warn_unexpected(stacklevel=3)
+    _refuse_non_finite(model, model_dir)
+    return quantize_model(model.eval(), quantize)
+
+
+def _check_label_ids(model_dir: str, config) -> None:
+    """id2label must number the classifier's outputs 0..num_labels-1, without gaps."""
+    ids = sorted(config.id2label)
+    if ids != list(range(config.num_labels)):
+        raise BertkitError(f"{os.path.join(model_dir, 'config.json')}: id2label ids {ids} must be 0..."
+                           f"{config.num_labels - 1} without gaps (one per classifier output); renumber id2label "
+                           "and label2id")
+
+
+def _refuse_non_finite(model, model_dir: str) -> None:
+    """Every forward pass checks its logits: NaN or Infinity (broken weights) stops the command."""
+    def check(module, inputs, output) -> None:
+        for name in ("logits", "start_logits", "end_logits"):
+            value = getattr(output, name, None)
+            if isinstance(value, torch.Tensor) and not bool(torch.isfinite(value).all()):
+                raise BertkitError(f"{model_dir}: the model's outputs are not finite (NaN or Infinity), so its "
+                                   "weights are broken; train or fine-tune it again")
+
+    model.register_forward_hook(check)
+
+
+def windows(opts, tok: Tokenizer, model):
+    """`opts` with windows as long as --seq-len, else as long as the model was fine-tuned with (model_max_length
+    in tokenizer_config.json, written by bertkit finetune), never past the model's position table. Without
+    --stride, windows overlap by a quarter of their length, at most 32 tokens."""
+    limit = model.config.max_position_embeddings
+    if opts.seq_len is not None and not 8 <= opts.seq_len <= limit:
+        raise BertkitError(f"--seq-len {opts.seq_len} must be from 8 to the model's max_position_embeddings ({limit})")
+    seq_len = opts.seq_len if opts.seq_len is not None else min(tok.model_max_length, limit)
+    stride = opts.stride if opts.stride is not None else default_stride(seq_len)
+    return dataclasses.replace(opts, seq_len=seq_len, stride=stride)
+
+
+# ----- fill-mask ---------------------------------------------------------------------------------
+class Candidate(NamedTuple):
+    """One token a [MASK] could be (a named tuple: candidate.token_id or candidate[1])."""
+
+    token: str  # its vocabulary entry; "<id N>" for an id the tokenizer does not have
+    token_id: int
+    probability: float
+    logit: float
+
+
+@dataclass
+class MaskFill:
+    position: int  # of the [MASK] in its row of ids
+    candidates: list[Candidate]  # best first
+
+
+def mask_positions(ids: list[int], tok: Tokenizer) -> list[int]:
+    return [p for p, t in enumerate(ids) if t == tok.mask_token_id]
+
+
+def token_text(tok: Tokenizer, token_id: int) -> str:
+    """The token of an id; an id the tokenizer does not have (the model's vocabulary is larger, as a preset's with a
+    character vocabulary) as <id N>."""
+    return tok.ids_to_tokens.get(token_id, f"<id {token_id}>")
+
+
+def filled_text(tok: Tokenizer, ids: list[int], position: int, token_id: int) -> str:
+    """The text of `ids` with `token_id` at `position`, special tokens ([CLS], other [MASK]s) left out; an id the
+    tokenizer does not have reads <id N>."""
+    special = set(tok.all_special_ids)
+    filled = [token_id if j == position else t for j, t in enumerate(ids)]
+    return tok.convert_tokens_to_string([token_text(tok, t) for t in filled if t not in special])
+
+
+@torch.no_grad()
+def mlm_logits(model: nn.Module, rows: list[list[int]], pad_id: int,
+               token_type_ids: list[list[int]] | None = None) -> Tensor:
+    """ONE forward pass of a masked-language model over rows of ids padded to the longest: logits (B, S, V)."""
+    device = next(model.parameters()).device
+    batch = {k: v.to(device) for k, v in id_batch(rows, pad_id, token_type_ids).items()}
+    was_training = model.training
+    model.eval()
+    try:
+        return model(**batch).logits
+    finally:
+        model.train(was_training)
+
+
+def mask_fills(logits: Tensor, ids: list[int], tok: Tokenizer, top_k: int) -> list[MaskFill]:
+    """The top_k candidates at each [MASK] of one row: logits (S', V) of the row (S' >= len(ids); padding unused)."""
+    fills = []
+    for position in mask_positions(ids, tok):
+        scores = logits[position].float()  # (V,)
+        best = scores.softmax(-1).topk(min(top_k, scores.shape[-1]))
+        fills.append(MaskFill(position, [Candidate(token_text(tok, int(i)), int(i), float(p), float(scores[i]))
+                                         for p, i in zip(best.values, best.indices)]))
+    return fills
+
+
+def fill_mask(model: nn.Module, tok: Tokenizer, rows: list[list[int]], top_k: int = 5) -> list[list[MaskFill]]:
+    """Per row of ids, per [MASK] in it: the top_k candidates, from one forward pass over all rows."""
+    logits = mlm_logits(model, rows, tok.pad_token_id)  # (B, S, V)
+    return [mask_fills(logits[b], ids, tok, top_k) for b, ids in enumerate(rows)]
+
+
+# ----- embeddings --------------------------------------------------------------------------------
+def encoder_forward(model: nn.Module, rows: list[list[int]], pad_id: int) -> tuple[Tensor, Tensor]:
+    """One forward pass of an encoder (a BertModel) over rows of ids padded to the longest: last_hidden_state
+    (B, S, H) in float32 and the attention mask (B, S) of the real tokens, on the model's device."""
+    device = model.embeddings.word_embeddings.weight.device
+    batch = {k: v.to(device) for k, v in id_batch(rows, pad_id).items()}
+    model.eval()
+    with torch.inference_mode():
+        return model(**batch).last_hidden_state.float(), batch["attention_mask"]
+
+
+# ----- what goes out -----------------------------------------------------------------------------
+def check_output(path: str | None, flag: str, inputs: list[str | None]) -> None:
+    """Refuse an output path that cannot be written (or would overwrite an input) before any work."""
+    if path is None:
+        return
+    for source in inputs:
+        if source and os.path.exists(source) and os.path.realpath(source) == os.path.realpath(path):
+            raise BertkitError(f"{flag} {path} is the input file {source}: it would be overwritten; choose another "
+                               "output path")
+    if os.path.isdir(path):
+        example = os.path.join(path, "report.json" if flag == "--json" else "predictions.jsonl")
+        raise BertkitError(f"{flag} {path}: is a folder; name a file in it, e.g. {example}")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise BertkitError(f"{flag} {path}: the folder {folder} does not exist; create it first")
+    if not os.access(folder, os.W_OK):
+        raise BertkitError(f"{flag} {path}: cannot write in the folder {folder}; choose another output path")
+
+
+def to_json(value, **kw) -> str:
+    """JSON text that never holds NaN / Infinity (a non-finite float is a bug: say so in one line)."""
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, **kw)
+    except ValueError as e:
+        raise BertkitError(f"output holds a value JSON cannot carry ({e}); nothing was written") from None
