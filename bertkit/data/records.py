@@ -163,14 +163,9 @@ def _conll(path: str, lines: list[str]) -> list[tuple[int, dict]]:
 
 # ----- helpers -----------------------------------------------------------------------------------
 # The read_task arguments that `bertkit finetune` / `bertkit predict` take as flags; a message names both forms.
-_FLAGS = {"text_field": "--text-field", "text_pair_field": "--text-pair-field", "label_field": "--label-field",
-          "tokens_field": "--tokens-field", "tags_field": "--tags-field"}
-
-
 def option(kwarg: str) -> str:
-    """How to choose a field: "--label-field NAME (Python: label_field=)", or "question_field=" (no flag)."""
-    flag = _FLAGS.get(kwarg)
-    return f"{flag} NAME (Python: {kwarg}=)" if flag else f"{kwarg}="
+    """How to choose a field: "--label-field NAME (Python: label_field=)" (every task's *_field is a flag)."""
+    return f"--{kwarg.replace('_', '-')} NAME (Python: {kwarg}=)"
 
 
 def at(path: str, number: int | None) -> str:
