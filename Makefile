@@ -30,7 +30,7 @@ install: $(VENV)/.core
 install-dev: $(VENV)/.dev
 
 # pretrain a small Chinese BERT, fine-tune it, compare with a from-scratch baseline, look inside:
-# about 9.5 minutes on 2 CPU cores with the installation; the report lands in runs/quickstart/report.md
+# 10-15 minutes on 2 CPU cores with the installation; the report lands in runs/quickstart/report.md
 demo: $(VENV)/.core
 	$(BIN)/bertkit quickstart
 
