@@ -442,3 +442,23 @@ def test_a_token_averaged_loss_is_the_mean_over_the_whole_step(tmp_path, base_di
         assert losses[name] == pytest.approx(losses["one"], rel=1e-5, abs=1e-6), name
         for k, w in weights["one"].items():
             assert torch.allclose(weights[name][k], w, atol=1e-5, rtol=1e-4), (name, k)
+
+
+def test_a_micro_batch_without_a_labelled_token_adds_nothing_not_nan():
+    """A tagging batch whose windows hold only continuation pieces has no labelled token: the head's mean over
+    no tokens is nan; its share of the step is 0, so the step stays finite (it used to be skipped as NaN)."""
+    from bertkit import BertForTokenClassification
+    from bertkit.train.finetune import task_loss
+    from bertkit.train.loop import LossWeights, loss_weights
+
+    torch.manual_seed(0)
+    model = BertForTokenClassification(BertConfig.from_preset("tiny", vocab_size=3000, num_labels=3))
+    batch = {"input_ids": torch.tensor([[2, 50, 51, 3]]), "attention_mask": torch.ones(1, 4, dtype=torch.long),
+             "labels": torch.full((1, 4), -100)}
+    assert torch.isnan(model(**batch).loss)  # what the head gives (as transformers' does)
+    empty, full = loss_weights([0, 6], grad_accum=2, world=1)
+    assert (empty.tokens, full.tokens) == (0.0, 1.0)
+    loss = task_loss(model, batch, empty)
+    loss.backward()
+    assert loss.item() == 0.0 and all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+    assert task_loss(model, {**batch, "labels": torch.tensor([[-100, 1, -100, -100]])}, LossWeights(1.0, 1.0)) > 0
