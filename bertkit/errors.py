@@ -21,5 +21,9 @@ class InputError(BertkitError, ValueError):
     """Tensors passed to a model that do not fit it (shape, range, length)."""
 
 
+class NonFiniteError(BertkitError, ValueError):
+    """A model whose weights or outputs hold NaN or Infinity: nothing is computed or written from it."""
+
+
 class BertkitWarning(UserWarning):
     """Something worth knowing that does not stop the work (e.g. newly initialised weights)."""
