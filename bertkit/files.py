@@ -70,14 +70,24 @@ def atomic_write_text(path: str, text: str) -> None:
 
 def write_problem(error: BaseException, directory: str) -> str | None:
     """A one-line reason for a failed write we can name (full disk, no permission), else None."""
-    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+    code = error.errno if isinstance(error, OSError) else _rust_errno(error)
+    if code in (errno.ENOSPC, errno.EDQUOT):
         return f"the disk is full ({_free_space(directory)})"
-    if isinstance(error, PermissionError):
-        return f"no permission to write there ({error.strerror})"
+    if code in (errno.EACCES, errno.EPERM):
+        return f"no permission to write there ({os.strerror(code)})"
+    if code == errno.EFBIG:
+        return "the file is larger than this file system (or `ulimit -f`) allows; write it to another disk"
     # torch.save reports a full disk from its C++ writer: "unexpected pos", "file write failed"
     if isinstance(error, RuntimeError) and re.search(r"unexpected pos|file write failed", str(error)):
         return f"the write failed, most likely because the disk is full ({_free_space(directory)})"
     return None
+
+
+def _rust_errno(error: BaseException) -> int | None:
+    """The errno in a Rust I/O error's text: safetensors' SafetensorError says
+    "Error while serializing: I/O error: No space left on device (os error 28)"."""
+    found = re.search(r"\(os error (\d+)\)", str(error))
+    return int(found.group(1)) if found else None
 
 
 def _free_space(directory: str) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -641,6 +642,31 @@ def test_a_full_disk_is_one_error_naming_the_file_and_the_old_files_stay(tmp_pat
         ckpt.save_training_state(str(tmp_path / "checkpoint"), {"step": 1})
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before  # no temp file, no change
     assert not list((tmp_path / "checkpoint").glob("*.tmp"))
+
+
+@pytest.mark.parametrize("os_error, words", [
+    ("No space left on device (os error 28)", r"the disk is full \([\d,]+ MiB free\)"),
+    ("Disk quota exceeded (os error 122)", r"the disk is full \([\d,]+ MiB free\)"),
+    ("File too large (os error 27)", r"the file is larger than this file system \(or `ulimit -f`\) allows"),
+    ("Permission denied (os error 13)", r"no permission to write there \(Permission denied\)")])
+def test_safetensors_own_write_error_is_one_line_naming_the_file(tmp_path, monkeypatch, os_error, words):
+    """safetensors reports a failed write as a SafetensorError (a Rust I/O error), not an OSError: the same
+    one line as any other write, naming the file and the free space; nothing is left behind."""
+    import safetensors.torch
+    from safetensors import SafetensorError
+
+    from bertkit.errors import CheckpointError
+
+    def full(state, path, metadata=None):
+        with open(path, "wb") as fh:
+            fh.write(b"partial")
+        raise SafetensorError(f"Error while serializing: I/O error: {os_error}")  # safetensors 0.8's words
+
+    monkeypatch.setattr(safetensors.torch, "save_file", full)
+    with pytest.raises(CheckpointError, match=rf"^{re.escape(str(tmp_path / 'model.safetensors'))}: {words}"
+                                              r".*; nothing was written over it$"):
+        tiny_model().save_pretrained(tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == []
 
 
 # ----- the loading report ------------------------------------------------------------------------
