@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import importlib
+import os
 import sys
 
 from .errors import BertkitError
@@ -35,8 +37,59 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {name:10s} {text}")
         return 0 if not argv or argv[0] in ("-h", "--help") else 2
     module, function, _ = COMMANDS[argv[0]]
+    stdout = sys.stdout = _Stdout(sys.stdout)
     try:
-        return getattr(importlib.import_module(module), function)(argv[1:])
+        code = getattr(importlib.import_module(module), function)(argv[1:])
+        sys.stdout.flush()  # the last rows: a full device fails here, not in the interpreter's exit
+        return code
     except BertkitError as e:
         print(f"bertkit {argv[0]}: error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:
+        if e is not stdout.failed:
+            raise
+        _discard(stdout.stream)
+        if e.errno == errno.EPIPE:  # the reader went away (`| head`): quiet, as Unix tools are
+            return 128 + 13  # as if killed by SIGPIPE
+        print(f"bertkit {argv[0]}: error: cannot write to standard output: {e.strerror or e}; "
+              "send it to a file or device with room for it", file=sys.stderr)
+        return 1
+    finally:
+        sys.stdout = stdout.stream
+
+
+class _Stdout:
+    """sys.stdout while a command runs: remembers the error of a write or flush that failed (a full device,
+    a closed pipe), so main() tells it from other OSErrors; everything else is the stream's own."""
+
+    def __init__(self, stream):
+        self.stream, self.failed = stream, None
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except OSError as e:
+            self.failed = e
+            raise
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except OSError as e:
+            self.failed = e
+            raise
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
+def _discard(stream) -> None:
+    """Point the stream's file descriptor at /dev/null, so the rows still buffered do not fail again (and
+    print "Exception ignored ... BrokenPipeError") when the interpreter flushes stdout at exit."""
+    try:
+        fd = stream.fileno()
+    except (OSError, AttributeError, ValueError):  # no descriptor (a test's capture): nothing is flushed at exit
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)

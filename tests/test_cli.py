@@ -1,7 +1,12 @@
 """The command line: `bertkit info` and clear errors for user mistakes."""
 
+import errno
+import io
+import os
 import subprocess
 import sys
+
+import pytest
 
 from bertkit import BertModel
 from bertkit.cli import main
@@ -67,6 +72,73 @@ def test_every_command_is_wired(capsys):
         except SystemExit as e:  # argparse's --help exits 0
             assert e.code == 0
         assert "usage" in capsys.readouterr().out.lower()
+
+
+# ----- standard output that cannot be written (a full device, a reader that went away) ------------------
+class Unwritable(io.StringIO):
+    """A stdout whose write (or, with at="flush", only its flush: the last rows) fails with `code`."""
+
+    def __init__(self, code: int, at: str = "write"):
+        super().__init__()
+        self.code, self.at = code, at
+
+    def write(self, text):
+        if self.at == "write":
+            raise OSError(self.code, os.strerror(self.code))
+        return super().write(text)
+
+    def flush(self):
+        if self.at == "flush":
+            raise OSError(self.code, os.strerror(self.code))
+
+
+@pytest.mark.parametrize("at", ["write", "flush"])
+def test_a_full_stdout_is_one_line_and_a_failure(monkeypatch, capsys, at):
+    monkeypatch.setattr(sys, "stdout", Unwritable(errno.ENOSPC, at))
+    assert main(["info", "--preset", "tiny", "--seq-len", "5"]) == 1
+    assert capsys.readouterr().err == ("bertkit info: error: cannot write to standard output: No space left on "
+                                       "device; send it to a file or device with room for it\n")
+    assert isinstance(sys.stdout, Unwritable)  # main put the stream back
+
+
+def test_a_closed_pipe_on_stdout_ends_quietly_as_unix_tools_do(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdout", Unwritable(errno.EPIPE))
+    assert main(["info", "--preset", "tiny", "--seq-len", "5"]) == 141  # 128 + SIGPIPE, as `yes | head` reports
+    assert capsys.readouterr().err == ""
+
+
+def test_an_oserror_of_a_command_is_not_taken_for_stdout(monkeypatch):
+    def fails(argv):
+        print("a row")
+        raise OSError(errno.ENOSPC, "No space left on device", "elsewhere.bin")
+
+    monkeypatch.setattr("bertkit.info.info_main", fails)
+    with pytest.raises(OSError, match="elsewhere.bin"):
+        main(["info"])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_commands_writing_to_a_full_device_or_a_closed_pipe(base_dir, clf_dir, dev_file):
+    """`bertkit CMD > /dev/full`: one line on stderr and exit 1; a closed pipe: nothing and 141; never a traceback
+    nor Python's "Exception ignored ... BrokenPipeError" at exit."""
+    commands = [["tokenize", "--model", base_dir, "今天天气很好"],
+                ["fill-mask", "--model", base_dir, "今天天气很[MASK]。"],
+                ["predict", "--model", clf_dir, "这本书很好看", "质量太差了"],
+                ["evaluate", "--model", clf_dir, "--data", dev_file]]
+    for command in commands:
+        with open("/dev/full", "w") as full:
+            done = subprocess.run([sys.executable, "-m", "bertkit", *command], stdout=full, stderr=subprocess.PIPE,
+                                  text=True, timeout=300)
+        assert (done.returncode, done.stderr) == (1, f"bertkit {command[0]}: error: cannot write to standard "
+                                                  "output: No space left on device; send it to a file or device "
+                                                  "with room for it\n"), command
+    read, write = os.pipe()
+    os.close(read)  # the reader went away before the first row
+    done = subprocess.run([sys.executable, "-m", "bertkit", *commands[2]], stdout=write, stderr=subprocess.PIPE,
+                          text=True, timeout=300)
+    os.close(write)
+    assert (done.returncode, done.stderr) == (141, "")
 
 
 # ----- flags from settings dataclasses (bertkit/options.py) -------------------------------------------
