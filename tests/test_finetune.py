@@ -462,3 +462,28 @@ def test_a_micro_batch_without_a_labelled_token_adds_nothing_not_nan():
     loss.backward()
     assert loss.item() == 0.0 and all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
     assert task_loss(model, {**batch, "labels": torch.tensor([[-100, 1, -100, -100]])}, LossWeights(1.0, 1.0)) > 0
+
+
+@pytest.mark.slow
+def test_tag_windows_without_a_labelled_token_are_dropped_and_a_very_long_word_trains(tmp_path, base_dir, capsys):
+    """A word of more pieces than a window leaves windows holding only its middle: no labelled token, nothing to
+    learn. They are dropped when the windows are built (and counted in the log), so every step learns from some
+    tokens (they used to be steps of loss 0 that made "the training loss did not fall" warnings, or NaN)."""
+    from bertkit.tasks import TagExample
+    from bertkit.tokenizer import Tokenizer
+
+    rows = [(list("江泽民在北京"), ["B-PER", "I-PER", "I-PER", "O", "B-LOC", "I-LOC"]),
+            (["government" * 9, "北", "京"], ["O", "B-LOC", "I-LOC"])]
+    train = tmp_path / "train.jsonl"
+    train.write_text("".join(json.dumps({"tokens": t, "tags": g}, ensure_ascii=False) + "\n" for t, g in rows),
+                     encoding="utf-8")
+    windows = get_task("tag").encode(Tokenizer.from_pretrained(base_dir), [TagExample(t, g) for t, g in rows], 16, 4,
+                                     {"O": 0, "B-LOC": 1, "I-LOC": 2, "B-PER": 3, "I-PER": 4}, None)
+    empty = sum(all(label == -100 for label in w.labels) for w in windows)
+    assert empty >= 5 and len(windows) - empty == 3
+    summary = run(settings(tmp_path / "tag", base_dir, str(train), task="tag", seq_len=16, stride=4, batch_size=2,
+                           steps=6, log_every=1, eval_every=0))
+    assert f"{empty} windows without a labelled token dropped" in capsys.readouterr().err
+    losses = [r["loss"] for r in read_metrics(str(tmp_path / "tag" / "metrics.jsonl"))]
+    assert len(losses) == 6 and all(np.isfinite(loss) and loss > 0.1 for loss in losses), losses
+    assert summary.step == 6 and not summary.warnings

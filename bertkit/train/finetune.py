@@ -160,6 +160,12 @@ def run_in(cfg: FinetuneConfig, rank: int, world: int) -> FinetuneSummary:
         + (f"; labels {labels}" if labels and len(labels) <= 20 else ""))
 
     features = task.encode(tok, train_examples, cfg.seq_len, cfg.stride, model.config.label2id, problem_type)
+    if task.loss_over_tokens:  # a window inside one long word has no labelled token: nothing to learn, a 0/0 loss
+        labelled = [f for f in features if any(label != IGNORE for label in f.labels)]
+        if len(labelled) < len(features):
+            say(f"{len(features) - len(labelled)} windows without a labelled token dropped (they hold only the "
+                f"middle of a word longer than a window of --seq-len {cfg.seq_len})")
+        features = labelled
     cfg = settled(cfg, model.config, len(features), world)
     sampler = StepSampler(len(features), cfg.batch_size, cfg.grad_accum, cfg.seed, rank, world)
     data = FinetuneBatches(features, tok.pad_token_id, task, sampler)
