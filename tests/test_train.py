@@ -336,6 +336,66 @@ def test_bad_settings(tmp_path, corpus_file, kw, message):
         run(settings(tmp_path / "bad", corpus_file, "tiny", **kw))
 
 
+def no_vocabulary_learning(monkeypatch):
+    def learn(*args, **kwargs):
+        raise AssertionError("a vocabulary was learned before the check")
+
+    monkeypatch.setattr(pretrain_module, "train_vocab", learn)
+
+
+@pytest.mark.parametrize("text, kw, message", [
+    ("好的好的\n", {}, r"--corpus \S+: its 1 training document\(s\) hold 4 characters: at most 0 packed rows of "
+                      r"--seq-len 32, fewer than one batch of 8; add text, or lower --seq-len or --batch-size"),
+    ("好\n的\n", dict(packing="documents"), "2 training document.* at most 2 packed documents of --seq-len 32"),
+    ("好\n的\n", dict(nsp=True, batch_size=4), "at most 2 sentence pairs of --seq-len 32, fewer than one batch of 4"),
+    ("好的\n", dict(nsp=True, batch_size=1), r"1 training document\(s\); next-sentence pairs \(--nsp\) need 2"),
+    ("好的\n" * 3, dict(heldout=0.99), r"every document is held out for evaluation \(--heldout 0.99\)"),
+    ("好的" * 100 + "\n", dict(seq_len=8, batch_size=40), "at most 33 packed rows of --seq-len 8, fewer than one "
+                                                           "batch of 40")])
+def test_a_corpus_that_cannot_make_a_batch_is_refused_before_its_vocabulary_is_learned(tmp_path, monkeypatch, text,
+                                                                                       kw, message):
+    """It used to be learned (a vocabulary, its tokens) and then refused, or end in a torch error."""
+    corpus = tmp_path / "small.txt"
+    corpus.write_text(text, encoding="utf-8")
+    no_vocabulary_learning(monkeypatch)
+    with pytest.raises(TrainingError, match=message):
+        run(settings(tmp_path / "out", str(corpus), "tiny", **kw))
+    assert not (tmp_path / "out").exists()
+
+
+def test_seq_len_beyond_the_positions_is_refused_before_the_vocabulary_is_learned(tmp_path, corpus_file, monkeypatch):
+    no_vocabulary_learning(monkeypatch)
+    with pytest.raises(TrainingError, match=r"--seq-len 4096 exceeds the model's max_position_embeddings \(128, "
+                                            r"--model-config tiny\); lower --seq-len"):
+        run(settings(tmp_path / "out", corpus_file, "tiny", seq_len=4096))
+    from bertkit import BertForMaskedLM
+
+    BertForMaskedLM(BertConfig.from_preset("tiny", max_position_embeddings=64)).save_pretrained(tmp_path / "base")
+    with pytest.raises(TrainingError, match=rf"--seq-len 100 exceeds the model's max_position_embeddings \(64, "
+                                            rf"--init-from {tmp_path / 'base'}\)"):
+        run(settings(tmp_path / "out", corpus_file, "tiny", seq_len=100, init_from=str(tmp_path / "base")))
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_corpus_check_streams_and_stops_at_one_batch(tmp_path, corpus_file, monkeypatch):
+    """A corpus that can make a batch is read only until its characters could: none is kept, none read twice."""
+    read = []
+
+    class Counted(pretrain_module.Corpus):
+        def __iter__(self):
+            for doc in super().__iter__():
+                read.append(len(doc))
+                yield doc
+
+    monkeypatch.setattr(pretrain_module, "Corpus", Counted)
+    cfg = settings(tmp_path / "out", corpus_file, "tiny", heldout=0.0)
+    pretrain_module.check_corpus(cfg)
+    stream = np.cumsum(read) + np.arange(len(read))  # the documents' characters and a [SEP] between each two
+    chunk = cfg.seq_len - 2
+    assert stream[-2] < (cfg.batch_size - 0.5) * chunk <= stream[-1]  # 7 rows and half an 8th (a kept tail): 8
+    assert len(read) < 600
+
+
 # ----- the recipe --------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_the_local_recipe_learns_more_than_berts_own_in_the_same_run(tmp_path, corpus_file, tokenizer_dir):

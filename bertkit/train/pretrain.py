@@ -25,6 +25,7 @@ import dataclasses
 import math
 import os
 import sys
+import unicodedata
 from dataclasses import dataclass
 
 import numpy as np
@@ -222,22 +223,69 @@ def _dropout_of(model: torch.nn.Module) -> str:
     return "/".join(f"{v:g}" for v in values) or "none"
 
 
-def build_model_config(cfg: PretrainConfig, tokenizer: Tokenizer) -> BertConfig:
-    if cfg.model_config in PRESETS:
+def encoder_config(cfg: PretrainConfig) -> BertConfig:
+    """The model's shape: --model-config, or --init-from's config.json; --seq-len must fit its positions.
+    Read before any data is: its vocabulary comes from the tokenizer later (build_model_config)."""
+    if cfg.init_from:
+        config = BertConfig.from_json(cfg.init_from)
+    elif cfg.model_config in PRESETS:
         config = BertConfig.from_preset(cfg.model_config)
     elif os.path.exists(cfg.model_config):
         config = BertConfig.from_json(cfg.model_config)
     else:
         raise TrainingError(f"--model-config {cfg.model_config!r} is neither a preset ({', '.join(PRESETS)}) "
                             "nor a config.json path")
-    config = config.replace(vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_token_id)
     if cfg.seq_len > config.max_position_embeddings:
+        model = f"--init-from {cfg.init_from}" if cfg.init_from else f"--model-config {cfg.model_config}"
         raise TrainingError(f"--seq-len {cfg.seq_len} exceeds the model's max_position_embeddings "
-                            f"({config.max_position_embeddings})")
+                            f"({config.max_position_embeddings}, {model}); lower --seq-len")
     return config
 
 
+def build_model_config(cfg: PretrainConfig, tokenizer: Tokenizer) -> BertConfig:
+    return encoder_config(cfg).replace(vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_token_id)
+
+
 DEFAULT_CORPUS = "builtin:peoples-daily"
+
+
+def check_corpus(cfg: PretrainConfig) -> None:
+    """Refuse a --corpus that cannot give one batch of rows, before a vocabulary is learned or a token is made.
+
+    A token holds at least one character (of the text as the tokenizer normalises it: lower case, accents
+    apart), so a document's characters bound its tokens, and so the rows, from above. The training documents
+    stream by (none is kept) until the bound reaches one batch: a few documents of a real corpus; a corpus that
+    cannot make a row is read to its end, and refused here instead of after its vocabulary and tokens.
+    """
+    kind, chunk = ("pairs" if cfg.nsp else cfg.packing), cfg.seq_len - 2  # rows of [CLS] chunk [SEP]
+    docs = chars = pieces = 0
+    for text in Corpus(cfg.corpus or DEFAULT_CORPUS, text_field=cfg.text_field, doc_sep=cfg.doc_sep,
+                       seed=cfg.seed, skip_heldout=cfg.heldout):
+        n = len(unicodedata.normalize("NFD", text.lower()))
+        docs, chars, pieces = docs + 1, chars + n, pieces + -(-n // chunk)
+        if most_rows(kind, docs, chars, pieces, chunk) >= cfg.batch_size:
+            return
+    spec = cfg.corpus or DEFAULT_CORPUS
+    if not docs:
+        raise TrainingError(f"--corpus {spec}: every document is held out for evaluation (--heldout {cfg.heldout:g}); "
+                            "lower --heldout")
+    if kind == "pairs" and docs < 2:
+        raise TrainingError(f"--corpus {spec}: {docs} training document(s); next-sentence pairs (--nsp) need 2")
+    rows = {"stream": "packed rows", "documents": "packed documents", "pairs": "sentence pairs"}[kind]
+    raise TrainingError(f"--corpus {spec}: its {docs:,} training document(s) hold {chars:,} characters: at most "
+                        f"{most_rows(kind, docs, chars, pieces, chunk):,} {rows} of --seq-len {cfg.seq_len}, fewer "
+                        f"than one batch of {cfg.batch_size}; add text, or lower --seq-len or --batch-size")
+
+
+def most_rows(kind: str, docs: int, tokens: int, pieces: int, chunk: int) -> int:
+    """At most how many rows of `kind` documents of at most `tokens` tokens make, `pieces` being the sum of each
+    document's ceil(tokens / chunk): the counts of data/rows.py, on bounds."""
+    if kind == "stream":  # StreamRows: the documents joined by [SEP], cut every chunk; a tail of half a chunk counts
+        full, tail = divmod(tokens + max(0, docs - 1), chunk)
+        return full + (1 if tail and 2 * tail >= chunk else 0)
+    if kind == "documents":  # DocumentRows: each document's full chunks, and its tail in at most one row
+        return pieces
+    return tokens if docs >= 2 else 0  # PairRows: each row takes a sentence (a token at least) of its own
 
 
 def load_or_learn_tokenizer(cfg: PretrainConfig, rank: int, world: int, say) -> Tokenizer:
@@ -325,6 +373,9 @@ def run(cfg: PretrainConfig) -> PretrainSummary:
         raise TrainingError(f"--heldout must be in [0, 1), got {cfg.heldout}")
     if cfg.eval_rows < 0:
         raise TrainingError(f"--eval-rows must be >= 0, got {cfg.eval_rows}")
+    encoder_config(cfg)  # --seq-len fits the model: checked before the corpus is read
+    if not cfg.data:
+        check_corpus(cfg)  # it can make a batch: checked before its vocabulary is learned (and --out claimed)
     return run_claimed(cfg, run_in)
 
 
@@ -350,6 +401,7 @@ def run_in(cfg: PretrainConfig, rank: int, world: int) -> PretrainSummary:
     say(f"rows: {len(rows['train']):,} for training, {len(heldout_rows) if heldout_rows else 0:,} held out "
         f"({'sentence pairs' if cfg.nsp else 'packed documents' if cfg.packing == 'documents' else 'packed rows'}"
         f" of {cfg.seq_len} tokens)" + ("" if heldout_rows else "; no held-out evaluation"))
+    sampler = StepSampler(len(rows["train"]), cfg.batch_size, cfg.grad_accum, cfg.seed, rank, world)  # >= a batch
 
     recipe = RECIPES[cfg.recipe]
     mlm_probability = recipe.mlm_probability if cfg.mlm_probability is None else cfg.mlm_probability
@@ -371,7 +423,6 @@ def run_in(cfg: PretrainConfig, rank: int, world: int) -> PretrainSummary:
     collator = MaskingCollator(vocab_size=tokenizer.vocab_size, mask_id=tokenizer.mask_token_id,
                                pad_id=tokenizer.pad_token_id, special_ids=tuple(tokenizer.all_special_ids),
                                mlm_probability=mlm_probability, wwm=cfg.wwm, seed=cfg.seed)
-    sampler = StepSampler(len(rows["train"]), cfg.batch_size, cfg.grad_accum, cfg.seed, rank, world)
     batches = PretrainBatches(rows["train"], collator, sampler)
 
     heldout_collator = dataclasses.replace(collator, mlm_probability=EVAL_MLM_PROBABILITY)
