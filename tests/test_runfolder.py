@@ -4,6 +4,7 @@ Real pretraining runs of a tiny model on People's Daily text (CPU, seconds), as 
 """
 
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -74,6 +75,63 @@ def test_overwrite_moves_the_old_run_aside_intact(finished_run, tmp_path, corpus
     assert not (out / ".lock").exists()
 
 
+def an_earlier_run(folder):
+    """A folder holding an earlier run (one metrics row) and a file of the user's, as --overwrite finds it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "metrics.jsonl").write_text('{"step": 1, "loss": 2.0}\n', encoding="utf-8")
+    (folder / "notes.txt").write_text("mine", encoding="utf-8")
+    return snapshot(folder)
+
+
+@pytest.mark.parametrize("out, cwd", [(".", "run"), ("..", "run/sub"), (None, "run/sub")])  # None: its full path
+def test_overwrite_refuses_to_move_the_working_directory_aside(tmp_path, monkeypatch, corpus_file, tokenizer_dir,
+                                                               out, cwd):
+    """`--out . --overwrite` used to crash moving the folder into itself (OSError: Invalid argument), after
+    moving what sorted before the new folder's name."""
+    before = an_earlier_run(tmp_path / "run")
+    out = out or str(tmp_path / "run")
+    (tmp_path / cwd).mkdir(parents=True, exist_ok=True)
+    monkeypatch.chdir(tmp_path / cwd)
+    with pytest.raises(TrainingError, match=rf"^--out {re.escape(out)} --overwrite: {re.escape(out)} is the current "
+                                            rf"directory or holds it \({re.escape(str(tmp_path / 'run'))}\)"):
+        run(settings(out, corpus_file, tokenizer_dir, overwrite=True))
+    assert snapshot(tmp_path / "run") == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]  # nothing moved aside
+
+
+def test_overwrite_refuses_to_move_an_input_aside_naming_both(tmp_path, corpus_file, tokenizer_dir):
+    """A corpus kept in --out used to be moved aside with the earlier run, and then was "no such file"."""
+    out = tmp_path / "run"
+    an_earlier_run(out)
+    shutil.copy(corpus_file, out / "corpus.txt")
+    before = snapshot(out)
+    with pytest.raises(TrainingError, match=rf"^--corpus {re.escape(str(out / 'corpus.txt'))} is inside --out "
+                                            rf"{re.escape(str(out))}, and --overwrite would move it aside"):
+        run(settings(out, str(out / "corpus.txt"), tokenizer_dir, overwrite=True))
+    assert snapshot(out) == before and sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+    run(settings(out, corpus_file, tokenizer_dir, steps=1, overwrite=True))  # an input elsewhere: moved aside, runs
+    assert len([p for p in tmp_path.iterdir() if p.name.startswith("run.replaced-")]) == 1
+
+
+@pytest.mark.parametrize("flag", ["train", "eval", "model"])
+def test_finetune_overwrite_refuses_to_move_its_train_file_or_model_aside(tmp_path, flag):
+    from bertkit.train.finetune import FinetuneConfig
+    from bertkit.train.finetune import run as finetune
+
+    out = tmp_path / "ft"
+    an_earlier_run(out)
+    (out / "data.jsonl").write_text('{"text": "好", "label": "pos"}\n', encoding="utf-8")
+    paths = dict(train=str(tmp_path / "train.jsonl"), eval=None, model="tiny")
+    paths[flag] = str(out) if flag == "model" else str(out / "data.jsonl")  # continue from the model in --out
+    before = snapshot(out)
+    with pytest.raises(TrainingError, match=rf"^--{flag} {re.escape(paths[flag])} is inside --out {re.escape(str(out))}"
+                                            rf", and --overwrite would move it aside with the earlier run there; move "
+                                            rf"{re.escape(paths[flag])} out of {re.escape(str(out))} first, or pass "
+                                            "another --out$"):
+        finetune(FinetuneConfig(out=str(out), overwrite=True, progress=False, device="cpu", **paths))
+    assert snapshot(out) == before and sorted(p.name for p in tmp_path.iterdir()) == ["ft"]
+
+
 # ----- the lock ----------------------------------------------------------------------------------
 def test_a_live_lock_refuses_a_second_writer(tmp_path, corpus_file, tokenizer_dir):
     out = tmp_path / "run"
@@ -101,10 +159,16 @@ def test_a_stale_lock_is_taken_over_and_the_lock_goes_at_the_end(tmp_path, corpu
     assert (out / "model.safetensors").exists() and not (out / ".lock").exists()
 
 
-def test_the_lock_goes_when_the_run_fails(tmp_path, corpus_file, tokenizer_dir):
+def test_the_lock_goes_when_the_run_fails(tmp_path, corpus_file, tokenizer_dir, monkeypatch):
+    from bertkit.train import pretrain
+
+    def fails(*args):
+        raise TrainingError("the data went away")
+
+    monkeypatch.setattr(pretrain, "load_data", fails)
     out = tmp_path / "run"
-    with pytest.raises(TrainingError, match="neither a preset"):
-        run(settings(out, corpus_file, tokenizer_dir, model_config="nope"))  # fails inside the claimed folder
+    with pytest.raises(TrainingError, match="the data went away"):
+        run(settings(out, corpus_file, tokenizer_dir))  # fails inside the claimed folder
     assert out.is_dir() and not (out / ".lock").exists()
 
 

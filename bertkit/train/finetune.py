@@ -139,7 +139,8 @@ def run(cfg: FinetuneConfig) -> FinetuneSummary:
     """Everything `bertkit finetune` does, in a claimed --out (runfolder.py); returns the run's summary."""
     if not cfg.train:
         raise TrainingError("--train is required: the training data")
-    return run_claimed(cfg, run_in)
+    return run_claimed(cfg, run_in, inputs={"--train": cfg.train, "--eval": cfg.eval, "--model": cfg.model,
+                                            "--tokenizer": cfg.tokenizer})
 
 
 def run_in(cfg: FinetuneConfig, rank: int, world: int) -> FinetuneSummary:

@@ -376,7 +376,8 @@ def run(cfg: PretrainConfig) -> PretrainSummary:
     encoder_config(cfg)  # --seq-len fits the model: checked before the corpus is read
     if not cfg.data:
         check_corpus(cfg)  # it can make a batch: checked before its vocabulary is learned (and --out claimed)
-    return run_claimed(cfg, run_in)
+    return run_claimed(cfg, run_in, inputs={"--corpus": cfg.corpus, "--data": cfg.data, "--init-from": cfg.init_from,
+                                            "--tokenizer": cfg.tokenizer, "--model-config": cfg.model_config})
 
 
 def run_in(cfg: PretrainConfig, rank: int, world: int) -> PretrainSummary:

@@ -8,7 +8,8 @@
     1. <out>/.lock, made with O_CREAT | O_EXCL, holds "pid hostname": a second writer is refused
        (naming the pid); a lock whose process is gone from this host is taken over, with a note
     2. an earlier run in <out> (metrics.jsonl, checkpoint/, model files, ...) is refused unless
-       --resume (continue it) or --overwrite (move it to a sibling <out>.replaced-<time>; nothing is deleted)
+       --resume (continue it) or --overwrite (move it to a sibling <out>.replaced-<time>; nothing is deleted);
+       --overwrite is refused, before anything moves, where it would move the working directory or an input
     3. temp files of saves that were killed halfway (.<name>.<random>.tmp, files.atomic_write) go
 
 Only rank 0 claims; under torchrun the other ranks wait for it, so none reads the folder while it changes.
@@ -38,15 +39,17 @@ RUN_FILES = ("metrics.jsonl", "checkpoint", "model.safetensors", "config.json", 
 
 
 @contextlib.contextmanager
-def claim(out: str, *, resume: bool, overwrite: bool, rank: int = 0, world: int = 1):
-    """Own `out` for the length of the `with` block (see the module docstring); the lock goes on any exit."""
+def claim(out: str, *, resume: bool, overwrite: bool, rank: int = 0, world: int = 1,
+          inputs: dict[str, str | None] | None = None):
+    """Own `out` for the length of the `with` block (see the module docstring); the lock goes on any exit.
+    inputs: the run's input paths by flag ({"--train": ...}), which --overwrite must not move aside."""
     if resume and overwrite:
         raise TrainingError(f"--out {out}: --resume continues the run there, --overwrite moves it aside; pass one")
     lock = None
     try:
         if rank == 0:
             lock = take_lock(out)
-            check_earlier_run(out, resume, overwrite)
+            check_earlier_run(out, resume, overwrite, inputs or {})
             remove_stale_temp_files(out)
         if world > 1:
             dist.barrier()  # the other ranks read --out only once rank 0 has it ready
@@ -56,11 +59,12 @@ def claim(out: str, *, resume: bool, overwrite: bool, rank: int = 0, world: int 
             release_lock(lock)
 
 
-def run_claimed(cfg: TrainConfig, run_in: Callable[[TrainConfig, int, int], T]) -> T:
+def run_claimed(cfg: TrainConfig, run_in: Callable[[TrainConfig, int, int], T], inputs: dict[str, str | None]) -> T:
     """run_in(cfg, rank, world) with cfg.out claimed for it: `bertkit pretrain` / `finetune` after their own checks.
-    Under torchrun every process joins first (rank, world size); (0, 1) otherwise."""
+    inputs: the paths the run reads, by flag. Under torchrun every process joins first (rank, world size);
+    (0, 1) otherwise."""
     rank, world, _ = setup_distributed(pick_device(cfg.device))
-    with claim(cfg.out, resume=cfg.resume, overwrite=cfg.overwrite, rank=rank, world=world):
+    with claim(cfg.out, resume=cfg.resume, overwrite=cfg.overwrite, rank=rank, world=world, inputs=inputs):
         return run_in(cfg, rank, world)
 
 
@@ -77,7 +81,7 @@ def take_lock(out: str) -> str:
 
 
 # ----- an earlier run ----------------------------------------------------------------------------
-def check_earlier_run(out: str, resume: bool, overwrite: bool) -> None:
+def check_earlier_run(out: str, resume: bool, overwrite: bool, inputs: dict[str, str | None]) -> None:
     """Refuse to write over an earlier run unless asked to continue it (--resume) or move it (--overwrite)."""
     if resume:
         if not os.path.exists(os.path.join(out, "checkpoint", TRAIN_STATE)):
@@ -90,6 +94,7 @@ def check_earlier_run(out: str, resume: bool, overwrite: bool) -> None:
     if not overwrite:
         raise TrainingError(f"{out} already holds a run: {', '.join(found)}; pass --resume to continue it, "
                             "--overwrite to move it aside and start over, or another --out")
+    check_movable(out, inputs)
     moved = move_aside(out)
     print(f"--overwrite: moved the earlier run in {out} ({', '.join(found)}) to {moved}", file=sys.stderr)
 
@@ -119,6 +124,26 @@ def saved_step(state_dir: str) -> int | None:
                               mmap=True)["step"])
     except Exception:
         return None
+
+
+def check_movable(out: str, inputs: dict[str, str | None]) -> None:
+    """--overwrite moves everything in `out` aside: refuse (before anything moves) when that would take the working
+    directory (`--out .`, or a folder above it) or a file the run reads (a --train file kept in --out)."""
+    folder = os.path.realpath(out)
+    if is_inside(os.getcwd(), folder):
+        raise TrainingError(f"--out {out} --overwrite: {out} is the current directory or holds it ({folder}), and "
+                            "--overwrite moves everything in --out aside; pass a folder of the run's own (e.g. "
+                            "--out runs/new), or move the earlier run yourself")
+    for flag, path in inputs.items():
+        if path and not path.startswith("builtin:") and is_inside(path, folder):
+            raise TrainingError(f"{flag} {path} is inside --out {out}, and --overwrite would move it aside with the "
+                                f"earlier run there; move {path} out of {out} first, or pass another --out")
+
+
+def is_inside(path: str, folder: str) -> bool:
+    """Whether `path` is the real path `folder` or lies under it (symbolic links followed)."""
+    real = os.path.realpath(path)
+    return real == folder or real.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 def move_aside(out: str) -> str:
