@@ -27,7 +27,7 @@ from .activations import ACT2FN
 from .config import BertConfig
 from .errors import InputError
 from .labels import IGNORE
-from .model import BertModel, BertPreTrainedModel, KVCache, ModelOutput
+from .model import BertModel, BertPreTrainedModel, KVCache, ModelOutput, check_tensors
 
 
 # ----- outputs -----------------------------------------------------------------------------------
@@ -182,10 +182,13 @@ class _LabelledHead(_HeadModel, metaclass=ABCMeta):
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, head_mask=None,
                 inputs_embeds=None, labels=None, output_attentions=None, output_hidden_states=None,
                 return_dict=None) -> ClassifierOutput:
+        check_tensors(labels=labels)
         out = self._encode(input_ids, attention_mask, token_type_ids, position_ids, head_mask, inputs_embeds,
                            output_attentions, output_hidden_states)
         logits = self.logits(out)
-        loss = self.loss(logits, labels) if labels is not None else None
+        loss = self.loss(logits, labels) if labels is not None else None  # the labels checked: shape, range
+        if loss is not None and not len(logits):
+            loss = no_rows_loss(logits)
         return _returned(ClassifierOutput(loss, logits, out.hidden_states, out.attentions), return_dict)
 
     @abstractmethod
@@ -238,8 +241,16 @@ def _check_class_labels(name: str, labels: Tensor, shape: tuple, num_classes: in
         raise InputError(f"{name} holds {bad}, outside {allowed}")
 
 
+def no_rows_loss(logits: Tensor) -> Tensor:
+    """The loss of a batch of 0 rows, in every head: 0, with a graph (backward gives zero gradients). A mean over
+    no rows would be NaN (transformers' is); a loop that meets an empty batch goes on unharmed."""
+    return logits.sum() * 0.0
+
+
 def mlm_loss(logits: Tensor, labels: Tensor) -> Tensor:
     """Cross-entropy over the positions whose label is not -100 (the masked ones)."""
+    if not len(logits):
+        return no_rows_loss(logits)
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=IGNORE)
 
 
@@ -261,8 +272,8 @@ def mlm_logits_and_loss(head: nn.Module, hidden: Tensor, labels: Tensor | None, 
         raise InputError("masked_positions_only=True needs labels (-100 marks positions to skip)")
     selected = labels != IGNORE  # (B, S) bool
     logits = head(hidden[selected])  # (N_masked, V): the vocabulary projection runs only here
-    if not logits.shape[0]:  # no masked position in the batch: a zero loss that still has a graph
-        return logits, logits.sum() * 0.0, selected
+    if not logits.shape[0]:  # no masked position in the batch (or no row): a zero loss that still has a graph
+        return logits, no_rows_loss(logits), selected
     return logits, F.cross_entropy(logits.float(), labels[selected]), selected
 
 
@@ -270,7 +281,7 @@ def nsp_loss(logits: Tensor, labels: Tensor, name: str) -> Tensor:
     """Cross-entropy of the (B, 2) next-sentence logits; labels 0 = real next, 1 = random."""
     labels = labels.view(-1)
     _check_class_labels(name, labels, (logits.shape[0],), 2)
-    return F.cross_entropy(logits.float(), labels)
+    return F.cross_entropy(logits.float(), labels) if len(logits) else no_rows_loss(logits)
 
 
 # ----- pretraining heads -------------------------------------------------------------------------
@@ -290,6 +301,7 @@ class BertForPreTraining(_HeadModel):
                 inputs_embeds=None, labels=None, next_sentence_label=None, output_attentions=None,
                 output_hidden_states=None, return_dict=None,
                 masked_positions_only: bool | None = None) -> BertForPreTrainingOutput:
+        check_tensors(labels=labels, next_sentence_label=next_sentence_label)
         out = self._encode(input_ids, attention_mask, token_type_ids, position_ids, head_mask, inputs_embeds,
                            output_attentions, output_hidden_states)
         prediction_logits, mlm, where = mlm_logits_and_loss(self.cls.predictions, out.last_hidden_state, labels,
@@ -321,6 +333,7 @@ class BertForMaskedLM(_TokenPredictionHead):
                 inputs_embeds=None, encoder_hidden_states=None, encoder_attention_mask=None, labels=None,
                 output_attentions=None, output_hidden_states=None, return_dict=None,
                 masked_positions_only: bool | None = None) -> MaskedLMOutput:
+        check_tensors(labels=labels)
         out = self._encode(input_ids, attention_mask, token_type_ids, position_ids, head_mask, inputs_embeds,
                            output_attentions, output_hidden_states, encoder_hidden_states=encoder_hidden_states,
                            encoder_attention_mask=encoder_attention_mask)
@@ -438,6 +451,7 @@ class BertForQuestionAnswering(_HeadModel):
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, head_mask=None,
                 inputs_embeds=None, start_positions=None, end_positions=None, output_attentions=None,
                 output_hidden_states=None, return_dict=None) -> QuestionAnsweringOutput:
+        check_tensors(start_positions=start_positions, end_positions=end_positions)
         out = self._encode(input_ids, attention_mask, token_type_ids, position_ids, head_mask, inputs_embeds,
                            output_attentions, output_hidden_states)
         logits = self.qa_outputs(out.last_hidden_state)  # (B, S, 2)
@@ -455,6 +469,8 @@ class BertForQuestionAnswering(_HeadModel):
                 positions.append(pos.clamp(0, S))  # S = "not in this input": ignored below
             loss = (F.cross_entropy(start_logits.float(), positions[0], ignore_index=S)
                     + F.cross_entropy(end_logits.float(), positions[1], ignore_index=S)) / 2
+            if not B:
+                loss = no_rows_loss(logits)
         return _returned(QuestionAnsweringOutput(loss, start_logits, end_logits, out.hidden_states, out.attentions),
                     return_dict)
 
@@ -474,6 +490,8 @@ class BertForMultipleChoice(_HeadModel):
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, head_mask=None,
                 inputs_embeds=None, labels=None, output_attentions=None, output_hidden_states=None,
                 return_dict=None) -> ClassifierOutput:
+        check_tensors(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
+                      position_ids=position_ids, inputs_embeds=inputs_embeds, labels=labels)
         if input_ids is not None and input_ids.dim() != 3:
             raise InputError(f"input_ids must be (batch, num_choices, seq_len), got {tuple(input_ids.shape)}")
         if inputs_embeds is not None and inputs_embeds.dim() != 4:
@@ -494,7 +512,7 @@ class BertForMultipleChoice(_HeadModel):
         loss = None
         if labels is not None:
             _check_class_labels("labels", labels, (B,), C)
-            loss = F.cross_entropy(logits.float(), labels)
+            loss = F.cross_entropy(logits.float(), labels) if B else no_rows_loss(logits)
         return _returned(ClassifierOutput(loss, logits, out.hidden_states, out.attentions), return_dict)
 
 
@@ -512,6 +530,7 @@ class BertLMHeadModel(_TokenPredictionHead):
                 inputs_embeds=None, encoder_hidden_states=None, encoder_attention_mask=None, labels=None,
                 past_key_values=None, use_cache=None, output_attentions=None, output_hidden_states=None,
                 return_dict=None) -> CausalLMOutput:
+        check_tensors(labels=labels)
         if labels is not None:
             use_cache = False
         out = self._encode(input_ids, attention_mask, token_type_ids, position_ids, head_mask, inputs_embeds,

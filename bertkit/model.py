@@ -512,6 +512,9 @@ class BertModel(BertPreTrainedModel):
                           "no cache is returned", stacklevel=2)
             use_cache = False
         past_key_values = _legacy_cache(past_key_values)
+        check_tensors(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
+                      position_ids=position_ids, head_mask=head_mask, inputs_embeds=inputs_embeds,
+                      encoder_hidden_states=encoder_hidden_states, encoder_attention_mask=encoder_attention_mask)
 
         # shapes and dtypes: the host knows them, nothing is read from the device
         B, S = self._check_inputs(input_ids, inputs_embeds, past_key_values)
@@ -549,6 +552,8 @@ class BertModel(BertPreTrainedModel):
         if path.tokens is not None:
             hidden = path.tokens.remove(hidden)  # (N, H): only the real tokens go through the layers
         elif attention_mask is not None:  # None when every position is visible: SDPA's fastest kernels
+            if facts.packed and not torch.compiler.is_compiling():  # the rule unpad checks on the varlen path
+                padding.check_documents(attention_mask, facts.lengths, facts.largest)
             keep = padding.document_keep(attention_mask) if facts.packed else attention_mask
             mask = attention.self_attention_mask(keep, S, cfg.is_decoder, hidden.dtype)
         cross_mask = None
@@ -748,6 +753,17 @@ def _legacy_cache(past_key_values):
         if not past_key_values:
             return None
     return tuple(tuple(t for t in layer) for layer in past_key_values)
+
+
+def check_tensors(**inputs) -> None:
+    """Every input given is a torch.Tensor, as in transformers: a list or a NumPy array is an error naming it
+    (not an AttributeError deep inside); the tokenizer gives tensors with return_tensors="pt"."""
+    for name, value in inputs.items():
+        if value is not None and not isinstance(value, Tensor):
+            numpy = type(value).__module__.startswith("numpy")
+            raise InputError(f"{name} must be a torch.Tensor, got a {'NumPy array' if numpy else type(value).__name__}"
+                             f"; pass {'torch.from_numpy(x)' if numpy else 'torch.tensor(x)'} (the tokenizer gives "
+                             "tensors with return_tensors=\"pt\")")
 
 
 def _check_ids(name: str, ids: Tensor, shape) -> None:

@@ -121,23 +121,51 @@ def unpad(attention_mask: Tensor, lengths: list[int] | None = None, largest: int
         bounds = [0, *accumulate(n for n in lengths if n)]
         cu_seqlens = torch.tensor(bounds, dtype=torch.int32).to(device, non_blocking=True)  # host -> device
     else:  # packed documents: where each starts is read, once, with the check that each is one run
-        number = attention_mask.reshape(-1).long()[indices]  # (N,) each real token's document number
-        row = torch.div(indices, S, rounding_mode="floor")
-        new = torch.ones_like(number, dtype=torch.bool)  # (N,) True where a sequence starts
-        new[1:] = (number[1:] != number[:-1]) | (row[1:] != row[:-1])
+        new, split = _document_runs(attention_mask, indices, largest)
         most = min(N, B * largest)  # sequences at most: one per (row, number), unless a number repeats
         offsets = torch.nonzero_static(new, size=most).view(-1)  # (most,) where they start among the N
-        key = torch.where(new, row * (largest + 1) + number, -1).sort().values  # (row, number) of each start
-        repeated = ((key[1:] == key[:-1]) & (key[1:] >= 0)).any()  # a document in two runs
         # a second host read, for packed documents only: how many there are, and their offsets
-        n, bad, *at = torch.cat([new.sum()[None], repeated[None].long(), offsets]).tolist()
-        if bad:
-            raise InputError("attention_mask: a packed document's tokens must be contiguous in their row "
-                             "(numbers like 1 1 2 2 0, not 1 2 1)")
+        n, at_split, *at = torch.cat([new.sum()[None], split[None], offsets]).tolist()
+        _refuse_split(attention_mask, at_split)
         bounds = at[:n] + [N]
         cu_seqlens = torch.cat([offsets[:n], torch.full((1,), N, device=device)]).to(torch.int32)
     max_seqlen = max((b - a for a, b in zip(bounds, bounds[1:])), default=0)
     return Unpadded(indices, cu_seqlens, max_seqlen, (B, S), bounds)
+
+
+def check_documents(attention_mask: Tensor, lengths: list[int], largest: int) -> None:
+    """Refuse packed document numbers whose document is not one run in its row (1 1 2 2 1 1), as unpad does: the
+    padded paths (sdpa, eager) take the same masks as varlen. One host read (packed masks only)."""
+    N = sum(lengths)
+    indices = torch.nonzero_static(attention_mask.reshape(-1), size=N).view(-1)
+    _refuse_split(attention_mask, int(_document_runs(attention_mask, indices, largest)[1]))
+
+
+def _document_runs(attention_mask: Tensor, indices: Tensor, largest: int) -> tuple[Tensor, Tensor]:
+    """Packed documents among the real tokens at `indices` (N,) of the flattened (B * S) mask: (new, split).
+    new (N,): True where a sequence starts (a number or a row changes; padding between is skipped);
+    split (): the flat position of the first token that starts a document a second time in its row, B * S if
+    none. Nothing is read."""
+    B, S = attention_mask.shape
+    number = attention_mask.reshape(-1).long()[indices]  # (N,) each real token's document number
+    row = torch.div(indices, S, rounding_mode="floor")
+    new = torch.ones_like(number, dtype=torch.bool)
+    new[1:] = (number[1:] != number[:-1]) | (row[1:] != row[:-1])
+    key = torch.where(new, row * (largest + 1) + number, -1)  # (row, number) of each start
+    order = torch.sort(key, stable=True).indices  # equal keys stay in token order
+    again = (key[order[1:]] == key[order[:-1]]) & (key[order[1:]] >= 0)  # a (row, number) that starts again
+    later = torch.where(again, indices[order[1:]], B * S)
+    return new, torch.cat([later, later.new_full((1,), B * S)]).min()
+
+
+def _refuse_split(attention_mask: Tensor, at: int) -> None:
+    B, S = attention_mask.shape
+    if at < B * S:
+        row, position = divmod(at, S)
+        number = int(attention_mask[row, position])  # a read on the way to an error only
+        raise InputError(f"attention_mask: row {row}, position {position}: packed document {number} starts again "
+                         "after another document; a document's tokens must be contiguous in their row (numbers "
+                         "like 1 1 2 2 0, not 1 1 2 2 1 1)")
 
 
 # ----- laying sequences out for padded SDPA calls ------------------------------------------------

@@ -503,3 +503,35 @@ def test_pretraining_sparse_mlm_equals_full():
     assert max_diff(sparse.loss, full.loss) <= TOL
     assert max_diff(sparse.prediction_logits, full.prediction_logits[selected]) <= TOL
     assert max_diff(sparse.seq_relationship_logits, full.seq_relationship_logits) == 0.0
+
+
+# ----- inputs that are not tensors, batches of no rows ---------------------------------------------
+@pytest.mark.parametrize("name, key", [("pretraining", "labels"), ("pretraining", "next_sentence_label"),
+                                       ("masked_lm", "labels"), ("nsp", "labels"), ("seq_single_label", "labels"),
+                                       ("token", "labels"), ("qa", "start_positions"), ("qa", "end_positions"),
+                                       ("choice", "labels"), ("choice", "input_ids"), ("choice", "attention_mask"),
+                                       ("causal_lm", "labels")])
+def test_labels_and_inputs_that_are_not_tensors_are_an_error_naming_them(name, key):
+    """A list (or NumPy array) used to be an AttributeError ('list' object has no attribute 'view' / 'dim')."""
+    import numpy as np
+
+    cls, overrides, kwargs, _ = case(name)
+    model = random_model(model_class=cls, **overrides)
+    with pytest.raises(InputError, match=rf"^{key} must be a torch.Tensor, got a list; pass torch.tensor\(x\)"):
+        model(**dict(kwargs, **{key: kwargs[key].tolist()}))
+    with pytest.raises(InputError, match=rf"^{key} must be a torch.Tensor, got a NumPy array; pass "
+                                         r"torch.from_numpy\(x\)"):
+        model(**dict(kwargs, **{key: np.asarray(kwargs[key])}))
+
+
+@pytest.mark.parametrize("training", [False, True])
+@pytest.mark.parametrize("name", CASES)
+def test_a_batch_of_no_rows_has_a_zero_loss_in_every_head(name, training):
+    """A mean over no rows is NaN (as transformers gives it); every head gives 0 instead, with a graph, so a
+    loop that meets an empty batch steps on with zero gradients."""
+    cls, overrides, kwargs, _ = case(name)
+    model = random_model(model_class=cls, **overrides).train(training)
+    out = model(**{k: v[:0] for k, v in kwargs.items()})
+    assert out.loss.item() == 0.0 and out.loss.requires_grad
+    out.loss.backward()
+    assert all(p.grad is None or not p.grad.any() for p in model.parameters())

@@ -358,6 +358,25 @@ def test_bad_inputs_raise_clear_errors(kwargs, message):
         model(**kwargs)
 
 
+@pytest.mark.parametrize("key", ["input_ids", "attention_mask", "token_type_ids", "position_ids", "head_mask",
+                                 "inputs_embeds"])
+@pytest.mark.parametrize("kind", ["list", "NumPy array"])
+def test_inputs_that_are_not_tensors_are_an_error_naming_them(key, kind):
+    """`model(input_ids=[[...]])` used to be an AttributeError ('list' object has no attribute 'dim')."""
+    import numpy as np
+
+    given = dict(input_ids=torch.tensor([[2, 5, 3]]), attention_mask=torch.ones(1, 3, dtype=torch.long),
+                 token_type_ids=torch.zeros(1, 3, dtype=torch.long), position_ids=torch.tensor([[0, 1, 2]]),
+                 head_mask=torch.ones(4), inputs_embeds=torch.zeros(1, 3, 32))
+    if key == "inputs_embeds":
+        del given["input_ids"]
+    given[key] = given[key].tolist() if kind == "list" else given[key].numpy()
+    convert = "torch.tensor" if kind == "list" else "torch.from_numpy"
+    with pytest.raises(InputError, match=rf"^{key} must be a torch.Tensor, got a {kind}; pass {convert}\(x\) \(the "
+                                         r'tokenizer gives tensors with return_tensors="pt"\)$'):
+        random_model()(**given)
+
+
 def test_prune_bad_heads():
     model = random_model()
     with pytest.raises(InputError, match="heads 0..3"):

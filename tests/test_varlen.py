@@ -330,3 +330,20 @@ def test_a_row_with_no_token_to_attend_is_zeros_in_every_backend():
         assert max_diff(out.pooler_output, outs["eager"].pooler_output) < 1e-5, impl
         keep = mask.bool()
         assert max_diff(out.last_hidden_state[keep], outs["eager"].last_hidden_state[keep]) < 1e-5, impl
+
+
+@pytest.mark.parametrize("impl", ["auto", "varlen", "sdpa", "eager"])
+def test_a_document_in_two_runs_is_refused_by_every_backend(impl):
+    """A packed document's tokens are one run in their row (padding.unpad's rule): 1 1 2 2 1 1 used to be refused
+    by auto / varlen only, and computed by sdpa / eager as a document of four tokens around another."""
+    model = with_impl(random_model(), impl)
+    ids = torch.randint(1, 99, (2, 6), generator=torch.Generator().manual_seed(0))
+    split = torch.tensor([[1, 1, 2, 2, 3, 0], [1, 1, 2, 2, 1, 1]])
+    with pytest.raises(InputError, match=r"^attention_mask: row 1, position 4: packed document 1 starts again after "
+                                         r"another document; a document's tokens must be contiguous in their row"):
+        model(ids, split)
+    with torch.no_grad():  # padding inside a document is allowed, in every backend alike
+        holed = model(ids, torch.tensor([[1, 1, 0, 1, 2, 2], [1, 1, 2, 2, 0, 0]])).last_hidden_state
+        eager = with_impl(model, "eager")(ids, torch.tensor([[1, 1, 0, 1, 2, 2], [1, 1, 2, 2, 0, 0]]))
+    real = torch.tensor([[1, 1, 0, 1, 1, 1], [1, 1, 1, 1, 0, 0]]).bool()
+    assert max_diff(holed[real], eager.last_hidden_state[real]) < 1e-5
