@@ -363,8 +363,6 @@ def test_bad_inputs_raise_clear_errors(kwargs, message):
 @pytest.mark.parametrize("kind", ["list", "NumPy array"])
 def test_inputs_that_are_not_tensors_are_an_error_naming_them(key, kind):
     """`model(input_ids=[[...]])` used to be an AttributeError ('list' object has no attribute 'dim')."""
-    import numpy as np
-
     given = dict(input_ids=torch.tensor([[2, 5, 3]]), attention_mask=torch.ones(1, 3, dtype=torch.long),
                  token_type_ids=torch.zeros(1, 3, dtype=torch.long), position_ids=torch.tensor([[0, 1, 2]]),
                  head_mask=torch.ones(4), inputs_embeds=torch.zeros(1, 3, 32))
