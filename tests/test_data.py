@@ -1360,3 +1360,14 @@ def test_collator_checks(zh_tokenizer):
     with pytest.raises(ConfigError, match="empty batch"):
         collate(RowBatch(np.zeros((0, 0), dtype=np.int64), *(np.zeros((0, 0), dtype=np.int64),) * 2, None, None),
                 step=0, positions=[])
+
+
+def test_a_sample_whose_draws_keep_no_document_is_the_first_document(tmp_path):
+    """sample="1docs" of 50 documents draws each at rate 1/50: for some seeds no draw keeps one. The sample is
+    then the first document, never empty (an empty one used to be refused as "the corpus is empty")."""
+    path = tmp_path / "c.txt"
+    docs = [f"文档 {i} 的内容" for i in range(50)]
+    path.write_text("\n".join(docs) + "\n", encoding="utf-8")
+    samples = [list(Corpus(str(path), sample="1docs", seed=seed)) for seed in range(40)]
+    assert all(len(s) == 1 for s in samples)
+    assert any(s == [docs[0]] for s in samples) and any(s != [docs[0]] for s in samples)

@@ -128,7 +128,8 @@ class Corpus:
     sample: keep about that much of it, spread over the whole corpus: "200MB" (or KB, GB: UTF-8 bytes of
     text) or "50000docs". One pass counts the corpus's documents and bytes (reading, not tokenizing); then
     each document is kept with one seeded draw at the rate that gives the sample (so the same seed keeps
-    the same documents), and a pass stops once the sample is full.
+    the same documents), and a pass stops once the sample is full; when the draws keep no document, the
+    first one is the sample (a sample is never empty when the corpus is not).
     skip_heldout: leave out the documents `bertkit prepare` holds out (is_heldout) with this fraction.
     """
 
@@ -152,15 +153,19 @@ class Corpus:
                 docs += 1
                 size += len(doc.encode("utf-8"))
             self.rate = min(1.0, self.limit[0] / max(1, size if self.limit[1] == "bytes" else docs))
-        taken = 0
+        taken, kept_any, first = 0, False, None  # first: the sample when the draws keep no document
         for index, doc in self._documents():
             if self.rate < 1.0 and uniform(self.seed, SAMPLE_STREAM, index) >= self.rate:
+                first = doc if first is None else first
                 continue
+            kept_any = True
             yield doc
             if self.limit:
                 taken += len(doc.encode("utf-8")) if self.limit[1] == "bytes" else 1
                 if taken >= self.limit[0]:
                     return
+        if not kept_any and first is not None:
+            yield first
 
 
 def parse_sample(text: str) -> tuple[int, str]:
