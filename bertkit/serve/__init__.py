@@ -11,19 +11,41 @@ Routes (JSON in and out; app.py checks requests, engine.py runs them, batcher.py
                            list); objects hold the task's fields (text / text_pair, question / context, ...)
     POST /fill-mask        {"inputs": "今天天气很[MASK]。", "top_k": 5}   (a model with its MLM head)
     POST /tokenize         {"inputs": str | [str]}   -> tokens with ids and character offsets
-    GET  /health, /info (model, task, labels, limits), /metrics (Prometheus text format)
+    GET  /health, /info (model, task, labels, limits; the model folder's name, never its path), /metrics
+                           (Prometheus text format)
 
 Requests that arrive together run as one padding-free forward pass in the main thread, where the
 model was loaded, while uvicorn's event loop runs in a second thread and never waits on the model;
-batcher.py's docstring has the batching policy. Bad requests get a
-4xx JSON error {"error", "type"}; past --max-queue waiting requests, 429. SIGTERM / Ctrl-C: uvicorn
-stops accepting connections, every request in flight is answered, then the process exits 0.
+batcher.py's docstring has the batching policy. Tokenizing a large request (and writing a large
+answer) runs in a third thread, so that a 1 MB /tokenize does not hold /health back.
+
+Answers: bad requests get a 4xx JSON error {"error", "type"}; past --max-queue waiting requests, 429.
+A forward pass whose outputs are not finite: 500 {"type": "non_finite_output"} (never NaN in a 200); any
+other failure is a JSON 500 too. A client that leaves before its answer is counted as status 499 in
+/metrics (as nginx does), without a traceback, and its request, if still waiting, is not run.
+
+Careless or hostile clients (app.py's GuardedHttp):
+    --max-connections (1000)  open connections at most: past it the oldest idle one is closed to make
+                              room, or if every one has a request under way the new one gets 503
+    --header-timeout (10 s)   for a request's headers: then 408 (a connection that sent nothing: closed)
+    --body-timeout (30 s)     for its body once the headers came: then 408, and the connection closed
+    --max-body-bytes (1 MiB)  past it 413; the body is read and dropped first (up to 16 MiB or 4x the
+                              limit), so clients that send the whole body before reading the answer
+                              (urllib, requests) get the 413 and not a reset; Expect: 100-continue gets it
+                              at once, unread
+A --host that is not a loopback address gets a warning at start-up: there is no authentication.
+SIGTERM / Ctrl-C: uvicorn stops accepting connections; reads still under way end at once (a body not
+complete: 503 "shutting_down"; headers not complete: closed), every request read whole is answered,
+then the process exits 0.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import os
 import signal
+import socket
 import sys
 import threading
 
@@ -43,10 +65,15 @@ def serve_main(argv: list[str]) -> int:
     os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "16")
     engine = Engine(cfg.model, quantize=cfg.quantize, pooling=cfg.pooling, normalize=cfg.normalize,
                     max_input_tokens=cfg.max_input_tokens)
-    app, batcher = build_app(engine, cfg)
+    app, batcher, protocol = build_app(engine, cfg)
     print(f"bertkit serve: {engine.architecture} from {cfg.model} ({engine.task.name if engine.task else 'no task'}"
           f" head), routes {', '.join(engine.routes)}", file=sys.stderr, flush=True)
-    server = uvicorn.Server(uvicorn.Config(app, host=cfg.host, port=cfg.port, log_level=cfg.log_level,
+    if not is_loopback(cfg.host):
+        print(f"bertkit serve: warning: --host {cfg.host} is not a loopback address: other machines can reach port "
+              f"{cfg.port}, and there is no authentication (anyone who reaches it can use the model); put a proxy "
+              "that authenticates in front, or serve on --host 127.0.0.1", file=sys.stderr, flush=True)
+    enough_file_descriptors(cfg.max_connections)
+    server = uvicorn.Server(uvicorn.Config(app, host=cfg.host, port=cfg.port, log_level=cfg.log_level, http=protocol,
                                            access_log=False, lifespan="on", timeout_graceful_shutdown=30))
 
     def http() -> None:  # uvicorn in a second thread; the model stays in this one (batcher.py says why)
@@ -66,3 +93,33 @@ def serve_main(argv: list[str]) -> int:
     batcher.work()  # forward passes, until the app has shut down and every job is done
     thread.join()
     return 0 if server.started else 2
+
+
+def is_loopback(host: str) -> bool:
+    """Whether every address `host` names is a loopback one (127.0.0.0/8, ::1; "localhost")."""
+    try:
+        addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
+    except (OSError, UnicodeError):
+        return False
+    return bool(addresses) and all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addresses)
+
+
+def enough_file_descriptors(connections: int) -> None:
+    """Raise the soft limit on open files (ulimit -n) to hold --max-connections and the model's files; warn if
+    the hard limit is lower (connections past it would fail to be accepted)."""
+    try:
+        import resource
+    except ImportError:  # not on Windows
+        return
+    need = connections + 128  # the model's files, the tokenizer's, pipes, torch's
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= need:
+        return
+    raised = need if hard == resource.RLIM_INFINITY else min(need, hard)
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+        soft = raised
+    if soft < need:
+        print(f"bertkit serve: warning: --max-connections {connections} needs about {need} open files, and this "
+              f"process may open {soft} (ulimit -n); lower --max-connections or raise the limit",
+              file=sys.stderr, flush=True)

@@ -1,21 +1,39 @@
-"""The HTTP side of `bertkit serve`: routes, request checks, JSON errors, Prometheus metrics.
+"""The HTTP side of `bertkit serve`: connections, routes, request checks, JSON errors, Prometheus metrics.
 
-    request --MetricsMiddleware (status, latency)--> route handler
-        read_body: size limit (413), UTF-8 (400), JSON (400)
+    connection --GuardedHttp (uvicorn's httptools protocol with a Guard): at most --max-connections open (the
+        oldest idle one closed to make room, else 503); headers within --header-timeout (else 408, closed);
+        SIGTERM: reads still under way end at once (503), requests read whole are answered
+    request --MetricsMiddleware (status, latency; 499: the client went away before its answer)--> route handler
+        read_body: within --body-timeout (408), size limit (413, once the body was read and dropped up to a
+            bound, so that clients that send the whole body before reading see it), UTF-8 (400), JSON (400)
         inputs_of: shape and types (422), count limit (413)
-        engine.rows_for_*: tokens per input (413 unless "truncate": true)
-        batcher.submit (429 when --max-queue requests wait) -> engine.run in the model's thread
-        answer as JSON
+        engine.rows_for_*: tokens per input (413 unless "truncate": true); in the tokenizer's thread
+        batcher.submit (429 when --max-queue requests wait) -> engine.run in the model's thread; a client that
+            goes away meanwhile: its job is cancelled, rows not yet run never are
+        answer as JSON (NaN / Infinity: 500 non_finite_output, never in a 200)
 
-Every refusal is a 4xx JSON body {"error": message, "type": kind}; a 5xx means a bug in bertkit.
+Every refusal is a 4xx JSON body {"error": message, "type": kind}; a 503 when the server is full or stopping;
+a 500 is JSON too: non_finite_output (the model gave NaN / Infinity), model_error (another BertkitError while
+running a batch), internal_error (a bug in bertkit: its traceback is in the log).
+
+Threads: uvicorn's event loop answers HTTP; the model runs in the thread that loaded it (batcher.py); the
+tokenizer runs in one thread of its own (TokenizerThread), because a call sets the tokenizer's truncation
+before encoding and two calls at once would mix them up. A small request's tokenizer work runs inline on the
+event loop when that thread is idle: the hop to it costs more than a sentence's tokenization.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
+import functools
 import json
+import logging
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable
 
 import numpy as np
 from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram,
@@ -25,11 +43,22 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from .. import __version__
+from ..errors import BertkitError, NonFiniteError
 from .batcher import Batcher, BatchStats, QueueFull
-from .engine import FILL_MASK_MAX_TOP_K, Engine, InputProblem, json_type
+from .engine import FILL_MASK_MAX_TOP_K, Engine, InputProblem, Prepared, json_type
 from .settings import ServeConfig
+
+INLINE_BYTES = 2048  # a body up to this size is worked on inline on the event loop (tokenizing ~700 CJK
+# characters: about 1 ms) when the tokenizer thread is idle; a larger one in that thread (a hop costs 0.1-0.2 ms)
+INLINE_INPUTS = 8  # an answer to more inputs is written as JSON in the tokenizer thread (64 vectors: ~10 ms)
+DRAIN_BYTES = 16 << 20  # a body over --max-body-bytes is read (and dropped) up to max(this, 4x the limit)
+# before the 413, so that clients that send the whole body before reading the answer (urllib, requests) see it
+NON_FINITE = ("the model's output holds NaN or Infinity, so nothing was answered; its weights (or --quantize) are "
+              "broken: check the model folder")
+log = logging.getLogger("uvicorn.error")
 
 
 class Metrics:
@@ -38,8 +67,8 @@ class Metrics:
     def __init__(self):
         disable_created_metrics()  # no *_created series: counters and histograms only
         self.registry = CollectorRegistry()
-        self.requests = Counter("bertkit_requests", "HTTP requests answered, by route and status",
-                                ["route", "status"], registry=self.registry)
+        self.requests = Counter("bertkit_requests", "HTTP requests answered, by route and status (499: the client "
+                                "went away first)", ["route", "status"], registry=self.registry)
         self.latency = Histogram("bertkit_request_seconds", "time from request to answer, by route", ["route"],
                                  registry=self.registry,
                                  buckets=(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10))
@@ -53,6 +82,11 @@ class Metrics:
                                        buckets=(.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5))
         self.queue_depth = Gauge("bertkit_queue_depth", "requests waiting or running in the batcher",
                                  registry=self.registry)
+        self.connections = Gauge("bertkit_open_connections", "HTTP connections open (at most --max-connections)",
+                                 registry=self.registry)
+        self.closed = Counter("bertkit_connections_closed", "connections the server closed, by reason: "
+                              "header_timeout, body_timeout, reclaimed (idle, closed to make room), refused (503: "
+                              "--max-connections busy ones)", ["reason"], registry=self.registry)
 
     def batch(self, stats: BatchStats) -> None:
         self.batch_size.observe(stats.rows)
@@ -86,52 +120,323 @@ class MetricsMiddleware:
             self.metrics.latency.labels(route).observe(time.perf_counter() - start)
 
 
-def error(status: int, kind: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": message, "type": kind}, status_code=status)
+class ClientGone(Exception):
+    """The client closed its connection before its answer (counted as status 499, as nginx does)."""
 
 
-def build_app(engine: Engine, settings: ServeConfig) -> tuple[Starlette, Batcher]:
-    """The app serving `engine`, and its batcher, for the caller to run `batcher.work()` in the thread that
-    loaded the model. The app's shutdown stops the batcher once every request in flight was answered."""
+class EndsConnection(InputProblem):
+    """A refusal after which the connection is closed: its body was not read to the end (too large, too slow)
+    or the server is stopping."""
+
+
+def error(status: int, kind: str, message: str, close: bool = False) -> JSONResponse:
+    return JSONResponse({"error": message, "type": kind}, status_code=status,
+                        headers={"Connection": "close"} if close else None)
+
+
+def raw_error(status: int, kind: str, message: str) -> bytes:
+    """error()'s answer as bytes on the wire, for the protocol to send where no app runs (the connection closes)."""
+    response = error(status, kind, message, close=True)
+    head = [f"HTTP/1.1 {status} {STATUS_PHRASES[status]}"] + [f"{k}: {v}" for k, v in response.headers.items()]
+    return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + response.body
+
+
+# ----- connections: how many, how long a request may take to arrive, SIGTERM ------------------------------------
+class Guard:
+    """What the protocol of every connection shares: the open connections, oldest first, and the limits."""
+
+    def __init__(self, settings: ServeConfig, metrics: Metrics):
+        self.settings, self.metrics = settings, metrics
+        self.open: dict[GuardedHttp, None] = {}  # insertion order: oldest first
+        self.stopping = False  # SIGTERM: uvicorn is shutting the connections down
+
+    def admit(self, connection: GuardedHttp) -> bool:
+        """Count a new connection in; at the cap, close the oldest idle one for it (False: none is idle)."""
+        if len(self.open) >= self.settings.max_connections:
+            idle = next((c for c in self.open if c.idle()), None)
+            if idle is None:
+                self.metrics.closed.labels("refused").inc()
+                return False
+            self.forget(idle)
+            idle.transport.close()
+            self.metrics.closed.labels("reclaimed").inc()
+        self.open[connection] = None
+        self.metrics.connections.set(len(self.open))
+        return True
+
+    def forget(self, connection: GuardedHttp) -> None:
+        self.open.pop(connection, None)
+        self.metrics.connections.set(len(self.open))
+
+
+class GuardedHttp(HttpToolsProtocol):
+    """uvicorn's HTTP/1.1 protocol (httptools), with what a server facing careless or hostile clients needs:
+    at most --max-connections open, a request's headers within --header-timeout (from connecting, or from a
+    kept-alive request's first byte), its body within --body-timeout (the app answers 408 itself; this closes
+    a connection whose route did not read its body a second later), and on SIGTERM reads under way ended at
+    once (uvicorn would wait 30 s for them, then answer a text/plain 500).
+
+    uvicorn builds one per connection: Config(http=functools.partial(GuardedHttp, guard))."""
+
+    def __init__(self, guard: Guard, **kwargs):
+        super().__init__(**kwargs)
+        self.guard = guard
+        self.timer: asyncio.TimerHandle | None = None
+        self.reading_headers = False  # a request's first bytes came, its headers are not complete
+        self.refused = False
+
+    def idle(self) -> bool:
+        """No request under way: nothing of one received yet, or every answer sent."""
+        return not self.reading_headers and (self.cycle is None or self.cycle.response_complete) \
+            and not self.pipeline
+
+    def connection_made(self, transport) -> None:
+        super().connection_made(transport)
+        if not self.guard.admit(self):
+            self.refused = True  # answered at once; what the client sends is never read
+            transport.write(raw_error(503, "overloaded", f"{self.guard.settings.max_connections} connections are "
+                                      "open with requests under way (--max-connections); retry shortly"))
+            transport.close()
+            return
+        self.arm(self.guard.settings.header_timeout, self.headers_late)
+
+    def connection_lost(self, exc) -> None:
+        self.disarm()
+        self.guard.forget(self)
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if not self.refused:
+            super().data_received(data)
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self.reading_headers = True
+        if self.timer is None:  # a kept-alive connection's next request (the first one's clock runs since connect)
+            self.arm(self.guard.settings.header_timeout, self.headers_late)
+
+    def on_headers_complete(self) -> None:
+        self.reading_headers = False
+        self.arm(self.guard.settings.body_timeout + 1, self.body_late)
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self.disarm()
+        super().on_message_complete()
+
+    def shutdown(self) -> None:
+        """SIGTERM: idle connections and unfinished headers are closed (uvicorn's own rule); a body still coming
+        wakes its route, which answers 503 (Guard.stopping); requests read whole are answered, then closed."""
+        self.guard.stopping = True
+        if self.cycle is not None and self.cycle.more_body and not self.cycle.response_started:
+            self.cycle.message_event.set()
+        super().shutdown()
+
+    def arm(self, seconds: float, then: Callable[[], None]) -> None:
+        self.disarm()
+        self.timer = self.loop.call_later(seconds, then)
+
+    def disarm(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def headers_late(self) -> None:
+        self.timer = None
+        self.guard.metrics.closed.labels("header_timeout").inc()
+        if self.reading_headers:  # part of a request came: say why it is closed (an idle connection just is)
+            seconds = self.guard.settings.header_timeout
+            self.transport.write(raw_error(408, "timeout", f"the request's headers did not arrive within "
+                                           f"{seconds:g} s (--header-timeout)"))
+        self.transport.close()
+
+    def body_late(self) -> None:
+        self.timer = None
+        self.guard.metrics.closed.labels("body_timeout").inc()
+        self.transport.close()
+
+
+# ----- the tokenizer's thread ------------------------------------------------------------------------------------
+class TokenizerThread:
+    """Where tokenizer work (engine.rows_for_*, tokenize, answers) and large JSON answers run: one thread, so
+    that two calls never share the tokenizer's settings; inline on the event loop for small work while the
+    thread is idle (nothing of the thread's then runs at the same time)."""
+
+    def __init__(self):
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="bertkit-tokenizer")
+        self.pending = 0  # calls submitted to the thread and not finished there
+
+    async def run(self, inline: bool, fn: Callable, *args) -> Any:
+        if inline and self.pending == 0:
+            return fn(*args)
+        loop = asyncio.get_running_loop()
+        self.pending += 1
+        work = self.pool.submit(fn, *args)  # counted until it has finished, even if its request is gone
+
+        def count_done(_):
+            with contextlib.suppress(RuntimeError):  # the loop is closed (a forced exit): nobody counts any more
+                loop.call_soon_threadsafe(self.finished)
+
+        work.add_done_callback(count_done)
+        return await asyncio.wrap_future(work)
+
+    def finished(self) -> None:
+        self.pending -= 1
+
+
+def json_answer(answer) -> Response:
+    """The answer as JSON (as JSONResponse writes it); NaN or Infinity: NonFiniteError."""
+    try:
+        return Response(dumps(answer).encode("utf-8"), media_type="application/json")
+    except ValueError:  # json.dumps(allow_nan=False): JSON cannot carry them
+        raise NonFiniteError(NON_FINITE) from None
+
+
+def dumps(value) -> str:
+    """JSON of `value`, a long list written PIECE items at a time: json.dumps holds the GIL throughout, and one
+    call on a 1 MB /tokenize request's answer (28 MB) held the event loop 0.7 s from the tokenizer thread."""
+    if isinstance(value, list) and value and isinstance(value[0], list):  # per input
+        return "[" + ",".join(dumps(item) for item in value) + "]"
+    if isinstance(value, list) and len(value) > PIECE:
+        return "[" + ",".join(_dumps(value[i:i + PIECE])[1:-1] for i in range(0, len(value), PIECE)) + "]"
+    return _dumps(value)
+
+
+_dumps = functools.partial(json.dumps, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+PIECE = 1024
+
+
+def finite(vectors: list) -> list:
+    """Embeddings checked before they are answered: a NaN would travel silently in base64."""
+    if len(vectors) and not np.isfinite(np.asarray(vectors, dtype=np.float32)).all():
+        raise NonFiniteError(NON_FINITE)
+    return vectors
+
+
+def parse_json(raw: bytes) -> dict:
+    """The request's JSON object (UTF-8, valid JSON, no lone surrogate, an object)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputProblem(400, "invalid_utf8", f"the body is not valid UTF-8 (byte {raw[e.start]:#04x} at "
+                           f"offset {e.start}); send JSON encoded as UTF-8") from None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputProblem(400, "invalid_json", f"the body is not JSON: {e.msg} at line {e.lineno} column "
+                           f"{e.colno}") from None
+    except (ValueError, RecursionError) as e:  # a number of more than 4300 digits, nesting past the stack
+        raise InputProblem(400, "invalid_json", f"the body is JSON this server cannot read: {e}") from None
+    if "\\u" in text:  # an escaped lone surrogate (\ud800) is valid JSON but no text
+        try:
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise InputProblem(400, "invalid_unicode", f"the body escapes a lone surrogate ({e.object[e.start]!r})"
+                               ", which is not a character; send text as UTF-8") from None
+    if not isinstance(value, dict):
+        raise InputProblem(422, "wrong_type", f"the body must be a JSON object like {{\"inputs\": ...}}, got "
+                           f"{json_type(value)}")
+    return value
+
+
+class Call:
+    """One POST request on its way through a route: where its tokenizer work runs (inline when it is small),
+    and its rows' trip through the batcher."""
+
+    def __init__(self, request: Request, size: int, tokenizer: TokenizerThread, batcher: Batcher, metrics: Metrics):
+        self.request, self.small = request, size <= INLINE_BYTES
+        self.tokenizer, self.batcher, self.metrics = tokenizer, batcher, metrics
+
+    async def tokenize(self, fn: Callable, *args) -> Any:
+        """fn(*args) where the tokenizer may run (see TokenizerThread)."""
+        return await self.tokenizer.run(self.small, fn, *args)
+
+    async def model(self, prepared: Prepared) -> list:
+        """The model's results for the rows; if the client goes away first, its job is cancelled (its rows
+        not yet in a batch are never run) and ClientGone raised."""
+        self.metrics.queue_depth.set(self.batcher.depth())
+        job = asyncio.ensure_future(self.batcher.submit(prepared.key, prepared.rows, prepared.tokens))
+        gone = asyncio.ensure_future(disconnect(self.request))
+        try:
+            await asyncio.wait({job, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:  # also when this handler is cancelled
+            gone.cancel()
+            if not job.done():
+                job.cancel()  # at once cancels the job's future in the batcher, whose _take then drops it
+        self.metrics.queue_depth.set(self.batcher.depth())
+        if not job.done():
+            raise ClientGone
+        try:
+            return job.result()
+        except QueueFull as e:
+            raise InputProblem(429, "overloaded", f"the server is busy: {e}; retry shortly") from None
+
+
+async def disconnect(request: Request) -> None:
+    """Returns when the client has closed the connection (the body was read whole: nothing else comes)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+def build_app(engine: Engine, settings: ServeConfig) -> tuple[MetricsMiddleware, Batcher, Callable]:
+    """The app serving `engine`, its batcher (for the caller to run `batcher.work()` in the thread that loaded
+    the model) and the HTTP protocol for uvicorn's Config(http=...). The app's shutdown stops the batcher once
+    every request in flight was answered."""
     metrics = Metrics()
     batcher = Batcher(engine.run, max_batch_tokens=settings.max_batch_tokens, max_wait_ms=settings.max_wait_ms,
                       max_queue=settings.max_queue, batching=settings.batching, on_batch=metrics.batch,
                       thread=False)
+    guard = Guard(settings, metrics)
+    tokenizer = TokenizerThread()
+    limit = settings.max_body_bytes
+    drain = max(DRAIN_BYTES, 4 * limit)
 
-    async def read_body(request: Request) -> dict:
-        """The request's JSON object, read with the body-size limit."""
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > settings.max_body_bytes:
-            raise InputProblem(413, "body_too_large", f"the body has {declared} bytes, more than the limit of "
-                               f"{settings.max_body_bytes} (--max-body-bytes)")
-        body = bytearray()
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > settings.max_body_bytes:
-                raise InputProblem(413, "body_too_large", f"the body is longer than the limit of "
-                                   f"{settings.max_body_bytes} bytes (--max-body-bytes)")
+    async def chunk(request: Request) -> tuple[bytes, bool]:
+        """The body's next chunk and whether more follows; ClientGone when the client went away, 503 when
+        SIGTERM came before the body's end."""
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone
+        more = message.get("more_body", False)
+        if more and guard.stopping:
+            raise EndsConnection(503, "shutting_down", "the server is shutting down and the body was not complete; "
+                                 "send the request again")
+        return message.get("body", b""), more
+
+    async def read(request: Request) -> bytes:
+        """The body; past --max-body-bytes, 413 once the body was read and dropped up to `drain` bytes (a client
+        that sends Expect: 100-continue gets the 413 at once, and need not send the body)."""
+        declared = request.headers.get("content-length", "")
+        declared = int(declared) if declared.isdigit() else None
+        if declared is not None and declared > limit and (
+                declared > drain or request.headers.get("expect", "").lower() == "100-continue"):
+            raise EndsConnection(413, "body_too_large", f"the body has {declared} bytes, more than the limit of "
+                                 f"{limit} (--max-body-bytes)")
+        body, size, more = bytearray(), 0, True
+        while more and size <= drain:
+            data, more = await chunk(request)
+            size += len(data)
+            if size <= limit:
+                body += data
+        if size > limit:
+            told = size if not more else declared or f"more than {size}"
+            raise EndsConnection(413, "body_too_large", f"the body has {told} bytes, more than the limit of "
+                                 f"{limit} (--max-body-bytes)")
+        return bytes(body)
+
+    async def read_body(request: Request) -> bytes:
         try:
-            text = body.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise InputProblem(400, "invalid_utf8", f"the body is not valid UTF-8 (byte {body[e.start]:#04x} at "
-                               f"offset {e.start}); send JSON encoded as UTF-8") from None
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise InputProblem(400, "invalid_json", f"the body is not JSON: {e.msg} at line {e.lineno} column "
-                               f"{e.colno}") from None
-        except (ValueError, RecursionError) as e:  # a number of more than 4300 digits, nesting past the stack
-            raise InputProblem(400, "invalid_json", f"the body is JSON this server cannot read: {e}") from None
-        if "\\u" in text:  # an escaped lone surrogate (\ud800) is valid JSON but no text
-            try:
-                json.dumps(value, ensure_ascii=False).encode("utf-8")
-            except UnicodeEncodeError as e:
-                raise InputProblem(400, "invalid_unicode", f"the body escapes a lone surrogate ({e.object[e.start]!r})"
-                                   ", which is not a character; send text as UTF-8") from None
-        if not isinstance(value, dict):
-            raise InputProblem(422, "wrong_type", f"the body must be a JSON object like {{\"inputs\": ...}}, got "
-                               f"{json_type(value)}")
-        return value
+            return await asyncio.wait_for(read(request), settings.body_timeout)
+        except asyncio.TimeoutError:
+            raise EndsConnection(408, "timeout", f"the body did not arrive within {settings.body_timeout:g} s "
+                                 "(--body-timeout)") from None
+
+    def public(e: Exception) -> str:
+        """An error's message for a client: the model folder named by its name, never by its path."""
+        message = str(e)
+        for path in sorted({os.path.abspath(engine.model_dir), engine.model_dir}, key=len, reverse=True):
+            message = message.replace(path, engine.name)
+        return message
 
     def inputs_of(body: dict, allowed: set[str], name: str = "inputs", objects: bool = False) -> tuple[list, bool]:
         """(inputs as a list, whether one input came alone); unknown keys, wrong types and empty lists refused."""
@@ -165,41 +470,45 @@ def build_app(engine: Engine, settings: ServeConfig) -> tuple[Starlette, Batcher
             raise InputProblem(422, "wrong_type", f"{name!r} must be true or false, got {json_type(value)}")
         return value
 
-    async def run(prepared) -> list:
-        metrics.queue_depth.set(batcher.depth())
-        try:
-            return await batcher.submit(prepared.key, prepared.rows, prepared.tokens)
-        except QueueFull as e:
-            raise InputProblem(429, "overloaded", f"the server is busy: {e}; retry shortly") from None
-        finally:
-            metrics.queue_depth.set(batcher.depth())
-
     def handler(route: str, needs: str | None = None):
-        """A POST route: its body read and checked, InputProblem -> 4xx JSON, inputs counted."""
+        """A POST route: its body read and checked, refusals and errors -> JSON, inputs counted."""
         def wrap(fn):
             async def endpoint(request: Request):
-                if needs is not None and getattr(engine, needs) is None:
-                    return error(400, "not_supported", f"{route} needs a model with {NEEDS[needs]}; "
-                                 f"{engine.model_dir} is a {engine.architecture} (routes here: "
-                                 f"{', '.join(engine.routes)})")
                 try:
-                    body = await read_body(request)
-                    answer, count = await fn(body)
+                    raw = await read_body(request)  # read first: a refusal with the body unread resets the client
+                    if needs is not None and getattr(engine, needs) is None:
+                        return error(400, "not_supported", f"{route} needs a model with {NEEDS[needs]}; "
+                                     f"{engine.name} is a {engine.architecture} (routes here: "
+                                     f"{', '.join(engine.routes)})")
+                    call = Call(request, len(raw), tokenizer, batcher, metrics)
+                    body = await call.tokenize(parse_json, raw)
+                    answer, count = await fn(body, call)
+                    response = await tokenizer.run(call.small and count <= INLINE_INPUTS, json_answer, answer)
+                except ClientGone:
+                    return Response(status_code=499)  # nobody reads it: the status is for /metrics
                 except InputProblem as e:
-                    return error(e.status, e.kind, str(e))
+                    return error(e.status, e.kind, public(e), close=isinstance(e, EndsConnection))
+                except NonFiniteError as e:
+                    return error(500, "non_finite_output", public(e))
+                except BertkitError as e:
+                    return error(500, "model_error", public(e))
+                except Exception as e:
+                    log.exception("%s failed", route)
+                    return error(500, "internal_error", f"a bug in bertkit ({type(e).__name__}: {public(e)}); the "
+                                 "server's log has the traceback")
                 metrics.inputs.labels(route).inc(count)
-                return JSONResponse(answer)
+                return response
             return Route(route, endpoint, methods=["POST"])
         return wrap
 
     @handler("/embed")
-    async def embed(body):
+    async def embed(body, call):
         texts, single = inputs_of(body, {"truncate"})
-        prepared = engine.rows_for_embed(texts, flag(body, "truncate", False))
-        return await run(prepared), len(texts)
+        prepared = await call.tokenize(engine.rows_for_embed, texts, flag(body, "truncate", False))
+        return finite(await call.model(prepared)), len(texts)
 
     @handler("/v1/embeddings")
-    async def openai_embeddings(body):
+    async def openai_embeddings(body, call):
         texts, _ = inputs_of(body, {"model", "encoding_format", "user", "dimensions"}, name="input")
         fmt = body.get("encoding_format", "float")
         if fmt not in ("float", "base64"):
@@ -209,8 +518,8 @@ def build_app(engine: Engine, settings: ServeConfig) -> tuple[Starlette, Batcher
         if body.get("dimensions") not in (None, engine.dim):
             raise InputProblem(422, "invalid_input", f"'dimensions' {body['dimensions']!r}: this model's embeddings "
                                f"have {engine.dim}")
-        prepared = engine.rows_for_embed(texts, truncate=False)
-        vectors = await run(prepared)
+        prepared = await call.tokenize(engine.rows_for_embed, texts, False)
+        vectors = finite(await call.model(prepared))
         data = [{"object": "embedding", "index": i,
                  "embedding": v if fmt == "float" else base64.b64encode(np.asarray(v, "<f4").tobytes()).decode()}
                 for i, v in enumerate(vectors)]
@@ -219,27 +528,27 @@ def build_app(engine: Engine, settings: ServeConfig) -> tuple[Starlette, Batcher
                 "usage": {"prompt_tokens": used, "total_tokens": used}}, len(texts)
 
     @handler("/predict", needs="task")
-    async def predict(body):
+    async def predict(body, call):
         inputs, single = inputs_of(body, {"truncate"}, objects=True)
-        prepared = engine.rows_for_predict(inputs, flag(body, "truncate", False))
-        rows = engine.predictions(prepared, await run(prepared))
+        prepared = await call.tokenize(engine.rows_for_predict, inputs, flag(body, "truncate", False))
+        rows = await call.tokenize(engine.predictions, prepared, await call.model(prepared))
         return (rows[0] if single else rows), len(inputs)
 
     @handler("/fill-mask", needs="mlm")
-    async def fill_mask(body):
+    async def fill_mask(body, call):
         texts, single = inputs_of(body, {"top_k"})
         top_k = body.get("top_k", 5)
         if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= FILL_MASK_MAX_TOP_K:
             raise InputProblem(422, "wrong_type", f"'top_k' must be a whole number from 1 to {FILL_MASK_MAX_TOP_K}, "
                                f"got {top_k!r}")
-        prepared = engine.rows_for_fill_mask(texts)
-        answers = engine.fill_mask_answers(prepared.rows, await run(prepared), top_k)
+        prepared = await call.tokenize(engine.rows_for_fill_mask, texts)
+        answers = await call.tokenize(engine.fill_mask_answers, prepared.rows, await call.model(prepared), top_k)
         return (answers[0] if single else answers), len(texts)
 
     @handler("/tokenize")
-    async def tokenize(body):
+    async def tokenize(body, call):
         texts, single = inputs_of(body, {"add_special_tokens"})
-        answers = engine.tokenize(texts, flag(body, "add_special_tokens", True))
+        answers = await call.tokenize(engine.tokenize, texts, flag(body, "add_special_tokens", True))
         return (answers[0] if single else answers), len(texts)
 
     async def health(request):
@@ -247,13 +556,14 @@ def build_app(engine: Engine, settings: ServeConfig) -> tuple[Starlette, Batcher
 
     async def info(request):
         return JSONResponse({
-            "model": engine.name, "model_dir": engine.model_dir, "architecture": engine.architecture,
+            "model": engine.name, "model_dir": engine.name, "architecture": engine.architecture,
             "task": engine.task.name if engine.task else None, "labels": engine.labels(),
             "routes": engine.routes, "embedding_dim": engine.dim, "pooling": engine.pooling_info(),
             "quantize": engine.quantize, "version": __version__,
             "limits": {"max_body_bytes": settings.max_body_bytes, "max_inputs": settings.max_inputs,
                        "max_input_tokens": {"embed": engine.embed_limit, "predict": engine.predict_limit},
-                       "max_queue": settings.max_queue},
+                       "max_queue": settings.max_queue, "max_connections": settings.max_connections,
+                       "header_timeout": settings.header_timeout, "body_timeout": settings.body_timeout},
             "batching": {"enabled": settings.batching, "max_batch_tokens": settings.max_batch_tokens,
                          "max_wait_ms": settings.max_wait_ms}})
 
@@ -274,14 +584,15 @@ def build_app(engine: Engine, settings: ServeConfig) -> tuple[Starlette, Batcher
     async def lifespan(app):
         yield
         batcher.stop()  # uvicorn ends the lifespan after answering every request in flight
+        tokenizer.pool.shutdown(wait=False)
 
     routes = [embed, openai_embeddings, predict, fill_mask, tokenize,
               Route("/health", health), Route("/info", info), Route("/metrics", prometheus)]
     app = Starlette(routes=routes, exception_handlers={HTTPException: http_error}, lifespan=lifespan)
-    return MetricsMiddleware(app, metrics, {r.path for r in routes}), batcher
+    return MetricsMiddleware(app, metrics, {r.path for r in routes}), batcher, functools.partial(GuardedHttp, guard)
 
 
 NEEDS = {"task": "a fine-tuned task head (bertkit finetune's --out)",
          "mlm": "an MLM head (bertkit pretrain's --out)"}
 GET_ROUTES = ("/health", "/info", "/metrics")
-
+STATUS_PHRASES = {408: "Request Timeout", 503: "Service Unavailable"}

@@ -25,6 +25,8 @@ The policy (README "Serve" has it too):
   Under load the queue fills while the model runs, so batches form without waiting anyway.
 - batching=False (the benchmark's baseline): one request per forward pass, in arrival order.
 - More than max_queue requests waiting or running: submit raises QueueFull (the server answers 429).
+- A request cancelled while it waits (the task awaiting submit cancelled: its client went away) is dropped:
+  its rows not yet in a batch never run, and a failed batch is not run again for it.
 
 What runs a batch is a table, not a chain of `if key == "embed"`: `Handlers({"embed": fn, ...})` is the
 `run` of a Batcher, and a Key(kind, group) names its entry (group: rows of one kind that still cannot
@@ -229,8 +231,9 @@ class Batcher:
                                      time.perf_counter() - start))
         jobs = list({id(job): job for job, _ in picked}.values())
         if error is not None and len(jobs) > 1:  # one request's bad row must not fail its batch-mates:
-            for job in jobs:  # each request's rows again, alone
-                self._run(key, [(j, i) for j, i in picked if j is job])
+            for job in jobs:  # each request's rows again, alone (not a cancelled one's: its client is gone)
+                if not job.future.done():
+                    self._run(key, [(j, i) for j, i in picked if j is job])
             return
         for n, (job, i) in enumerate(picked):
             if job.future.done():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from uvicorn.config import LOG_LEVELS
@@ -25,7 +26,8 @@ class ServeConfig:
     batching: bool = opt(True, "--no-batching runs one request per forward pass (a baseline)")
     max_queue: int = opt(512, "requests waiting or running at most; more are answered 429")
     max_inputs: int = opt(64, "inputs per request at most (413 past it)")
-    max_body_bytes: int = opt(1 << 20, "request body size at most, in bytes (413 past it)")
+    max_body_bytes: int = opt(1 << 20, "request body size at most, in bytes (413 past it, once the body was read "
+                                       "and dropped: bodies up to 4x the limit or 16 MiB; larger ones are not read)")
     max_input_tokens: int | None = opt(None, "tokens per input at most (default: the embedding model's "
                                              f"max_seq_length for /embed, {PREDICT_MAX_TOKENS} for /predict, which windows)")
     quantize: str | None = opt(None, QUANTIZE_HELP, choices=QUANTIZE_CHOICES)
@@ -33,12 +35,21 @@ class ServeConfig:
                               choices=list(POOLING_MODES))
     normalize: bool | None = opt(None, "L2-normalize each embedding; None: as the folder says (a sentence-transformers "
                                 "Normalize module), else not")
+    max_connections: int = opt(1000, "open connections at most: past it the oldest idle one (no request under way) "
+                                     "is closed to make room, or if none is idle the new one gets 503")
+    header_timeout: float = opt(10.0, "seconds a client has to send a request's headers, from connecting (or from a "
+                                      "kept-alive request's first byte); then 408 and the connection closed")
+    body_timeout: float = opt(30.0, "seconds a client has to send a request's body once its headers arrived; then "
+                                    "408 and the connection closed")
     log_level: str = opt("info", "uvicorn's log level", choices=list(LOG_LEVELS))
 
     def problem(self) -> str | None:
-        for name in ("max_batch_tokens", "max_queue", "max_inputs", "max_body_bytes"):
+        for name in ("max_batch_tokens", "max_queue", "max_inputs", "max_body_bytes", "max_connections"):
             if getattr(self, name) < 1:
                 return f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}"
+        for name in ("header_timeout", "body_timeout"):
+            if not 0 < getattr(self, name) < math.inf:
+                return f"--{name.replace('_', '-')} must be a number of seconds above 0, got {getattr(self, name)}"
         if self.max_wait_ms < 0:
             return f"--max-wait-ms must be 0 or more, got {self.max_wait_ms}"
         if self.max_input_tokens is not None and self.max_input_tokens < 3:
