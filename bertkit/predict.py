@@ -74,6 +74,10 @@ def evaluate_main(argv: list[str]) -> int:
     task, model, tok = loaded.task, loaded.model, loaded.tokenizer
     # the labels read as the model was trained on them (classify: numbers for a regression model)
     examples = read_examples(task, cfg, cfg.data, cfg.split, **task.evaluation_read(model.config))
+    empty = next((i for i, e in enumerate(examples) if task.is_empty(e, tok)), None)
+    if empty is not None:  # as the readers refuse "": a score on [CLS] [SEP] would count for nothing
+        raise BertkitError(f"--data {cfg.data}: example {empty + 1} (in file order) has no text once whitespace, "
+                           "zero-width and control characters are left out; remove it")
     report = evaluate(task, model, tok, examples, windows(cfg, tok, model))
     print(format_report(report))
     if cfg.json:

@@ -1,5 +1,6 @@
 """Facts about written text that several modules need: which characters are CJK, which marks end a
-sentence, and how wide a string is in a terminal. One table each; nothing here imports bertkit.
+sentence, how wide a string is in a terminal, which text is empty to BERT. One table each; nothing here
+imports bertkit.
 
     code-point ranges (lo, hi), both ends included
       CJK_IDEOGRAPHS     BERT's "Chinese character" blocks: the tokenizer makes each its own token
@@ -16,10 +17,16 @@ sentence, and how wide a string is in a terminal. One table each; nothing here i
 
     display_width(text)  terminal columns: East Asian wide and full-width characters take two
     pad(text, width)     left-align in `width` columns
+
+    is_empty_text(text, tokenizer=None)   THE rule for an "empty input" everywhere (predict's empty row,
+                         serve's 422 empty_input, embed's and encode's refusal): nothing is left of the text once
+                         BERT's normaliser has run, so the tokenizer gives no token besides [CLS] / [SEP]
 """
 
 from __future__ import annotations
 
+import functools
+import re
 import unicodedata
 
 # ----- CJK characters ----------------------------------------------------------------------------
@@ -55,3 +62,32 @@ def display_width(text: str) -> int:
 def pad(text: str, width: int) -> str:
     """Left-align in `width` terminal columns; CJK characters take two."""
     return text + " " * max(0, width - display_width(text))
+
+
+# ----- empty text --------------------------------------------------------------------------------
+# a letter, a digit, "_" or ASCII punctuation: a character no BERT normaliser removes (is_empty_text's fast path)
+_CONTENT = re.compile(r"[\w!-/:-@\[-`{-~]")
+
+
+def is_empty_text(text: str, tokenizer=None) -> bool:
+    """Whether `text` is an "empty input": "", whitespace, or only characters BERT's normaliser deletes, i.e.
+    control and format characters (U+200B zero-width space, U+00AD soft hyphen, U+FEFF byte-order mark, ...),
+    private-use characters and U+FFFD, so that the tokenizer gives no token besides [CLS] / [SEP].
+
+    tokenizer: a bertkit Tokenizer, whose own normaliser then decides (one that strips accents also deletes
+    lone combining marks); without one, BERT's normaliser without lower-casing (what every BERT tokenizer
+    deletes). Ordinary text costs one regex step (its first letter, digit or punctuation mark)."""
+    if _CONTENT.search(text):
+        return False
+    if not text.strip():
+        return True
+    normalizer = tokenizer.backend.normalizer if tokenizer is not None else _bert_normalizer()
+    return not normalizer.normalize_str(text).strip()  # what is left, the pre-tokenizer splits at whitespace
+
+
+@functools.cache
+def _bert_normalizer():
+    from tokenizers import normalizers
+
+    return normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=False, strip_accents=False,
+                                      lowercase=False)

@@ -34,8 +34,9 @@ from ..data.masking import id_batch
 from ..data.records import TaskDataError
 from ..errors import TrainingError
 from ..options import opt
+from ..text import is_empty_text
 
-EMPTY_INPUT = "empty input"  # the "error" of a predict row whose input was empty or whitespace
+EMPTY_INPUT = "empty input"  # the "error" of a predict row whose input has no text (text.is_empty_text)
 
 FieldKind = Literal["text", "texts", "optional_text", "label"]
 EXPECTS = {"text": "a string", "texts": "a non-empty list of strings", "optional_text": "a string or null",
@@ -280,9 +281,10 @@ class Task(ABC):
         object, or a plain line's parts); unlabelled."""
         return self.example(**values)
 
-    def is_empty(self, example) -> bool:
-        """An input with nothing to predict on: a required input field that is blank."""
-        return any(not "".join(f.texts(getattr(example, f.name))).strip() for f in self.fields if f.required)
+    def is_empty(self, example, tok=None) -> bool:
+        """An input with nothing to predict on: a required input field with no text the model can read ("",
+        whitespace, zero-width or control characters: text.is_empty_text, by `tok`'s normaliser when given)."""
+        return any(is_empty_text("".join(f.texts(getattr(example, f.name))), tok) for f in self.fields if f.required)
 
     def empty_row(self, example) -> dict:
         """The predict row of an empty input: what it was, no prediction, and why."""
@@ -371,9 +373,9 @@ def evaluate(task: Task, model, tok, examples: list, opts) -> dict:
 
 
 def predict(task: Task, model, tok, examples: list, opts) -> list[dict]:
-    """One JSON-ready row per example, in order; an empty input gets a row with "error": "empty input"
-    (and label / answer null) instead of a prediction."""
-    keep = [i for i, e in enumerate(examples) if not task.is_empty(e)]
+    """One JSON-ready row per example, in order; an empty input (no text the model can read: Task.is_empty) gets
+    a row with "error": "empty input" (and label / answer null) instead of a prediction."""
+    keep = [i for i, e in enumerate(examples) if not task.is_empty(e, tok)]
     rows = [task.empty_row(e) for e in examples]
     if keep:
         kept = [examples[i] for i in keep]
