@@ -4,7 +4,7 @@ Names load on first use (PEP 562), so commands that need no model (`bertkit prep
 and the worker processes of `bertkit prepare` start without importing torch.
 """
 
-from .errors import BertkitError, BertkitWarning, CheckpointError, ConfigError, InputError
+from .errors import BertkitError, BertkitWarning, CheckpointError, ConfigError, InputError, NonFiniteError
 
 __version__ = "0.1.0"
 
@@ -12,7 +12,7 @@ __all__ = [
     "BertConfig", "PRESETS", "BertModel", "BertModelOutput", "BertPreTrainedModel",
     "BertForPreTraining", "BertForMaskedLM", "BertForNextSentencePrediction", "BertForSequenceClassification",
     "BertForTokenClassification", "BertForQuestionAnswering", "BertForMultipleChoice", "BertLMHeadModel",
-    "BertkitError", "BertkitWarning", "CheckpointError", "ConfigError", "InputError", "__version__",
+    "BertkitError", "BertkitWarning", "CheckpointError", "ConfigError", "InputError", "NonFiniteError", "__version__",
     "encode", "Encoder",
 ]
 

@@ -20,7 +20,8 @@ LMPredictionHead reads `decoder.weight` directly; a quantized copy would untie i
 lookup would still need the float table. Any Linear whose weight another module shares is left so.
 
 Quantizing changes the module in place (it loses its float Linear weights) and returns it. The
-result is for inference only: no gradients, no save_pretrained, no head pruning. Speed, accuracy
+result is for inference only: no gradients, no save_pretrained, no head pruning. int8 scales cannot be
+computed from NaN / Infinity: the loaders (inference.check_weights) refuse such weights before quantizing. Speed, accuracy
 and agreement with float32, measured with bench/bench_int8.py: bench/results/int8_cpu.json.
 """
 

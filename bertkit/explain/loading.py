@@ -17,6 +17,7 @@ from torch import nn
 
 from ..config import BertConfig
 from ..heads import BertForMaskedLM
+from ..inference import check_weights
 from ..model import BertModel
 from ..tokenizer import DEFAULT_SPECIALS, Tokenizer, TokenizerError
 from .common import ExplainError
@@ -83,8 +84,10 @@ def load(model_dir: str | None, preset: str | None, *, head: str = "mlm", tokeni
 
 
 def _from_directory(model_class, model_dir: str, notes: list[str]) -> nn.Module:
-    """The checkpoint's model; what it lacks or holds beyond the model becomes a note or a warning."""
+    """The checkpoint's model; what it lacks or holds beyond the model becomes a note or a warning. Weights that
+    are not finite are a NonFiniteError (pictures and probabilities of NaN would show nothing)."""
     model, report = model_class.from_pretrained(model_dir, output_loading_info=True)
+    check_weights(model, model_dir)
     if report.missing_under("cls.predictions"):
         notes.append(f"{model_dir} has no MLM head weights (cls.predictions.*): they are random here, so "
                      "the MLM logits and predictions mean nothing; the encoder is the checkpoint's")
