@@ -5,6 +5,11 @@
 
     bertkit embed --model path/to/all-MiniLM-L6-v2 "今天天气很好。" "A sentence." --output vectors.npy
     bertkit embed --model runs/sent --file reviews.txt --output vectors.jsonl --pooling cls
+    bertkit embed --model runs/sent --file reviews.csv --text-field review --output vectors.npy   # a column
+
+    texts: a text with no content (empty, whitespace, zero-width or control characters only: text.is_empty_text,
+         the rule `bertkit predict` and `bertkit serve` follow) is refused, naming it; vectors that are not
+         finite (broken weights) are refused (NonFiniteError), never written
 
     text --Tokenizer--> [CLS] ... [SEP] ids, cut to max_tokens (sentence_bert_config.json's max_seq_length,
          else the model's max_position_embeddings)
@@ -35,9 +40,10 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .errors import BertkitError, CheckpointError
-from .inference import check_output, encoder_forward, to_json
+from .inference import check_output, check_outputs, check_weights, encoder_forward, to_json
 from .options import opt, parse
 from .quantize import CHOICES as QUANTIZE_CHOICES, FLAG_HELP as QUANTIZE_HELP, quantize as quantize_model
+from .text import is_empty_text
 
 POOLING_MODES = ("mean", "cls", "max", "mean_sqrt_len")
 # sentence-transformers' mode names (pooling_mode / pooling_mode_*_token(s) keys) -> bertkit's
@@ -47,10 +53,22 @@ _ST_LEGACY_KEYS = {"pooling_mode_cls_token": "cls", "pooling_mode_max_tokens": "
                    "pooling_mode_mean_tokens": "mean", "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
                    "pooling_mode_weightedmean_tokens": "weightedmean", "pooling_mode_lasttoken": "lasttoken"}
 OUTPUT_SUFFIXES = (".npy", ".jsonl")
+DATA_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json")  # (+ .gz) --file rows read as `bertkit predict --file` reads them
+# what an EmptyText says of the text it names
+EMPTY_TEXT = ("is empty (no text once whitespace, zero-width and control characters are left out): there is nothing "
+              "to embed")
 
 
 class PoolingConfigError(BertkitError, ValueError):
     """A sentence-transformers folder whose pooling settings cannot be read or are not implemented."""
+
+
+class EmptyText(BertkitError, ValueError):
+    """A text with nothing to embed (text.is_empty_text): refused rather than embedded as [CLS] [SEP]."""
+
+    def __init__(self, index: int, where: str | None = None):
+        super().__init__(f"{where or f'texts[{index}]'} {EMPTY_TEXT}")
+        self.index = index
 
 
 class TooLong(BertkitError, ValueError):
@@ -225,10 +243,11 @@ def _settings(folder: Pooling | None, pooling: str | None, normalize: bool | Non
 class Encoder:
     """A BertModel + Tokenizer + Pooling: texts -> one vector each."""
 
-    def __init__(self, model, tokenizer, pooling: Pooling):
+    def __init__(self, model, tokenizer, pooling: Pooling, model_dir: str | None = None):
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.pooling = pooling
+        self.model_dir = model_dir or "the model"  # what errors name
         limit = model.config.max_position_embeddings
         self.max_tokens = min(pooling.max_seq_length, limit) if pooling.max_seq_length else limit
 
@@ -254,32 +273,32 @@ class Encoder:
             raise CheckpointError(f"{model_dir}: {what}; pass a local model folder (config.json and weights)")
         settings = _settings(read_pooling(model_dir), pooling, normalize)
         if model is not None:
-            return cls(model, Tokenizer.from_pretrained(model_dir), settings)
+            return cls(model, Tokenizer.from_pretrained(model_dir), settings, model_dir)
         # A task checkpoint's encoder is under `bert.`: load_pretrained strips it, and a missing
         # encoder tensor is a CheckpointError naming it; head tensors (classifier.*, cls.*) are unused here.
         model, _report = load_pretrained(BertModel, model_dir, add_pooling_layer=False, output_loading_info=True)
+        check_weights(model, model_dir)  # before quantizing: int8 cannot be built from NaN
         if device is not None:
             model.to(device)
         model = quantize_model(model, quantize)  # None: as it is
-        return cls(model, Tokenizer.from_pretrained(model_dir), settings)
+        return cls(model, Tokenizer.from_pretrained(model_dir), settings, model_dir)
 
     def token_ids(self, text: str, *, truncate: bool = True, limit: int | None = None) -> list[int]:
         """[CLS] ... [SEP] ids of one text; past `limit` (default max_tokens): cut (keeping [SEP] last)
         when truncate, else TooLong."""
         if not isinstance(text, str):
             raise BertkitError(f"a text must be a string, got {type(text).__name__}")
-        return self._fit(self.tokenizer.encode(text), truncate, limit)
-
-    def _fit(self, ids: list[int], truncate: bool, limit: int | None) -> list[int]:
         limit = self.max_tokens if limit is None else min(limit, self.max_tokens)
-        if len(ids) <= limit:
-            return ids
-        if not truncate:
+        if truncate:  # the tokenizer cuts: [CLS] + the first limit - 2 tokens + [SEP]
+            return self.tokenizer.encode(text, truncation=True, max_length=limit)
+        ids = self.tokenizer.encode(text)
+        if len(ids) > limit:
             raise TooLong(len(ids), limit)
-        return ids[:limit - 1] + ids[-1:]
+        return ids
 
     def embed_ids(self, rows: list[list[int]]) -> Tensor:
-        """One forward pass over rows of ids, padded to the longest -> (len(rows), H) float32 vectors."""
+        """One forward pass over rows of ids, padded to the longest -> (len(rows), H) float32 vectors; vectors that
+        are not finite (NaN / Infinity: broken weights) are a NonFiniteError."""
         if not rows:
             return torch.zeros(0, self.model.config.hidden_size)
         with torch.inference_mode():
@@ -287,16 +306,21 @@ class Encoder:
             vectors = pool(hidden, mask, self.pooling.mode)  # (B, H)
             if self.pooling.normalize:
                 vectors = F.normalize(vectors, p=2, dim=1)
+            check_outputs(self.model_dir, "vectors", vectors)
         return vectors.float().cpu()
 
     def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
-        """(n, H) float32 vectors in input order; batches hold texts of similar length (less padding)."""
+        """(n, H) float32 vectors in input order; batches hold texts of similar length (less padding). A text with
+        nothing to embed (text.is_empty_text) is an EmptyText error naming it."""
         texts = _check_texts(texts)
         _check_batch_size(batch_size)
+        for i, text in enumerate(texts):
+            if is_empty_text(text, self.tokenizer):
+                raise EmptyText(i)
         if not texts:
             return np.zeros((0, self.model.config.hidden_size), dtype=np.float32)
-        rows = [self._fit(ids, True, None) for ids in self.tokenizer(
-            texts, return_token_type_ids=False, return_attention_mask=False)["input_ids"]]
+        rows = self.tokenizer(texts, truncation=True, max_length=self.max_tokens, return_token_type_ids=False,
+                              return_attention_mask=False)["input_ids"]
         order = sorted(range(len(rows)), key=lambda i: -len(rows[i]))
         out = np.empty((len(rows), self.model.config.hidden_size), dtype=np.float32)
         for start in range(0, len(order), batch_size):
@@ -337,7 +361,7 @@ def encode(model, texts, batch_size: int = 32, normalize: bool | None = None, po
         if tokenizer is not None:
             raise BertkitError("an Encoder has its own tokenizer; pass tokenizer only with a BertModel")
         encoder = model if pooling is None and normalize is None else \
-            Encoder(model.model, model.tokenizer, _settings(model.pooling, pooling, normalize))
+            Encoder(model.model, model.tokenizer, _settings(model.pooling, pooling, normalize), model.model_dir)
     elif isinstance(model, BertPreTrainedModel):
         if tokenizer is None:
             raise BertkitError("encode(model, ...) with a model object needs tokenizer= (a Tokenizer or its folder)")
@@ -358,12 +382,16 @@ def encode(model, texts, batch_size: int = 32, normalize: bool | None = None, po
 # ----- bertkit embed -----------------------------------------------------------------------------
 @dataclass
 class EmbedConfig:
-    """Sentence embeddings of texts (arguments, or --file with one text per line): .npy or JSON lines."""
+    """Sentence embeddings of texts (arguments, or --file: a text per line, or a .csv / .tsv / .jsonl column): .npy
+    or JSON lines."""
 
     model: str = opt("", "a model folder: sentence-transformers, plain BERT, or bertkit finetune's --out",
                      required=True)
     texts: list[str] = opt(list, "texts, one per argument", positional=True, nargs="*")
-    file: str | None = opt(None, "one text per line (UTF-8; no empty lines)")
+    file: str | None = opt(None, "one text per line (UTF-8; no empty lines); .csv / .tsv (a header row) or .jsonl / "
+                                 ".json (an object per line), also .gz: the --text-field of each row, as `bertkit "
+                                 "predict --file` reads them")
+    text_field: str = opt("text", "--file .csv / .tsv / .jsonl: the column / field with the texts")
     output: str = opt("", "where to write: .npy (an (n, H) float32 array) or .jsonl "
                           '({"index": i, "embedding": [...]} per line)', required=True)
     batch_size: int = opt(32, "texts per forward pass")
@@ -383,19 +411,25 @@ class EmbedConfig:
         return None
 
 
-def _read_texts(path: str) -> list[str]:
-    """--file's lines; an empty line is an error naming its number (there is nothing to embed)."""
+def _read_texts(path: str, text_field: str) -> list[tuple[int, str]]:
+    """(line number, text) of --file: the `text_field` of each row of a .csv / .tsv / .jsonl / .json file (the
+    records `bertkit predict --file` reads; a blank line is an empty text), else every line."""
+    from .data import records
     from .data.corpus import read_lines
 
     if not os.path.exists(path):
         raise BertkitError(f"--file {path}: no such file")
-    lines = read_lines(path)
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            raise BertkitError(f"--file {path}: line {number} is empty: there is nothing to embed; remove it")
-    if not lines:
+    if (path[:-3] if path.endswith(".gz") else path).lower().endswith(DATA_SUFFIXES):
+        fmt = records.file_format(path, "embed", ("csv", "tsv", "jsonl"))
+        table = records.table(path, records.file_lines(path), fmt, keep_empty=True)
+        table.require(path, text_field, "text", "text_field")
+        rows = [(n, "" if r is None else records.string(path, n, r, text_field, "text_field", required=True))
+                for n, r in table.records]
+    else:
+        rows = list(enumerate(read_lines(path), 1))
+    if not rows:
         raise BertkitError(f"--file {path}: the file is empty: there is nothing to embed")
-    return lines
+    return rows
 
 
 def embed_main(argv: list[str]) -> int:
@@ -403,12 +437,19 @@ def embed_main(argv: list[str]) -> int:
 
     cfg = parse(EmbedConfig, argv, prog="bertkit embed")
     check_output(cfg.output, "--output", [cfg.file])
-    texts = _read_texts(cfg.file) if cfg.file else cfg.texts
-    for i, text in enumerate(texts):
-        if cfg.file is None and not text.strip():
-            raise BertkitError(f"text {i + 1} is empty: there is nothing to embed")
+    if cfg.file:
+        lines = _read_texts(cfg.file, cfg.text_field)
+        texts, where = [text for _, text in lines], [f"--file {cfg.file}: line {n}" for n, _ in lines]
+    else:
+        texts, where = cfg.texts, [f"text {i + 1}" for i in range(len(cfg.texts))]
+    for i, text in enumerate(texts):  # before the model loads
+        if is_empty_text(text):
+            raise EmptyText(i, where[i])
     encoder = Encoder.from_pretrained(cfg.model, pooling=cfg.pooling, normalize=cfg.normalize, quantize=cfg.quantize)
-    vectors = encoder.encode(texts, cfg.batch_size)
+    try:
+        vectors = encoder.encode(texts, cfg.batch_size)
+    except EmptyText as e:  # by the tokenizer's own normaliser: e.g. only accents, which an uncased one drops
+        raise EmptyText(e.index, where[e.index]) from None
     if cfg.output.endswith(".npy"):
         buffer = io.BytesIO()
         np.save(buffer, vectors)
