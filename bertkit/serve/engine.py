@@ -11,6 +11,12 @@ example (qa numbers it), task.batch_group says which requests' features may shar
 Converting inputs to rows and rows' results to answers runs on the event loop (tokenizing one
 sentence takes microseconds); `run` runs in the batcher's worker thread and is the only code that
 touches the model.
+
+An input with no text (only whitespace, zero-width or control characters: text.is_empty_text, as `bertkit
+predict` and `bertkit embed` decide) is /predict's "empty input" row and /embed's 422 empty_input. At start-up
+the weights are checked (inference.check_weights) and one tiny request of each kind is run (probe): a model
+whose outputs are not finite is a NonFiniteError, and the server does not start. While serving, the same checks
+of every forward pass raise it in `run` (an error answer, never NaN in a 200).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from ..embed import Encoder, TooLong
 from ..errors import BertkitError
 from ..inference import fill_mask, filled_text, load_mlm, load_task_model, mask_positions, run_model, windows
 from ..tasks import Field, TaskDataError, TaskOptions, task_of
+from ..text import is_empty_text
 from .batcher import Handlers, Key
 
 MLM_ARCHITECTURES = ("BertForMaskedLM", "BertForPreTraining")
@@ -87,6 +94,21 @@ class Engine:
         # what runs a batch, by its key's kind: one entry per kind of work this model can do
         self.handlers = Handlers({"embed": self._embed, **({"predict": self._predict} if self.task else {}),
                                   **({"fill-mask": self._fill_mask} if self.mlm else {})})
+        self.probe()
+
+    def probe(self) -> None:
+        """One tiny request of each kind this model answers, run as requests run: outputs that are not finite
+        (weights that overflow, e.g. in bfloat16) are a NonFiniteError before the server takes a request."""
+        word = self.tokenizer.mask_token  # a token every vocabulary has
+        prepared = [self.rows_for_embed([word], truncate=True)]
+        if self.task:
+            values = {f.name: [word, word] if f.kind == "texts" else word for f in self.task.input_fields
+                      if f.required}
+            prepared.append(self.rows_for_predict([values], truncate=True))
+        if self.mlm:
+            prepared.append(self.rows_for_fill_mask([word]))
+        for p in prepared:
+            self.run(p.key, p.rows)
 
     @property
     def routes(self) -> list[str]:
@@ -108,8 +130,9 @@ class Engine:
     def rows_for_embed(self, texts: list[str], truncate: bool) -> Prepared:
         rows = []
         for i, text in enumerate(texts):
-            if not text.strip():
-                raise InputProblem(422, "empty_input", f"inputs[{i}] is empty: there is nothing to embed")
+            if is_empty_text(text, self.tokenizer):
+                raise InputProblem(422, "empty_input", f"inputs[{i}] is empty (no text once whitespace, zero-width "
+                                   "and control characters are left out): there is nothing to embed")
             try:
                 rows.append(self.encoder.token_ids(text, truncate=truncate, limit=self.embed_limit))
             except TooLong as e:
@@ -141,8 +164,9 @@ class Engine:
                     raise _too_long(i, tokens, self.predict_limit, hint="shorten its texts (truncate cuts plain "
                                                                         "string inputs only)")
                 examples.append(task.example_from(values, i))
-        empty = [i for i, e in enumerate(examples) if task.is_empty(e)]
-        kept = [e for e in examples if not task.is_empty(e)]
+        blank = [task.is_empty(e, self.tokenizer) for e in examples]
+        empty = [i for i, b in enumerate(blank) if b]
+        kept = [e for e, b in zip(examples, blank) if not b]
         try:
             features = task.encode(self.tokenizer, kept, self.opts.seq_len, self.opts.stride, None,
                                    self.task_model.config.problem_type) if kept else []
