@@ -21,8 +21,8 @@ lookup would still need the float table. Any Linear whose weight another module 
 
 Quantizing changes the module in place (it loses its float Linear weights) and returns it. The
 result is for inference only: no gradients, no save_pretrained, no head pruning. int8 scales cannot be
-computed from NaN / Infinity: the loaders (inference.check_weights) refuse such weights before quantizing. Speed, accuracy
-and agreement with float32, measured with bench/bench_int8.py: bench/results/int8_cpu.json.
+computed from NaN / Infinity: the loaders (inference.check_weights) refuse such weights before quantizing.
+Speed, accuracy and agreement with float32, measured with bench/bench_int8.py: bench/results/int8_cpu.json.
 """
 
 from __future__ import annotations
