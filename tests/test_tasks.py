@@ -134,6 +134,8 @@ def test_one_class_warns(tmp_path):
     ("c.csv", "text,label\na,pos\nb,pos,extra\n", {}, r"c\.csv: line 3: 3 cells, but the header \(line 1\) has 2"),
     ("c.csv", "text,label\n", {}, r"c\.csv: no rows after the header"),
     ("c.csv", "text,label\n ,pos\n", {}, r"c\.csv: line 2: field 'text' is empty"),
+    # only characters BERT's normaliser deletes (zero-width space, soft hyphen, BOM): empty too (is_empty_text)
+    ("c.csv", "text,label\nok,pos\n\u200b\u00ad\ufeff,neg\n", {}, r"c\.csv: line 3: field 'text' is empty"),
     ("c.tsv", "text\tlabel\na\tpos\nb\n", {}, r"c\.tsv: line 3: 1 cells.*check the tabs"),
     ("c.jsonl", jsonl({"text": "a", "label": "x"}) + "{oops\n", {}, r"c\.jsonl: line 2: not valid JSON"),
     ("c.jsonl", jsonl({"text": "a", "label": "x"}, {"text": "b"}), {},
@@ -213,6 +215,7 @@ def test_label_list_iobes():
      r"t\.jsonl: line 2: 2 tokens but 1 tags"),
     ("t.jsonl", jsonl({"tokens": "a b", "tags": ["O"]}), r"t\.jsonl: line 1: field 'tokens' holds a str"),
     ("t.jsonl", jsonl({"tokens": ["a", ""], "tags": ["O", "O"]}), r"line 1: token 1 is empty"),
+    ("t.jsonl", jsonl({"tokens": ["a", "\u200b"], "tags": ["O", "O"]}), r"line 1: token 1 is empty"),
     ("t.jsonl", jsonl({"words": ["a"]}),
      r"t\.jsonl: line 1: no 'tokens' field \(fields: 'words'\); pass --tokens-field"),
     ("t.csv", "tokens,labels\na b,O O\n", r"t\.csv: line 1: no tags column 'tags' \(columns: 'tokens', 'labels'\); "

@@ -23,6 +23,7 @@ import sys
 import warnings
 
 from ..errors import BertkitError, BertkitWarning
+from ..text import is_empty_text
 from .corpus import CorpusError, jsonl_records, read_lines
 
 MULTI_LABEL_SEP = "|"  # "a|b": a multi-label cell (classify), or the choices of a CSV cell (choice)
@@ -190,8 +191,8 @@ def string(path, number, record, field, kwarg, *, required: bool, strip: bool = 
     value = get(path, number, record, field, kwarg)
     if not isinstance(value, str):
         raise TaskDataError(f"{at(path, number)}: field {field!r} holds {show(value)}, not a string")
-    if required and not value.strip():
-        raise TaskDataError(f"{at(path, number)}: field {field!r} is empty")
+    if required and is_empty_text(value):  # "", whitespace, or only characters the tokenizer deletes
+        raise TaskDataError(f"{at(path, number)}: field {field!r} is empty (no character the tokenizer keeps)")
     return value.strip() if strip else value
 
 

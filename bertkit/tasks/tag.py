@@ -26,6 +26,7 @@ from ..data.records import TaskDataError
 from ..heads import IGNORE, BertForTokenClassification
 from ..metrics import ENTITY_SCHEMES, bio_entities, entity_report
 from ..options import opt
+from ..text import is_empty_text
 from .base import EMPTY_INPUT, Feature, Field, Task, label_id, model_inputs
 
 TAG_PREFIXES = ("B", "I", "E", "S")
@@ -160,8 +161,9 @@ def _read(path, table: records.Table, tokens_field, tags_field, labeled):
             tokens = _sequence(path, number, record, tokens_field, "tokens_field", table.fmt)
             tags = _sequence(path, number, record, tags_field, "tags_field", table.fmt) if labeled else None
         for i, token in enumerate(tokens):
-            if not token.strip():
-                raise TaskDataError(f"{path}: line {number}: token {i} is empty; every token needs a character")
+            if is_empty_text(token):
+                raise TaskDataError(f"{path}: line {number}: token {i} is empty; every token needs a character "
+                                    "the tokenizer keeps (not only zero-width or control characters)")
         if not labeled:
             examples.append(TagExample(list(tokens)))
             continue
