@@ -199,3 +199,17 @@ def test_a_mini_sentiment_classifier_predicts_the_same_in_int8_and_bf16(tmp_path
     for how in agreement:
         assert agreement[how] >= 0.99, said
         assert abs(accuracy[how] - accuracy[None]) <= 0.005 + 1e-9, said
+
+
+@pytest.mark.parametrize("how", ["int8", "bf16"])
+def test_quantizing_a_model_with_nan_weights_is_one_error_naming_the_tensor(how):
+    """quantize() called directly (not through a loader, which checks first): int8's quantizer used to fail with
+    torch's "min should be less than or equal to max"; now NonFiniteError names the tensor, for bf16 too."""
+    from bertkit.errors import NonFiniteError
+
+    model = random_model(model_class=BertForSequenceClassification, num_labels=2).eval()
+    with torch.no_grad():
+        model.bert.encoder.layer[1].output.dense.weight[3, 5] = float("nan")
+    with pytest.raises(NonFiniteError, match=r"the model to quantize: the weight tensor "
+                                             r"bert\.encoder\.layer\.1\.output\.dense\.weight is not finite"):
+        quantize(model, how)
