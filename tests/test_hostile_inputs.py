@@ -121,7 +121,7 @@ def test_evaluate_refuses_an_example_with_nothing_in_it(dirs, tmp_path, capsys):
     data.write_text("".join(json.dumps({"text": t, "label": label}, ensure_ascii=False) + "\n" for t, label in
                             [(REVIEWS[0], "pos"), ("\u200b\ufeff", "neg"), (REVIEWS[1], "neg")]), encoding="utf-8")
     code, _, err = run(["evaluate", "--model", dirs["clf"], "--data", str(data)], capsys)
-    one_line_error(code, err, str(data), "example 2", "no text")
+    one_line_error(code, err, f"{data}: line 2: field 'text' is empty")  # the reader: is_empty_text
 
 
 def test_serve_answers_text_with_nothing_in_it_as_empty(dirs):

@@ -37,6 +37,7 @@ from ..errors import TrainingError
 from ..heads import BertForSequenceClassification
 from ..metrics import (classification_report, confusion_matrix, multilabel_report, plot_confusion_matrix,
                        regression_report)
+from ..text import is_empty_text
 from .base import EMPTY_INPUT, Feature, Field, Head, Task, label_id
 
 
@@ -241,8 +242,8 @@ def _read(path, table: records.Table, text_field, pair_field, label_field, probl
 
 
 def _empty_text(value) -> bool:
-    """A string of nothing but whitespace (keep_empty: such a text is kept as "")."""
-    return isinstance(value, str) and not value.strip()
+    """A string with no content (text.is_empty_text; keep_empty: such a text is kept as "")."""
+    return isinstance(value, str) and is_empty_text(value)
 
 
 def _label(path, number, value, field, problem_type, fmt):
