@@ -85,8 +85,9 @@ class Metrics:
         self.connections = Gauge("bertkit_open_connections", "HTTP connections open (at most --max-connections)",
                                  registry=self.registry)
         self.closed = Counter("bertkit_connections_closed", "connections the server closed, by reason: "
-                              "header_timeout, body_timeout, reclaimed (idle, closed to make room), refused (503: "
-                              "--max-connections busy ones)", ["reason"], registry=self.registry)
+                              "header_timeout, body_timeout (a body its route did not read), reclaimed (idle, "
+                              "closed to make room), refused (503: --max-connections busy ones)", ["reason"],
+                              registry=self.registry)
 
     def batch(self, stats: BatchStats) -> None:
         self.batch_size.observe(stats.rows)
@@ -194,8 +195,9 @@ class GuardedHttp(HttpToolsProtocol):
         super().connection_made(transport)
         if not self.guard.admit(self):
             self.refused = True  # answered at once; what the client sends is never read
-            transport.write(raw_error(503, "overloaded", f"{self.guard.settings.max_connections} connections are "
-                                      "open with requests under way (--max-connections); retry shortly"))
+            transport.write(raw_error(503, "too_many_connections", f"{self.guard.settings.max_connections} "
+                                      "connections are open with requests under way (--max-connections); retry "
+                                      "shortly"))
             transport.close()
             return
         self.arm(self.guard.settings.header_timeout, self.headers_late)
