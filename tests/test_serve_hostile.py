@@ -371,7 +371,8 @@ class FakeConnection:
 
 
 def test_connection_cap_closes_the_oldest_idle_connection_then_refuses():
-    from bertkit.serve.app import Guard, Metrics
+    from bertkit.serve.app import Metrics
+    from bertkit.serve.connections import Guard
     from bertkit.serve.settings import ServeConfig
 
     metrics = Metrics()

@@ -24,7 +24,7 @@ A forward pass whose outputs are not finite: 500 {"type": "non_finite_output"} (
 other failure is a JSON 500 too. A client that leaves before its answer is counted as status 499 in
 /metrics (as nginx does), without a traceback, and its request, if still waiting, is not run.
 
-Careless or hostile clients (app.py's GuardedHttp):
+Careless or hostile clients (connections.py's GuardedHttp):
     --max-connections (1000)  open connections at most: past it the oldest idle one is closed to make
                               room, or if every one has a request under way the new one gets 503
     --header-timeout (10 s)   for a request's headers: then 408 (a connection that sent nothing: closed)

@@ -8,9 +8,9 @@
 What a /predict input may hold is the task's: its input fields (task.input_fields: name and kind) check
 an object, task.from_line reads a string as `bertkit predict` reads a line, task.example_from makes the
 example (qa numbers it), task.batch_group says which requests' features may share a batch.
-Converting inputs to rows and rows' results to answers runs on the event loop (tokenizing one
-sentence takes microseconds); `run` runs in the batcher's worker thread and is the only code that
-touches the model.
+Converting inputs to rows and rows' results to answers runs in app.py's tokenizer thread (inline on the
+event loop for a small request while that thread is idle); `run` runs in the batcher's worker thread and
+is the only code that touches the model.
 
 An input with no text (only whitespace, zero-width or control characters: text.is_empty_text, as `bertkit
 predict` and `bertkit embed` decide) is /predict's "empty input" row and /embed's 422 empty_input. At start-up
@@ -126,7 +126,7 @@ class Engine:
         config = self.task_model.config
         return [config.id2label[i] for i in range(config.num_labels)]
 
-    # ----- inputs -> rows (event loop) -------------------------------------------------------------
+    # ----- inputs -> rows (tokenizer thread) -------------------------------------------------------
     def rows_for_embed(self, texts: list[str], truncate: bool) -> Prepared:
         rows = []
         for i, text in enumerate(texts):
@@ -207,7 +207,7 @@ class Engine:
     def _fill_mask(self, rows: list[list[int]]) -> list:  # the most a request may ask for; fill_mask_answers
         return fill_mask(self.mlm, self.tokenizer, rows, top_k=FILL_MASK_MAX_TOP_K)  # keeps its top_k
 
-    # ----- results -> answers (event loop) ---------------------------------------------------------
+    # ----- results -> answers (tokenizer thread) ---------------------------------------------------
     def predictions(self, prepared: Prepared, outputs: list) -> list[dict]:
         """One row per input, as `bertkit predict` writes them (empty inputs: the task's empty row)."""
         task, examples = self.task, prepared.examples
