@@ -40,7 +40,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .errors import BertkitError, CheckpointError
-from .inference import check_output, check_outputs, check_weights, encoder_forward, to_json
+from .finite import check_outputs, check_weights
+from .inference import check_output, encoder_forward, to_json
 from .options import opt, parse
 from .quantize import CHOICES as QUANTIZE_CHOICES, FLAG_HELP as QUANTIZE_HELP, quantize as quantize_model
 from .text import is_empty_text

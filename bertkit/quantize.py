@@ -36,6 +36,7 @@ from torch import Tensor, nn
 
 from . import attention, padding
 from .errors import BertkitError
+from .finite import check_weights
 from .model import SelfAttention
 
 CHOICES = ("int8", "bf16")
@@ -65,8 +66,6 @@ def quantize(model: nn.Module, how: str | None) -> nn.Module:
                             "model.eval() first (quantized layers have no gradients, so fine-tune in float32)")
     if any(isinstance(m, Int8Linear) for m in model.modules()) or getattr(model, "_bf16_outputs", None):
         return model  # quantized already
-    from .inference import check_weights  # (inference imports this module) the loaders checked already: 6 ms
-
     check_weights(model, "the model to quantize")  # int8's quantizer would fail on a NaN with a torch error
     if how == "bf16":
         return _bfloat16(model)

@@ -17,7 +17,7 @@ from torch import nn
 
 from ..config import BertConfig
 from ..heads import BertForMaskedLM
-from ..inference import check_weights
+from ..finite import check_weights
 from ..model import BertModel
 from ..tokenizer import DEFAULT_SPECIALS, Tokenizer, TokenizerError
 from .common import ExplainError

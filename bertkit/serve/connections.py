@@ -16,14 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from .settings import ServeConfig
-
-if TYPE_CHECKING:
-    from .app import Metrics
 
 STATUS_PHRASES = {408: "Request Timeout", 503: "Service Unavailable"}
 
@@ -40,7 +37,7 @@ def raw_error(status: int, kind: str, message: str) -> bytes:
 class Guard:
     """What the protocol of every connection shares: the open connections, oldest first, and the limits."""
 
-    def __init__(self, settings: ServeConfig, metrics: Metrics):
+    def __init__(self, settings: ServeConfig, metrics):  # metrics: app.py's Metrics
         self.settings, self.metrics = settings, metrics
         self.open: dict[GuardedHttp, None] = {}  # insertion order: oldest first
         self.stopping = False  # SIGTERM: uvicorn is shutting the connections down
