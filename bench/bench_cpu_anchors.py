@@ -74,10 +74,12 @@ def mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
 # ----- engines: texts -> normalised vectors (n, H) ---------------------------------------------------
 class Bertkit:
-    def __init__(self, model_dir, work, quantize=None, compile=False):
+    def __init__(self, model_dir, work, quantize=None, compile=False, prepack=False):
         from bertkit import Encoder
 
         self.encoder = Encoder.from_pretrained(model_dir, quantize=quantize)
+        if prepack:
+            prepack_linears(self.encoder.model)
         if compile:  # attempt: inductor with freezing (weights as constants, prepacked), any batch and length
             import torch._inductor.config as inductor
 
@@ -86,6 +88,29 @@ class Bertkit:
 
     def __call__(self, texts: list[str]) -> np.ndarray:
         return self.encoder.encode(texts, batch_size=len(texts))
+
+
+class PackedLinear(torch.nn.Module):
+    """Attempt: a Linear through oneDNN with its weight prepacked once (what inductor's freezing emits)."""
+
+    def __init__(self, linear: torch.nn.Linear, rows_hint: int = 16):
+        super().__init__()
+        self.bias = linear.bias.detach()
+        self.packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach(), rows_hint)
+
+    def forward(self, x):
+        y = torch.ops.mkldnn._linear_pointwise(x.reshape(-1, x.shape[-1]), self.packed, self.bias, "none", [], "")
+        return y.reshape(*x.shape[:-1], y.shape[-1])
+
+
+def prepack_linears(model) -> None:
+    """The attention output and feed-forward Linears of every layer as PackedLinear (query, key and value stay:
+    the padding-free path reads their weights to multiply them as one)."""
+    for layer in model.encoder.layer:
+        a = layer.attention
+        a.output.dense = PackedLinear(a.output.dense)
+        layer.intermediate.dense, layer.output.dense = PackedLinear(layer.intermediate.dense), \
+            PackedLinear(layer.output.dense)
 
 
 class SentenceTransformers:
@@ -196,6 +221,7 @@ ENGINES = {
     "bertkit-int8": lambda m, w, t: Bertkit(m, w, quantize="int8"),
     "bertkit-bf16": lambda m, w, t: Bertkit(m, w, quantize="bf16"),
     "bertkit-compile": lambda m, w, t: Bertkit(m, w, compile=True),
+    "bertkit-prepack": lambda m, w, t: Bertkit(m, w, prepack=True),
     "ort-opt-int8": lambda m, w, t: OnnxRuntime(m, w, optimized=True, int8=True, threads=t),
     "ct2-int8": lambda m, w, t: CTranslate2(m, w, int8=True, threads=t),
 }
