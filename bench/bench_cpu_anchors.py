@@ -29,7 +29,6 @@ import json
 import os
 import platform
 import random
-import re
 import statistics
 import sys
 import time
@@ -49,17 +48,13 @@ def chinese_texts(n: int, seed: int) -> list[str]:
 
 
 def english_texts(n: int, seed: int) -> list[str]:
-    """Sentences of the prose in Python's documentation (pydoc_data.topics), 20-300 characters."""
-    from pydoc_data.topics import topics
+    """Sentences of the prose in Python's documentation (pydoc_data.topics), 20-300 characters, other than those
+    bertkit's int8 calibrates on."""
+    from bertkit.data.builtin import english_sentences
+    from bertkit.quantize import calibration_texts
 
-    sentences = set()
-    for text in topics.values():
-        for paragraph in re.split(r"\n\s*\n", text):
-            line = " ".join(paragraph.split())
-            if not line or line.startswith((">>>", "...")) or line.count("(") > 3:
-                continue
-            sentences.update(s for s in re.split(r"(?<=[.!?])\s+(?=[A-Z])", line) if 20 <= len(s) <= 300)
-    return random.Random(seed).sample(sorted(sentences), n)
+    calibration = set(calibration_texts())
+    return random.Random(seed).sample([s for s in english_sentences() if s not in calibration], n)
 
 
 def normalize(vectors: np.ndarray) -> np.ndarray:

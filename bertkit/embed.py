@@ -41,7 +41,7 @@ from torch import Tensor
 
 from .errors import BertkitError, CheckpointError
 from .finite import check_outputs, check_weights
-from .inference import check_output, encoder_forward, to_json
+from .inference import calibration, check_output, encoder_forward, to_json
 from .options import opt, parse
 from .quantize import CHOICES as QUANTIZE_CHOICES, FLAG_HELP as QUANTIZE_HELP, quantize as quantize_model
 from .text import is_empty_text
@@ -281,8 +281,9 @@ class Encoder:
         check_weights(model, model_dir)  # before quantizing: int8 cannot be built from NaN
         if device is not None:
             model.to(device)
-        model = quantize_model(model, quantize)  # None: as it is
-        return cls(model, Tokenizer.from_pretrained(model_dir), settings, model_dir)
+        tokenizer = Tokenizer.from_pretrained(model_dir)
+        model = quantize_model(model, quantize, calibration(quantize, tokenizer))  # None: as it is
+        return cls(model, tokenizer, settings, model_dir)
 
     def token_ids(self, text: str, *, truncate: bool = True, limit: int | None = None) -> list[int]:
         """[CLS] ... [SEP] ids of one text; past `limit` (default max_tokens): cut (keeping [SEP] last)

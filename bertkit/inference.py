@@ -38,7 +38,7 @@ from torch import Tensor, nn
 from .data.masking import id_batch
 from .errors import BertkitError, BertkitWarning
 from .finite import check_outputs, check_weights, finite
-from .quantize import quantize as quantize_model
+from .quantize import calibration_rows, quantize as quantize_model
 from .tasks import Task, default_stride, evaluate, get_task, predict, run_model, task_of
 from .tokenizer import Tokenizer
 
@@ -74,8 +74,9 @@ def load_task_model(model_dir: str, task: str | None = None, quantize: str | Non
         _check_label_ids(model_dir, model.config)
     check_weights(model, model_dir)
     _check_logits(model, model_dir)
-    model = quantize_model(model.eval(), quantize)  # in place: the finiteness hook stays
-    return TaskModel(found, model, Tokenizer.from_pretrained(model_dir))
+    tok = Tokenizer.from_pretrained(model_dir)
+    model = quantize_model(model.eval(), quantize, calibration(quantize, tok))  # in place: the hook stays
+    return TaskModel(found, model, tok)
 
 
 def load_mlm(model_dir: str, quantize: str | None = None) -> nn.Module:
@@ -93,7 +94,12 @@ def load_mlm(model_dir: str, quantize: str | None = None) -> nn.Module:
     report.warn_unexpected(stacklevel=3)
     check_weights(model, model_dir)
     _check_logits(model, model_dir)
-    return quantize_model(model.eval(), quantize)
+    return quantize_model(model.eval(), quantize, calibration(quantize, Tokenizer.from_pretrained(model_dir)))
+
+
+def calibration(quantize: str | None, tok: Tokenizer) -> list[list[int]] | None:
+    """What quantize() calibrates int8's smoothing on: the built-in sample in this model's tokens (int8 only)."""
+    return calibration_rows(tok) if quantize == "int8" else None
 
 
 def _check_label_ids(model_dir: str, config) -> None:

