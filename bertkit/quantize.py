@@ -19,7 +19,7 @@
          projection (FLOAT_LINEAR): float32, unchanged
 
 Why per token, 8 by 7 bits: torch's dynamic int8 (one 7-bit activation scale for the whole batch) moved
-all-MiniLM-L6-v2 sentence vectors to cosine 0.92 of float32 at worst; a token's scale is its own (its
+all-MiniLM-L6-v2 sentence vectors to cosine 0.90 of float32 at worst (now 0.992); a token's scale is its own (its
 batch-mates no longer change its vector), and x86 CPUs without VNNI multiply uint8 x int8 in pairs summed
 in int16, which saturates with 8-bit activations and 8-bit weights (relative error 0.23 against 0.043)
 but not with 7-bit weights. Measured by bench/bench_int8_accuracy.py (bench/results/int8_accuracy.md).
@@ -103,8 +103,8 @@ def quantize(model: nn.Module, how: str | None, calibration: list[list[int]] | N
 
 # the first layer's feed-forward down projection stays float32: its input (GELU's output) has the widest outlier
 # channels, and its error runs through every later layer (all-MiniLM-L6-v2, 300 Chinese reviews: cosine to float32
-# 0.9912 at worst with it in int8, 0.9939 without; no other single Linear gained more than 0.0026). 1 / 18 of the
-# multiply work of a 6-layer model, 1 / 36 of a 12-layer one.
+# 0.9912 at worst with it in int8, 0.9939 without: the largest gain for one Linear of the sweep in
+# bench/results/int8_accuracy.md). 1 / 18 of the multiply work of a 6-layer model, 1 / 36 of a 12-layer one.
 FLOAT_LINEAR = "encoder.layer.0.output.dense"
 SMOOTHING_ALPHA = 0.5  # s_j = max|x_j| ** alpha / max|w_j| ** (1 - alpha)
 
