@@ -1,5 +1,6 @@
 """Shared helpers: tiny configs and a transformers twin holding the same weights."""
 
+import contextlib
 import json
 import os
 import subprocess
@@ -92,6 +93,26 @@ def pytest_terminal_summary(terminalreporter):
     width = max(len(k) for k in PARITY)
     for name, diff in sorted(PARITY.items()):
         terminalreporter.write_line(f"{name:<{width}}  {diff:.2e}")
+
+
+@contextlib.contextmanager
+def torch_threads(n: int):
+    """torch on n threads inside the block, the earlier count after it."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def one_torch_thread():
+    """torch on one thread for the test. Its in-process training runs use tiny models: a second thread gains them
+    nothing, and on a busy 2-core machine it mostly waits for its partner, which makes a run several times slower
+    (measured up to 10x and more). What the tests assert does not depend on the thread count."""
+    with torch_threads(1):
+        yield
 
 
 def window_logits(model_dir, texts, seq_len=48, stride=16) -> list[torch.Tensor]:

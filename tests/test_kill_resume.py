@@ -36,19 +36,12 @@ TIMEOUT = 120  # seconds for any one process: far more than a run needs, most of
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    """A real People's Daily corpus (600 paragraphs), one learned vocabulary, a tiny config without dropout."""
-    from bertkit.data.builtin import peoples_daily_texts
-    from bertkit.tokenizer import train_vocab
-
-    base = tmp_path_factory.mktemp("kill_resume")
-    corpus = base / "pd.txt"
-    corpus.write_text("\n".join(peoples_daily_texts()[:600]) + "\n", encoding="utf-8")
-    tokenizer = base / "tok"
-    train_vocab(files=[str(corpus)], vocab_size=1500).save_pretrained(tokenizer)
-    config = base / "config.json"
+def setup(tmp_path_factory, corpus_file, tokenizer_dir):
+    """A real People's Daily corpus (600 paragraphs), one learned vocabulary (1,500: conftest's, shared with the
+    other runs), a tiny config without dropout."""
+    config = tmp_path_factory.mktemp("kill_resume") / "config.json"
     BertConfig.from_preset("tiny", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0).to_json(config)
-    return {"corpus": str(corpus), "tokenizer": str(tokenizer), "config": str(config)}
+    return {"corpus": corpus_file, "tokenizer": tokenizer_dir, "config": str(config)}
 
 
 def command(setup, out) -> list[str]:

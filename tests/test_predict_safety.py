@@ -2,12 +2,15 @@
 input line, safe output paths, one-line errors for unreadable files, broken weights, a missing MLM head
 and a label map with gaps. Tiny models on real text (CPU)."""
 
+import contextlib
+import io
 import json
+import logging
 import math
 import os
 import shutil
 import subprocess
-import sys
+import warnings
 
 import pytest
 import torch
@@ -18,14 +21,35 @@ from bertkit.heads import BertForSequenceClassification
 from bertkit.model import BertModel
 from bertkit.tokenizer import Tokenizer
 
-pytestmark = pytest.mark.slow  # every test here runs the CLI in subprocesses on a fine-tuned model
+pytestmark = pytest.mark.slow  # every test here runs the CLI on a fine-tuned model
 
 REVIEWS = ["这本书很好看，推荐", "质量太差了", "一般", "物流很快，包装完好"]
 
 
-def cli(*args):
-    """The CLI in a fresh process, as a user runs it."""
-    return subprocess.run([sys.executable, "-m", "bertkit", *args], capture_output=True, text=True)
+def cli(*args) -> subprocess.CompletedProcess:
+    """The CLI as `python -m bertkit ARGS` runs it (`raise SystemExit(main())`), in this process (a fresh interpreter
+    per command costs seconds of `import torch`): its exit code, stdout, and stderr with what that process would
+    also print there, warnings and logged warnings. An exception that escapes main() fails the test here, as its
+    traceback on stderr fails one_line_error in a process."""
+    out, err = io.StringIO(), io.StringIO()
+    logged = logging.StreamHandler(err)  # where Python's last-resort handler prints a logged warning
+    logged.setLevel(logging.WARNING)
+    logging.getLogger().addHandler(logged)
+    try:
+        with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(out), \
+                contextlib.redirect_stderr(err):
+            warnings.simplefilter("default")  # as a fresh interpreter's filters: each shown once, but not
+            for hidden in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+                warnings.simplefilter("ignore", hidden)  # the kinds Python hides by default
+            try:
+                code = main(list(args))
+            except SystemExit as stop:  # a usage error (argparse): its code, as the process would exit with
+                code = stop.code if isinstance(stop.code, int) else int(stop.code is not None)
+    finally:
+        logging.getLogger().removeHandler(logged)
+    for w in caught:
+        err.write(warnings.formatwarning(w.message, w.category, w.filename, w.lineno))
+    return subprocess.CompletedProcess(["bertkit", *args], code, out.getvalue(), err.getvalue())
 
 
 def one_line_error(result, *words):

@@ -463,9 +463,10 @@ def test_batcher_errors_reach_the_request_and_queue_is_bounded():
 
 # ----- the README's Serve section, run as written -----------------------------------------------------
 @pytest.mark.slow
-def test_readme_serve_examples_run_against_a_live_server(clf_dir, base_dir):
+def test_readme_serve_examples_run_against_a_live_server(clf_dir, base_dir, mlm_server):
     """Each `bertkit serve` line starts a server (on a free port, the README's models replaced by the tiny
-    fixtures); each `curl` line is sent as curl sends it and gets 200, or the status its comment starts with."""
+    fixtures); each `curl` line is sent as curl sends it and gets 200, or the status its comment starts with.
+    base_dir's server with no other flags is already up: mlm_server."""
     from test_readme import README, fenced_blocks, shell_commands
 
     text = README.read_text(encoding="utf-8")
@@ -473,14 +474,19 @@ def test_readme_serve_examples_run_against_a_live_server(clf_dir, base_dir):
     section = section[:section.index("\n## ", 1)]
     offset = text[:text.index("## Serve\n")].count("\n")
     models = {"runs/quickstart/finetune": clf_dir, "runs/quickstart/pretrain": base_dir}
-    servers, sent = {}, 0
+    servers, started, sent = {}, [], 0
     try:
         for lang, first, lines in fenced_blocks(section):
             for number, tokens in shell_commands(lines, first) if lang == "bash" else []:
                 where = f"README.md:{number + offset}"
                 if tokens[:2] == ["bertkit", "serve"]:
                     flags = dict(zip(tokens[2::2], tokens[3::2]))
-                    servers[flags["--port"]] = Server(models[flags["--model"]])
+                    model = models[flags["--model"]]
+                    if model == base_dir and mlm_server not in servers.values():
+                        servers[flags["--port"]] = mlm_server  # Server(base_dir), as below
+                    else:
+                        servers[flags["--port"]] = Server(model)
+                        started.append(servers[flags["--port"]])
                 elif tokens[0] == "curl":
                     data = tokens[tokens.index("-d") + 1] if "-d" in tokens else None
                     url = next(t for t in tokens[1:] if t.startswith("localhost:"))
@@ -492,7 +498,7 @@ def test_readme_serve_examples_run_against_a_live_server(clf_dir, base_dir):
                     assert answer, where
                     sent += 1
     finally:
-        for server in servers.values():
+        for server in started:  # mlm_server's fixture stops it
             assert server.stop() == 0
     assert len(servers) == 2 and sent >= 10
 

@@ -15,12 +15,14 @@ import torch
 from safetensors.torch import load_file
 
 from bertkit import BertConfig
+from bertkit.cli import main
 from bertkit.train import pretrain as pretrain_module
 from bertkit.train.loop import TrainConfig, TrainingError, lr_factor, make_optimizer
 from bertkit.train.metrics_log import read_metrics
 from bertkit.train.pretrain import PretrainConfig, run
 
 transformers = pytest.importorskip("transformers")
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # the runs here train tiny models in this process
 
 
 @pytest.fixture(scope="module")
@@ -244,9 +246,10 @@ def test_the_same_flags_and_seed_give_the_same_files(tmp_path, corpus_file, tiny
     common = ["--corpus", corpus_file, "--model-config", tiny_config_file, "--vocab-size", "1500", "--seq-len", "32",
               "--batch-size", "8", "--steps", "8", "--eval-every", "4", "--save-every", "0", "--no-progress",
               "--device", "cpu", "--seed", "5"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # tiny tensors: a second thread only waits on a busy machine
     for name in ("a", "b"):
         proc = subprocess.run([sys.executable, "-m", "bertkit", "pretrain", "--out", str(tmp_path / name), *common],
-                              capture_output=True, text=True, timeout=300)
+                              capture_output=True, text=True, timeout=300, env=env)
         assert proc.returncode == 0, proc.stderr[-2000:]
     for name in ("model.safetensors", "vocab.txt", "tokenizer/vocab.txt", "config.json"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
@@ -265,18 +268,15 @@ def test_two_process_ddp_equals_one_process(tmp_path, tiny_config_file, prepared
               "--steps", "6", "--log-every", "1", "--eval-every", "0", "--save-every", "0", "--no-progress",
               "--device", "cpu", "--seed", "3"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    one = subprocess.run([sys.executable, "-m", "bertkit", "pretrain", "--out", str(tmp_path / "one"),
-                          "--batch-size", "8", *common], capture_output=True, text=True, env=env, timeout=300)
-    assert one.returncode == 0, one.stderr[-2000:]
     two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
                           "29517", "-m", "bertkit", "pretrain", "--out", str(tmp_path / "two"), "--batch-size", "4",
                           *common], capture_output=True, text=True, env=env, timeout=300)
     assert two.returncode == 0, two.stderr[-3000:]
     assert "of text into" not in two.stderr and not (tmp_path / "two" / "data").exists()  # nothing prepared
-    accumulated = subprocess.run([sys.executable, "-m", "bertkit", "pretrain", "--out", str(tmp_path / "accumulated"),
-                                  "--batch-size", "4", "--grad-accum", "2", *common], capture_output=True, text=True,
-                                 env=env, timeout=300)
-    assert accumulated.returncode == 0, accumulated.stderr[-2000:]
+    # one process: the same command in this one (on one thread, as each rank: OMP_NUM_THREADS=1 above)
+    assert main(["pretrain", "--out", str(tmp_path / "one"), "--batch-size", "8", *common]) == 0
+    assert main(["pretrain", "--out", str(tmp_path / "accumulated"), "--batch-size", "4", "--grad-accum", "2",
+                 *common]) == 0
     a = load_file(tmp_path / "one" / "model.safetensors")
     la = train_losses(tmp_path / "one")
     for name in ("two", "accumulated"):  # the same rows, the same masks, the loss a mean over the step's tokens
