@@ -836,47 +836,73 @@ def prepare_command(corpus, tokenizer, out, workers=2) -> list[str]:
             str(out), "--workers", str(workers), "--no-progress"]
 
 
+# `bertkit prepare` in a process that stops itself (SIGSTOP) just before the Nth call of a step, so that the test
+# kills it at a chosen point of the work whatever the machine's speed; "count" runs it whole and prints the calls
+STOPPING = """\
+import os, signal, sys
+from bertkit.cli import main
+from bertkit.data import dataset, prepare
+point, nth = sys.argv[1], int(sys.argv[2])
+owner, name = {"append": (dataset.SplitWriter, "append"), "replace": (prepare, "_replace")}[point]
+step, calls = getattr(owner, name), [0]
+def stopping(*args, **kwargs):
+    calls[0] += 1
+    if calls[0] == nth:
+        os.kill(os.getpid(), signal.SIGSTOP)
+    return step(*args, **kwargs)
+setattr(owner, name, stopping)
+code = main(sys.argv[3:])
+print("calls", calls[0], file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def stopping_command(point: str, nth: int, corpus, tokenizer, out) -> list[str]:
+    return [sys.executable, "-c", STOPPING, point, str(nth), *prepare_command(corpus, tokenizer, out)[3:]]
+
+
+def wait_stopped(proc: subprocess.Popen) -> None:
+    """Until `proc` has stopped itself (it cannot end first: it stops before the step it counts)."""
+    _, status = os.waitpid(proc.pid, os.WUNTRACED)
+    assert os.WIFSTOPPED(status), f"it ended instead (status {status})"
+
+
 @pytest.mark.slow
-def test_a_killed_preparation_leaves_nothing_that_looks_complete_and_a_rerun_finishes_it(tmp_path, big_corpus,
+def test_a_killed_preparation_leaves_nothing_that_looks_complete_and_a_rerun_finishes_it(tmp_path, all_paragraphs,
                                                                                        tokenizer_dir):
+    """kill -9 (of the whole process group) before a write of the ids chosen at random, and just before the
+    finished folder is renamed into place: no folder, nothing but the partial folder and the lock beside it;
+    the rerun gives the uninterrupted run's files. The kill points are steps of the work, not moments."""
+    corpus, _ = all_paragraphs
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     reference = tmp_path / "reference"
-    started = time.monotonic()
-    done = subprocess.run(prepare_command(big_corpus, tokenizer_dir, reference), capture_output=True, text=True,
-                          timeout=TIMEOUT, env=env)
-    took = time.monotonic() - started
+    done = subprocess.run(stopping_command("append", 0, corpus, tokenizer_dir, reference), capture_output=True,
+                          text=True, timeout=TIMEOUT, env=env)
     assert done.returncode == 0, done.stderr
-    assert took > 1.5, f"the corpus takes only {took:.1f} s: too little to kill it halfway"
-    print(f"\nuninterrupted: {took:.1f} s")
-    interrupted = 0
-    for seed in KILL_SEEDS:
-        out = tmp_path / f"killed_{seed}"
-        delay = random.Random(seed).uniform(0.05, 0.95) * took
-        with open(tmp_path / f"{seed}.log", "w") as log:
-            proc = subprocess.Popen(prepare_command(big_corpus, tokenizer_dir, out), stdout=log, stderr=log, env=env,
-                                    start_new_session=True)  # its own process group: the workers die with it
-        time.sleep(delay)
-        running = proc.poll() is None
-        if running:
+    appends = int(done.stderr.split("calls ")[-1])
+    assert appends >= 6, done.stderr  # several blocks, each written to both splits
+    points = [("append", random.Random(seed).randint(1, appends)) for seed in KILL_SEEDS] + [("replace", 1)]
+    for point, nth in points:
+        out = tmp_path / f"killed_{point}_{nth}"
+        with open(tmp_path / f"{point}_{nth}.log", "w") as log:
+            proc = subprocess.Popen(stopping_command(point, nth, corpus, tokenizer_dir, out), stdout=log, stderr=log,
+                                    env=env, start_new_session=True)  # its own process group, workers included
+        try:
+            wait_stopped(proc)
+        finally:
             os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        print(f"seed {seed}: kill at {delay:.2f} s ({'running' if running else 'done'}), left: "
-              f"{'the folder' if out.exists() else 'no folder'}, {siblings(out)}")
-        if running and not out.exists():  # killed before the final rename
-            interrupted += 1
-            assert proc.returncode == -signal.SIGKILL
-            with pytest.raises(DataError):
-                PretrainingData.open(str(out))
-            assert set(siblings(out)) <= {f".{out.name}.partial", f".{out.name}.lock"}
-        else:  # it had finished: the folder is complete
+            proc.wait()
+        assert proc.returncode == -signal.SIGKILL
+        assert not out.exists(), (point, nth)
+        with pytest.raises(DataError):
             PretrainingData.open(str(out))
-        rerun = subprocess.run(prepare_command(big_corpus, tokenizer_dir, out), capture_output=True, text=True,
+        assert set(siblings(out)) <= {f".{out.name}.partial", f".{out.name}.lock"}
+        rerun = subprocess.run(prepare_command(corpus, tokenizer_dir, out), capture_output=True, text=True,
                                timeout=TIMEOUT, env=env)
         assert rerun.returncode == 0, rerun.stderr
-        assert siblings(out) == [], (seed, delay)
+        assert siblings(out) == [], (point, nth)
         assert_same_folders(out, reference)
         PretrainingData.open(str(out))
-    assert interrupted >= 2, f"only {interrupted} of {len(KILL_SEEDS)} kills came while it was running"
 
 
 # ----- 8. memory ----------------------------------------------------------------------------------------
