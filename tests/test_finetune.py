@@ -207,14 +207,16 @@ def test_multiple_choice_trains(tmp_path, base_dir):
     from bertkit.tokenizer import Tokenizer
 
     model, tok = BertForMultipleChoice.from_pretrained(tmp_path / "mc").eval(), Tokenizer.from_pretrained(tmp_path / "mc")
-    right = 0
+    right = ties = 0
     for e in rows:
         enc = tok([e.text] * 2, ["这是好评", "这是差评"], truncation="only_first", max_length=64, padding=True,
                   return_tensors="pt")
         with torch.no_grad():
             logits = model(**{k: v[None] for k, v in enc.items()}).logits[0]
         right += int(logits.argmax()) == (0 if e.label == "pos" else 1)
-    assert summary.best["accuracy"] == pytest.approx(right / len(rows), abs=1e-9)
+        # bertkit batches 32 examples: float32 sums in another order, so a near-tie may fall the other way
+        ties += abs(float(logits[0] - logits[1])) < 1e-4
+    assert summary.best["accuracy"] == pytest.approx(right / len(rows), abs=ties / len(rows) + 1e-9)
 
 
 # ----- span selection and answer positions on constructed cases ----------------------------------

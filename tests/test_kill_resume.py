@@ -26,11 +26,15 @@ from bertkit.train.metrics_log import read_metrics
 pytestmark = pytest.mark.slow  # every test here kills a training subprocess and resumes it
 
 STEPS = 40
-# Seeds of the random delays. The first kill comes 0.07 / 0.14 / 0.27 s after the first run's first checkpoint
-# (early, middle and late in the run; which step that is depends on the machine's speed); the second one 0-0.2 s
-# after the resumed run has written a training row past the last one the killed run wrote (its own saves, the cut
-# log, the final save).
+# Seeds of the kill points, chosen in steps, not seconds (a sleep lands at another step on a faster or slower
+# machine, and a fast one finished the run before a late kill): the first kill comes as soon as the first run
+# has a checkpoint and has written training row 12 / 19 / 28 (early, middle and late in the run; at least 12
+# steps and the final save are left then); the second one once the resumed run has written 1-8 rows past the
+# last one the killed run wrote. A kill lands wherever the run is when the row is seen: in the next step, in a
+# save (every 5 steps), in the metrics log.
 SEEDS = (4, 9, 20)
+FIRST_KILL_ROWS = (5, 30)  # the first kill's row is drawn from these (inclusive)
+NEXT_KILL_AFTER = (1, 8)  # later kills: this many rows past the last kill's last row
 KILLS_PER_SEED = 2  # the first run, then the first resumed run (when it is still running by then)
 TIMEOUT = 120  # seconds for any one process: far more than a run needs, most of which is starting Python and torch
 
@@ -109,12 +113,12 @@ def test_sigkill_at_a_random_point_then_resume_equals_an_uninterrupted_run(setup
         log = tmp_path / f"run{attempt}"
         proc = start(cmd + (["--resume"] if attempt > 1 else []), log)
         if attempt == 1:  # kill only a run that has saved at least one checkpoint
-            alive = wait_until(state_file.exists, state_file, proc, log)
-            time.sleep(rng.uniform(0.0, 0.3))  # about as long as the steps left take, then the final save
+            row = rng.randint(*FIRST_KILL_ROWS)
+            alive = (wait_until(state_file.exists, state_file, proc, log)
+                     and wait_until(lambda: last_train_step(out) >= row, f"training row {row}", proc, log))
         elif attempt <= KILLS_PER_SEED:  # a resumed run, once it trains past the rows the last kill left
-            left = landed[-1][-1]
-            alive = wait_until(lambda: last_train_step(out) > left, f"a row after step {left}", proc, log)
-            time.sleep(rng.uniform(0.0, 0.2))
+            row = landed[-1][-1] + rng.randint(*NEXT_KILL_AFTER)
+            alive = wait_until(lambda: last_train_step(out) >= row, f"training row {row}", proc, log)
         else:
             alive = False
         if alive and proc.poll() is None:
@@ -131,7 +135,7 @@ def test_sigkill_at_a_random_point_then_resume_equals_an_uninterrupted_run(setup
             assert "taking the folder over" in (tmp_path / f"run{attempt}.err").read_text(), tail(log)
         if proc.returncode == 0:
             break
-    assert landed, f"seed {seed}: the run ended before it could be killed; shorten the delays"
+    assert landed, f"seed {seed}: the run ended before it could be killed; pick earlier kill rows"
     print(f"seed {seed}: kills (run, saved step, last training row) {landed}; {attempt} runs")
 
     expected, got = load_file(reference / "model.safetensors"), load_file(out / "model.safetensors")

@@ -380,7 +380,13 @@ def test_sigterm_answers_every_request_in_flight_then_exits_0(clf_dir):
     threads = [threading.Thread(target=send, args=(t,)) for t in REVIEWS[:16]]
     for t in threads:
         t.start()
-    time.sleep(0.1)  # the requests are in: the batcher holds them for up to 200 ms
+    # every request is in (in the batcher, which holds them up to 200 ms for company, or answered) before SIGTERM:
+    # a state, not a fixed sleep (0.1 s can be too short to connect 16 clients on a busy machine)
+    deadline = time.monotonic() + 60
+    while (server.metric("bertkit_queue_depth") + server.metric("bertkit_requests_total", route="/predict",
+                                                                  status="200")) < len(threads):
+        assert time.monotonic() < deadline, "the 16 requests did not reach the server in 60 s"
+        time.sleep(0.01)
     server.proc.send_signal(signal.SIGTERM)
     for t in threads:
         t.join(60)

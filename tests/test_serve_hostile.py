@@ -88,7 +88,9 @@ def wait_for(check, seconds: float = 20):
 # ----- one server for most cases ----------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def guarded(base_dir):
-    server = Server(base_dir, "--max-connections", "100", "--body-timeout", "2", "--max-wait-ms", "1500")
+    # --max-wait-ms 5000: the window in which a test sees a request wait in the batcher and closes its client
+    # (1500 left a busy 2-core machine little room: polling /metrics, closing, the server noticing)
+    server = Server(base_dir, "--max-connections", "100", "--body-timeout", "2", "--max-wait-ms", "5000")
     yield server
     assert server.stop() == 0
     log = server.proc.stdout.read()
@@ -185,7 +187,7 @@ def test_a_big_tokenize_request_does_not_hold_health_back(guarded):
 @pytest.mark.slow
 def test_a_request_whose_client_left_while_it_waited_is_never_run(guarded):
     guarded.post("/embed", {"inputs": ["一", "二"]})  # a batch of two rows: the worker now waits up to
-    rows = guarded.metric("bertkit_batch_size_sum")  # --max-wait-ms 1500 for company
+    rows = guarded.metric("bertkit_batch_size_sum")  # --max-wait-ms 5000 for company
     batches = guarded.metric("bertkit_batch_size_count")
     body = json.dumps({"inputs": ["离开的客户"]}, ensure_ascii=False).encode()
     leaving = connect(guarded, post("/embed", len(body), body))
@@ -212,7 +214,7 @@ def test_answers_name_the_model_folder_not_its_path(guarded, base_dir):
 # ----- a server on every interface, with short header timeouts, then SIGTERM -------------------------------
 @pytest.fixture(scope="module")
 def exposed(base_dir):
-    server = Server(base_dir, "--host", "0.0.0.0", "--header-timeout", "1", "--max-wait-ms", "1000")
+    server = Server(base_dir, "--host", "0.0.0.0", "--header-timeout", "1", "--max-wait-ms", "5000")
     yield server
     server.stop()
 
@@ -235,12 +237,16 @@ def test_headers_that_never_finish_are_answered_408_and_closed(exposed):
 
 @pytest.mark.slow
 def test_sigterm_ends_unfinished_reads_at_once_and_answers_the_rest(exposed):
-    half_body = connect(exposed, post("/embed", 100, b'{"inputs": "ha'))
-    half_head = connect(exposed, b"POST /embed HTTP/1.1\r\nHost: x\r\n")
-    exposed.post("/embed", {"inputs": ["一", "二"]})  # a batch of two: the next waits up to 1 s for company
+    exposed.post("/embed", {"inputs": ["一", "二"]})  # a batch of two: the next waits up to 5 s for company
     whole = json.dumps({"inputs": ["三", "四"]}, ensure_ascii=False).encode()
     in_flight = [connect(exposed, post("/embed", len(whole), whole)) for _ in range(4)]
     wait_for(lambda: exposed.metric("bertkit_queue_depth") == 4)
+    # the unfinished reads come last, so that SIGTERM lands well inside --header-timeout 1 (its clock runs from
+    # connecting) and --max-wait-ms 5000 whatever the machine's speed (no wall-clock race)
+    half_body = connect(exposed, post("/embed", 100, b'{"inputs": "ha'))
+    half_head = connect(exposed, b"POST /embed HTTP/1.1\r\nHost: x\r\n")
+    # the server accepts connections in order: once it answers this later one, it holds both halves (and the 4)
+    assert exposed.metric("bertkit_open_connections") >= 4 + 2 + 1
     exposed.proc.send_signal(signal.SIGTERM)
     assert exposed.proc.wait(timeout=15) == 0  # not after uvicorn's 30 s graceful timeout
     got = answers([half_body, half_head] + in_flight, seconds=5)
