@@ -75,6 +75,8 @@ def write_problem(error: BaseException, directory: str) -> str | None:
         return f"the disk is full ({_free_space(directory)})"
     if code in (errno.EACCES, errno.EPERM):
         return f"no permission to write there ({os.strerror(code)})"
+    if code == errno.EROFS:
+        return "the file system is read-only; write to another folder"
     if code == errno.EFBIG:
         return "the file is larger than this file system (or `ulimit -f`) allows; write it to another disk"
     # torch.save reports a full disk from its C++ writer: "unexpected pos", "file write failed"
@@ -166,7 +168,10 @@ def lock_file(path: str, error: type[Exception], owner: str, doing: str, advice:
     for _ in range(2):  # a second try after removing a stale lock
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
+        except OSError as e:
+            if not isinstance(e, FileExistsError):
+                raise error(f"{owner}: cannot create the lock file {path}: "
+                            f"{write_problem(e, os.path.dirname(path)) or e.strerror or e}") from None
             pid, host = read_lock(path)
             if pid is None or host != socket.gethostname() or alive(pid):
                 holder = f"process {pid} on {host}" if pid is not None else "a process that wrote no pid"

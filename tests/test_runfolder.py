@@ -4,6 +4,7 @@ Real pretraining runs of a tiny model on People's Daily text (CPU, seconds), as 
 """
 
 import json
+import os
 import re
 import shutil
 import socket
@@ -15,6 +16,7 @@ import pytest
 import torch
 
 from bertkit import BertConfig, BertForMaskedLM
+from bertkit.errors import BertkitError
 from bertkit.train.loop import TrainingError
 from bertkit.train.metrics_log import read_metrics
 from bertkit.train.pretrain import PretrainConfig, run
@@ -92,7 +94,7 @@ def test_overwrite_refuses_to_move_the_working_directory_aside(tmp_path, monkeyp
     out = out or str(tmp_path / "run")
     (tmp_path / cwd).mkdir(parents=True, exist_ok=True)
     monkeypatch.chdir(tmp_path / cwd)
-    with pytest.raises(TrainingError, match=rf"^--out {re.escape(out)} --overwrite: {re.escape(out)} is the current "
+    with pytest.raises(TrainingError, match=rf"^--out {re.escape(out)}: is the current "
                                             rf"directory or holds it \({re.escape(str(tmp_path / 'run'))}\)"):
         run(settings(out, corpus_file, tokenizer_dir, overwrite=True))
     assert snapshot(tmp_path / "run") == before
@@ -125,7 +127,7 @@ def test_finetune_overwrite_refuses_to_move_its_train_file_or_model_aside(tmp_pa
     paths[flag] = str(out) if flag == "model" else str(out / "data.jsonl")  # continue from the model in --out
     before = snapshot(out)
     with pytest.raises(TrainingError, match=rf"^--{flag} {re.escape(paths[flag])} is inside --out {re.escape(str(out))}"
-                                            rf", and --overwrite would move it aside with the earlier run there; move "
+                                            rf", and --overwrite would move it aside with what is there; move "
                                             rf"{re.escape(paths[flag])} out of {re.escape(str(out))} first, or pass "
                                             "another --out$"):
         finetune(FinetuneConfig(out=str(out), overwrite=True, progress=False, device="cpu", **paths))
@@ -167,6 +169,7 @@ def test_the_lock_goes_when_the_run_fails(tmp_path, corpus_file, tokenizer_dir, 
 
     monkeypatch.setattr(pretrain, "load_data", fails)
     out = tmp_path / "run"
+    out.mkdir()  # (a folder the run creates itself goes too: test_a_run_that_fails_before_writing_anything...)
     with pytest.raises(TrainingError, match="the data went away"):
         run(settings(out, corpus_file, tokenizer_dir))  # fails inside the claimed folder
     assert out.is_dir() and not (out / ".lock").exists()
@@ -231,3 +234,34 @@ def test_a_finetune_rerun_into_its_own_out_is_refused(tmp_path):
     finetune(FinetuneConfig(**cfg))
     with pytest.raises(TrainingError, match=r"ft already holds a run: metrics.jsonl \(\d+ rows\), checkpoint/"):
         finetune(FinetuneConfig(**cfg))
+
+
+# ----- a run that stopped before its first save ----------------------------------------------------------------
+def test_a_run_stopped_before_its_first_save_is_not_sent_in_a_circle(tmp_path, corpus_file, tokenizer_dir):
+    """It used to be told "pass --resume to continue it", and then with --resume "run without --resume first"."""
+    out = tmp_path / "run"
+    before = an_earlier_run(out)  # metrics, no checkpoint/: killed before its first save
+    with pytest.raises(TrainingError) as plain:
+        run(settings(out, corpus_file, tokenizer_dir))
+    assert "--resume" not in str(plain.value).split(";", 1)[1].replace("nothing to --resume", "")
+    assert "it stopped before its first save, so there is nothing to --resume; pass --overwrite" in str(plain.value)
+    with pytest.raises(TrainingError, match=rf"^--resume: {re.escape(str(out / 'checkpoint'))} holds no training "
+                                            rf"state; the run in {re.escape(str(out))} stopped before its first save "
+                                            r"\(metrics.jsonl \(1 rows\)\): start it over with --overwrite instead"):
+        run(settings(out, corpus_file, tokenizer_dir, resume=True))
+    assert snapshot(out) == before
+    assert run(settings(out, corpus_file, tokenizer_dir, overwrite=True)).step == 6  # the advice works
+
+
+def test_a_run_that_fails_before_writing_anything_leaves_no_folder(tmp_path, tokenizer_dir):
+    """A corpus with no document in it fails while preparing: the --out the run created goes again."""
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n", encoding="utf-8")
+    out = tmp_path / "new" / "run"
+    with pytest.raises(BertkitError, match="the corpus is empty"):
+        run(settings(out, str(empty), tokenizer_dir))
+    assert not out.exists()
+    out.mkdir(parents=True)  # a folder that was there before the run stays
+    with pytest.raises(BertkitError, match="the corpus is empty"):
+        run(settings(out, str(empty), tokenizer_dir))
+    assert out.is_dir() and os.listdir(out) == []

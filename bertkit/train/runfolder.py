@@ -11,6 +11,9 @@
        --resume (continue it) or --overwrite (move it to a sibling <out>.replaced-<time>; nothing is deleted);
        --overwrite is refused, before anything moves, where it would move the working directory or an input
     3. temp files of saves that were killed halfway (.<name>.<random>.tmp, files.atomic_write) go
+    4. a folder the claim created is removed again if the run ends without writing anything into it
+The rules for --out that every command writing a folder shares (a file, the working directory, inputs,
+moving aside) are in outfolder.py.
 
 Only rank 0 claims; under torchrun the other ranks wait for it, so none reads the folder while it changes.
 """
@@ -21,7 +24,6 @@ import contextlib
 import glob
 import os
 import sys
-import time
 from typing import Callable, TypeVar
 
 import torch
@@ -29,6 +31,7 @@ import torch.distributed as dist
 
 from ..checkpoint import TRAIN_STATE
 from ..files import lock_file, release_lock
+from ..outfolder import check_out, move_aside
 from .loop import TrainConfig, TrainingError, pick_device, setup_distributed
 
 T = TypeVar("T")
@@ -45,7 +48,7 @@ def claim(out: str, *, resume: bool, overwrite: bool, rank: int = 0, world: int 
     inputs: the run's input paths by flag ({"--train": ...}), which --overwrite must not move aside."""
     if resume and overwrite:
         raise TrainingError(f"--out {out}: --resume continues the run there, --overwrite moves it aside; pass one")
-    lock = None
+    lock, created = None, not os.path.lexists(out)
     try:
         if rank == 0:
             lock = take_lock(out)
@@ -57,6 +60,9 @@ def claim(out: str, *, resume: bool, overwrite: bool, rank: int = 0, world: int 
     finally:
         if lock is not None:
             release_lock(lock)
+            if created:  # a run that failed before writing anything leaves no empty folder behind
+                with contextlib.suppress(OSError):
+                    os.rmdir(out)
 
 
 def run_claimed(cfg: TrainConfig, run_in: Callable[[TrainConfig, int, int], T], inputs: dict[str, str | None]) -> T:
@@ -83,20 +89,24 @@ def take_lock(out: str) -> str:
 # ----- an earlier run ----------------------------------------------------------------------------
 def check_earlier_run(out: str, resume: bool, overwrite: bool, inputs: dict[str, str | None]) -> None:
     """Refuse to write over an earlier run unless asked to continue it (--resume) or move it (--overwrite)."""
-    if resume:
-        if not os.path.exists(os.path.join(out, "checkpoint", TRAIN_STATE)):
-            raise TrainingError(f"--resume: {os.path.join(out, 'checkpoint')} holds no training state; "
-                                "run without --resume first")
-        return
+    saved = os.path.exists(os.path.join(out, "checkpoint", TRAIN_STATE))
     found = describe_run(out)
+    if resume:
+        if not saved:
+            raise TrainingError(f"--resume: {os.path.join(out, 'checkpoint')} holds no training state" + (
+                f"; the run in {out} stopped before its first save ({', '.join(found)}): start it over with "
+                "--overwrite instead of --resume (what is there is moved aside)" if found else
+                "; run without --resume first"))
+        return
     if not found:
         return
     if not overwrite:
-        raise TrainingError(f"{out} already holds a run: {', '.join(found)}; pass --resume to continue it, "
-                            "--overwrite to move it aside and start over, or another --out")
+        raise TrainingError(f"{out} already holds a run: {', '.join(found)}; " + (
+            "pass --resume to continue it, " if saved else
+            "it stopped before its first save, so there is nothing to --resume; pass ") +
+            "--overwrite to move it aside and start over, or another --out")
     check_movable(out, inputs)
-    moved = move_aside(out)
-    print(f"--overwrite: moved the earlier run in {out} ({', '.join(found)}) to {moved}", file=sys.stderr)
+    move_aside(out, keep=(LOCK,), what="the earlier run", found=", ".join(found))
 
 
 def describe_run(out: str) -> list[str]:
@@ -129,35 +139,7 @@ def saved_step(state_dir: str) -> int | None:
 def check_movable(out: str, inputs: dict[str, str | None]) -> None:
     """--overwrite moves everything in `out` aside: refuse (before anything moves) when that would take the working
     directory (`--out .`, or a folder above it) or a file the run reads (a --train file kept in --out)."""
-    folder = os.path.realpath(out)
-    if is_inside(os.getcwd(), folder):
-        raise TrainingError(f"--out {out} --overwrite: {out} is the current directory or holds it ({folder}), and "
-                            "--overwrite moves everything in --out aside; pass a folder of the run's own (e.g. "
-                            "--out runs/new), or move the earlier run yourself")
-    for flag, path in inputs.items():
-        if path and not path.startswith("builtin:") and is_inside(path, folder):
-            raise TrainingError(f"{flag} {path} is inside --out {out}, and --overwrite would move it aside with the "
-                                f"earlier run there; move {path} out of {out} first, or pass another --out")
-
-
-def is_inside(path: str, folder: str) -> bool:
-    """Whether `path` is the real path `folder` or lies under it (symbolic links followed)."""
-    real = os.path.realpath(path)
-    return real == folder or real.startswith(folder.rstrip(os.sep) + os.sep)
-
-
-def move_aside(out: str) -> str:
-    """Move everything in `out` but our lock to a new sibling <out>.replaced-<YYYYmmdd-HHMMSS>; returns it."""
-    base = f"{os.path.normpath(out)}.replaced-{time.strftime('%Y%m%d-%H%M%S')}"
-    target, n = base, 1
-    while os.path.lexists(target):
-        n += 1
-        target = f"{base}-{n}"
-    os.makedirs(target)
-    for name in sorted(os.listdir(out)):
-        if name != LOCK:
-            os.rename(os.path.join(out, name), os.path.join(target, name))
-    return target
+    check_out(out, TrainingError, overwrite=True, inputs=inputs, ours=lambda name: True, what="a run", keep=(LOCK,))
 
 
 # ----- leftovers of killed saves -----------------------------------------------------------------
