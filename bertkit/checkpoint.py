@@ -13,8 +13,10 @@ Loading never half-succeeds silently: a wrong shape or a missing tensor raises C
 with a table of names and shapes; head weights a checkpoint lacks are initialised and named in
 one warning; checkpoint tensors the model has no place for are named in one warning. Loading is
     read_weights -> map_keys -> drop_tied_copies -> match_weights (a LoadReport) -> raise or warn -> load
+    -> finite.check_weights (a NaN / Infinity weight: one warning naming the tensor)
 and `output_loading_info=True` returns the LoadReport to the caller instead of warning, as transformers
-returns its info dict (the report reads as that dict too).
+returns its info dict (the report reads as that dict too); such callers (every command's loader) run
+check_weights themselves and refuse the model, so they are not warned about NaN here either.
 """
 
 from __future__ import annotations
@@ -31,8 +33,9 @@ from typing import Any, NamedTuple
 import torch
 
 from .config import BertConfig
-from .errors import BertkitWarning, CheckpointError, ConfigError
+from .errors import BertkitWarning, CheckpointError, ConfigError, NonFiniteError
 from .files import atomic_write
+from .finite import check_weights
 
 SAFE_WEIGHTS = "model.safetensors"
 SAFE_INDEX = "model.safetensors.index.json"
@@ -315,11 +318,22 @@ def load_pretrained(cls, path, *, config: BertConfig | None = None, dtype: torch
     model_dtype = next(model.parameters()).dtype
     model.load_state_dict({k: v.to(model_dtype) for k, v in state.items() if k not in fresh}, strict=False)
     model.tie_weights()
+    if not output_loading_info:  # the commands ask for the report and refuse such weights (check_weights) instead
+        _warn_not_finite(model, directory)
     if dtype is not None:
         model.to(_resolve_dtype(dtype, state))
     if device is not None:
         model.to(device)
     return (model.eval(), report) if output_loading_info else model.eval()
+
+
+def _warn_not_finite(model, directory: str) -> None:
+    """The Python API returns a model with NaN / Infinity weights (it may be loaded to be inspected), with one
+    warning naming the first such tensor: the refusal every command gives, by the same check (finite.py)."""
+    try:
+        check_weights(model, directory)
+    except NonFiniteError as e:
+        warnings.warn(str(e), BertkitWarning, stacklevel=_USER)
 
 
 def _split_kwargs(cls, kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -24,7 +24,7 @@ from .inference import (check_output, evaluate, fill_mask, filled_text, load_mlm
 from .metrics import finite_or_none, format_report
 from .options import opt, parse
 from .quantize import CHOICES as QUANTIZE_CHOICES, FLAG_HELP as QUANTIZE_HELP
-from .tasks import TASKS, TaskOptions, read_examples
+from .tasks import TASKS, TaskOptions, check_task_options, read_examples
 from .tokenizer import Tokenizer
 
 
@@ -72,6 +72,7 @@ def evaluate_main(argv: list[str]) -> int:
     check_output(cfg.json, "--json", [cfg.data])
     loaded = load_task_model(cfg.model, cfg.task, quantize=cfg.quantize)
     task, model, tok = loaded.task, loaded.model, loaded.tokenizer
+    check_task_options(task, cfg, _whose(cfg, task))  # another task's option would change nothing
     # the labels read as the model was trained on them (classify: numbers for a regression model)
     examples = read_examples(task, cfg, cfg.data, cfg.split, **task.evaluation_read(model.config))
     empty = next((i for i, e in enumerate(examples) if task.is_empty(e, tok)), None)
@@ -92,6 +93,7 @@ def predict_main(argv: list[str]) -> int:
     check_output(cfg.output, "--output", [cfg.file])
     loaded = load_task_model(cfg.model, cfg.task, quantize=cfg.quantize)
     task, model, tok = loaded.task, loaded.model, loaded.tokenizer
+    check_task_options(task, cfg, _whose(cfg, task))  # another task's option would change nothing
     examples = _read_file(task, cfg) if cfg.file else task.from_texts(cfg.texts)
     rows = predict(task, model, tok, examples, windows(cfg, tok, model))
     text = "".join(to_json(row) + "\n" for row in rows)
@@ -103,6 +105,11 @@ def predict_main(argv: list[str]) -> int:
 
 
 TASK_DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".tsv", ".gz", ".conll", ".bio")
+
+
+def _whose(cfg: InferenceOptions, task) -> str:
+    """Where the task of evaluate / predict comes from, in words: --task, or the model's config.json."""
+    return f"--task {cfg.task}" if cfg.task else f"--model {cfg.model} is a {task.name} model"
 
 
 def _read_file(task, cfg: PredictConfig) -> list:

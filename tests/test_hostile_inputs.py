@@ -196,7 +196,8 @@ def test_vectors_that_are_not_finite_are_refused(dirs, tmp_path, capsys):
     code, _, err = run(["embed", "--model", dirs["bert-inf"], REVIEWS[0], "--output", str(out)], capsys)
     one_line_error(code, err, dirs["bert-inf"], "vectors are not finite")
     assert not out.exists()
-    model = BertModel.from_pretrained(dirs["bert-nan"])  # a model object: no folder, no weight check
+    with pytest.warns(BertkitWarning, match="is not finite"):  # from_pretrained warns, and returns the model
+        model = BertModel.from_pretrained(dirs["bert-nan"])  # a model object: no folder, no weight check
     with pytest.raises(NonFiniteError, match="^the model: the model's vectors are not finite"):
         encode(model, REVIEWS, tokenizer=dirs["bert-nan"])
 
@@ -216,6 +217,35 @@ def test_serve_does_not_start_on_a_model_that_is_not_finite(name, quantize, mess
     with pytest.raises(NonFiniteError, match=message) as refused:
         Engine(dirs[name], quantize=quantize)
     assert str(refused.value).startswith(dirs[name]) and "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize("name", ["clf-nan", "mlm-nan", "bert-nan"])
+def test_serve_refuses_nan_weights_in_one_line_and_no_warning(name, dirs, capsys):
+    """The command's refusal is the only word about it: the loaders take the LoadReport (output_loading_info)
+    and run check_weights themselves, so from_pretrained's NaN warning is not said too."""
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        code, stdout, err = run(["serve", "--model", dirs[name], "--port", "0"], capsys)
+    one_line_error(code, err, dirs[name], "word_embeddings.weight is not finite")
+    assert err.count("is not finite") == 1 and not stdout, err
+    assert not [w for w in seen if "not finite" in str(w.message)], [str(w.message) for w in seen]
+
+
+def test_from_pretrained_warns_once_of_weights_that_are_not_finite(dirs):
+    """The Python API loads such a model (to look into it) with one BertkitWarning naming the tensor, at the
+    caller's line: the check every command refuses it by (finite.check_weights)."""
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        model = BertForMaskedLM.from_pretrained(dirs["mlm-nan"])
+    said = [w for w in seen if issubclass(w.category, BertkitWarning)]
+    assert len(said) == 1 and said[0].filename == __file__, [str(w.message) for w in seen]
+    assert str(said[0].message).startswith(f"{dirs['mlm-nan']}: the weight tensor bert.embeddings.word_embeddings"
+                                           ".weight is not finite")
+    assert math.isnan(model.bert.embeddings.word_embeddings.weight.sum().item())  # loaded as it is
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        BertModel.from_pretrained(dirs["bert"])  # finite: nothing to say
+        BertForMaskedLM.from_pretrained(dirs["mlm-nan"], output_loading_info=True)  # the caller decides (commands)
 
 
 # ----- embed --file reads rows as predict --file does --------------------------------------------------

@@ -406,3 +406,40 @@ def test_the_entity_scheme_and_qa_language_options_reach_the_reports(monkeypatch
     for language, scorer, f1 in (("auto", "cmrc2018", 0.5), ("zh", "cmrc2018", 0.5), ("en", "squad", 0.0)):
         report = get_task("qa").report(None, [], [], questions, InferenceOptions(model="m", qa_language=language))
         assert (report["scorer"], report["f1"]) == (scorer, f1), language
+
+
+@pytest.mark.parametrize("flags, flag, owner", [(["--entity-scheme", "IOB2"], "--entity-scheme", "tag"),
+                                                (["--qa-language", "en"], "--qa-language", "qa"),
+                                                (["--max-answer-length", "5"], "--max-answer-length", "qa")])
+def test_another_tasks_option_is_refused_by_name_on_evaluate_predict_and_finetune(tmp_path, capsys, flags, flag,
+                                                                                  owner):
+    """A tag / qa option on a classify model used to change nothing without a word; it is refused as a reading
+    setting of another task is (problem_type on qa): the flag, its task, the model's task. Its default, or the
+    task's own option, is no news."""
+    import torch
+
+    from bertkit import BertForSequenceClassification
+    from bertkit.cli import main
+    from bertkit.tokenizer import Tokenizer
+
+    from conftest import tiny
+
+    model, data = tmp_path / "clf", write(tmp_path, "dev.jsonl", JSONL)
+    Tokenizer.from_vocab({t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "差", "评"])},
+                         model_max_length=64).save_pretrained(model)
+    torch.manual_seed(0)
+    BertForSequenceClassification(tiny(vocab_size=7, num_labels=2, id2label={0: "neg", 1: "pos"},
+                                       label2id={"neg": 0, "pos": 1})).save_pretrained(model)
+    refused = f"{flag} applies to the {owner} task only, not 'classify'"
+    for argv, whose in ((["evaluate", "--model", str(model), "--data", data], f"--model {model} is a classify model"),
+                        (["predict", "--model", str(model), "差评"], f"--model {model} is a classify model"),
+                        (["predict", "--model", str(model), "--task", "classify", "差评"], "--task classify"),
+                        (["finetune", "--model", "tiny", "--train", data, "--out", str(tmp_path / "out")],
+                         "--task classify")):
+        assert main([*argv, *flags]) == 2
+        captured = capsys.readouterr()
+        assert f"error: {refused} ({whose}); leave {flag} out" in captured.err and not captured.out, captured.err
+    assert not (tmp_path / "out").exists()  # refused before --out is claimed
+    assert main(["predict", "--model", str(model), "差评", "--entity-scheme", "conlleval", "--qa-language",
+                 "auto"]) == 0
+    assert json.loads(capsys.readouterr().out)["label"] in {"neg", "pos"}  # the defaults: nothing to refuse

@@ -221,6 +221,77 @@ def test_resume_refuses_changed_settings_and_missing_state(tmp_path, corpus_file
         run(settings(tmp_path / "none", corpus_file, "tiny", resume=True))
 
 
+def pretrain_cli(data, out, capsys, *flags):
+    """(exit code, stderr) of a 1-step `bertkit pretrain --data` in this process (tiny, CPU)."""
+    code = main(["pretrain", "--data", str(data), "--out", str(out), "--model-config", "tiny", "--seq-len", "32",
+                 "--batch-size", "8", "--steps", "1", "--save-every", "1", "--eval-every", "1", "--device", "cpu",
+                 "--no-progress", *flags])
+    return code, capsys.readouterr().err
+
+
+def test_a_data_folder_whose_tokenizer_was_edited_is_named_not_init_from(tmp_path, prepared, capsys):
+    """The data's own tokenizer changed after bertkit prepare: the error used to blame --init-from (never given);
+    it names the vocab file and the manifest, and says to prepare again."""
+    from bertkit.tokenizer import Tokenizer
+
+    data = tmp_path / "data"
+    shutil.copytree(prepared, data)
+    vocab = Tokenizer.from_pretrained(data / "tokenizer").get_vocab()
+    last = max(vocab, key=vocab.get)
+    vocab["edited-token"] = vocab.pop(last)  # one token renamed, vocab.txt and tokenizer.json alike
+    Tokenizer.from_vocab(vocab).save_pretrained(data / "tokenizer")
+    code, err = pretrain_cli(data, tmp_path / "out", capsys)
+    assert code == 2 and "--init-from" not in err, err
+    assert (f"--data {data}: its tokenizer ({data / 'tokenizer' / 'vocab.txt'}) no longer matches the fingerprint "
+            f"in its manifest ({data / 'manifest.json'}: ") in err, err
+    assert f"prepare the corpus again (bertkit prepare --corpus ... --tokenizer ... --out {data} --overwrite)" in err
+
+
+def test_resume_knows_a_dataset_by_its_content_not_its_path(tmp_path, corpus_file, tokenizer_dir, prepared, capsys):
+    """A byte-identical copy of --data elsewhere continues the run (a note says so); another dataset is refused,
+    naming what differs. It used to be refused as a changed setting (--data was A, now B) either way."""
+    from bertkit.data.prepare import prepare
+
+    out, copy = tmp_path / "run", tmp_path / "copy"
+    assert pretrain_cli(prepared, out, capsys)[0] == 0
+    shutil.copytree(prepared, copy)
+    code, err = pretrain_cli(copy, out, capsys, "--steps", "2", "--resume")
+    assert code == 0, err
+    assert f"note: --resume: --data {copy} holds the same dataset as the run's --data {prepared}" in err
+    assert f"resuming {out} at step 1" in err and 2 in train_losses(out)
+    small = tmp_path / "small.txt"
+    small.write_text("".join(open(corpus_file, encoding="utf-8").readlines()[:200]), encoding="utf-8")
+    other = tmp_path / "other"
+    prepare(str(small), tokenizer_dir, str(other), heldout=0.02, seed=3, workers=1)
+    code, err = pretrain_cli(other, out, capsys, "--steps", "3", "--resume")
+    assert code == 2 and "changed setting" not in err and "these differ" not in err, err
+    assert f"--resume: --data {other} is another dataset than the one the run trained on (--data {copy}" in err
+    assert f"sources was {corpus_file} (" in err and f", now {small} (" in err, err
+    assert "option heldout was 0.01, now 0.02" in err and "train split was 597 documents" in err, err
+    assert "resume with the run's dataset (or a copy of it), or start a new run" in err
+
+
+@pytest.mark.parametrize("extra", [64, -200])
+def test_a_model_config_files_vocab_size_is_kept_when_larger_and_grown_when_smaller(tmp_path, prepared, capsys,
+                                                                                    extra):
+    """transformers' way (run_mlm.py): a config.json's larger vocab_size is padding it keeps, a smaller one is
+    resized to the tokenizer; it used to be replaced by the tokenizer's without a word either way."""
+    from bertkit.tokenizer import Tokenizer
+
+    tokens = Tokenizer.from_pretrained(os.path.join(prepared, "tokenizer")).vocab_size
+    config = tmp_path / "config.json"
+    BertConfig.from_preset("tiny", vocab_size=tokens + extra).to_json(config)
+    code, err = pretrain_cli(prepared, tmp_path / "out", capsys, "--model-config", str(config))
+    assert code == 0, err
+    note = f"note: --model-config {config} sets vocab_size {tokens + extra}, the tokenizer has {tokens} tokens: "
+    assert note in err, err
+    saved = json.loads((tmp_path / "out" / "config.json").read_text())["vocab_size"]
+    if extra > 0:
+        assert saved == tokens + extra and f"kept, so embedding rows {tokens}..{tokens + extra - 1} are padding" in err
+    else:
+        assert saved == tokens and "it cannot hold the tokenizer's ids, so the model gets" in err
+
+
 @pytest.mark.slow
 def test_sigterm_from_outside_leaves_a_loadable_checkpoint(tmp_path, corpus_file):
     out = tmp_path / "sig"

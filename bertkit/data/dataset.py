@@ -19,6 +19,7 @@ vocabulary size, ordered offsets) with plain reads, then maps them; rows are cut
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -47,21 +48,30 @@ def ids_dtype(vocab_size: int) -> np.dtype:
 
 # ----- writing -----------------------------------------------------------------------------------
 class _File:
-    """An output file that hashes what it writes."""
+    """An output file that hashes what it writes; a failed write (full disk, ...) is an OSError naming it."""
 
     def __init__(self, path: str):
         self.path, self.fh, self.sha256, self.bytes = path, open(path, "wb"), hashlib.sha256(), 0
 
+    @contextlib.contextmanager
+    def _named(self):
+        try:
+            yield
+        except OSError as e:  # a buffered write's error names no file
+            raise OSError(e.errno, e.strerror, self.path) from e
+
     def write(self, data) -> None:
         data = memoryview(np.ascontiguousarray(data)).cast("B")
-        self.fh.write(data)
+        with self._named():
+            self.fh.write(data)
         self.sha256.update(data)
         self.bytes += len(data)
 
     def close(self) -> dict:
-        self.fh.flush()
-        os.fsync(self.fh.fileno())
-        self.fh.close()
+        with self._named():
+            self.fh.flush()
+            os.fsync(self.fh.fileno())
+            self.fh.close()
         return {"name": os.path.basename(self.path), "bytes": self.bytes, "sha256": self.sha256.hexdigest()}
 
 
@@ -170,6 +180,21 @@ class PretrainingData:
     def fingerprint(self) -> str:
         """Of what the data holds (sources, options, tokenizer, every file's hash): equal data, equal fingerprint."""
         return hashlib.sha256(json.dumps(self.manifest, sort_keys=True).encode()).hexdigest()[:16]
+
+    @property
+    def parts(self) -> dict[str, str]:
+        """What the fingerprint is made of, part by part in words (sources, options, tokenizer, splits), so that
+        two datasets can be told apart by name (pretrain --resume on another --data)."""
+        m = self.manifest
+        sources = ", ".join(f"{s.get('name')} ({s.get('bytes', 0):,} bytes, sha256 {str(s.get('sha256'))[:12]})"
+                            for s in m.get("sources", []))
+        return {
+            "sources": sources or "none",
+            **{f"option {key}": repr(value) for key, value in sorted(m.get("options", {}).items())},
+            "tokenizer": f"fingerprint {m['tokenizer'].get('fingerprint')} ({m['tokenizer']['vocab_size']} tokens)",
+            **{f"{name} split": f"{info['documents']:,} documents, {info['tokens']:,} tokens (ids sha256 "
+                                f"{str(info['files']['ids']['sha256'])[:12]})" for name, info in m["splits"].items()},
+        }
 
     @classmethod
     def open(cls, folder: str, *, verify: bool = True) -> "PretrainingData":

@@ -14,6 +14,7 @@ TASKS, and TaskOptions (the commands' --NAME-field flags and the tasks' own opti
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 from ..config import BertConfig
@@ -58,6 +59,23 @@ def read_examples(task: Task, opts, spec: str, split: str | None, **settings) ->
     return _read(task, spec, **task.columns(opts), **settings)
 
 
+def check_task_options(task: Task, opts, whose: str) -> None:
+    """Refuse another task's own option (--entity-scheme, --qa-language, --max-answer-length, ...) set on a
+    command for `task`: it would change nothing (as _read refuses another task's reading setting by name). Set
+    means away from its default (a default is what it would run with anyway). whose: where the task comes from,
+    for the message ("--task classify", "--model DIR is a classify model")."""
+    own = {f.name for f in dataclasses.fields(task.options)} if task.options is not None else set()
+    for other in TASKS.values():
+        for field in dataclasses.fields(other.options) if other.options is not None else ():
+            if field.name in own or getattr(opts, field.name, field.default) == field.default:
+                continue
+            owners = [t.name for t in TASKS.values()
+                      if t.options is not None and field.name in {f.name for f in dataclasses.fields(t.options)}]
+            flag = "--" + field.name.replace("_", "-")
+            raise TaskDataError(f"{flag} applies to the {' / '.join(owners)} task only, not {task.name!r} ({whose}); "
+                                f"leave {flag} out")
+
+
 def _read(task: Task, spec, **settings) -> list:
     """task.read(spec, **settings); a setting of another task is refused by name (None: not given, dropped)."""
     own = {"split", "labeled", *task.read_settings, *(f.option for f in task.fields)}
@@ -97,4 +115,5 @@ def task_of(model_dir: str) -> str:
 
 __all__ = ["TASKS", "Task", "TaskOptions", "Field", "Feature", "Head", "TaskDataError", "get_task", "read_task",
            "read_examples", "label_list", "task_of", "evaluate", "predict", "run_model", "default_stride",
-           "task_options", "EMPTY_INPUT", "ClassifyExample", "TagExample", "QAExample", "ChoiceExample"]
+           "task_options", "check_task_options", "EMPTY_INPUT", "ClassifyExample", "TagExample", "QAExample",
+           "ChoiceExample"]

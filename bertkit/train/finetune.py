@@ -26,7 +26,7 @@ import torch
 from ..config import PRESETS, BertConfig, ProblemType
 from ..metrics import finite_or_none, format_report
 from ..options import opt, parse
-from ..tasks import TASKS, TaskOptions, default_stride, evaluate, get_task, read_examples
+from ..tasks import TASKS, TaskOptions, check_task_options, default_stride, evaluate, get_task, read_examples
 from ..files import atomic_write_text, digest
 from ..tokenizer import Tokenizer, vocab_digest
 from ..heads import IGNORE
@@ -139,6 +139,7 @@ def run(cfg: FinetuneConfig) -> FinetuneSummary:
     """Everything `bertkit finetune` does, in a claimed --out (runfolder.py); returns the run's summary."""
     if not cfg.train:
         raise TrainingError("--train is required: the training data")
+    check_task_options(get_task(cfg.task), cfg, f"--task {cfg.task}")  # before --out is claimed
     return run_claimed(cfg, run_in, inputs={"--train": cfg.train, "--eval": cfg.eval, "--model": cfg.model,
                                             "--tokenizer": cfg.tokenizer})
 

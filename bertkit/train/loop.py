@@ -413,11 +413,13 @@ def resume(run: Run) -> None:
     state = load_training_state(run.state_dir)
     if state is None:
         raise TrainingError(f"--resume: {run.state_dir} holds no training state; run without --resume first")
-    _check_identity(state.get("identity") or {}, run.identity or {}, run.state_dir)
+    note = _check_identity(state.get("identity") or {}, run.identity or {}, run.state_dir)
     run.step = _restore(state, run.raw_model, run.optimizer, run.scheduler, run.scaler, run.cfg, run.world)
     if run.keep_best is not None:
         run.keep_best.load(state.get("extra", {}))  # fine-tuning's best score so far
     if run.main:
+        if note:
+            print(note, file=sys.stderr)
         print(f"resuming {run.cfg.out} at step {run.step}", file=sys.stderr)
         truncate_metrics(run.metrics_path, run.step)
 
@@ -579,8 +581,13 @@ def _state(model, optimizer, scheduler, scaler, step: int, cfg: TrainConfig, wor
     return state
 
 
-def _check_identity(saved: dict, now: dict, state_dir: str) -> None:
-    """--resume continues the same model: the same vocabulary and labels; new training data only warns."""
+def _check_identity(saved: dict, now: dict, state_dir: str) -> str | None:
+    """--resume continues the same model: the same vocabulary and labels; new training data only warns.
+
+    A dataset named by a flag (identity "data_from": "--data PATH", with "data_parts": what it holds, by name) is
+    known by its content, not its path: a copy at another path continues the run (the note returned says so);
+    another dataset under another path is refused, naming the parts that differ; new content under the same
+    path is new training data (a warning, as above)."""
     if saved.get("vocab") and now.get("vocab") and saved["vocab"] != now["vocab"]:
         raise TrainingError(f"--resume: {state_dir} was trained with another vocabulary (fingerprint {saved['vocab']}, "
                             f"now {now['vocab']}); its embeddings fit only that one: resume with the run's own "
@@ -589,6 +596,18 @@ def _check_identity(saved: dict, now: dict, state_dir: str) -> None:
         raise TrainingError(f"--resume: {state_dir} was trained with the labels {saved['labels']}, the data now "
                             f"gives {now['labels']}; the classifier has one output per label: train on the old "
                             "label set, or start a new run (--overwrite)")
+    moved = bool(now.get("data_from")) and now["data_from"] != saved.get("data_from")
+    if moved and saved.get("data") and now.get("data") and saved["data"] != now["data"]:
+        was, parts = saved.get("data_parts") or {}, now.get("data_parts") or {}
+        differ = [f"{part} was {was.get(part, '?')}, now {value}" for part, value in parts.items()
+                  if was.get(part) != value]
+        raise TrainingError(f"--resume: {now['data_from']} is another dataset than the one the run trained on "
+                            f"({saved.get('data_from', 'unnamed')}; fingerprint {saved['data']}, now {now['data']}): "
+                            f"{'; '.join(differ) or 'their contents differ'}; resume with the run's dataset (or a "
+                            "copy of it), or start a new run (--overwrite, or another --out)")
+    if moved and saved.get("data") == now.get("data"):
+        return (f"note: --resume: {now['data_from']} holds the same dataset as the run's "
+                f"{saved.get('data_from', 'data')} (fingerprint {now['data']}): continuing on it")
     if saved.get("data") and now.get("data") and saved["data"] != now["data"]:
         warnings.warn(f"--resume: the training data differ from the run's first part (fingerprint {saved['data']}, "
                       f"now {now['data']}); continuing on the new data",
