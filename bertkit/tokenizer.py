@@ -26,7 +26,7 @@ import re
 import warnings
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tokenizers import (AddedToken, Regex, Tokenizer as Backend, decoders, normalizers, pre_tokenizers, processors,
@@ -38,10 +38,12 @@ from .data.corpus import DOC_SEPS
 from .errors import BertkitError, BertkitWarning
 from .files import atomic_write_text, digest, read_text, text_lines
 from .options import opt, parse
+from .outfolder import check_out, move_aside
 from .text import WIDE_TEXT, char_class, pad
 
 VOCAB_FILE, TOKENIZER_FILE, CONFIG_FILE, SPECIAL_MAP_FILE = (
     "vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+TOKENIZER_FILES = (VOCAB_FILE, TOKENIZER_FILE, CONFIG_FILE, SPECIAL_MAP_FILE)  # what save_pretrained writes
 SPECIAL_ROLES = ("pad_token", "unk_token", "cls_token", "sep_token", "mask_token")
 DEFAULT_SPECIALS = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]",
                     "mask_token": "[MASK]"}
@@ -52,6 +54,13 @@ MAX_CHARS_PER_WORD = 100  # BERT: longer words are [UNK]
 ASCII_ALPHABET = "".join(chr(c) for c in range(33, 127))
 TRUNCATION = ("longest_first", "only_first", "only_second")
 PIPELINE_SETTINGS = ("do_lower_case", "strip_accents", "tokenize_chinese_chars", "never_split")
+# A call that truncates single texts (no pairs, overflow or stride) first cuts each text to about CUT_CHARS_PER_TOKEN
+# characters per max_length token, at a place where the cut cannot change the tokens before it (_cut_pattern): the
+# backend then never tokenizes (and keeps as overflow) all of a long text only to drop it. A text whose cut gives
+# fewer than max_length tokens is cut again four times longer, until it is whole: the result is always the uncut one.
+CUT_CHARS_PER_TOKEN = 2
+CHUNK_ROWS = 2048  # a batch is encoded this many rows at a time: the backend's encodings of one chunk live at once
+WHOLE_TEXT_CHARS = 100_000  # bertkit tokenize shows longer texts piece by piece (memory does not grow with them)
 log = logging.getLogger(__name__)
 
 
@@ -86,9 +95,15 @@ class BatchEncoding(dict):
 
     def __init__(self, data: dict[str, Any], encodings, ids_to_tokens: dict[int, str], retrack=None):
         super().__init__(data)
-        self.encodings = encodings  # tokenizers.Encoding per row
+        self._encodings = encodings  # tokenizers.Encoding per row; None: made again when asked for (a big batch)
         self._ids_to_tokens = ids_to_tokens
         self._retrack = retrack  # set when the encodings were made without word/offset tracking
+
+    @property
+    def encodings(self):
+        """The backend's tokenizers.Encoding of every row. A batch of more than CHUNK_ROWS rows (without offsets)
+        does not keep them, so that its memory is that of the lists: they are made again on the first use."""
+        return self._encodings if self._encodings is not None else self._tracked()
 
     def __getattr__(self, name: str):
         try:
@@ -99,15 +114,22 @@ class BatchEncoding(dict):
     def _tracked(self):
         if self._retrack is not None:
             tracked = self._retrack()
-            if [e.ids for e in tracked] != [e.ids for e in self.encodings]:
+            ids = [e.ids for e in self._encodings] if self._encodings is not None else self._row_ids()
+            if [e.ids for e in tracked] != ids:
                 raise TokenizerError("the tokenizer's settings changed since this batch was encoded, so its words and "
                                      "character positions cannot be worked out any more; encode the texts again (or "
                                      "pass return_offsets_mapping=True, which keeps them from the start)")
-            self.encodings, self._retrack = tracked, None
-        return self.encodings
+            self._encodings, self._retrack = tracked, None
+        return self._encodings
+
+    def _row_ids(self) -> list[list[int]]:
+        """input_ids as a list of rows (only batches drop their encodings, so input_ids holds rows)."""
+        ids = self["input_ids"]
+        return ids.tolist() if hasattr(ids, "tolist") else ids
 
     def tokens(self, batch_index: int = 0) -> list[str]:
-        return [self._ids_to_tokens[t] for t in self.encodings[batch_index].ids]
+        ids = self._encodings[batch_index].ids if self._encodings is not None else self._row_ids()[batch_index]
+        return [self._ids_to_tokens[t] for t in ids]
 
     def word_ids(self, batch_index: int = 0) -> list[int | None]:
         """Which word of its text each token came from (None for [CLS], [SEP], padding)."""
@@ -324,8 +346,12 @@ class Tokenizer:
     def tokenize(self, text: str, text_pair: str | None = None) -> list[str]:
         """The WordPiece tokens of a text, without [CLS] / [SEP]."""
         self._apply(_Plan())  # no leftover truncation or padding
-        return self.backend.encode(_check_text(text, "text"), _check_text(text_pair, "text_pair", optional=True),
-                                   add_special_tokens=False).tokens
+        text, text_pair = _check_text(text, "text"), _check_text(text_pair, "text_pair", optional=True)
+        try:
+            return self.backend.encode(text, text_pair, add_special_tokens=False).tokens
+        except TypeError:  # the backend's word for a lone surrogate: "TextInputSequence must be str"
+            _check_surrogates([text] if text_pair is None else [(text, text_pair)], batched=False)
+            raise
 
     # ----- encoding --------------------------------------------------------------------------
     def __call__(self, text: str | Sequence[str], text_pair: str | Sequence[str] | None = None, *,
@@ -354,16 +380,17 @@ class Tokenizer:
         plan = self._plan(padding, truncation, max_length, stride, pad_to_multiple_of,
                           specials=(3 if pairs else 2) if add_special_tokens else 0)
 
-        def encode(track: bool):
+        def encode(texts: list, track: bool, plan: _Plan = plan):
             """The backend's encodings; offsets and word ids only when `track` (its fast path skips them)."""
             run = self.backend.encode_batch if track or not hasattr(self.backend, "encode_batch_fast") \
                 else self.backend.encode_batch_fast
             try:
                 self._apply(plan)
-                return run(inputs, add_special_tokens=add_special_tokens, is_pretokenized=is_split_into_words)
+                return run(texts, add_special_tokens=add_special_tokens, is_pretokenized=is_split_into_words)
             except BaseException as e:  # the backend's own checks; a Rust panic is a BaseException
                 if isinstance(e, (KeyboardInterrupt, SystemExit, GeneratorExit)):
                     raise
+                _check_surrogates(texts, batched, is_split_into_words)
                 raise TokenizerError(f"cannot encode with truncation={truncation!r}, max_length={max_length}, "
                                      f"stride={stride}: {e} (a stride must leave room for new tokens in every "
                                      "window)") from None
@@ -371,27 +398,42 @@ class Tokenizer:
         # Without offsets the backend's fast path skips tracking them (and word ids): less work per text.
         # BatchEncoding encodes again with tracking if word_ids() / sequence_ids() / char_to_token() ask for them.
         full = return_offsets_mapping or return_overflowing_tokens
-        encodings = encode(full)
-        if plan.max_length is None:
-            self._check_model_length(encodings)
-        rows, sample = encodings, None
-        if return_overflowing_tokens:
-            rows, sample = [], []
-            for i, enc in enumerate(encodings):
-                for window in [enc, *enc.overflowing]:
-                    rows.append(window)
-                    sample.append(i)
-        data: dict[str, Any] = {"input_ids": [e.ids for e in rows]}
-        if return_token_type_ids:
-            data["token_type_ids"] = [e.type_ids for e in rows]
-        if return_attention_mask:
-            data["attention_mask"] = [e.attention_mask for e in rows]
-        if return_special_tokens_mask:
-            data["special_tokens_mask"] = [e.special_tokens_mask for e in rows]
-        if return_offsets_mapping:
-            data["offset_mapping"] = [e.offsets for e in rows]
-        if return_length:
-            data["length"] = [len(e.ids) for e in rows]
+        pattern = self._cut_pattern() if (plan.truncation in ("longest_first", "only_first") and not pairs
+                                          and not is_split_into_words and not return_overflowing_tokens
+                                          and not stride) else None
+        cut = _Cut(plan, pattern)
+        keys = ["input_ids"] + [key for key, wanted in (
+            ("token_type_ids", return_token_type_ids), ("attention_mask", return_attention_mask),
+            ("special_tokens_mask", return_special_tokens_mask), ("offset_mapping", return_offsets_mapping),
+            ("length", return_length)) if wanted]
+        if full or len(inputs) <= CHUNK_ROWS:
+            inputs, encodings = cut.encode(inputs, lambda texts: encode(texts, full))
+            if plan.max_length is None:
+                self._check_model_length(encodings)
+            rows, sample = encodings, None
+            if return_overflowing_tokens:
+                rows, sample = [], []
+                for i, enc in enumerate(encodings):
+                    for window in [enc, *enc.overflowing]:
+                        rows.append(window)
+                        sample.append(i)
+            data: dict[str, Any] = {key: [_FIELDS[key](e) for e in rows] for key in keys}
+            kept = rows
+        else:  # a big batch: CHUNK_ROWS rows at a time, padded here once all are known; its encodings are not kept
+            data, kept = {key: [] for key in keys}, None
+            unpadded = replace(plan, padding=False)
+            for start in range(0, len(inputs), CHUNK_ROWS):
+                texts, encodings = cut.encode(inputs[start:start + CHUNK_ROWS],
+                                              lambda texts: encode(texts, False, unpadded))
+                inputs[start:start + len(texts)] = texts
+                if plan.max_length is None:
+                    self._check_model_length(encodings)
+                for key in keys:
+                    data[key] += [_FIELDS[key](e) for e in encodings]
+                del encodings
+            if plan.padding:
+                self._pad_lists(data, plan)
+            sample = None
         if sample is not None:
             data["overflow_to_sample_mapping"] = sample
         if not batched and not return_overflowing_tokens:
@@ -399,8 +441,36 @@ class Tokenizer:
         unequal = (f"padding='max_length' does not cut rows longer than max_length={plan.max_length}; pass "
                    "truncation=True to cut them" if plan.padding == "max_length" and not plan.truncation
                    else "pass padding=True to return tensors")
-        return BatchEncoding(_as_tensors(data, return_tensors, batched or return_overflowing_tokens, unequal), rows,
-                             self.ids_to_tokens, None if full else lambda: encode(True))
+        return BatchEncoding(_as_tensors(data, return_tensors, batched or return_overflowing_tokens, unequal), kept,
+                             self.ids_to_tokens, None if full else lambda: encode(inputs, True))
+
+    def _cut_pattern(self) -> re.Pattern | None:
+        """Where a text may be cut without changing any token before the cut (None: nowhere): before ASCII
+        whitespace (a separator to BERT's pre-tokenizer), after a CJK ideograph (tokenize_chinese_chars puts spaces
+        around it), and, with BERT's own pre-tokenizer (no never_split), after a punctuation mark (a word of its
+        own). Characters of added tokens ([MASK], ...) are never cut at (a token could straddle the cut), and added
+        tokens that take whitespace with them (lstrip / rstrip / single_word) turn cutting off."""
+        added = list(self.backend.get_added_tokens_decoder().values())
+        if any(t.lstrip or t.rstrip or t.single_word for t in added):
+            return None
+        return _cut_regex(frozenset("".join(t.content for t in added)), self._settings["tokenize_chinese_chars"],
+                          not self._settings["never_split"])
+
+    def _pad_lists(self, data: dict[str, list], plan: _Plan) -> None:
+        """Pad rows as the backend pads a batch (tokenizers' pad_encodings: to the longest row or max_length, then
+        up to a multiple of pad_to_multiple_of; rows already as long are left alone; on the right)."""
+        target = plan.max_length if plan.padding == "max_length" else max((len(r) for r in data["input_ids"]),
+                                                                            default=0)
+        if plan.pad_to_multiple_of and target % plan.pad_to_multiple_of:
+            target += plan.pad_to_multiple_of - target % plan.pad_to_multiple_of
+        fill = {"input_ids": self.pad_token_id, "token_type_ids": 0, "attention_mask": 0, "special_tokens_mask": 1,
+                "offset_mapping": (0, 0)}
+        for key, value in fill.items():
+            for row in data.get(key, ()):
+                if len(row) < target:
+                    row.extend([value] * (target - len(row)))
+        if "length" in data:
+            data["length"] = [max(n, target) for n in data["length"]]
 
     def encode(self, text: str, text_pair: str | None = None, **kwargs: Any) -> list[int]:
         """The ids of one text (or pair), with [CLS]/[SEP] unless add_special_tokens=False."""
@@ -680,6 +750,87 @@ def _with_base_alphabet(vocab: dict[str, int], alphabet: str, vocab_size: int) -
     return {t: i for i, t in enumerate(tokens)}
 
 
+_FIELDS = {"input_ids": lambda e: e.ids, "token_type_ids": lambda e: e.type_ids,
+           "attention_mask": lambda e: e.attention_mask, "special_tokens_mask": lambda e: e.special_tokens_mask,
+           "offset_mapping": lambda e: e.offsets, "length": lambda e: len(e.ids)}  # BatchEncoding keys of an Encoding
+
+
+@functools.lru_cache(maxsize=16)
+def _cut_regex(added: frozenset, chinese: bool, punctuation: bool) -> re.Pattern:
+    """Tokenizer._cut_pattern: a greedy match whose end is the last place in the window a text may be cut."""
+    def allowed(chars: str) -> str:
+        return "".join(re.escape(c) for c in chars if c not in added)
+
+    before = allowed(" \t\n\r")
+    after = allowed("".join(chr(c) for lo, hi in ((0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF))
+                            for c in range(lo, hi + 1)) if chinese else "")
+    if punctuation:  # ASCII and common CJK punctuation: BertPreTokenizer isolates every one
+        after += allowed("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~，。、；：？！「」『』（）《》“”‘’…—")
+    ends = [f"(?=[{before}])" if before else "", f"(?<=[{after}])" if after else ""]
+    return re.compile(r"(?s).*(?:" + "|".join(e for e in ends if e) + ")") if any(ends) else re.compile("(?!)")
+
+
+class _Cut:
+    """Tokenizer.__call__'s cutting of long texts (CUT_CHARS_PER_TOKEN): encode(texts, run) -> (texts as encoded,
+    encodings), where every text cut gave a full row (max_length tokens with [CLS] / [SEP]), so its tokens are the
+    first ones of the whole text and truncation keeps exactly those."""
+
+    def __init__(self, plan: _Plan, pattern: re.Pattern | None):
+        self.plan, self.pattern = plan, pattern
+        self.limit = CUT_CHARS_PER_TOKEN * (plan.max_length or 0) + 16  # grows when cuts keep falling short
+
+    def encode(self, texts: list, run):
+        if self.pattern is None:
+            return texts, run(texts)
+        originals, texts = texts, list(texts)
+        limits = {}
+        for i, text in enumerate(texts):
+            if len(text) > self.limit:
+                texts[i], limits[i] = self.cut(text, self.limit), self.limit
+        while True:
+            encodings = run(texts)
+            short = [i for i, limit in limits.items()
+                     if len(texts[i]) < len(originals[i]) and sum(encodings[i].attention_mask) < self.plan.max_length]
+            if not short:
+                return texts, encodings
+            if len(short) * 2 > len(limits):  # most cuts fall short (Latin text: several characters per token)
+                self.limit *= 4
+            for i in short:
+                limits[i] *= 4
+                texts[i] = self.cut(originals[i], limits[i])
+
+    def cut(self, text: str, limit: int) -> str:
+        """text[:p] for the last allowed place p in (limit / 2, limit]; else the first one after limit; else all."""
+        if len(text) <= limit:
+            return text
+        found = self.pattern.match(text, limit // 2, limit)
+        if found and found.end() > limit // 2:
+            return text[:found.end()]
+        found = self.pattern.match(text, limit + 1, min(len(text), 4 * limit + 1))  # none there: look further on
+        return text[:found.end()] if found and found.end() > limit else text
+
+
+def _check_surrogates(texts: list, batched: bool, split: bool = False) -> None:
+    """Raise a TokenizerError naming the first text (and word) with a lone surrogate, if any: the backend takes
+    only text that UTF-8 can hold, and says so in words of its own (a TypeError, or a panic)."""
+    for i, item in enumerate(texts):
+        parts = item if isinstance(item, tuple) else (item,)
+        for j, part in enumerate(parts):
+            name = (f"text[{i}]" if batched else "text") if j == 0 else (f"text_pair[{i}]" if batched else "text_pair")
+            words = part if split else [part]
+            for w, word in enumerate(words):
+                found = _SURROGATE.search(word) if isinstance(word, str) else None
+                if found:
+                    raise TokenizerError(
+                        f"{name}{f', word {w}' if split else ''}: character {found.start()} is a lone surrogate "
+                        f"({found.group()!r}), half of a UTF-16 pair, which is not text (bytes decoded with "
+                        "errors='surrogateescape', or a JSON escape of half a pair?); decode the text properly, or "
+                        "replace such characters: text.encode('utf-8', 'replace').decode('utf-8')")
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _inputs(text, text_pair, split: bool) -> tuple[bool, list, bool]:
     """(batched, the backend's inputs, any pair among them) of one call, as transformers reads its arguments: one
     text (or pair); a batch of texts, with text_pair a list of as many; or a batch of (text, text_pair) tuples
@@ -867,33 +1018,90 @@ class VocabTrainConfig:
     vocab_sample: str | None = opt(None, "learn from a seeded sample spread over the corpus: 200MB, 2GB or 50000docs "
                                          "(default: all of it)")
     seed: int = opt(0, "seed of the sample")
+    overwrite: bool = opt(False, "replace a vocabulary already in --out: it is moved to <out>.replaced-<time> "
+                                 "first (nothing is deleted)")
 
 
 def tokenize_main(argv: list[str]) -> int:
     args = parse(TokenizeConfig, argv, prog="bertkit tokenize")
     tok = Tokenizer.from_pretrained(args.model)
-    enc = tok(args.text, args.pair, return_offsets_mapping=True)
-    sources = [args.text, args.pair]
     print(f"{'#':>3}  {pad('token', 14)} {'id':>6}  type  text")
-    for i, (token, token_id, type_id, (start, end), seq) in enumerate(zip(
-            enc.tokens(), enc["input_ids"], enc["token_type_ids"], enc["offset_mapping"], enc.sequence_ids())):
-        span = sources[seq][start:end] if seq is not None else ""
-        print(f"{i:>3}  {pad(token, 14)} {token_id:>6}  {type_id:>4}  {span}")
-    print(f"{len(enc['input_ids'])} tokens; vocabulary of {tok.vocab_size}")
+    count = 0
+    for count, (token, token_id, type_id, span) in enumerate(_token_rows(tok, args.text, args.pair), 1):
+        print(f"{count - 1:>3}  {pad(token, 14)} {token_id:>6}  {type_id:>4}  {span}")
+    print(f"{count} tokens; vocabulary of {tok.vocab_size}")
     return 0
+
+
+def _token_rows(tok: Tokenizer, text: str, pair: str | None):
+    """(token, id, type id, its text) of every token of `text` (and `pair`) with [CLS] / [SEP]. A text longer than
+    WHOLE_TEXT_CHARS is tokenized piece by piece, cut where no token can change (Tokenizer._cut_pattern), so memory
+    does not grow with it; where a run of WHOLE_TEXT_CHARS characters has no such place it is cut there all the
+    same, and a note on stderr says so (the tokens next to that cut may differ from the whole text's)."""
+    import sys
+
+    if len(text) + len(pair or "") <= WHOLE_TEXT_CHARS:
+        enc = tok(text, pair, return_offsets_mapping=True)
+        sources = [text, pair]
+        for token, token_id, type_id, (start, end), seq in zip(enc.tokens(), enc["input_ids"], enc["token_type_ids"],
+                                                               enc["offset_mapping"], enc.sequence_ids()):
+            yield token, token_id, type_id, sources[seq][start:end] if seq is not None else ""
+        return
+    _check_surrogates([text] if pair is None else [(text, pair)], batched=False)
+    pattern = tok._cut_pattern()
+    yield tok.cls_token, tok.cls_token_id, 0, ""
+    for type_id, source in enumerate([text] if pair is None else [text, pair]):
+        start, hard = 0, False
+        while start < len(source):
+            end = min(len(source), start + WHOLE_TEXT_CHARS)
+            found = pattern.match(source, start + 1, end) if pattern is not None and end < len(source) else None
+            if end < len(source):
+                if found and found.end() > start:
+                    end = found.end()
+                elif not hard:
+                    hard = True  # said once per text
+                    print(f"note: {'text' if type_id == 0 else 'pair'}: cut at character {end} inside a run of "
+                          f"{WHOLE_TEXT_CHARS:,} characters with no space, CJK character or punctuation mark (and "
+                          "wherever else that happens); the tokens next to such a cut may differ from those of the "
+                          "whole text", file=sys.stderr)
+            enc = tok(source[start:end], add_special_tokens=False, return_offsets_mapping=True)
+            for token, token_id, (a, b) in zip(enc.tokens(), enc["input_ids"], enc["offset_mapping"]):
+                yield token, token_id, type_id, source[start + a:start + b]
+            start = end
+        yield tok.sep_token, tok.sep_token_id, type_id, ""
 
 
 def train_main(argv: list[str]) -> int:
     from .data.corpus import Corpus
 
     args = parse(VocabTrainConfig, argv, prog="bertkit tokenizer train")
+    earlier = earlier_vocabulary(args.out, args.overwrite, args.corpus)  # before the training: refusals come first
     texts = Corpus(args.corpus, text_field=args.text_field, doc_sep=args.doc_sep, sample=args.vocab_sample,
                    seed=args.seed)
     tok = train_vocab(texts=texts, vocab_size=args.vocab_size, min_frequency=args.min_frequency, show_progress=True,
                       do_lower_case=args.lower_case, tokenize_chinese_chars=args.chinese_chars)
+    if earlier:
+        move_aside(args.out, what="the earlier vocabulary", found=", ".join(earlier))
     tok.save_pretrained(args.out)
     print(f"vocabulary of {tok.vocab_size} written to {args.out}")
     return 0
+
+
+def earlier_vocabulary(out: str, overwrite: bool, corpus: list[str]) -> list[str]:
+    """The tokenizer files already in `out`, which a new vocabulary would replace: refused without --overwrite (a
+    model trained with them would no longer match), and with it where `out` also holds other files (a model, a
+    user's files) or the corpus, or is the working directory (outfolder.py); what it replaces is moved aside."""
+    entries = check_out(out, TokenizerError, overwrite=False, inputs={}, ours=TOKENIZER_FILES.__contains__,
+                        what="a vocabulary")
+    earlier = [n for n in entries if n in TOKENIZER_FILES]
+    if earlier and not overwrite:
+        raise TokenizerError(f"--out {out}: already holds a vocabulary ({', '.join(earlier)}); a model trained with "
+                             "it would no longer match a new one: pass --overwrite to move it aside (to "
+                             f"{os.path.basename(os.path.normpath(out))}.replaced-<time>, not deleted), or another --out")
+    if earlier:
+        check_out(out, TokenizerError, overwrite=True, inputs=[("--corpus", c) for c in corpus],
+                  ours=TOKENIZER_FILES.__contains__, what="a vocabulary")
+    return earlier
 
 
 def tokenizer_main(argv: list[str]) -> int:

@@ -24,6 +24,15 @@
 A file named explicitly with another suffix is read as plain text. Documents keep their order;
 lines are stripped of surrounding whitespace. Mistakes raise CorpusError naming the file and line
 (the row, in Parquet). Every file read is also hashed (sha256), for the manifest of a prepared dataset.
+
+Memory does not grow with a line or a document either: text files are read in pieces of at most READ_BYTES
+(a corpus that is one 1 GB line is never held whole), and a document longer than MAX_DOCUMENT_CHARS
+characters is cut, as it is read, into pieces of at most that many characters, each a document of its own:
+at the last sentence end (。！？!? and closing quotes; ". ") in the second half of the piece, else at
+its last whitespace, else hard at the limit. Each file whose documents were cut says how many, as do
+Parquet files with null cells (skipped) and JSON Lines records over MAX_JSON_LINE_BYTES are an error;
+the messages go to `say` (default: a logging warning, which reaches stderr). Documents within the limit
+are read exactly as before.
 """
 
 from __future__ import annotations
@@ -33,16 +42,18 @@ import gzip
 import hashlib
 import io
 import json
+import logging
 import os
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import BertkitError
 from ..files import read_text, text_lines
+from ..text import CLOSERS, SENTENCE_FINAL
 from .builtin import BUILTIN_CORPORA, builtin_documents
 from .seeded import uniform
 
@@ -52,6 +63,10 @@ PARQUET_SUFFIXES = (".parquet",)
 DOC_SEPS = ("line", "blank")
 HELDOUT_STREAM = 1  # the seeded stream held-out draws come from (seeded.uniform)
 SAMPLE_STREAM = 2  # ... and vocabulary samples
+MAX_DOCUMENT_CHARS = 1 << 20  # longer documents are cut into pieces of at most this many characters
+READ_BYTES = 1 << 20  # a text file is read in pieces of at most this many bytes (a long line too)
+MAX_JSON_LINE_BYTES = 1 << 26  # a JSON Lines record is parsed whole: longer ones are an error, not a memory blow-up
+log = logging.getLogger(__name__)
 
 
 class CorpusError(BertkitError, ValueError):
@@ -69,17 +84,19 @@ class Source:
 
 # ----- the stream --------------------------------------------------------------------------------
 def iter_documents(spec, *, text_field: str = "text", doc_sep: str = "line",
-                   sources: list[Source] | None = None) -> Iterator[str]:
+                   sources: list[Source] | None = None, say: Callable[[str], None] | None = None) -> Iterator[str]:
     """The documents of a file, a folder, a built-in corpus or a list of those (see the module doc), in order.
 
     Every path is checked before the first document comes (a missing file fails at once). A corpus
     without a single document raises CorpusError once the stream ends. Each file read to its end is
-    appended to `sources` (when given) with its size and sha256.
+    appended to `sources` (when given) with its size and sha256. What was cut or skipped in a file (module
+    doc) is said once per file through `say` (default: a logging warning).
     """
     names = resolve(spec, doc_sep)
+    say = say or log.warning
     count = 0
     for name in names:
-        for doc in _documents(name, text_field, doc_sep, sources):
+        for doc in _documents(name, text_field, doc_sep, sources, say):
             count += 1
             yield doc
     if not count:
@@ -224,28 +241,118 @@ def source(name: str) -> Source:
     return Source(name, size, digest.hexdigest())
 
 
-def _documents(name: str, text_field: str, doc_sep: str, sources: list[Source] | None) -> Iterator[str]:
+def _documents(name: str, text_field: str, doc_sep: str, sources: list[Source] | None,
+               say: Callable[[str], None]) -> Iterator[str]:
+    cutter = _Cutter()
     if name.startswith("builtin:") or name.endswith(PARQUET_SUFFIXES):
-        yield from builtin_documents(name) if name.startswith("builtin:") else _parquet_documents(name, text_field)
+        yield from builtin_documents(name) if name.startswith("builtin:") else _parquet_documents(
+            name, text_field, cutter, say)
         if sources is not None:
             sources.append(source(name))
+        cutter.report(name, say)
         return
     base = name[:-3] if name.endswith(".gz") else name
-    lines = _lines(name, sources)
+    pieces = _line_pieces(name, sources)
     if base.endswith(JSONL_SUFFIXES):
-        yield from _jsonl_documents(name, lines, text_field)
+        yield from _jsonl_documents(name, _whole_lines(name, pieces), text_field, cutter)
     elif doc_sep == "line":
-        yield from (line.strip() for _, line in lines if line.strip())
-    else:
-        current = []
-        for _, line in lines:
-            if line.strip():
-                current.append(line.strip())
-            elif current:
-                yield "\n".join(current)
-                current = []
-        if current:
-            yield "\n".join(current)
+        for _, text, ends, whole in pieces:
+            if whole and len(text) <= MAX_DOCUMENT_CHARS:  # the common case: a whole line, not too long
+                if text.strip():
+                    yield text.strip()
+                continue
+            yield from cutter.add(text)
+            if ends:
+                yield from cutter.end()
+    else:  # doc_sep == "blank": the stripped non-blank lines of a document joined with "\n", fed as they come
+        fresh = True  # at the start of a line: its leading whitespace is dropped
+        empty_line = True  # the current line has held nothing but whitespace so far
+        for _, text, ends, _ in pieces:
+            if fresh:
+                text = text.lstrip()
+            if text:
+                if fresh and cutter.text:
+                    text = "\n" + text
+                fresh = empty_line = False
+                yield from cutter.add(text)
+            if ends:
+                if empty_line:
+                    yield from cutter.end()  # a blank line ends the document
+                else:
+                    cutter.text = cutter.text.rstrip()  # the line's trailing whitespace
+                fresh = empty_line = True
+        yield from cutter.end()
+    cutter.report(name, say)
+
+
+_SENTENCE_END = re.compile(f"[{re.escape(''.join(sorted(SENTENCE_FINAL)))}][{re.escape(''.join(sorted(CLOSERS)))}]*"
+                           r"|\.(?=\s)")
+_SPACE = re.compile(r"\s")
+
+
+class _Cutter:
+    """One document fed in pieces -> pieces of at most `limit` characters, cut as the module doc says.
+
+    A document that is not longer than `limit` once stripped comes out whole, exactly as `text.strip()`:
+    text is held from its first non-whitespace character, and when what is held grows past the limit only by
+    trailing whitespace, its content goes out at once (were more text to follow, the document would be cut
+    there anyway). `cut` counts the documents that gave more than one piece."""
+
+    def __init__(self, limit: int | None = None):
+        self.limit = limit or MAX_DOCUMENT_CHARS
+        self.text, self.pieces, self.cut = "", 0, 0
+
+    def add(self, text: str) -> Iterator[str]:
+        self.text = self.text + text if self.text else text.lstrip()
+        while len(self.text) > self.limit:
+            content = len(self.text.rstrip())
+            at = content if content <= self.limit else _cut_point(self.text, self.limit)
+            piece, self.text = self.text[:at].strip(), self.text[at:].lstrip()
+            if piece:
+                self.pieces += 1
+                yield piece
+
+    def end(self) -> Iterator[str]:
+        piece, self.text = self.text.strip(), ""
+        if piece:
+            self.pieces += 1
+            yield piece
+        self.cut += self.pieces > 1
+        self.pieces = 0
+
+    def whole(self, text: str) -> Iterator[str]:
+        """The pieces of one document given whole."""
+        if len(text) <= self.limit:
+            if text.strip():
+                yield text.strip()
+            return
+        yield from self.add(text)
+        yield from self.end()
+
+    def report(self, name: str, say) -> None:
+        if self.cut:
+            say(f"{name}: {self.cut:,} document{'s' * (self.cut > 1)} longer than {self.limit:,} characters "
+                f"{'were' if self.cut > 1 else 'was'} cut into pieces (at sentence ends or whitespace where there "
+                "are some), each a document of its own")
+
+
+def _cut_point(text: str, limit: int) -> int:
+    """Where to end a piece of `text` (longer than `limit`): after the last sentence end in the second half of
+    text[:limit], else before the last whitespace there, else before the last whitespace at all, else at
+    `limit` (a hard cut)."""
+    half = limit // 2
+    end = None
+    for end in _SENTENCE_END.finditer(text, half, limit):
+        pass
+    if end is not None and end.end() > half:
+        return end.end()
+    for where in (half, 1):
+        space = None
+        for space in _SPACE.finditer(text, where, limit + 1):
+            pass
+        if space is not None:
+            return space.start()
+    return limit
 
 
 class _Hashing(io.RawIOBase):
@@ -270,9 +377,11 @@ class _Hashing(io.RawIOBase):
         super().close()
 
 
-def _lines(path: str, sources: list[Source] | None) -> Iterator[tuple[int, str]]:
-    """(line number, line) of a text file, gzip undone, UTF-8 decoded, a BOM and line ends removed; lines
-    are split at "\\n" only (as files.text_lines)."""
+def _line_pieces(path: str, sources: list[Source] | None) -> Iterator[tuple[int, str, bool, bool]]:
+    """(line number, text, whether the line ends here, whether the text is the whole line) of a text file, read
+    in pieces of at most READ_BYTES bytes (a line longer than that comes in several pieces); gzip undone, UTF-8
+    decoded, a BOM and line ends ("\\n", and "\\r" before it in a whole line) removed; lines are split at "\\n"
+    only (as files.text_lines)."""
     try:
         hashing = _Hashing(open(path, "rb"))
     except IsADirectoryError:
@@ -283,23 +392,97 @@ def _lines(path: str, sources: list[Source] | None) -> Iterator[tuple[int, str]]
         stream = io.BufferedReader(hashing, buffer_size=1 << 20)
         if path.endswith(".gz"):
             stream = gzip.GzipFile(fileobj=stream, mode="rb")
-        number = 0
+        number, fresh, decoder, bom = 0, True, None, True  # fresh: the next piece starts a line
         try:
-            for number, raw in enumerate(stream, 1):
-                if number == 1 and raw.startswith(codecs.BOM_UTF8):
-                    raw = raw[len(codecs.BOM_UTF8):]
+            while True:
+                raw = stream.readline(READ_BYTES)
+                if not raw:
+                    break
+                number += fresh
+                ends = raw.endswith(b"\n")
+                last = ends or len(raw) < READ_BYTES  # less than asked and no "\n": the file ends here
                 try:
-                    line = raw.decode("utf-8")
+                    if fresh and last:
+                        text = raw.decode("utf-8")
+                    else:
+                        decoder = decoder or codecs.getincrementaldecoder("utf-8")()
+                        text = decoder.decode(raw, final=last)
                 except UnicodeDecodeError as e:
-                    raise CorpusError(f"{path}: line {number}: not UTF-8 (byte {raw[e.start]:#04x}); convert the "
-                                      "file to UTF-8, e.g. iconv -f GB18030 -t UTF-8") from None
-                yield number, line.rstrip("\n").rstrip("\r")
+                    raise _not_utf8(path, number, e, not ends, stream) from None
+                if bom and text:  # the file's first character: a byte order mark goes
+                    text, bom = text.removeprefix("\ufeff"), False
+                whole = fresh and last
+                if ends:
+                    text = text[:-1]
+                    if whole and text.endswith("\r"):
+                        text = text[:-1]
+                if last:
+                    decoder = None
+                yield number, text, last, whole
+                fresh = last
+            if not fresh:  # a line cut at exactly READ_BYTES and the file's end right after
+                try:
+                    decoder.decode(b"", final=True)
+                except UnicodeDecodeError as e:
+                    raise _not_utf8(path, number, e, True, stream) from None
+                yield number, "", True, False
         except (gzip.BadGzipFile, EOFError, zlib.error) as e:
             raise CorpusError(f"{path}: not a valid gzip file ({e}); a .gz corpus must be gzip-compressed") from None
         except OSError as e:
             raise CorpusError(f"{path}: line {number + 1}: cannot read ({e.strerror or e})") from e
     if sources is not None:
         sources.append(Source(path, hashing.size, hashing.sha256.hexdigest()))
+
+
+def _whole_lines(path: str, pieces) -> Iterator[tuple[int, str]]:
+    """(line number, line) from _line_pieces; a line of more than MAX_JSON_LINE_BYTES (counted in characters: at
+    most as many as its bytes) is a CorpusError."""
+    limit = MAX_JSON_LINE_BYTES
+    held: list[str] = []
+    size = 0
+    for number, text, ends, whole in pieces:
+        if whole:
+            yield number, text
+            continue
+        held.append(text)
+        size += len(text)
+        if size > limit:
+            raise CorpusError(f"{path}: line {number}: a JSON Lines record of more than {limit >> 20} MiB; such a "
+                              "record is parsed whole, so memory would grow with it: split its text into several "
+                              "records, or write it as plain text (.txt), which is read in pieces")
+        if ends:
+            line = "".join(held)
+            yield number, line[:-1] if line.endswith("\r") else line
+            held, size = [], 0
+
+
+def _not_utf8(path: str, number: int, error: UnicodeDecodeError, at_end: bool, stream) -> CorpusError:
+    """The error for bytes that are not UTF-8: a file cut short in the middle of a character, binary data, text
+    that reads as GB18030 (Chinese), or text in some other encoding."""
+    where = f"{path}: line {number}: not UTF-8"
+    data = bytes(error.object)
+    byte = data[error.start]
+    if at_end and error.reason == "unexpected end of data":
+        return CorpusError(f"{where}: the file ends in the middle of a character (its last {len(data) - error.start} "
+                           f"byte(s), from {byte:#04x}, begin one that never ends), so it was cut short (an "
+                           "interrupted copy or download?): copy it again, or remove its last, partial line")
+    try:
+        sample = data[error.start:error.start + (1 << 16)] + stream.read(1 << 16)
+    except Exception:  # reading on for a better message must not hide the error itself
+        sample = data[error.start:error.start + (1 << 16)]
+    controls = sum(sample.count(bytes([c])) for c in range(32) if c not in b"\t\n\r\f\v\x1b")
+    if b"\x00" in sample or controls > len(sample) // 100:
+        return CorpusError(f"{where}, and not text at all (byte {byte:#04x}; {controls:,} control or NUL bytes in the "
+                           f"next {len(sample):,}): binary data (an archive, an image, a database?); pass text files "
+                           "(a gzip-compressed one must end in .gz)")
+    line = data[max(0, error.start - 256):error.start + 256]
+    try:
+        line.decode("gb18030")
+        guess = "it reads as GB18030 / GBK (Chinese): convert it with iconv -f GB18030 -t UTF-8"
+    except UnicodeDecodeError:
+        guess = ("the file is in another encoding: find it (e.g. file -i, or chardetect) and convert it with "
+                 "iconv -f ENCODING -t UTF-8")
+    return CorpusError(f"{where} (byte {byte:#04x}); {guess}")
 
 
 def read_lines(path: str) -> list[str]:
@@ -331,7 +514,7 @@ def jsonl_records(path: str, lines, error=None) -> Iterator[tuple[int, dict]]:
         yield number, record
 
 
-def _jsonl_documents(path: str, lines, text_field: str) -> Iterator[str]:
+def _jsonl_documents(path: str, lines, text_field: str, cutter: _Cutter) -> Iterator[str]:
     for number, record in jsonl_records(path, lines):
         if text_field not in record:
             keys = ", ".join(map(repr, list(record)[:8])) or "none"
@@ -341,11 +524,18 @@ def _jsonl_documents(path: str, lines, text_field: str) -> Iterator[str]:
         if not isinstance(text, str):
             raise CorpusError(f"{path}: line {number}: field {text_field!r} holds a {type(text).__name__}, "
                               "not a string")
-        if text.strip():
-            yield text.strip()
+        surrogate = _SURROGATE.search(text)
+        if surrogate:
+            raise CorpusError(f"{path}: line {number}: field {text_field!r}, character {surrogate.start()}: a lone "
+                              f"surrogate ({surrogate.group()!r}, a JSON escape of half a UTF-16 pair), which is not "
+                              "text; fix what wrote the file (it split a character), or drop the record")
+        yield from cutter.whole(text)
 
 
-def _parquet_documents(path: str, text_field: str) -> Iterator[str]:
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _parquet_documents(path: str, text_field: str, cutter: _Cutter, say) -> Iterator[str]:
     try:
         import pyarrow.parquet as pq
     except ImportError:
@@ -359,17 +549,19 @@ def _parquet_documents(path: str, text_field: str) -> Iterator[str]:
     if text_field not in columns:
         raise CorpusError(f"{path}: no column {text_field!r} (columns: {', '.join(map(repr, columns[:8]))}); "
                           "pass --text-field NAME to choose the column that holds the text")
-    row = 0
+    row = nulls = 0
     for batch in table.iter_batches(batch_size=4096, columns=[text_field]):
         for text in batch.column(0).to_pylist():
             row += 1
             if text is None:
+                nulls += 1
                 continue
             if not isinstance(text, str):
                 raise CorpusError(f"{path}: row {row}: column {text_field!r} holds a {type(text).__name__}, "
                                   "not a string")
-            if text.strip():
-                yield text.strip()
+            yield from cutter.whole(text)
+    if nulls:
+        say(f"{path}: {nulls:,} of {row:,} rows hold no text (null) in column {text_field!r} and were skipped")
 
 
 def _describe(names: list) -> str:

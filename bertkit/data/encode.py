@@ -90,7 +90,10 @@ class Encoder:
 
     def encode(self, texts: list[str], *, chinese_words: bool = False) -> Encoded:
         joined = "\0".join(texts)
-        code = np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32)
+        try:
+            code = np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32)
+        except UnicodeEncodeError as e:  # a lone surrogate: not text, and the backend would refuse it too
+            raise _surrogate_error(texts, e.start) from None
         sizes = np.fromiter((len(t) + 1 for t in texts), dtype=np.int64, count=len(texts))
         first_char = np.cumsum(sizes) - sizes  # where each document starts in the joined text
         if self.table is None:
@@ -180,6 +183,19 @@ class _CharacterTable:
             elif e.offsets == [(0, 1), (1, 2), (2, 3)] and e.ids == [a, *own.ids, a]:
                 kind, self.single_id[c] = Encoder.SINGLE, e.ids[1]  # a word of its own: "a" after it starts anew
             self.kind[c] = kind
+
+
+def _surrogate_error(texts: list[str], at: int):
+    """The DataError for a lone surrogate at `at` in the texts joined with "\\0": which text, which character."""
+    from .dataset import DataError
+
+    index = 0
+    while at > len(texts[index]):
+        at -= len(texts[index]) + 1
+        index += 1
+    return DataError(f"document {index} of this batch, character {at}: a lone surrogate ({texts[index][at]!r}, half "
+                     "of a UTF-16 pair), which is not text and cannot be tokenized; decode the text properly, or "
+                     "replace such characters: text.encode('utf-8', 'replace').decode('utf-8')")
 
 
 def continuation_table(backend) -> np.ndarray:
