@@ -5,9 +5,10 @@ from __future__ import annotations
 import errno
 import importlib
 import os
+import signal
 import sys
 
-from .errors import BertkitError
+from .errors import BertkitError, Stopped
 
 
 # name -> (module, function, one line of help); modules load only when their command runs
@@ -38,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if not argv or argv[0] in ("-h", "--help") else 2
     module, function, _ = COMMANDS[argv[0]]
     stdout = sys.stdout = _Stdout(sys.stdout)
+    handlers = _stop_on_signals()
     try:
         code = getattr(importlib.import_module(module), function)(argv[1:])
         sys.stdout.flush()  # the last rows: a full device fails here, not in the interpreter's exit
@@ -45,6 +47,12 @@ def main(argv: list[str] | None = None) -> int:
     except BertkitError as e:
         print(f"bertkit {argv[0]}: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM (Stopped); everything on the way out is cleaned up by now
+        signum = getattr(e, "signum", signal.SIGINT)
+        note = getattr(e, "note", None)
+        print(f"bertkit {argv[0]}: stopped by {signal.Signals(signum).name}" + (f"; {note}" if note else ""),
+              file=sys.stderr)
+        return 128 + signum  # as the shell reports a process ended by that signal (130, 143)
     except OSError as e:
         if e is not stdout.failed:
             raise
@@ -56,6 +64,29 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     finally:
         sys.stdout = stdout.stream
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)  # None: one set outside Python
+
+
+def _stop_on_signals() -> dict:
+    """SIGTERM and SIGINT raise Stopped in the main thread while a command runs, so that it stops as on Ctrl-C:
+    its `finally` and `except BaseException` blocks run (a partial folder removed, a lock released, worker
+    processes ended) and main() prints one line instead of a traceback. Where a command handles them itself (the
+    training loop saves and stops at a step boundary; serve drains), its own handlers take over meanwhile.
+    A second signal of the same kind ends the process at once, should the way out hang. Returns the handlers
+    to put back (none when not in the main thread, where signal handlers cannot be set)."""
+    old = {}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        try:
+            old[signum] = signal.signal(signum, _raise_stopped)
+        except ValueError:  # not the main thread (an embedding program's worker thread)
+            break
+    return old
+
+
+def _raise_stopped(signum, frame):
+    signal.signal(signum, signal.SIG_DFL)  # the second one ends the process (the workers die with it)
+    raise Stopped(signum)
 
 
 class _Stdout:

@@ -1,5 +1,7 @@
 """Errors a user can cause. Each message says what was wrong, where, and what to do."""
 
+import contextlib
+
 
 class BertkitError(Exception):
     """Base class of every error bertkit raises for bad input, files or settings."""
@@ -27,3 +29,26 @@ class NonFiniteError(BertkitError, ValueError):
 
 class BertkitWarning(UserWarning):
     """Something worth knowing that does not stop the work (e.g. newly initialised weights)."""
+
+
+class Stopped(KeyboardInterrupt):
+    """A stop signal (SIGTERM, or SIGINT: Ctrl-C) that the CLI turned into an exception in the main thread
+    (cli.py), so that the way out cleans up as for Ctrl-C: partial folders removed, locks released, worker
+    processes ended. A KeyboardInterrupt, so that code which handles Ctrl-C handles SIGTERM alike.
+    `note` (set by stop_note) says what the stop left behind and what to do."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def stop_note(note: str):
+    """A stop (Stopped, or a plain KeyboardInterrupt) inside the block is reported with `note` (the innermost
+    block's note wins: it knows most)."""
+    try:
+        yield
+    except KeyboardInterrupt as e:
+        if getattr(e, "note", None) is None:
+            e.note = note
+        raise

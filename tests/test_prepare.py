@@ -371,6 +371,8 @@ def test_other_inputs_need_overwrite(tmp_path, docs, tok, corpus_file):
     assert summary.manifest["sources"][0]["sha256"] == sha256_of(corpus)
     assert json.load(open(out / "manifest.json")) == summary.manifest
     assert siblings(out) == []
+    aside = [p for p in tmp_path.iterdir() if p.name.startswith("data.replaced-")]  # kept, never deleted
+    assert len(aside) == 1 and snapshot(aside[0]) == before
     ids = np.fromfile(out / "train" / "ids.bin", dtype=np.uint16)
     last = lines_of(corpus)[-1]
     assert last == "新的一行。" and not is_heldout(600, HELDOUT, SEED)  # the new document went to train/, last
@@ -378,19 +380,103 @@ def test_other_inputs_need_overwrite(tmp_path, docs, tok, corpus_file):
     assert summary.manifest["splits"]["train"]["documents"] == before_manifest["splits"]["train"]["documents"] + 1
 
 
-def test_a_folder_that_is_not_a_dataset_is_refused(tmp_path, corpus_file, tokenizer_dir):
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_a_folder_that_is_not_a_dataset_is_never_replaced(tmp_path, corpus_file, tokenizer_dir, overwrite):
+    """--overwrite used to delete a user's files in --out (exit 0, no copy anywhere)."""
     out = tmp_path / "mine"
     out.mkdir()
     (out / "notes.txt").write_text("keep me")
-    with pytest.raises(DataError, match=r"--out .*mine: already holds files; pass --overwrite"):
-        prepare(corpus_file, tokenizer_dir, str(out), workers=1)
-    assert sorted(os.listdir(out)) == ["notes.txt"] and (out / "notes.txt").read_text() == "keep me"
-    assert siblings(out) == []
-    a_file = tmp_path / "a_file"
-    a_file.write_text("x")
-    with pytest.raises(DataError, match="--overwrite"):
-        prepare(corpus_file, tokenizer_dir, str(a_file), workers=1)
-    assert a_file.read_text() == "x"  # (an empty folder is fine: test_the_command_in_process)
+    (out / "corpus.txt").write_text("我的语料。\n", encoding="utf-8")
+    before = snapshot(out)
+    with pytest.raises(DataError, match=rf"^--out {E(str(out))}: (already )?holds files that are not a dataset "
+                                        r"\(corpus.txt, notes.txt\); .*(pass an empty or new --out)"):
+        prepare(corpus_file, tokenizer_dir, str(out), workers=1, overwrite=overwrite)
+    assert snapshot(out) == before and siblings(out) == [] and sorted(os.listdir(tmp_path)) == ["mine"]
+
+
+def test_overwrite_refuses_a_folder_holding_an_input_naming_both(tmp_path, corpus_file, tokenizer_dir):
+    """`--corpus mydir/corpus.txt --out mydir --overwrite` used to delete the corpus it was reading."""
+    out = tmp_path / "mydir"
+    prepare(corpus_file, tokenizer_dir, str(out), workers=1)
+    shutil.copy(corpus_file, out / "corpus.txt")
+    shutil.copytree(tokenizer_dir, out / "tok")
+    before = snapshot(out)
+    for corpus, tokenizer, flag, inside in ((out / "corpus.txt", tokenizer_dir, "--corpus", out / "corpus.txt"),
+                                            (corpus_file, out / "tok", "--tokenizer", out / "tok")):
+        with pytest.raises(DataError, match=rf"^{flag} {E(str(inside))} is inside --out {E(str(out))}, and "
+                                            "--overwrite would move it aside"):
+            prepare(str(corpus), str(tokenizer), str(out), workers=1, heldout=0.5, overwrite=True)
+        assert snapshot(out) == before and siblings(out) == [] and sorted(os.listdir(tmp_path)) == ["mydir"]
+
+
+@pytest.mark.parametrize("where", [".", ".."])
+def test_out_may_not_be_the_working_directory_or_above_it(tmp_path, monkeypatch, corpus_file, tokenizer_dir, where):
+    """`--out . --overwrite` used to fail with OSError: Device or resource busy, leaving hidden .partial folders."""
+    work = tmp_path / "parent" / "work"
+    work.mkdir(parents=True)
+    (work / "notes.txt").write_text("keep me")
+    monkeypatch.chdir(work)
+    for overwrite in (False, True):
+        with pytest.raises(DataError, match=rf"^--out {E(where)}: is the current directory or holds it"):
+            prepare(corpus_file, tokenizer_dir, where, workers=1, overwrite=overwrite)
+    assert sorted(os.listdir(work)) == ["notes.txt"] and sorted(os.listdir(tmp_path / "parent")) == ["work"]
+    assert sorted(os.listdir(tmp_path)) == ["parent"]  # no lock, no partial folder anywhere
+
+
+def test_out_that_is_a_file_is_refused_and_kept(tmp_path, corpus_file, tokenizer_dir, capsys):
+    """`--out victim.csv --overwrite` used to end in NotADirectoryError, the CSV only left as .victim.csv.old."""
+    victim = tmp_path / "victim.csv"
+    victim.write_text("a,b\n1,2\n")
+    for overwrite in ([], ["--overwrite"]):
+        assert cli_main(["prepare", "--corpus", corpus_file, "--tokenizer", tokenizer_dir, "--out", str(victim),
+                         "--workers", "1", "--no-progress", *overwrite]) == 2
+        err = capsys.readouterr().err
+        assert err == f"bertkit prepare: error: --out {victim}: is a file, not a folder; pass a folder for a " \
+                      "dataset (it is created if missing)\n"
+    assert victim.read_text() == "a,b\n1,2\n" and sorted(os.listdir(tmp_path)) == ["victim.csv"]
+
+
+@pytest.fixture
+def mounted(tmp_path):
+    """mount(options) -> a fresh tmpfs folder under tmp_path (a real small or read-only disk), unmounted after the
+    test; skips where this process may not mount (not root, no mount namespace rights)."""
+    points = []
+
+    def mount(options: str):
+        point = tmp_path / f"disk{len(points)}"
+        point.mkdir()
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(point)], capture_output=True)
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode(errors='replace').strip()}")
+        points.append(point)
+        return point
+
+    yield mount
+    for point in points:
+        subprocess.run(["umount", "-l", str(point)], check=False)
+
+
+def test_a_full_disk_is_one_line_naming_the_file_and_leaves_nothing(mounted, corpus_file, tokenizer_dir, capsys):
+    """A full disk while writing the ids used to end in a raw OSError: [Errno 28] from the writer."""
+    disk = mounted("size=192k")
+    out = disk / "data"
+    assert cli_main(["prepare", "--corpus", corpus_file, "--tokenizer", tokenizer_dir, "--out", str(out),
+                     "--workers", "1", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert re.fullmatch(rf"bertkit prepare: error: {E(str(disk))}/\.data\.partial/\S+: the disk is full \([\d,]+ MiB "
+                        rf"free\); nothing was written to --out {E(str(out))}\n", err), err
+    assert os.listdir(disk) == []  # no partial folder, no lock
+
+
+def test_a_read_only_out_is_one_line(mounted, corpus_file, tokenizer_dir, capsys):
+    """A read-only --out used to end in a raw OSError: [Errno 30] from the lock file."""
+    disk = mounted("ro,size=64k")
+    for out in (disk / "data", disk / "deeper" / "data"):
+        assert cli_main(["prepare", "--corpus", corpus_file, "--tokenizer", tokenizer_dir, "--out", str(out),
+                         "--workers", "1", "--no-progress"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"bertkit prepare: error: --out {out}: cannot create") and err.count("\n") == 1, err
+        assert "the file system is read-only" in err
 
 
 def test_a_live_lock_refuses_and_a_stale_one_is_taken_over(prepared, tmp_path, corpus_file, tokenizer_dir, capsys):

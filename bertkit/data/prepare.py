@@ -24,26 +24,49 @@ import json
 import multiprocessing
 import os
 import shutil
+import signal
 import sys
+import threading
 import time
 from collections import deque
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ..errors import BertkitError
-from ..files import atomic_write_text, lock_file, release_lock
+from ..errors import BertkitError, stop_note
+from ..files import atomic_write_text, lock_file, release_lock, write_problem
 from ..options import opt, parse
+from ..outfolder import check_out, move_aside
 from ..tokenizer import Tokenizer, vocab_digest
 from .corpus import DOC_SEPS, Source, is_heldout, iter_documents, resolve, source
-from .dataset import FORMAT, MANIFEST, TOKENIZER, VERSION, DataError, PretrainingData, SplitWriter, ids_dtype
+from .dataset import FORMAT, MANIFEST, SPLITS, TOKENIZER, VERSION, DataError, PretrainingData, SplitWriter, ids_dtype
 from .encode import Encoder, plain_backend
 
 BLOCK_CHARS = 1 << 19  # characters of text per block sent to a worker (about 1.5 MB of Chinese)
 
 
 def default_workers() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    """The CPUs this process may run on (its affinity mask, which taskset / cgroups set), at least 1."""
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+
+
+def usable_workers(asked: int, say=None) -> int:
+    """The worker processes a run uses: 0 means one per usable CPU; more than the usable CPUs are capped there,
+    with a one-line warning through `say` (None: a BertkitWarning). More processes than CPUs would not go faster,
+    and each holds a tokenizer and up to 2 blocks: --workers 100000 forked thousands and took all the memory."""
+    cap = default_workers()
+    if asked <= cap:
+        return asked or cap
+    message = f"--workers {asked}: more than the {cap} usable CPU(s) of this machine; using {cap} workers"
+    if say is None:
+        import warnings
+
+        from ..errors import BertkitWarning
+
+        warnings.warn(message, BertkitWarning, stacklevel=3)
+    else:
+        say(message)
+    return cap
 
 
 @dataclass
@@ -88,34 +111,48 @@ def prepare(corpus, tokenizer: Tokenizer | str, out: str, *, doc_sep: str = "lin
             progress: bool = False, say=None) -> PrepareSummary:
     """Write the dataset folder `out` (module doc). A complete folder made from the same sources (by sha256),
     options and vocabulary is kept as it is (reused=True); another one needs overwrite=True."""
+    workers = usable_workers(workers, say)  # before `say` becomes silent: the cap is always said
     say = say or (lambda *a: None)
     start = time.perf_counter()
+    tokenizer_path = None
     if isinstance(tokenizer, (str, os.PathLike)):
+        tokenizer_path = os.fspath(tokenizer)
         tokenizer = Tokenizer.from_pretrained(tokenizer)
     names = resolve(corpus, doc_sep)
     options = {"doc_sep": doc_sep, "text_field": text_field, "words": "jieba" if wwm else "wordpiece",
                "heldout": heldout, "seed": seed}
     identity = {"tokenizer": _tokenizer_info(tokenizer), "options": options}
     out = os.path.normpath(out)
+    inputs = [("--corpus", n) for n in names] + [("--tokenizer", tokenizer_path)]
     with _locked(out):
+        # outfolder.py's rules: not a file, not the working directory; --overwrite replaces only a dataset
+        entries = check_out(out, DataError, overwrite=overwrite, inputs=inputs, ours=_dataset_entry, what="a dataset",
+                            renamed=True)
         kept = _same_dataset(out, identity, names)
         if kept is not None:
             say(f"{out}: already prepared from the same corpus, options and vocabulary; kept")
             return PrepareSummary(kept, True, round(time.perf_counter() - start, 2), kept.get("text_bytes", 0))
-        if os.path.lexists(out) and (not os.path.isdir(out) or os.listdir(out)) and not overwrite:
-            raise DataError(f"--out {out}: already holds " + ("another dataset, or a damaged one" if os.path.exists(
-                os.path.join(out, MANIFEST)) else "files") + "; pass --overwrite to replace it, or another --out")
+        if entries and not overwrite:
+            foreign = [n for n in entries if not _dataset_entry(n)]
+            raise DataError(f"--out {out}: already holds " + (
+                f"files that are not a dataset ({', '.join(foreign[:5])}); pass an empty or new --out" if foreign
+                else "another dataset, or a damaged one; pass --overwrite to replace it (it is moved aside to "
+                     f"{os.path.basename(out)}.replaced-<time>, not deleted), or another --out"))
         partial = _sibling(out, "partial")
         if os.path.lexists(partial):
             shutil.rmtree(partial)  # a run that did not finish (its lock is gone, or we would not hold it)
         os.makedirs(partial)
         try:
             tokenizer.save_pretrained(os.path.join(partial, TOKENIZER))
-            manifest = _write(names, tokenizer, partial, options, wwm, workers or default_workers(), progress, say)
+            manifest = _write(names, tokenizer, partial, options, wwm, workers, progress, say)
             manifest = {"format": FORMAT, "version": VERSION, **identity, **manifest}
             atomic_write_text(os.path.join(partial, MANIFEST), json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-        except BaseException:
+        except BaseException as e:
             shutil.rmtree(partial, ignore_errors=True)  # an error (or Ctrl-C) leaves nothing behind; kill -9 does
+            problem = write_problem(e, os.path.dirname(partial)) if isinstance(e, Exception) else None
+            if problem:  # a full disk, a read-only folder, ...: one line naming the file (files.write_problem)
+                raise DataError(f"{getattr(e, 'filename', None) or partial}: {problem}; nothing was written to "
+                                f"--out {out}") from None
             raise
         _replace(partial, out)
     seconds = round(time.perf_counter() - start, 2)
@@ -174,7 +211,7 @@ def _write(names, tokenizer, folder, options, wwm, workers, progress, say) -> di
             bar.update(texts_bytes)
 
     blocks = _blocks(iter_documents(names, text_field=options["text_field"], doc_sep=options["doc_sep"],
-                                    sources=sources), stats)
+                                    sources=sources, say=say), stats)
     with _encoder(tokenizer, wwm, workers) as encode:
         for first, size, encoded in encode(blocks):
             write(first, size, encoded)
@@ -211,6 +248,9 @@ def _utf8_size(texts: list[str], stats: dict) -> int:
 
 
 _worker: dict = {}
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+PARENT_CHECK_SECONDS = 0.5  # how often a worker without prctl (not Linux) looks whether its parent is there
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 def _start_worker(backend_json: str, wwm: bool) -> None:
@@ -218,6 +258,97 @@ def _start_worker(backend_json: str, wwm: bool) -> None:
 
     backend = Backend.from_str(backend_json)
     _worker.update(encoder=Encoder(backend), wwm=wwm)
+
+
+def _start_pool_worker(parent: int, backend_json: str, wwm: bool) -> None:
+    """The initializer of each pool worker: it dies with `parent` (the pid of the process that started the pool),
+    leaves stop signals to it, then loads the tokenizer."""
+    _die_with_parent(parent)
+    # Ctrl-C signals the terminal's whole process group: the parent stops, and ends us (no traceback from here);
+    # SIGTERM kills a worker as it kills any process (a forked worker would otherwise have the CLI's handler)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # held by the parent while it forked us
+    _start_worker(backend_json, wwm)
+
+
+def _die_with_parent(parent: int) -> None:
+    """End this worker with SIGKILL as soon as its parent ends, however that ends (kill -9 included): a worker
+    whose parent is gone would wait for work forever. On Linux the kernel does it (PR_SET_PDEATHSIG); elsewhere a
+    daemon thread looks at getppid() every PARENT_CHECK_SECONDS. A parent that died before this ran shows in
+    getppid() too: it then names whoever adopted us, not `parent`. (Compared with `parent`, not with 1: a
+    subreaper adopts orphans under another pid, and in a container the parent may itself be pid 1.)
+    SIGKILL, so that the end is quiet and cannot run anything that waits on the parent; the parent, being gone,
+    cannot take it for a worker that crashed (while the parent lives, nothing here fires)."""
+    armed = _set_parent_death_signal()
+    if os.getppid() != parent:
+        _end_now()
+    if not armed:
+        threading.Thread(target=_watch_parent, args=(parent,), name="bertkit-watch-parent", daemon=True).start()
+
+
+def _set_parent_death_signal() -> bool:
+    """prctl(PR_SET_PDEATHSIG, SIGKILL): the kernel kills us when the thread that forked us ends (the pool is
+    started, and its processes forked, by the thread that runs prepare(), which outlives the pool). False where
+    prctl is not available."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0
+    except (OSError, AttributeError):  # no libc to load, or no prctl in it
+        return False
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(PARENT_CHECK_SECONDS)
+    _end_now()
+
+
+def _end_now() -> None:
+    os.kill(os.getpid(), getattr(signal, "SIGKILL", signal.SIGTERM))  # no SIGKILL on Windows: TerminateProcess
+
+
+@contextlib.contextmanager
+def _stop_signals_held():
+    """Hold SIGINT / SIGTERM in this thread while pool workers may be started (inside submit): a forked worker
+    inherits the mask, so a Ctrl-C to the process group before its initializer has set its own handlers waits
+    (and is then ignored) instead of raising in it; here they arrive on leaving the block. The pool's threads,
+    started there too, keep the mask: stop signals go to this thread."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _stop_workers(pool: futures.ProcessPoolExecutor) -> None:
+    """End the pool's workers now, and the pool with them: after an error or a stop signal the blocks in flight
+    are not wanted, and leaving the pool's `with` would wait for every one of them (seconds each; more with
+    --wwm). This process holds the other ends of the pipes to and from the workers too: a worker killed halfway
+    through reading a block or sending a result would leave the pool's threads waiting forever for the rest
+    (CPython gh-94777 for the first, fixed from 3.11 on; not the second), so our ends are closed once they are
+    killed. Uses private parts of the pool, the same from Python 3.9 to 3.13; any missing is skipped."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    ends = [getattr(getattr(pool, queue, None), end, None) for queue, end in (("_call_queue", "_reader"),
+                                                                          ("_result_queue", "_writer"))]
+    manager = getattr(pool, "_executor_manager_thread", None)
+    pool.shutdown(wait=False, cancel_futures=True)  # (drops the pool's references to all of the above)
+    for process in processes:
+        process.kill()
+    if not processes:
+        return
+    for end in ends:
+        if end is not None:
+            end.close()
+    if manager is not None:
+        manager.join()  # it has seen the workers die (a broken pool) and reaped them
 
 
 def _encode_block(texts: list[str]):
@@ -243,12 +374,14 @@ def _encoder(tokenizer: Tokenizer, wwm: bool, workers: int):
     saved = os.environ.get("TOKENIZERS_PARALLELISM")
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     try:
-        with futures.ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker,
-                                         initargs=(backend_json, wwm)) as pool:
+        with futures.ProcessPoolExecutor(workers, mp_context=context, initializer=_start_pool_worker,
+                                         initargs=(os.getpid(), backend_json, wwm)) as pool:
             def encode_pool(blocks):
                 pending: deque = deque()
                 for first, texts, size in blocks:
-                    pending.append((first, size, pool.submit(_encode_block, texts)))
+                    with _stop_signals_held():  # workers start inside submit (the first one, with fork)
+                        job = pool.submit(_encode_block, texts)
+                    pending.append((first, size, job))
                     if len(pending) >= 2 * workers:
                         first_, size_, job = pending.popleft()
                         yield first_, size_, job.result()
@@ -256,7 +389,11 @@ def _encoder(tokenizer: Tokenizer, wwm: bool, workers: int):
                     first_, size_, job = pending.popleft()
                     yield first_, size_, job.result()
 
-            yield encode_pool
+            try:
+                yield encode_pool
+            except BaseException:
+                _stop_workers(pool)
+                raise
     except futures.process.BrokenProcessPool:
         raise BertkitError("a worker process of bertkit prepare died (out of memory? killed?); run it again, "
                            "with fewer --workers if memory is short") from None
@@ -286,7 +423,11 @@ def _locked(out: str):
     """Hold `.NAME.lock` beside the folder (our pid and host) for the length of the block; a lock whose process
     has died on this host is taken over."""
     path = _sibling(out, "lock")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+    except OSError as e:
+        raise DataError(f"--out {out}: cannot create its folder {os.path.dirname(path)}: "
+                        f"{write_problem(e, os.path.dirname(path)) or e.strerror or e}") from None
     lock_file(path, DataError, f"--out {out}", "is preparing it", "or delete {path} if that run is gone")
     try:
         yield
@@ -295,15 +436,20 @@ def _locked(out: str):
 
 
 def _replace(partial: str, out: str) -> None:
-    """Rename the finished folder into place; an old one goes only once the new one is there."""
-    old = _sibling(out, "old")
-    if os.path.lexists(old):
-        shutil.rmtree(old)
-    if os.path.lexists(out):
-        os.rename(out, old)
-    os.rename(partial, out)
-    if os.path.lexists(old):
-        shutil.rmtree(old)
+    """Rename the finished folder into place; an earlier dataset there is moved aside first (outfolder.py: to
+    <out>.replaced-<time>, never deleted), an empty folder is simply replaced. A stop signal waits for both
+    renames: a stop never finds --out moved aside and the new folder not yet in its place."""
+    with _stop_signals_held():
+        if os.path.isdir(out) and os.listdir(out):
+            move_aside(out, what="the earlier dataset")
+        elif os.path.isdir(out):
+            os.rmdir(out)
+        os.rename(partial, out)
+
+
+def _dataset_entry(name: str) -> bool:
+    """Whether `name` is an entry a dataset folder holds (what --overwrite may move aside with it)."""
+    return name in (MANIFEST, TOKENIZER, *SPLITS)
 
 
 def _read_json(path: str) -> dict | None:
@@ -318,16 +464,17 @@ def _read_json(path: str) -> dict | None:
 def main(argv: list[str]) -> int:
     cfg = parse(PrepareConfig, argv, prog="bertkit prepare")
     say = lambda *a: print(*a, file=sys.stderr)  # noqa: E731
-    result = prepare(cfg.corpus, cfg.tokenizer, cfg.out, doc_sep=cfg.doc_sep, text_field=cfg.text_field, wwm=cfg.wwm,
-                     heldout=cfg.heldout, seed=cfg.seed, workers=cfg.workers, overwrite=cfg.overwrite,
-                     progress=cfg.progress, say=say)
+    with stop_note(f"nothing was written to --out {cfg.out} (run it again to start over)"):
+        result = prepare(cfg.corpus, cfg.tokenizer, cfg.out, doc_sep=cfg.doc_sep, text_field=cfg.text_field,
+                         wwm=cfg.wwm, heldout=cfg.heldout, seed=cfg.seed, workers=cfg.workers,
+                         overwrite=cfg.overwrite, progress=cfg.progress, say=say)
     m = result.manifest
     if not result.reused:
         train, held = m["splits"]["train"], m["splits"]["heldout"]
         rate = result.text_bytes / 1e6 / max(result.seconds, 1e-9)
         print(f"{cfg.out}: {train['documents']:,} documents ({train['tokens']:,} tokens) to train on, "
               f"{held['documents']:,} ({held['tokens']:,} tokens) held out; {result.text_bytes / 1e6:,.1f} MB of text "
-              f"in {result.seconds:,.1f} s ({rate:.2f} MB/s, {cfg.workers or default_workers()} workers)")
+              f"in {result.seconds:,.1f} s ({rate:.2f} MB/s, {usable_workers(cfg.workers, lambda *a: None)} workers)")
         if m["empty_documents"]:
             print(f"{m['empty_documents']:,} documents gave no token and were left out")
     return 0

