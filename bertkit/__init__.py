@@ -5,6 +5,9 @@ and the worker processes of `bertkit prepare` start without importing torch.
 """
 
 from .errors import BertkitError, BertkitWarning, CheckpointError, ConfigError, InputError, NonFiniteError
+from .threads import wait_quietly
+
+wait_quietly()  # before anything loads torch: its OpenMP threads do not spin long (threads.py)
 
 __version__ = "0.1.0"
 
