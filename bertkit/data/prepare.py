@@ -249,6 +249,7 @@ def _utf8_size(texts: list[str], stats: dict) -> int:
 
 _worker: dict = {}
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+MANAGER_JOIN_SECONDS = 5.0  # how long a stop waits for the pool's thread to notice dead workers by itself
 PARENT_CHECK_SECONDS = 0.5  # how often a worker without prctl (not Linux) looks whether its parent is there
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
@@ -333,8 +334,9 @@ def _stop_workers(pool: futures.ProcessPoolExecutor) -> None:
     are not wanted, and leaving the pool's `with` would wait for every one of them (seconds each; more with
     --wwm). This process holds the other ends of the pipes to and from the workers too: a worker killed halfway
     through reading a block or sending a result would leave the pool's threads waiting forever for the rest
-    (CPython gh-94777 for the first, fixed from 3.11 on; not the second), so our ends are closed once they are
-    killed. Uses private parts of the pool, the same from Python 3.9 to 3.13; any missing is skipped."""
+    (CPython gh-94777 for the first, fixed from 3.11 on; not the second), so our ends are closed where the
+    pool's thread has not moved on by itself after MANAGER_JOIN_SECONDS. Uses private parts of the pool, the same
+    from Python 3.9 to 3.13; any missing is skipped."""
     processes = list((getattr(pool, "_processes", None) or {}).values())
     ends = [getattr(getattr(pool, queue, None), end, None) for queue, end in (("_call_queue", "_reader"),
                                                                           ("_result_queue", "_writer"))]
@@ -342,13 +344,18 @@ def _stop_workers(pool: futures.ProcessPoolExecutor) -> None:
     pool.shutdown(wait=False, cancel_futures=True)  # (drops the pool's references to all of the above)
     for process in processes:
         process.kill()
-    if not processes:
+    if not processes or manager is None:
         return
-    for end in ends:
-        if end is not None:
-            end.close()
-    if manager is not None:
-        manager.join()  # it has seen the workers die (a broken pool) and reaped them
+    # The pool's own thread sees the workers die (a broken pool), closes the call queue's reader and reaps them;
+    # our ends are closed only where it is stuck in a result cut short. Never both at once: two threads closing
+    # one pipe end race (EBADF, or a reused descriptor closed).
+    manager.join(timeout=MANAGER_JOIN_SECONDS)
+    if manager.is_alive():
+        for end in ends:
+            if end is not None:
+                with contextlib.suppress(OSError):
+                    end.close()
+        manager.join()
 
 
 def _encode_block(texts: list[str]):
