@@ -253,15 +253,21 @@ def test_a_run_stopped_before_its_first_save_is_not_sent_in_a_circle(tmp_path, c
     assert run(settings(out, corpus_file, tokenizer_dir, overwrite=True)).step == 6  # the advice works
 
 
-def test_a_run_that_fails_before_writing_anything_leaves_no_folder(tmp_path, tokenizer_dir):
-    """A corpus with no document in it fails while preparing: the --out the run created goes again."""
-    empty = tmp_path / "empty.txt"
-    empty.write_text("\n\n", encoding="utf-8")
+def test_a_run_that_fails_before_writing_anything_leaves_no_folder(tmp_path, corpus_file, tokenizer_dir,
+                                                                   monkeypatch):
+    """A run that fails inside its claimed --out (here: its data cannot be read; a full disk while preparing
+    --corpus, in the issue) used to leave the empty folder it had created."""
+    from bertkit.train import pretrain
+
+    def fails(*args):
+        raise BertkitError("the data went away")
+
+    monkeypatch.setattr(pretrain, "load_data", fails)
     out = tmp_path / "new" / "run"
-    with pytest.raises(BertkitError, match="the corpus is empty"):
-        run(settings(out, str(empty), tokenizer_dir))
+    with pytest.raises(BertkitError, match="the data went away"):
+        run(settings(out, corpus_file, tokenizer_dir))
     assert not out.exists()
     out.mkdir(parents=True)  # a folder that was there before the run stays
-    with pytest.raises(BertkitError, match="the corpus is empty"):
-        run(settings(out, str(empty), tokenizer_dir))
+    with pytest.raises(BertkitError, match="the data went away"):
+        run(settings(out, corpus_file, tokenizer_dir))
     assert out.is_dir() and os.listdir(out) == []
