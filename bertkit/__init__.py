@@ -15,6 +15,9 @@ __all__ = [
     "BertConfig", "PRESETS", "BertModel", "BertModelOutput", "BertPreTrainedModel",
     "BertForPreTraining", "BertForMaskedLM", "BertForNextSentencePrediction", "BertForSequenceClassification",
     "BertForTokenClassification", "BertForQuestionAnswering", "BertForMultipleChoice", "BertLMHeadModel",
+    "ElectraModel", "ElectraForPreTraining", "ElectraForPreTrainingOutput", "ElectraForMaskedLM",
+    "ElectraForSequenceClassification", "ElectraForTokenClassification", "ElectraForQuestionAnswering",
+    "ElectraForMultipleChoice",
     "BertkitError", "BertkitWarning", "CheckpointError", "ConfigError", "InputError", "NonFiniteError", "__version__",
     "encode", "Encoder",
 ]
@@ -25,6 +28,9 @@ _LAZY = {
     **dict.fromkeys(("BertForPreTraining", "BertForMaskedLM", "BertForNextSentencePrediction",
                      "BertForSequenceClassification", "BertForTokenClassification", "BertForQuestionAnswering",
                      "BertForMultipleChoice", "BertLMHeadModel"), "bertkit.heads"),
+    **dict.fromkeys(("ElectraModel", "ElectraForPreTraining", "ElectraForPreTrainingOutput", "ElectraForMaskedLM",
+                     "ElectraForSequenceClassification", "ElectraForTokenClassification",
+                     "ElectraForQuestionAnswering", "ElectraForMultipleChoice"), "bertkit.electra"),
     **dict.fromkeys(("encode", "Encoder"), "bertkit.embed"),
 }
 

@@ -5,7 +5,7 @@ A model directory holds `config.json` and the weights as `model.safetensors` (pr
 sharded form of either with its `.index.json`. Parameter names are transformers' names, so
 loading is a plain `load_state_dict` after a small rename table:
 
-    bert.<name>                  task checkpoints prefix the encoder with `bert.`
+    bert.<name>                  task checkpoints prefix the encoder with `bert.` (ELECTRA's: `electra.`)
     LayerNorm.gamma / .beta      TF-era names of LayerNorm.weight / .bias
     embeddings.position_ids      a buffer older checkpoints saved; derived, so ignored
 
@@ -14,13 +14,18 @@ with a table of names and shapes; head weights a checkpoint lacks are initialise
 one warning; checkpoint tensors the model has no place for are named in one warning. Loading is
     read_weights -> map_keys -> drop_tied_copies -> match_weights (a LoadReport) -> raise or warn -> load
     -> finite.check_weights (a NaN / Infinity weight: one warning naming the tensor)
-and `output_loading_info=True` returns the LoadReport to the caller instead of warning, as transformers
+A directory's config.json model_type picks the class (model_class_for): a BERT class asked to load an "electra"
+directory builds its ELECTRA counterpart (bertkit.electra.ELECTRA_CLASSES), so
+`BertForSequenceClassification.from_pretrained(d)` loads an ELECTRA discriminator as an
+ElectraForSequenceClassification, its unused pretraining head warned about as BERT's cls.* are.
+And `output_loading_info=True` returns the LoadReport to the caller instead of warning, as transformers
 returns its info dict (the report reads as that dict too); such callers (every command's loader) run
 check_weights themselves and refuse the model, so they are not warned about NaN here either.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import json
 import os
@@ -215,7 +220,8 @@ class LoadReport(Mapping):
             raise CheckpointError(f"{self.directory}: cannot load into {self.class_name}:\n  " + "\n  ".join(problems))
 
     def _in_encoder_body(self, name: str) -> bool:
-        return name.startswith((self.encoder_prefix + "embeddings.", self.encoder_prefix + "encoder."))
+        return name.startswith(tuple(self.encoder_prefix + part for part in ("embeddings.", "embeddings_project.",
+                                                                            "encoder.")))
 
     def warn(self, *, stacklevel: int = 2) -> None:
         """The loader's warnings: tensors initialised anew (train before use), tensors left unused.
@@ -303,6 +309,7 @@ def load_pretrained(cls, path, *, config: BertConfig | None = None, dtype: torch
     model_kwargs, config_overrides = _split_kwargs(cls, kwargs)
     directory = _model_directory(path)
     config = _read_config(directory, config, config_overrides)
+    cls = model_class_for(cls, config.model_type, directory)
     state = read_weights(directory)
 
     model = cls(config, **model_kwargs)
@@ -325,6 +332,34 @@ def load_pretrained(cls, path, *, config: BertConfig | None = None, dtype: torch
     if device is not None:
         model.to(device)
     return (model.eval(), report) if output_loading_info else model.eval()
+
+
+# The module that defines a model type's classes and its table {BERT class: that type's counterpart}. Found by name
+# when a directory of that type is loaded: the module builds on model.py, which imports this one, so a static import
+# here would close a cycle (transformers' Auto classes find a model type's module by name the same way).
+MODEL_TYPE_CLASSES = {"electra": ("bertkit.electra", "ELECTRA_CLASSES")}
+
+
+def model_class_for(cls, model_type: str, directory: str = "the model"):
+    """The class that loads a directory whose config.json says `model_type`: `cls` when it builds that type; a BERT
+    class's counterpart of that type (BertForSequenceClassification -> ElectraForSequenceClassification for
+    "electra"); otherwise a CheckpointError naming the class to use."""
+    if model_type == cls.model_type:
+        return cls
+    kind = model_type if model_type != "bert" else cls.model_type  # the type other than BERT's
+    module, table = MODEL_TYPE_CLASSES[kind]
+    found = importlib.import_module(module)
+    pairs = getattr(found, table)  # {BERT class: its counterpart of type `kind`}
+    if model_type == kind and cls in pairs:
+        return pairs[cls]
+    if model_type == "bert":
+        bert = {v: k for k, v in pairs.items()}.get(cls)
+        hint = f"load it with {bert.__name__ if bert is not None else 'a Bert* class'}"
+    else:
+        classes = [name for name in found.__all__ if getattr(getattr(found, name), "model_type", None) == kind]
+        hint = f"load it with one of {', '.join(classes)}"
+    raise CheckpointError(f"{directory}: config.json's model_type is {model_type!r}, but {cls.__name__} builds "
+                          f"{cls.model_type!r} models; {hint}")
 
 
 def _warn_not_finite(model, directory: str) -> None:
@@ -393,6 +428,7 @@ def save_pretrained(model, path) -> None:
     os.makedirs(directory, exist_ok=True)
     config = model.config
     config.architectures = [type(model).__name__]
+    config.model_type = model.model_type  # what transformers' AutoConfig reads ("bert", "electra")
     dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
     config.extra["torch_dtype"] = dtype  # what transformers' dtype="auto" reads (5.x also reads "dtype")
     if "dtype" in config.extra:

@@ -27,6 +27,11 @@ POSITION_EMBEDDING_TYPES = typing.get_args(PositionEmbeddingType)
 ACTIVATIONS = tuple(ACT2FN)  # hidden_act names (activations.py)
 ATTN_IMPLEMENTATIONS = typing.get_args(AttnImplementation)
 PROBLEM_TYPES = (None, *typing.get_args(ProblemType))
+ModelType = Literal["bert", "electra"]
+MODEL_TYPES = typing.get_args(ModelType)
+# transformers' ElectraConfig defaults where they differ from BERT's: what an "electra" config.json means by a
+# field it leaves out (ElectraConfig(), as transformers reads the same file)
+ELECTRA_DEFAULTS = dict(embedding_size=128, hidden_size=256, num_attention_heads=4, intermediate_size=1024)
 
 # Fields that are settings of this process, not of the checkpoint: never written to config.json.
 RUNTIME_FIELDS = ("attn_implementation", "extra", "num_labels")
@@ -68,7 +73,10 @@ class BertConfig:
     output_attentions: bool = False  # default for forward(output_attentions=None)
     output_hidden_states: bool = False  # default for forward(output_hidden_states=None)
     architectures: list[str] | None = None  # class names the checkpoint was saved from
-    model_type: str = "bert"
+    model_type: ModelType = "bert"  # "electra": ELECTRA's checkpoints (bertkit.electra), the same encoder
+    # ELECTRA's embedding width E (word, position, type embeddings and their LayerNorm), projected to hidden_size
+    # by embeddings_project when it differs; None: hidden_size (BERT, which never writes it to config.json)
+    embedding_size: int | None = None
     # runtime, not saved: eager | sdpa (both equal to transformers at every position, padding too) |
     # varlen (padding removed before the layers, fused QKV; zeros at padded positions) | auto (the
     # default: varlen when the batch has padding or packed documents, else sdpa; a call that needs
@@ -116,6 +124,11 @@ class BertConfig:
     def head_dim(self) -> int:
         return self.hidden_size // self.num_attention_heads
 
+    @property
+    def embedding_width(self) -> int:
+        """E: the width of the embeddings (ELECTRA's embedding_size), hidden_size unless set."""
+        return self.embedding_size if self.embedding_size is not None else self.hidden_size
+
     # ----- validation ------------------------------------------------------------------------
     def validate(self) -> "BertConfig":
         """Raise ConfigError listing every setting that cannot work; return self when all is well."""
@@ -159,8 +172,13 @@ class BertConfig:
             problems.append(f"num_labels={self.num_labels} but id2label has {len(self.id2label)} entries")
         if self.problem_type not in PROBLEM_TYPES:
             problems.append(f"problem_type must be one of {PROBLEM_TYPES}, got {self.problem_type!r}")
-        if self.model_type != "bert":
-            problems.append(f"model_type is {self.model_type!r}; bertkit reads BERT configs (model_type 'bert')")
+        if self.model_type not in MODEL_TYPES:
+            problems.append(f"model_type is {self.model_type!r}; bertkit reads BERT and ELECTRA configs (model_type "
+                            f"{' or '.join(repr(t) for t in MODEL_TYPES)})")
+        if self.embedding_size is not None and (not isinstance(self.embedding_size, int)
+                                                or isinstance(self.embedding_size, bool) or self.embedding_size <= 0):
+            problems.append(f"embedding_size must be a positive integer or None (= hidden_size), "
+                            f"got {self.embedding_size!r}")
         if not problems:
             for layer, heads in self.pruned_heads.items():
                 if not 0 <= layer < self.num_hidden_layers:
@@ -185,6 +203,8 @@ class BertConfig:
     def from_dict(cls, data: dict[str, Any], **overrides: Any) -> "BertConfig":
         """Build from a config.json dict; unknown keys go to `extra`, `overrides` win."""
         data = {**data, **overrides}
+        if data.get("model_type") == "electra":  # a field the file leaves out means what ElectraConfig() says
+            data = {**ELECTRA_DEFAULTS, **data}
         known = cls.field_names() - {"extra"}  # a config.json key named "extra" is just an unknown key
         kwargs = {k: v for k, v in data.items() if k in known}
         extra = {k: v for k, v in data.items() if k not in known}
@@ -204,6 +224,10 @@ class BertConfig:
             out[f.name] = getattr(self, f.name)
         out["id2label"] = {str(k): v for k, v in self.id2label.items()}
         out["pruned_heads"] = {str(k): list(v) for k, v in self.pruned_heads.items()}
+        if self.model_type == "electra":  # ElectraConfig reads a missing embedding_size as 128: always written
+            out["embedding_size"] = self.embedding_width
+        elif self.embedding_size is None:  # a BERT config.json stays as it was
+            del out["embedding_size"]
         out.update(self.extra)
         return out
 

@@ -3,7 +3,8 @@ serve` and explain share.
 
     model dir --load_task_model--> TaskModel(task, model, tokenizer), in eval mode, quantized if asked; refused
                                    when its head would be random weights or its id2label has gaps
-              --load_mlm--------> BertForMaskedLM with its trained MLM head (cls.*), refused as above
+              --load_mlm--------> BertForMaskedLM with its trained MLM head (cls.*), or an ELECTRA generator's
+                                   ElectraForMaskedLM (generator_predictions.*, generator_lm_head.*), refused as above
     finiteness (NaN / Infinity: NonFiniteError, one line naming the model folder) is checked twice, the same way
               for float32, bf16 and int8: check_weights scans every weight once at load, before quantizing
               (int8 cannot be built from NaN); check_outputs looks at what every forward pass gives back (the
@@ -79,16 +80,23 @@ def load_task_model(model_dir: str, task: str | None = None, quantize: str | Non
     return TaskModel(found, model, tok)
 
 
+# The tensors of a masked-language model's head, by config.json's model_type
+MLM_HEADS = {"bert": ("cls.",), "electra": ("generator_predictions.", "generator_lm_head.")}
+
+
 def load_mlm(model_dir: str, quantize: str | None = None) -> nn.Module:
-    """A masked-language model with trained MLM head weights (cls.*), in eval mode; refused when they would be
-    random."""
+    """A masked-language model with trained MLM head weights, in eval mode: a BertForMaskedLM (cls.*), or an
+    ElectraForMaskedLM (an ELECTRA generator: generator_predictions.*, generator_lm_head.*); refused when they would
+    be random."""
     from .heads import BertForMaskedLM
 
     if not os.path.isdir(model_dir):
         raise BertkitError(f"--model {model_dir}: not a directory; pass the folder `bertkit pretrain --out` wrote")
     model, report = BertForMaskedLM.from_pretrained(model_dir, output_loading_info=True)
     if report.missing:
-        what = "MLM head weights (cls.*)" if report.missing_under("cls.") else f"weights {report.missing[:3]}"
+        head = MLM_HEADS[model.model_type]
+        what = (f"MLM head weights ({', '.join(p + '*' for p in head)})" if report.missing_under(*head)
+                else f"weights {report.missing[:3]}")
         raise BertkitError(f"{model_dir}: has no {what}, so fill-mask would predict from random weights; use a model "
                            "pretrained with `bertkit pretrain` (a fine-tuned model keeps no MLM head)")
     report.warn_unexpected(stacklevel=3)

@@ -1,7 +1,8 @@
 """The BERT encoder, part by part, with the parameter names of `transformers` 4.x.
 
     input_ids (B, S)
-      -> Embeddings: word + token type (+ absolute position), LayerNorm, dropout      (B, S, H)
+      -> Embeddings: word + token type (+ absolute position), LayerNorm, dropout      (B, S, E)
+      -> embeddings_project (ELECTRA only, where E = embedding_size != H): Linear E -> H   (B, S, H)
       -> Encoder: num_hidden_layers Layers, one AFTER another; in each:
            Attention: SelfAttention splits H into `heads` parallel heads of head_dim = H / heads,
                       each attends over all positions; SelfOutput merges them, residual + LayerNorm
@@ -28,7 +29,7 @@ from torch.utils.checkpoint import checkpoint
 from . import attention, padding
 from .activations import ACT2FN
 from .config import BertConfig
-from .errors import InputError
+from .errors import ConfigError, InputError
 
 KVCache = tuple[tuple[Tensor, ...], ...]  # per layer: (self_k, self_v[, cross_k, cross_v]), each (B, heads, T, d)
 
@@ -78,14 +79,17 @@ class InputFacts:
 
 # ----- embeddings --------------------------------------------------------------------------------
 class Embeddings(nn.Module):
-    """token id -> vector: word + token type (+ absolute position) embeddings, LayerNorm, dropout."""
+    """token id -> vector: word + token type (+ absolute position) embeddings, LayerNorm, dropout.
+
+    E = config.embedding_width wide: hidden_size in BERT, ELECTRA's embedding_size (BertModel then projects)."""
 
     def __init__(self, config: BertConfig):
         super().__init__()
-        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
-        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
-        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        E = config.embedding_width
+        self.word_embeddings = nn.Embedding(config.vocab_size, E, padding_idx=config.pad_token_id)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, E)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, E)
+        self.LayerNorm = nn.LayerNorm(E, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         self.position_embedding_type = config.position_embedding_type
         self.register_buffer("position_ids", torch.arange(config.max_position_embeddings).expand((1, -1)),
@@ -94,13 +98,13 @@ class Embeddings(nn.Module):
     def forward(self, input_ids: Tensor | None, token_type_ids: Tensor, position_ids: Tensor | None = None,
                 inputs_embeds: Tensor | None = None, past_length: int = 0) -> Tensor:
         if inputs_embeds is None:
-            inputs_embeds = self.word_embeddings(input_ids)  # (B, S, H)
+            inputs_embeds = self.word_embeddings(input_ids)  # (B, S, E)
         embeddings = inputs_embeds + self.token_type_embeddings(token_type_ids)
         if self.position_embedding_type == "absolute":
             if position_ids is None:  # positions continue after the cached tokens
                 position_ids = self.position_ids[:, past_length: past_length + inputs_embeds.shape[1]]
             embeddings = embeddings + self.position_embeddings(position_ids)
-        return self.dropout(self.LayerNorm(embeddings))  # (B, S, H)
+        return self.dropout(self.LayerNorm(embeddings))  # (B, S, E)
 
 
 # ----- attention ---------------------------------------------------------------------------------
@@ -375,6 +379,8 @@ class BertPreTrainedModel(nn.Module):
     """What every bertkit model shares: init, checkpoints, pruning, gradient checkpointing."""
 
     base_model_prefix = "bert"
+    # The config.model_type this class builds, written to config.json (ELECTRA's classes: "electra", electra.py)
+    model_type = "bert"
     # Parameters a checkpoint may lack; they are freshly initialised and listed in a warning.
     _missing_ok: tuple[str, ...] = ()
     # {parameter: the parameter it shares storage with} while config.tie_word_embeddings is True;
@@ -386,6 +392,14 @@ class BertPreTrainedModel(nn.Module):
         if not isinstance(config, BertConfig):
             raise TypeError(f"config must be a bertkit.BertConfig, got {type(config).__name__}")
         self.config = config.validate()
+        if config.model_type != self.model_type or (config.embedding_width != config.hidden_size
+                                                    and self.model_type == "bert"):
+            what = (f"model_type {config.model_type!r}" if config.model_type != self.model_type else
+                    f"embedding_size {config.embedding_size} != hidden_size {config.hidden_size} (ELECTRA's "
+                    "factorised embeddings, which transformers' BERT classes cannot load)")
+            raise ConfigError(f"{type(self).__name__} builds a {self.model_type.upper()} model, but the config has "
+                              f"{what}: use the {'Bert' if self.model_type != 'bert' else 'Electra'}* class "
+                              "(bertkit.electra.ELECTRA_CLASSES pairs them)")
 
     def post_init(self) -> None:
         self.apply(self._init_weights)
@@ -486,13 +500,19 @@ class BertPreTrainedModel(nn.Module):
 
 
 class BertModel(BertPreTrainedModel):
-    """The bare encoder: embeddings, the layers, and (optionally) the pooler."""
+    """The bare encoder: embeddings, the layers, and (optionally) the pooler.
+
+    ELECTRA's encoder is this one (bertkit.electra.ElectraModel): where its embeddings are narrower than the
+    layers (embedding_size E != hidden_size H), embeddings_project (E -> H) runs between them; else it is None.
+    """
 
     _missing_ok = ("pooler.",)
 
     def __init__(self, config: BertConfig, add_pooling_layer: bool = True):
         super().__init__(config)
         self.embeddings = Embeddings(config)
+        E, H = config.embedding_width, config.hidden_size
+        self.embeddings_project = nn.Linear(E, H) if E != H else None
         self.encoder = Encoder(config)
         self.pooler = Pooler(config) if add_pooling_layer else None
         self.post_init()
@@ -545,7 +565,9 @@ class BertModel(BertPreTrainedModel):
             if position_ids is None:  # every document starts at position 0
                 position_ids = padding.document_positions(attention_mask)
 
-        hidden = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds, past)  # (B, S, H)
+        hidden = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds, past)  # (B, S, E)
+        if self.embeddings_project is not None:
+            hidden = self.embeddings_project(hidden)  # (B, S, H)
         path = self._attention_path(attention_mask, facts, output_attentions, head_mask,
                                     encoder_hidden_states is not None, hidden)
         mask = None
@@ -684,8 +706,9 @@ class BertModel(BertPreTrainedModel):
             _check_ids("input_ids", input_ids, tuple(input_ids.shape))
             B, S = input_ids.shape
         else:
-            if inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != cfg.hidden_size:
-                raise InputError(f"inputs_embeds must be (batch, seq_len, hidden_size={cfg.hidden_size}), "
+            if inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != cfg.embedding_width:
+                width = "hidden_size" if cfg.embedding_size is None else "embedding_size"
+                raise InputError(f"inputs_embeds must be (batch, seq_len, {width}={cfg.embedding_width}), "
                                  f"got shape {tuple(inputs_embeds.shape)}")
             B, S = inputs_embeds.shape[:2]
         if S == 0:

@@ -13,7 +13,7 @@ from bertkit import PRESETS, BertConfig, BertkitError, ConfigError
 transformers = pytest.importorskip("transformers")
 
 # Fields that are bertkit runtime settings / bookkeeping, not transformers.BertConfig attributes.
-NOT_HF_FIELDS = {"attn_implementation", "extra"}
+NOT_HF_FIELDS = {"attn_implementation", "extra", "embedding_size"}  # embedding_size: ElectraConfig's, not BertConfig's
 
 
 def shared_fields() -> list[str]:

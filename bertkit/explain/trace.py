@@ -97,7 +97,7 @@ def _heads_hook(recorder: _Recorder, path: str, layer: int):
 def _hooks(model: nn.Module, recorder: _Recorder) -> list:
     """Register the forward hooks; returns their handles."""
     base = base_model(model)
-    prefix = "bert." if base is not model else ""
+    prefix = model.base_model_prefix + "." if base is not model else ""
     handles = []
 
     def on(module: nn.Module, name: str, path: str, layer: int | None = None, pick=lambda out: out):

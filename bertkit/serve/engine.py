@@ -34,7 +34,7 @@ from ..tasks import Field, TaskDataError, TaskOptions, task_of
 from ..text import is_empty_text
 from .batcher import Handlers, Key
 
-MLM_ARCHITECTURES = ("BertForMaskedLM", "BertForPreTraining")
+MLM_ARCHITECTURES = ("BertForMaskedLM", "BertForPreTraining", "ElectraForMaskedLM")
 PREDICT_MAX_TOKENS = 2048  # tokens per /predict input without --max-input-tokens (longer inputs run as windows)
 FILL_MASK_MAX_TOP_K = 20  # the largest "top_k" a /fill-mask request may ask for
 
@@ -85,7 +85,7 @@ class Engine:
         # the task / MLM model's encoder serves /embed too: one copy of the weights
         loaded = self.task_model if self.task_model is not None else self.mlm
         self.encoder = Encoder.from_pretrained(model_dir, pooling=pooling, normalize=normalize, quantize=quantize,
-                                               model=loaded.bert if loaded is not None else None)
+                                               model=loaded.base_model if loaded is not None else None)
         self.tokenizer = self.encoder.tokenizer
         self.embed_limit = self.encoder.max_tokens if max_input_tokens is None else \
             min(max_input_tokens, self.encoder.max_tokens)

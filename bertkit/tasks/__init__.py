@@ -8,7 +8,8 @@
 
 Each module's docstring says which files it reads, how long inputs become windows, its metrics
 and its prediction rows; base.py says what a Task is. To add a task, add a module with a Task
-subclass and its line in TASKS below: finetune, evaluate, predict, serve and the quickstart loop over
+subclass and its line in TASKS below (a task's ELECTRA directory loads through the same BERT class:
+bertkit.electra.ELECTRA_CLASSES): finetune, evaluate, predict, serve and the quickstart loop over
 TASKS, and TaskOptions (the commands' --NAME-field flags and the tasks' own options) is made from it.
 """
 
@@ -19,6 +20,7 @@ import os
 
 from ..config import BertConfig
 from ..data.records import TaskDataError
+from ..electra import ELECTRA_CLASSES
 from .base import (EMPTY_INPUT, Feature, Field, Head, Task, default_stride, evaluate, predict, run_model,
                    task_options)
 from .choice import CHOICE, ChoiceExample
@@ -103,9 +105,11 @@ def label_list(examples: list) -> list[str]:
 
 
 def task_of(model_dir: str) -> str:
-    """The task a fine-tuned directory was trained for, from config.json's architectures."""
+    """The task a fine-tuned directory was trained for, from config.json's architectures (a BERT task class or its
+    ELECTRA counterpart: ElectraForSequenceClassification is classify as BertForSequenceClassification is)."""
     config = BertConfig.from_json(model_dir)
-    by_class = {task.model_class.__name__: name for name, task in TASKS.items()}
+    by_class = {cls.__name__: name for name, task in TASKS.items()
+                for cls in (task.model_class, ELECTRA_CLASSES.get(task.model_class)) if cls is not None}
     for arch in config.architectures or ():
         if arch in by_class:
             return by_class[arch]
