@@ -268,7 +268,7 @@ def batch_cost(data: str, tokenizer: str, steps: int = 200) -> dict:
     from bertkit.data.rows import make_rows
     from bertkit.tokenizer import Tokenizer
     from bertkit.train.loop import StepSampler
-    from bertkit.train.pretrain import PretrainBatches
+    from bertkit.train.objectives.mlm import PretrainBatches
 
     tok = Tokenizer.from_pretrained(tokenizer)
     folder = PretrainingData.open(data)

@@ -154,7 +154,7 @@ def pd_heldout_accuracy(model_dir: str, mlm_probability: float = 0.15) -> float:
     from bertkit.data.rows import make_rows
     from bertkit.heads import BertForMaskedLM
     from bertkit.tokenizer import Tokenizer
-    from bertkit.train.pretrain import evaluate_mlm
+    from bertkit.train.objectives.mlm import evaluate_mlm, heldout_batches
 
     tok = Tokenizer.from_pretrained(model_dir)
     folder = os.path.join(RUNS, "data", "peoples-daily-" + os.path.basename(os.path.normpath(model_dir)))
@@ -164,7 +164,7 @@ def pd_heldout_accuracy(model_dir: str, mlm_probability: float = 0.15) -> float:
     collator = MaskingCollator(vocab_size=tok.vocab_size, mask_id=tok.mask_token_id, pad_id=tok.pad_token_id,
                                special_ids=tuple(tok.all_special_ids), mlm_probability=mlm_probability, seed=0)
     model = BertForMaskedLM.from_pretrained(model_dir).eval()
-    return evaluate_mlm(model, rows, collator, 8)["mlm_accuracy"]
+    return evaluate_mlm(model, rows, heldout_batches(rows, collator, 8))["mlm_accuracy"]
 
 
 def learn_tokenizer() -> str:

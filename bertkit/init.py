@@ -86,9 +86,14 @@ def prior_bias(model: nn.Module, token_counts: torch.Tensor) -> None:
     head = getattr(getattr(model, "cls", None), "predictions", None)
     if head is None:
         return
-    counts = token_counts.to(torch.float64) + 1.0  # add-one: unseen ids get a small probability
+    head.bias.copy_(log_frequencies(token_counts).to(head.bias.dtype))
+
+
+def log_frequencies(token_counts: torch.Tensor) -> torch.Tensor:
+    """(V,) float64: log p(token) from counts, add-one smoothed (unseen ids get a small probability), centred."""
+    counts = token_counts.to(torch.float64) + 1.0
     log_p = (counts / counts.sum()).log()
-    head.bias.copy_((log_p - log_p.mean()).to(head.bias.dtype))
+    return log_p - log_p.mean()
 
 
 @torch.no_grad()

@@ -5,6 +5,7 @@
                            (scikit-learn's, zero_division=0)
     multilabel_report      micro / macro F1 and exact-match accuracy (every label of an example right)
     regression_report      mse, mae (scikit-learn's), Pearson and Spearman correlation (scipy's)
+    roc_auc                area under the ROC curve of scores for binary labels (scikit-learn's)
     bio_entities           tags -> entities (type, start, end) by a scheme: "conlleval" (lenient, the
                            default), "IOB2" or "IOBES" (strict), as seqeval reads them in each mode
     entity_report          entity-level precision, recall, F1 (micro over entities) and per type
@@ -110,6 +111,20 @@ def multilabel_report(y_true, y_pred, labels: list[str]) -> dict:
         "n": len(y_true),
         "per_class": per_class,
     }
+
+
+def roc_auc(y_true, scores) -> float:
+    """Area under the ROC curve of binary labels (0/1, False/True) ranked by `scores` (scikit-learn's
+    roc_auc_score): the chance that a random positive scores above a random negative, ties counting half;
+    nan when only one class occurs."""
+    y, s = np.asarray(y_true, dtype=bool).ravel(), np.asarray(scores, dtype=np.float64).ravel()
+    if len(y) != len(s):
+        raise MetricError(f"roc_auc: {len(y)} labels but {len(s)} scores")
+    positives, negatives = int(y.sum()), int((~y).sum())
+    if not positives or not negatives:
+        return float("nan")
+    rank_sum = float(_ranks(s)[y].sum())  # the Mann-Whitney U statistic of the positives, from their ranks
+    return (rank_sum - positives * (positives + 1) / 2) / (positives * negatives)
 
 
 def regression_report(y_true, y_pred) -> dict:

@@ -546,3 +546,20 @@ def test_undefined_metrics_become_null_in_json(tmp_path):
     assert "NaN" not in text and None in json.loads(text).values()
     append_row(str(tmp_path / "metrics.jsonl"), {"step": 1, "split": "eval", **report})
     assert "NaN" not in (tmp_path / "metrics.jsonl").read_text() and read_metrics(str(tmp_path / "metrics.jsonl"))
+
+
+# ----- ranking ---------------------------------------------------------------------------------
+@given(st.lists(st.tuples(st.booleans(), st.integers(-5, 5)), min_size=2, max_size=60))
+@settings(max_examples=200, deadline=None)
+def test_roc_auc_equals_scikit_learn_ties_included(pairs):
+    """The replaced-token detection AUC of ELECTRA's evaluation: scikit-learn's roc_auc_score, ties counting
+    half; nan when one class is absent (scikit-learn raises there)."""
+    from sklearn.metrics import roc_auc_score
+
+    from bertkit.metrics import roc_auc
+
+    labels, scores = [p[0] for p in pairs], [float(p[1]) for p in pairs]
+    if len(set(labels)) < 2:
+        assert math.isnan(roc_auc(labels, scores))
+    else:
+        assert roc_auc(labels, scores) == pytest.approx(roc_auc_score(labels, scores), abs=1e-12)

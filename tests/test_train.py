@@ -19,6 +19,7 @@ from bertkit.cli import main
 from bertkit.train import pretrain as pretrain_module
 from bertkit.train.loop import TrainConfig, TrainingError, lr_factor, make_optimizer
 from bertkit.train.metrics_log import read_metrics
+from bertkit.train.objectives.mlm import MaskedLM
 from bertkit.train.pretrain import PretrainConfig, run
 
 transformers = pytest.importorskip("transformers")
@@ -169,19 +170,19 @@ def test_resume_continues_exactly(tmp_path, corpus_file, tiny_config_file, token
     reference = train_losses(tmp_path / "full")
 
     calls = {"n": 0}
-    real_loss = pretrain_module.pretraining_loss
+    real_loss = MaskedLM.loss
 
-    def loss_then_sigterm(model, batch, weights):
+    def loss_then_sigterm(self, model, batch, weights):
         calls["n"] += 1
         if calls["n"] == 5:
             os.kill(os.getpid(), signal.SIGTERM)  # asks the loop to stop after this step
-        return real_loss(model, batch, weights)
+        return real_loss(self, model, batch, weights)
 
-    monkeypatch.setattr(pretrain_module, "pretraining_loss", loss_then_sigterm)
+    monkeypatch.setattr(MaskedLM, "loss", loss_then_sigterm)
     first = run(make(tmp_path / "cut", corpus_file, tiny_config_file, tokenizer=tokenizer_dir))
     assert first.interrupted and first.step == 5
     assert not (tmp_path / "cut" / "model.safetensors").exists()  # no final model from a cut run
-    monkeypatch.setattr(pretrain_module, "pretraining_loss", real_loss)
+    monkeypatch.setattr(MaskedLM, "loss", real_loss)
     second = run(make(tmp_path / "cut", corpus_file, tiny_config_file, tokenizer=tokenizer_dir, resume=True))
     assert not second.interrupted and second.step == 12
     resumed = train_losses(tmp_path / "cut")
@@ -383,15 +384,15 @@ def test_no_weight_decay_on_biases_and_layernorm():
 
 @pytest.mark.slow
 def test_non_finite_losses_are_skipped_then_stop_the_run(tmp_path, corpus_file, monkeypatch):
-    real_loss = pretrain_module.pretraining_loss
+    real_loss = MaskedLM.loss
     calls = {"n": 0}
 
-    def sometimes_nan(model, batch, weights):
+    def sometimes_nan(self, model, batch, weights):
         calls["n"] += 1
-        loss = real_loss(model, batch, weights)
+        loss = real_loss(self, model, batch, weights)
         return loss * float("nan") if calls["n"] in (2, 4, 5, 6, 7) else loss
 
-    monkeypatch.setattr(pretrain_module, "pretraining_loss", sometimes_nan)
+    monkeypatch.setattr(MaskedLM, "loss", sometimes_nan)
     with pytest.warns(UserWarning, match="loss is nan; skipping"):
         with pytest.raises(TrainingError, match="not finite for 3 steps in a row"):
             run(settings(tmp_path / "nan", corpus_file, "tiny", steps=20, max_bad_steps=3))
@@ -401,7 +402,7 @@ def test_non_finite_losses_are_skipped_then_stop_the_run(tmp_path, corpus_file, 
                                          (dict(seq_len=4), "--seq-len must be at least 8"),
                                          (dict(seq_len=4096), "exceeds the model's max_position_embeddings"),
                                          (dict(model_config="nope"), "neither a preset"),
-                                         (dict(nsp=True, packing="documents"), "--packing documents is for MLM")])
+                                         (dict(nsp=True, packing="documents"), "trains on sentence-pair rows; --packing documents")])
 def test_bad_settings(tmp_path, corpus_file, kw, message):
     with pytest.raises(Exception, match=message):
         run(settings(tmp_path / "bad", corpus_file, "tiny", **kw))
@@ -419,7 +420,7 @@ def no_vocabulary_learning(monkeypatch):
                       r"--seq-len 32, fewer than one batch of 8; add text, or lower --seq-len or --batch-size"),
     ("好\n的\n", dict(packing="documents"), "2 training document.* at most 2 packed documents of --seq-len 32"),
     ("好\n的\n", dict(nsp=True, batch_size=4), "at most 2 sentence pairs of --seq-len 32, fewer than one batch of 4"),
-    ("好的\n", dict(nsp=True, batch_size=1), r"1 training document\(s\); next-sentence pairs \(--nsp\) need 2"),
+    ("好的\n", dict(nsp=True, batch_size=1), r"1 training document\(s\); sentence pairs \(--objective mlm-nsp\) need 2"),
     ("好的\n" * 3, dict(heldout=0.99), r"every document is held out for evaluation \(--heldout 0.99\)"),
     ("好的" * 100 + "\n", dict(seq_len=8, batch_size=40), "at most 33 packed rows of --seq-len 8, fewer than one "
                                                            "batch of 40")])
@@ -496,20 +497,20 @@ def test_recipe_settings_are_checked_before_any_work(tmp_path, corpus_file):
 def test_the_recipe_sets_masking_and_dropout_and_the_saved_config_keeps_the_models(tmp_path, corpus_file,
                                                                                    tokenizer_dir, capsys, monkeypatch):
     seen = {}
-    real_loss = pretrain_module.pretraining_loss
+    real_loss = MaskedLM.loss
 
-    def spy(model, batch, weights):  # what the training step really runs with
+    def spy(self, model, batch, weights):  # what the training step really runs with
         seen["dropout"] = {m.p for m in model.modules() if isinstance(m, torch.nn.Dropout)}
         selected = batch["labels"] != -100
         original = torch.where(selected, batch["labels"], batch["input_ids"])
         candidates = (batch["attention_mask"] > 0) & ~torch.isin(original, torch.tensor([2, 3]))  # not [CLS] / [SEP]
         seen["masked"], seen["candidates"] = float(selected.sum() / candidates.sum()), int(candidates.sum())
-        return real_loss(model, batch, weights)
+        return real_loss(self, model, batch, weights)
 
     def near(share, p):  # within 4 binomial standard deviations of p over the batch's candidate tokens
         return abs(share - p) < 4 * (p * (1 - p) / seen["candidates"]) ** 0.5
 
-    monkeypatch.setattr(pretrain_module, "pretraining_loss", spy)
+    monkeypatch.setattr(MaskedLM, "loss", spy)
     for recipe, dropout, share in (("local", {0.0}, 0.3), ("bert", {0.1}, 0.15)):
         run(settings(tmp_path / recipe, corpus_file, "tiny", tokenizer=tokenizer_dir, batch_size=32, steps=1,
                      eval_every=1, save_every=1, recipe=recipe))

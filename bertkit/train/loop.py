@@ -111,10 +111,12 @@ class Batches(Protocol):
     def batch(self, step: int, micro: int) -> dict[str, Tensor]:
         """This process's share of micro-batch `micro` of optimizer step `step` (deterministic). A batch
         whose loss is a mean over counted tokens (MLM's masked ones, tagging's labelled ones) says how many
-        under "loss_units" (an int): see LossWeights."""
+        under "loss_units": an int, or {unit name: count} for a loss that sums means over several kinds
+        (ELECTRA: masked tokens and real tokens); see LossWeights."""
 
 
 LOSS_UNITS = "loss_units"
+TOKENS = "tokens"  # the unit an int "loss_units" counts
 
 
 @dataclass(frozen=True)
@@ -127,27 +129,39 @@ class LossWeights:
     tokens: for a mean over counted tokens: units x world / (the units of the step, all processes), since
             micro-batches hold different numbers of them (2 processes x 4 rows then equal 1 x 8 rows);
             1 / grad_accum, as rows, when the batches do not count their units
+    units:  the same weight for each named unit when "loss_units" is a dict (units["tokens"] is `tokens`)
     """
 
     rows: float
     tokens: float
+    units: dict[str, float] = field(default_factory=dict)
+
+    def of(self, unit: str) -> float:
+        """The weight of a mean over `unit` (a name the batch counted; rows' weight if it counted none)."""
+        return self.units.get(unit, self.tokens if unit == TOKENS else self.rows)
 
 
-def loss_weights(units: list[int], grad_accum: int, world: int) -> list[LossWeights]:
+def loss_weights(units: list[int | dict[str, int]], grad_accum: int, world: int) -> list[LossWeights]:
     """The weights of a step's micro-batches, given how many units each holds on this process (one
-    all-reduce of one integer under torchrun)."""
-    total = max(1, all_processes(sum(units), world))
-    return [LossWeights(rows=1 / grad_accum, tokens=n * world / total) for n in units]
+    all-reduce of one integer per unit name under torchrun)."""
+    counts = [u if isinstance(u, dict) else {TOKENS: u} for u in units]
+    names = sorted(counts[0])
+    totals = all_processes([sum(int(c[n]) for c in counts) for n in names], world)
+    weights = []
+    for c in counts:
+        per = {n: int(c[n]) * world / max(1, total) for n, total in zip(names, totals)}
+        weights.append(LossWeights(rows=1 / grad_accum, tokens=per.get(TOKENS, 1 / grad_accum), units=per))
+    return weights
 
 
-def all_processes(count: int, world: int) -> int:
-    """The sum of `count` over the processes (a sync: one small all-reduce under torchrun)."""
+def all_processes(counts: list[int], world: int) -> list[int]:
+    """Each count summed over the processes (a sync: one small all-reduce under torchrun)."""
     if world == 1:
-        return count
+        return list(counts)
     device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else None
-    total = torch.tensor([count], dtype=torch.int64, device=device)
+    total = torch.tensor(counts, dtype=torch.int64, device=device)
     dist.all_reduce(total)
-    return int(total)
+    return [int(t) for t in total]
 
 
 class StepSampler:
@@ -432,7 +446,7 @@ def optimizer_step(run: Run, data: Batches, loss_fn: LossFn) -> tuple[float, boo
     run.model.train()
     batches = [data.batch(run.step, micro) for micro in range(cfg.grad_accum)]  # on the host: counted there
     if LOSS_UNITS in batches[0]:  # the same on every rank: the same kind of batches
-        weights = loss_weights([int(b.pop(LOSS_UNITS)) for b in batches], cfg.grad_accum, run.world)
+        weights = loss_weights([b.pop(LOSS_UNITS) for b in batches], cfg.grad_accum, run.world)
     else:
         weights = [LossWeights(rows=1 / cfg.grad_accum, tokens=1 / cfg.grad_accum)] * cfg.grad_accum
     step_tokens = sum(int((b["attention_mask"] > 0).sum()) for b in batches if "attention_mask" in b)
@@ -592,6 +606,10 @@ def _check_identity(saved: dict, now: dict, state_dir: str) -> str | None:
         raise TrainingError(f"--resume: {state_dir} was trained with another vocabulary (fingerprint {saved['vocab']}, "
                             f"now {now['vocab']}); its embeddings fit only that one: resume with the run's own "
                             "tokenizer (its tokenizer/ folder, or --tokenizer as before), or start a new run")
+    if saved.get("objective") and now.get("objective") and saved["objective"] != now["objective"]:
+        raise TrainingError(f"--resume: {state_dir} was pretrained with --objective {saved['objective']}, not "
+                            f"{now['objective']}; its models and their state belong to that objective: resume with "
+                            f"--objective {saved['objective']}, or start a new run (--overwrite, or another --out)")
     if "labels" in saved and "labels" in now and saved["labels"] != now["labels"]:
         raise TrainingError(f"--resume: {state_dir} was trained with the labels {saved['labels']}, the data now "
                             f"gives {now['labels']}; the classifier has one output per label: train on the old "

@@ -1,18 +1,17 @@
-"""Masked-language-model pretraining, as BERT does it, from a prepared dataset folder or a raw corpus.
+"""Pretraining, as BERT does it (or as ELECTRA does), from a prepared dataset folder or a raw corpus.
 
     --data DATA (bertkit prepare: token ids and marks, memory-mapped)   or   --corpus SPEC (prepared into
     <out>/data first, by the same code: a vocabulary is learned on it unless --tokenizer)
            -> rows cut per batch from the document offsets (data/rows.py): packed rows [CLS] ... [SEP] of
               --seq-len, packed documents, or NSP sentence pairs; the order a seeded permutation of row numbers
-           -> starting weights by --recipe (bertkit/init.py): local = some heads already attend to
-              their neighbours; bert = BERT's initialisation
-           -> each step: a batch, 30% (local) or 15% (bert) of its tokens selected (80% [MASK],
-              10% random, 10% kept); each process builds and masks only its own rows
-           -> BertForMaskedLM (or BertForPreTraining with --nsp); the vocabulary projection runs
-              only at the selected positions, and only they count in the loss
+           -> the objective (train/objectives/, --objective): mlm, mlm-nsp or electra; it builds the model(s)
+              with starting weights by --recipe (bertkit/init.py: local = some heads already attend to
+              their neighbours; bert = BERT's initialisation), masks each batch (30% (local) or 15% (bert)
+              of its tokens selected: 80% [MASK], 10% random, 10% kept; each process builds and masks only
+              its own rows), and owns the loss, the held-out metrics and what is saved
            -> the shared loop (train/loop.py) -> an HF model directory at the top of --out
               (held-out evaluations on the dataset's held-out documents: MLM accuracy at 15% masking,
-              and how local the most local head is)
+              replaced-token detection for electra, and how local the most local head is)
 
     bertkit prepare --corpus my_texts/ --tokenizer TOK --out data/zh ; bertkit pretrain --data data/zh --out runs/pt
     bertkit pretrain --corpus builtin:peoples-daily --model-config mini --out runs/pt
@@ -21,8 +20,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-import math
 import os
 import sys
 import unicodedata
@@ -36,21 +33,14 @@ import torch.nn.functional as F
 from ..config import PRESETS, BertConfig
 from ..data.corpus import DOC_SEPS, Corpus
 from ..data.dataset import PretrainingData
-from ..data.masking import MaskingCollator
 from ..data.prepare import prepare
 from ..data.rows import PACKINGS, make_rows
 from ..errors import stop_note
-from ..heads import IGNORE, BertForMaskedLM, BertForPreTraining
-from ..init import initialise
-from ..metrics import neighbour_attention
 from ..options import opt, parse
 from ..tokenizer import Tokenizer, train_vocab, vocab_digest
-from .loop import LOSS_UNITS, LossWeights, StepSampler, TrainConfig, TrainingError, TrainSummary, train, with_default
+from .loop import StepSampler, TrainConfig, TrainingError, TrainSummary, train, with_default
+from .objectives import OBJECTIVES, Setup
 from .runfolder import run_claimed
-
-EVAL_STEP = 10**9  # masks of held-out batches come from steps no training batch uses: fixed across evals
-EVAL_MLM_PROBABILITY = 0.15  # held-out tokens are masked as BERT does, whatever --mlm-probability trains with
-
 
 @dataclass(frozen=True)
 class Recipe:
@@ -104,7 +94,15 @@ class PretrainConfig(TrainConfig):
                                       "model's own, for fine-tuning)")
     wwm: bool = opt(False, "whole-word masking (Chinese words from jieba, English words with their ## pieces; --data "
                            "must be prepared with --wwm)")
-    nsp: bool = opt(False, "sentence pairs and next-sentence prediction (BertForPreTraining)")
+    objective: str = opt("mlm", "what the model learns: mlm (BERT's masked-language model), mlm-nsp (+ next-sentence "
+                         "prediction on sentence pairs), electra (a small generator fills the masked tokens, the "
+                         "model learns from every token whether it was replaced: ELECTRA's replaced-token detection)",
+                         choices=OBJECTIVES)  # the registry itself: an objective added later too
+    nsp: bool = opt(False, "the same as --objective mlm-nsp")
+    generator_size: float = opt(0.25, "electra: the generator's hidden size, heads and feed-forward width as a share "
+                                      "of the model's (its layers as many)")
+    disc_weight: float = opt(50.0, "electra: the weight of the replaced-token loss (a mean over every real token) "
+                                   "against the generator's MLM loss")
     packing: str = opt("stream", "MLM rows: stream (all documents joined by [SEP], cut into rows) or documents "
                        "(several documents per row, attention and positions kept inside each)",
                        choices=PACKINGS)
@@ -127,93 +125,6 @@ class PretrainSummary(TrainSummary):
     train_examples: int = 0
     heldout_examples: int = 0
     vocab_size: int = 0
-
-
-class PretrainBatches:
-    """Step-addressed batches: each process takes its rows of the global batch (StepSampler), cuts them from the
-    dataset and masks them as their place in the global batch says (MaskingCollator), so all processes
-    together mask exactly what one process would. Each batch counts its selected tokens (LOSS_UNITS), so the
-    loop weighs each process's MLM mean into the mean over the whole step, as one process would compute it."""
-
-    def __init__(self, rows, collator: MaskingCollator, sampler: StepSampler):
-        self.rows, self.collator, self.sampler = rows, collator, sampler
-
-    def batch(self, step: int, micro: int) -> dict:
-        rows = self.rows.batch(self.sampler.indices(step, micro), words=self.collator.wwm)
-        # masked by their place in the step (micro-batch x global batch + row): the same masks whatever the
-        # split of the step into processes and micro-batches
-        places = micro * self.sampler.global_batch + self.sampler.own_rows()
-        out = self.collator(rows, step=step, positions=places)
-        out[LOSS_UNITS] = int((out["labels"] != IGNORE).sum())
-        return out
-
-
-def masked_lm_forward(model, batch: dict):
-    """The model on a masked batch, projecting to the vocabulary only at the selected tokens (labels != -100).
-
-    Its output holds .loss, the mean cross-entropy over those tokens (computed by the head; MLM only, the NSP
-    labels are not passed), their logits (N_selected, V), and .masked_positions (B, S) saying where they are.
-    """
-    return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                 token_type_ids=batch["token_type_ids"], labels=batch["labels"], masked_positions_only=True)
-
-
-def selected_logits(out) -> torch.Tensor:
-    """(N_selected, V): the MLM logits of masked_lm_forward's output (BertForMaskedLM or BertForPreTraining)."""
-    return out.logits if hasattr(out, "logits") else out.prediction_logits
-
-
-def pretraining_loss(model, batch: dict, weights: LossWeights) -> torch.Tensor:
-    """This micro-batch's share of the step's loss: the mean cross-entropy over the selected tokens of the
-    whole step (all micro-batches, all processes; weights.tokens), + NSP's mean over rows when labelled."""
-    out = masked_lm_forward(model, batch)
-    loss = out.loss * weights.tokens  # no selected token here: the head's loss is a 0 with a graph
-    if "next_sentence_label" in batch:
-        loss = loss + F.cross_entropy(out.seq_relationship_logits.float(), batch["next_sentence_label"]) * weights.rows
-    return loss
-
-
-@torch.no_grad()
-def evaluate_mlm(model, rows, collator: MaskingCollator, batch_size: int, count: int = 0) -> dict[str, float]:
-    """Held-out MLM loss, accuracy over selected tokens, perplexity (and NSP accuracy) on the first `count`
-    rows (0: all); their masks are the same at every evaluation."""
-    device = next(model.parameters()).device
-    count = min(count or len(rows), len(rows))
-    total, correct, selected, nsp_correct = 0.0, 0, 0, 0
-    for i in range(0, count, batch_size):
-        positions = np.arange(i, min(i + batch_size, count))
-        batch = collator(rows.batch(positions, words=collator.wwm), step=EVAL_STEP, positions=positions)
-        batch = {k: v.to(device) for k, v in batch.items()}
-        out = masked_lm_forward(model, batch)
-        logits, targets = selected_logits(out), batch["labels"][out.masked_positions]  # (N, V), (N,)
-        # a sum, not the head's mean: the mean over all held-out tokens weighs every token the same
-        total += float(F.cross_entropy(logits.float(), targets, reduction="sum"))
-        correct += int((logits.argmax(-1) == targets).sum())
-        selected += len(targets)
-        if "next_sentence_label" in batch:
-            nsp_correct += int((out.seq_relationship_logits.argmax(-1) == batch["next_sentence_label"]).sum())
-    loss = total / max(1, selected)
-    result = {"loss": loss, "mlm_accuracy": correct / max(1, selected), "perplexity": math.exp(min(loss, 50.0))}
-    if rows.pairs:
-        result["nsp_accuracy"] = nsp_correct / count
-    local = neighbour_attention_of(model, rows)
-    if local is not None:
-        result["neighbour_attention"] = local
-    return result
-
-
-@torch.no_grad()
-def neighbour_attention_of(model, rows, count: int = 16) -> float | None:
-    """The most any head attends to one neighbouring offset (+-1, +-2) on the first held-out rows that are full
-    (no padding, one document): 1/S for uniform heads, 0.99 for a real BERT's previous-token head."""
-    batch = rows.batch(np.arange(min(len(rows), 4 * count)))
-    full = np.flatnonzero((batch.attention_mask == 1).all(axis=1))[:count]
-    if not len(full) or batch.input_ids.shape[1] < 8:
-        return None
-    device = next(model.parameters()).device
-    out = model(input_ids=torch.from_numpy(batch.input_ids[full]).to(device),
-                token_type_ids=torch.from_numpy(batch.token_type_ids[full]).to(device), output_attentions=True)
-    return neighbour_attention(out.attentions)
 
 
 def set_dropout(model: torch.nn.Module, p: float) -> None:
@@ -275,7 +186,7 @@ def check_corpus(cfg: PretrainConfig) -> None:
     stream by (none is kept) until the bound reaches one batch: a few documents of a real corpus; a corpus that
     cannot make a row is read to its end, and refused here instead of after its vocabulary and tokens.
     """
-    kind, chunk = ("pairs" if cfg.nsp else cfg.packing), cfg.seq_len - 2  # rows of [CLS] chunk [SEP]
+    kind, chunk = row_kind(cfg), cfg.seq_len - 2  # rows of [CLS] chunk [SEP]
     docs = chars = pieces = 0
     for text in Corpus(cfg.corpus or DEFAULT_CORPUS, text_field=cfg.text_field, doc_sep=cfg.doc_sep,
                        seed=cfg.seed, skip_heldout=cfg.heldout):
@@ -288,11 +199,19 @@ def check_corpus(cfg: PretrainConfig) -> None:
         raise TrainingError(f"--corpus {spec}: every document is held out for evaluation (--heldout {cfg.heldout:g}); "
                             "lower --heldout")
     if kind == "pairs" and docs < 2:
-        raise TrainingError(f"--corpus {spec}: {docs} training document(s); next-sentence pairs (--nsp) need 2")
-    rows = {"stream": "packed rows", "documents": "packed documents", "pairs": "sentence pairs"}[kind]
+        raise TrainingError(f"--corpus {spec}: {docs} training document(s); sentence pairs (--objective {cfg.objective}) need 2")
+    rows = ROW_NAMES[kind]
     raise TrainingError(f"--corpus {spec}: its {docs:,} training document(s) hold {chars:,} characters: at most "
                         f"{most_rows(kind, docs, chars, pieces, chunk):,} {rows} of --seq-len {cfg.seq_len}, fewer "
                         f"than one batch of {cfg.batch_size}; add text, or lower --seq-len or --batch-size")
+
+
+ROW_NAMES = {"stream": "packed rows", "documents": "packed documents", "pairs": "sentence pairs"}
+
+
+def row_kind(cfg: PretrainConfig) -> str:
+    """The rows the run trains on: sentence pairs when its objective needs them (NSP), else --packing's."""
+    return "pairs" if OBJECTIVES[cfg.objective].pairs else cfg.packing
 
 
 def most_rows(kind: str, docs: int, tokens: int, pieces: int, chunk: int) -> int:
@@ -377,14 +296,14 @@ def load_data(cfg: PretrainConfig, rank: int, world: int, say) -> tuple[Pretrain
 def pretraining_rows(cfg: PretrainConfig, data: PretrainingData, tokenizer: Tokenizer) -> dict:
     """{"train": rows, "heldout": rows} of the kind the flags ask for ("heldout" missing when its documents cannot
     make any); NSP plans are kept in <out>/plans, named by the data's fingerprint, --seq-len and the seed."""
-    kind = "pairs" if cfg.nsp else cfg.packing
+    kind = row_kind(cfg)
     rows = {}
     for name, split in data.splits.items():
-        if split.documents >= (2 if cfg.nsp else 1):  # pairs need a second document for random B sentences
+        if split.documents >= (2 if kind == "pairs" else 1):  # pairs need a second document for random B sentences
             seed = cfg.seed + (name == "heldout")
             plan = os.path.join(cfg.out, "plans", f"pairs-{data.fingerprint}-{name}-{cfg.seq_len}-{seed}.npz")
             rows[name] = make_rows(split, kind, seq_len=cfg.seq_len, cls_id=tokenizer.cls_token_id,
-                                   sep_id=tokenizer.sep_token_id, seed=seed, plan_file=plan if cfg.nsp else None)
+                                   sep_id=tokenizer.sep_token_id, seed=seed, plan_file=plan if kind == "pairs" else None)
     return rows
 
 
@@ -396,8 +315,15 @@ def run(cfg: PretrainConfig) -> PretrainSummary:
         raise TrainingError(f"--recipe {cfg.recipe!r}: choose one of {', '.join(RECIPES)}")
     if cfg.dropout is not None and not 0.0 <= cfg.dropout < 1.0:
         raise TrainingError(f"--dropout must be in [0, 1), got {cfg.dropout}")
-    if cfg.nsp and cfg.packing == "documents":
-        raise TrainingError("--nsp makes sentence-pair rows; --packing documents is for MLM-only rows")
+    if cfg.objective not in OBJECTIVES:
+        raise TrainingError(f"--objective {cfg.objective!r}: choose one of {', '.join(OBJECTIVES)}")
+    if cfg.nsp and cfg.objective not in ("mlm", "mlm-nsp"):
+        raise TrainingError(f"--nsp is --objective mlm-nsp; it cannot go with --objective {cfg.objective}")
+    if cfg.nsp:
+        cfg.objective = "mlm-nsp"
+    if row_kind(cfg) == "pairs" and cfg.packing == "documents":
+        raise TrainingError(f"--objective {cfg.objective} trains on sentence-pair rows; --packing documents is for "
+                            "rows of whole documents")
     if cfg.data and cfg.corpus:
         raise TrainingError("pass --data (a prepared folder) or --corpus (prepared into the run folder), not both")
     if not 0.0 <= cfg.heldout < 1.0:
@@ -419,7 +345,7 @@ def run_in(cfg: PretrainConfig, rank: int, world: int) -> PretrainSummary:
     train_split, heldout_split = data.splits["train"], data.splits["heldout"]
     say(f"data: {data.folder}: {train_split.documents:,} documents ({train_split.tokens:,} tokens), "
         f"{heldout_split.documents:,} held out ({heldout_split.tokens:,} tokens)")
-    shared_plans = cfg.nsp and world > 1  # rank 0 walks the sentences, keeping the plans in <out>/plans
+    shared_plans = row_kind(cfg) == "pairs" and world > 1  # rank 0 walks the sentences, keeping the plans in <out>/plans
     if shared_plans and rank != 0:
         dist.barrier()  # until rank 0 has written them; then they are read, not walked again
     rows = pretraining_rows(cfg, data, tokenizer)
@@ -431,47 +357,41 @@ def run_in(cfg: PretrainConfig, rank: int, world: int) -> PretrainSummary:
     if heldout_rows is not None and not len(heldout_rows):
         heldout_rows = None  # held-out documents too short for one row
     say(f"rows: {len(rows['train']):,} for training, {len(heldout_rows) if heldout_rows else 0:,} held out "
-        f"({'sentence pairs' if cfg.nsp else 'packed documents' if cfg.packing == 'documents' else 'packed rows'}"
+        f"({ROW_NAMES[row_kind(cfg)]}"
         f" of {cfg.seq_len} tokens)" + ("" if heldout_rows else "; no held-out evaluation"))
     sampler = StepSampler(len(rows["train"]), cfg.batch_size, cfg.grad_accum, cfg.seed, rank, world)  # >= a batch
 
     recipe = RECIPES[cfg.recipe]
     mlm_probability = recipe.mlm_probability if cfg.mlm_probability is None else cfg.mlm_probability
     dropout = recipe.dropout if cfg.dropout is None else cfg.dropout
+    objective = OBJECTIVES[cfg.objective](Setup(cfg, tokenizer, recipe.init, mlm_probability, say))
     torch.manual_seed(cfg.seed)
-    model_class = BertForPreTraining if cfg.nsp else BertForMaskedLM
     if cfg.init_from:
-        model = model_class.from_pretrained(cfg.init_from)
+        model = objective.load(cfg.init_from)
     else:
         counts = torch.from_numpy(np.array(train_split.token_counts))  # of the corpus, counted by bertkit prepare
         counts[list(tokenizer.all_special_ids)] = 0  # never a target
         config = build_model_config(cfg, tokenizer, say)
         counts = F.pad(counts, (0, config.vocab_size - len(counts)))  # padding rows (a larger vocab_size): never seen
-        model = initialise(model_class(config), recipe.init, token_counts=counts)
+        model = objective.build(config, counts)
     if dropout is not None:
         set_dropout(model, dropout)
-    say(f"model: {model_class.__name__}, {model.num_parameters():,} parameters; recipe {cfg.recipe}: "
+    say(f"model: {objective.describe(model)}; objective {cfg.objective}, recipe {cfg.recipe}: "
         f"{'initialised ' + recipe.init if not cfg.init_from else 'from ' + cfg.init_from}, "
         f"{mlm_probability:.0%} of tokens masked, dropout {_dropout_of(model)}")
 
-    collator = MaskingCollator(vocab_size=tokenizer.vocab_size, mask_id=tokenizer.mask_token_id,
-                               pad_id=tokenizer.pad_token_id, special_ids=tuple(tokenizer.all_special_ids),
-                               mlm_probability=mlm_probability, wwm=cfg.wwm, seed=cfg.seed)
-    batches = PretrainBatches(rows["train"], collator, sampler)
-
-    heldout_collator = dataclasses.replace(collator, mlm_probability=EVAL_MLM_PROBABILITY)
-
     def evaluate(m):
-        return evaluate_mlm(m, heldout_rows, heldout_collator, cfg.batch_size, cfg.eval_rows)
+        return objective.evaluate(m, heldout_rows)
 
     def save(m, out):
-        m.save_pretrained(out)
+        objective.save(m, out)
         tokenizer.save_pretrained(out)
 
-    identity = {"vocab": vocab_digest(tokenizer), "data": data.fingerprint}
+    identity = {"vocab": vocab_digest(tokenizer), "data": data.fingerprint, "objective": cfg.objective}
     if cfg.data:  # known by its content on --resume: a copy at another path continues the run
         identity.update(data_from=f"--data {cfg.data}", data_parts=data.parts)
-    summary = train(model, batches, cfg, pretraining_loss, evaluate=evaluate if heldout_rows else None,
+    summary = train(model, objective.batches(rows["train"], sampler), cfg, objective.loss,
+                    evaluate=evaluate if heldout_rows else None,
                     save_model=save, identity=identity)
     return PretrainSummary(**vars(summary), train_examples=len(rows["train"]),
                            heldout_examples=min(cfg.eval_rows or len(heldout_rows), len(heldout_rows))

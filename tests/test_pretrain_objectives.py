@@ -1,0 +1,313 @@
+"""Pretraining objectives as one seam (bertkit/train/objectives/): a throwaway objective defined here goes
+through `bertkit pretrain` (train, resume, save) without a change to it, and ELECTRA's replaced-token detection
+trains, resumes, splits over processes and saves directories transformers' ELECTRA classes load."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file
+
+from bertkit import BertConfig
+from bertkit.cli import main
+from bertkit.heads import BertForTokenClassification
+from bertkit.init import initialise
+from bertkit.train.loop import LOSS_UNITS, LossWeights, loss_weights
+from bertkit.train.metrics_log import read_metrics
+from bertkit.train.objectives import OBJECTIVES, Objective
+from bertkit.train.objectives.electra import Electra, ElectraPretraining, generator_config, sample
+from bertkit.train.objectives.mlm import PretrainBatches, neighbour_attention_of
+
+transformers = pytest.importorskip("transformers")
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tiny models trained in this process
+
+
+# ----- a throwaway objective: what a new module in bertkit/train/objectives/ would hold ----------------------
+class DetectRandomTokens(Objective):
+    """15% of the ordinary tokens swapped for random ones (the MLM collator's draws, all of them random); a token
+    classifier learns, for every real token, whether it was swapped."""
+
+    name = "detect"
+
+    def build(self, config, token_counts):
+        return initialise(BertForTokenClassification(config.replace(num_labels=2)), self.setup.init)
+
+    def load(self, folder):
+        return BertForTokenClassification.from_pretrained(folder)
+
+    def batches(self, rows, sampler):
+        from bertkit.data.masking import MaskingCollator
+
+        tok = self.tokenizer
+        collator = MaskingCollator(vocab_size=tok.vocab_size, mask_id=tok.mask_token_id, pad_id=tok.pad_token_id,
+                                   special_ids=tuple(tok.all_special_ids), mlm_probability=0.15, seed=self.cfg.seed)
+        return SwappedBatches(rows, collator, sampler, tok.mask_token_id, tok.vocab_size)
+
+    def loss(self, model, batch, weights):
+        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                       token_type_ids=batch["token_type_ids"]).logits
+        real = batch["attention_mask"] > 0
+        return F.cross_entropy(logits[real].float(), batch["swapped"][real]) * weights.of("real")
+
+    @torch.no_grad()
+    def evaluate(self, model, rows):
+        from bertkit.train.loop import StepSampler
+
+        batches = self.batches(rows, StepSampler(len(rows), min(len(rows), 8), 1, 0))
+        batch = batches.batch(10**9, 0)
+        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+        real = batch["attention_mask"] > 0
+        return {"detect_accuracy": float((logits.argmax(-1)[real] == batch["swapped"][real]).float().mean())}
+
+
+class SwappedBatches(PretrainBatches):
+    def __init__(self, rows, collator, sampler, mask_id, vocab_size):
+        super().__init__(rows, collator, sampler)
+        self.mask_id, self.vocab_size = mask_id, vocab_size
+
+    def batch(self, step, micro):
+        out = super().batch(step, micro)
+        labels = out.pop("labels")
+        selected = labels != -100
+        # the collator's [MASK]s become a random id too (a fixed function of the id and the step)
+        random_ids = (out["input_ids"] * 7919 + step) % (self.vocab_size - 5) + 5
+        out["input_ids"] = torch.where(out["input_ids"] == self.mask_id, random_ids, out["input_ids"])
+        out["swapped"] = (selected & (out["input_ids"] != labels)).long()
+        out[LOSS_UNITS] = {"real": int((out["attention_mask"] > 0).sum())}
+        return out
+
+
+@pytest.fixture
+def detect_objective(monkeypatch):
+    monkeypatch.setitem(OBJECTIVES, DetectRandomTokens.name, DetectRandomTokens)
+
+
+@pytest.fixture(scope="module")
+def tiny_config_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("cfg") / "config.json"
+    BertConfig.from_preset("tiny", vocab_size=1500, hidden_dropout_prob=0.0,
+                           attention_probs_dropout_prob=0.0).to_json(path)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory, corpus_file, tokenizer_dir):
+    from bertkit.data.prepare import prepare
+
+    folder = tmp_path_factory.mktemp("prepared") / "data"
+    prepare(corpus_file, tokenizer_dir, str(folder), heldout=0.05, seed=3, workers=1)
+    return str(folder)
+
+
+def flags(data, config, *more):
+    return ["--data", data, "--model-config", config, "--seq-len", "32", "--batch-size", "8", "--steps", "12",
+            "--lr", "2e-3", "--log-every", "1", "--eval-every", "6", "--save-every", "6", "--eval-rows", "32",
+            "--no-progress", "--device", "cpu", "--seed", "3", *more]
+
+
+def train_losses(out) -> dict[int, float]:
+    return {r["step"]: r["loss"] for r in read_metrics(os.path.join(out, "metrics.jsonl")) if r.get("split") != "eval"}
+
+
+def evals(out) -> list[dict]:
+    return [r for r in read_metrics(os.path.join(out, "metrics.jsonl")) if r.get("split") == "eval"]
+
+
+def stop_after(monkeypatch, objective_class, calls_before_stop: int):
+    """SIGTERM (in process) during the n-th loss: the loop saves and stops after that step."""
+    real = objective_class.loss
+    calls = {"n": 0}
+
+    def loss_then_sigterm(self, model, batch, weights):
+        calls["n"] += 1
+        if calls["n"] == calls_before_stop:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real(self, model, batch, weights)
+
+    monkeypatch.setattr(objective_class, "loss", loss_then_sigterm)
+    return lambda: monkeypatch.setattr(objective_class, "loss", real)
+
+
+def assert_same_weights(a_dir, b_dir):
+    a, b = load_file(os.path.join(a_dir, "model.safetensors")), load_file(os.path.join(b_dir, "model.safetensors"))
+    assert set(a) == set(b) and all(torch.equal(a[k], b[k]) for k in a)
+
+
+# ----- the seam ----------------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_a_new_objective_trains_resumes_and_saves_through_bertkit_pretrain(tmp_path, prepared, tiny_config_file,
+                                                                         detect_objective, monkeypatch, capsys):
+    full, cut = str(tmp_path / "full"), str(tmp_path / "cut")
+    assert main(["pretrain", "--objective", "detect", "--out", full, *flags(prepared, tiny_config_file)]) == 0
+    rows = evals(full)
+    assert [r["step"] for r in rows] == [6, 12] and all(0.5 < r["detect_accuracy"] <= 1 for r in rows)
+    model = BertForTokenClassification.from_pretrained(full)  # what its save() wrote, and the tokenizer beside it
+    assert model.config.num_labels == 2 and os.path.exists(os.path.join(full, "vocab.txt"))
+    # stopped after step 5, resumed: the same losses and weights as the run that was not stopped
+    restore = stop_after(monkeypatch, DetectRandomTokens, 5)
+    assert main(["pretrain", "--objective", "detect", "--out", cut, *flags(prepared, tiny_config_file)]) == 130
+    restore()
+    assert main(["pretrain", "--objective", "detect", "--out", cut, "--resume", *flags(prepared, tiny_config_file)]) == 0
+    a, b = train_losses(full), train_losses(cut)
+    assert sorted(b) == list(range(1, 13)) and all(b[s] == pytest.approx(a[s], abs=1e-6) for s in a)
+    assert_same_weights(full, cut)
+    # another objective cannot continue it
+    capsys.readouterr()
+    assert main(["pretrain", "--out", cut, "--resume", *flags(prepared, tiny_config_file, "--steps", "14")]) != 0
+    assert "pretrained with --objective detect, not mlm" in capsys.readouterr().err
+
+
+def test_an_unknown_objective_and_nsp_with_another_objective_are_refused(tmp_path, prepared, tiny_config_file, capsys):
+    assert main(["pretrain", "--objective", "electra", "--nsp", "--out", str(tmp_path / "a"),
+                 *flags(prepared, tiny_config_file)]) != 0
+    assert "--nsp is --objective mlm-nsp" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["pretrain", "--objective", "span", "--out", str(tmp_path / "b"), *flags(prepared, tiny_config_file)])
+    assert "span" in capsys.readouterr().err and not (tmp_path / "a").exists()
+
+
+def test_loss_weights_of_several_units_make_one_mean_per_unit():
+    """Two micro-batches counting masked and real tokens: each unit's weights are its share of the step."""
+    first, second = loss_weights([{"tokens": 2, "real": 30}, {"tokens": 6, "real": 10}], grad_accum=2, world=1)
+    assert (first.of("tokens"), second.of("tokens")) == (0.25, 0.75)
+    assert (first.of("real"), second.of("real")) == (0.75, 0.25)
+    assert first.tokens == 0.25 and first.of("rows") == 0.5  # an uncounted unit: the rows' weight
+    assert LossWeights(rows=0.5, tokens=0.5).of("real") == 0.5
+
+
+# ----- ELECTRA -----------------------------------------------------------------------------------------------
+def test_sampling_inverts_the_softmax_cdf():
+    logits = torch.log(torch.tensor([[0.1, 0.2, 0.7], [0.5, 0.5, 0.0]]))
+    picks = [sample(logits, torch.tensor([u, u])).tolist() for u in (0.05, 0.15, 0.31, 0.99)]
+    assert picks == [[0, 0], [1, 0], [2, 0], [2, 1]]
+    u = torch.rand(20000, generator=torch.Generator().manual_seed(0))
+    counts = np.bincount(sample(logits[:1].expand(20000, 3), u).numpy(), minlength=3) / 20000
+    assert np.allclose(counts, [0.1, 0.2, 0.7], atol=0.01)
+
+
+def test_generator_config_is_a_quarter_of_the_discriminator():
+    mini = BertConfig.from_preset("mini")
+    g = generator_config(mini, 0.25)
+    assert (g.hidden_size, g.num_attention_heads, g.intermediate_size, g.num_hidden_layers) == (64, 1, 256, 4)
+    assert generator_config(mini, 1.0).hidden_size == 256
+
+
+@pytest.mark.slow
+def test_electra_trains_and_saves_what_transformers_electra_loads(tmp_path, prepared, tiny_config_file, capsys):
+    out = str(tmp_path / "electra")
+    assert main(["pretrain", "--objective", "electra", "--out", out, *flags(prepared, tiny_config_file,
+                                                                           "--steps", "80", "--eval-every", "40")]) == 0
+    rows = evals(out)
+    assert [r["step"] for r in rows] == [40, 80]
+    last = rows[-1]
+    assert {"mlm_accuracy", "replaced_auc", "replaced_accuracy", "replaced_share", "loss"} <= set(last)
+    assert 0.0 < last["replaced_share"] < 0.3 and last["replaced_auc"] > 0.52  # replaced tokens score higher
+    losses = list(train_losses(out).values())
+    assert sum(losses[-10:]) / 10 < sum(losses[:10]) / 10 - 0.5  # it learns (the loss is mostly 50 x the BCE)
+    with open(os.path.join(out, "config.json")) as fh:
+        saved = json.load(fh)
+    assert saved["model_type"] == "electra" and saved["architectures"] == ["ElectraForPreTraining"]
+    from bertkit.electra import ElectraForMaskedLM, ElectraForPreTraining
+    from bertkit.tokenizer import Tokenizer
+
+    tok = Tokenizer.from_pretrained(out)
+    enc = {k: torch.tensor(v) for k, v in tok(["中共中央总书记、国家主席江泽民", "人民日报"], padding=True).items()}
+    for folder, ours_class, theirs_class in ((out, ElectraForPreTraining, transformers.ElectraForPreTraining),
+                                             (os.path.join(out, "generator"), ElectraForMaskedLM,
+                                              transformers.ElectraForMaskedLM)):
+        theirs = theirs_class.from_pretrained(folder).eval()
+        ours = ours_class.from_pretrained(folder)
+        real = enc["attention_mask"] > 0  # bertkit's unpadded path leaves padded positions at zero (config.py)
+        with torch.no_grad():
+            assert (ours(**enc).logits[real] - theirs(**enc).logits[real]).abs().max().item() <= 1e-5
+    # the shared embeddings were saved once per model, equal
+    d, g = load_file(os.path.join(out, "model.safetensors")), load_file(os.path.join(out, "generator",
+                                                                                      "model.safetensors"))
+    assert torch.equal(d["electra.embeddings.word_embeddings.weight"], g["electra.embeddings.word_embeddings.weight"])
+    # --init-from continues from both
+    assert main(["pretrain", "--objective", "electra", "--init-from", out, "--out", str(tmp_path / "more"),
+                 *flags(prepared, tiny_config_file, "--steps", "2", "--eval-every", "0")]) == 0
+    assert "generator ElectraForMaskedLM" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_electra_resume_after_a_stop_continues_exactly(tmp_path, prepared, tiny_config_file, monkeypatch):
+    full, cut = str(tmp_path / "full"), str(tmp_path / "cut")
+    assert main(["pretrain", "--objective", "electra", "--out", full, *flags(prepared, tiny_config_file)]) == 0
+    restore = stop_after(monkeypatch, Electra, 5)
+    assert main(["pretrain", "--objective", "electra", "--out", cut, *flags(prepared, tiny_config_file)]) == 130
+    restore()
+    assert main(["pretrain", "--objective", "electra", "--out", cut, "--resume",
+                 *flags(prepared, tiny_config_file)]) == 0
+    a, b = train_losses(full), train_losses(cut)
+    assert sorted(b) == list(range(1, 13)) and all(b[s] == pytest.approx(a[s], abs=1e-6) for s in a)
+    assert evals(full) == evals(cut) or all(x["replaced_auc"] == pytest.approx(y["replaced_auc"], abs=1e-6)
+                                            for x, y in zip(evals(full), evals(cut)))
+    assert_same_weights(full, cut)
+    assert_same_weights(os.path.join(full, "generator"), os.path.join(cut, "generator"))
+
+
+@pytest.mark.slow
+def test_electra_two_processes_equal_one_and_accumulation(tmp_path, prepared, tiny_config_file):
+    common = flags(prepared, tiny_config_file, "--steps", "6", "--eval-every", "0", "--save-every", "0")
+    common = [f for f in common]
+    i = common.index("--batch-size")
+    del common[i:i + 2]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+                          "29531", "-m", "bertkit", "pretrain", "--objective", "electra", "--out",
+                          str(tmp_path / "two"), "--batch-size", "4", *common],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert two.returncode == 0, two.stderr[-3000:]
+    assert main(["pretrain", "--objective", "electra", "--out", str(tmp_path / "one"), "--batch-size", "8",
+                 *common]) == 0
+    assert main(["pretrain", "--objective", "electra", "--out", str(tmp_path / "accumulated"), "--batch-size", "4",
+                 "--grad-accum", "2", *common]) == 0
+    la = train_losses(tmp_path / "one")
+    for name in ("two", "accumulated"):  # the same rows, masks and samples; each loss a mean over the step's units
+        lb = train_losses(tmp_path / name)
+        assert len(la) == 6 and all(abs(la[s] - lb[s]) < 1e-4 for s in la), (name, la, lb)
+        for folder in ("", "generator"):
+            a = load_file(tmp_path / "one" / folder / "model.safetensors")
+            b = load_file(tmp_path / name / folder / "model.safetensors")
+            for k in a:
+                assert torch.allclose(a[k], b[k], atol=1e-5, rtol=1e-4), (name, folder, k)
+
+
+@pytest.mark.slow
+def test_electra_with_packed_documents_bf16_and_the_bert_recipe(tmp_path, prepared, tiny_config_file):
+    out = str(tmp_path / "packed")
+    assert main(["pretrain", "--objective", "electra", "--packing", "documents", "--precision", "bf16",
+                 "--recipe", "bert", "--out", out, *flags(prepared, tiny_config_file, "--steps", "4",
+                                                          "--eval-every", "4")]) == 0
+    last = evals(out)[-1]
+    assert np.isfinite(last["loss"]) and 0 <= last["replaced_auc"] <= 1
+
+
+def test_the_discriminator_head_learns_from_every_real_token(tokenizer_dir):
+    """One forward: labels say replaced exactly where a sample differs from the original, every real token is
+    scored, and the discriminator's gradient reaches the shared embeddings while the samples pass none."""
+    from bertkit.electra import ElectraForMaskedLM, ElectraForPreTraining
+
+    torch.manual_seed(0)
+    config = BertConfig.from_preset("tiny", model_type="electra", embedding_size=32)
+    pair = ElectraPretraining(ElectraForMaskedLM(generator_config(config, 0.5)), ElectraForPreTraining(config))
+    assert pair.generator.electra.embeddings is pair.discriminator.electra.embeddings
+    ids = torch.randint(5, 1000, (2, 10))
+    labels = torch.full_like(ids, -100)
+    labels[0, 3], labels[1, 5] = ids[0, 3], ids[1, 5]
+    masked_ids = torch.where(labels != -100, torch.full_like(ids, 4), ids)
+    mask = torch.ones_like(ids)
+    mask[1, 8:] = 0
+    out = pair(input_ids=masked_ids, attention_mask=mask, token_type_ids=torch.zeros_like(ids), labels=labels,
+               sample_u=torch.rand(2, 10))
+    assert out.real.sum() == 18 and out.replaced[labels == -100].sum() == 0
+    (out.generator_loss + 50 * out.discriminator_loss).backward()
+    assert pair.discriminator.electra.embeddings.word_embeddings.weight.grad.abs().sum() > 0
+    assert all(p.grad is not None for p in pair.discriminator.discriminator_predictions.parameters())
