@@ -373,3 +373,43 @@ def test_fill_mask_on_an_electra_generator_directory(tmp_path, disc_dir, capsys)
     # a discriminator has no generator head: refused, naming ELECTRA's head tensors
     assert main(["fill-mask", "--model", disc_dir, "质量很[MASK]。"]) != 0
     assert "generator_predictions.*" in capsys.readouterr().err
+
+
+# ----- transformers 5.x ----------------------------------------------------------------------------------------------
+TF5_ELECTRA_SCRIPT = (
+    "import sys, torch, transformers\n"
+    "assert transformers.__version__.startswith('5.'), transformers.__version__\n"
+    "io = torch.load(sys.argv[1])\n"
+    "for name, folder in io['folders'].items():\n"
+    "    m = getattr(transformers, name).from_pretrained(folder).eval()\n"
+    "    with torch.no_grad():\n"
+    "        print(name, (m(io['ids'], attention_mask=io['mask']).logits - io[name]).abs().max().item())\n")
+
+
+@pytest.mark.parametrize("embedding_size", [16, 32])
+def test_electra_checkpoints_load_in_transformers_5_with_equal_logits(tmp_path, embedding_size):
+    """The discriminator and generator bertkit saves load in transformers 5.x (its own classes) with equal logits."""
+    import os
+    import subprocess
+    import sys
+
+    tf5 = os.environ.get("BERTKIT_TF5_PATH")
+    if not tf5:
+        pytest.skip("BERTKIT_TF5_PATH (a folder with transformers 5.x, set by `make test`) is not set")
+    ids = torch.randint(5, 99, (2, 9), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones_like(ids)
+    io = {"ids": ids, "mask": mask, "folders": {}}
+    for cls in (ElectraForPreTraining, ElectraForMaskedLM):
+        torch.manual_seed(0)
+        model = perturbed(cls(electra_tiny(embedding_size)))
+        model.save_pretrained(tmp_path / cls.__name__)
+        with torch.no_grad():
+            io[cls.__name__] = model(ids, mask).logits
+        io["folders"][cls.__name__] = str(tmp_path / cls.__name__)
+    torch.save(io, tmp_path / "io.pt")
+    done = subprocess.run([sys.executable, "-c", TF5_ELECTRA_SCRIPT, str(tmp_path / "io.pt")], capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": tf5}, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    diffs = dict(line.split() for line in done.stdout.strip().splitlines())
+    assert set(diffs) == {"ElectraForPreTraining", "ElectraForMaskedLM"}
+    assert all(float(d) <= 1e-5 for d in diffs.values()), diffs
