@@ -17,6 +17,7 @@ in the results (same model name, labels, seed, fine-tuning settings and vocabula
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import os
@@ -54,7 +55,7 @@ def finetune_and_test(model: str, tokenizer: str | None, n, seed: int, out: str,
                       steps: int | None = None) -> dict:
     from bertkit.heads import BertForSequenceClassification
     from bertkit.tokenizer import Tokenizer
-    from bertkit.tasks import evaluate, get_task, read_examples
+    from bertkit.tasks import default_stride, evaluate, get_task, read_examples
     from bertkit.train.finetune import FinetuneConfig, run
 
     budget_steps, batch, budget_lr = BUDGETS[n]
@@ -67,6 +68,7 @@ def finetune_and_test(model: str, tokenizer: str | None, n, seed: int, out: str,
     summary = run(cfg)
     best = BertForSequenceClassification.from_pretrained(out).eval()
     task = get_task("classify")
+    cfg = dataclasses.replace(cfg, stride=default_stride(cfg.seq_len))  # as bertkit finetune resolves it
     test = evaluate(task, best, Tokenizer.from_pretrained(out), read_examples(task, cfg, DATA, "test"), cfg)
     return {"test_accuracy": test["accuracy"], "dev_accuracy": summary.best["accuracy"],
             "seconds": round(time.perf_counter() - start, 1), "steps": steps, "batch": batch, "lr_used": cfg.lr}
@@ -89,6 +91,21 @@ def vocab_id(model_dir: str) -> str:
         return hashlib.sha1(fh.read()).hexdigest()[:10]
 
 
+def results_file(path: str, write_table):
+    """(the rows in `path` so far, record(row)): record appends a row, rewrites the file atomically and the table."""
+    results = json.load(open(path, encoding="utf-8")) if os.path.exists(path) else []
+
+    def record(row: dict) -> None:
+        print(json.dumps(row), file=sys.stderr, flush=True)
+        results.append(row)
+        with open(path + ".tmp", "w", encoding="utf-8") as fh:
+            json.dump(results, fh, indent=1)
+        os.replace(path + ".tmp", path)
+        write_table(results)
+
+    return results, record
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("models", nargs="+", help="pretrained model directories")
@@ -100,16 +117,7 @@ def main() -> None:
     args = p.parse_args()
     labels = [n if n == "all" else int(n) for n in args.labels.split(",")]
     seeds = [int(s) for s in args.seeds.split(",")]
-    path = os.path.join(RESULTS, "pretraining_transfer.json")
-    results = json.load(open(path, encoding="utf-8")) if os.path.exists(path) else []
-
-    def record(row: dict) -> None:
-        print(json.dumps(row), file=sys.stderr, flush=True)
-        results.append(row)
-        with open(path + ".tmp", "w", encoding="utf-8") as fh:
-            json.dump(results, fh, indent=1)
-        os.replace(path + ".tmp", path)
-        write_table(results)
+    results, record = results_file(os.path.join(RESULTS, "pretraining_transfer.json"), write_table)
 
     for model_dir in args.models:
         name = args.name or os.path.basename(os.path.normpath(model_dir))
@@ -161,7 +169,12 @@ def write_table(results: list[dict]) -> None:
         first = rows[0]
         lines.append(f"| {model} | {n} | {first['steps']} x {first['batch']}, {first['lr_used']:g} | {len(rows)} | "
                      f"{cell(pre)} | {cell(scr)} | {diff} | {cell(lr_) if len(lr_) == len(rows) else ''} |")
-    with open(os.path.join(RESULTS, "pretraining_transfer.md"), "w", encoding="utf-8") as fh:
+    write_markdown("pretraining_transfer.md", lines)
+
+
+def write_markdown(name: str, lines: list[str]) -> None:
+    """A table's lines as bench/results/<name>."""
+    with open(os.path.join(RESULTS, name), "w", encoding="utf-8") as fh:
         fh.write("\n".join(lines) + "\n")
 
 

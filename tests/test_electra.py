@@ -375,6 +375,34 @@ def test_fill_mask_on_an_electra_generator_directory(tmp_path, disc_dir, capsys)
     assert "generator_predictions.*" in capsys.readouterr().err
 
 
+def test_embed_and_serve_take_electra_directories(tmp_path, disc_dir):
+    """Sentence vectors of a discriminator are transformers' ElectraModel states, mean-pooled over the real tokens;
+    the server's engine loads a discriminator (for /embed) and a generator (for /fill-mask too)."""
+    from bertkit.embed import Encoder
+    from bertkit.serve.engine import Engine
+    from bertkit.tokenizer import Tokenizer
+
+    texts = ["质量很好，物流也快。", "不好"]
+    ours = Encoder.from_pretrained(disc_dir, pooling="mean").encode(texts)
+    tok = Tokenizer.from_pretrained(disc_dir)
+    enc = {k: torch.tensor(v) for k, v in tok(texts, padding=True).items()}
+    with torch.no_grad():
+        hidden = transformers.ElectraModel.from_pretrained(disc_dir).eval()(**enc).last_hidden_state
+    mask = enc["attention_mask"].unsqueeze(-1).float()
+    theirs = ((hidden * mask).sum(1) / mask.sum(1)).numpy()
+    assert abs(ours - theirs).max() <= 1e-5
+    engine = Engine(disc_dir)
+    assert engine.architecture == "ElectraForPreTraining" and engine.mlm is None
+    assert abs(engine.encoder.encode(texts) - ours).max() <= 1e-6
+    gen_dir = tmp_path / "generator"
+    torch.manual_seed(0)
+    ElectraForMaskedLM(electra_tiny(16, vocab_size=tok.vocab_size, hidden_size=16, num_attention_heads=2)) \
+        .save_pretrained(gen_dir)
+    tok.save_pretrained(gen_dir)
+    engine = Engine(str(gen_dir))
+    assert engine.mlm is not None and engine.encoder.encode(texts).shape == (2, 16)
+
+
 # ----- transformers 5.x ----------------------------------------------------------------------------------------------
 TF5_ELECTRA_SCRIPT = (
     "import sys, torch, transformers\n"
