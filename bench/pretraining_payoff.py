@@ -86,6 +86,51 @@ def pretrain(name: str, seed: int, data: str, steps: int | None = None) -> dict:
             "heldout": {k: round(v, 4) for k, v in evals[-1].items() if k in keep}}
 
 
+def random_electra(pretrained: str) -> str:
+    """Control: the ELECTRA discriminator's architecture from random weights (its vocabulary), as a folder."""
+    import torch
+
+    from bertkit import BertConfig
+    from bertkit.electra import ElectraForPreTraining
+    from bertkit.tokenizer import Tokenizer
+
+    out = os.path.join(RUNS, "electra-random-init")
+    if not os.path.exists(os.path.join(out, "model.safetensors")):
+        torch.manual_seed(0)
+        ElectraForPreTraining(BertConfig.from_json(pretrained)).save_pretrained(out)
+        Tokenizer.from_pretrained(pretrained).save_pretrained(out)
+    return out
+
+
+def encoder_as_bert(pretrained: str) -> str:
+    """Control: the discriminator's encoder (electra.* weights) as a BERT folder, fine-tuned with BERT's head
+    (the pooler then starts from random weights)."""
+    from safetensors.torch import load_file, save_file
+
+    from bertkit.tokenizer import Tokenizer
+
+    out = pretrained + "-as-bert"
+    if not os.path.exists(os.path.join(out, "model.safetensors")):
+        os.makedirs(out, exist_ok=True)
+        state = {"bert." + k.removeprefix("electra."): v
+                 for k, v in load_file(os.path.join(pretrained, "model.safetensors")).items() if k.startswith("electra.")}
+        save_file(state, os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
+        config = json.load(open(os.path.join(pretrained, "config.json"), encoding="utf-8"))
+        config.update(model_type="bert", architectures=["BertModel"])
+        config.pop("embedding_size", None)
+        with open(os.path.join(out, "config.json"), "w", encoding="utf-8") as fh:
+            json.dump(config, fh)
+        Tokenizer.from_pretrained(pretrained).save_pretrained(out)
+    return out
+
+
+# controls of a finished attempt's seed-0 model: (what it checks, the folder fine-tuned instead)
+CONTROLS = {"electra-random-init": ("control: ELECTRA's architecture and classification head from random weights",
+                                    random_electra),
+            "electra-encoder-bert-head": ("control: electra's pretrained encoder fine-tuned with BERT's pooler and "
+                                          "classifier", encoder_as_bert)}
+
+
 def step_times(names: list[str], data: str, steps: int = 60) -> None:
     """Seconds per training step of each attempt, measured one after another in this quiet run."""
     import platform
@@ -103,12 +148,23 @@ def main() -> None:
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--labels", default="200,1000,all")
     p.add_argument("--step-times", action="store_true")
+    p.add_argument("--controls", action="store_true", help="fine-tune CONTROLS of electra's seed-0 model instead")
     args = p.parse_args()
     tok_dir, data = tokenizer_and_data()
     if args.step_times:
         return step_times(args.attempts, data)
     labels = [n if n == "all" else int(n) for n in args.labels.split(",")]
     results, record = transfer.results_file(os.path.join(RESULTS, "pretraining_payoff.json"), write_table)
+    if args.controls:
+        for name, (what, folder_of) in CONTROLS.items():
+            for n in labels:
+                if not any(r["attempt"] == name and r["labels"] == n for r in results):
+                    folder = folder_of(os.path.join(RUNS, "electra-seed0"))
+                    ft = transfer.finetune_and_test(folder, None, n, 0, os.path.join(RUNS, f"ft-{name}-{n}-seed0"))
+                    record({**ft, "attempt": name, "what": what, "flags": [], "seed": 0, "labels": n, "steps": 0,
+                            "finetune_steps": ft["steps"], "pretrain_seconds": 0, "heldout": {},
+                            "measured": time.strftime("%Y-%m-%d")})
+        return
 
     def have(**key) -> bool:
         return any(all(r.get(k) == v for k, v in key.items()) for r in results)
@@ -122,9 +178,9 @@ def main() -> None:
                     if not have(attempt=name, seed=seed, labels=n, steps=steps):
                         ft = transfer.finetune_and_test(pt["out"], None, n, seed, os.path.join(RUNS, f"ft-{name}-{n}-"
                                                                                                   f"seed{seed}"))
-                        record({"attempt": name, "what": what, "flags": flags, "seed": seed, "labels": n,
-                                "steps": steps, "pretrain_seconds": pt["seconds"], "heldout": pt["heldout"],
-                                "measured": time.strftime("%Y-%m-%d"), **ft})
+                        record({**ft, "attempt": name, "what": what, "flags": flags, "seed": seed, "labels": n,
+                                "steps": steps, "finetune_steps": ft["steps"], "pretrain_seconds": pt["seconds"],
+                                "heldout": pt["heldout"], "measured": time.strftime("%Y-%m-%d")})
             for n in labels:
                 if not have(attempt="scratch", seed=seed, labels=n):
                     record({"attempt": "scratch", "seed": seed, "labels": n, "measured": time.strftime("%Y-%m-%d"),

@@ -48,8 +48,9 @@ def setup(tmp_path_factory, corpus_file, tokenizer_dir):
     return {"corpus": corpus_file, "tokenizer": tokenizer_dir, "config": str(config)}
 
 
-def command(setup, out) -> list[str]:
-    return [sys.executable, "-m", "bertkit", "pretrain", "--corpus", setup["corpus"], "--model-config",
+def command(setup, out, objective="mlm") -> list[str]:
+    return [sys.executable, "-m", "bertkit", "pretrain", "--objective", objective, "--corpus", setup["corpus"],
+            "--model-config",
             setup["config"], "--tokenizer", setup["tokenizer"], "--out", str(out), "--steps", str(STEPS),
             "--save-every", "5", "--log-every", "1", "--eval-every", "0", "--seq-len", "32", "--batch-size", "8",
             "--no-progress", "--device", "cpu", "--seed", "3"]
@@ -93,20 +94,30 @@ def train_rows(out) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def reference(setup, tmp_path_factory):
-    """One uninterrupted run of the same command."""
-    out = tmp_path_factory.mktemp("reference") / "run"
-    log = out.parent / "log"
-    proc = start(command(setup, out), log)
-    assert proc.wait(timeout=TIMEOUT) == 0, tail(log)
-    return out
+def references(setup, tmp_path_factory):
+    """One uninterrupted run of the same command per objective, made when a test first asks for it."""
+    made = {}
+
+    def reference(objective: str):
+        if objective not in made:
+            out = tmp_path_factory.mktemp(f"reference-{objective}") / "run"
+            log = out.parent / "log"
+            proc = start(command(setup, out, objective), log)
+            assert proc.wait(timeout=TIMEOUT) == 0, tail(log)
+            made[objective] = out
+        return made[objective]
+
+    return reference
 
 
-@pytest.mark.parametrize("seed", SEEDS)
-def test_sigkill_at_a_random_point_then_resume_equals_an_uninterrupted_run(setup, reference, tmp_path, seed):
+# MLM at every seed's kill points; ELECTRA (generator and discriminator, its seeded samples) at the middle one
+@pytest.mark.parametrize("objective, seed", [("mlm", seed) for seed in SEEDS] + [("electra", SEEDS[1])])
+def test_sigkill_at_a_random_point_then_resume_equals_an_uninterrupted_run(setup, references, tmp_path, objective,
+                                                                           seed):
+    reference = references(objective)
     rng = random.Random(seed)
     out = tmp_path / "run"
-    cmd = command(setup, out)
+    cmd = command(setup, out, objective)
     state_file = out / "checkpoint" / "training_state.pt"
     landed = []  # where each kill landed: (run, the step of the training state on disk, the last training row)
     for attempt in range(1, KILLS_PER_SEED + 2):
@@ -138,10 +149,11 @@ def test_sigkill_at_a_random_point_then_resume_equals_an_uninterrupted_run(setup
     assert landed, f"seed {seed}: the run ended before it could be killed; pick earlier kill rows"
     print(f"seed {seed}: kills (run, saved step, last training row) {landed}; {attempt} runs")
 
-    expected, got = load_file(reference / "model.safetensors"), load_file(out / "model.safetensors")
-    assert set(got) == set(expected)
-    for name in expected:
-        assert torch.equal(got[name], expected[name]), f"seed {seed}, kills {landed}: {name} differs"
+    for folder in ("", "generator") if objective == "electra" else ("",):  # ELECTRA's generator in <out>/generator
+        expected, got = (load_file(run / folder / "model.safetensors") for run in (reference, out))
+        assert set(got) == set(expected)
+        for name in expected:
+            assert torch.equal(got[name], expected[name]), f"seed {seed}, kills {landed}: {folder}/{name} differs"
     rows, reference_rows = train_rows(out), train_rows(reference)
     assert [r["step"] for r in rows] == list(range(1, STEPS + 1)), f"seed {seed}, kills {landed}"
     for row, ref in zip(rows, reference_rows):
