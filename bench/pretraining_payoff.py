@@ -112,8 +112,8 @@ def encoder_as_bert(pretrained: str) -> str:
     out = pretrained + "-as-bert"
     if not os.path.exists(os.path.join(out, "model.safetensors")):
         os.makedirs(out, exist_ok=True)
-        state = {"bert." + k.removeprefix("electra."): v
-                 for k, v in load_file(os.path.join(pretrained, "model.safetensors")).items() if k.startswith("electra.")}
+        weights = load_file(os.path.join(pretrained, "model.safetensors"))
+        state = {"bert." + k.removeprefix("electra."): v for k, v in weights.items() if k.startswith("electra.")}
         save_file(state, os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
         config = json.load(open(os.path.join(pretrained, "config.json"), encoding="utf-8"))
         config.update(model_type="bert", architectures=["BertModel"])
@@ -235,8 +235,8 @@ def write_table(results: list[dict]) -> None:
         for n in ("200", "1000", "all"):
             got = rows(base, n)
             if got:
-                lines.append(f"| {base} | | | | {n} | {len(got)} | {statistics.mean(o['dev_accuracy'] for o in got):.4f}"
-                             f" | {cell([o['test_accuracy'] for o in got])} | | |")
+                dev, test = statistics.mean(o["dev_accuracy"] for o in got), [o["test_accuracy"] for o in got]
+                lines.append(f"| {base} | | | | {n} | {len(got)} | {dev:.4f} | {cell(test)} | | |")
     transfer.write_markdown("pretraining_payoff.md", lines)
 
 

@@ -153,7 +153,8 @@ def test_a_new_objective_trains_resumes_and_saves_through_bertkit_pretrain(tmp_p
     restore = stop_after(monkeypatch, DetectRandomTokens, 5)
     assert main(["pretrain", "--objective", "detect", "--out", cut, *flags(prepared, tiny_config_file)]) == 130
     restore()
-    assert main(["pretrain", "--objective", "detect", "--out", cut, "--resume", *flags(prepared, tiny_config_file)]) == 0
+    assert main(["pretrain", "--objective", "detect", "--out", cut, "--resume",
+                 *flags(prepared, tiny_config_file)]) == 0
     a, b = train_losses(full), train_losses(cut)
     assert sorted(b) == list(range(1, 13)) and all(b[s] == pytest.approx(a[s], abs=1e-6) for s in a)
     assert_same_weights(full, cut)
@@ -217,7 +218,8 @@ def test_electra_trains_and_saves_what_transformers_electra_loads(tmp_path, prep
     from bertkit.tokenizer import Tokenizer
 
     tok = Tokenizer.from_pretrained(out)
-    enc = {k: torch.tensor(v) for k, v in tok(["中共中央总书记、国家主席江泽民", "人民日报"], padding=True).items()}
+    texts = ["中共中央总书记、国家主席江泽民", "人民日报"]
+    enc = {k: torch.tensor(v) for k, v in tok(texts, padding=True).items()}
     for folder, ours_class, theirs_class in ((out, ElectraForPreTraining, transformers.ElectraForPreTraining),
                                              (os.path.join(out, "generator"), ElectraForMaskedLM,
                                               transformers.ElectraForMaskedLM)):

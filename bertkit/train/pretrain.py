@@ -199,7 +199,8 @@ def check_corpus(cfg: PretrainConfig) -> None:
         raise TrainingError(f"--corpus {spec}: every document is held out for evaluation (--heldout {cfg.heldout:g}); "
                             "lower --heldout")
     if kind == "pairs" and docs < 2:
-        raise TrainingError(f"--corpus {spec}: {docs} training document(s); sentence pairs (--objective {cfg.objective}) need 2")
+        raise TrainingError(f"--corpus {spec}: {docs} training document(s); sentence pairs (--objective "
+                            f"{cfg.objective}) need 2")
     rows = ROW_NAMES[kind]
     raise TrainingError(f"--corpus {spec}: its {docs:,} training document(s) hold {chars:,} characters: at most "
                         f"{most_rows(kind, docs, chars, pieces, chunk):,} {rows} of --seq-len {cfg.seq_len}, fewer "
@@ -303,7 +304,8 @@ def pretraining_rows(cfg: PretrainConfig, data: PretrainingData, tokenizer: Toke
             seed = cfg.seed + (name == "heldout")
             plan = os.path.join(cfg.out, "plans", f"pairs-{data.fingerprint}-{name}-{cfg.seq_len}-{seed}.npz")
             rows[name] = make_rows(split, kind, seq_len=cfg.seq_len, cls_id=tokenizer.cls_token_id,
-                                   sep_id=tokenizer.sep_token_id, seed=seed, plan_file=plan if kind == "pairs" else None)
+                                   sep_id=tokenizer.sep_token_id, seed=seed,
+                                   plan_file=plan if kind == "pairs" else None)
     return rows
 
 
@@ -345,7 +347,7 @@ def run_in(cfg: PretrainConfig, rank: int, world: int) -> PretrainSummary:
     train_split, heldout_split = data.splits["train"], data.splits["heldout"]
     say(f"data: {data.folder}: {train_split.documents:,} documents ({train_split.tokens:,} tokens), "
         f"{heldout_split.documents:,} held out ({heldout_split.tokens:,} tokens)")
-    shared_plans = row_kind(cfg) == "pairs" and world > 1  # rank 0 walks the sentences, keeping the plans in <out>/plans
+    shared_plans = row_kind(cfg) == "pairs" and world > 1  # rank 0 walks the sentences, keeps the plans in <out>/plans
     if shared_plans and rank != 0:
         dist.barrier()  # until rank 0 has written them; then they are read, not walked again
     rows = pretraining_rows(cfg, data, tokenizer)

@@ -167,7 +167,8 @@ class Electra(MaskingObjective):
 
     def loss(self, model, batch: dict, weights: LossWeights) -> torch.Tensor:
         out = model(**batch)
-        return out.generator_loss * weights.of(TOKENS) + self.cfg.disc_weight * out.discriminator_loss * weights.of(REAL)
+        generator, discriminator = out.generator_loss * weights.of(TOKENS), out.discriminator_loss * weights.of(REAL)
+        return generator + self.cfg.disc_weight * discriminator
 
     @torch.no_grad()
     def evaluate(self, model: ElectraPretraining, rows) -> dict[str, float]:
