@@ -27,6 +27,7 @@ import logging
 import random
 from dataclasses import dataclass
 
+from bertkit.data.seeded import hash64
 from bertkit.errors import ConfigError
 from bertkit.text import CLOSERS, SENTENCE_FINAL, is_cjk
 
@@ -229,8 +230,8 @@ def _renumber(words: list[int], first: int = 0) -> list[int]:
 
 
 # ----- next-sentence pairs -----------------------------------------------------------------------
-def nsp_examples(docs: list[TokenizedDoc], seq_len: int, cls_id: int, sep_id: int, *, rng: random.Random,
-                 short_seq_prob: float = 0.1) -> list[Example]:
+def nsp_examples(docs: list[TokenizedDoc], seq_len: int, cls_id: int, sep_id: int, *, seed: int,
+                 short_seq_prob: float = 0.1, keys: list[int] | None = None) -> list[Example]:
     """[CLS] A [SEP] B [SEP] rows, as Google's create_instances_from_document (one pass over the docs).
 
     Per document a target length (seq_len - 3, or with probability short_seq_prob a random length
@@ -248,6 +249,13 @@ def nsp_examples(docs: list[TokenizedDoc], seq_len: int, cls_id: int, sep_id: in
     random pairs on People's Daily: here the coin comes first, and a one-sentence chunk that is to
     get a real B takes the document's next sentence as B (at the document's end: its previous
     sentence as A). Only a document of a single sentence always gets a random B.
+
+    Randomness (so that each document can be walked on its own, in any process): document d is walked
+    with random.Random(hash64(seed, 15, keys[d])) (keys: default 0, 1, ... over the non-empty
+    documents); each row then takes 64 bits from it, and everything about that row left to chance
+    (the random B's document and first sentence, the truncation's fronts and backs) comes from
+    random.Random(those bits): the other document, then its sentence, then the count of front cuts of
+    A (the popcount of as many random bits as A loses tokens), then of B.
     """
     if seq_len < 5:
         raise ConfigError(f"seq_len must be >= 5 for sentence pairs ([CLS] A [SEP] B [SEP]), got {seq_len}")
@@ -257,9 +265,11 @@ def nsp_examples(docs: list[TokenizedDoc], seq_len: int, cls_id: int, sep_id: in
     if len(documents) < 2:
         raise ConfigError(f"next-sentence pairs need at least 2 non-empty documents (random B sentences come "
                           f"from another document), got {len(documents)}")
+    keys = list(range(len(documents))) if keys is None else keys
     max_tokens = seq_len - 3
     rows: list[Example] = []
     for d, document in enumerate(documents):
+        rng = random.Random(int(hash64(seed, 15, keys[d])[0]))
         target = max_tokens
         if rng.random() < short_seq_prob:
             target = rng.randint(2, max_tokens)
@@ -281,12 +291,13 @@ def nsp_examples(docs: list[TokenizedDoc], seq_len: int, cls_id: int, sep_id: in
                         is_random = True  # a one-sentence document
                 a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
                 a_ids, a_words = _join(chunk[:a_end])
+                row_rng = random.Random(rng.getrandbits(64))
                 if is_random:
-                    other = rng.randrange(len(documents) - 1)
+                    other = row_rng.randrange(len(documents) - 1)
                     other += other >= d  # any document but this one
                     b_ids, b_words = [], []
                     source = documents[other]
-                    for s in range(rng.randrange(len(source)), len(source)):
+                    for s in range(row_rng.randrange(len(source)), len(source)):
                         b_ids += source[s][0]
                         b_words += source[s][1]
                         if len(b_ids) >= target - len(a_ids):
@@ -295,7 +306,7 @@ def nsp_examples(docs: list[TokenizedDoc], seq_len: int, cls_id: int, sep_id: in
                 else:
                     b_ids, b_words = _join(chunk[a_end:])
                 rows.append(_pair_row(a_ids, a_words, b_ids, b_words, int(is_random), max_tokens, cls_id, sep_id,
-                                      rng))
+                                      row_rng))
                 chunk, length = [], 0
             i += 1
     return rows
@@ -320,14 +331,18 @@ def _join(sentences):
 
 
 def _pair_row(a_ids, a_words, b_ids, b_words, label, max_tokens, cls_id, sep_id, rng) -> Example:
-    # Google's truncate_seq_pair: drop one token at a time from the longer side, front or back at random
-    a_lo, a_hi, b_lo, b_hi = 0, len(a_ids), 0, len(b_ids)
-    while (a_hi - a_lo) + (b_hi - b_lo) > max_tokens:
-        front = rng.random() < 0.5
-        if a_hi - a_lo > b_hi - b_lo:
-            a_lo, a_hi = (a_lo + 1, a_hi) if front else (a_lo, a_hi - 1)
+    # Google's truncate_seq_pair: drop one token at a time from the longer side (B on a tie); how many of a
+    # side's cut tokens come off its front: the popcount of that many random bits (A's first, then B's)
+    a_cut = b_cut = 0
+    while (len(a_ids) - a_cut) + (len(b_ids) - b_cut) > max_tokens:
+        if len(a_ids) - a_cut > len(b_ids) - b_cut:
+            a_cut += 1
         else:
-            b_lo, b_hi = (b_lo + 1, b_hi) if front else (b_lo, b_hi - 1)
+            b_cut += 1
+    a_front = bin(rng.getrandbits(a_cut)).count("1") if a_cut else 0
+    b_front = bin(rng.getrandbits(b_cut)).count("1") if b_cut else 0
+    a_lo, a_hi = a_front, len(a_ids) - (a_cut - a_front)
+    b_lo, b_hi = b_front, len(b_ids) - (b_cut - b_front)
     a, b = a_ids[a_lo:a_hi], b_ids[b_lo:b_hi]
     a_w = _renumber(a_words[a_lo:a_hi])
     b_w = _renumber(b_words[b_lo:b_hi], first=a_w[-1] + 1)

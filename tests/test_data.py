@@ -105,13 +105,16 @@ def write_jsonl(path: Path, texts: list[str]) -> Path:
 
 
 def prepared(folder: Path, texts: list[str], tok: Tokenizer, *, heldout: float = 0.0, seed: int = 0,
-             wwm: bool = False, reference: dict[str, ref.TokenizedDoc] | None = None) -> SimpleNamespace:
+             wwm: bool = False, reference: dict[str, ref.TokenizedDoc] | None = None,
+             nsp_seq_len: int = 0) -> SimpleNamespace:
     """A dataset folder prepared from `texts` (written as JSON Lines), opened, with the documents of each split
     (split_heldout, the same rule) and the reference's tokenization of them (looked up in `reference`, the
-    reference's tokenization by text for `tok`, where given)."""
+    reference's tokenization by text for `tok`, where given). No pair plan is stored unless nsp_seq_len is given:
+    pairs are walked by make_rows, keyed by their place in the split."""
     folder.mkdir(parents=True, exist_ok=True)
     corpus = write_jsonl(folder / "corpus.jsonl", texts)
-    summary = prepare(corpus, tok, str(folder / "data"), heldout=heldout, seed=seed, wwm=wwm, workers=1)
+    summary = prepare(corpus, tok, str(folder / "data"), heldout=heldout, seed=seed, wwm=wwm, workers=1,
+                      nsp_seq_len=nsp_seq_len)
     data = PretrainingData.open(str(folder / "data"))
     train, held = split_heldout(texts, heldout, seed)
     if reference is None:
@@ -878,7 +881,7 @@ def reference_rows(docs, kind: str, seq_len: int, cls: int, sep: int, seed: int,
         return ref.pack_examples(docs, seq_len, cls, sep)
     if kind == "documents":
         return ref.pack_documents(docs, seq_len, cls, sep)
-    return ref.nsp_examples(docs, seq_len, cls, sep, rng=random.Random(seed), **kw)
+    return ref.nsp_examples(docs, seq_len, cls, sep, seed=seed, **kw)
 
 
 def padded(examples, kind: str) -> dict:
@@ -1157,6 +1160,43 @@ def test_pair_labels_are_true(tmp_path, pd):
             assert whole or len(a) + len(b) == seq_len - 3, "trimmed only to fit"
             seen[label] += 1
     assert seen[0] > 1000 and seen[1] > 1000
+
+
+@pytest.mark.parametrize("seq_len", [37, 128])
+def test_pairs_stored_by_prepare_equal_the_reference(tmp_path, articles, zh_tokenizer, seq_len):
+    """bertkit prepare walks each document's pairs in its workers, keyed by the document's place in the corpus and
+    seeded by prepare's seed, and stores the plan: rows at that seq_len come from it (no walk, whatever the run's
+    seed), equal to the reference walked the same way; another seq_len is walked at the start as without one."""
+    texts = articles[:5] + ["\u200b"] + articles[5:160]  # a document without a token keeps its place as a key
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(prepare_module, "BLOCK_CHARS", 20_000)  # many blocks, several appends per split
+        data = prepared(tmp_path, texts, zh_tokenizer, heldout=0.1, seed=7, nsp_seq_len=seq_len)
+    held = is_heldout(np.arange(len(texts)), 0.1, 7)
+    cls, sep = zh_tokenizer.cls_token_id, zh_tokenizer.sep_token_id
+    for name, split in (("train", data.train), ("heldout", data.heldout)):
+        keys = [i for i, t in enumerate(texts) if held[i] == (name == "heldout") and t != "\u200b"]
+        docs = ref.tokenize_documents(zh_tokenizer, [texts[i] for i in keys])
+        for run_seed in (0, 3):
+            rows = make_rows(split, "pairs", seq_len=seq_len, cls_id=cls, sep_id=sep, seed=run_seed)
+            assert isinstance(rows.plan, np.memmap)  # the stored plan, not a walk
+            assert_rows_equal(rows, ref.nsp_examples(docs, seq_len, cls, sep, seed=7, keys=keys), "pairs")
+    other = make_rows(data.train, "pairs", seq_len=64, cls_id=cls, sep_id=sep, seed=3)
+    assert not isinstance(other.plan, np.memmap)
+    assert_rows_equal(other, reference_rows(data.ref_train, "pairs", 64, cls, sep, 3), "pairs")
+
+
+def test_stored_pairs_do_not_depend_on_workers_or_blocks(tmp_path, articles, zh_tokenizer):
+    texts = articles[:300]
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", texts)
+    prepare(corpus, zh_tokenizer, str(tmp_path / "one"), heldout=0.05, seed=2, workers=1)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(prepare_module, "BLOCK_CHARS", 5_000)
+        prepare(corpus, zh_tokenizer, str(tmp_path / "two"), heldout=0.05, seed=2, workers=2)
+    one, two = PretrainingData.open(str(tmp_path / "one")), PretrainingData.open(str(tmp_path / "two"))
+    assert one.manifest == {**two.manifest, "sources": one.manifest["sources"]}
+    for name in ("train", "heldout"):
+        assert len(one.splits[name].pairs) > 20
+        assert np.array_equal(one.splits[name].pairs, two.splits[name].pairs)
 
 
 def row_lists_plain(batch: RowBatch):

@@ -29,7 +29,7 @@ import pytest
 from bertkit.cli import main as cli_main
 from bertkit.data import prepare as prepare_module
 from bertkit.data.corpus import is_heldout
-from bertkit.data.dataset import FILES, DataError, PretrainingData, ids_dtype
+from bertkit.data.dataset import FILES, PAIR_PLAN, PAIRS, DataError, PretrainingData, ids_dtype
 from bertkit.data.encode import encode_documents, plain_backend
 from bertkit.data.prepare import prepare
 from bertkit.text import CJK_IDEOGRAPHS, CLOSERS, SENTENCE_FINAL
@@ -200,14 +200,16 @@ def test_the_manifest_describes_the_sources_the_splits_and_every_file(prepared, 
     assert manifest["sources"] == [{"name": corpus_file, "bytes": os.path.getsize(corpus_file),
                                     "sha256": sha256_of(corpus_file)}]
     assert manifest["options"] == {"doc_sep": "line", "text_field": "text", "words": "wordpiece",
-                                   "heldout": HELDOUT, "seed": SEED}
+                                   "heldout": HELDOUT, "seed": SEED,
+                                   "pairs": {"seq_len": 128, "short_seq_prob": 0.1}}  # --nsp-seq-len's default
     assert manifest["documents_read"] == len(docs) == 600 and manifest["empty_documents"] == 0
     assert manifest["text_bytes"] == sum(len(d.encode("utf-8")) for d in docs)
     for split, texts in split_docs(docs).items():
         info = manifest["splits"][split]
         assert info["documents"] == len(texts)
         assert info["tokens"] == sum(len(tok.encode(t, add_special_tokens=False)) for t in texts)
-        assert sorted(info["files"]) == sorted(FILES)
+        assert sorted(info["files"]) == sorted(FILES + (PAIRS,))
+        assert info["files"][PAIRS]["bytes"] == info["pairs"] * PAIR_PLAN.itemsize and info["pairs"] > 0.5 * len(texts)
         for key, entry in info["files"].items():
             path = os.path.join(prepared, split, entry["name"])
             assert entry["name"] == f"{key}.bin"
@@ -587,7 +589,7 @@ def edit_manifest(folder, change) -> None:
 
 
 @pytest.mark.parametrize("split", ["train", "heldout"])
-@pytest.mark.parametrize("key", FILES)
+@pytest.mark.parametrize("key", FILES + (PAIRS,))
 def test_a_flipped_byte_in_any_file_is_found(damaged, split, key):
     path = os.path.join(damaged, split, f"{key}.bin")
     flip_byte(path)
@@ -613,7 +615,7 @@ def test_a_cut_or_grown_file_is_found_even_without_verify(damaged):
         PretrainingData.open(damaged, verify=False)
 
 
-@pytest.mark.parametrize("key", FILES)
+@pytest.mark.parametrize("key", FILES + (PAIRS,))
 def test_a_deleted_file_is_named(damaged, key):
     path = os.path.join(damaged, "heldout", f"{key}.bin")
     os.remove(path)
@@ -645,6 +647,8 @@ def test_a_manifest_that_does_not_match_its_files(damaged):
         ("splits/train/tokens", lambda n: n - 1, f"{manifest}: train/ids.bin is "),
         ("splits/train/tokens", lambda n: n + 1, f"{manifest}: train/ids.bin is "),
         ("tokenizer/vocab_size", lambda _: 1000, f"{manifest}: heldout/token_counts.bin is "),
+        ("splits/train/pairs", lambda n: n - 1, f"{manifest}: train/pairs.bin is "),
+        ("splits/heldout/pairs", None, f"{manifest}: incomplete manifest (missing 'pairs')"),
         # counts and sizes that agree with each other, not with the files
         ("splits/train/files/ids/sha256", lambda _: "0" * 64, f"{ids}: its content changed"),
         ("splits/heldout/files/ids", None, f"{manifest}: incomplete manifest (missing 'ids')"),

@@ -98,15 +98,24 @@ def test_nsp_run_uses_the_pretraining_heads(tmp_path, corpus_file):
     assert written["step"] == 6 and written["nsp_accuracy"] == pytest.approx(nsp, abs=1e-6)
     config = json.loads((tmp_path / "nsp" / "config.json").read_text())
     assert config["architectures"] == ["BertForPreTraining"]
-    # the sentence walk is kept: the saved plan gives the rows a fresh walk gives, and is read, not redone
+    # --corpus was prepared with the pairs for --seq-len 32: nothing was walked at the start
+    from bertkit.data import rows as rows_module
     from bertkit.data.dataset import PretrainingData
     from bertkit.data.rows import make_rows
 
     data = PretrainingData.open(tmp_path / "nsp" / "data")
-    plan = tmp_path / "nsp" / "plans" / f"pairs-{data.fingerprint}-train-32-3.npz"
+    assert data.splits["train"].pair_options == {"seq_len": 32, "short_seq_prob": 0.1}
+    assert not (tmp_path / "nsp" / "plans").exists()
+    # a walk at the start (another seq_len) is kept: the saved plan gives the rows a fresh walk gives, and is read,
+    # not redone
+    plan = tmp_path / "plan-48.npy"
+    fresh = make_rows(data.splits["train"], "pairs", seq_len=48, cls_id=2, sep_id=3, seed=3, plan_file=str(plan))
     assert plan.exists()
-    kept = make_rows(data.splits["train"], "pairs", seq_len=32, cls_id=2, sep_id=3, seed=3, plan_file=str(plan))
-    fresh = make_rows(data.splits["train"], "pairs", seq_len=32, cls_id=2, sep_id=3, seed=3)
+    walk, rows_module.walk_split = rows_module.walk_split, None  # reading the plan must not walk
+    try:
+        kept = make_rows(data.splits["train"], "pairs", seq_len=48, cls_id=2, sep_id=3, seed=3, plan_file=str(plan))
+    finally:
+        rows_module.walk_split = walk
     everything = np.arange(len(fresh))
     a, b = kept.batch(everything), fresh.batch(everything)
     assert len(kept) == len(fresh) and (a.input_ids == b.input_ids).all()

