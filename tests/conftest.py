@@ -210,13 +210,19 @@ TF5_MLM_SCRIPT = (
     "    print((m(io['ids'], attention_mask=io['mask']).logits - io['logits']).abs().max().item())\n")
 
 
-def tf5_mlm_logit_diff(model, ids, mask, folder) -> float:
-    """Save `model` (a BertForMaskedLM) in `folder`, load it with transformers 5.x in a subprocess and
-    return the largest logit difference on (ids, mask). Skips where BERTKIT_TF5_PATH (a folder with
-    transformers 5, which `make test` sets up and CI runs) is not set."""
+def tf5_path() -> str:
+    """The folder holding transformers 5.x (BERTKIT_TF5_PATH, which `make test` sets up and CI runs with), for a
+    subprocess's PYTHONPATH; the test is skipped where it is not set."""
     tf5 = os.environ.get("BERTKIT_TF5_PATH")
     if not tf5:
         pytest.skip("BERTKIT_TF5_PATH (a folder with transformers 5.x, set by `make test`) is not set")
+    return tf5
+
+
+def tf5_mlm_logit_diff(model, ids, mask, folder) -> float:
+    """Save `model` (a BertForMaskedLM) in `folder`, load it with transformers 5.x in a subprocess and
+    return the largest logit difference on (ids, mask). Skips without transformers 5 (tf5_path)."""
+    tf5 = tf5_path()
     model.save_pretrained(folder / "ckpt")
     with torch.no_grad():
         torch.save({"ids": ids, "mask": mask, "logits": model(ids, mask).logits}, folder / "io.pt")

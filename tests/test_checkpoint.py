@@ -21,6 +21,7 @@ from safetensors.torch import load_file, save_file
 
 import bertkit
 from bertkit import BertConfig, BertkitError, BertkitWarning, BertModel, CheckpointError
+from conftest import tf5_path
 
 transformers = pytest.importorskip("transformers")
 
@@ -293,9 +294,7 @@ TF5_CHILD = textwrap.dedent("""
 
 @pytest.mark.slow
 def test_bertkit_save_loads_in_transformers_5(tmp_path):
-    tf5 = os.environ.get("BERTKIT_TF5_PATH")
-    if not tf5:
-        pytest.skip("BERTKIT_TF5_PATH is not set (make test sets it to a transformers 5 install)")
+    tf5 = tf5_path()
     ours = tiny_model(seed=11)
     ours.save_pretrained(tmp_path / "model")
     batch = inputs()

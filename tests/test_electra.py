@@ -14,7 +14,7 @@ from bertkit import (BertConfig, BertForMaskedLM, BertForMultipleChoice, BertFor
                      ElectraModel)
 from bertkit.cli import main
 from bertkit.electra import ELECTRA_CLASSES
-from conftest import max_diff, padded_batch, parity, tiny
+from conftest import max_diff, padded_batch, parity, tf5_path, tiny
 
 transformers = pytest.importorskip("transformers")
 
@@ -421,9 +421,7 @@ def test_electra_checkpoints_load_in_transformers_5_with_equal_logits(tmp_path, 
     import subprocess
     import sys
 
-    tf5 = os.environ.get("BERTKIT_TF5_PATH")
-    if not tf5:
-        pytest.skip("BERTKIT_TF5_PATH (a folder with transformers 5.x, set by `make test`) is not set")
+    tf5 = tf5_path()
     ids = torch.randint(5, 99, (2, 9), generator=torch.Generator().manual_seed(0))
     mask = torch.ones_like(ids)
     io = {"ids": ids, "mask": mask, "folders": {}}
