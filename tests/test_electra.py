@@ -276,6 +276,31 @@ def test_classes_of_the_other_type_or_without_a_counterpart_are_refused(disc_dir
         ElectraForSequenceClassification.from_pretrained(tmp_path)
 
 
+def test_explain_on_a_discriminator_says_its_mlm_head_is_random_and_where_the_generator_is(disc_dir, tmp_path,
+                                                                                             capsys):
+    """A discriminator has no MLM head: explain --mlm says so in a note (no warning) and names <dir>/generator, the
+    folder `bertkit pretrain --objective electra` saves the generator in, which explains without a note."""
+    import shutil
+
+    from bertkit.explain.cli import explain_main
+    from bertkit.tokenizer import Tokenizer
+
+    folder = tmp_path / "electra"
+    shutil.copytree(disc_dir, folder)
+    config = BertConfig.from_json(disc_dir)
+    torch.manual_seed(1)
+    ElectraForMaskedLM(config).save_pretrained(folder / "generator")
+    Tokenizer.from_pretrained(disc_dir).save_pretrained(folder / "generator")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert explain_main([str(folder), "--mlm", "很好[MASK]"]) == 0
+        said = capsys.readouterr().out
+        assert "has no MLM head weights (generator_predictions.*, generator_lm_head.*): they are random here" in said
+        assert f"its ELECTRA generator has one: bertkit explain {folder / 'generator'}" in said
+        assert explain_main([str(folder / "generator"), "--mlm", "很好[MASK]"]) == 0
+        assert "note:" not in capsys.readouterr().out
+
+
 # ----- configs --------------------------------------------------------------------------------------------------------
 def test_config_model_types_and_embedding_size(tmp_path):
     with pytest.raises(ConfigError, match="model_type is 'roberta'; bertkit reads BERT and ELECTRA configs"):

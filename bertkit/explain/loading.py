@@ -8,6 +8,7 @@ serve to show the shapes and the attention maps. `--tokenizer DIR` uses a real v
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 
@@ -46,7 +47,8 @@ def char_tokenizer(*texts: str) -> Tokenizer:
     return Tokenizer(vocab)
 
 
-HEADS = {"mlm": BertForMaskedLM, "base": BertModel}  # explain --head: the model class of each
+HEADS = {"mlm": BertForMaskedLM, "base": BertModel}
+MLM_HEADS = ("cls.predictions", "generator_predictions", "generator_lm_head")  # BERT's MLM head, ELECTRA's  # explain --head: the model class of each
 
 
 @dataclass
@@ -88,9 +90,14 @@ def _from_directory(model_class, model_dir: str, notes: list[str]) -> nn.Module:
     are not finite are a NonFiniteError (pictures and probabilities of NaN would show nothing)."""
     model, report = model_class.from_pretrained(model_dir, output_loading_info=True)
     check_weights(model, model_dir)
-    if report.missing_under("cls.predictions"):
-        notes.append(f"{model_dir} has no MLM head weights (cls.predictions.*): they are random here, so "
-                     "the MLM logits and predictions mean nothing; the encoder is the checkpoint's")
+    head_missing = report.missing_under(*MLM_HEADS)
+    if head_missing:
+        generator = os.path.join(model_dir, "generator")
+        hint = f" (its ELECTRA generator has one: bertkit explain {generator})" if os.path.isfile(
+            os.path.join(generator, "config.json")) else ""
+        heads = ", ".join(p + ".*" for p in MLM_HEADS if any(k.startswith(p) for k in head_missing))
+        notes.append(f"{model_dir} has no MLM head weights ({heads}): they are random here, so "
+                     f"the MLM logits and predictions mean nothing; the encoder is the checkpoint's{hint}")
     elif report.missing and report.missing_under("pooler.") == report.missing:
         notes.append(f"{model_dir} has no pooler weights (pretrained without next-sentence prediction): "
                      "the pooler is random here; the encoder is the checkpoint's")
