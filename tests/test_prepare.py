@@ -801,7 +801,8 @@ def test_the_command_in_process(prepared, tmp_path, corpus_file, tokenizer_dir, 
                      "--out", str(tmp_path / "x")]) == 2
     assert "none.txt: no such file or folder" in capsys.readouterr().err
     for bad, message in ((["--heldout", "1.5"], "argument --heldout: must be in [0, 1), got 1.5"),
-                         (["--workers", "-1"], "argument --workers: must be >= 0, got -1")):
+                         (["--workers", "-1"], "argument --workers: must be >= 0, got -1"),
+                         (["--nsp-seq-len", "5"], "argument --nsp-seq-len: must be 0 (no pairs) or at least 8, got 5")):
         with pytest.raises(SystemExit) as exited:
             cli_main(args(HELDOUT, *bad))
         assert exited.value.code == 2 and message in capsys.readouterr().err
