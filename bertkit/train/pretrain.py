@@ -96,14 +96,17 @@ class PretrainConfig(TrainConfig):
     wwm: bool = opt(False, "whole-word masking (Chinese words from jieba, English words with their ## pieces; --data "
                            "must be prepared with --wwm)")
     objective: str = opt("mlm", "what the model learns: mlm (BERT's masked-language model), mlm-nsp (+ next-sentence "
-                         "prediction on sentence pairs), electra (a small generator fills the masked tokens, the "
-                         "model learns from every token whether it was replaced: ELECTRA's replaced-token detection)",
+                         "prediction on sentence pairs), mlm-bow (+ the pooled [CLS] vector predicts its row's tokens), "
+                         "electra (a small generator fills the masked tokens, the model learns from every token "
+                         "whether it was replaced: ELECTRA's replaced-token detection)",
                          choices=OBJECTIVES)  # the registry itself: an objective added later too
     nsp: bool = opt(False, "the same as --objective mlm-nsp")
     generator_size: float = opt(0.25, "electra: the generator's hidden size, heads and feed-forward width as a share "
                                       "of the model's (its layers as many)")
     disc_weight: float = opt(50.0, "electra: the weight of the replaced-token loss (a mean over every real token) "
                                    "against the generator's MLM loss")
+    bow_weight: float = opt(1.0, "mlm-bow: the weight of the bag-of-words loss of the pooled [CLS] vector (a mean "
+                                 "over rows) beside the MLM loss")
     packing: str = opt("stream", "MLM rows: stream (all documents joined by [SEP], cut into rows) or documents "
                        "(several documents per row, attention and positions kept inside each)",
                        choices=PACKINGS)
