@@ -251,31 +251,42 @@ def test_electra_resume_after_a_stop_continues_exactly(tmp_path, prepared, tiny_
     assert_same_weights(os.path.join(full, "generator"), os.path.join(cut, "generator"))
 
 
-@pytest.mark.slow
-def test_electra_two_processes_equal_one_and_accumulation(tmp_path, prepared, tiny_config_file):
-    common = flags(prepared, tiny_config_file, "--steps", "6", "--eval-every", "0", "--save-every", "0")
-    common = [f for f in common]
+def assert_split_runs_equal_one(tmp_path, objective: str, flags_: list[str], port: int,
+                                folders: tuple[str, ...] = ("",), accumulate: bool = False) -> None:
+    """6 steps of `objective` as 2 processes x 4 rows ("two") and as 1 process x 8 ("one") (and x 4 over 2
+    micro-batches, "accumulated"): the same rows, masks and samples, so equal losses (1e-4) and weights (1e-5)."""
+    common = flags_[:]
     i = common.index("--batch-size")
     del common[i:i + 2]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
-                          "29531", "-m", "bertkit", "pretrain", "--objective", "electra", "--out",
+                          str(port), "-m", "bertkit", "pretrain", "--objective", objective, "--out",
                           str(tmp_path / "two"), "--batch-size", "4", *common],
                          capture_output=True, text=True, env=env, timeout=300)
     assert two.returncode == 0, two.stderr[-3000:]
-    assert main(["pretrain", "--objective", "electra", "--out", str(tmp_path / "one"), "--batch-size", "8",
+    assert main(["pretrain", "--objective", objective, "--out", str(tmp_path / "one"), "--batch-size", "8",
                  *common]) == 0
-    assert main(["pretrain", "--objective", "electra", "--out", str(tmp_path / "accumulated"), "--batch-size", "4",
-                 "--grad-accum", "2", *common]) == 0
+    names = ["two"]
+    if accumulate:
+        names.append("accumulated")
+        assert main(["pretrain", "--objective", objective, "--out", str(tmp_path / "accumulated"), "--batch-size",
+                     "4", "--grad-accum", "2", *common]) == 0
     la = train_losses(tmp_path / "one")
-    for name in ("two", "accumulated"):  # the same rows, masks and samples; each loss a mean over the step's units
+    for name in names:  # each loss a mean over the step's units
         lb = train_losses(tmp_path / name)
         assert len(la) == 6 and all(abs(la[s] - lb[s]) < 1e-4 for s in la), (name, la, lb)
-        for folder in ("", "generator"):
+        for folder in folders:
             a = load_file(tmp_path / "one" / folder / "model.safetensors")
             b = load_file(tmp_path / name / folder / "model.safetensors")
+            assert set(a) == set(b), (name, folder)
             for k in a:
                 assert torch.allclose(a[k], b[k], atol=1e-5, rtol=1e-4), (name, folder, k)
+
+
+@pytest.mark.slow
+def test_electra_two_processes_equal_one_and_accumulation(tmp_path, prepared, tiny_config_file):
+    common = flags(prepared, tiny_config_file, "--steps", "6", "--eval-every", "0", "--save-every", "0")
+    assert_split_runs_equal_one(tmp_path, "electra", common, 29531, folders=("", "generator"), accumulate=True)
 
 
 @pytest.mark.slow
@@ -374,16 +385,4 @@ def test_mlm_bow_resumes_exactly_and_two_processes_equal_one(tmp_path, prepared,
     assert main(["pretrain", "--objective", "mlm-bow", "--out", full, *flags(prepared, tiny_config_file)]) == 0
     stop_resume_and_compare(monkeypatch, MaskedLMWithBagOfWords, full, cut, flags(prepared, tiny_config_file))
     common = flags(prepared, tiny_config_file, "--steps", "6", "--eval-every", "0", "--save-every", "0")
-    i = common.index("--batch-size")
-    del common[i:i + 2]
-    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
-                          "29533", "-m", "bertkit", "pretrain", "--objective", "mlm-bow", "--out",
-                          str(tmp_path / "two"), "--batch-size", "4", *common],
-                         capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=300)
-    assert two.returncode == 0, two.stderr[-3000:]
-    assert main(["pretrain", "--objective", "mlm-bow", "--out", str(tmp_path / "one"), "--batch-size", "8",
-                 *common]) == 0
-    la, lb = train_losses(tmp_path / "one"), train_losses(tmp_path / "two")
-    assert len(la) == 6 and all(abs(la[s] - lb[s]) < 1e-4 for s in la), (la, lb)
-    a, b = load_file(tmp_path / "one" / "model.safetensors"), load_file(tmp_path / "two" / "model.safetensors")
-    assert set(a) == set(b) and all(torch.allclose(a[k], b[k], atol=1e-5, rtol=1e-4) for k in a)
+    assert_split_runs_equal_one(tmp_path, "mlm-bow", common, 29533)

@@ -246,10 +246,11 @@ def _pairs_of(plan, lengths: np.ndarray, docs: np.ndarray):
     if plan is None:
         return None
     rows, row_docs = plan
-    picked = rows[np.isin(row_docs, docs)]
+    mine = np.isin(row_docs, docs)
+    picked = rows[mine]
     shift = np.zeros(len(lengths), dtype=np.int64)  # per document: its start in the block - its start among docs
     shift[docs] = (np.cumsum(lengths) - lengths)[docs] - (np.cumsum(lengths[docs]) - lengths[docs])
-    moved = shift[row_docs[np.isin(row_docs, docs)]]
+    moved = shift[row_docs[mine]]
     picked["a_start"] -= moved
     picked["b_start"][picked["b_start"] >= 0] -= moved[picked["b_start"] >= 0]
     return picked

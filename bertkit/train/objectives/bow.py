@@ -16,20 +16,18 @@ which tokens it holds (bench/results/pretraining_payoff.md measures what this gi
 
 from __future__ import annotations
 
-import os
-import warnings
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ...checkpoint import read_weights
 from ...config import BertConfig
 from ...heads import IGNORE, BertForMaskedLM, mlm_logits_and_loss
 from ...init import initialise
 from ...model import Pooler
 from ..loop import LossWeights, TrainingError
 from .base import Setup
-from .mlm import MaskedLM, evaluate_mlm
+from .mlm import MaskedLM, MLMScore, neighbour_attention_of
 
 
 class BagOfWordsPretraining(nn.Module):
@@ -71,6 +69,7 @@ class MaskedLMWithBagOfWords(MaskedLM):
         super().__init__(setup)
         if not self.cfg.bow_weight > 0:
             raise TrainingError(f"--bow-weight must be > 0, got {self.cfg.bow_weight}")
+        self._special_ids = torch.tensor(self.tokenizer.all_special_ids)
 
     def build(self, config: BertConfig, token_counts: torch.Tensor) -> nn.Module:
         mlm = initialise(BertForMaskedLM(config), self.setup.init, token_counts=token_counts)
@@ -81,24 +80,23 @@ class MaskedLMWithBagOfWords(MaskedLM):
         return BagOfWordsPretraining(mlm, pooler)
 
     def load(self, folder: str) -> nn.Module:
-        from safetensors import safe_open
-
-        with warnings.catch_warnings():  # the pooler is read below
-            warnings.filterwarnings("ignore", message=r".*not used by BertForMaskedLM: bert\.pooler\.dense\.bias, "
-                                                      r"bert\.pooler\.dense\.weight$")
-            mlm = BertForMaskedLM.from_pretrained(folder)
+        mlm, report = BertForMaskedLM.from_pretrained(folder, output_loading_info=True)
+        names = report.unexpected_under("bert.pooler.")
+        if len(names) != 2:
+            raise TrainingError(f"--init-from {folder}: no trained pooler (bert.pooler.*) in its weights; "
+                                "--objective mlm-bow continues a run of mlm-bow")
+        report.unexpected = [k for k in report.unexpected if k not in names]  # the pooler is read below
+        report.warn()
+        state = read_weights(folder)
         pooler = Pooler(mlm.config)
-        path = os.path.join(folder, "model.safetensors")
-        with safe_open(path, "pt") as saved:
-            names = [k for k in saved.keys() if k.startswith("bert.pooler.")]
-            if len(names) != 2:
-                raise TrainingError(f"--init-from {folder}: no trained pooler (bert.pooler.*) in {path}; "
-                                    "--objective mlm-bow continues a run of mlm-bow")
-            pooler.load_state_dict({k.removeprefix("bert.pooler."): saved.get_tensor(k) for k in names})
+        pooler.load_state_dict({k.removeprefix("bert.pooler."): state[k] for k in names})
         return BagOfWordsPretraining(mlm, pooler)
 
     def _special(self, device) -> torch.Tensor:
-        return torch.tensor(self.tokenizer.all_special_ids, device=device)
+        """(K,) the tokenizer's special ids on `device`, made once per device."""
+        if self._special_ids.device != torch.device(device):
+            self._special_ids = self._special_ids.to(device)
+        return self._special_ids
 
     def loss(self, model, batch: dict, weights: LossWeights) -> torch.Tensor:
         mlm, _, _, bow_logits = model(**batch)
@@ -108,15 +106,19 @@ class MaskedLMWithBagOfWords(MaskedLM):
 
     @torch.no_grad()
     def evaluate(self, model: BagOfWordsPretraining, rows) -> dict[str, float]:
-        result = evaluate_mlm(model.mlm, rows, self.heldout_batches(rows))
-        device, total, count = next(model.parameters()).device, 0.0, 0
+        """evaluate_mlm's numbers and the mean bag-of-words loss over the held-out rows, from one forward pass."""
+        device, score, bow, count = next(model.parameters()).device, MLMScore(), 0.0, 0
         for positions, batch in self.heldout_batches(rows):
             batch = {k: v.to(device) for k, v in batch.items()}
-            *_, bow_logits = model(**batch)
-            total += float(bag_of_words_loss(bow_logits, batch["input_ids"], batch["labels"],
-                                             batch["attention_mask"], self._special(device))) * len(positions)
+            _, logits, where, bow_logits = model(**batch)
+            score.add(logits, batch["labels"][where])  # (N, V), (N,)
+            bow += float(bag_of_words_loss(bow_logits, batch["input_ids"], batch["labels"],
+                                           batch["attention_mask"], self._special(device))) * len(positions)
             count += len(positions)
-        result["bow_loss"] = total / max(1, count)
+        result = {**score.result(), "bow_loss": bow / max(1, count)}
+        local = neighbour_attention_of(model.mlm, rows)
+        if local is not None:
+            result["neighbour_attention"] = local
         return result
 
     def save(self, model: BagOfWordsPretraining, folder: str) -> None:
