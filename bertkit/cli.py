@@ -23,6 +23,7 @@ COMMANDS = {
     "predict": ("bertkit.predict", "predict_main", "Predict for texts or a file; JSON lines out."),
     "fill-mask": ("bertkit.predict", "fill_mask_main", "Top-k predictions for each [MASK] in a text."),
     "embed": ("bertkit.embed", "embed_main", "Sentence embeddings of texts or a file: .npy or JSON lines out."),
+    "export": ("bertkit.export", "main", "A model folder as an ONNX graph + its config and tokenizer (ONNX Runtime)."),
     "serve": ("bertkit.serve", "serve_main", "An HTTP server: /embed, /predict, /fill-mask, ... with dynamic batching."),
     "explain": ("bertkit.explain.cli", "explain_main", "Show the inside: heads, parameters, --trace, --mlm."),
     "attention": ("bertkit.explain.cli", "attention_main", "Attention maps: layers x heads PNG, HTML viewer."),

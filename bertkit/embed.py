@@ -148,6 +148,28 @@ def read_pooling(model_dir: str | os.PathLike) -> Pooling | None:
     return Pooling(mode, normalize, max_seq_length, os.path.relpath(pooling_path, model_dir))
 
 
+def write_pooling(folder: str, pooling: Pooling, hidden_size: int) -> None:
+    """The sentence-transformers files that say `pooling` for a folder whose BERT is at its root (read_pooling's
+    inverse): modules.json (Transformer, Pooling, Normalize when normalizing), 1_Pooling/config.json,
+    sentence_bert_config.json with max_seq_length when one is set."""
+    from .files import atomic_write_text
+
+    st = "sentence_transformers.models."
+    modules = [{"idx": 0, "name": "0", "path": "", "type": st + "Transformer"},
+               {"idx": 1, "name": "1", "path": "1_Pooling", "type": st + "Pooling"}]
+    if pooling.normalize:
+        modules.append({"idx": 2, "name": "2", "path": "2_Normalize", "type": st + "Normalize"})
+    mode = {v: k for k, v in _ST_MODES.items() if v is not None}[pooling.mode]
+    settings = {"word_embedding_dimension": hidden_size,
+                **{key: value == mode for key, value in _ST_LEGACY_KEYS.items()}}
+    os.makedirs(os.path.join(folder, "1_Pooling"), exist_ok=True)
+    atomic_write_text(os.path.join(folder, "modules.json"), json.dumps(modules, indent=2) + "\n")
+    atomic_write_text(os.path.join(folder, "1_Pooling", "config.json"), json.dumps(settings, indent=2) + "\n")
+    if pooling.max_seq_length:
+        atomic_write_text(os.path.join(folder, "sentence_bert_config.json"),
+                          json.dumps({"max_seq_length": pooling.max_seq_length}, indent=2) + "\n")
+
+
 def _pooling_mode(path: str) -> str:
     if not os.path.isfile(path):
         raise PoolingConfigError(f"{path}: no such file; modules.json names a Pooling module there")

@@ -551,8 +551,11 @@ class BertModel(BertPreTrainedModel):
         inputs = dict(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask,
                       position_ids=position_ids if cfg.position_embedding_type == "absolute" else None,
                       encoder_attention_mask=encoder_attention_mask)
-        facts = self._read_inputs(device, **inputs)
-        self._check_values(facts, **inputs)
+        if torch.onnx.is_in_onnx_export():  # a graph for any input: no value read, the padded path (export.py)
+            facts = InputFacts({}, [])
+        else:
+            facts = self._read_inputs(device, **inputs)
+            self._check_values(facts, **inputs)
 
         if token_type_ids is None:
             token_type_ids = torch.zeros((B, S), dtype=torch.long, device=device)
@@ -623,7 +626,7 @@ class BertModel(BertPreTrainedModel):
             return attention.AttentionPath(backend, cross=attention.padded_backend(
                 impl, need_probs=need_probs, head_mask=head_mask is not None, relative=False))
         if backend == "eager" or impl not in ("varlen", "auto") or cfg.is_decoder \
-                or (attention_mask is not None and attention_mask.dim() != 2):
+                or (attention_mask is not None and attention_mask.dim() != 2) or torch.onnx.is_in_onnx_export():
             return attention.AttentionPath(backend)
         B, S = hidden.shape[:2]
         if attention_mask is None or (not facts.packed and all(n == S for n in facts.lengths)):  # nothing to remove

