@@ -92,7 +92,7 @@ class Graph(nn.Module):
         out = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
         if self.kind != "encoder":
             return tuple(getattr(out, name) for name in OUTPUTS[self.kind])
-        from .embed import pool
+        from .pooling import pool
 
         hidden = out.last_hidden_state  # (B, S, H)
         vectors = pool(hidden, attention_mask, self.pooling.mode)  # (B, H)
@@ -114,13 +114,19 @@ def kind_of(model_dir: str) -> str:
 def load(model_dir: str, kind: str):
     """(Graph, tokenizer, pooling or None): the folder loaded as embed, fill-mask or predict loads it, with the
     same refusals (a task head or MLM head that would be random weights, weights that are not finite)."""
-    from .embed import Encoder
     from .inference import load_mlm, load_task_model
     from .tokenizer import Tokenizer
 
-    if kind == "encoder":
-        encoder = Encoder.from_pretrained(model_dir)
-        return Graph(encoder.model, kind, encoder.pooling), encoder.tokenizer, encoder.pooling
+    if kind == "encoder":  # as embed's Encoder loads it: a task model's `bert.` weights, its head left out
+        from .checkpoint import load_pretrained
+        from .finite import check_weights
+        from .model import BertModel
+        from .pooling import pooling_settings, read_pooling
+
+        model, _ = load_pretrained(BertModel, model_dir, add_pooling_layer=False, output_loading_info=True)
+        check_weights(model, model_dir)
+        pooling = pooling_settings(read_pooling(model_dir), None, None)
+        return Graph(model, kind, pooling), Tokenizer.from_pretrained(model_dir), pooling
     if kind == "mlm":
         return Graph(load_mlm(model_dir), kind), Tokenizer.from_pretrained(model_dir), None
     found = load_task_model(model_dir, kind)
@@ -233,7 +239,7 @@ def export(model_dir: str, out: str, *, kind: str = "auto", opset: int = OPSET, 
         export_onnx(graph, batches[1], os.path.join(building, ONNX_FILE), opset)
         copy_beside(model_dir, building)
         if pooling is not None and not os.path.exists(os.path.join(building, "modules.json")):
-            from .embed import write_pooling
+            from .pooling import write_pooling
 
             write_pooling(building, pooling, graph.model.config.hidden_size)
         difference = largest_difference(graph, os.path.join(building, ONNX_FILE), batches)

@@ -155,3 +155,55 @@ def test_export_without_the_onnx_package_says_which_extra_to_install(tmp_path, c
     monkeypatch.setitem(sys.modules, "onnx", None)
     assert main(["export", base_dir, "--out", str(tmp_path / "o")]) == 2
     assert "pip install 'bertkit[onnx]'" in capsys.readouterr().err and not (tmp_path / "o").exists()
+
+
+# ----- --engine onnx ---------------------------------------------------------------------------------
+@pytest.mark.skipif(MINILM is None or not (MINILM / "config.json").is_file(), reason="all-MiniLM-L6-v2 not installed")
+def test_embed_with_the_onnx_engine_gives_the_torch_engines_vectors_from_a_cached_export(tmp_path, monkeypatch,
+                                                                                        capsys):
+    monkeypatch.setenv("BERTKIT_CACHE", str(tmp_path / "cache"))
+    texts = TEXTS * 3  # batches of several lengths
+    for engine in ("torch", "onnx", "onnx"):
+        assert main(["embed", "--model", str(MINILM), "--engine", engine, *texts, "--output",
+                     str(tmp_path / f"{engine}.npy")]) == 0
+    exports = list((tmp_path / "cache" / "onnx").iterdir())
+    assert len(exports) == 1 and (exports[0] / "model.onnx").is_file()  # exported once, then reused
+    assert np.abs(np.load(tmp_path / "onnx.npy") - np.load(tmp_path / "torch.npy")).max() <= 1e-4
+
+
+def test_the_onnx_engine_follows_new_weights_and_runs_an_export_folder_itself(tmp_path, tokenizer_dir, monkeypatch):
+    from bertkit import BertModel
+    from bertkit.embed import Encoder
+
+    monkeypatch.setenv("BERTKIT_CACHE", str(tmp_path / "cache"))
+    folder = tiny_folder(tmp_path, tokenizer_dir, BertModel)
+    texts = ["今天天气很好", "人民日报社论", "经济"]
+
+    def both():
+        return (Encoder.from_pretrained(folder, engine="onnx").encode(texts),
+                Encoder.from_pretrained(folder).encode(texts))
+
+    onnx, torch_ = both()
+    assert np.abs(onnx - torch_).max() <= 1e-4
+    torch.manual_seed(1)  # the folder's weights change: its export is made again
+    BertModel(BertConfig.from_json(folder)).save_pretrained(folder)
+    onnx2, torch2 = both()
+    assert np.abs(onnx2 - torch2).max() <= 1e-4 and np.abs(onnx2 - onnx).max() > 1e-2
+    assert len(list((tmp_path / "cache" / "onnx").iterdir())) == 2
+    # an export folder is run as it is, without the cache
+    assert main(["export", str(folder), "--out", str(tmp_path / "exported")]) == 0
+    ran = Encoder.from_pretrained(tmp_path / "exported", engine="onnx")
+    assert ran.model.folder == str(tmp_path / "exported")
+    assert np.abs(ran.encode(texts) - torch2).max() <= 1e-4
+
+
+def test_the_onnx_engine_names_the_extra_it_needs_and_refuses_the_torch_engines_flags(tmp_path, monkeypatch, capsys,
+                                                                                       base_dir):
+    monkeypatch.setenv("BERTKIT_CACHE", str(tmp_path / "cache"))
+    out = ["--output", str(tmp_path / "v.npy")]
+    assert main(["embed", "--model", base_dir, "--engine", "onnx", "--quantize", "int8", "一", *out]) == 2
+    assert "--quantize and --device are the torch engine's" in capsys.readouterr().err
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    assert main(["embed", "--model", base_dir, "--engine", "onnx", "一", *out]) == 2
+    assert "--engine onnx needs ONNX Runtime: pip install 'bertkit[onnx]'" in capsys.readouterr().err
+    assert not (tmp_path / "v.npy").exists() and not (tmp_path / "cache").exists()
