@@ -78,10 +78,12 @@ def mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
 # ----- engines: texts -> normalised vectors (n, H) ---------------------------------------------------
 class Bertkit:
-    def __init__(self, model_dir, work, quantize=None, compile=False, prepack=False):
+    def __init__(self, model_dir, work, quantize=None, compile=False, prepack=False, engine="torch"):
         from bertkit import Encoder
 
-        self.encoder = Encoder.from_pretrained(model_dir, quantize=quantize)
+        if engine == "onnx":  # its export is made once, into --work
+            os.environ["BERTKIT_CACHE"] = os.path.abspath(work)
+        self.encoder = Encoder.from_pretrained(model_dir, quantize=quantize, engine=engine)
         if prepack:
             prepack_linears(self.encoder.model)
         if compile:  # attempt: inductor with freezing (weights as constants, prepacked), any batch and length
@@ -222,6 +224,7 @@ ENGINES = {
     "ort": lambda m, w, t: OnnxRuntime(m, w, threads=t),
     "ort-opt": lambda m, w, t: OnnxRuntime(m, w, optimized=True, threads=t),
     "ct2": lambda m, w, t: CTranslate2(m, w, threads=t),
+    "bertkit-onnx": lambda m, w, t: Bertkit(m, w, engine="onnx"),
     "bertkit-int8": lambda m, w, t: Bertkit(m, w, quantize="int8"),
     "bertkit-bf16": lambda m, w, t: Bertkit(m, w, quantize="bf16"),
     "bertkit-compile": lambda m, w, t: Bertkit(m, w, compile=True),
@@ -229,7 +232,24 @@ ENGINES = {
     "ort-opt-int8": lambda m, w, t: OnnxRuntime(m, w, optimized=True, int8=True, threads=t),
     "ct2-int8": lambda m, w, t: CTranslate2(m, w, int8=True, threads=t),
 }
-NEEDS = {"ort": "onnxruntime", "ct2": "ctranslate2", "st": "sentence_transformers"}
+NEEDS = {"ort": "onnxruntime", "ct2": "ctranslate2", "st": "sentence_transformers", "bertkit-onnx": "onnxruntime"}
+CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16")
+
+
+def cpu() -> dict:
+    """The CPU's model name and which of CPU_FLAGS it has (/proc/cpuinfo, as lscpu reads it)."""
+    model, flags = platform.processor() or platform.machine(), set()
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name":
+                    model = value.strip()
+                elif key.strip() == "flags":
+                    flags = set(value.split())
+    except OSError:
+        pass
+    return {"cpu": model, "flags": [f for f in CPU_FLAGS if f in flags]}
 
 
 # ----- work ----------------------------------------------------------------------------------------
@@ -283,7 +303,7 @@ def main(argv=None) -> int:
 
     engines, skipped = {}, {}
     for name in args.engines.split(","):
-        package = NEEDS.get(name.split("-")[0])
+        package = NEEDS.get(name, NEEDS.get(name.split("-")[0]))
         try:
             if package:
                 __import__(package)
@@ -318,10 +338,9 @@ def main(argv=None) -> int:
             if ("st", lang) in vectors:
                 row["cos_worst"], row["cos_mean"] = cosines(vectors[(name, lang)], vectors[("st", lang)])
             rows.append(row)
-    result = {"machine": {"cpu": platform.processor() or platform.machine(), "threads": args.threads,
-                          "torch": torch.__version__, "python": platform.python_version()},
-              "settings": vars(args), "skipped": skipped, "rows": rows}
-    table = markdown(rows, skipped)
+    machine = {**cpu(), "threads": args.threads, "torch": torch.__version__, "python": platform.python_version()}
+    result = {"machine": machine, "settings": vars(args), "skipped": skipped, "rows": rows}
+    table = markdown(rows, skipped, machine)
     print(table)
     if args.json:
         with open(args.json, "w") as fh:
@@ -332,8 +351,9 @@ def main(argv=None) -> int:
     return 0
 
 
-def markdown(rows: list[dict], skipped: dict) -> str:
-    lines = ["| engine | lang | sorted s | arrival s | single s | single p50 ms | single p99 ms | cos worst | cos mean |",
+def markdown(rows: list[dict], skipped: dict, machine: dict) -> str:
+    lines = [f"{machine['cpu']}, {machine['threads']} threads; CPU flags: {', '.join(machine['flags']) or 'none'} "
+             f"(of {', '.join(CPU_FLAGS)}); torch {machine['torch']}", "","| engine | lang | sorted s | arrival s | single s | single p50 ms | single p99 ms | cos worst | cos mean |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         cos = (f"{r['cos_worst']:.6f} | {r['cos_mean']:.6f}") if "cos_worst" in r else "- | -"

@@ -24,7 +24,7 @@ def load_bench():
 @pytest.mark.slow
 def test_a_tiny_run_reports_every_engine_and_the_float_ones_agree(tmp_path):
     bench = load_bench()
-    engines = ["bertkit", "st", "ort-opt", "ct2", "bertkit-int8"]
+    engines = ["bertkit", "st", "ort-opt", "ct2", "bertkit-int8", "bertkit-onnx"]
     out = tmp_path / "anchors.json"
     code = bench.main(["--engines", ",".join(engines), "--texts", "6", "--single", "2", "--rounds", "1",
                        "--work", str(tmp_path / "work"), "--json", str(out), "--md", str(tmp_path / "anchors.md")])
@@ -32,14 +32,17 @@ def test_a_tiny_run_reports_every_engine_and_the_float_ones_agree(tmp_path):
     result = json.loads(out.read_text())
     ran = [r["engine"] for r in result["rows"]]
     assert set(ran) | set(result["skipped"]) == set(engines) and not set(ran) & set(result["skipped"])
-    assert {"bertkit", "st", "bertkit-int8"} <= set(ran)
+    assert {"bertkit", "st", "bertkit-int8", "bertkit-onnx"} <= set(ran)
+    assert set(result["machine"]["flags"]) <= set(bench.CPU_FLAGS) and result["machine"]["cpu"]
+    assert "CPU flags:" in (tmp_path / "anchors.md").read_text()
     for row in result["rows"]:
         assert row["sorted"] > 0 and row["single_p99_ms"] >= row["single_p50_ms"] > 0
         if not row["engine"].endswith("int8"):  # the same model, the same vectors
             assert row["cos_worst"] >= 0.99999, row
         else:
             assert 0.5 < row["cos_worst"] <= row["cos_mean"] <= 1.0001, row
-    assert (tmp_path / "anchors.md").read_text().count("\n") == 2 + len(ran) + len(result["skipped"])  # a row each
+    # the machine line, a blank line, the header, its rule, then a row each
+    assert (tmp_path / "anchors.md").read_text().count("\n") == 4 + len(ran) + len(result["skipped"])
 
 
 def test_english_and_chinese_texts_are_seeded_samples():
