@@ -42,7 +42,7 @@ from .errors import BertkitError, CheckpointError
 from .finite import check_outputs, check_weights
 from .inference import calibration, check_output, encoder_forward, to_json
 from .options import opt, parse
-from .onnx_engine import ENGINE_HELP
+from .engines import ENGINE_HELP
 from .pooling import (POOLING_MODES, Pooling, PoolingConfigError, pool,  # noqa: F401 (bertkit.embed's names too)
                       pooling_settings, read_pooling)
 from .quantize import CHOICES as QUANTIZE_CHOICES, FLAG_HELP as QUANTIZE_HELP, quantize as quantize_model
@@ -97,7 +97,7 @@ class Encoder:
         fine-tuned task model (its `bert.` weights; the head is left out). Flags override the folder.
         model: the folder's encoder already loaded (a task model's `.bert`, quantized or not as it is),
         shared instead of loading a second copy. engine "onnx": its exported graph in ONNX Runtime
-        (onnx_engine.py; float32 on the CPU)."""
+        (engines.py; float32 on the CPU)."""
         from .checkpoint import load_pretrained
         from .model import BertModel
         from .tokenizer import Tokenizer
@@ -110,13 +110,10 @@ class Encoder:
         if model is not None:
             return cls(model, Tokenizer.from_pretrained(model_dir), settings, model_dir)
         if engine == "onnx":
-            from .onnx_engine import OnnxEncoder, onnx_folder, require_onnxruntime
+            from .engines import OnnxModel, onnx_folder, require_onnxruntime
 
-            if quantize is not None or (device is not None and torch.device(device).type != "cpu"):
-                raise BertkitError("--engine onnx runs the float32 graph on the CPU: --quantize and --device are "
-                                   "the torch engine's (--engine torch)")
-            require_onnxruntime()
-            return cls(OnnxEncoder(onnx_folder(model_dir, "encoder")), Tokenizer.from_pretrained(model_dir),
+            require_onnxruntime(quantize, device)
+            return cls(OnnxModel(onnx_folder(model_dir, "encoder")), Tokenizer.from_pretrained(model_dir),
                        settings, model_dir)
         # A task checkpoint's encoder is under `bert.`: load_pretrained strips it, and a missing
         # encoder tensor is a CheckpointError naming it; head tensors (classifier.*, cls.*) are unused here.
@@ -147,7 +144,7 @@ class Encoder:
         if not rows:
             return torch.zeros(0, self.model.config.hidden_size)
         with torch.inference_mode():
-            if hasattr(self.model, "forward_rows"):  # the onnx engine (onnx_engine.OnnxEncoder)
+            if hasattr(self.model, "forward_rows"):  # the onnx engine (engines.OnnxModel)
                 hidden, mask = self.model.forward_rows(rows, self.tokenizer.pad_token_id)  # (B, S, H), (B, S)
             else:
                 hidden, mask = encoder_forward(self.model, rows, self.tokenizer.pad_token_id)

@@ -43,7 +43,7 @@ from .quantize import calibration_rows, quantize as quantize_model
 from .tasks import Task, default_stride, evaluate, get_task, predict, run_model, task_of
 from .tokenizer import Tokenizer
 
-__all__ = ["TaskModel", "load_task_model", "load_mlm", "finite", "check_weights", "check_outputs",
+__all__ = ["TaskModel", "load_task_model", "load_mlm", "check_label_ids", "finite", "check_weights", "check_outputs",
            "windows", "evaluate", "predict",
            "run_model", "Candidate", "MaskFill", "fill_mask", "mlm_logits", "mask_fills", "mask_positions",
            "token_text", "filled_text", "encoder_forward", "check_output", "to_json"]
@@ -72,7 +72,7 @@ def load_task_model(model_dir: str, task: str | None = None, quantize: str | Non
                            "it first with `bertkit finetune`")
     report.warn_unexpected(stacklevel=3)
     if found.labelled(model.config):
-        _check_label_ids(model_dir, model.config)
+        check_label_ids(model_dir, model.config)
     check_weights(model, model_dir)
     _check_logits(model, model_dir)
     tok = Tokenizer.from_pretrained(model_dir)
@@ -110,7 +110,7 @@ def calibration(quantize: str | None, tok: Tokenizer) -> list[list[int]] | None:
     return calibration_rows(tok) if quantize == "int8" else None
 
 
-def _check_label_ids(model_dir: str, config) -> None:
+def check_label_ids(model_dir: str, config) -> None:
     """id2label must number the classifier's outputs 0..num_labels-1, without gaps."""
     ids = sorted(config.id2label)
     if ids != list(range(config.num_labels)):

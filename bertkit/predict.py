@@ -16,11 +16,12 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
+from typing import Literal
 
 from .errors import BertkitError
 from .files import atomic_write_text
-from .inference import (check_output, evaluate, fill_mask, filled_text, load_mlm, load_task_model, mask_positions,
-                        predict, to_json, windows)
+from .engines import ENGINE_HELP, load_mlm, load_task_model
+from .inference import check_output, evaluate, fill_mask, filled_text, mask_positions, predict, to_json, windows
 from .metrics import finite_or_none, format_report
 from .options import opt, parse
 from .quantize import CHOICES as QUANTIZE_CHOICES, FLAG_HELP as QUANTIZE_HELP
@@ -35,6 +36,7 @@ class InferenceOptions(TaskOptions):
     model: str = opt("", "a fine-tuned model directory (bertkit finetune's --out)", required=True)
     task: str | None = opt(None, "default: from config.json", choices=TASKS)  # the registry: later tasks too
     quantize: str | None = opt(None, QUANTIZE_HELP, choices=QUANTIZE_CHOICES)
+    engine: Literal["torch", "onnx"] = opt("torch", ENGINE_HELP)
 
 
 @dataclass
@@ -62,6 +64,7 @@ class FillMaskConfig:
     model: str = opt("", "a model directory with MLM head weights", required=True)
     text: str = opt("", 'text with [MASK] where tokens are missing, e.g. "今天天气很[MASK]。"', positional=True)
     top_k: int = opt(5, "predictions per mask")
+    engine: Literal["torch", "onnx"] = opt("torch", ENGINE_HELP)
 
     def problem(self) -> str | None:
         return f"--top-k must be at least 1, got {self.top_k}" if self.top_k < 1 else None
@@ -70,7 +73,7 @@ class FillMaskConfig:
 def evaluate_main(argv: list[str]) -> int:
     cfg = parse(EvaluateConfig, argv, prog="bertkit evaluate")
     check_output(cfg.json, "--json", [cfg.data])
-    loaded = load_task_model(cfg.model, cfg.task, quantize=cfg.quantize)
+    loaded = load_task_model(cfg.model, cfg.task, quantize=cfg.quantize, engine=cfg.engine)
     task, model, tok = loaded.task, loaded.model, loaded.tokenizer
     check_task_options(task, cfg, _whose(cfg, task))  # another task's option would change nothing
     # the labels read as the model was trained on them (classify: numbers for a regression model)
@@ -91,7 +94,7 @@ def predict_main(argv: list[str]) -> int:
     if bool(cfg.texts) == bool(cfg.file):
         raise BertkitError("pass texts as arguments or --file FILE (one of them)")
     check_output(cfg.output, "--output", [cfg.file])
-    loaded = load_task_model(cfg.model, cfg.task, quantize=cfg.quantize)
+    loaded = load_task_model(cfg.model, cfg.task, quantize=cfg.quantize, engine=cfg.engine)
     task, model, tok = loaded.task, loaded.model, loaded.tokenizer
     check_task_options(task, cfg, _whose(cfg, task))  # another task's option would change nothing
     examples = _read_file(task, cfg) if cfg.file else task.from_texts(cfg.texts)
@@ -125,7 +128,7 @@ def _read_file(task, cfg: PredictConfig) -> list:
 
 def fill_mask_main(argv: list[str]) -> int:
     cfg = parse(FillMaskConfig, argv, prog="bertkit fill-mask")
-    model = load_mlm(cfg.model)
+    model = load_mlm(cfg.model, engine=cfg.engine)
     tok = Tokenizer.from_pretrained(cfg.model)
     ids = tok.encode(cfg.text)
     if not mask_positions(ids, tok):

@@ -159,7 +159,7 @@ def test_export_without_the_onnx_package_says_which_extra_to_install(tmp_path, c
 
 # ----- --engine onnx ---------------------------------------------------------------------------------
 @pytest.mark.skipif(MINILM is None or not (MINILM / "config.json").is_file(), reason="all-MiniLM-L6-v2 not installed")
-def test_embed_with_the_onnx_engine_gives_the_torch_engines_vectors_from_a_cached_export(tmp_path, monkeypatch,
+def test_embed_with_the_engines_gives_the_torch_engines_vectors_from_a_cached_export(tmp_path, monkeypatch,
                                                                                         capsys):
     monkeypatch.setenv("BERTKIT_CACHE", str(tmp_path / "cache"))
     texts = TEXTS * 3  # batches of several lengths
@@ -171,7 +171,7 @@ def test_embed_with_the_onnx_engine_gives_the_torch_engines_vectors_from_a_cache
     assert np.abs(np.load(tmp_path / "onnx.npy") - np.load(tmp_path / "torch.npy")).max() <= 1e-4
 
 
-def test_the_onnx_engine_follows_new_weights_and_runs_an_export_folder_itself(tmp_path, tokenizer_dir, monkeypatch):
+def test_the_engines_follows_new_weights_and_runs_an_export_folder_itself(tmp_path, tokenizer_dir, monkeypatch):
     from bertkit import BertModel
     from bertkit.embed import Encoder
 
@@ -197,7 +197,7 @@ def test_the_onnx_engine_follows_new_weights_and_runs_an_export_folder_itself(tm
     assert np.abs(ran.encode(texts) - torch2).max() <= 1e-4
 
 
-def test_the_onnx_engine_names_the_extra_it_needs_and_refuses_the_torch_engines_flags(tmp_path, monkeypatch, capsys,
+def test_the_engines_names_the_extra_it_needs_and_refuses_the_torch_engines_flags(tmp_path, monkeypatch, capsys,
                                                                                        base_dir):
     monkeypatch.setenv("BERTKIT_CACHE", str(tmp_path / "cache"))
     out = ["--output", str(tmp_path / "v.npy")]

@@ -64,7 +64,7 @@ def serve_main(argv: list[str]) -> int:
     # grow the server's memory for hours. 16 bounds it at no measured cost (bench/results/serve_attempts.md)
     os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "16")
     engine = Engine(cfg.model, quantize=cfg.quantize, pooling=cfg.pooling, normalize=cfg.normalize,
-                    max_input_tokens=cfg.max_input_tokens)
+                    max_input_tokens=cfg.max_input_tokens, engine=cfg.engine)
     app, batcher, protocol = build_app(engine, cfg)
     print(f"bertkit serve: {engine.architecture} from {cfg.model} ({engine.task.name if engine.task else 'no task'}"
           f" head), routes {', '.join(engine.routes)}", file=sys.stderr, flush=True)

@@ -29,7 +29,8 @@ import torch
 from ..config import BertConfig
 from ..embed import Encoder, TooLong
 from ..errors import BertkitError
-from ..inference import fill_mask, filled_text, load_mlm, load_task_model, mask_positions, run_model, windows
+from ..engines import load_mlm, load_task_model
+from ..inference import fill_mask, filled_text, mask_positions, run_model, windows
 from ..tasks import Field, TaskDataError, TaskOptions, task_of
 from ..text import is_empty_text
 from .batcher import Handlers, Key
@@ -62,7 +63,7 @@ class Engine:
     """A model directory served: its encoder, its task head or MLM head, its tokenizer and limits."""
 
     def __init__(self, model_dir: str, *, quantize: str | None = None, pooling: str | None = None,
-                 normalize: bool | None = None, max_input_tokens: int | None = None):
+                 normalize: bool | None = None, max_input_tokens: int | None = None, engine: str = "torch"):
         if not os.path.isdir(model_dir):
             raise BertkitError(f"--model {model_dir}: not a directory; pass a model folder (bertkit finetune / "
                                "pretrain --out, or a sentence-transformers / Hugging Face BERT folder)")
@@ -70,22 +71,24 @@ class Engine:
         self.model_dir = model_dir
         self.name = os.path.basename(os.path.normpath(model_dir))
         self.architecture = (config.architectures or ["BertModel"])[0]
-        self.quantize = quantize
+        self.quantize, self.engine_name = quantize, engine
         self.task = self.task_model = self.mlm = None
         try:
             task_name = task_of(model_dir)
         except TaskDataError:
             task_name = None
         if task_name is not None:
-            loaded = load_task_model(model_dir, task_name, quantize=quantize)
+            loaded = load_task_model(model_dir, task_name, quantize=quantize, engine=engine)
             self.task, self.task_model = loaded.task, loaded.model
             self.opts = windows(TaskOptions(), loaded.tokenizer, self.task_model)  # as `bertkit predict` cuts them
         elif self.architecture in MLM_ARCHITECTURES:
-            self.mlm = load_mlm(model_dir, quantize=quantize)
-        # the task / MLM model's encoder serves /embed too: one copy of the weights
+            self.mlm = load_mlm(model_dir, quantize=quantize, engine=engine)
+        # the torch task / MLM model's encoder serves /embed too: one copy of the weights (a graph has no encoder
+        # to share: the onnx engine runs the encoder's own)
         loaded = self.task_model if self.task_model is not None else self.mlm
+        shared = loaded.base_model if loaded is not None and engine == "torch" else None
         self.encoder = Encoder.from_pretrained(model_dir, pooling=pooling, normalize=normalize, quantize=quantize,
-                                               model=loaded.base_model if loaded is not None else None)
+                                               model=shared, engine=engine)
         self.tokenizer = self.encoder.tokenizer
         self.embed_limit = self.encoder.max_tokens if max_input_tokens is None else \
             min(max_input_tokens, self.encoder.max_tokens)

@@ -1,0 +1,149 @@
+"""What runs a model folder (--engine): "torch", bertkit's model, or "onnx", its exported graph (bertkit export) in
+ONNX Runtime; tokenizing, windows, pooling, batching and the answers stay bertkit's either way.
+
+    load_task_model(dir, task, engine=...)  a fine-tuned folder for evaluate / predict / serve (inference.TaskModel)
+    load_mlm(dir, engine=...)               a pretrained MLM for fill-mask
+    (embed's Encoder.from_pretrained(dir, engine=...) is the third)
+    onnx_folder(dir, kind)                  the export the onnx engine runs: dir itself when it holds model.onnx,
+                                            else one made on first use in the cache (BERTKIT_CACHE, default
+                                            ~/.cache/bertkit), keyed by the folder's path and its files' sizes and
+                                            times: new weights, new export. The first export loads the folder as
+                                            the torch engine does, with its refusals (a head that would be random).
+    OnnxModel(folder)                       a graph in a torch model's place: called with input_ids, attention_mask,
+                                            token_type_ids tensors, it returns its outputs by name (logits, ...)
+ONNX Runtime runs the graph with every graph optimisation it has (for BERT on the CPU: the attention, LayerNorm
+and GELU fusions) on as many threads as torch uses; the onnx engine runs float32 on the CPU.
+"""
+
+from __future__ import annotations
+
+import os
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+
+from .errors import BertkitError
+from .export import INPUTS, ONNX_FILE, export
+from .files import digest
+from .finite import check_outputs
+
+ENGINES = ("torch", "onnx")
+ENGINE_HELP = ("torch: bertkit's model; onnx: its exported graph (bertkit export, made on first use) in ONNX Runtime "
+               "(pip install 'bertkit[onnx]')")
+
+
+def require_onnxruntime(quantize: str | None = None, device=None):
+    """The onnxruntime module; an error naming the extra that installs it, or the torch engine's flags given."""
+    if quantize is not None or (device is not None and torch.device(device).type != "cpu"):
+        raise BertkitError("--engine onnx runs the float32 graph on the CPU: --quantize and --device are the torch "
+                           "engine's (--engine torch)")
+    try:
+        import onnxruntime
+    except ImportError:
+        raise BertkitError("--engine onnx needs ONNX Runtime: pip install 'bertkit[onnx]' (or use --engine torch)") \
+            from None
+    return onnxruntime
+
+
+def cache_root() -> str:
+    return os.environ.get("BERTKIT_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "bertkit")
+
+
+def onnx_folder(model_dir: str, kind: str) -> str:
+    """The folder holding the graph of `model_dir` as `kind` (see the module's docstring)."""
+    if os.path.isfile(os.path.join(model_dir, ONNX_FILE)):
+        return model_dir
+    real = os.path.realpath(model_dir)
+    files = sorted(os.scandir(real), key=lambda e: e.name) if os.path.isdir(real) else []
+    key = digest([real, kind, *(f"{e.name}:{e.stat().st_size}:{e.stat().st_mtime_ns}" for e in files
+                                if e.is_file())])
+    folder = os.path.join(cache_root(), "onnx", f"{os.path.basename(real)}-{kind}-{key}")
+    if not os.path.isfile(os.path.join(folder, ONNX_FILE)):
+        try:
+            export(model_dir, folder, kind=kind)
+        except BertkitError:
+            if not os.path.isfile(os.path.join(folder, ONNX_FILE)):  # not another process's export that won
+                raise
+    return folder
+
+
+class OnnxModel:
+    """An exported graph where a torch model would run: what evaluate, predict, serve and fill-mask call of one."""
+
+    training = False
+
+    def __init__(self, folder: str, threads: int | None = None):
+        from .config import BertConfig
+
+        ort = require_onnxruntime()
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.intra_op_num_threads = threads or torch.get_num_threads()
+        self.session = ort.InferenceSession(os.path.join(folder, ONNX_FILE), options,
+                                            providers=["CPUExecutionProvider"])
+        self.outputs = [o.name for o in self.session.get_outputs()]
+        self.config = BertConfig.from_json(folder)
+        self.folder = folder
+
+    def eval(self) -> "OnnxModel":
+        return self
+
+    def train(self, mode: bool = True) -> "OnnxModel":  # nothing trains here
+        return self
+
+    def parameters(self):
+        """What callers read the device from: the CPU."""
+        yield torch.empty(0)
+
+    def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                 token_type_ids: torch.Tensor | None = None, **_) -> SimpleNamespace:
+        """The graph's outputs, by name, as tensors: logits (B, ...) or start_logits / end_logits, or
+        last_hidden_state and sentence_embedding."""
+        given = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
+        given["attention_mask"] = torch.ones_like(input_ids) if attention_mask is None else attention_mask
+        given["token_type_ids"] = torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids
+        values = self.session.run(self.outputs, {k: given[k].cpu().numpy().astype(np.int64) for k in INPUTS})
+        out = {name: torch.from_numpy(v) for name, v in zip(self.outputs, values)}
+        check_outputs(self.folder, "outputs", *[out[k] for k in ("logits", "start_logits", "end_logits") if k in out])
+        return SimpleNamespace(**out)
+
+    def forward_rows(self, rows: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """An encoder's graph over `rows` padded to the longest: last_hidden_state (B, S, H) float32 and the
+        attention mask (B, S), as inference.encoder_forward gives them."""
+        from .data.masking import id_batch
+
+        batch = id_batch(rows, pad_id)
+        (hidden,) = self.session.run(["last_hidden_state"], {k: v.numpy() for k, v in batch.items()})
+        return torch.from_numpy(np.ascontiguousarray(hidden)), batch["attention_mask"]
+
+
+def load_task_model(model_dir: str, task: str | None = None, *, quantize: str | None = None, engine: str = "torch"):
+    """inference.load_task_model on the engine named (TaskModel: the task, the model, the tokenizer)."""
+    from . import inference
+
+    if engine == "torch":
+        return inference.load_task_model(model_dir, task, quantize=quantize)
+    require_onnxruntime(quantize)
+    if not os.path.isdir(model_dir):
+        raise BertkitError(f"--model {model_dir}: not a directory; pass the folder `bertkit finetune --out` wrote")
+    from .tasks import get_task, task_of
+    from .tokenizer import Tokenizer
+
+    found = get_task(task or task_of(model_dir))
+    model = OnnxModel(onnx_folder(model_dir, found.name))
+    if found.labelled(model.config):
+        inference.check_label_ids(model_dir, model.config)
+    return inference.TaskModel(found, model, Tokenizer.from_pretrained(model_dir))
+
+
+def load_mlm(model_dir: str, *, quantize: str | None = None, engine: str = "torch"):
+    """inference.load_mlm on the engine named."""
+    from . import inference
+
+    if engine == "torch":
+        return inference.load_mlm(model_dir, quantize=quantize)
+    require_onnxruntime(quantize)
+    if not os.path.isdir(model_dir):
+        raise BertkitError(f"--model {model_dir}: not a directory; pass the folder `bertkit pretrain --out` wrote")
+    return OnnxModel(onnx_folder(model_dir, "mlm"))
