@@ -37,7 +37,9 @@ def require_onnxruntime(quantize: str | None = None, device=None):
     """The onnxruntime module; an error naming the extra that installs it, or the torch engine's flags given."""
     if quantize is not None or (device is not None and torch.device(device).type != "cpu"):
         raise BertkitError("--engine onnx runs the float32 graph on the CPU: --quantize and --device are the torch "
-                           "engine's (--engine torch)")
+                           "engine's (--engine torch). ONNX Runtime's dynamic int8 keeps too little of the answers "
+                           "(cosine 0.80 to float32 at worst on Chinese reviews, bench/results/cpu_anchors.md), so "
+                           "int8 is the torch engine's (cosine 0.993)")
     try:
         import onnxruntime
     except ImportError:

@@ -422,3 +422,50 @@ def test_relative_key_query_half_precision_like_transformers():
     with torch.no_grad():
         ours, theirs = model(ids, mask, types).last_hidden_state, hf(ids, mask, types).last_hidden_state
     assert max_diff(ours.float(), theirs.float()) <= 1e-6  # same operations in the same order: equal in fp16
+
+
+# ----- query, key and value as one product ----------------------------------------------------------
+def qkv_storages(model) -> set[int]:
+    sa = model.encoder.layer[0].attention.self
+    return {m.weight.untyped_storage().data_ptr() for m in (sa.query, sa.key, sa.value)}
+
+
+@pytest.mark.parametrize("backend", ["sdpa", "varlen"])
+def test_inference_multiplies_query_key_value_as_one_weight_that_follows_loads_casts_and_pruning(backend):
+    model = random_model(attn_implementation=backend).eval()
+    hf = hf_twin(model)
+    ids, mask, types = padded_batch()
+    real = mask.bool()
+    with torch.no_grad():
+        theirs = hf(ids, attention_mask=mask, token_type_ids=types).last_hidden_state
+        assert len(qkv_storages(model)) == 3  # nothing fused before an inference pass
+        parity(model(ids, attention_mask=mask, token_type_ids=types).last_hidden_state[real], theirs[real])
+        assert len(qkv_storages(model)) == 1  # now views into one weight: no second copy in memory
+        parity(model(ids, attention_mask=mask, token_type_ids=types).last_hidden_state[real], theirs[real])
+        # new weights written through the views are the ones multiplied
+        other = random_model(attn_implementation=backend, seed=1)
+        model.load_state_dict(other.state_dict())
+        hf.load_state_dict(other.state_dict(), strict=False)
+        theirs = hf(ids, attention_mask=mask, token_type_ids=types).last_hidden_state
+        parity(model(ids, attention_mask=mask, token_type_ids=types).last_hidden_state[real], theirs[real])
+        # a pruning and a cast replace the parameters: fused anew
+        model.prune_heads({0: [1]})
+        hf.prune_heads({0: [1]})
+        parity(model(ids, attention_mask=mask, token_type_ids=types).last_hidden_state[real],
+               hf(ids, attention_mask=mask, token_type_ids=types).last_hidden_state[real])
+        model.double()
+        hf.double()
+        ours = model(ids, attention_mask=mask, token_type_ids=types).last_hidden_state
+        assert ours.dtype == torch.float64 and len(qkv_storages(model)) == 1
+        parity(ours[real], hf(ids, attention_mask=mask, token_type_ids=types).last_hidden_state[real])
+
+
+def test_a_model_run_in_inference_mode_trains_afterwards_with_gradients_on_each_of_query_key_value():
+    model = random_model()
+    ids, mask, types = padded_batch()
+    with torch.inference_mode():
+        model.eval()(ids, attention_mask=mask, token_type_ids=types)
+    assert len(qkv_storages(model)) == 1
+    model.train()(ids, attention_mask=mask, token_type_ids=types).last_hidden_state.sum().backward()
+    sa = model.encoder.layer[0].attention.self
+    assert all(m.weight.grad is not None and m.weight.grad.abs().sum() > 0 for m in (sa.query, sa.key, sa.value))
