@@ -129,38 +129,10 @@ class SelfAttention(nn.Module):
             self.distance_embedding = nn.Embedding(2 * config.max_position_embeddings - 1, self.attention_head_size)
         self.is_decoder = config.is_decoder
         self.attn_implementation = config.attn_implementation
-        self._qkv: tuple[Tensor, Tensor] | None = None  # see qkv_weights
 
     def extra_repr(self) -> str:
         return (f"heads={self.num_attention_heads}, head_dim={self.attention_head_size}, "
                 f"position={self.position_embedding_type}, backend={self.attn_implementation}")
-
-    def qkv_weights(self) -> tuple[Tensor, Tensor] | None:
-        """query, key and value side by side, ((3 * heads * d, H) weight, (3 * heads * d,) bias), so that one matrix
-        product makes all three; None where they are not three plain Linears (int8 layers).
-
-        Where a gradient is wanted, or the pass is compiled or exported, they are concatenated in the graph. Else
-        (inference) the three parameters become views into one weight and one bias the first time, so later passes
-        multiply by it without a copy and without a second copy in memory; loading weights writes through the
-        views. A parameter moved, cast or replaced (.to(), pruning) no longer shares that storage: made anew."""
-        layers = (self.query, self.key, self.value)
-        if not all(type(m) is nn.Linear and m.bias is not None for m in layers):
-            return None
-        params = [m.weight for m in layers] + [m.bias for m in layers]
-        if (torch.is_grad_enabled() and any(p.requires_grad for p in params)) or torch.compiler.is_compiling() \
-                or torch.jit.is_tracing():
-            return torch.cat(params[:3]), torch.cat(params[3:])
-        fused = self._qkv
-        if fused is None or any(p.untyped_storage().data_ptr() != fused[i // 3].untyped_storage().data_ptr()
-                                for i, p in enumerate(params)):
-            with torch.no_grad(), torch.inference_mode(False):  # tensors training may use later
-                fused = (torch.cat(params[:3]), torch.cat(params[3:]))
-                rows = self.all_head_size
-                for i, m in enumerate(layers):
-                    m.weight.data = fused[0][i * rows:(i + 1) * rows]
-                    m.bias.data = fused[1][i * rows:(i + 1) * rows]
-            self._qkv = fused
-        return fused
 
     def split_heads(self, x: Tensor) -> Tensor:
         B, T, _ = x.shape  # (B, T, heads * head_dim) -> (B, heads, T, head_dim)
@@ -179,22 +151,18 @@ class SelfAttention(nn.Module):
             path = attention.AttentionPath(backend, cross=backend)
         if path.tokens is not None:
             return self.forward_unpadded(hidden_states, path.tokens), None, None
-        fused = None if is_cross or torch.onnx.is_in_onnx_export() else self.qkv_weights()
-        if fused is not None:  # self-attention: one product (B, S, 3 * heads * head_dim), split three ways
-            q, k, v = (self.split_heads(t) for t in F.linear(hidden_states, *fused).chunk(3, dim=-1))
-        else:  # cross-attention, int8 layers, an ONNX export (the BERT pattern ORT fuses has three products)
-            q = self.split_heads(self.query(hidden_states))  # (B, heads, S, head_dim)
-            if is_cross and past_key_value is not None:
-                k, v = past_key_value  # the encoder output does not change while decoding: reuse
-            else:
-                source = encoder_hidden_states if is_cross else hidden_states
-                k = self.split_heads(self.key(source))  # (B, heads, T, head_dim)
-                v = self.split_heads(self.value(source))
+        q = self.split_heads(self.query(hidden_states))  # (B, heads, S, head_dim)
         past_length = 0
-        if not is_cross and past_key_value is not None:  # self-attention cache grows by S positions
-            past_length = past_key_value[0].shape[2]
-            k = torch.cat([past_key_value[0], k], dim=2)
-            v = torch.cat([past_key_value[1], v], dim=2)
+        if is_cross and past_key_value is not None:
+            k, v = past_key_value  # the encoder output does not change while decoding: reuse
+        else:
+            source = encoder_hidden_states if is_cross else hidden_states
+            k = self.split_heads(self.key(source))  # (B, heads, T, head_dim)
+            v = self.split_heads(self.value(source))
+            if past_key_value is not None:  # self-attention cache grows by S positions
+                past_length = past_key_value[0].shape[2]
+                k = torch.cat([past_key_value[0], k], dim=2)
+                v = torch.cat([past_key_value[1], v], dim=2)
         present = (k, v) if self.is_decoder else None
 
         position_scores = None
@@ -216,10 +184,9 @@ class SelfAttention(nn.Module):
         head_dim outputs); the checkpoint still holds them as three Linears.
         """
         N = hidden_states.shape[0]
-        fused = self.qkv_weights()  # (3 * heads * d, H), (3 * heads * d,)
-        qkv = (F.linear(hidden_states, *fused) if fused is not None else  # int8 layers: three products
-               torch.cat([self.query(hidden_states), self.key(hidden_states), self.value(hidden_states)], -1))
-        qkv = qkv.view(N, 3, self.num_attention_heads, self.attention_head_size)
+        weight = torch.cat([self.query.weight, self.key.weight, self.value.weight])  # (3 * heads * d, H)
+        bias = torch.cat([self.query.bias, self.key.bias, self.value.bias])
+        qkv = F.linear(hidden_states, weight, bias).view(N, 3, self.num_attention_heads, self.attention_head_size)
         q, k, v = qkv.unbind(1)  # each (N, heads, head_dim)
         context = attention.varlen_attention(q, k, v, varlen.cu_seqlens, varlen.max_seqlen,
                                              dropout_p=self.dropout.p if self.training else 0.0,
