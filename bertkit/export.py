@@ -39,11 +39,14 @@ from torch import nn
 from .errors import BertkitError
 from .options import opt, parse
 from .outfolder import check_out, move_aside
+from .tasks import TASKS
+
+KINDS = ["auto", "encoder", "mlm", *TASKS]  # a registry: its keys are the choices (options.py)
 
 ONNX_FILE = "model.onnx"
 OPSET = 17  # ONNX Runtime 1.17 and later run it; LayerNormalization is one node from 17 on
 TOLERANCE = 1e-4
-KINDS = ("encoder", "mlm", "classify", "tag", "qa", "choice")
+# the outputs of each kind, by name; a task added to the registry (tasks.TASKS) gives `logits`
 OUTPUTS = {"encoder": ("last_hidden_state", "sentence_embedding"), "mlm": ("logits",), "classify": ("logits",),
            "tag": ("logits",), "qa": ("start_logits", "end_logits"), "choice": ("logits",)}
 PER_TOKEN = {"last_hidden_state", "start_logits", "end_logits"}  # and tag's and mlm's logits: see _per_token
@@ -66,9 +69,8 @@ class ExportConfig:
                      positional=True)
     out: str = opt("", "the folder to write (model.onnx, config.json, the tokenizer)", required=True)
     format: Literal["onnx"] = opt("onnx", "the graph format")
-    kind: Literal["auto", "encoder", "mlm", "classify", "tag", "qa", "choice"] = opt(
-        "auto", "what to export; auto: the task head config.json's architectures name, an MLM's head, else the "
-                "encoder with its sentence-embedding pooling")
+    kind: str = opt("auto", "what to export; auto: the task head config.json's architectures name, an MLM's head, "
+                            "else the encoder with its sentence-embedding pooling", choices=KINDS)
     opset: int = opt(OPSET, "the ONNX opset")
     overwrite: bool = opt(False, "replace an export already in --out: it is moved to <out>.replaced-<time>")
 
@@ -82,7 +84,7 @@ class ExportConfig:
 
 # ----- what is exported --------------------------------------------------------------------------
 class Graph(nn.Module):
-    """A loaded model as the graph runs it: the inputs' tensors in, OUTPUTS[kind] out, in that order."""
+    """A loaded model as the graph runs it: the inputs' tensors in, outputs(kind) out, in that order."""
 
     def __init__(self, model: nn.Module, kind: str, pooling=None):
         super().__init__()
@@ -91,7 +93,7 @@ class Graph(nn.Module):
     def forward(self, input_ids, attention_mask, token_type_ids) -> tuple[torch.Tensor, ...]:
         out = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
         if self.kind != "encoder":
-            return tuple(getattr(out, name) for name in OUTPUTS[self.kind])
+            return tuple(getattr(out, name) for name in outputs(self.kind))
         from .pooling import pool
 
         hidden = out.last_hidden_state  # (B, S, H)
@@ -153,7 +155,7 @@ def export_onnx(graph: Graph, example: dict[str, torch.Tensor], path: str, opset
     """Trace `graph` on `example` into the ONNX file `path`, every input and output axis but the hidden one
     dynamic."""
     axes = ({0: "batch", 1: "choices", 2: "sequence"} if graph.kind == "choice" else {0: "batch", 1: "sequence"})
-    names = OUTPUTS[graph.kind]
+    names = outputs(graph.kind)
     dynamic = {name: axes for name in INPUTS}
     for name in names:
         dynamic[name] = {0: "batch", 1: "choices"} if graph.kind == "choice" else (
@@ -167,6 +169,10 @@ def export_onnx(graph: Graph, example: dict[str, torch.Tensor], path: str, opset
         torch.onnx.export(graph.eval(), tuple(example[k] for k in INPUTS), path, dynamo=False, input_names=list(INPUTS),
                           output_names=list(names), dynamic_axes=dynamic, opset_version=opset,
                           do_constant_folding=True)
+
+
+def outputs(kind: str) -> tuple[str, ...]:
+    return OUTPUTS.get(kind, ("logits",))
 
 
 def _per_token(kind: str, name: str) -> bool:
@@ -185,9 +191,9 @@ def largest_difference(graph: Graph, path: str, batches: list[dict[str, torch.Te
     for batch in batches:
         with torch.no_grad():
             ours = graph(**batch)
-        theirs = session.run(list(OUTPUTS[graph.kind]), {k: batch[k].numpy() for k in INPUTS})
+        theirs = session.run(list(outputs(graph.kind)), {k: batch[k].numpy() for k in INPUTS})
         real = batch["attention_mask"].bool()
-        for name, a, b in zip(OUTPUTS[graph.kind], ours, theirs):
+        for name, a, b in zip(outputs(graph.kind), ours, theirs):
             a, b = a.float(), torch.from_numpy(b)
             if _per_token(graph.kind, name):
                 a, b = a[real], b[real]
@@ -254,7 +260,7 @@ def export(model_dir: str, out: str, *, kind: str = "auto", opset: int = OPSET, 
     except BaseException:
         shutil.rmtree(building, ignore_errors=True)  # this command's own unfinished folder
         raise
-    return {"out": out, "kind": kind, "outputs": list(OUTPUTS[kind]), "difference": difference,
+    return {"out": out, "kind": kind, "outputs": list(outputs(kind)), "difference": difference,
             "bytes": os.path.getsize(os.path.join(out, ONNX_FILE))}
 
 
