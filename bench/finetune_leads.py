@@ -6,7 +6,8 @@ fine-tuned with another learning rate or more steps than bench/pretraining_trans
 A lead changes the fine-tuning only (LEADS below); `--model` names the payoff attempt whose pretrained seed-s
 folder (runs/payoff/ATTEMPT-seedS) is fine-tuned with seed s, and "scratch" the same architecture from random
 weights with its vocabulary. The budgets' own runs (lead "budget") are read from bench/results/pretraining_payoff.json,
-not run again. Results: bench/results/finetune_leads.{json,md}; a run already there is not run again.
+not run again. Results: bench/results/finetune_leads.{json,md}; a run already there is not run again. The table
+ends with the learning rate chosen on dev per model and label count (chosen_on_dev) and its test accuracy.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def write_table(results: list[dict]) -> None:
         return rows if len(rows) == len(seeds) else []
 
     lines = ["# Fine-tuning leads on the payoff bench's models (2 CPU cores)", "",
-             "`python bench/finetune_leads.py LEAD` (bench/pretraining_payoff.py's `mlm` models and `scratch`, "
+             "`python bench/finetune_leads.py LEAD --model ATTEMPT` (bench/pretraining_payoff.py's models and `scratch`, "
              "the budget's batch and evaluation; the best dev evaluation kept). Choose on dev, report on test.", "",
              "| lead | what | model | labels | seeds | dev | test (mean; each seed) | budget's dev | budget's test |",
              "|---|---|---|---|---:|---:|---:|---:|---:|"]
@@ -84,7 +85,34 @@ def write_table(results: list[dict]) -> None:
                      f"{statistics.mean(r['dev_accuracy'] for r in ours):.4f} | {cell} | "
                      + (f"{statistics.mean(r['dev_accuracy'] for r in base):.4f} | "
                         f"{statistics.mean(r['test_accuracy'] for r in base):.4f} |" if base else " | |"))
+    lines += chosen_on_dev(results, payoff)
     transfer.write_markdown("finetune_leads.md", lines)
+
+
+def chosen_on_dev(results: list[dict], payoff: list[dict]) -> list[str]:
+    """Per model and label count, the fine-tuning learning rate with the best mean dev accuracy over the seeds
+    every candidate has (the budget's 2e-4 from pretraining_payoff.json, and each lr lead), and its test accuracy."""
+    lines = ["", "## The learning rate chosen on dev", "",
+             "Per model and label count, among the budget's lr (2e-4) and the lr leads run on the same seeds, the one "
+             "with the best mean dev accuracy; its test accuracy is the result (choose on dev, report on test).", "",
+             "| model | labels | seeds | dev by lr (2e-4 / 5e-4 / 1e-3) | chosen | test (mean; each seed) | "
+             "the budget's test |", "|---|---|---:|---|---|---:|---:|"]
+    lrs = {"budget": "2e-4", "lr5e-4": "5e-4", "lr1e-3": "1e-3"}
+    for model, n in sorted({(r["model"], str(r["labels"])) for r in results}, key=lambda k: (k[1], k[0])):
+        runs = {"budget": {r["seed"]: r for r in payoff if r["attempt"] == model and str(r["labels"]) == n
+                           and (model == "scratch" or r.get("steps") == 1400)}}
+        for lead in ("lr5e-4", "lr1e-3"):
+            runs[lead] = {r["seed"]: r for r in results if (r["lead"], r["model"], str(r["labels"])) == (lead, model, n)}
+        seeds = sorted(set.intersection(*(set(v) for v in runs.values())))
+        if not seeds:
+            continue
+        dev = {lead: statistics.mean(runs[lead][s]["dev_accuracy"] for s in seeds) for lead in lrs}
+        best = max(lrs, key=lambda lead: dev[lead])
+        test = [runs[best][s]["test_accuracy"] for s in seeds]
+        budget = statistics.mean(runs["budget"][s]["test_accuracy"] for s in seeds)
+        lines.append(f"| {model} | {n} | {len(seeds)} | {' / '.join(f'{dev[k]:.4f}' for k in lrs)} | {lrs[best]} | "
+                     f"{statistics.mean(test):.4f} ({', '.join(f'{v:.3f}' for v in test)}) | {budget:.4f} |")
+    return lines
 
 
 if __name__ == "__main__":
