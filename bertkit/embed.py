@@ -144,10 +144,7 @@ class Encoder:
         if not rows:
             return torch.zeros(0, self.model.config.hidden_size)
         with torch.inference_mode():
-            if hasattr(self.model, "forward_rows"):  # the onnx engine (engines.OnnxModel)
-                hidden, mask = self.model.forward_rows(rows, self.tokenizer.pad_token_id)  # (B, S, H), (B, S)
-            else:
-                hidden, mask = encoder_forward(self.model, rows, self.tokenizer.pad_token_id)
+            hidden, mask = encoder_forward(self.model, rows, self.tokenizer.pad_token_id)  # (B, S, H), (B, S)
             vectors = pool(hidden, mask, self.pooling.mode)  # (B, H)
             if self.pooling.normalize:
                 vectors = F.normalize(vectors, p=2, dim=1)

@@ -10,7 +10,8 @@ ONNX Runtime; tokenizing, windows, pooling, batching and the answers stay bertki
                                             times: new weights, new export. The first export loads the folder as
                                             the torch engine does, with its refusals (a head that would be random).
     OnnxModel(folder)                       a graph in a torch model's place: called with input_ids, attention_mask,
-                                            token_type_ids tensors, it returns its outputs by name (logits, ...)
+                                            token_type_ids tensors, it returns its outputs by name (logits,
+                                            last_hidden_state, ...), so inference.py's forward passes run it
 ONNX Runtime runs the graph with every graph optimisation it has (for BERT on the CPU: the attention, LayerNorm
 and GELU fusions) on as many threads as torch uses; the onnx engine runs float32 on the CPU.
 """
@@ -82,8 +83,12 @@ class OnnxModel:
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.intra_op_num_threads = threads or torch.get_num_threads()
-        self.session = ort.InferenceSession(os.path.join(folder, ONNX_FILE), options,
-                                            providers=["CPUExecutionProvider"])
+        path = os.path.join(folder, ONNX_FILE)
+        try:
+            self.session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        except Exception as e:  # ONNX Runtime's own kinds: a truncated file, a graph it cannot run
+            raise BertkitError(f"{path}: ONNX Runtime cannot load it ({str(e).strip().splitlines()[0][:300]}); "
+                               "write it again with `bertkit export`") from None
         self.outputs = [o.name for o in self.session.get_outputs()]
         self.config = BertConfig.from_json(folder)
         self.folder = folder
@@ -109,15 +114,6 @@ class OnnxModel:
         out = {name: torch.from_numpy(v) for name, v in zip(self.outputs, values)}
         check_outputs(self.folder, "outputs", *[out[k] for k in ("logits", "start_logits", "end_logits") if k in out])
         return SimpleNamespace(**out)
-
-    def forward_rows(self, rows: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """An encoder's graph over `rows` padded to the longest: last_hidden_state (B, S, H) float32 and the
-        attention mask (B, S), as inference.encoder_forward gives them."""
-        from .data.masking import id_batch
-
-        batch = id_batch(rows, pad_id)
-        (hidden,) = self.session.run(["last_hidden_state"], {k: v.numpy() for k, v in batch.items()})
-        return torch.from_numpy(np.ascontiguousarray(hidden)), batch["attention_mask"]
 
 
 def load_task_model(model_dir: str, task: str | None = None, *, quantize: str | None = None, engine: str = "torch"):

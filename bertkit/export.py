@@ -166,9 +166,13 @@ def export_onnx(graph: Graph, example: dict[str, torch.Tensor], path: str, opset
         warnings.simplefilter("ignore", category=DeprecationWarning)
         warnings.simplefilter("ignore", category=FutureWarning)
         warnings.simplefilter("ignore", category=torch.jit.TracerWarning)
-        torch.onnx.export(graph.eval(), tuple(example[k] for k in INPUTS), path, dynamo=False, input_names=list(INPUTS),
-                          output_names=list(names), dynamic_axes=dynamic, opset_version=opset,
-                          do_constant_folding=True)
+        try:
+            torch.onnx.export(graph.eval(), tuple(example[k] for k in INPUTS), path, dynamo=False,
+                              input_names=list(INPUTS), output_names=list(names), dynamic_axes=dynamic,
+                              opset_version=opset, do_constant_folding=True)
+        except (RuntimeError, torch.onnx.OnnxExporterError) as e:  # an operator the opset cannot express, ...
+            raise ExportError(f"torch's ONNX exporter could not write the {graph.kind} graph at opset {opset}: "
+                              f"{str(e).strip().splitlines()[0][:300]}") from None
 
 
 def outputs(kind: str) -> tuple[str, ...]:

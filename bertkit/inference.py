@@ -229,7 +229,7 @@ def fill_mask(model: nn.Module, tok: Tokenizer, rows: list[list[int]], top_k: in
 def encoder_forward(model: nn.Module, rows: list[list[int]], pad_id: int) -> tuple[Tensor, Tensor]:
     """One forward pass of an encoder (a BertModel) over rows of ids padded to the longest: last_hidden_state
     (B, S, H) in float32 and the attention mask (B, S) of the real tokens, on the model's device."""
-    device = model.embeddings.word_embeddings.weight.device
+    device = next(model.parameters()).device
     batch = {k: v.to(device) for k, v in id_batch(rows, pad_id).items()}
     model.eval()
     with torch.inference_mode():

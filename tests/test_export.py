@@ -207,3 +207,16 @@ def test_the_engines_names_the_extra_it_needs_and_refuses_the_torch_engines_flag
     assert main(["embed", "--model", base_dir, "--engine", "onnx", "一", *out]) == 2
     assert "--engine onnx needs ONNX Runtime: pip install 'bertkit[onnx]'" in capsys.readouterr().err
     assert not (tmp_path / "v.npy").exists() and not (tmp_path / "cache").exists()
+
+
+def test_a_broken_graph_file_is_an_error_naming_it(tmp_path, tokenizer_dir, capsys):
+    from bertkit import BertModel
+
+    folder = tiny_folder(tmp_path, tokenizer_dir, BertModel)
+    out = tmp_path / "exported"
+    assert main(["export", str(folder), "--out", str(out)]) == 0
+    graph = out / "model.onnx"
+    graph.write_bytes(graph.read_bytes()[:1000])  # a copy cut short
+    assert main(["embed", "--model", str(out), "--engine", "onnx", "一", "--output", str(tmp_path / "v.npy")]) == 2
+    err = capsys.readouterr().err
+    assert f"{graph}: ONNX Runtime cannot load it" in err and "bertkit export" in err
