@@ -31,7 +31,6 @@ import io
 import os
 import sys
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 import torch
@@ -42,7 +41,7 @@ from .errors import BertkitError, CheckpointError
 from .finite import check_outputs, check_weights
 from .inference import calibration, check_output, encoder_forward, to_json
 from .options import opt, parse
-from .engines import ENGINE_HELP
+from .engines import ENGINE_HELP, Engine
 from .pooling import (POOLING_MODES, Pooling, PoolingConfigError, pool,  # noqa: F401 (bertkit.embed's names too)
                       pooling_settings, read_pooling)
 from .quantize import CHOICES as QUANTIZE_CHOICES, FLAG_HELP as QUANTIZE_HELP, quantize as quantize_model
@@ -243,7 +242,7 @@ class EmbedConfig:
     normalize: bool | None = opt(None, "L2-normalize each vector; None: as the folder says (a sentence-transformers "
                                 "Normalize module), else not")  # None: the folder decides
     quantize: str | None = opt(None, QUANTIZE_HELP, choices=QUANTIZE_CHOICES)
-    engine: Literal["torch", "onnx"] = opt("torch", ENGINE_HELP)
+    engine: Engine = opt("torch", ENGINE_HELP)
 
     def problem(self) -> str | None:
         if bool(self.texts) == bool(self.file):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 from types import SimpleNamespace
+from typing import Literal, get_args
 
 import numpy as np
 import torch
@@ -29,7 +30,8 @@ from .export import INPUTS, ONNX_FILE, export
 from .files import digest
 from .finite import check_outputs
 
-ENGINES = ("torch", "onnx")
+Engine = Literal["torch", "onnx"]  # the --engine flag's type (options.py reads the choices from it)
+ENGINES = get_args(Engine)
 ENGINE_HELP = ("torch: bertkit's model; onnx: its exported graph (bertkit export, made on first use) in ONNX Runtime "
                "(pip install 'bertkit[onnx]')")
 

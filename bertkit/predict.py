@@ -16,11 +16,10 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
-from typing import Literal
 
 from .errors import BertkitError
 from .files import atomic_write_text
-from .engines import ENGINE_HELP, load_mlm, load_task_model
+from .engines import ENGINE_HELP, Engine, load_mlm, load_task_model
 from .inference import check_output, evaluate, fill_mask, filled_text, mask_positions, predict, to_json, windows
 from .metrics import finite_or_none, format_report
 from .options import opt, parse
@@ -36,7 +35,7 @@ class InferenceOptions(TaskOptions):
     model: str = opt("", "a fine-tuned model directory (bertkit finetune's --out)", required=True)
     task: str | None = opt(None, "default: from config.json", choices=TASKS)  # the registry: later tasks too
     quantize: str | None = opt(None, QUANTIZE_HELP, choices=QUANTIZE_CHOICES)
-    engine: Literal["torch", "onnx"] = opt("torch", ENGINE_HELP)
+    engine: Engine = opt("torch", ENGINE_HELP)
 
 
 @dataclass
@@ -64,7 +63,7 @@ class FillMaskConfig:
     model: str = opt("", "a model directory with MLM head weights", required=True)
     text: str = opt("", 'text with [MASK] where tokens are missing, e.g. "今天天气很[MASK]。"', positional=True)
     top_k: int = opt(5, "predictions per mask")
-    engine: Literal["torch", "onnx"] = opt("torch", ENGINE_HELP)
+    engine: Engine = opt("torch", ENGINE_HELP)
 
     def problem(self) -> str | None:
         return f"--top-k must be at least 1, got {self.top_k}" if self.top_k < 1 else None

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
 
 from uvicorn.config import LOG_LEVELS
 
 from ..embed import POOLING_MODES
-from ..engines import ENGINE_HELP
+from ..engines import ENGINE_HELP, Engine
 from ..options import opt
 from ..quantize import CHOICES as QUANTIZE_CHOICES, FLAG_HELP as QUANTIZE_HELP
 from .engine import PREDICT_MAX_TOKENS
@@ -33,7 +32,7 @@ class ServeConfig:
     max_input_tokens: int | None = opt(None, "tokens per input at most (default: the embedding model's "
                                              f"max_seq_length for /embed, {PREDICT_MAX_TOKENS} for /predict, which windows)")
     quantize: str | None = opt(None, QUANTIZE_HELP, choices=QUANTIZE_CHOICES)
-    engine: Literal["torch", "onnx"] = opt("torch", ENGINE_HELP + "; with a task or MLM head, /embed runs the "
+    engine: Engine = opt("torch", ENGINE_HELP + "; with a task or MLM head, /embed runs the "
                                                                   "encoder's own graph")
     pooling: str | None = opt(None, "embedding pooling (default: the sentence-transformers folder's, else mean)",
                               choices=list(POOLING_MODES))
