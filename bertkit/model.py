@@ -22,11 +22,10 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from . import attention, padding
+from . import attention, kernels, padding
 from .activations import ACT2FN
 from .config import BertConfig
 from .errors import ConfigError, InputError
@@ -151,18 +150,22 @@ class SelfAttention(nn.Module):
             path = attention.AttentionPath(backend, cross=backend)
         if path.tokens is not None:
             return self.forward_unpadded(hidden_states, path.tokens), None, None
-        q = self.split_heads(self.query(hidden_states))  # (B, heads, S, head_dim)
         past_length = 0
-        if is_cross and past_key_value is not None:
-            k, v = past_key_value  # the encoder output does not change while decoding: reuse
+        if not is_cross and kernels.packs(hidden_states):  # inference on packed weights: q / k / v as ONE product
+            qkv = kernels.linear(hidden_states, self.query, self.key, self.value)  # (B, S, 3 * heads * head_dim)
+            q, k, v = (self.split_heads(x) for x in qkv.split(self.all_head_size, dim=-1))
         else:
-            source = encoder_hidden_states if is_cross else hidden_states
-            k = self.split_heads(self.key(source))  # (B, heads, T, head_dim)
-            v = self.split_heads(self.value(source))
-            if past_key_value is not None:  # self-attention cache grows by S positions
-                past_length = past_key_value[0].shape[2]
-                k = torch.cat([past_key_value[0], k], dim=2)
-                v = torch.cat([past_key_value[1], v], dim=2)
+            q = self.split_heads(kernels.linear(hidden_states, self.query))  # (B, heads, S, head_dim)
+            if is_cross and past_key_value is not None:
+                k, v = past_key_value  # the encoder output does not change while decoding: reuse
+            else:
+                source = encoder_hidden_states if is_cross else hidden_states
+                k = self.split_heads(kernels.linear(source, self.key))  # (B, heads, T, head_dim)
+                v = self.split_heads(kernels.linear(source, self.value))
+        if not is_cross and past_key_value is not None:  # self-attention cache grows by S positions
+            past_length = past_key_value[0].shape[2]
+            k = torch.cat([past_key_value[0], k], dim=2)
+            v = torch.cat([past_key_value[1], v], dim=2)
         present = (k, v) if self.is_decoder else None
 
         position_scores = None
@@ -184,9 +187,8 @@ class SelfAttention(nn.Module):
         head_dim outputs); the checkpoint still holds them as three Linears.
         """
         N = hidden_states.shape[0]
-        weight = torch.cat([self.query.weight, self.key.weight, self.value.weight])  # (3 * heads * d, H)
-        bias = torch.cat([self.query.bias, self.key.bias, self.value.bias])
-        qkv = F.linear(hidden_states, weight, bias).view(N, 3, self.num_attention_heads, self.attention_head_size)
+        qkv = kernels.linear(hidden_states, self.query, self.key, self.value)  # (N, 3 * heads * head_dim)
+        qkv = qkv.view(N, 3, self.num_attention_heads, self.attention_head_size)
         q, k, v = qkv.unbind(1)  # each (N, heads, head_dim)
         context = attention.varlen_attention(q, k, v, varlen.cu_seqlens, varlen.max_seqlen,
                                              dropout_p=self.dropout.p if self.training else 0.0,
@@ -204,7 +206,7 @@ class ResidualOutput(nn.Module):
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def forward(self, hidden_states: Tensor, input_tensor: Tensor) -> Tensor:
-        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + input_tensor)  # (B, S, H)
+        return self.LayerNorm(self.dropout(kernels.linear(hidden_states, self.dense)) + input_tensor)  # (B, S, H)
 
 
 class SelfOutput(ResidualOutput):
@@ -274,6 +276,8 @@ class Intermediate(nn.Module):
         return f"act={self.hidden_act}"
 
     def forward(self, hidden_states: Tensor) -> Tensor:
+        if kernels.packs(hidden_states):  # the activation fused into the packed product where oneDNN has it
+            return kernels.linear(hidden_states, self.dense, act=self.hidden_act)  # (B, S, I)
         return self.intermediate_act_fn(self.dense(hidden_states))  # (B, S, I)
 
 
@@ -406,6 +410,12 @@ class BertPreTrainedModel(nn.Module):
         if self.config.pruned_heads:
             self.prune_heads(self.config.pruned_heads)
         self.tie_weights()
+
+    def train(self, mode: bool = True) -> "BertPreTrainedModel":
+        """nn.Module.train; training drops the packed inference weights (kernels.py), which it does not use."""
+        if mode:
+            kernels.forget(self)
+        return super().train(mode)
 
     def tied_weights(self) -> dict[str, str]:
         """{parameter name: the parameter it shares storage with}: the class's _tied_weights when the

@@ -1,0 +1,135 @@
+"""The encoder's matrix products at inference on the CPU: oneDNN with each weight packed once, where it is faster.
+
+    linear(x, *layers, act=None)   x (..., in) -> (..., sum of the layers' out): x through nn.Linears that share
+                                   in_features, side by side (query / key / value as ONE product), then `act`
+    packs(x)                       whether linear() takes the packed kernel for x
+
+A packed product (torch.ops.mkldnn: the weight reordered once into oneDNN's blocked layout, the bias, and erf GELU
+fused into the same call) runs when all of these hold:
+    - no gradient is being recorded (inference: torch.no_grad / inference_mode) and no graph is being traced
+      (torch.compile, ONNX export): training and its numbers are untouched;
+    - x is float32 on the CPU and every layer is a plain nn.Linear (int8 / bf16 layers run as they are);
+    - the CPU's choice says so: choice() is BERTKIT_KERNELS ("onednn" or "torch") when set, else by CPU kind
+      (ONEDNN_CPUS), a fixed rule, so one machine gives the same numbers on every run.
+Else the product is F.linear on the layers' weights (concatenated when several).
+
+The packed weights live in a cache beside the model, not in it (no state_dict, no deepcopy or pickle of them),
+keyed by each weight's identity, storage and version counter: an optimizer step, load_state_dict or an in-place
+edit changes the version, so the next call packs again; model.train() drops them (kernels.forget). Memory: one
+more copy of the encoder's Linear weights while the model serves (MiniLM 86 MB -> +85 MB; BERT-base +340 MB).
+Measured per CPU kind: bench/bench_kernels.py (bench/results/kernels.md).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import weakref
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .errors import ConfigError
+
+KERNELS = ("onednn", "torch")
+# CPU kinds (torch.backends.cpu.get_cpu_capability()) where the packed oneDNN products are faster than torch's
+# default (MKL) ones in bench/results/kernels.md
+ONEDNN_CPUS = ("AVX2", "AVX512")
+_FUSED_ACTS = {"gelu": "gelu"}  # hidden_act -> the oneDNN post-op computing it (erf GELU, as ACT2FN["gelu"])
+
+# first layer -> {the layers' ids: (their parameters' key, packed weight, bias)}
+_packed: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def choice() -> str:
+    """"onednn" or "torch": BERTKIT_KERNELS when set, else the rule for this CPU kind."""
+    given = os.environ.get("BERTKIT_KERNELS", "").strip().lower()
+    if given:
+        if given not in KERNELS:
+            raise ConfigError(f"BERTKIT_KERNELS={given!r}: use one of {', '.join(KERNELS)} (or leave it unset: "
+                              "the rule for this CPU)")
+        return given if given == "torch" or _onednn_available() else "torch"
+    return "onednn" if _onednn_available() and cpu_kind() in ONEDNN_CPUS else "torch"
+
+
+def cpu_kind() -> str:
+    """torch's name for the CPU's vector units: DEFAULT, AVX2, AVX512 (x86), or the machine's (others)."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return platform.machine()
+    return torch.backends.cpu.get_cpu_capability()
+
+
+def _onednn_available() -> bool:
+    return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+
+
+_choice: str | None = None
+
+
+def _chosen() -> str:
+    global _choice
+    if _choice is None or os.environ.get("BERTKIT_KERNELS") is not None:  # the variable may change in a process
+        _choice = choice()
+    return _choice
+
+
+def packs(x: Tensor) -> bool:
+    """Whether linear() runs x through packed oneDNN weights (the module's docstring lists when)."""
+    return (x.device.type == "cpu" and x.dtype == torch.float32 and not torch.is_grad_enabled()
+            and not torch.compiler.is_compiling() and not torch.onnx.is_in_onnx_export() and _chosen() == "onednn")
+
+
+def linear(x: Tensor, *layers: nn.Module, act: str | None = None) -> Tensor:
+    """x (..., in) through `layers` side by side: (..., sum of out_features); `act` is a hidden_act name applied
+    after (fused into the packed product where oneDNN has it), or None."""
+    if packs(x) and all(type(layer) is nn.Linear and layer.weight.dtype == torch.float32 for layer in layers):
+        packed = _packed_weight(layers)
+        if packed is not None:
+            weight, bias = packed
+            fused = _FUSED_ACTS.get(act)
+            y = torch.ops.mkldnn._linear_pointwise(x, weight, bias, fused or "none", [], "none" if fused else "")
+            return y if fused or act is None else _activation(act)(y)
+    if len(layers) == 1:
+        y = layers[0](x)
+    elif all(type(layer) is nn.Linear for layer in layers):
+        y = F.linear(x, torch.cat([layer.weight for layer in layers]),
+                     torch.cat([layer.bias for layer in layers]) if layers[0].bias is not None else None)
+    else:
+        y = torch.cat([layer(x) for layer in layers], dim=-1)
+    return y if act is None else _activation(act)(y)
+
+
+def forget(model: nn.Module) -> None:
+    """Drop the packed weights of `model`'s layers (model.train() calls this: training does not use them)."""
+    for module in model.modules():
+        _packed.pop(module, None)
+
+
+def _activation(act: str):
+    from .activations import ACT2FN
+
+    return ACT2FN[act]
+
+
+def _packed_weight(layers: tuple[nn.Module, ...]) -> tuple[Tensor, Tensor | None] | None:
+    """The layers' weights side by side in oneDNN's layout, and their biases: packed on first use and again
+    whenever a weight or bias changed. None where a parameter cannot say whether it changed (an inference tensor
+    has no version counter)."""
+    try:
+        key = tuple((id(p), p.data_ptr(), p._version) for layer in layers
+                    for p in (layer.weight, layer.bias) if p is not None)
+    except RuntimeError:
+        return None
+    entries = _packed.setdefault(layers[0], {})
+    which = tuple(id(layer) for layer in layers)  # query alone (cross-attention) or query, key and value
+    cached = entries.get(which)
+    if cached is not None and cached[0] == key:
+        return cached[1], cached[2]
+    with torch.no_grad():
+        weight = torch.cat([layer.weight for layer in layers]) if len(layers) > 1 else layers[0].weight
+        bias = None if layers[0].bias is None else (
+            torch.cat([layer.bias for layer in layers]) if len(layers) > 1 else layers[0].bias.detach())
+        packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), None)
+    entries[which] = (key, packed, bias)
+    return packed, bias

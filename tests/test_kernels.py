@@ -1,0 +1,144 @@
+"""Packed oneDNN products at inference (kernels.py): the numbers of torch's own products and transformers', weights
+packed once and again when they change, training untouched."""
+
+import copy
+
+import pytest
+import torch
+
+from bertkit import kernels
+from bertkit.errors import ConfigError
+from bertkit.heads import BertForSequenceClassification
+from bertkit.model import BertModel
+
+from conftest import hf_twin, max_diff, padded_batch, parity, random_model
+
+needs_onednn = pytest.mark.skipif(not kernels._onednn_available(), reason="this torch has no oneDNN")
+
+
+def run(model, kind, monkeypatch, *args, impl="sdpa", **kw):
+    monkeypatch.setenv("BERTKIT_KERNELS", kind)
+    model.set_attn_implementation(impl)
+    with torch.inference_mode():
+        return model(*args, **kw)
+
+
+def packed_layers(model) -> int:
+    """How many products of `model` run on packed weights (the cache's entries for its layers)."""
+    return sum(len(kernels._packed.get(m, {})) for m in model.modules())
+
+
+@needs_onednn
+@pytest.mark.parametrize("impl", ["sdpa", "eager", "varlen"])
+def test_packed_products_equal_torch_and_transformers(impl, monkeypatch):
+    model = random_model()
+    ids, mask, types = padded_batch()
+    keep = mask.bool()
+    plain = run(model, "torch", monkeypatch, ids, mask, types, impl=impl)
+    assert packed_layers(model) == 0  # torch's products pack nothing
+    packed = run(model, "onednn", monkeypatch, ids, mask, types, impl=impl)
+    # per layer: query / key / value as one product, the attention output, the feed-forward up and down
+    assert packed_layers(model) == 4 * model.config.num_hidden_layers
+    assert max_diff(packed.last_hidden_state[keep], plain.last_hidden_state[keep]) < 1e-5
+    with torch.no_grad():
+        ref = hf_twin(model, "eager")(ids, mask, types)
+    parity(packed.last_hidden_state[keep], ref.last_hidden_state[keep])
+    parity(packed.pooler_output, ref.pooler_output)
+
+
+@needs_onednn
+def test_packed_weights_follow_the_weights(monkeypatch):
+    model = random_model()
+    ids, mask, types = padded_batch()
+    run(model, "onednn", monkeypatch, ids, mask, types)  # packs
+    with torch.no_grad():  # an in-place edit (as an optimizer step makes)
+        model.encoder.layer[0].intermediate.dense.weight.mul_(1.5)
+        model.encoder.layer[1].attention.self.value.bias.add_(0.3)
+    edited = run(model, "onednn", monkeypatch, ids, mask, types)
+    assert max_diff(edited.last_hidden_state, run(model, "torch", monkeypatch, ids, mask, types).last_hidden_state) \
+        < 1e-5
+    other = random_model(seed=1)  # load_state_dict copies new values into the same parameters
+    model.load_state_dict(other.state_dict())
+    loaded = run(model, "onednn", monkeypatch, ids, mask, types)
+    assert max_diff(loaded.last_hidden_state, run(other, "torch", monkeypatch, ids, mask, types).last_hidden_state) \
+        < 1e-5
+
+
+@needs_onednn
+def test_a_replaced_parameter_is_packed_again(monkeypatch):
+    model = random_model()
+    ids, mask, types = padded_batch()
+    run(model, "onednn", monkeypatch, ids, mask, types)
+    dense = model.encoder.layer[1].output.dense
+    dense.weight = torch.nn.Parameter(torch.randn_like(dense.weight))
+    assert max_diff(run(model, "onednn", monkeypatch, ids, mask, types).last_hidden_state,
+                    run(model, "torch", monkeypatch, ids, mask, types).last_hidden_state) < 1e-5
+
+
+@needs_onednn
+def test_training_is_untouched(monkeypatch):
+    """With gradients recorded the products are torch's (bit for bit), and model.train() drops what was packed."""
+    ids, mask, types = padded_batch()
+    grads = {}
+    for kind in ("torch", "onednn"):
+        monkeypatch.setenv("BERTKIT_KERNELS", kind)
+        model = random_model(model_class=BertForSequenceClassification, num_labels=3)
+        with torch.inference_mode():
+            model(ids, mask, types)
+        assert (packed_layers(model) > 0) == (kind == "onednn")
+        model.train()
+        assert packed_layers(model) == 0
+        loss = model(ids, mask, types, labels=torch.tensor([0, 1, 2])).loss
+        loss.backward()
+        grads[kind] = (loss.detach(), [p.grad.clone() for p in model.parameters()])
+    assert torch.equal(grads["torch"][0], grads["onednn"][0])
+    assert all(torch.equal(a, b) for a, b in zip(grads["torch"][1], grads["onednn"][1]))
+
+
+@needs_onednn
+def test_decoder_cache_and_cross_attention_on_packed_weights(monkeypatch):
+    model = random_model(is_decoder=True, add_cross_attention=True)
+    ids, mask, _ = padded_batch(lengths=(7, 7))
+    memory = torch.randn(2, 5, model.config.hidden_size)
+    outs = {}
+    for kind in ("torch", "onednn"):
+        first = run(model, kind, monkeypatch, ids[:, :4], encoder_hidden_states=memory, use_cache=True)
+        nxt = run(model, kind, monkeypatch, ids[:, 4:], encoder_hidden_states=memory,
+                  past_key_values=first.past_key_values)
+        outs[kind] = torch.cat([first.last_hidden_state, nxt.last_hidden_state], 1)
+    assert max_diff(outs["torch"], outs["onednn"]) < 1e-5
+
+
+@needs_onednn
+def test_the_model_copies_and_saves_as_before(monkeypatch, tmp_path):
+    model = random_model()
+    ids, mask, types = padded_batch()
+    before = set(model.state_dict())
+    out = run(model, "onednn", monkeypatch, ids, mask, types).last_hidden_state
+    assert set(model.state_dict()) == before
+    twin = copy.deepcopy(model)  # the packed weights are not part of the module
+    assert torch.equal(run(twin, "onednn", monkeypatch, ids, mask, types).last_hidden_state, out)
+    model.save_pretrained(tmp_path)
+    loaded = BertModel.from_pretrained(tmp_path).eval()
+    assert torch.equal(run(loaded, "onednn", monkeypatch, ids, mask, types).last_hidden_state, out)
+
+
+def test_int8_layers_run_as_they_are(monkeypatch):
+    from bertkit.quantize import quantize
+
+    model = quantize(random_model(), "int8")
+    ids, mask, types = padded_batch()
+    a = run(model, "onednn", monkeypatch, ids, mask, types).last_hidden_state
+    b = run(model, "torch", monkeypatch, ids, mask, types).last_hidden_state
+    assert torch.equal(a, b)
+
+
+def test_the_choice(monkeypatch):
+    monkeypatch.setenv("BERTKIT_KERNELS", "mkl")
+    with pytest.raises(ConfigError, match="BERTKIT_KERNELS='mkl'.*onednn, torch"):
+        kernels.choice()
+    monkeypatch.setenv("BERTKIT_KERNELS", "torch")
+    assert kernels.choice() == "torch"
+    monkeypatch.delenv("BERTKIT_KERNELS")
+    expected = "onednn" if kernels._onednn_available() and kernels.cpu_kind() in kernels.ONEDNN_CPUS else "torch"
+    assert kernels.choice() == expected
