@@ -61,6 +61,29 @@ def test_an_embedding_model_exports_a_folder_that_onnxruntime_runs_as_bertkit_an
     assert (fused["Attention"], fused["SkipLayerNormalization"], fused["BiasGelu"]) == (6, 12, 6), fused
 
 
+def test_optimum_loads_the_exported_folders_and_answers_as_bertkit(tmp_path, tokenizer_dir):
+    """A real client of the files: optimum's ORTModelFor* classes (optimum-onnx), from the export folder alone."""
+    optimum = pytest.importorskip("optimum.onnxruntime")
+    from bertkit.checkpoint import load_pretrained
+    from bertkit.heads import BertForSequenceClassification
+    from bertkit.model import BertModel
+
+    for cls, client, name, config in ((BertModel, optimum.ORTModelForFeatureExtraction, "last_hidden_state", {}),
+                                      (BertForSequenceClassification, optimum.ORTModelForSequenceClassification,
+                                       "logits", {"num_labels": 3})):
+        folder = tiny_folder(tmp_path, tokenizer_dir, cls, **config)
+        out = tmp_path / f"{cls.__name__}-onnx"
+        assert main(["export", str(folder), "--out", str(out)]) == 0
+        feed = {k: torch.from_numpy(v) for k, v in inputs(out, ["今天天气很好", "人民日报社论的一段长一点的话"]).items()}
+        theirs = getattr(client.from_pretrained(out)(**feed), name)
+        with torch.no_grad():
+            ours = getattr(load_pretrained(cls, folder)(**feed), name)
+        real = feed["attention_mask"].bool()
+        if name == "last_hidden_state":
+            ours, theirs = ours[real], theirs[real]
+        assert torch.is_tensor(theirs) and (ours - theirs).abs().max() <= 1e-4, name
+
+
 def tiny_folder(tmp_path, tokenizer_dir, cls, **config) -> Path:
     """A tiny random model of class `cls`, saved with the shared vocabulary: what a fine-tuned run leaves."""
     from bertkit.tokenizer import Tokenizer
