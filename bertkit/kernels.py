@@ -64,14 +64,16 @@ def _onednn_available() -> bool:
     return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 
 
-_choice: str | None = None
+_choice: tuple[str | None, str] | None = None  # (BERTKIT_KERNELS when it was made, the choice)
 
 
 def _chosen() -> str:
+    """choice(), made again only when BERTKIT_KERNELS changed (it is read on every product)."""
     global _choice
-    if _choice is None or os.environ.get("BERTKIT_KERNELS") is not None:  # the variable may change in a process
-        _choice = choice()
-    return _choice
+    given = os.environ.get("BERTKIT_KERNELS")
+    if _choice is None or _choice[0] != given:
+        _choice = (given, choice())
+    return _choice[1]
 
 
 def packs(x: Tensor) -> bool:

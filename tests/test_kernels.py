@@ -142,3 +142,14 @@ def test_the_choice(monkeypatch):
     monkeypatch.delenv("BERTKIT_KERNELS")
     expected = "onednn" if kernels._onednn_available() and kernels.cpu_kind() in kernels.ONEDNN_CPUS else "torch"
     assert kernels.choice() == expected
+
+
+@needs_onednn
+def test_the_variable_is_read_again_when_it_changes_or_goes(monkeypatch):
+    model = random_model()
+    ids, mask, types = padded_batch()
+    run(model, "torch", monkeypatch, ids, mask, types)
+    monkeypatch.delenv("BERTKIT_KERNELS")  # back to the CPU's rule
+    with torch.inference_mode():
+        model(ids, mask, types)
+    assert (packed_layers(model) > 0) == (kernels.choice() == "onednn")
