@@ -2,6 +2,7 @@
 
     python bench/bench_vs_hf.py --device cpu|cuda [--quick] [--json FILE]
                                 [--steps N] [--warmup N] [--batch-size B] [--seq-len S] [--compile]
+                                [--workloads train,infer]
 
 What is measured, for these contenders:
 
@@ -308,6 +309,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=None, help="override the batch size of every shape")
     p.add_argument("--seq-len", type=int, default=None, help="override the sequence length of every shape")
     p.add_argument("--compile", action="store_true", help="torch.compile the bertkit model")
+    p.add_argument("--workloads", default=",".join(WORKLOADS), help="which of train,infer to measure")
     p.add_argument("--preset", default=None, help=argparse.SUPPRESS)  # tests: the `tiny` preset
     p.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -361,7 +363,7 @@ def main(argv=None) -> dict:
                 stats = [batch_stats(b) for b in batches[warmup:]]
                 real, masked = sum(s["real"] for s in stats), sum(s["masked"] for s in stats)
                 on_device = [{k: v.to(device) for k, v in b.items() if k != "lengths"} for b in batches]
-                for workload in WORKLOADS:
+                for workload in [w for w in WORKLOADS if w in args.workloads.split(",")]:
                     flops = sum(useful_flops(s, workload, counts) for s in stats)
                     group = []
                     for name in CONTENDERS:
