@@ -196,7 +196,8 @@ class Tokenizer:
 
     def __init__(self, vocab: dict[str, int], *, do_lower_case: bool = True, strip_accents: bool | None = None,
                  tokenize_chinese_chars: bool = True, never_split: Sequence[str] = (),
-                 model_max_length: int = 512, backend: Backend | None = None, **special_tokens: str):
+                 model_max_length: int = 512, clean_up_tokenization_spaces: bool = True,
+                 backend: Backend | None = None, **special_tokens: str):
         unknown = set(special_tokens) - set(SPECIAL_ROLES)
         if unknown:
             raise TokenizerError(f"unknown tokenizer argument(s): {', '.join(sorted(unknown))}")
@@ -208,6 +209,12 @@ class Tokenizer:
         if model_max_length < 2:
             raise TokenizerError(f"model_max_length must be >= 2 ([CLS] and [SEP]), got {model_max_length}")
         self.model_max_length = model_max_length
+        if not isinstance(clean_up_tokenization_spaces, bool):
+            raise TokenizerError(f"clean_up_tokenization_spaces must be True or False, got "
+                                 f"{clean_up_tokenization_spaces!r}")
+        # decode() drops the spaces before punctuation and inside English contractions, as transformers does
+        # (from_pretrained reads it from tokenizer_config.json)
+        self.clean_up_tokenization_spaces = clean_up_tokenization_spaces
         self.backend = backend if backend is not None else Backend(
             WordPiece(vocab, unk_token=self.specials["unk_token"], max_input_chars_per_word=MAX_CHARS_PER_WORD))
         self.vocab = self.backend.get_vocab(with_added_tokens=False)
@@ -283,12 +290,16 @@ class Tokenizer:
         settings: dict[str, Any] = {}
         for name in (SPECIAL_MAP_FILE, CONFIG_FILE):  # the config wins over the special-token map
             settings.update(_read_json(os.path.join(directory, name)))
-        kwargs = {k: settings[k] for k in (*PIPELINE_SETTINGS, "model_max_length") if settings.get(k) is not None}
+        kwargs = {k: settings[k] for k in (*PIPELINE_SETTINGS, "model_max_length", "clean_up_tokenization_spaces")
+                  if settings.get(k) is not None}
         if kwargs.get("model_max_length", 0) > 10**9:  # transformers writes a huge number for "no limit"
             del kwargs["model_max_length"]
         kwargs.update({role: _token_text(settings[role]) for role in SPECIAL_ROLES if settings.get(role)})
         kwargs.update(overrides)
         tokenizer_json, vocab_txt = os.path.join(directory, TOKENIZER_FILE), os.path.join(directory, VOCAB_FILE)
+        # where tokenizer_config.json does not say, transformers 4.x cleans up after decoding a tokenizer it builds
+        # from vocab.txt (BertTokenizer's default) and not one it reads from tokenizer.json
+        kwargs.setdefault("clean_up_tokenization_spaces", not os.path.exists(tokenizer_json))
         if os.path.exists(tokenizer_json):
             try:
                 backend = Backend.from_file(tokenizer_json)
@@ -317,7 +328,7 @@ class Tokenizer:
         config = {"tokenizer_class": "BertTokenizer", "do_lower_case": self.do_lower_case,
                   "strip_accents": self.strip_accents, "tokenize_chinese_chars": self.tokenize_chinese_chars,
                   "never_split": list(self.never_split) or None, "model_max_length": self.model_max_length,
-                  "clean_up_tokenization_spaces": False, **self.specials}
+                  "clean_up_tokenization_spaces": self.clean_up_tokenization_spaces, **self.specials}
         for name, data in ((CONFIG_FILE, config), (SPECIAL_MAP_FILE, dict(self.specials))):
             atomic_write_text(os.path.join(directory, name), json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
@@ -577,26 +588,38 @@ class Tokenizer:
         return [1, *[0] * len(a), 1] + ([] if b is None else [*[0] * len(b), 1])
 
     # ----- decoding --------------------------------------------------------------------------
-    def decode(self, ids, skip_special_tokens: bool = False) -> str:
-        """ids -> text: "##" pieces joined to their word, no spaces around CJK characters."""
+    def decode(self, ids, skip_special_tokens: bool = False, clean_up_tokenization_spaces: bool | None = None,
+               cjk_spaces: bool = False) -> str:
+        """ids -> text as transformers' BertTokenizerFast decodes them ("##" pieces joined to their word; with
+        clean_up_tokenization_spaces, None: the tokenizer's, no space before . , ? ! or inside "can't", "it's"),
+        except that there is no space next to a CJK character ("今天好。", where transformers writes "今 天 好 。");
+        cjk_spaces=True keeps those spaces too: then the text is transformers' exactly."""
         if hasattr(ids, "tolist"):
             ids = ids.tolist()
-        size = self.backend.get_vocab_size()
+        # the backend's size with added tokens rebuilds its whole vocabulary (milliseconds a call): count it here
+        size = max(self.backend.get_vocab_size(with_added_tokens=False),
+                   1 + max(self.backend.get_added_tokens_decoder(), default=-1))
         bad = [i for i in ids if not 0 <= int(i) < size]
         if bad:
             raise TokenizerError(f"ids {bad[:5]} are outside the vocabulary (size {self.vocab_size})")
-        return _join_cjk(self.backend.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens))
+        text = self.backend.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
+        if self.clean_up_tokenization_spaces if clean_up_tokenization_spaces is None else clean_up_tokenization_spaces:
+            text = clean_up_tokenization(text)
+        return text if cjk_spaces else _join_cjk(text)
 
-    def batch_decode(self, rows, skip_special_tokens: bool = False) -> list[str]:
-        return [self.decode(r, skip_special_tokens) for r in rows]
+    def batch_decode(self, rows, skip_special_tokens: bool = False, clean_up_tokenization_spaces: bool | None = None,
+                     cjk_spaces: bool = False) -> list[str]:
+        return [self.decode(r, skip_special_tokens, clean_up_tokenization_spaces, cjk_spaces) for r in rows]
 
-    def convert_tokens_to_string(self, tokens: Sequence[str]) -> str:
-        """Tokens -> text as decode() writes it: "##" pieces joined to their word, no spaces next to CJK characters
-        (transformers' BertTokenizerFast writes those spaces; elsewhere the text is the same)."""
+    def convert_tokens_to_string(self, tokens: Sequence[str], cjk_spaces: bool = False) -> str:
+        """Tokens -> text as transformers' BertTokenizerFast joins them: "##" pieces joined to their word (no
+        clean_up_tokenization_spaces: in transformers only decode applies it), without the spaces next to CJK
+        characters unless cjk_spaces=True."""
         if not isinstance(tokens, (list, tuple)) or not all(isinstance(t, str) for t in tokens):
             raise TokenizerError(f"tokens must be a list of token strings (as convert_ids_to_tokens gives), got "
                                  f"{tokens!r:.60}")
-        return _join_cjk(self.backend.decoder.decode(list(tokens)))
+        text = self.backend.decoder.decode(list(tokens))
+        return text if cjk_spaces else _join_cjk(text)
 
 
 def vocab_digest(tokenizer) -> str:
@@ -984,6 +1007,19 @@ def _as_tensors(data: dict[str, Any], return_tensors: str | None, batched: bool,
 
 _WIDE = char_class(WIDE_TEXT)  # CJK ideographs and the punctuation Chinese text uses (text.py)
 _SPACE_BY_WIDE = re.compile(f"(?<=[{_WIDE}]) | (?=[{_WIDE}])")
+
+
+# what transformers' clean_up_tokenization rewrites, in its order: a space before punctuation, around an apostrophe
+# and before an English contraction's second part
+_CLEAN_UP = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"), (" 'm", "'m"),
+             (" 's", "'s"), (" 've", "'ve"), (" 're", "'re"))
+
+
+def clean_up_tokenization(text: str) -> str:
+    """Decoded text without the spaces WordPiece leaves inside English punctuation: "can ' t ." -> "can't."."""
+    for old, new in _CLEAN_UP:
+        text = text.replace(old, new)
+    return text
 
 
 def _join_cjk(text: str) -> str:

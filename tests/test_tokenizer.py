@@ -34,8 +34,8 @@ from transformers import BertTokenizer, BertTokenizerFast  # noqa: E402
 
 from bertkit.data.corpus import CorpusError  # noqa: E402
 from bertkit.errors import BertkitError  # noqa: E402
-from bertkit.tokenizer import (BatchEncoding, Tokenizer, TokenizerError, read_vocab, tokenize_main,  # noqa: E402
-                               train_main, train_vocab)
+from bertkit.tokenizer import (BatchEncoding, Tokenizer, TokenizerError, _join_cjk, read_vocab,  # noqa: E402
+                               tokenize_main, train_main, train_vocab)
 
 transformers.logging.set_verbosity_error()
 
@@ -511,6 +511,57 @@ def test_saved_directory_decodes_the_same_in_transformers(tmp_path):
     for text in ENGLISH:
         ids = ours.encode(text)
         assert fast.decode(ids) == ours.decode(ids), text
+
+
+DECODE_PIECES = ["can't", "it's", "a dog's", "he said", "'", " ' ", "hi", "we're", "i'm", "they've", "don't", ".", ",",
+                 "?", "!", " . ", "n't", "'s", "'m", "'ve", "'re", "今天", "天气", "很好", "。", "，", "“", "”", "hello",
+                 "Unaffable", "tokenization", "5.00$", " ", "  ", "e.g.", "U.S.A.", "—", "‘", "’", "\"", "x", "1,000"]
+
+
+def random_decode_texts(n: int, seed: int) -> list[str]:
+    """Strings of English words, contractions, punctuation, apostrophes and Chinese, joined at random."""
+    rng = random.Random(seed)
+    return ["".join(rng.choice(("", " ", " ")) + rng.choice(DECODE_PIECES) for _ in range(rng.randint(1, 12)))
+            for _ in range(n)]
+
+
+@needs_minilm
+@pytest.mark.parametrize("says,with_json", [(True, False), (False, True), (None, False), (None, True)],
+                         ids=["config-true", "config-false", "silent-vocab-only", "silent-tokenizer-json"])
+def test_decode_equals_transformers_for_the_folders_clean_up_setting(tmp_path, says, with_json, zh_vocab):
+    """Thousands of random strings, two real vocabularies: decode is transformers' decode (cjk_spaces=True), and
+    without the spaces next to CJK characters by default, the only difference and a deliberate one. A folder that
+    does not say cleans up as transformers does: built from vocab.txt yes, read from tokenizer.json no."""
+    expected = says if says is not None else not with_json
+    for name, vocab in (("minilm", MINILM / "vocab.txt"), ("zh", zh_vocab)):
+        folder = tmp_path / name
+        Tokenizer.from_vocab(vocab).save_pretrained(folder)
+        config = json.loads((folder / "tokenizer_config.json").read_text())
+        del config["clean_up_tokenization_spaces"]
+        if says is not None:
+            config["clean_up_tokenization_spaces"] = says
+        (folder / "tokenizer_config.json").write_text(json.dumps(config))
+        if not with_json:
+            (folder / "tokenizer.json").unlink()
+        ours, fast = Tokenizer.from_pretrained(folder), BertTokenizerFast.from_pretrained(folder)
+        assert ours.clean_up_tokenization_spaces == fast.clean_up_tokenization_spaces == expected
+        texts = random_decode_texts(2000, seed=len(name))
+        rows = ours(texts)["input_ids"]
+        differ = 0
+        for skip in (False, True):
+            theirs = fast.batch_decode(rows, skip_special_tokens=skip)
+            assert ours.batch_decode(rows, skip_special_tokens=skip, cjk_spaces=True) == theirs, name
+            mine = ours.batch_decode(rows, skip_special_tokens=skip)
+            assert mine == [_join_cjk(t) for t in theirs], name
+            differ += sum(a != b for a, b in zip(mine, theirs))
+        assert differ > 0  # the strings hold CJK text, where the spaces differ
+        for flag in (True, False):  # a call's own setting wins over the folder's
+            ids = ours.encode("can't stop , it's")
+            assert ours.decode(ids, clean_up_tokenization_spaces=flag) == \
+                fast.decode(ids, clean_up_tokenization_spaces=flag)
+        ours.save_pretrained(tmp_path / "saved")  # the setting is written down, so it survives a save
+        assert Tokenizer.from_pretrained(tmp_path / "saved").clean_up_tokenization_spaces == expected
+        assert BertTokenizerFast.from_pretrained(tmp_path / "saved").clean_up_tokenization_spaces == expected
 
 
 def test_decode_cjk_has_no_spaces(zh_kit):
@@ -1402,7 +1453,8 @@ def test_special_token_helpers_match_transformers(kit):
             slow.get_special_tokens_mask(full, already_has_special_tokens=True)
         tokens = ours.convert_ids_to_tokens(full)
         text, theirs = ours.convert_tokens_to_string(tokens), fast.convert_tokens_to_string(tokens)
-        assert text == ours.decode(full)
+        assert text == ours.decode(full, clean_up_tokenization_spaces=False)  # transformers cleans up in decode only
+        assert ours.convert_tokens_to_string(tokens, cjk_spaces=True) == theirs
         if _has_cjk(a + (b or "")):  # bertkit writes no spaces next to CJK characters (as decode)
             assert text.replace(" ", "") == theirs.replace(" ", "") and text != theirs
         else:
