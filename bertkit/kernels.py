@@ -8,7 +8,8 @@ A packed product (torch.ops.mkldnn: the weight reordered once into oneDNN's bloc
 fused into the same call) runs when all of these hold:
     - no gradient is being recorded (inference: torch.no_grad / inference_mode) and no graph is being traced
       (torch.compile, ONNX export): training and its numbers are untouched;
-    - x is float32 on the CPU and every layer is a plain nn.Linear (int8 / bf16 layers run as they are);
+    - x is float32 on the CPU and every layer is a plain nn.Linear without forward hooks (int8 / bf16 layers,
+      and hooked ones, run as modules);
     - the CPU's choice says so: choice() is BERTKIT_KERNELS ("onednn" or "torch") when set, else by CPU kind
       (ONEDNN_CPUS), a fixed rule, so one machine gives the same numbers on every run.
 Else the product is F.linear on the layers' weights (concatenated when several).
@@ -84,8 +85,10 @@ def packs(x: Tensor) -> bool:
 
 def linear(x: Tensor, *layers: nn.Module, act: str | None = None) -> Tensor:
     """x (..., in) through `layers` side by side: (..., sum of out_features); `act` is a hidden_act name applied
-    after (fused into the packed product where oneDNN has it), or None."""
-    if packs(x) and all(type(layer) is nn.Linear and layer.weight.dtype == torch.float32 for layer in layers):
+    after (fused into the packed product where oneDNN has it), or None. A layer with forward hooks (explain's
+    recorder, a user's) is called as a module, so its hooks see its own input and output."""
+    plain = all(type(layer) is nn.Linear and not _hooked(layer) for layer in layers)
+    if plain and packs(x) and all(layer.weight.dtype == torch.float32 for layer in layers):
         packed = _packed_weight(layers)
         if packed is not None:
             weight, bias = packed
@@ -94,12 +97,19 @@ def linear(x: Tensor, *layers: nn.Module, act: str | None = None) -> Tensor:
             return y if fused or act is None else _activation(act)(y)
     if len(layers) == 1:
         y = layers[0](x)
-    elif all(type(layer) is nn.Linear for layer in layers):
+    elif plain:
         y = F.linear(x, torch.cat([layer.weight for layer in layers]),
                      torch.cat([layer.bias for layer in layers]) if layers[0].bias is not None else None)
     else:
         y = torch.cat([layer(x) for layer in layers], dim=-1)
     return y if act is None else _activation(act)(y)
+
+
+def _hooked(layer: nn.Module) -> bool:
+    """Whether calling `layer` runs hooks (its own, or every module's) that a product without it would skip."""
+    hooks = torch.nn.modules.module
+    return bool(layer._forward_hooks or layer._forward_pre_hooks or hooks._global_forward_hooks
+                or hooks._global_forward_pre_hooks)
 
 
 def forget(model: nn.Module) -> None:

@@ -153,3 +153,18 @@ def test_the_variable_is_read_again_when_it_changes_or_goes(monkeypatch):
     with torch.inference_mode():
         model(ids, mask, types)
     assert (packed_layers(model) > 0) == (kernels.choice() == "onednn")
+
+
+@needs_onednn
+@pytest.mark.parametrize("impl", ["sdpa", "varlen"])
+def test_forward_hooks_on_the_layers_still_run(impl, monkeypatch):
+    """A hook on query (explain's recorder, a user's) sees query's own output, packed kernels or not."""
+    model = random_model()
+    ids, mask, types = padded_batch()
+    plain = run(model, "torch", monkeypatch, ids, mask, types, impl=impl).last_hidden_state
+    seen = []
+    handle = model.encoder.layer[0].attention.self.query.register_forward_hook(lambda m, i, o: seen.append(o))
+    hooked = run(model, "onednn", monkeypatch, ids, mask, types, impl=impl).last_hidden_state
+    handle.remove()
+    assert len(seen) == 1 and seen[0].shape[-1] == model.config.hidden_size
+    assert max_diff(hooked, plain) < 1e-5
