@@ -303,7 +303,7 @@ def squad_scores(predictions: dict, references: dict, language: str = "auto") ->
     name, score = ("cmrc2018", cmrc_question) if language == "zh" else ("squad", squad_question)
     scores, missing = {}, 0
     for qid, answers in references.items():
-        has_answer = any(a.strip() for a in answers)  # the data's split, as v2.0's HasAns / NoAns
+        has_answer = bool(answers)  # the data's split as v2.0's HasAns / NoAns: any answer listed, blank or not
         if qid not in predictions:
             missing += 1
             scores[qid] = (0.0, 0.0, has_answer)

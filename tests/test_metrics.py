@@ -323,6 +323,10 @@ def test_no_answer_is_an_answer_that_normalises_to_nothing():
     r = squad_scores({"a": "", "b": "", "c": "dog"}, {"a": ["the"], "b": [], "c": ["cat"]})
     assert (r["has_answer_n"], r["no_answer_n"]) == (2, 1)
     assert r["has_answer_exact_match"] == 0.5 and r["no_answer_exact_match"] == 1.0
+    # v2.0 splits by whether a question lists answers at all (bool(qa["answers"])): one that is only whitespace
+    # is HasAns there, and scored as unanswerable (it normalises to nothing)
+    r = squad_scores({"a": "", "b": "", "c": "x"}, {"a": [" "], "b": [], "c": ["\u3000", "\n"]})
+    assert (r["has_answer_n"], r["no_answer_n"]) == (2, 1) and r["has_answer_exact_match"] == 0.5
     # CMRC 2018 has no unanswerable questions; bertkit scores them by v2.0's rule: 。 segments to nothing
     zh = squad_scores({"a": "北京", "b": "。"}, {"a": ["北京"], "b": []})
     assert zh["scorer"] == "cmrc2018" and (zh["exact_match"], zh["f1"]) == (1.0, 1.0)

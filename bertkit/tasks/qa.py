@@ -108,7 +108,7 @@ class QA(Task):
         settings = self.settings(opts)
         pred = qa_predictions(features, outputs, examples, settings.max_answer_length)
         return squad_scores({k: v["answer"] for k, v in pred.items()},
-                            {e.id: [a[1] for a in e.answers] or [""] for e in examples}, language=settings.qa_language)
+                            {e.id: [a[1] for a in e.answers] for e in examples}, language=settings.qa_language)
 
     def predictions(self, config, features, outputs, examples, opts):
         preds = qa_predictions(features, outputs, examples, self.settings(opts).max_answer_length)
