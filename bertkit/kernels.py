@@ -17,8 +17,8 @@ Else the product is F.linear on the layers' weights (concatenated when several).
 The packed weights live in a cache beside the model, not in it (no state_dict, no deepcopy or pickle of them),
 keyed by each weight's identity, storage and version counter: an optimizer step, load_state_dict or an in-place
 edit changes the version, so the next call packs again; model.train() drops them (kernels.forget). Memory: one
-more copy of the encoder's Linear weights while the model serves (MiniLM 86 MB -> +85 MB; BERT-base +340 MB).
-Measured per CPU kind: bench/bench_kernels.py (bench/results/kernels.md).
+more copy of the encoder's Linear weights while the model serves (all-MiniLM-L6-v2 +42 MB, BERT-base +340 MB).
+Measured per CPU kind: bench/bench_engines.py (bench/results/engines.md).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from .errors import ConfigError
 
 KERNELS = ("onednn", "torch")
 # CPU kinds (torch.backends.cpu.get_cpu_capability()) where the packed oneDNN products are faster than torch's
-# default (MKL) ones in bench/results/kernels.md
+# default (MKL) ones (bench/results/engines.md; the AVX-512 figures are issue 35's)
 ONEDNN_CPUS = ("AVX2", "AVX512")
 _FUSED_ACTS = {"gelu": "gelu"}  # hidden_act -> the oneDNN post-op computing it (erf GELU, as ACT2FN["gelu"])
 
