@@ -6,8 +6,9 @@
     multilabel_report      micro / macro F1 and exact-match accuracy (every label of an example right)
     regression_report      mse, mae (scikit-learn's), Pearson and Spearman correlation (scipy's)
     roc_auc                area under the ROC curve of scores for binary labels (scikit-learn's)
-    bio_entities           tags -> entities (type, start, end) by a scheme: "conlleval" (lenient, the
-                           default), "IOB2" or "IOBES" (strict), as seqeval reads them in each mode
+    bio_entities           tags -> entities (type, start, end) by a scheme: "seqeval" (lenient, the
+                           default) or "IOB2" / "IOBES" (strict) as seqeval reads them in each mode, or
+                           "conlleval" (lenient) as conlleval.pl reads them
     entity_report          entity-level precision, recall, F1 (micro over entities) and per type
     squad_scores           exact match and F1 of extractive QA: English as the official SQuAD v1.1 /
                            v2.0 scripts, Chinese as the official CMRC 2018 script
@@ -148,32 +149,39 @@ def confusion_matrix(y_true, y_pred, n: int) -> list[list[int]]:
 
 
 # ----- tagging -----------------------------------------------------------------------------------
-ENTITY_SCHEMES = ("conlleval", "IOB2", "IOBES")
+ENTITY_SCHEMES = ("seqeval", "conlleval", "IOB2", "IOBES")
 _STRICT_PREFIXES = {"IOB2": ("B", "I"), "IOBES": ("B", "I", "E", "S")}
 
 
-def bio_entities(tags: list[str], scheme: str = "conlleval") -> list[tuple[str, int, int]]:
+def bio_entities(tags: list[str], scheme: str = "seqeval") -> list[tuple[str, int, int]]:
     """Entities (type, start, end exclusive) in `tags`, read by `scheme`:
 
-    conlleval  (the default; lenient) BIO or IOBES tags as conlleval and seqeval's default mode read
-               them: an I- after O or after another type starts an entity; B- always starts one (so
-               B-PER B-PER is two); a change of type ends one; an entity still open at the end is
-               closed there; E- and S- end one. M- (BMES tags) reads as I-.
+    seqeval    (the default; lenient) BIO or IOBES tags as seqeval's default mode reads them: an I-
+               after O or after another type starts an entity; B- always starts one (so B-PER B-PER is
+               two); a change of type ends one; an entity still open at the end is closed there; E- and
+               S- end one, S- starts one. M- (BMES tags, which seqeval does not know) reads as I-.
+    conlleval  (lenient) as conlleval.pl (CoNLL 2000's script) reads them: its rules for B- / I- and
+               for E- as IOE's chunk end (E-X E-X is two entities, E-X I-X two); any other prefix (S-,
+               M-) starts or ends an entity only where the type changes, so B-PER S-PER is ONE entity
+               there and two for seqeval. On BIO and IOE tags the two schemes agree.
     IOB2       (strict; seqeval's mode="strict", scheme=IOB2) an entity is B-X and the I-X right after
                it; an I- that continues no entity is no entity. E- / S- / M- tags are an error.
     IOBES      (strict; seqeval's mode="strict", scheme=IOBES) an entity is S-X, or B-X, I-X..., E-X;
                a B- without its E- is no entity. M- tags are an error."""
     _check_choice("scheme", scheme, ENTITY_SCHEMES, " (BIO tags read strictly: 'IOB2')")
-    if scheme == "conlleval":
-        return _lenient_entities(tags)
+    if scheme in ("seqeval", "conlleval"):
+        return _lenient_entities(tags, scheme)
     return _strict_entities(tags, scheme)
 
 
-def _lenient_entities(tags: list[str]) -> list[tuple[str, int, int]]:
+def _lenient_entities(tags: list[str], scheme: str) -> list[tuple[str, int, int]]:
+    edges = _seqeval_edges if scheme == "seqeval" else _conlleval_edges
     entities, start, prev_tag, prev_type = [], None, "O", ""
     for i, full in enumerate(list(tags) + ["O"]):  # the final O closes an entity at the end
         tag, kind = _split_tag(full, i)
-        ends, starts = _chunk_edges(prev_tag, tag, prev_type, kind)
+        if tag == "M" and scheme == "seqeval":
+            tag = "I"
+        ends, starts = edges(prev_tag, tag, prev_type, kind)
         if start is not None and ends:
             entities.append((prev_type, start, i))
             start = None
@@ -183,11 +191,12 @@ def _lenient_entities(tags: list[str]) -> list[tuple[str, int, int]]:
     return entities
 
 
-def entity_report(true_tags: list[list[str]], pred_tags: list[list[str]], scheme: str = "conlleval") -> dict:
+def entity_report(true_tags: list[list[str]], pred_tags: list[list[str]], scheme: str = "seqeval") -> dict:
     """{precision, recall, f1, accuracy (per token), n_true, n_pred, n_correct, scheme, per_type: {type:
     {precision, recall, f1, support}}}: an entity counts only when type, start and end all match; entities
-    are read by `scheme` (see bio_entities: "conlleval", the lenient default, or strict "IOB2" / "IOBES").
-    Equal to seqeval's classification_report (default mode, or mode="strict" with the scheme)."""
+    are read by `scheme` (see bio_entities: "seqeval", the lenient default, "conlleval" (conlleval.pl's reading),
+    or strict "IOB2" / "IOBES"). Equal to seqeval's classification_report (default mode, or mode="strict" with the
+    scheme)."""
     _check_choice("scheme", scheme, ENTITY_SCHEMES, " (BIO tags read strictly: 'IOB2')")
     if len(true_tags) != len(pred_tags):
         raise MetricError(f"{len(true_tags)} true tag sequences but {len(pred_tags)} predicted ones")
@@ -246,26 +255,40 @@ def _strict_tag(full: str, position: int, scheme: str) -> tuple[str, str]:
     allowed = _STRICT_PREFIXES[scheme]
     if tag != "O" and full[0] not in allowed:
         names = ", ".join(f"{p}-" for p in allowed[:-1]) + f" and {allowed[-1]}-"
-        other = "'IOBES' or 'conlleval'" if scheme == "IOB2" else "'conlleval'"
+        other = "'IOBES' or 'seqeval'" if scheme == "IOB2" else "'seqeval'"
         raise MetricError(f"tag {position} is {full!r}: the {scheme} scheme has only O, {names} tags "
                           f"(read these tags with scheme={other})")
     return tag, kind
 
 
 def _split_tag(full: str, position: int) -> tuple[str, str]:
+    """(prefix, type) of a tag: ("O", "") or one of B I E S M and the rest."""
     if full == "O":
         return "O", ""
     if not isinstance(full, str) or len(full) < 3 or full[1] != "-" or full[0] not in "BIESM":
-        raise MetricError(f"tag {position} is {full!r}: expected O or B-/I-/E-/S- + a type, e.g. B-PER")
-    return ("I" if full[0] == "M" else full[0]), full[2:]
+        raise MetricError(f"tag {position} is {full!r}: expected O or B-/I-/E-/S-/M- + a type, e.g. B-PER")
+    return full[0], full[2:]
 
 
-def _chunk_edges(prev_tag, tag, prev_type, kind) -> tuple[bool, bool]:
-    """(an entity ends before this tag, one starts at it): conlleval's endOfChunk and startOfChunk."""
+def _seqeval_edges(prev_tag, tag, prev_type, kind) -> tuple[bool, bool]:
+    """(an entity ends before this tag, one starts at it), as seqeval's end_of_chunk and start_of_chunk."""
     new_type = prev_type != kind
     ends = prev_tag in ("E", "S") or (prev_tag in ("B", "I") and tag in ("B", "S", "O")) \
         or (prev_tag != "O" and new_type)
     starts = tag in ("B", "S") or (tag in ("I", "E") and prev_tag in ("E", "S", "O")) or (tag != "O" and new_type)
+    return ends, starts
+
+
+_CONLLEVAL_ENDS = {("B", "B"), ("B", "O"), ("I", "B"), ("I", "O"), ("E", "E"), ("E", "I"), ("E", "O")}
+_CONLLEVAL_STARTS = {("B", "B"), ("I", "B"), ("O", "B"), ("O", "I"), ("E", "E"), ("E", "I"), ("O", "E")}
+
+
+def _conlleval_edges(prev_tag, tag, prev_type, kind) -> tuple[bool, bool]:
+    """(an entity ends before this tag, one starts at it), as conlleval.pl's endOfChunk and startOfChunk: its
+    pairs of prefixes, and a change of type; a prefix outside its pairs (S-, M-) acts through the type alone."""
+    new_type = prev_type != kind
+    ends = (prev_tag, tag) in _CONLLEVAL_ENDS or (prev_tag != "O" and new_type)
+    starts = (prev_tag, tag) in _CONLLEVAL_STARTS or (tag != "O" and new_type)
     return ends, starts
 
 

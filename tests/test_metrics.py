@@ -197,13 +197,29 @@ def test_bio_entities(tags, entities):
 
 
 @pytest.mark.parametrize("scheme, tags, entities", [
-    ("conlleval", ["O", "I-LOC"], [("LOC", 1, 2)]),  # lenient: an I- after O starts an entity
+    ("seqeval", ["O", "I-LOC"], [("LOC", 1, 2)]),  # lenient: an I- after O starts an entity
+    ("conlleval", ["O", "I-LOC"], [("LOC", 1, 2)]),
     ("IOB2", ["O", "I-LOC"], []),  # strict IOB2: only B- starts one
     ("IOB2", ["B-PER", "I-PER", "I-LOC"], [("PER", 0, 2)]),
     ("IOB2", ["I-PER", "I-PER", "B-PER"], [("PER", 2, 3)]),
     ("IOBES", ["B-LOC", "I-LOC", "O"], []),  # strict IOBES: B- needs its E-
     ("IOBES", ["B-LOC", "I-LOC", "E-LOC", "S-PER"], [("LOC", 0, 3), ("PER", 3, 4)]),
+    ("seqeval", ["B-LOC", "E-PER"], [("LOC", 0, 1), ("PER", 1, 2)]),
     ("conlleval", ["B-LOC", "E-PER"], [("LOC", 0, 1), ("PER", 1, 2)]),
+    # conlleval.pl knows no S-: B-PER S-PER is one entity there, two for seqeval (the issue's case)
+    ("seqeval", ["B-PER", "S-PER"], [("PER", 0, 1), ("PER", 1, 2)]),
+    ("conlleval", ["B-PER", "S-PER"], [("PER", 0, 2)]),
+    ("conlleval", ["S-PER", "S-PER", "O", "S-LOC"], [("PER", 0, 2), ("LOC", 3, 4)]),
+    ("seqeval", ["S-PER", "S-PER", "O", "S-LOC"], [("PER", 0, 1), ("PER", 1, 2), ("LOC", 3, 4)]),
+    # its E- ends an IOE chunk: E-X E-X and E-X I-X are two entities, and a B- after E- of one type goes on
+    ("conlleval", ["E-PER", "E-PER", "I-PER"], [("PER", 0, 1), ("PER", 1, 2), ("PER", 2, 3)]),
+    ("conlleval", ["I-PER", "E-PER", "B-PER"], [("PER", 0, 3)]),
+    ("seqeval", ["I-PER", "E-PER", "B-PER"], [("PER", 0, 2), ("PER", 2, 3)]),
+    # M- (BMES): I- for seqeval's scheme; for conlleval a prefix it does not know, so again one entity
+    ("seqeval", ["B-LOC", "M-LOC", "E-LOC", "O", "M-PER"], [("LOC", 0, 3), ("PER", 4, 5)]),
+    ("conlleval", ["B-LOC", "M-LOC", "E-LOC", "O", "M-PER"], [("LOC", 0, 3), ("PER", 4, 5)]),
+    ("seqeval", ["S-LOC", "M-LOC"], [("LOC", 0, 1), ("LOC", 1, 2)]),
+    ("conlleval", ["S-LOC", "M-LOC"], [("LOC", 0, 2)]),
     ("IOBES", ["B-LOC", "E-PER"], []),
     ("IOBES", ["B-LOC", "S-LOC", "E-LOC"], [("LOC", 1, 2)]),
 ])
@@ -213,7 +229,7 @@ def test_entity_schemes(scheme, tags, entities):
 
 def test_entity_report_names_its_scheme():
     tags = [["O", "I-LOC", "O"]]
-    assert entity_report(tags, tags)["scheme"] == "conlleval"  # the default: conlleval's lenient chunks
+    assert entity_report(tags, tags)["scheme"] == "seqeval"  # the default: seqeval's lenient chunks
     assert entity_report(tags, tags)["n_true"] == 1
     strict = entity_report(tags, tags, scheme="IOB2")
     assert strict["scheme"] == "IOB2" and strict["n_true"] == strict["n_pred"] == 0
@@ -225,7 +241,7 @@ def test_strict_schemes_reject_tags_outside_them():
         bio_entities(["B-PER", "E-PER"], scheme="IOB2")
     with pytest.raises(MetricError, match=r"tag 0 is 'M-LOC'.*IOBES"):
         entity_report([["M-LOC"]], [["O"]], scheme="IOBES")
-    with pytest.raises(MetricError, match=r"scheme 'BIO' is not one of 'conlleval', 'IOB2', 'IOBES'"):
+    with pytest.raises(MetricError, match=r"scheme 'BIO' is not one of 'seqeval', 'conlleval', 'IOB2', 'IOBES'"):
         entity_report([["O"]], [["O"]], scheme="BIO")
 
 
@@ -475,7 +491,7 @@ def test_bio_entities_round_trip(case, scheme):
     assert entity_report([tags], [tags])["f1"] == (1.0 if entities else 0.0)
 
 
-_TAGS = {"conlleval": ["O"] + [f"{p}-{k}" for p in "BIES" for k in ("PER", "LOC")],
+_TAGS = {"seqeval": ["O"] + [f"{p}-{k}" for p in "BIES" for k in ("PER", "LOC")],
          "IOB2": ["O"] + [f"{p}-{k}" for p in "BI" for k in ("PER", "LOC")],
          "IOBES": ["O"] + [f"{p}-{k}" for p in "BIES" for k in ("PER", "LOC")]}
 
@@ -492,19 +508,19 @@ def _tag_pairs(draw, scheme):
 def _seqeval_entities(sequences, scheme):
     from seqeval import scheme as schemes
     from seqeval.metrics.sequence_labeling import get_entities
-    if scheme == "conlleval":  # seqeval's default mode: conlleval's chunks, end inclusive
+    if scheme == "seqeval":  # seqeval's default mode, end inclusive
         return [[(kind, start, end + 1) for kind, start, end in get_entities(seq)] for seq in sequences]
     found = schemes.Entities(sequences, getattr(schemes, scheme)).entities
     return [[(e.tag, e.start, e.end) for e in sentence] for sentence in found]
 
 
-@pytest.mark.parametrize("scheme", ["conlleval", "IOB2", "IOBES"])
+@pytest.mark.parametrize("scheme", ["seqeval", "IOB2", "IOBES"])
 def test_entities_equal_seqeval(scheme):
-    # conlleval == seqeval's default mode; IOB2 / IOBES == seqeval's mode="strict" with that scheme
+    # seqeval == seqeval's default mode; IOB2 / IOBES == seqeval's mode="strict" with that scheme
     pytest.importorskip("seqeval")
     from seqeval.metrics import classification_report as seqeval_report
     from seqeval import scheme as schemes
-    strict = {} if scheme == "conlleval" else {"mode": "strict", "scheme": getattr(schemes, scheme)}
+    strict = {} if scheme == "seqeval" else {"mode": "strict", "scheme": getattr(schemes, scheme)}
 
     @given(_tag_pairs(scheme))
     @settings(max_examples=300, deadline=None)
@@ -567,3 +583,14 @@ def test_roc_auc_equals_scikit_learn_ties_included(pairs):
         assert math.isnan(roc_auc(labels, scores))
     else:
         assert roc_auc(labels, scores) == pytest.approx(roc_auc_score(labels, scores), abs=1e-12)
+
+
+def test_seqeval_and_conlleval_schemes_agree_on_bio_and_ioe_tags():
+    """conlleval.pl and seqeval's default mode read BIO and IOE tags alike (where bertkit was checked against
+    conlleval.pl itself); they part only on S- / M- tags and on an E- followed by a B- (tested above)."""
+    rng = random.Random(0)
+    for prefixes in ("BIO", "IEO"):
+        tags = ["O"] + [f"{p}-{k}" for p in prefixes if p != "O" for k in ("PER", "LOC")]
+        for _ in range(3000):
+            seq = [rng.choice(tags) for _ in range(rng.randint(0, 12))]
+            assert bio_entities(seq, scheme="conlleval") == bio_entities(seq, scheme="seqeval"), seq

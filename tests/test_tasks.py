@@ -440,6 +440,6 @@ def test_another_tasks_option_is_refused_by_name_on_evaluate_predict_and_finetun
         captured = capsys.readouterr()
         assert f"error: {refused} ({whose}); leave {flag} out" in captured.err and not captured.out, captured.err
     assert not (tmp_path / "out").exists()  # refused before --out is claimed
-    assert main(["predict", "--model", str(model), "差评", "--entity-scheme", "conlleval", "--qa-language",
+    assert main(["predict", "--model", str(model), "差评", "--entity-scheme", "seqeval", "--qa-language",
                  "auto"]) == 0
     assert json.loads(capsys.readouterr().out)["label"] in {"neg", "pos"}  # the defaults: nothing to refuse

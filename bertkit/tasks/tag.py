@@ -46,8 +46,9 @@ class TagFeature(Feature):
 
 @dataclass
 class TagOptions:
-    entity_scheme: str = opt("conlleval", "tag: how tags make entities: conlleval (lenient: O I-LOC is an entity; "
-                                          "seqeval's default) or strict IOB2 / IOBES (seqeval's mode='strict')",
+    entity_scheme: str = opt("seqeval", "tag: how tags make entities: seqeval (lenient: O I-LOC is an entity; "
+                                        "seqeval's default mode), conlleval (lenient, as conlleval.pl: S- tags end "
+                                        "nothing) or strict IOB2 / IOBES (seqeval's mode='strict')",
                              choices=list(ENTITY_SCHEMES))
 
 
