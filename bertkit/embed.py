@@ -41,7 +41,7 @@ from .errors import BertkitError, CheckpointError
 from .finite import check_outputs, check_weights
 from .inference import calibration, check_output, encoder_forward, to_json
 from .options import opt, parse
-from .engines import ENGINE_HELP, AutoModel, Engine, OnnxModel, onnx_folder, require_onnxruntime, resolve
+from .engines import ENGINE_HELP, AutoModel, Engine, load_graph, require_onnxruntime, resolve
 from .pooling import (POOLING_MODES, Pooling, PoolingConfigError, pool,  # noqa: F401 (bertkit.embed's names too)
                       pooling_settings, read_pooling)
 from .quantize import CHOICES as QUANTIZE_CHOICES, FLAG_HELP as QUANTIZE_HELP, quantize as quantize_model
@@ -109,7 +109,7 @@ class Encoder:
         engine = resolve(engine, quantize, device)
         if engine == "onnx" and model is None:
             require_onnxruntime(quantize, device)
-            return cls(OnnxModel(onnx_folder(model_dir, "encoder")), Tokenizer.from_pretrained(model_dir),
+            return cls(load_graph(model_dir, "encoder"), Tokenizer.from_pretrained(model_dir),
                        settings, model_dir)
         tokenizer = Tokenizer.from_pretrained(model_dir)
         if model is None:
@@ -121,7 +121,7 @@ class Encoder:
                 model.to(device)
             model = quantize_model(model, quantize, calibration(quantize, tokenizer))  # None: as it is
         if engine == "auto":
-            model = AutoModel(model, OnnxModel(onnx_folder(model_dir, "encoder")))
+            model = AutoModel(model, load_graph(model_dir, "encoder"))
         return cls(model, tokenizer, settings, model_dir)
 
     def token_ids(self, text: str, *, truncate: bool = True, limit: int | None = None) -> list[int]:

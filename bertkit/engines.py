@@ -10,6 +10,7 @@ and the answers stay bertkit's whichever runs.
                                             ~/.cache/bertkit), keyed by the folder's path and its files' sizes and
                                             times: new weights, new export. The first export loads the folder as
                                             the torch engine does, with its refusals (a head that would be random).
+    load_graph(dir, kind)                   OnnxModel(onnx_folder(dir, kind))
     OnnxModel(folder)                       a graph in a torch model's place: called with input_ids, attention_mask,
                                             token_type_ids tensors, it returns its outputs by name (logits,
                                             last_hidden_state, ...), so inference.py's forward passes run it
@@ -157,6 +158,11 @@ class OnnxModel:
         return SimpleNamespace(**out)
 
 
+def load_graph(model_dir: str, kind: str) -> OnnxModel:
+    """The graph of `model_dir` as `kind` in ONNX Runtime (onnx_folder: the folder's own export, or the cache's)."""
+    return OnnxModel(onnx_folder(model_dir, kind))
+
+
 class AutoModel:
     """The torch model and its graph in one model's place: each call runs on the engine prefers_onnx() names for
     its batch (rows, padded length, real tokens); `runs` counts the calls each engine took."""
@@ -212,9 +218,9 @@ def load_task_model(model_dir: str, task: str | None = None, *, quantize: str | 
     found = get_task(task or task_of(model_dir))
     if engine == "auto":  # the torch model first: its refusals (a head that would be random) before any export
         loaded = inference.load_task_model(model_dir, found.name)
-        return inference.TaskModel(found, AutoModel(loaded.model, OnnxModel(onnx_folder(model_dir, found.name))),
+        return inference.TaskModel(found, AutoModel(loaded.model, load_graph(model_dir, found.name)),
                                    loaded.tokenizer)
-    model = OnnxModel(onnx_folder(model_dir, found.name))
+    model = load_graph(model_dir, found.name)
     if found.labelled(model.config):
         inference.check_label_ids(model_dir, model.config)
     return inference.TaskModel(found, model, Tokenizer.from_pretrained(model_dir))
@@ -231,5 +237,5 @@ def load_mlm(model_dir: str, *, quantize: str | None = None, engine: str = "torc
     if not os.path.isdir(model_dir):
         raise BertkitError(f"--model {model_dir}: not a directory; pass the folder `bertkit pretrain --out` wrote")
     if engine == "auto":
-        return AutoModel(inference.load_mlm(model_dir), OnnxModel(onnx_folder(model_dir, "mlm")))
-    return OnnxModel(onnx_folder(model_dir, "mlm"))
+        return AutoModel(inference.load_mlm(model_dir), load_graph(model_dir, "mlm"))
+    return load_graph(model_dir, "mlm")

@@ -31,6 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .activations import ACT2FN
 from .errors import ConfigError
 
 KERNELS = ("onednn", "torch")
@@ -94,7 +95,7 @@ def linear(x: Tensor, *layers: nn.Module, act: str | None = None) -> Tensor:
             weight, bias = packed
             fused = _FUSED_ACTS.get(act)
             y = torch.ops.mkldnn._linear_pointwise(x, weight, bias, fused or "none", [], "none" if fused else "")
-            return y if fused or act is None else _activation(act)(y)
+            return y if fused or act is None else ACT2FN[act](y)
     if len(layers) == 1:
         y = layers[0](x)
     elif plain:
@@ -102,7 +103,7 @@ def linear(x: Tensor, *layers: nn.Module, act: str | None = None) -> Tensor:
                      torch.cat([layer.bias for layer in layers]) if layers[0].bias is not None else None)
     else:
         y = torch.cat([layer(x) for layer in layers], dim=-1)
-    return y if act is None else _activation(act)(y)
+    return y if act is None else ACT2FN[act](y)
 
 
 def _hooked(layer: nn.Module) -> bool:
@@ -116,12 +117,6 @@ def forget(model: nn.Module) -> None:
     """Drop the packed weights of `model`'s layers (model.train() calls this: training does not use them)."""
     for module in model.modules():
         _packed.pop(module, None)
-
-
-def _activation(act: str):
-    from .activations import ACT2FN
-
-    return ACT2FN[act]
 
 
 def _packed_weight(layers: tuple[nn.Module, ...]) -> tuple[Tensor, Tensor | None] | None:
