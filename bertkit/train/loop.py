@@ -9,13 +9,15 @@
                                       all processes agree on the loss and on a stop signal (one sync);
                                       skip the step if the loss is not finite; clip; optimizer.step(); scheduler.step()
         after_step(run)               every log_every:  a row in metrics.jsonl (step, loss, lr, tokens/s; metrics_log.py)
-                                      every eval_every: evaluate(model) -> a row in metrics.jsonl; KeepBest: a new
+                                                        and in --log-to's: metrics.csv, TensorBoard
+                                      every eval_every: evaluate(model) -> a row in the same logs; KeepBest: a new
                                                         best model is saved, patience may stop the run
                                       stop?  a signal or KeepBest's patience (decided here, once)
                                       every save_every: the whole training state, atomically (model, optimizer,
                                                         scheduler, RNG, step, KeepBest's progress)
         SIGINT / SIGTERM: save the state and stop cleanly, at a step boundary
     finish(run)                       the final model (unless KeepBest kept the best), loss.png, a TrainSummary
+    run.log.close()                   however the run ended (TensorBoard's writer flushes)
 
 Data is addressed by step: `data.batch(step, micro)` must return the same batch for the same
 step, so a resumed run sees exactly what the uninterrupted one saw. Under torchrun each process
@@ -45,7 +47,7 @@ from ..config import AttnImplementation
 from ..data.seeded import Permutation
 from ..errors import TrainingError
 from ..options import may_change_on_resume, opt
-from .metrics_log import append_row, plot_losses, truncate_metrics
+from .metrics_log import RunLog, check_log_to, plot_losses
 
 
 @dataclass
@@ -65,6 +67,10 @@ class TrainConfig:
     max_grad_norm: float = opt(1.0, "clip the gradient norm to this (0: no clipping)")
     seed: int = opt(0, "seed of initialisation, data order, masking and dropout")
     log_every: int = opt(10, "steps between metrics rows", may_change_on_resume=True)
+    log_to: list[Literal["tensorboard", "csv"]] = opt(
+        list, "log every metrics row here too, beside metrics.jsonl: tensorboard (event files in <out>/tensorboard/; "
+        "pip install 'bertkit[tensorboard]'), csv (<out>/metrics.csv, one line step,split,name,value per number)",
+        nargs="*", may_change_on_resume=True)
     eval_every: int = opt(100, "steps between evaluations (0: only at the end)", may_change_on_resume=True)
     save_every: int = opt(100, "steps between saved training states (0: only at the end)", may_change_on_resume=True)
     device: str = opt("auto", "cpu, cuda, cuda:N, or auto (cuda when there is one)", may_change_on_resume=True)
@@ -291,11 +297,15 @@ def train(model: nn.Module, data: Batches, cfg: TrainConfig, loss_fn: LossFn,
     saved with the training state; --resume refuses another vocabulary or label set and warns of new data.
     """
     run = start(model, cfg, keep_best, identity)
-    with run.stop.installed():
-        while run.step < cfg.steps and not run.stopping:
-            loss, signalled = optimizer_step(run, data, loss_fn)
-            after_step(run, loss, signalled, evaluate, save_model)
-    return finish(run, save_model)
+    try:
+        with run.stop.installed():
+            while run.step < cfg.steps and not run.stopping:
+                loss, signalled = optimizer_step(run, data, loss_fn)
+                after_step(run, loss, signalled, evaluate, save_model)
+        return finish(run, save_model)
+    finally:
+        if run.log is not None:
+            run.log.close()  # on an error too: TensorBoard's writer holds the last rows
 
 
 @dataclass
@@ -370,6 +380,7 @@ class Run:
     identity: dict | None
     stop: _StopFlag = field(default_factory=lambda: _StopFlag())
     bar: Any = None  # the progress bar (rank 0, --progress)
+    log: RunLog | None = None  # metrics.jsonl and --log-to's loggers (rank 0)
     stopping: bool = False  # what all ranks agreed on (a signal, or KeepBest's patience), at a step boundary
     bad_in_a_row: int = 0  # non-finite losses
     last_loss: float = float("nan")  # the last finite one
@@ -417,6 +428,8 @@ def start(model: nn.Module, cfg: TrainConfig, keep_best: KeepBest | None, identi
         run.model = nn.parallel.DistributedDataParallel(model, device_ids=ids)
     if cfg.compile:
         run.model = torch.compile(run.model)
+    if run.main:  # on --resume, each log drops what a killed run wrote after the saved step
+        run.log = RunLog(cfg.out, cfg.log_to, resumed_at=run.step if cfg.resume else None)
     run.bar = _progress(cfg, run.step) if run.main else None
     run.window, run.run_start = Throughput(), time.perf_counter()  # the clock starts with the first step
     return run
@@ -435,7 +448,6 @@ def resume(run: Run) -> None:
         if note:
             print(note, file=sys.stderr)
         print(f"resuming {run.cfg.out} at step {run.step}", file=sys.stderr)
-        truncate_metrics(run.metrics_path, run.step)
 
 
 def optimizer_step(run: Run, data: Batches, loss_fn: LossFn) -> tuple[float, bool]:
@@ -526,18 +538,18 @@ def _show_progress(run: Run, loss: float) -> None:
 
 
 def _log_row(run: Run, loss: float) -> None:
-    """A training row in metrics.jsonl (rank 0); tokens/s over the window since the last row, all ranks' tokens."""
+    """A training row in the logs (rank 0); tokens/s over the window since the last row, all ranks' tokens."""
     row = {"step": run.step, "loss": round(loss, 6), "lr": run.scheduler.get_last_lr()[0],
            "tokens_per_s": round(run.window.restart(), 1), "elapsed_s": round(time.perf_counter() - run.run_start, 2)}
     run.tokens_per_s = row["tokens_per_s"]
     if run.main:
-        append_row(run.metrics_path, row)
+        run.log.row(row)
 
 
 def _evaluate_and_keep_best(run: Run, evaluate, save_model) -> bool:
     """Rank 0 evaluates and writes the row; with KeepBest it saves a new best model. Returns whether the
     run stops early (KeepBest's patience ran out: decided on rank 0, agreed by every rank)."""
-    report = _evaluate(evaluate, run.raw_model, run.step, run.metrics_path, run.main, run.world)
+    report = _evaluate(evaluate, run.raw_model, run.step, run.log, run.world)
     run.eval = _numbers(report)
     if run.bar is not None:
         line = ", ".join(f"{k} {v:.4g}" for k, v in run.eval.items())
@@ -576,6 +588,7 @@ def _check(cfg: TrainConfig) -> None:
             raise TrainingError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(cfg, name)}")
     if cfg.lr <= 0 or not 0 <= cfg.warmup < 1:
         raise TrainingError(f"need --lr > 0 and 0 <= --warmup < 1, got {cfg.lr} and {cfg.warmup}")
+    check_log_to(cfg.log_to)  # every process, before any work: e.g. tensorboard not installed
 
 
 def _state(model, optimizer, scheduler, scaler, step: int, cfg: TrainConfig, world: int, keep_best: KeepBest | None,
@@ -654,16 +667,15 @@ def _restore(state: dict, model, optimizer, scheduler, scaler, cfg: TrainConfig,
     return int(state["step"])
 
 
-def _evaluate(evaluate, model, step: int, metrics_path: str, main: bool, world: int) -> dict:
-    """Rank 0 evaluates (the model is the same on every rank) and writes its numbers; the others wait and
-    get {}."""
+def _evaluate(evaluate, model, step: int, log: RunLog | None, world: int) -> dict:
+    """Rank 0 (the one with the logs) evaluates (the model is the same on every rank) and logs its numbers;
+    the others wait and get {}."""
     report: dict = {}
-    if main:
+    if log is not None:
         model.eval()
         with torch.no_grad():
             report = dict(evaluate(model))
-        append_row(metrics_path, {"step": step, "split": "eval",
-                                  **{k: round(v, 6) for k, v in _numbers(report).items()}})
+        log.row({"step": step, "split": "eval", **{k: round(v, 6) for k, v in _numbers(report).items()}})
     _barrier(world)
     return report
 
