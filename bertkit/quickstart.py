@@ -125,7 +125,9 @@ def main(argv: list[str]) -> int:
     common = ["--seed", str(settings.seed), "--device", device, *cpu_precision(device)] + \
         ([] if settings.progress else ["--no-progress"])
     rerun = shlex.join(["bertkit", "quickstart", *argv])
+    host = machine(device)  # before any stage: the threads they train with
     say(f"bertkit quickstart: profile {profile} on {device}; everything goes to {out}")
+    say(machine_line(host))
 
     run = Stages()
     data = run("data", "the data", prepare_data, budget, out)
@@ -136,7 +138,8 @@ def main(argv: list[str]) -> int:
     ft = run(FINETUNE, "fine-tuning the pretrained model on sentiment",
              finetune, finetune_argv(budget, data, pt_dir, None, os.path.join(out, FINETUNE), common))
     sc = run(SCRATCH, f"the baseline: the same {budget.model} from random weights, the same budget",
-             finetune, finetune_argv(budget, data, budget.model, pt_dir, os.path.join(out, SCRATCH), common))
+             finetune, finetune_argv(budget, data, budget.model, pt_dir, os.path.join(out, SCRATCH), common),
+             control=True)
     few = run(LABELS, "with fewer labels: " + ", ".join(f"{n} reviews" for n, _ in budget.few_labels)
               + ", pretrained and from scratch", few_labels, budget, data, out, common, settings.seed)
     base = run(BASELINE, "a bag-of-characters logistic regression with the same labels", bag_of_chars, data, few)
@@ -148,8 +151,11 @@ def main(argv: list[str]) -> int:
 
     curve = [r for r in read_metrics(os.path.join(pt_dir, "metrics.jsonl")) if r.get("split") == "eval"]
     labels = label_efficiency(few, base, test)
+    asked = asdict(budget)
+    asked["vocab_size_asked"] = asked.pop("vocab_size")  # what was asked; "vocab_size" below is what was learned
     summary = {
-        "profile": profile, "device": device, "seed": settings.seed, "budget": asdict(budget),
+        "profile": profile, "device": device, "seed": settings.seed, "budget": asked, "machine": host,
+        "vocab_size": pt["vocab_size"], "vocab_shortfall": pt["vocab_shortfall"],
         "mlm_accuracy": pt["summary"].eval.get("mlm_accuracy"),
         "neighbour_attention": pt["summary"].eval.get("neighbour_attention"),
         "test_accuracy_pretrained": test["pretrained"]["accuracy"],
@@ -163,6 +169,7 @@ def main(argv: list[str]) -> int:
         "pretrain_curve": [{"step": r["step"], "mlm_accuracy": r["mlm_accuracy"],
                             "neighbour_attention": r.get("neighbour_attention")} for r in curve],
         "label_efficiency": labels,
+        "control_facts": {SCRATCH: sc["facts"], **few["facts"]},
         "test_examples": test["pretrained"]["n"],
         "review": inside["review"], "local_head": inside["local_head"],
         "stage_seconds": run.seconds, "total_seconds": round(sum(run.seconds.values()), 1),
@@ -185,12 +192,12 @@ class Stages:
     def __init__(self):
         self.seconds, self.commands, self.number = {}, {}, 0
 
-    def __call__(self, name: str, title: str, work, *args) -> dict:
+    def __call__(self, name: str, title: str, work, *args, **kwargs) -> dict:
         self.number += 1
         say(f"\n== {self.number}. {title} ==")
         start = time.perf_counter()
         with contextlib.redirect_stdout(sys.stderr):
-            result = work(*args)
+            result = work(*args, **kwargs)
         self.seconds[name] = round(time.perf_counter() - start, 1)
         self.commands[name] = result.get("commands", [])
         say(f"-- {name}: {self.seconds[name]} s")
@@ -272,7 +279,64 @@ def pretrain_argv(budget: Budget, data: dict, out: str, common: list[str]) -> li
 def pretrain(argv: list[str]) -> dict:
     from .train import pretrain as pt
 
-    return _train("pretrain", pt.PretrainConfig, pt.run, argv)
+    result = _train("pretrain", pt.PretrainConfig, pt.run, argv)
+    return {**result, **vocabulary(result["cfg"])}
+
+
+def vocabulary(cfg) -> dict:
+    """The size of the vocabulary pretraining learned (the quickstart passes no --tokenizer), and why it is smaller
+    than --vocab-size asked, if it is: People's Daily has fewer distinct pieces, 5,837 of 21,128."""
+    from .tokenizer import MIN_FREQUENCY, Tokenizer, vocab_shortfall
+
+    tok = Tokenizer.from_pretrained(cfg.out)  # pretraining said the shortfall as it learned the vocabulary
+    return {"vocab_size": tok.vocab_size, "vocab_shortfall": vocab_shortfall(tok, cfg.vocab_size, MIN_FREQUENCY)}
+
+
+# ----- the machine: what decides how long the stages take, and in which precision they train -----------
+def machine(device: str) -> dict:
+    """The CPU's model, the cores this process may use and torch's threads, and the two CPU features that make
+    bf16 training pay (cpu_precision picks it where one is there); on a GPU, its name. Cheap: no benchmark."""
+    import torch
+
+    from .train.loop import autocast_dtype
+
+    def has(probe: str) -> bool:  # torch's own probes, private: looked up with care (as cpu_has_native_bf16)
+        check = getattr(torch.cpu, probe, None)
+        return bool(check is not None and check())
+
+    dtype = autocast_dtype("bf16" if cpu_precision(device) else "auto", torch.device(device))
+    return {"cpu": cpu_name(), "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+            else os.cpu_count(), "torch_threads": torch.get_num_threads(),
+            "avx512_bf16": has("_is_avx512_bf16_supported"), "amx": has("_is_amx_tile_supported"),
+            "gpu": torch.cuda.get_device_name() if device == "cuda" else None,
+            "precision": {torch.bfloat16: "bf16", torch.float16: "fp16", None: "float32"}[dtype]}
+
+
+def cpu_name() -> str:
+    """The CPU's model name, as lscpu reads it from /proc/cpuinfo (elsewhere, what platform knows)."""
+    import platform
+
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name":
+                    return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def machine_line(host: dict) -> str:
+    """machine(), in a line: "machine: AMD EPYC, 2 cores, 2 torch threads; AVX-512 BF16: no, AMX: no -> float32
+    training"."""
+    yes = {True: "yes", False: "no"}
+    cpu = (f"{host['cpu']}, {host['cores']} cores, {host['torch_threads']} torch threads; "
+           f"AVX-512 BF16: {yes[host['avx512_bf16']]}, AMX: {yes[host['amx']]}")
+    precision = {"bf16": "bf16 (autocast)", "fp16": "fp16 (autocast)"}.get(host["precision"], host["precision"])
+    if host["gpu"]:
+        return f"machine: {host['gpu']} -> {precision} training; CPU: {cpu}"
+    return f"machine: {cpu} -> {precision} training"
 
 
 def cpu_precision(device: str) -> list[str]:
@@ -295,10 +359,22 @@ def finetune_argv(budget: Budget, data: dict, model: str, tokenizer: str | None,
                    str(budget.finetune_seq_len), "--eval-every", str(budget.finetune_eval_every), *common, "--out", out]
 
 
-def finetune(argv: list[str]) -> dict:
+def finetune(argv: list[str], control: bool = False) -> dict:
+    """`bertkit finetune argv`, its learning warnings said as the command says them. A control run (random
+    weights, to compare the pretrained model with) that learns little at the quickstart's budget is a result,
+    not a mistake to fix: its warnings are said as notes, without the advice for a run of one's own (--lr,
+    --steps), and kept under "facts"."""
     from .train import finetune as ft
 
-    return _train("finetune", ft.FinetuneConfig, ft.run, argv)
+    result = _train("finetune", ft.FinetuneConfig, ft.run, argv)
+    summary = result["summary"]
+    if not control:
+        for line in summary.warning_lines():
+            say(line)
+        return result
+    for fact in summary.warnings:
+        say(f"note: control run: {fact}")
+    return {**result, "facts": list(summary.warnings)}
 
 
 def _train(command: str, config_class, run, argv: list[str]) -> dict:
@@ -337,7 +413,7 @@ def few_labels(budget: Budget, data: dict, out: str, common: list[str], seed: in
     builtin = data["train"].startswith("builtin:")
     train = read_task("classify", data["train"], **({"split": "train"} if builtin else {}))
     pt_dir = os.path.join(out, PRETRAIN)
-    result: dict = {"commands": [], "sizes": {}}
+    result: dict = {"commands": [], "sizes": {}, "facts": {}}
     for n, steps in budget.few_labels:
         path = _jsonl(os.path.join(folder, f"train-{n}.jsonl"),
                       [{"text": e.text, "label": e.label} for e in labelled_subset(train, n, seed)])
@@ -349,7 +425,10 @@ def few_labels(budget: Budget, data: dict, out: str, common: list[str], seed: in
                      "--lr", str(budget.finetune_lr), "--seq-len", str(budget.finetune_seq_len), *common,
                      "--out", runs[name]]
             say(f"{n} labels, {name}:")
-            result["commands"] += finetune(argv)["commands"]
+            trained = finetune(argv, control=name == "scratch")
+            result["commands"] += trained["commands"]
+            if name == "scratch":
+                result["facts"][f"{name}-{n}"] = trained["facts"]
         result["sizes"][n] = {"train": path, **runs}
     result["all"] = len(train)
     return result
@@ -377,7 +456,7 @@ def bag_of_chars(data: dict, few: dict) -> dict:
 def evaluate_all(budget: Budget, data: dict, out: str, few: dict) -> dict:
     """`bertkit evaluate` on every fine-tuned model; a confusion matrix picture of the two full-set ones."""
     from .metrics import plot_confusion_matrix
-    from .predict import evaluate_main
+    from .inference_cli import evaluate_main
 
     folder = os.path.join(out, TEST)
     os.makedirs(folder)
@@ -419,7 +498,7 @@ def look_inside(budget: Budget, data: dict, ft_cfg, out: str) -> dict:
     from . import explain
     from .heads import BertForMaskedLM, BertForSequenceClassification
     from .metrics import offset_mass
-    from .predict import predict_main
+    from .inference_cli import predict_main
     from .tokenizer import Tokenizer
     from .tasks import get_task, read_examples
 
@@ -574,6 +653,20 @@ def _num(value) -> str:
     return "n/a" if value is None else f"{value:.4f}"
 
 
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def control_facts(facts: dict[str, list[str]], names: list[str]) -> list[str]:
+    """Report lines for what the control runs `names` showed (finetune's learning warnings, without the advice):
+    a result of the comparison at this budget, not a setting to change."""
+    lines = [f"- `{name}`: {fact}" for name in names for fact in facts.get(name, [])]
+    if not lines:
+        return []
+    return ["What the from-scratch controls' training showed (a result at this budget, not a setting to fix):", "",
+            *lines, ""]
+
+
 def write_report(out: str, summary: dict, architecture: str) -> str:
     """report.md: every link is relative to --out, so the folder can be moved or shared."""
     budget, review, head = summary["budget"], summary["review"], summary["local_head"]
@@ -587,6 +680,9 @@ def write_report(out: str, summary: dict, architecture: str) -> str:
         f"Rerun everything: `{commands['quickstart']}`."
         + (" **--tiny: a smoke test on a sliver of the data; the numbers mean nothing.**"
            if summary["profile"] == "tiny" else ""), "",
+        f"{_sentence(machine_line(summary['machine']))}." + ("" if summary["machine"]["gpu"] else
+        " The time depends on these: the cores and threads, and the precision: where the CPU has AVX-512 BF16 or AMX "
+        "the stages train in bf16 autocast, faster than float32."), "",
         "## Results", "",
         "| | pretrained, then fine-tuned | from scratch (same architecture, same budget) |",
         "|---|---|---|",
@@ -612,13 +708,15 @@ def write_report(out: str, summary: dict, architecture: str) -> str:
         "| stage | wall time (s) |", "|---|---|",
         *[f"| {name} | {took} |" for name, took in seconds.items()], "",
         f"### 1. Pretraining ({seconds[PRETRAIN]} s)", "",
-        f"A WordPiece vocabulary learned on the corpus, then {summary['pretrain_steps']} steps of masked-language-model "
+        f"A WordPiece vocabulary of {summary['vocab_size']:,} entries learned on the corpus, then "
+        f"{summary['pretrain_steps']} steps of masked-language-model "
         f"training of the `{budget['model']}` preset (batch {budget['pretrain_batch']}, lr {budget['pretrain_lr']}, "
         f"{budget['pretrain_seq_len']} tokens per row) with the `local` recipe: some heads start out attending to "
         "their neighbours (`bertkit/init.py`), 30% of the tokens are masked, no dropout; and, with "
         f"`--objective {OBJECTIVE}`, the pooled [CLS] vector the classifier starts from learns to predict which "
         "tokens its row holds. Model, tokenizer and "
         f"`metrics.jsonl` are in [{PRETRAIN}/]({PRETRAIN}/).", "",
+        *([_sentence(summary["vocab_shortfall"]), ""] if summary["vocab_shortfall"] else []),
         f"![held-out MLM accuracy and head locality by step]({PRETRAIN}/mlm_accuracy.png)", "",
         f"![pretraining loss]({PRETRAIN}/loss.png)", "",
         f"### 2. Fine-tuning the pretrained model ({seconds[FINETUNE]} s)", "",
@@ -627,10 +725,12 @@ def write_report(out: str, summary: dict, architecture: str) -> str:
         f"![fine-tuning loss]({FINETUNE}/loss.png)", "",
         f"### 3. The baseline: the same model from random weights ({seconds[SCRATCH]} s)", "",
         f"![from-scratch loss]({SCRATCH}/loss.png)", "",
+        *control_facts(summary["control_facts"], [SCRATCH]),
         f"### 4. Fewer labels ({seconds[LABELS]} s)", "",
         "Balanced random subsets of the training reviews (files in "
         f"[{LABELS}/]({LABELS}/)), each fine-tuned from the pretrained model and from random weights "
         f"(batch {budget['few_labels_batch']}, lr {budget['finetune_lr']}, a fixed number of steps).", "",
+        *control_facts(summary["control_facts"], [n for n in summary["control_facts"] if n != SCRATCH]),
         f"### 5. The bag-of-characters baseline ({seconds[BASELINE]} s)", "",
         "`bertkit.baseline.BagOfChars`: log character counts, one linear layer, L2 chosen on the dev split.", "",
         f"### 6. The test split ({seconds[TEST]} s)", "",

@@ -23,6 +23,7 @@ import json
 import logging
 import os
 import re
+import sys
 import warnings
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -39,7 +40,7 @@ from .errors import BertkitError, BertkitWarning
 from .files import atomic_write_text, digest, read_text, text_lines
 from .options import opt, parse
 from .outfolder import check_out, move_aside
-from .text import WIDE_TEXT, char_class, pad
+from .text import WIDE_TEXT, char_class, is_cjk, pad
 
 VOCAB_FILE, TOKENIZER_FILE, CONFIG_FILE, SPECIAL_MAP_FILE = (
     "vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
@@ -48,6 +49,7 @@ SPECIAL_ROLES = ("pad_token", "unk_token", "cls_token", "sep_token", "mask_token
 DEFAULT_SPECIALS = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]",
                     "mask_token": "[MASK]"}
 MAX_CHARS_PER_WORD = 100  # BERT: longer words are [UNK]
+MIN_FREQUENCY = 2  # train_vocab joins two pieces into a new one only where they stand side by side this often
 # Every vocabulary we learn holds these, whatever the corpus: BERT's own vocabularies have every
 # printable ASCII character, and without them a Chinese news corpus (full-width ，０１Ａ only) gives a
 # vocabulary in which the half-width digits, Latin letters and punctuation of web text are [UNK].
@@ -630,7 +632,7 @@ def vocab_digest(tokenizer) -> str:
 
 # ----- vocabulary training -----------------------------------------------------------------------
 def train_vocab(files: str | os.PathLike | Sequence[str | os.PathLike] | None = None, *,
-                texts: Iterable[str] | None = None, vocab_size: int = 21128, min_frequency: int = 2,
+                texts: Iterable[str] | None = None, vocab_size: int = 21128, min_frequency: int = MIN_FREQUENCY,
                 do_lower_case: bool = True, strip_accents: bool | None = None, tokenize_chinese_chars: bool = True,
                 limit_alphabet: int | None = None, base_alphabet: str = ASCII_ALPHABET, show_progress: bool = False,
                 model_max_length: int = 512) -> Tokenizer:
@@ -703,6 +705,27 @@ def train_vocab(files: str | os.PathLike | Sequence[str | os.PathLike] | None = 
     vocab = _with_base_alphabet(vocab, base, vocab_size)
     return Tokenizer(vocab, do_lower_case=do_lower_case, strip_accents=strip_accents,
                      tokenize_chinese_chars=tokenize_chinese_chars, model_max_length=model_max_length)
+
+
+def vocab_shortfall(tok: Tokenizer, asked: int, min_frequency: int) -> str | None:
+    """Why a vocabulary train_vocab learned has fewer than the `asked` entries, in a line (None: it has them all).
+
+    The WordPiece trainer starts from every character of the corpus, then again and again joins the two pieces
+    that stand side by side inside one word most often into a new piece; it stops when the vocabulary is full or
+    when the most frequent pair occurs fewer than min_frequency times. With tokenize_chinese_chars every CJK
+    character is a word of its own, so Chinese text gives characters but never a longer piece."""
+    if tok.vocab_size >= asked:
+        return None
+    pieces = [t for t in tok.vocab if t not in tok.specials.values()]
+    chars = [t for t in pieces if len(t) == 1]
+    longer = sum(len(t.removeprefix("##")) > 1 for t in pieces)
+    cjk = tok.tokenize_chinese_chars and any(is_cjk(c) for c in chars)
+    return (f"the vocabulary has {tok.vocab_size:,} entries, not the {asked:,} asked: the corpus gives no "
+            f"more. It holds {len(chars):,} distinct characters, {len(pieces) - len(chars) - longer:,} '##' forms "
+            f"of them and {longer:,} longer pieces, each a pair of pieces that stood side by side inside a word at "
+            f"least min_frequency = {min_frequency} times; the trainer stops when no pair is that frequent"
+            + (", and CJK characters are words of their own, so Chinese text gives characters, never longer pieces"
+               if cjk else "") + ". A larger corpus gives more.")
 
 
 # ----- helpers -----------------------------------------------------------------------------------
@@ -1044,7 +1067,8 @@ class VocabTrainConfig:
     corpus: list[str] = opt(list, f"text files (one text per line), folders, JSONL, Parquet, .gz, or "
                                   f"{', '.join(BUILTIN_CORPORA)}", nargs="+", required=True)
     vocab_size: int = opt(21128, "entries in the vocabulary, specials included")
-    min_frequency: int = opt(2, "pieces seen fewer times are left out")
+    min_frequency: int = opt(MIN_FREQUENCY, "two pieces side by side inside a word become one only where seen this "
+                                            "often (every character is kept)")
     out: str = opt("", "directory to write vocab.txt, tokenizer.json, ...", required=True)
     lower_case: bool = opt(True, "lowercase and strip accents (--no-lower-case: a cased vocabulary)")
     chinese_chars: bool = opt(True, "split CJK text per character (--no-chinese-chars: do not)")
@@ -1074,8 +1098,6 @@ def _token_rows(tok: Tokenizer, text: str, pair: str | None):
     WHOLE_TEXT_CHARS is tokenized piece by piece, cut where no token can change (Tokenizer._cut_pattern), so memory
     does not grow with it; where a run of WHOLE_TEXT_CHARS characters has no such place it is cut there all the
     same, and a note on stderr says so (the tokens next to that cut may differ from the whole text's)."""
-    import sys
-
     if len(text) + len(pair or "") <= WHOLE_TEXT_CHARS:
         enc = tok(text, pair, return_offsets_mapping=True)
         sources = [text, pair]
@@ -1119,6 +1141,9 @@ def train_main(argv: list[str]) -> int:
     if earlier:
         move_aside(args.out, what="the earlier vocabulary", found=", ".join(earlier))
     tok.save_pretrained(args.out)
+    shortfall = vocab_shortfall(tok, args.vocab_size, args.min_frequency)
+    if shortfall:
+        print(f"note: {shortfall}", file=sys.stderr)
     print(f"vocabulary of {tok.vocab_size} written to {args.out}")
     return 0
 

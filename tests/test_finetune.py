@@ -97,14 +97,41 @@ def test_a_run_that_learns_nothing_says_so_and_one_that_learns_does_not(tmp_path
                                                 encoding="utf-8")
     data = dict(train=str(tmp_path / "train.jsonl"), eval=str(tmp_path / "dev.jsonl"))
     stuck = run(settings(tmp_path / "stuck", base_dir, lr=1e-7, steps=30, eval_every=30, **data))
-    err = capsys.readouterr().err
-    assert len(stuck.warnings) == 2 and all(f"warning: {w}" in err for w in stuck.warnings)
+    assert len(stuck.warnings) == 2
     assert "predicted one class for all 100 examples" in stuck.warnings[0]
-    assert "the training loss did not fall" in stuck.warnings[1] and "--lr 1e-07" in stuck.warnings[1]
+    assert "the training loss did not fall" in stuck.warnings[1]
+    # the command prints each with what to try in a run of one's own
+    assert all(line.startswith(f"warning: {fact}; the likely cause is the learning rate (--lr 1e-07: try 3x larger")
+               and line.endswith("too few steps (30: try --steps or --epochs)")
+               for fact, line in zip(stuck.warnings, stuck.warning_lines()))
     # the default learning rate for this size (tiny, hidden 32: 1e-3)
     learns = run(settings(tmp_path / "learns", base_dir, lr=None, steps=150, eval_every=150, **data))
     assert learns.warnings == [] and "warning:" not in capsys.readouterr().err
     assert learns.best["accuracy"] > 0.9
+
+
+def test_learning_warnings_are_facts_and_the_advice_comes_apart():
+    """A run that learned nothing: the task's sign and a flat loss, as facts (quickstart's control runs report
+    them as results); the command adds the advice for a run of one's own."""
+    from types import SimpleNamespace
+
+    from bertkit.tasks import get_task
+    from bertkit.train.finetune import FinetuneSummary, learning_advice, learning_warnings
+
+    flat = [0.69] * 9
+    for task, report, sign in ((get_task("classify"), {"confusion_matrix": [[5, 0], [5, 0]]},
+                                "the last evaluation predicted one class for all 10 examples"),
+                               (get_task("tag"), {"n_true": 4, "n_pred": 0},
+                                "the last evaluation found no entity at all (the data has 4)")):
+        facts = learning_warnings(task, report, flat)
+        assert facts[0].startswith(sign) and facts[1] == ("the training loss did not fall (mean 0.6900 over the "
+                                                          "first 3 logged steps, 0.6900 over the last 3)")
+        assert not any(w in f for f in facts for w in ("likely cause", "--lr", "try"))
+    assert learning_warnings(get_task("classify"), {"confusion_matrix": [[5, 0], [0, 5]]},
+                             [0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1]) == []
+    advice = learning_advice(SimpleNamespace(lr=2e-4, steps=150))
+    summary = FinetuneSummary(step=1, loss=0.7, seconds=1.0, interrupted=False, warnings=facts, advice=advice)
+    assert summary.warning_lines() == [f"warning: {f}; {advice}" for f in facts] and "--lr 0.0002" in advice
 
 
 def test_the_default_learning_rate_follows_the_width():

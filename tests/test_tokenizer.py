@@ -911,6 +911,35 @@ def test_train_main_with_files(tmp_path, corpora, capsys):
         train_main(["--corpus", str(tmp_path / "missing.txt"), "--out", str(tmp_path / "x")])
 
 
+
+def test_train_main_says_why_the_vocabulary_is_smaller_than_asked(tmp_path, corpora, capsys):
+    """A small Chinese corpus cannot fill 21128 entries (each CJK character is a word, so no pair of characters
+    is ever joined): one line on stderr says how many were written and what they are; a full one says nothing."""
+    corpus = tmp_path / "small.txt"
+    corpus.write_text("\n".join(corpora[0][:200]), encoding="utf-8")
+    for min_frequency in ("2", "3"):
+        out = tmp_path / f"min{min_frequency}"
+        assert train_main(["--corpus", str(corpus), "--vocab-size", "21128", "--min-frequency", min_frequency,
+                           "--out", str(out)]) == 0
+        vocab = (out / "vocab.txt").read_text(encoding="utf-8").splitlines()
+        pieces = vocab[len(SPECIALS):]
+        chars, longer = [t for t in pieces if len(t) == 1], [t for t in pieces if len(t.removeprefix("##")) > 1]
+        assert 0 < len(longer) and len(vocab) < 21128
+        assert not any(is_cjk(c) for t in longer for c in t)  # the longer pieces are digits and Latin words
+        err = capsys.readouterr().err.splitlines()
+        assert len(err) == 1, err
+        assert err[0].startswith(f"note: the vocabulary has {len(vocab):,} entries, not the 21,128 asked: ")
+        assert (f"{len(chars):,} distinct characters, {len(pieces) - len(chars) - len(longer):,} '##' forms of them "
+                f"and {len(longer):,} longer pieces") in err[0]
+        assert f"at least min_frequency = {min_frequency} times" in err[0] and "CJK characters" in err[0]
+    assert train_main(["--corpus", str(corpus), "--vocab-size", "1000", "--out", str(tmp_path / "full")]) == 0
+    assert capsys.readouterr().err == ""  # as many entries as asked: nothing to explain
+    english = tmp_path / "english.txt"
+    english.write_text("the cat sat on the mat\nthe dog sat on the log\n", encoding="utf-8")
+    assert train_main(["--corpus", str(english), "--vocab-size", "5000", "--out", str(tmp_path / "en")]) == 0
+    note = capsys.readouterr().err
+    assert note.startswith("note: the vocabulary has") and "CJK" not in note
+
 @needs_minilm
 @pytest.mark.slow
 def test_cli_tokenize_prints_each_token_and_id(minilm_kit):

@@ -325,8 +325,9 @@ class Task(ABC):
     def predictions(self, config, features: list[Feature], outputs: list, examples: list, opts) -> list[dict]:
         """One JSON-ready row per (non-empty) example, in order."""
 
-    def learning_warning(self, report: dict | None, hint: str) -> str | None:
-        """A sign in the last evaluation that the run learned nothing, ending with `hint` (None: no such sign)."""
+    def learning_warning(self, report: dict | None) -> str | None:
+        """A sign in the last evaluation that the run learned nothing, as a fact (None: no such sign);
+        fine-tuning adds what to try."""
         return None
 
     def write_report_files(self, report: dict, labels: list[str] | None, folder: str) -> list[str]:

@@ -168,7 +168,7 @@ class Classify(Task):
             return []
         return [plot_confusion_matrix(report["confusion_matrix"], labels, os.path.join(folder, "confusion_matrix.png"))]
 
-    def learning_warning(self, report, hint):
+    def learning_warning(self, report):
         matrix = (report or {}).get("confusion_matrix")
         if not matrix:
             return None
@@ -176,7 +176,7 @@ class Classify(Task):
         present = [i for i, row in enumerate(matrix) if any(row)]
         if len(predicted) == 1 and len(present) > 1:
             return (f"the last evaluation predicted one class for all {sum(map(sum, matrix))} examples: the model "
-                    f"learned nothing beyond the most frequent class; {hint}")
+                    "learned nothing beyond the most frequent class")
         return None
 
 

@@ -125,9 +125,9 @@ class Tag(Task):
             rows.append({"tokens": e.tokens, "tags": tags, "entities": ents})
         return rows
 
-    def learning_warning(self, report, hint):
+    def learning_warning(self, report):
         if report and report.get("n_true", 0) > 0 and report.get("n_pred", 1) == 0:
-            return f"the last evaluation found no entity at all (the data has {report['n_true']}): {hint}"
+            return f"the last evaluation found no entity at all (the data has {report['n_true']})"
         return None
 
 
