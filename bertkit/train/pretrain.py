@@ -38,10 +38,11 @@ from ..data.prepare import prepare
 from ..data.rows import PACKINGS, make_rows, pair_options
 from ..errors import stop_note
 from ..options import opt, parse
-from ..tokenizer import Tokenizer, train_vocab, vocab_digest
+from ..tokenizer import MIN_FREQUENCY, Tokenizer, train_vocab, vocab_digest, vocab_shortfall
 from .loop import StepSampler, TrainConfig, TrainingError, TrainSummary, train, with_default
 from .objectives import OBJECTIVES, Setup
-from .runfolder import run_claimed
+from .metrics_log import check_log_to
+from .runfolder import keep_settings, run_claimed
 
 @dataclass(frozen=True)
 class Recipe:
@@ -247,6 +248,9 @@ def load_or_learn_tokenizer(cfg: PretrainConfig, rank: int, world: int, say) -> 
             tokenizer = train_vocab(texts=texts, vocab_size=cfg.vocab_size)
             tokenizer.save_pretrained(saved)
             say(f"learned a vocabulary of {tokenizer.vocab_size} tokens ({saved})")
+            shortfall = vocab_shortfall(tokenizer, cfg.vocab_size, MIN_FREQUENCY)
+            if shortfall:
+                say(f"note: {shortfall}")
         if world > 1:
             dist.barrier()
     return Tokenizer.from_pretrained(saved)
@@ -344,6 +348,7 @@ def run(cfg: PretrainConfig) -> PretrainSummary:
         raise TrainingError(f"--heldout must be in [0, 1), got {cfg.heldout}")
     if cfg.eval_rows < 0:
         raise TrainingError(f"--eval-rows must be >= 0, got {cfg.eval_rows}")
+    check_log_to(cfg.log_to)  # e.g. tensorboard not installed: said before a vocabulary is learned
     encoder_config(cfg)  # --seq-len fits the model: checked before the corpus is read
     if not cfg.data:
         check_corpus(cfg)  # it can make a batch: checked before its vocabulary is learned (and --out claimed)
@@ -354,7 +359,6 @@ def run(cfg: PretrainConfig) -> PretrainSummary:
 def run_in(cfg: PretrainConfig, rank: int, world: int) -> PretrainSummary:
     """The run itself, in a claimed --out (runfolder.py)."""
     say = (lambda *a: print(*a, file=sys.stderr)) if rank == 0 else (lambda *a: None)
-
     data, tokenizer = load_data(cfg, rank, world, say)
     train_split, heldout_split = data.splits["train"], data.splits["heldout"]
     say(f"data: {data.folder}: {train_split.documents:,} documents ({train_split.tokens:,} tokens), "
@@ -404,6 +408,8 @@ def run_in(cfg: PretrainConfig, rank: int, world: int) -> PretrainSummary:
     identity = {"vocab": vocab_digest(tokenizer), "data": data.fingerprint, "objective": cfg.objective}
     if cfg.data:  # known by its content on --resume: a copy at another path continues the run
         identity.update(data_from=f"--data {cfg.data}", data_parts=data.parts)
+    if rank == 0:
+        keep_settings(cfg, "pretrain")
     summary = train(model, objective.batches(rows["train"], sampler), cfg, objective.loss,
                     evaluate=evaluate if heldout_rows else None,
                     save_model=save, identity=identity)
@@ -428,5 +434,7 @@ def report(summary: PretrainSummary, cfg: PretrainConfig) -> int:
           f"last training loss {summary.loss:.4f}")
     if summary.eval:
         print("held-out: " + ", ".join(f"{k} {v:.4f}" for k, v in summary.eval.items()))
-    print(f"model, tokenizer, metrics.jsonl and loss.png in {cfg.out}")
+    logs = "".join(f", {name}" for name, on in (("metrics.csv", "csv" in cfg.log_to),
+                                                ("tensorboard/", "tensorboard" in cfg.log_to)) if on)
+    print(f"model, tokenizer, settings.yaml, metrics.jsonl{logs} and loss.png in {cfg.out}")
     return 0

@@ -4,6 +4,7 @@
         ... the whole run ...
 
     run_claimed(cfg, run_in)      the same for a command: run_in(cfg, rank, world) in its claimed --out
+    keep_settings(cfg, command)   <out>/settings.yaml, which `--config` reads back to rerun the run
 
     1. <out>/.lock, made with O_CREAT | O_EXCL, holds "pid hostname": a second writer is refused
        (naming the pid); a lock whose process is gone from this host is taken over, with a note
@@ -31,6 +32,7 @@ import torch.distributed as dist
 
 from ..checkpoint import TRAIN_STATE
 from ..files import lock_file, release_lock
+from ..options import write_settings
 from ..outfolder import check_out, move_aside
 from .loop import TrainConfig, TrainingError, pick_device, setup_distributed
 
@@ -38,7 +40,8 @@ T = TypeVar("T")
 LOCK = ".lock"
 # what a pretraining or fine-tuning run leaves in its folder; any of these means "an earlier run is here"
 RUN_FILES = ("metrics.jsonl", "checkpoint", "model.safetensors", "config.json", "tokenizer", "vocab.txt",
-             "eval_report.json", "loss.png", "confusion_matrix.png", "data", "plans")
+             "eval_report.json", "loss.png", "confusion_matrix.png", "data", "plans", "settings.yaml")
+SETTINGS = "settings.yaml"  # the run's settings: `bertkit COMMAND --config <out>/settings.yaml --out NEW` reruns it
 
 
 @contextlib.contextmanager
@@ -72,6 +75,12 @@ def run_claimed(cfg: TrainConfig, run_in: Callable[[TrainConfig, int, int], T], 
     rank, world, _ = setup_distributed(pick_device(cfg.device))
     with claim(cfg.out, resume=cfg.resume, overwrite=cfg.overwrite, rank=rank, world=world, inputs=inputs):
         return run_in(cfg, rank, world)
+
+
+def keep_settings(cfg: TrainConfig, command: str) -> str:
+    """<out>/settings.yaml: the settings the run trains with (defaults filled in), all but how --out was claimed
+    (--resume / --overwrite), so that `bertkit COMMAND --config` on it reruns the run."""
+    return write_settings(cfg, os.path.join(cfg.out, SETTINGS), command=command, leave_out=("resume", "overwrite"))
 
 
 # ----- the lock ----------------------------------------------------------------------------------
