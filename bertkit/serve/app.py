@@ -1,4 +1,5 @@
-"""The HTTP side of `bertkit serve`: connections, routes, request checks, JSON errors, Prometheus metrics.
+"""The HTTP side of `bertkit serve`: connections, body reading and limits, JSON errors, Prometheus metrics,
+and the app made from the route table (routes.py) with /openapi.json and /docs (openapi.py).
 
     connection --GuardedHttp (connections.py: uvicorn's httptools protocol with a Guard): at most
         --max-connections open (the oldest idle one closed to make room, else 503); headers within
@@ -6,7 +7,8 @@
     request --MetricsMiddleware (status, latency; 499: the client went away before its answer)--> route handler
         read_body: within --body-timeout (408), size limit (413, once the body was read and dropped up to a
             bound, so that clients that send the whole body before reading see it), UTF-8 (400), JSON (400)
-        inputs_of: shape and types (422), count limit (413)
+        parse_body: the route's request model (schemas.py: 422 naming the field), then its inputs counted (413)
+        route.handle (routes.py: the table of routes, each a request model and a handler)
         engine.rows_for_*: tokens per input (413 unless "truncate": true); in the tokenizer's thread
         batcher.submit (429 when --max-queue requests wait) -> engine.run in the model's thread; a client that
             goes away meanwhile: its job is cancelled, rows not yet run never are
@@ -25,7 +27,6 @@ event loop when that thread is idle: the hop to it costs more than a sentence's 
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import functools
 import json
@@ -35,20 +36,22 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
-import numpy as np
 from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram,
                                disable_created_metrics, generate_latest)
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Route as StarletteRoute
 
 from .. import __version__
 from ..errors import BertkitError, NonFiniteError
 from .batcher import Batcher, BatchStats, QueueFull
 from .connections import Guard, GuardedHttp
-from .engine import FILL_MASK_MAX_TOP_K, Engine, InputProblem, Prepared, json_type
+from .engine import Engine, InputProblem, Prepared, json_type
+from .openapi import docs_html, openapi
+from .routes import NEEDS, NON_FINITE, ROUTES, Route
+from .schemas import parse_body
 from .settings import ServeConfig
 
 INLINE_BYTES = 2048  # a body up to this size is worked on inline on the event loop (tokenizing ~700 CJK
@@ -56,8 +59,6 @@ INLINE_BYTES = 2048  # a body up to this size is worked on inline on the event l
 INLINE_INPUTS = 8  # an answer to more inputs is written as JSON in the tokenizer thread (64 vectors: ~10 ms)
 DRAIN_BYTES = 16 << 20  # a body over --max-body-bytes is read (and dropped) up to max(this, 4x the limit)
 # before the 413, so that clients that send the whole body before reading the answer (urllib, requests) see it
-NON_FINITE = ("the model's output holds NaN or Infinity, so nothing was answered; its weights (or --quantize) are "
-              "broken: check the model folder")
 log = logging.getLogger("uvicorn.error")
 
 
@@ -185,13 +186,6 @@ _dumps = functools.partial(json.dumps, ensure_ascii=False, allow_nan=False, sepa
 PIECE = 1024
 
 
-def finite(vectors: list) -> list:
-    """Embeddings checked before they are answered: a NaN would travel silently in base64."""
-    if len(vectors) and not np.isfinite(np.asarray(vectors, dtype=np.float32)).all():
-        raise NonFiniteError(NON_FINITE)
-    return vectors
-
-
 def parse_json(raw: bytes) -> dict:
     """The request's JSON object (UTF-8, valid JSON, no lone surrogate, an object)."""
     try:
@@ -257,10 +251,10 @@ async def disconnect(request: Request) -> None:
         pass
 
 
-def build_app(engine: Engine, settings: ServeConfig) -> tuple[MetricsMiddleware, Batcher, Callable]:
-    """The app serving `engine`, its batcher (for the caller to run `batcher.work()` in the thread that loaded
-    the model) and the HTTP protocol for uvicorn's Config(http=...). The app's shutdown stops the batcher once
-    every request in flight was answered."""
+def build_app(engine: Engine, settings: ServeConfig, routes=ROUTES) -> tuple[MetricsMiddleware, Batcher, Callable]:
+    """The app serving `engine` on `routes` (routes.py's table, and the GET routes), its batcher (for the caller
+    to run `batcher.work()` in the thread that loaded the model) and the HTTP protocol for uvicorn's
+    Config(http=...). The app's shutdown stops the batcher once every request in flight was answered."""
     metrics = Metrics()
     batcher = Batcher(engine.run, max_batch_tokens=settings.max_batch_tokens, max_wait_ms=settings.max_wait_ms,
                       max_queue=settings.max_queue, batching=settings.batching, on_batch=metrics.batch,
@@ -317,118 +311,44 @@ def build_app(engine: Engine, settings: ServeConfig) -> tuple[MetricsMiddleware,
             message = message.replace(path, engine.name)
         return message
 
-    def inputs_of(body: dict, allowed: set[str], name: str = "inputs", objects: bool = False) -> tuple[list, bool]:
-        """(inputs as a list, whether one input came alone); unknown keys, wrong types and empty lists refused."""
-        unknown = sorted(set(body) - allowed - {name})
-        if unknown:
-            raise InputProblem(422, "wrong_type", f"unknown field(s) {', '.join(unknown)}; this route takes "
-                               f"{', '.join(sorted(allowed | {name}))}")
-        if name not in body:
-            raise InputProblem(422, "wrong_type", f"the body has no {name!r}: send {{\"{name}\": \"a text\"}} or a "
-                               "list of texts")
-        value = body[name]
-        single = isinstance(value, str) or (objects and isinstance(value, dict))
-        items = [value] if single else value
-        if not isinstance(items, list):
-            raise InputProblem(422, "wrong_type", f"{name!r} must be a string or a list of strings"
-                               f"{' or objects' if objects else ''}, got {json_type(value)}")
-        if not items:
-            raise InputProblem(422, "empty_list", f"{name!r} is an empty list: send at least one input")
+    def count(request) -> int:
+        """How many inputs a checked request holds; 413 past --max-inputs."""
+        items, _ = request.items()
         if len(items) > settings.max_inputs:
             raise InputProblem(413, "too_many_inputs", f"{len(items)} inputs, more than the limit of "
                                f"{settings.max_inputs} per request (--max-inputs); split the request")
-        for i, item in enumerate(items):
-            if not isinstance(item, str) and not (objects and isinstance(item, dict)):
-                raise InputProblem(422, "wrong_type", f"{name}[{i}] is {json_type(item)}; each input is a string"
-                                   f"{' or an object' if objects else ''}")
-        return items, single
+        return len(items)
 
-    def flag(body: dict, name: str, default: bool) -> bool:
-        value = body.get(name, default)
-        if not isinstance(value, bool):
-            raise InputProblem(422, "wrong_type", f"{name!r} must be true or false, got {json_type(value)}")
-        return value
-
-    def handler(route: str, needs: str | None = None):
-        """A POST route: its body read and checked, refusals and errors -> JSON, inputs counted."""
-        def wrap(fn):
-            async def endpoint(request: Request):
-                try:
-                    raw = await read_body(request)  # read first: a refusal with the body unread resets the client
-                    if needs is not None and getattr(engine, needs) is None:
-                        return error(400, "not_supported", f"{route} needs a model with {NEEDS[needs]}; "
-                                     f"{engine.name} is a {engine.architecture} (routes here: "
-                                     f"{', '.join(engine.routes)})")
-                    call = Call(request, len(raw), tokenizer, batcher, metrics)
-                    body = await call.tokenize(parse_json, raw)
-                    answer, count = await fn(body, call)
-                    response = await tokenizer.run(call.small and count <= INLINE_INPUTS, json_answer, answer)
-                except ClientGone:
-                    return Response(status_code=499)  # nobody reads it: the status is for /metrics
-                except InputProblem as e:
-                    return error(e.status, e.kind, public(e), close=isinstance(e, EndsConnection))
-                except NonFiniteError as e:
-                    return error(500, "non_finite_output", public(e))
-                except BertkitError as e:
-                    return error(500, "model_error", public(e))
-                except Exception as e:
-                    log.exception("%s failed", route)
-                    return error(500, "internal_error", f"a bug in bertkit ({type(e).__name__}: {public(e)}); the "
-                                 "server's log has the traceback")
-                metrics.inputs.labels(route).inc(count)
-                return response
-            return Route(route, endpoint, methods=["POST"])
-        return wrap
-
-    @handler("/embed")
-    async def embed(body, call):
-        texts, single = inputs_of(body, {"truncate"})
-        prepared = await call.tokenize(engine.rows_for_embed, texts, flag(body, "truncate", False))
-        return finite(await call.model(prepared)), len(texts)
-
-    @handler("/v1/embeddings")
-    async def openai_embeddings(body, call):
-        texts, _ = inputs_of(body, {"model", "encoding_format", "user", "dimensions"}, name="input")
-        fmt = body.get("encoding_format", "float")
-        if fmt not in ("float", "base64"):
-            raise InputProblem(422, "wrong_type", f"'encoding_format' must be \"float\" or \"base64\", got {fmt!r}")
-        if not isinstance(body.get("model", ""), str):
-            raise InputProblem(422, "wrong_type", f"'model' must be a string, got {json_type(body['model'])}")
-        if body.get("dimensions") not in (None, engine.dim):
-            raise InputProblem(422, "invalid_input", f"'dimensions' {body['dimensions']!r}: this model's embeddings "
-                               f"have {engine.dim}")
-        prepared = await call.tokenize(engine.rows_for_embed, texts, False)
-        vectors = finite(await call.model(prepared))
-        data = [{"object": "embedding", "index": i,
-                 "embedding": v if fmt == "float" else base64.b64encode(np.asarray(v, "<f4").tobytes()).decode()}
-                for i, v in enumerate(vectors)]
-        used = sum(prepared.tokens)
-        return {"object": "list", "data": data, "model": body.get("model") or engine.name,
-                "usage": {"prompt_tokens": used, "total_tokens": used}}, len(texts)
-
-    @handler("/predict", needs="task")
-    async def predict(body, call):
-        inputs, single = inputs_of(body, {"truncate"}, objects=True)
-        prepared = await call.tokenize(engine.rows_for_predict, inputs, flag(body, "truncate", False))
-        rows = await call.tokenize(engine.predictions, prepared, await call.model(prepared))
-        return (rows[0] if single else rows), len(inputs)
-
-    @handler("/fill-mask", needs="mlm")
-    async def fill_mask(body, call):
-        texts, single = inputs_of(body, {"top_k"})
-        top_k = body.get("top_k", 5)
-        if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= FILL_MASK_MAX_TOP_K:
-            raise InputProblem(422, "wrong_type", f"'top_k' must be a whole number from 1 to {FILL_MASK_MAX_TOP_K}, "
-                               f"got {top_k!r}")
-        prepared = await call.tokenize(engine.rows_for_fill_mask, texts)
-        answers = await call.tokenize(engine.fill_mask_answers, prepared.rows, await call.model(prepared), top_k)
-        return (answers[0] if single else answers), len(texts)
-
-    @handler("/tokenize")
-    async def tokenize(body, call):
-        texts, single = inputs_of(body, {"add_special_tokens"})
-        answers = await call.tokenize(engine.tokenize, texts, flag(body, "add_special_tokens", True))
-        return (answers[0] if single else answers), len(texts)
+    def endpoint(route: Route) -> StarletteRoute:
+        """A POST route: its body read and checked against its model, refusals and errors -> JSON, inputs
+        counted."""
+        async def answer(request: Request):
+            try:
+                raw = await read_body(request)  # read first: a refusal with the body unread resets the client
+                if route.needs is not None and getattr(engine, route.needs) is None:
+                    return error(400, "not_supported", f"{route.path} needs a model with {NEEDS[route.needs]}; "
+                                 f"{engine.name} is a {engine.architecture} (routes here: "
+                                 f"{', '.join(engine.routes)})")
+                call = Call(request, len(raw), tokenizer, batcher, metrics)
+                body = parse_body(route.request, await call.tokenize(parse_json, raw))
+                count(body)
+                result, inputs = await route.handle(engine, body, call)
+                response = await tokenizer.run(call.small and inputs <= INLINE_INPUTS, json_answer, result)
+            except ClientGone:
+                return Response(status_code=499)  # nobody reads it: the status is for /metrics
+            except InputProblem as e:
+                return error(e.status, e.kind, public(e), close=isinstance(e, EndsConnection))
+            except NonFiniteError as e:
+                return error(500, "non_finite_output", public(e))
+            except BertkitError as e:
+                return error(500, "model_error", public(e))
+            except Exception as e:
+                log.exception("%s failed", route.path)
+                return error(500, "internal_error", f"a bug in bertkit ({type(e).__name__}: {public(e)}); the "
+                             "server's log has the traceback")
+            metrics.inputs.labels(route.path).inc(inputs)
+            return response
+        return StarletteRoute(route.path, answer, methods=["POST"])
 
     async def health(request):
         return JSONResponse({"status": "ok"})
@@ -465,12 +385,21 @@ def build_app(engine: Engine, settings: ServeConfig) -> tuple[MetricsMiddleware,
         batcher.stop()  # uvicorn ends the lifespan after answering every request in flight
         tokenizer.pool.shutdown(wait=False)
 
-    routes = [embed, openai_embeddings, predict, fill_mask, tokenize,
-              Route("/health", health), Route("/info", info), Route("/metrics", prometheus)]
-    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error}, lifespan=lifespan)
-    return MetricsMiddleware(app, metrics, {r.path for r in routes}), batcher, functools.partial(GuardedHttp, guard)
+    document = openapi(routes, GET_ROUTES, f"bertkit serve: {engine.name}", __version__)
+    page = docs_html(document)
+
+    async def openapi_json(request):
+        return JSONResponse(document)
+
+    async def docs(request):
+        return HTMLResponse(page)
+
+    gets = {"/health": health, "/info": info, "/metrics": prometheus, "/openapi.json": openapi_json, "/docs": docs}
+    table = [endpoint(r) for r in routes] + [StarletteRoute(path, fn) for path, fn in gets.items()]
+    app = Starlette(routes=table, exception_handlers={HTTPException: http_error}, lifespan=lifespan)
+    return MetricsMiddleware(app, metrics, {r.path for r in table}), batcher, functools.partial(GuardedHttp, guard)
 
 
-NEEDS = {"task": "a fine-tuned task head (bertkit finetune's --out)",
-         "mlm": "an MLM head (bertkit pretrain's --out)"}
-GET_ROUTES = ("/health", "/info", "/metrics")
+GET_ROUTES = {"/health": "{\"status\": \"ok\"}", "/info": "the model, its task, labels, limits and batching",
+              "/metrics": "Prometheus' text format", "/openapi.json": "this description of the routes",
+              "/docs": "the routes as a page to read"}
