@@ -3,7 +3,7 @@ flags its real parser accepts, `make X` names a Makefile target, `python bench/X
 whose parser accepts the flags, and every ```python block compiles and runs.
 
 The ```python blocks run for real (test_readme_python_block_runs), each in an empty temporary working
-directory, on conftest's tiny fixtures instead of the downloads and trained models the README names:
+directory (those that call a running `bertkit serve` at localhost run in tests/test_serve.py, against one), on conftest's tiny fixtures instead of the downloads and trained models the README names:
 the text replacements are the table SUBSTITUTIONS below, and the names a block uses as given (`input_ids`,
 `labels`) are GIVEN. A bare expression whose comment starts with a tuple of integers
 (`out.last_hidden_state.shape   # (1, 4, 256)`) is checked: it must equal that tuple.
@@ -201,7 +201,13 @@ def _expect_parse(call, what: str) -> None:
 # ----- the tests ---------------------------------------------------------------------------------
 README_TEXT = README.read_text(encoding="utf-8") if README.exists() else ""
 COMMAND_LINES = [(n, t) for n, t in bash_commands(README_TEXT) if kind_of(t)]
-PYTHON_BLOCKS = [(first, lines) for lang, first, lines in fenced_blocks(README_TEXT) if lang in ("python", "py")]
+def talks_to_a_server(lines: list[str]) -> bool:
+    """A block that calls a running `bertkit serve` (localhost:PORT): tests/test_serve.py runs it against one."""
+    return any("localhost:" in line for line in lines)
+
+
+PYTHON_BLOCKS = [(first, lines) for lang, first, lines in fenced_blocks(README_TEXT)
+                 if lang in ("python", "py") and not talks_to_a_server(lines)]
 
 
 @pytest.mark.parametrize("number,tokens", COMMAND_LINES or [pytest.param(0, [], marks=pytest.mark.skip("no commands"))],

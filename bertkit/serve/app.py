@@ -50,7 +50,8 @@ from .batcher import Batcher, BatchStats, QueueFull
 from .connections import Guard, GuardedHttp
 from .engine import Engine, InputProblem, Prepared, json_type
 from .openapi import docs_html, openapi
-from .routes import NEEDS, NON_FINITE, ROUTES, Route
+from .compat import tei_info
+from .routes import NEEDS, NON_FINITE, ROUTES, Route, bertkit_error
 from .schemas import parse_body
 from .settings import ServeConfig
 
@@ -131,8 +132,9 @@ class EndsConnection(InputProblem):
     or the server is stopping."""
 
 
-def error(status: int, kind: str, message: str, close: bool = False) -> JSONResponse:
-    return JSONResponse({"error": message, "type": kind}, status_code=status,
+def error(status: int, kind: str, message: str, close: bool = False, shape: Callable = bertkit_error) -> JSONResponse:
+    """A refusal or failure as JSON: bertkit's {"error", "type"} (or a route's own shape: OpenAI's)."""
+    return JSONResponse(shape(status, kind, message), status_code=status,
                         headers={"Connection": "close"} if close else None)
 
 
@@ -323,12 +325,13 @@ def build_app(engine: Engine, settings: ServeConfig, routes=ROUTES) -> tuple[Met
         """A POST route: its body read and checked against its model, refusals and errors -> JSON, inputs
         counted."""
         async def answer(request: Request):
+            shape = route.error_body
             try:
                 raw = await read_body(request)  # read first: a refusal with the body unread resets the client
                 if route.needs is not None and getattr(engine, route.needs) is None:
                     return error(400, "not_supported", f"{route.path} needs a model with {NEEDS[route.needs]}; "
                                  f"{engine.name} is a {engine.architecture} (routes here: "
-                                 f"{', '.join(engine.routes)})")
+                                 f"{', '.join(engine.routes)})", shape=shape)
                 call = Call(request, len(raw), tokenizer, batcher, metrics)
                 body = parse_body(route.request, await call.tokenize(parse_json, raw))
                 count(body)
@@ -337,15 +340,15 @@ def build_app(engine: Engine, settings: ServeConfig, routes=ROUTES) -> tuple[Met
             except ClientGone:
                 return Response(status_code=499)  # nobody reads it: the status is for /metrics
             except InputProblem as e:
-                return error(e.status, e.kind, public(e), close=isinstance(e, EndsConnection))
+                return error(e.status, e.kind, public(e), close=isinstance(e, EndsConnection), shape=shape)
             except NonFiniteError as e:
-                return error(500, "non_finite_output", public(e))
+                return error(500, "non_finite_output", public(e), shape=shape)
             except BertkitError as e:
-                return error(500, "model_error", public(e))
+                return error(500, "model_error", public(e), shape=shape)
             except Exception as e:
                 log.exception("%s failed", route.path)
                 return error(500, "internal_error", f"a bug in bertkit ({type(e).__name__}: {public(e)}); the "
-                             "server's log has the traceback")
+                             "server's log has the traceback", shape=shape)
             metrics.inputs.labels(route.path).inc(inputs)
             return response
         return StarletteRoute(route.path, answer, methods=["POST"])
@@ -364,7 +367,8 @@ def build_app(engine: Engine, settings: ServeConfig, routes=ROUTES) -> tuple[Met
                        "max_queue": settings.max_queue, "max_connections": settings.max_connections,
                        "header_timeout": settings.header_timeout, "body_timeout": settings.body_timeout},
             "batching": {"enabled": settings.batching, "max_batch_tokens": settings.max_batch_tokens,
-                         "max_wait_ms": settings.max_wait_ms}})
+                         "max_wait_ms": settings.max_wait_ms},
+            **tei_info(engine, settings, __version__)})  # TEI's field names beside bertkit's
 
     async def prometheus(request):
         metrics.queue_depth.set(batcher.depth())

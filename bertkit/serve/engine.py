@@ -5,6 +5,10 @@
                         `bertkit predict`); MLM model (a pretrained folder with its MLM head: /fill-mask)
     request inputs --rows_for_*--> rows (token ids / task features) --Batcher--> run(key, rows) --> answers
 
+Other clients' routes (compat.py shapes their answers) use the same rows and results, and a few more: TEI's
+/embed options (rows_for_tei_embed, tei_vectors; "embed-raw": vectors before the folder's Normalize), token
+ids on /v1/embeddings (rows_for_embed_ids), raw scores (class_logits), entity scores (tag_scores), /decode.
+
 What a /predict input may hold is the task's: its input fields (task.input_fields: name and kind) check
 an object, task.from_line reads a string as `bertkit predict` reads a line, task.example_from makes the
 example (qa numbers it), task.batch_group says which requests' features may share a batch.
@@ -21,10 +25,13 @@ of every forward pass raise it in `run` (an error answer, never NaN in a 200).
 
 from __future__ import annotations
 
+import functools
+import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
+import torch.nn.functional as F
 
 from ..config import BertConfig
 from ..embed import Encoder, TooLong
@@ -32,6 +39,7 @@ from ..errors import BertkitError
 from ..engines import load_mlm, load_task_model, resolve
 from ..inference import fill_mask, filled_text, mask_positions, run_model, windows
 from ..tasks import Field, TaskDataError, TaskOptions, task_of
+from ..tasks.classify import aggregate_windows
 from ..text import is_empty_text
 from .batcher import Handlers, Key
 
@@ -96,8 +104,12 @@ class Engine:
         self.predict_limit = max_input_tokens or PREDICT_MAX_TOKENS
         self.dim = self.encoder.model.config.hidden_size
         # what runs a batch, by its key's kind: one entry per kind of work this model can do
-        self.handlers = Handlers({"embed": self._embed, **({"predict": self._predict} if self.task else {}),
+        self.handlers = Handlers({"embed": self._embed, "embed-raw": self._embed_raw,
+                                  **({"predict": self._predict} if self.task else {}),
                                   **({"fill-mask": self._fill_mask} if self.mlm else {})})
+        # the folder's encoder without its Normalize module (same weights): TEI's "normalize": false
+        self.raw_encoder = Encoder(self.encoder.model, self.tokenizer, replace(self.encoder.pooling, normalize=False),
+                                   self.encoder.model_dir) if self.encoder.pooling.normalize else self.encoder
         self.probe()
 
     def probe(self) -> None:
@@ -117,8 +129,8 @@ class Engine:
     @property
     def routes(self) -> list[str]:
         """The POST routes this model can answer."""
-        return ["/embed", "/v1/embeddings", "/tokenize"] + (["/predict"] if self.task else []) + \
-            (["/fill-mask"] if self.mlm else [])
+        return ["/", "/embed", "/v1/embeddings", "/tokenize", "/decode"] + \
+            (["/predict", "/rerank"] if self.task else []) + (["/fill-mask"] if self.mlm else [])
 
     def pooling_info(self) -> dict:
         pooling = self.encoder.pooling
@@ -192,6 +204,79 @@ class Engine:
             rows.append(ids)
         return Prepared(self.handlers.key("fill-mask"), rows, [len(r) for r in rows])
 
+    def rows_for_tei_embed(self, texts: list[str], truncate: bool, direction: str = "right",
+                           prompt_name: str | None = None, normalize: bool | None = None) -> Prepared:
+        """TEI's /embed (huggingface_hub's feature_extraction): rows_for_embed's rows, each text after the folder's
+        prompt `prompt_name` (config_sentence_transformers.json "prompts", as sentence-transformers puts it),
+        a long one cut on the `direction` side (Left / Right, either case) when truncate; normalize=False on a
+        folder that L2-normalizes runs as "embed-raw" (tei_vectors normalizes for normalize=True)."""
+        side = direction.lower() if isinstance(direction, str) else direction
+        if side not in ("left", "right"):
+            raise InputProblem(422, "wrong_type", f"'truncation_direction' must be \"Left\" or \"Right\", got "
+                               f"{direction!r}")
+        prompt = "" if prompt_name is None else self.prompt(prompt_name)
+        rows = []
+        for i, text in enumerate(texts):
+            if is_empty_text(text, self.tokenizer):  # the text itself, not the prompt before it
+                raise InputProblem(422, "empty_input", f"inputs[{i}] is empty (no text once whitespace, zero-width "
+                                   "and control characters are left out): there is nothing to embed")
+            ids, limit = self.tokenizer.encode(prompt + text), self.embed_limit
+            if len(ids) > limit:
+                if not truncate:
+                    raise _too_long(i, len(ids), limit)
+                # [CLS] + the first (right) or last (left) limit - 2 tokens + [SEP], as the tokenizer cuts
+                ids = ids[:limit - 1] + ids[-1:] if side == "right" else ids[:1] + ids[1 - limit:]
+            rows.append(ids)
+        raw = normalize is False and self.encoder.pooling.normalize
+        return Prepared(self.handlers.key("embed-raw" if raw else "embed"), rows, [len(r) for r in rows])
+
+    def rows_for_embed_ids(self, id_lists: list[list[int]], truncate: bool) -> Prepared:
+        """/v1/embeddings' token-id inputs as rows: ids of this model's vocabulary, [CLS] put first and [SEP] last
+        where they are not, so that tokenizer.encode(text) and tokenizer.encode(text, add_special_tokens=False)
+        both give the text's own row (TEI and vLLM run ids as they come: without [CLS] the pooled vector is not
+        the text's). Longer than the limit: cut to [CLS] + the first limit - 2 + [SEP] when truncate, else 413."""
+        cls, sep, size = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id, self.encoder.model.config.vocab_size
+        rows = []
+        for i, ids in enumerate(id_lists):
+            bad = next((j for j, t in enumerate(ids) if not isinstance(t, int) or isinstance(t, bool)
+                        or not 0 <= t < size), None)
+            if bad is not None:
+                raise InputProblem(422, "invalid_input", f"input[{i}][{bad}] is {ids[bad]!r}, not a token id of this "
+                                   f"model (a whole number from 0 to {size - 1})")
+            row = ([] if ids[:1] == [cls] else [cls]) + list(ids) + ([] if ids[-1:] == [sep] else [sep])
+            if len(row) <= 2:
+                raise InputProblem(422, "empty_input", f"input[{i}] holds no token but [CLS] / [SEP]: there is "
+                                   "nothing to embed")
+            if len(row) > self.embed_limit:
+                if not truncate:
+                    raise InputProblem(413, "too_long", f"input[{i}] has {len(row)} tokens with [CLS] and [SEP], more "
+                                       f"than the limit of {self.embed_limit}; send fewer ids")
+                row = row[:self.embed_limit - 1] + [sep]
+            rows.append(row)
+        return Prepared(self.handlers.key("embed"), rows, [len(r) for r in rows])
+
+    @functools.cached_property
+    def prompts(self) -> dict[str, str]:
+        """The folder's sentence-transformers prompts (config_sentence_transformers.json "prompts"), or {}."""
+        path = os.path.join(self.model_dir, "config_sentence_transformers.json")
+        if not os.path.isfile(path):
+            return {}
+        try:
+            with open(path, encoding="utf-8") as fh:
+                prompts = json.load(fh).get("prompts") or {}
+        except (ValueError, AttributeError) as e:
+            raise BertkitError(f"{self.name}/config_sentence_transformers.json cannot be read: {e}") from None
+        if not isinstance(prompts, dict) or not all(isinstance(v, str) for v in prompts.values()):
+            raise BertkitError(f"{self.name}/config_sentence_transformers.json: \"prompts\" must map names to texts")
+        return prompts
+
+    def prompt(self, name: str) -> str:
+        if name not in self.prompts:
+            raise InputProblem(422, "invalid_input", f"prompt_name {name!r} is not one of this model's prompts: "
+                               f"{', '.join(map(repr, self.prompts)) or 'its folder has none'} "
+                               "(config_sentence_transformers.json)")
+        return self.prompts[name]
+
     def _cut(self, text: str, limit: int) -> str:
         """The start of `text` that tokenizes to at most `limit` tokens with [CLS] and [SEP]."""
         offsets = self.tokenizer(text, return_offsets_mapping=True)["offset_mapping"]
@@ -204,6 +289,9 @@ class Engine:
 
     def _embed(self, rows: list[list[int]]) -> list:
         return self.encoder.embed_ids(rows).tolist()
+
+    def _embed_raw(self, rows: list[list[int]]) -> list:
+        return self.raw_encoder.embed_ids(rows).tolist()
 
     def _predict(self, rows: list) -> list:
         return run_model(self.task, self.task_model, rows, self.tokenizer.pad_token_id, batch_size=len(rows))
@@ -231,6 +319,54 @@ class Engine:
                    "sequence": filled_text(self.tokenizer, ids, fill.position, c.token_id)}
                   for c in fill.candidates[:top_k]] for fill in fills]
                 for ids, fills in zip(rows, results)]
+
+    def tei_vectors(self, vectors: list, normalize: bool | None) -> list:
+        """rows_for_tei_embed's results as asked: normalize=True L2-normalizes vectors of a folder that does not
+        (as embed_ids does it); None or False: as they came (the folder's, or embed-raw's)."""
+        if normalize and not self.encoder.pooling.normalize and len(vectors):
+            return F.normalize(torch.tensor(vectors, dtype=torch.float32), p=2, dim=1).tolist()
+        return vectors
+
+    def class_logits(self, prepared: Prepared, outputs: list) -> list[list[float] | None]:
+        """Per /predict input of a classifier: its logits, the mean over its windows (those its probabilities come
+        from: TEI's raw_scores); None for an input without text."""
+        if self.task is None or self.task.name != "classify":
+            raise BertkitError(f"class_logits needs a classifier; {self.name} is {self.architecture}")
+        empty = set(prepared.empty)
+        kept = [i for i in range(len(prepared.examples)) if i not in empty]
+        out = [None] * len(prepared.examples)
+        for i, logits in zip(kept, aggregate_windows(prepared.rows, outputs, len(kept)) if kept else []):
+            out[i] = logits.tolist()
+        return out
+
+    def tag_scores(self, prepared: Prepared, outputs: list) -> list[list[float | None] | None]:
+        """Per /predict input of a tagger, per word: the probability of its tag (the softmax at the word's first
+        piece in the first window holding it: the piece tag_predictions reads); None for a word without pieces
+        (a space) and for an input without text."""
+        if self.task is None or self.task.name != "tag":
+            raise BertkitError(f"tag_scores needs a tagger; {self.name} is {self.architecture}")
+        empty = set(prepared.empty)
+        kept = [i for i in range(len(prepared.examples)) if i not in empty]
+        scores = [[None] * len(prepared.examples[i].tokens) for i in kept]
+        for f, logits in zip(prepared.rows, outputs):
+            best = logits.softmax(-1).max(-1).values.tolist()
+            for j, w in enumerate(f.words):
+                if w is not None and scores[f.example][w] is None:
+                    scores[f.example][w] = best[j]
+        out = [None] * len(prepared.examples)
+        for i, s in zip(kept, scores):
+            out[i] = s
+        return out
+
+    def decode(self, id_lists: list[list[int]], skip_special_tokens: bool = True) -> list[str]:
+        """TEI's /decode: each list of ids as text (bertkit's tokenizer: no spaces beside CJK characters)."""
+        texts = []
+        for i, ids in enumerate(id_lists):
+            try:
+                texts.append(self.tokenizer.decode(ids, skip_special_tokens=skip_special_tokens))
+            except BertkitError as e:  # an id outside the vocabulary
+                raise InputProblem(422, "invalid_input", f"ids[{i}]: {e}") from None
+        return texts
 
     def tokenize(self, texts: list[str], add_special_tokens: bool) -> list[list[dict]]:
         enc = self.tokenizer(texts, return_offsets_mapping=True, return_special_tokens_mask=True,

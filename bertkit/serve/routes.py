@@ -10,21 +10,32 @@ model, counts its inputs (413 past --max-inputs), and turns what a handler raise
 
 from __future__ import annotations
 
-import base64
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
 import numpy as np
 
 from ..errors import NonFiniteError
-from .engine import Engine, InputProblem
-from .schemas import (Body, EmbedRequest, FillMaskRequest, OpenAIEmbedRequest, PredictRequest, TokenizeRequest)
+from . import compat
+from .engine import FILL_MASK_MAX_TOP_K, Engine, InputProblem
+from .schemas import (Body, DecodeRequest, EmbedRequest, FillMaskRequest, InferenceRequest, OpenAIEmbedRequest,
+                      PredictRequest, RerankRequest, TokenizeRequest)
 
 NON_FINITE = ("the model's output holds NaN or Infinity, so nothing was answered; its weights (or --quantize) are "
               "broken: check the model folder")
 # what a route needs beyond the encoder, in words for its refusal (400 not_supported)
 NEEDS = {"task": "a fine-tuned task head (bertkit finetune's --out)",
          "mlm": "an MLM head (bertkit pretrain's --out)"}
+
+
+def bertkit_error(status: int, kind: str, message: str) -> dict:
+    """bertkit's refusal body (every route but OpenAI's)."""
+    return {"error": message, "type": kind}
+
+
+def openai_error(status: int, kind: str, message: str) -> dict:
+    """OpenAI's error shape, which the openai client shows the message of."""
+    return compat.openai_error(status, message, kind, param=None)
 
 
 @dataclass(frozen=True)
@@ -36,6 +47,7 @@ class Route:
     handle: Callable[[Engine, Any, Any], Awaitable[tuple[Any, int]]]
     summary: str  # one line for /openapi.json and /docs: what the answer is
     needs: str | None = None  # "task" / "mlm": the Engine attribute the route needs (None: the encoder)
+    error_body: Callable[[int, str, str], dict] = bertkit_error  # (status, kind, message) -> a refusal's JSON
 
 
 def finite(vectors: list) -> list:
@@ -47,28 +59,40 @@ def finite(vectors: list) -> list:
 
 async def embed(engine: Engine, request: EmbedRequest, call) -> tuple[Any, int]:
     texts, _ = request.items()
+    if request.tei():  # TEI's fields: a prompt, the left end cut, normalization asked for
+        prepared = await call.tokenize(engine.rows_for_tei_embed, texts, request.truncate,
+                                       request.truncation_direction, request.prompt_name, request.normalize)
+        return finite(engine.tei_vectors(await call.model(prepared), request.normalize)), len(texts)
     prepared = await call.tokenize(engine.rows_for_embed, texts, request.truncate)
     return finite(await call.model(prepared)), len(texts)
 
 
 async def openai_embeddings(engine: Engine, request: OpenAIEmbedRequest, call) -> tuple[Any, int]:
-    texts, _ = request.items()
+    inputs, _ = request.items()
     if request.dimensions not in (None, engine.dim):
-        raise InputProblem(422, "invalid_input", f"'dimensions' {request.dimensions!r}: this model's embeddings "
-                           f"have {engine.dim}")
-    prepared = await call.tokenize(engine.rows_for_embed, texts, False)
+        raise InputProblem(400, "invalid_input", f"'dimensions' {request.dimensions!r}: this model's embeddings "
+                           f"have {engine.dim} and are not cut shorter; leave dimensions out")
+    if inputs and isinstance(inputs[0], int):  # one list of token ids
+        inputs = [inputs]
+    if isinstance(inputs[0], list):
+        prepared = await call.tokenize(engine.rows_for_embed_ids, inputs, False)
+    else:
+        prepared = await call.tokenize(engine.rows_for_embed, inputs, False)
     vectors = finite(await call.model(prepared))
-    data = [{"object": "embedding", "index": i, "embedding": v if request.encoding_format == "float"
-             else base64.b64encode(np.asarray(v, "<f4").tobytes()).decode()} for i, v in enumerate(vectors)]
-    used = sum(prepared.tokens)
-    return {"object": "list", "data": data, "model": request.model or engine.name,
-            "usage": {"prompt_tokens": used, "total_tokens": used}}, len(texts)
+    return compat.openai_embeddings(vectors, request.encoding_format, engine.name, sum(prepared.tokens)), len(inputs)
 
 
 async def predict(engine: Engine, request: PredictRequest, call) -> tuple[Any, int]:
     inputs, single = request.items()
+    if request.raw_scores and engine.task.name != "classify":
+        raise InputProblem(422, "invalid_input", f"'raw_scores' is for a classifier; {engine.name} is a "
+                           f"{engine.task.name} model")
     prepared = await call.tokenize(engine.rows_for_predict, inputs, request.truncate)
-    rows = await call.tokenize(engine.predictions, prepared, await call.model(prepared))
+    outputs = await call.model(prepared)
+    rows = await call.tokenize(engine.predictions, prepared, outputs)
+    if request.raw_scores:
+        rows = [{**row, "logits": logits} if logits is not None else row
+                for row, logits in zip(rows, engine.class_logits(prepared, outputs))]
     return (rows[0] if single else rows), len(inputs)
 
 
@@ -76,7 +100,8 @@ async def fill_mask(engine: Engine, request: FillMaskRequest, call) -> tuple[Any
     texts, single = request.items()
     prepared = await call.tokenize(engine.rows_for_fill_mask, texts)
     answers = await call.tokenize(engine.fill_mask_answers, prepared.rows, await call.model(prepared), request.top_k)
-    return (answers[0] if single else answers), len(texts)
+    rows = [{"text": text, "masks": masks} for text, masks in zip(texts, answers)]  # one object per input
+    return (rows[0] if single else rows), len(texts)
 
 
 async def tokenize(engine: Engine, request: TokenizeRequest, call) -> tuple[Any, int]:
@@ -85,12 +110,73 @@ async def tokenize(engine: Engine, request: TokenizeRequest, call) -> tuple[Any,
     return (answers[0] if single else answers), len(texts)
 
 
+async def rerank(engine: Engine, request: RerankRequest, call) -> tuple[Any, int]:
+    if engine.task is None or engine.task.name != "classify":
+        raise InputProblem(400, "not_supported", f"/rerank needs a re-ranker (a classifier with one output, "
+                           f"fine-tuned on (query, text) pairs); {engine.name} is a {engine.architecture}")
+    pairs = [{"text": request.query, "text_pair": text} for text in request.texts]
+    prepared = await call.tokenize(engine.rows_for_predict, pairs, request.truncate)
+    rows = await call.tokenize(engine.predictions, prepared, await call.model(prepared))
+    return compat.tei_rerank(rows, request.texts, request.raw_scores, request.return_text), len(request.texts)
+
+
+async def decode(engine: Engine, request: DecodeRequest, call) -> tuple[Any, int]:
+    ids, _ = request.items()
+    return await call.tokenize(engine.decode, ids, request.skip_special_tokens), len(ids)
+
+
+async def inference(engine: Engine, request: InferenceRequest, call) -> tuple[Any, int]:
+    """POST /: the Hugging Face inference API, answered by the served model's kind (compat.hf_task)."""
+    body = request.model_dump(exclude_none=True)
+    task = compat.hf_task(body, engine.task.name if engine.task else None, engine.mlm is not None)
+    params = compat.hf_parameters(task, body)
+    inputs, single = request.items()
+    if task in ("feature-extraction", "sentence-similarity"):
+        if task == "feature-extraction" and any(isinstance(x, dict) for x in inputs):
+            raise InputProblem(422, "wrong_type", "feature extraction takes a text or a list of texts")
+        if any(not isinstance(x, str) for x in inputs):
+            raise InputProblem(422, "wrong_type", "sentence similarity takes {\"source_sentence\": a text, "
+                               "\"sentences\": a list of texts}")
+        prepared = await call.tokenize(engine.rows_for_tei_embed, inputs, params.get("truncate", False),
+                                       params.get("truncation_direction", "right"), params.get("prompt_name"),
+                                       params.get("normalize"))
+        vectors = finite(engine.tei_vectors(await call.model(prepared), params.get("normalize")))
+        answer = compat.cosine_similarities(vectors) if task == "sentence-similarity" else vectors
+        return answer, len(inputs)
+    if task == "fill-mask":
+        if any(not isinstance(x, str) for x in inputs):
+            raise InputProblem(422, "wrong_type", "fill-mask takes a text with [MASK], or a list of them")
+        top_k = params.get("top_k", 5)
+        if top_k > FILL_MASK_MAX_TOP_K:
+            raise InputProblem(422, "wrong_type", f"'top_k' must be at most {FILL_MASK_MAX_TOP_K}, got {top_k}")
+        prepared = await call.tokenize(engine.rows_for_fill_mask, inputs)
+        answers = await call.tokenize(engine.fill_mask_answers, prepared.rows, await call.model(prepared), top_k)
+        out = [compat.hf_fill_mask(a) for a in answers]
+        return (out[0] if single else out), len(inputs)
+    prepared = await call.tokenize(engine.rows_for_predict, inputs, False)
+    outputs = await call.model(prepared)
+    rows = await call.tokenize(engine.predictions, prepared, outputs)
+    if task == "text-classification":  # a list per input, also for one: the client keeps the first
+        return [compat.hf_classification(r, params.get("top_k")) for r in rows], len(inputs)
+    if task == "token-classification":
+        out = [compat.hf_entities(r, s, params.get("aggregation_strategy"), params.get("ignore_labels"))
+               for r, s in zip(rows, engine.tag_scores(prepared, outputs))]
+    else:
+        out = [compat.hf_answer(r) for r in rows]
+    return (out[0] if single else out), len(inputs)
+
+
 ROUTES = (
     Route("/embed", EmbedRequest, embed, "a list of numbers per input (one list for one text)"),
-    Route("/v1/embeddings", OpenAIEmbedRequest, openai_embeddings, "OpenAI's embeddings response"),
+    Route("/v1/embeddings", OpenAIEmbedRequest, openai_embeddings, "OpenAI's embeddings response",
+          error_body=openai_error),
     Route("/predict", PredictRequest, predict, "a row per input as `bertkit predict` writes it (one row for one "
           "input)", needs="task"),
-    Route("/fill-mask", FillMaskRequest, fill_mask, "per [MASK], the top_k tokens with their probabilities",
+    Route("/fill-mask", FillMaskRequest, fill_mask, "per input {text, masks}: per [MASK], the top_k tokens with "
+          "their probabilities",
           needs="mlm"),
     Route("/tokenize", TokenizeRequest, tokenize, "per input, its tokens with ids and character offsets"),
+    Route("/rerank", RerankRequest, rerank, "TEI's: [{index, score, text?}] best first", needs="task"),
+    Route("/decode", DecodeRequest, decode, "TEI's: a text per list of ids"),
+    Route("/", InferenceRequest, inference, "the Hugging Face inference API's answer for the served model's task"),
 )

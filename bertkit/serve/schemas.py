@@ -6,6 +6,9 @@ model (a refusal names the field), and /openapi.json and /docs are made from the
     PredictRequest      POST /predict          {"inputs": str | object | [...], "truncate": false}
     FillMaskRequest     POST /fill-mask        {"inputs": str | [str], "top_k": 5}
     TokenizeRequest     POST /tokenize         {"inputs": str | [str], "add_special_tokens": true}
+    RerankRequest       POST /rerank           TEI's {"query", "texts", ...}
+    DecodeRequest       POST /decode           TEI's {"ids": [int] | [[int]], "skip_special_tokens": true}
+    InferenceRequest    POST /                 the Hugging Face inference API's {"inputs", "parameters"}
 
 Models are strict (true is not 1, "5" is not 5) and take no unknown field. `problem` turns pydantic's
 errors into the server's refusal: 422 "wrong_type" naming the field, 422 "empty_list" for an empty list of
@@ -38,19 +41,32 @@ class Body(BaseModel):
 
 
 class EmbedRequest(Body):
-    """Sentence embeddings, pooled as the model folder says (a list of numbers per input)."""
+    """Sentence embeddings, pooled as the model folder says (a list of numbers per input); TEI's /embed fields."""
 
     inputs: Texts = Field(description=TEXTS)
     truncate: StrictBool = Field(False, description="cut an input longer than the model's limit instead of "
                                                     "refusing it (413)")
+    truncation_direction: Literal["Right", "Left", "right", "left"] = Field(
+        "Right", description="which end of a long input truncate cuts off (TEI's field)")
+    normalize: StrictBool | None = Field(None, description="L2-normalize the vectors; null: as the folder says "
+                                                           "(TEI's field; TEI's own default is true)")
+    prompt_name: StrictStr | None = Field(None, description="a prompt of the folder's "
+                                                            "config_sentence_transformers.json, put before each text")
+
+    def tei(self) -> bool:
+        """Whether a TEI field asks for more than the plain /embed."""
+        return self.truncation_direction.lower() == "left" or self.normalize is not None or self.prompt_name is not None
 
 
 class OpenAIEmbedRequest(Body):
-    """OpenAI's embeddings request (the `openai` client's embeddings.create)."""
+    """OpenAI's embeddings request (the `openai` client's embeddings.create); errors in OpenAI's shape."""
 
     INPUTS: ClassVar[str] = "input"
-    input: Texts = Field(description=TEXTS)
-    model: StrictStr | None = Field(None, description="the served model's name (any name is answered by it)")
+    input: Texts | Annotated[list[StrictInt], Field(min_length=1)] | \
+        Annotated[list[Annotated[list[StrictInt], Field(min_length=1)]], Field(min_length=1)] = Field(
+            description="a text, a list of texts, a list of token ids, or a list of such lists")
+    model: StrictStr | None = Field(None, description="any name: the served model answers (its name is in the "
+                                                      "answer's model)")
     encoding_format: Literal["float", "base64"] = Field("float", description="float: lists of numbers; base64: "
                                                                              "little-endian float32 bytes")
     dimensions: StrictInt | None = Field(None, description="must be the model's own size: no truncation")
@@ -64,6 +80,7 @@ class PredictRequest(Body):
         description="a text or an object of the task's fields (text / text_pair, question / context, ...), or a "
                     "list of them")
     truncate: StrictBool = Field(False, description="cut an input longer than --max-input-tokens")
+    raw_scores: StrictBool = Field(False, description="a classifier's rows also hold their logits (TEI's field)")
 
 
 class FillMaskRequest(Body):
@@ -78,6 +95,54 @@ class TokenizeRequest(Body):
 
     inputs: Texts = Field(description=TEXTS)
     add_special_tokens: StrictBool = Field(True, description="[CLS] and [SEP] around the tokens")
+
+
+class RerankRequest(Body):
+    """TEI's /rerank: the texts ordered by their relevance to the query, from a re-ranker (a classifier with one
+    output, fine-tuned on (query, text) pairs)."""
+
+    INPUTS: ClassVar[str] = "texts"
+    query: StrictStr = Field(description="the query")
+    texts: Annotated[list[StrictStr], Field(min_length=1)] = Field(description="the texts to rank")
+    truncate: StrictBool = Field(False, description="cut a pair longer than --max-input-tokens")
+    raw_scores: StrictBool = Field(False, description="the logit instead of its sigmoid")
+    return_text: StrictBool = Field(False, description="each answer also holds its text")
+
+
+class DecodeRequest(Body):
+    """TEI's /decode: token ids back to text."""
+
+    INPUTS: ClassVar[str] = "ids"
+    ids: Annotated[list[StrictInt], Field(min_length=1)] | \
+        Annotated[list[Annotated[list[StrictInt], Field(min_length=1)]], Field(min_length=1)] = Field(
+            description="a list of token ids, or a list of such lists")
+    skip_special_tokens: StrictBool = Field(True, description="leave out [CLS], [SEP], [PAD], ...")
+
+    def items(self) -> tuple[list, bool]:
+        return ([self.ids], True) if isinstance(self.ids[0], int) else (self.ids, False)
+
+
+class InferenceRequest(Body):
+    """The Hugging Face inference API's POST / (what huggingface_hub's InferenceClient(base_url=...) sends, and
+    Text Embeddings Inference serves): the task is the served model's (a classifier: text classification, a
+    tagger: token classification, QA: question answering, an MLM with "parameters": fill-mask, else feature
+    extraction); {"inputs": {"source_sentence", "sentences"}}: sentence similarity."""
+
+    inputs: StrictStr | dict[str, Any] | Annotated[list[StrictStr | dict[str, Any]], Field(min_length=1)] = Field(
+        description="a text or a list of texts; QA {question, context}; sentence similarity {source_sentence, "
+                    "sentences}")
+    parameters: dict[str, Any] | None = Field(None, description="the task's parameters (top_k, "
+                                                                "aggregation_strategy, ...)")
+    normalize: StrictBool | None = Field(None, description="feature extraction: as /embed's")
+    prompt_name: StrictStr | None = Field(None, description="feature extraction: as /embed's")
+    truncate: StrictBool | None = Field(None, description="feature extraction: as /embed's")
+    truncation_direction: Literal["Right", "Left", "right", "left"] | None = Field(
+        None, description="feature extraction: as /embed's")
+
+    def items(self) -> tuple[list, bool]:
+        if isinstance(self.inputs, dict) and isinstance(self.inputs.get("sentences"), list):
+            return [self.inputs.get("source_sentence"), *self.inputs["sentences"]], True
+        return super().items()
 
 
 def parse_body(model: type[Body], body: dict) -> Body:
