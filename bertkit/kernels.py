@@ -19,6 +19,12 @@ keyed by each weight's identity, storage and version counter: an optimizer step,
 edit changes the version, so the next call packs again; model.train() drops them (kernels.forget). Memory: one
 more copy of the encoder's Linear weights while the model serves (all-MiniLM-L6-v2 +42 MB, BERT-base +340 MB).
 Measured per CPU kind: bench/bench_engines.py (bench/results/engines.md).
+
+oneDNN keeps a primitive per input shape in ideep's cache (LRU_CACHE_CAPACITY entries, 1,024 by default), and
+with padding-free batches nearly every batch has a new shape (its real token count): under `bertkit serve` the
+cache filled for 10,000 requests and held ~650 MB more at the end than after warm-up. 64 entries keep the memory
+flat at the same speed (bench/results/serve_soak_kernels.md); a user's own LRU_CACHE_CAPACITY wins. The variable
+is read when oneDNN first runs, so it is set when this module loads, before any packed product.
 """
 
 from __future__ import annotations
@@ -39,6 +45,9 @@ KERNELS = ("onednn", "torch")
 # default (MKL) ones (bench/results/engines.md; the AVX-512 figures are issue 35's)
 ONEDNN_CPUS = ("AVX2", "AVX512")
 _FUSED_ACTS = {"gelu": "gelu"}  # hidden_act -> the oneDNN post-op computing it (erf GELU, as ACT2FN["gelu"])
+
+PRIMITIVE_CACHE = 64  # ideep's cache of oneDNN primitives (one per input shape); see the module docstring
+os.environ.setdefault("LRU_CACHE_CAPACITY", str(PRIMITIVE_CACHE))
 
 # first layer -> {the layers' ids: (their parameters' key, packed weight, bias)}
 _packed: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
