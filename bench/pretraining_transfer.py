@@ -39,8 +39,8 @@ def subset(n, seed: int) -> str:
     the same sampling as `bertkit quickstart`'s labels stage."""
     if n == "all":
         return DATA
-    from bertkit.tasks import read_task
     from bertkit.quickstart import labelled_subset
+    from bertkit.tasks import read_task
 
     path = os.path.join(RUNS, "data", f"train-{n}-seed{seed}.jsonl")
     if not os.path.exists(path):
@@ -54,8 +54,8 @@ def subset(n, seed: int) -> str:
 def finetune_and_test(model: str, tokenizer: str | None, n, seed: int, out: str, lr: float | None = None,
                       steps: int | None = None) -> dict:
     from bertkit.heads import BertForSequenceClassification
-    from bertkit.tokenizer import Tokenizer
     from bertkit.tasks import default_stride, evaluate, get_task, read_examples
+    from bertkit.tokenizer import Tokenizer
     from bertkit.train.finetune import FinetuneConfig, run
 
     budget_steps, batch, budget_lr = BUDGETS[n]

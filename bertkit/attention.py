@@ -209,7 +209,7 @@ def varlen_attention(q: Tensor, k: Tensor, v: Tensor, cu_seqlens: Tensor, max_se
     sources, contexts = [], []
     for source, slots, keep, full in groups:  # source: the group's token rows; slots: their places in (n_g * L)
         n_g, L = keep.shape
-        def pad(x):  # (N, heads, d) -> (n_g, heads, L, d), zeros at the padding
+        def pad(x, source=source, slots=slots, n_g=n_g, L=L):  # (N, heads, d) -> (n_g, heads, L, d), zeros at padding
             return x.new_zeros(n_g * L, *x.shape[1:]).index_copy(0, slots, x.index_select(0, source)) \
                 .view(n_g, L, *x.shape[1:]).transpose(1, 2)
         mask = None if full else keep[:, None, None, :]  # (n_g, 1, 1, L): keys that are real
@@ -224,7 +224,7 @@ def varlen_attention(q: Tensor, k: Tensor, v: Tensor, cu_seqlens: Tensor, max_se
 def _per_run_attention(q: Tensor, k: Tensor, v: Tensor, runs, dropout_p: float) -> Tensor:
     out = []
     for start, end, n in runs:  # n sequences of equal length (padding.equal_length_runs): one batched call
-        def heads(x):  # (n * L, heads, d) -> (n, heads, L, d)
+        def heads(x, start=start, end=end, n=n):  # (n * L, heads, d) -> (n, heads, L, d)
             return x[start:end].view(n, (end - start) // n, *x.shape[1:]).transpose(1, 2)
 
         context = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), dropout_p=dropout_p)

@@ -58,7 +58,7 @@ class BagOfChars:
     dev_accuracy: float
 
     @classmethod
-    def fit(cls, train: list, dev: list) -> "BagOfChars":
+    def fit(cls, train: list, dev: list) -> BagOfChars:
         labels = sorted({e.label for e in train})
         chars = Counter(ch for e in train for ch in e.text)
         vocab = {ch: i for i, (ch, n) in enumerate(chars.most_common()) if n >= 2}

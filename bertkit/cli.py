@@ -10,13 +10,13 @@ import sys
 
 from .errors import BertkitError, Stopped
 
-
 # name -> (module, function, one line of help); modules load only when their command runs
 COMMANDS = {
     "info": ("bertkit.info", "info_main", "Build or load a model, show its heads, count parameters, run one pass."),
     "tokenize": ("bertkit.tokenizer", "tokenize_main", "Show how a text becomes tokens and ids (a table)."),
     "tokenizer": ("bertkit.tokenizer", "tokenizer_main", "`bertkit tokenizer train` learns a WordPiece vocabulary."),
-    "prepare": ("bertkit.data.prepare", "main", "Tokenize a corpus once into a dataset folder pretrain reads by memory map."),
+    "prepare": ("bertkit.data.prepare", "main",
+                "Tokenize a corpus once into a dataset folder pretrain reads by memory map."),
     "pretrain": ("bertkit.train.pretrain", "main", "Masked-language-model pretraining from a raw corpus."),
     "finetune": ("bertkit.train.finetune", "main", "Fine-tune for classify / tag / qa / choice; keep the best."),
     "evaluate": ("bertkit.inference_cli", "evaluate_main", "Score a fine-tuned model on labelled data."),
@@ -24,7 +24,8 @@ COMMANDS = {
     "fill-mask": ("bertkit.inference_cli", "fill_mask_main", "Top-k predictions for each [MASK] in a text."),
     "embed": ("bertkit.embed", "embed_main", "Sentence embeddings of texts or a file: .npy or JSON lines out."),
     "export": ("bertkit.export", "main", "A model folder as an ONNX graph + its config and tokenizer (ONNX Runtime)."),
-    "serve": ("bertkit.serve", "serve_main", "An HTTP server: /embed, /predict, /fill-mask, ... with dynamic batching."),
+    "serve": ("bertkit.serve", "serve_main",
+              "An HTTP server: /embed, /predict, /fill-mask, ... with dynamic batching."),
     "explain": ("bertkit.explain.cli", "explain_main", "Show the inside: heads, parameters, --trace, --mlm."),
     "attention": ("bertkit.explain.cli", "attention_main", "Attention maps: layers x heads PNG, HTML viewer."),
     "quickstart": ("bertkit.quickstart", "main", "Pretrain, fine-tune, compare with from-scratch, explain: a report."),

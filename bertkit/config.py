@@ -109,7 +109,7 @@ class BertConfig:
             object.__setattr__(self, "num_labels", len(value))
         object.__setattr__(self, name, value)
 
-    def replace(self, **overrides: Any) -> "BertConfig":
+    def replace(self, **overrides: Any) -> BertConfig:
         """A validated copy with some fields changed (runtime fields such as attn_implementation kept)."""
         unknown = set(overrides) - (self.field_names() - {"extra"})
         if unknown:
@@ -130,7 +130,7 @@ class BertConfig:
         return self.embedding_size if self.embedding_size is not None else self.hidden_size
 
     # ----- validation ------------------------------------------------------------------------
-    def validate(self) -> "BertConfig":
+    def validate(self) -> BertConfig:
         """Raise ConfigError listing every setting that cannot work; return self when all is well."""
         problems = []
         for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
@@ -200,7 +200,7 @@ class BertConfig:
         return {f.name for f in dataclasses.fields(cls)}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], **overrides: Any) -> "BertConfig":
+    def from_dict(cls, data: dict[str, Any], **overrides: Any) -> BertConfig:
         """Build from a config.json dict; unknown keys go to `extra`, `overrides` win."""
         data = {**data, **overrides}
         if data.get("model_type") == "electra":  # a field the file leaves out means what ElectraConfig() says
@@ -232,7 +232,7 @@ class BertConfig:
         return out
 
     @classmethod
-    def from_json(cls, path: str | os.PathLike, **overrides: Any) -> "BertConfig":
+    def from_json(cls, path: str | os.PathLike, **overrides: Any) -> BertConfig:
         """Read an HF config.json (a file, or a directory holding one)."""
         path = os.fspath(path)
         if os.path.isdir(path):
@@ -260,7 +260,7 @@ class BertConfig:
 
     # ----- presets ---------------------------------------------------------------------------
     @classmethod
-    def from_preset(cls, name: str, **overrides: Any) -> "BertConfig":
+    def from_preset(cls, name: str, **overrides: Any) -> BertConfig:
         """A named architecture (`bert-base-chinese`, `mini`, ...) with any field overridden."""
         if name not in PRESETS:
             raise ConfigError(f"unknown preset {name!r}; choose one of: {', '.join(PRESETS)}")

@@ -41,8 +41,15 @@ from torch import Tensor, nn
 from .activations import ACT2FN
 from .config import BertConfig
 from .errors import ConfigError, InputError
-from .heads import (BertForMaskedLM, BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification,
-                    BertForTokenClassification, ClassifierOutput, no_rows_loss)
+from .heads import (
+    BertForMaskedLM,
+    BertForMultipleChoice,
+    BertForQuestionAnswering,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+    ClassifierOutput,
+    no_rows_loss,
+)
 from .model import BertModel, BertModelOutput, BertPreTrainedModel, check_tensors
 
 # transformers' name for the discriminator's record: loss, logits (B, S), hidden_states, attentions

@@ -37,14 +37,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from .engines import ENGINE_HELP, AutoModel, Engine, load_graph, require_onnxruntime, resolve
 from .errors import BertkitError, CheckpointError
 from .finite import check_outputs, check_weights
 from .inference import calibration, check_output, encoder_forward, to_json
 from .options import opt, parse
-from .engines import ENGINE_HELP, AutoModel, Engine, load_graph, require_onnxruntime, resolve
-from .pooling import (POOLING_MODES, Pooling, PoolingConfigError, pool,  # noqa: F401 (bertkit.embed's names too)
-                      pooling_settings, read_pooling)
-from .quantize import CHOICES as QUANTIZE_CHOICES, FLAG_HELP as QUANTIZE_HELP, quantize as quantize_model
+from .pooling import POOLING_MODES, Pooling, PoolingConfigError, pool, pooling_settings, read_pooling  # noqa: F401 (bertkit.embed's names too)
+from .quantize import CHOICES as QUANTIZE_CHOICES
+from .quantize import FLAG_HELP as QUANTIZE_HELP
+from .quantize import quantize as quantize_model
 from .text import is_empty_text
 
 OUTPUT_SUFFIXES = (".npy", ".jsonl")
@@ -91,7 +92,7 @@ class Encoder:
     @classmethod
     def from_pretrained(cls, model_dir, *, pooling: str | None = None, normalize: bool | None = None,
                         quantize: str | None = None, device: str | torch.device | None = None,
-                        model=None, engine: str = "torch") -> "Encoder":
+                        model=None, engine: str = "torch") -> Encoder:
         """The encoder of a model folder: a plain BertModel, a sentence-transformers folder, or a
         fine-tuned task model (its `bert.` weights; the head is left out). Flags override the folder.
         model: the folder's encoder already loaded (a task model's `.bert`, quantized or not as it is),

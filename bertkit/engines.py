@@ -135,10 +135,10 @@ class OnnxModel:
         self.config = BertConfig.from_json(folder)
         self.folder = folder
 
-    def eval(self) -> "OnnxModel":
+    def eval(self) -> OnnxModel:
         return self
 
-    def train(self, mode: bool = True) -> "OnnxModel":  # nothing trains here
+    def train(self, mode: bool = True) -> OnnxModel:  # nothing trains here
         return self
 
     def parameters(self):
@@ -174,10 +174,10 @@ class AutoModel:
         self.config = torch_model.config
         self.runs = {"torch": 0, "onnx": 0}
 
-    def eval(self) -> "AutoModel":
+    def eval(self) -> AutoModel:
         return self
 
-    def train(self, mode: bool = True) -> "AutoModel":  # nothing trains here
+    def train(self, mode: bool = True) -> AutoModel:  # nothing trains here
         return self
 
     def parameters(self):

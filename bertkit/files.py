@@ -27,7 +27,7 @@ import socket
 import sys
 import tempfile
 import zlib
-from typing import Callable
+from collections.abc import Callable
 
 from .errors import CheckpointError
 

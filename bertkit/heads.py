@@ -1,6 +1,7 @@
 """Task heads on top of BertModel, with transformers' class, parameter and output names.
 
-    BertForPreTraining             MLM logits (B, S, V) + NSP logits (B, 2)       cls.predictions.*, cls.seq_relationship.*
+    BertForPreTraining             MLM logits (B, S, V) + NSP logits (B, 2)        cls.predictions.*,
+                                                                                  cls.seq_relationship.*
     BertForMaskedLM                MLM logits (B, S, V); loss only where label != -100      cls.predictions.*
     BertForNextSentencePrediction  (B, 2): 0 = B follows A, 1 = B is random             cls.seq_relationship.*
     BertForSequenceClassification  pooled [CLS] -> (B, num_labels)                      classifier.*

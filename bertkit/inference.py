@@ -39,7 +39,8 @@ from torch import Tensor, nn
 from .data.masking import id_batch
 from .errors import BertkitError, BertkitWarning
 from .finite import check_outputs, check_weights, finite
-from .quantize import calibration_rows, quantize as quantize_model
+from .quantize import calibration_rows
+from .quantize import quantize as quantize_model
 from .tasks import Task, default_stride, evaluate, get_task, predict, run_model, task_of
 from .tokenizer import Tokenizer
 

@@ -19,13 +19,14 @@ import sys
 from dataclasses import dataclass
 
 from .config import BertConfig
+from .engines import ENGINE_HELP, Engine, load_mlm, load_task_model
 from .errors import BertkitError
 from .files import atomic_write_text
-from .engines import ENGINE_HELP, Engine, load_mlm, load_task_model
 from .inference import check_output, evaluate, fill_mask, filled_text, mask_positions, predict, to_json, windows
 from .metrics import finite_or_none, format_report
 from .options import opt, parse
-from .quantize import CHOICES as QUANTIZE_CHOICES, FLAG_HELP as QUANTIZE_HELP
+from .quantize import CHOICES as QUANTIZE_CHOICES
+from .quantize import FLAG_HELP as QUANTIZE_HELP
 from .tasks import TASKS, TaskDataError, TaskOptions, check_task_options, read_examples, task_of
 from .tokenizer import Tokenizer
 

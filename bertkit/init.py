@@ -111,7 +111,7 @@ def seed_locality(model: nn.Module, seed: LocalitySeed) -> nn.Module:
                           f"dims={seed.dims}: use init 'bert'")
     layers = bert.encoder.layer
     chosen = seed.heads if seed.heads is not None else default_heads(len(layers), cfg.num_attention_heads)
-    for layer, head, offset in chosen:
+    for layer, head, _offset in chosen:
         if not (0 <= layer < len(layers) and 0 <= head < layers[layer].attention.self.num_attention_heads):
             raise ConfigError(f"locality seed names layer {layer} head {head}; the model has layers "
                               f"0..{len(layers) - 1} with {cfg.num_attention_heads} heads each")

@@ -411,7 +411,7 @@ class BertPreTrainedModel(nn.Module):
             self.prune_heads(self.config.pruned_heads)
         self.tie_weights()
 
-    def train(self, mode: bool = True) -> "BertPreTrainedModel":
+    def train(self, mode: bool = True) -> BertPreTrainedModel:
         """nn.Module.train; training drops the packed inference weights (kernels.py), which it does not use."""
         if mode:
             kernels.forget(self)
@@ -445,7 +445,7 @@ class BertPreTrainedModel(nn.Module):
             nn.init.zeros_(module.bias)
 
     @property
-    def base_model(self) -> "BertModel":
+    def base_model(self) -> BertModel:
         return getattr(self, self.base_model_prefix, self)
 
     @property

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 
 def check_out(out: str, error: type[Exception], *, overwrite: bool,
@@ -72,7 +72,8 @@ def replaced_name(out: str) -> str:
 
 def move_aside(out: str, *, keep: tuple[str, ...] = (), what: str = "the earlier output", found: str = "") -> str:
     """Move everything in `out` but the entries named in `keep` to a new sibling <out>.replaced-<time>, say so on
-    stderr (`found`: what it holds, in words), and return the sibling's path. Renames only: nothing is copied or deleted."""
+    stderr (`found`: what it holds, in words), and return the sibling's path. Renames only: nothing is copied or
+    deleted."""
     target = replaced_name(out)
     names = sorted(os.listdir(out))
     if not keep:

@@ -85,7 +85,7 @@ class Unpadded:
     layout: Layout | None = None  # how attention runs over the sequences; set with the attention path
 
     @classmethod
-    def full(cls, B: int, S: int, device) -> "Unpadded":
+    def full(cls, B: int, S: int, device) -> Unpadded:
         bounds = list(range(0, (B + 1) * S, S))  # known without reading the device
         cu_seqlens = torch.arange(0, (B + 1) * S, S, dtype=torch.int32, device=device)
         return cls(None, cu_seqlens, S, (B, S), bounds)

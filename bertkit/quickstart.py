@@ -455,8 +455,8 @@ def bag_of_chars(data: dict, few: dict) -> dict:
 # ----- 6. the test split -------------------------------------------------------------------------
 def evaluate_all(budget: Budget, data: dict, out: str, few: dict) -> dict:
     """`bertkit evaluate` on every fine-tuned model; a confusion matrix picture of the two full-set ones."""
-    from .metrics import plot_confusion_matrix
     from .inference_cli import evaluate_main
+    from .metrics import plot_confusion_matrix
 
     folder = os.path.join(out, TEST)
     os.makedirs(folder)
@@ -497,10 +497,10 @@ def look_inside(budget: Budget, data: dict, ft_cfg, out: str) -> dict:
     fine-tuned model's prediction, architecture and attention."""
     from . import explain
     from .heads import BertForMaskedLM, BertForSequenceClassification
-    from .metrics import offset_mass
     from .inference_cli import predict_main
-    from .tokenizer import Tokenizer
+    from .metrics import offset_mass
     from .tasks import get_task, read_examples
+    from .tokenizer import Tokenizer
 
     model_dir, folder = os.path.join(out, FINETUNE), os.path.join(out, INSIDE)
     os.makedirs(folder)
@@ -740,8 +740,8 @@ def write_report(out: str, summary: dict, architecture: str) -> str:
         f"### 7. Inside ({seconds[INSIDE]} s)", "",
         f"Test review: {review['text']}  ", f"Tokens: `{' '.join(review['tokens'])}`", "",
         f"**The pretrained model.** On this review, layer {head['layer']} head {head['head']} puts "
-        f"{head['weight']:.2f} of its attention on {offset.get(head['offset'], 'a neighbour')}: a diagonal stripe in its "
-        "map below "
+        f"{head['weight']:.2f} of its attention on {offset.get(head['offset'], 'a neighbour')}: a diagonal stripe in "
+        "its map below "
         f"(row = the token that looks, column = the token looked at). Attention spread evenly over "
         f"{len(review['tokens'])} tokens would be {1 / len(review['tokens']):.2f} each. Which character comes next to "
         "which is what masked-language modelling teaches first; "

@@ -30,8 +30,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tokenizers import (AddedToken, Regex, Tokenizer as Backend, decoders, normalizers, pre_tokenizers, processors,
-                        trainers)
+from tokenizers import AddedToken, Regex, decoders, normalizers, pre_tokenizers, processors, trainers
+from tokenizers import Tokenizer as Backend
 from tokenizers.models import WordPiece
 
 from .data.builtin import BUILTIN_CORPORA
@@ -272,7 +272,7 @@ class Tokenizer:
 
     # ----- construction and files ------------------------------------------------------------
     @classmethod
-    def from_vocab(cls, vocab: str | os.PathLike | dict[str, int], **kwargs: Any) -> "Tokenizer":
+    def from_vocab(cls, vocab: str | os.PathLike | dict[str, int], **kwargs: Any) -> Tokenizer:
         """From a vocab.txt path or a {token: id} dict."""
         if isinstance(vocab, dict):
             return cls(vocab, **kwargs)
@@ -283,7 +283,7 @@ class Tokenizer:
             raise TokenizerError(str(e) if str(e).startswith(path) else f"{path}: {e}") from None
 
     @classmethod
-    def from_pretrained(cls, path: str | os.PathLike, **overrides: Any) -> "Tokenizer":
+    def from_pretrained(cls, path: str | os.PathLike, **overrides: Any) -> Tokenizer:
         """A local HF tokenizer directory: vocab.txt and/or tokenizer.json, + tokenizer_config.json."""
         directory = os.fspath(path)
         if not os.path.isdir(directory):
@@ -760,7 +760,9 @@ def _check_same_vocab(directory: str, from_txt: dict[str, int], from_json: dict[
         return
     txt, js = sorted(from_txt, key=from_txt.get), sorted(from_json, key=from_json.get)
     first = next((i for i, (a, b) in enumerate(zip(txt, js)) if a != b), min(len(txt), len(js)))
-    shown = lambda tokens: repr(tokens[first]) if first < len(tokens) else "(end)"
+    def shown(tokens):
+        return repr(tokens[first]) if first < len(tokens) else "(end)"
+
     raise TokenizerError(f"{directory}: {VOCAB_FILE} ({len(txt)} tokens) and {TOKENIZER_FILE} ({len(js)}) disagree "
                          f"from id {first} ({shown(txt)} vs {shown(js)}); one of them is stale: remove it, or save "
                          "the tokenizer again")
@@ -1158,7 +1160,8 @@ def earlier_vocabulary(out: str, overwrite: bool, corpus: list[str]) -> list[str
     if earlier and not overwrite:
         raise TokenizerError(f"--out {out}: already holds a vocabulary ({', '.join(earlier)}); a model trained with "
                              "it would no longer match a new one: pass --overwrite to move it aside (to "
-                             f"{os.path.basename(os.path.normpath(out))}.replaced-<time>, not deleted), or another --out")
+                             f"{os.path.basename(os.path.normpath(out))}.replaced-<time>, not deleted), or another "
+                             "--out")
     if earlier:
         check_out(out, TokenizerError, overwrite=True, inputs=[("--corpus", c) for c in corpus],
                   ours=TOKENIZER_FILES.__contains__, what="a vocabulary")

@@ -4,9 +4,9 @@ import math
 
 import pytest
 import torch
+from conftest import TOL, max_diff, padded_batch, random_model
 
 from bertkit import attention
-from conftest import TOL, max_diff, padded_batch, random_model
 
 
 def qkv(B=2, h=3, S=5, T=7, d=4, seed=0):

@@ -12,13 +12,12 @@ import warnings
 
 import pytest
 import torch
+from conftest import max_diff, padded_batch, random_model
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from bertkit import InputError, attention, padding
 from bertkit.heads import BertForSequenceClassification
 from bertkit.model import BertModel, SelfAttention
-
-from conftest import max_diff, padded_batch, random_model
 
 aten = torch.ops.aten
 READS = {aten._local_scalar_dense.default, aten.nonzero.default, aten.masked_select.default, aten._unique2.default,

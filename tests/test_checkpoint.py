@@ -16,12 +16,12 @@ import warnings
 
 import pytest
 import torch
+from conftest import tf5_path
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 import bertkit
 from bertkit import BertConfig, BertkitError, BertkitWarning, BertModel, CheckpointError
-from conftest import tf5_path
 
 transformers = pytest.importorskip("transformers")
 

@@ -7,10 +7,10 @@ import subprocess
 import sys
 
 import pytest
+from conftest import tiny
 
 from bertkit import BertModel
 from bertkit.cli import main
-from conftest import tiny
 
 
 def test_info_preset_shows_heads_and_parameter_count(capsys):

@@ -274,8 +274,14 @@ def test_field_words_are_one_literal_each():
     """The words validate() accepts are the fields' Literal annotations (bertkit.options makes flags of them)."""
     import typing
 
-    from bertkit.config import (ATTN_IMPLEMENTATIONS, POSITION_EMBEDDING_TYPES, PROBLEM_TYPES, AttnImplementation,
-                                PositionEmbeddingType, ProblemType)
+    from bertkit.config import (
+        ATTN_IMPLEMENTATIONS,
+        POSITION_EMBEDDING_TYPES,
+        PROBLEM_TYPES,
+        AttnImplementation,
+        PositionEmbeddingType,
+        ProblemType,
+    )
 
     hints = typing.get_type_hints(BertConfig)
     assert hints["attn_implementation"] is AttnImplementation

@@ -27,13 +27,21 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import reference_rows as ref
 import torch
 
-import reference_rows as ref
 from bertkit.data import builtin
 from bertkit.data import prepare as prepare_module
-from bertkit.data.corpus import (Corpus, CorpusError, is_heldout, iter_documents, parse_sample, read_corpus, source,
-                                 split_heldout)
+from bertkit.data.corpus import (
+    Corpus,
+    CorpusError,
+    is_heldout,
+    iter_documents,
+    parse_sample,
+    read_corpus,
+    source,
+    split_heldout,
+)
 from bertkit.data.dataset import FORMAT, MANIFEST, VERSION, DataError, PretrainingData, SplitWriter, ids_dtype
 from bertkit.data.encode import Encoder, encode_documents, plain_backend
 from bertkit.data.masking import MaskingCollator
@@ -271,7 +279,7 @@ def test_corpus_errors_name_file_and_line(tmp_path):
     with pytest.raises(CorpusError, match="holds no corpus files"):
         read_corpus(tmp_path / "nothing")
     gb = tmp_path / "gb.txt"
-    gb.write_bytes("第一行\n第二行\n".encode("utf-8") + "第三行是GBK\n".encode("gbk"))
+    gb.write_bytes("第一行\n第二行\n".encode() + "第三行是GBK\n".encode("gbk"))
     with pytest.raises(CorpusError, match=f"{gb}: line 3: not UTF-8"):
         read_corpus(gb)
     gbz = tmp_path / "gb.txt.gz"

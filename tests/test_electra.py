@@ -6,15 +6,25 @@ import warnings
 
 import pytest
 import torch
+from conftest import max_diff, padded_batch, parity, tf5_path, tiny
 
-from bertkit import (BertConfig, BertForMaskedLM, BertForMultipleChoice, BertForPreTraining,
-                     BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification, BertModel,
-                     CheckpointError, ConfigError, ElectraForMaskedLM, ElectraForMultipleChoice, ElectraForPreTraining,
-                     ElectraForQuestionAnswering, ElectraForSequenceClassification, ElectraForTokenClassification,
-                     ElectraModel)
+from bertkit import (
+    BertConfig,
+    BertForPreTraining,
+    BertForSequenceClassification,
+    BertModel,
+    CheckpointError,
+    ConfigError,
+    ElectraForMaskedLM,
+    ElectraForMultipleChoice,
+    ElectraForPreTraining,
+    ElectraForQuestionAnswering,
+    ElectraForSequenceClassification,
+    ElectraForTokenClassification,
+    ElectraModel,
+)
 from bertkit.cli import main
 from bertkit.electra import ELECTRA_CLASSES
-from conftest import max_diff, padded_batch, parity, tf5_path, tiny
 
 transformers = pytest.importorskip("transformers")
 

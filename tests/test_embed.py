@@ -8,14 +8,13 @@ import shutil
 import numpy as np
 import pytest
 import torch
+from conftest import tiny
 
 from bertkit import BertForSequenceClassification, CheckpointError
 from bertkit.cli import main
 from bertkit.embed import Encoder, PoolingConfigError, TooLong, encode, pool, read_pooling
 from bertkit.errors import BertkitError
 from bertkit.tokenizer import Tokenizer
-
-from conftest import tiny
 
 
 # ----- the reference: all-MiniLM-L6-v2 as a sentence-transformers folder ---------------------------

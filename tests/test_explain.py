@@ -13,12 +13,22 @@ from html.parser import HTMLParser
 import numpy as np
 import pytest
 import torch
-
-from bertkit import (BertConfig, BertForMaskedLM, BertForPreTraining, BertForSequenceClassification,
-                     BertkitError, BertkitWarning, BertLMHeadModel, BertModel, attention)
-from bertkit import explain, fonts
-from bertkit.explain.cli import attention_main, explain_main
 from conftest import random_model, tiny
+
+from bertkit import (
+    BertConfig,
+    BertForMaskedLM,
+    BertForPreTraining,
+    BertForSequenceClassification,
+    BertkitError,
+    BertkitWarning,
+    BertLMHeadModel,
+    BertModel,
+    attention,
+    explain,
+    fonts,
+)
+from bertkit.explain.cli import attention_main, explain_main
 
 PRUNED = {0: [1, 3], 1: [0]}  # layer 0 keeps heads 0, 2; layer 1 keeps 1, 2, 3
 TEXT = "今天[MASK]气很好"

@@ -22,7 +22,7 @@ TEXTS = ["这家酒店的服务很好，早餐也不错。", "A short one.", "�
          "while the reviewers argue about whether this sentence is long enough to need more padding than the rest."]
 
 
-def session(folder) -> "ort.InferenceSession":
+def session(folder) -> ort.InferenceSession:
     return ort.InferenceSession(os.path.join(folder, "model.onnx"), providers=["CPUExecutionProvider"])
 
 
@@ -97,7 +97,8 @@ def tiny_folder(tmp_path, tokenizer_dir, cls, **config) -> Path:
 
 
 def heads():
-    from bertkit import electra, heads as h
+    from bertkit import electra
+    from bertkit import heads as h
 
     return [("mlm", h.BertForMaskedLM, {}, ["logits"]),
             ("classify", h.BertForSequenceClassification, {"num_labels": 3}, ["logits"]),
@@ -138,7 +139,8 @@ def test_every_head_exports_with_outputs_equal_to_bertkit_at_other_shapes(tmp_pa
 
 def test_export_keeps_what_is_in_out_and_writes_nothing_when_the_graph_differs(tmp_path, tokenizer_dir, capsys,
                                                                                monkeypatch):
-    from bertkit import export, heads as h
+    from bertkit import export
+    from bertkit import heads as h
 
     folder = tiny_folder(tmp_path, tokenizer_dir, h.BertForSequenceClassification, num_labels=2)
     out = tmp_path / "onnx"

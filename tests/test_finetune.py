@@ -8,18 +8,16 @@ import sys
 import numpy as np
 import pytest
 import torch
-
-from bertkit import BertConfig, BertForMaskedLM
-from bertkit.cli import main
-from bertkit.tasks import QAExample, read_task
-from bertkit.tokenizer import train_vocab
-from bertkit.train.loop import TrainingError
-from bertkit.train.metrics_log import read_metrics
 from conftest import torch_threads, window_logits
-from bertkit.tasks import get_task
+
+from bertkit import BertConfig
+from bertkit.cli import main
+from bertkit.tasks import QAExample, get_task, read_task
 from bertkit.tasks.classify import aggregate_windows
 from bertkit.tasks.qa import QAFeature, answer_tokens, best_span, qa_predictions
 from bertkit.train.finetune import FinetuneConfig, run
+from bertkit.train.loop import TrainingError
+from bertkit.train.metrics_log import read_metrics
 
 transformers = pytest.importorskip("transformers")
 
@@ -467,6 +465,7 @@ def test_a_token_averaged_loss_is_the_mean_over_the_whole_step(tmp_path, base_di
     weighs each micro-batch by its count, so 2 processes x 4 rows and 1 process x 2 micro-batches of 4 train
     exactly as 1 process x 8 rows (the mean of the two halves' means would not)."""
     import shutil
+
     from safetensors.torch import load_file
 
     base = tmp_path / "base"  # no dropout: the processes' random streams cannot match one process's

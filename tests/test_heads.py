@@ -3,16 +3,23 @@
 import os
 import warnings
 
+import conftest
 import pytest
 import torch
+from conftest import TOL, hf_twin, max_diff, padded_batch, parity
 
 import bertkit
 from bertkit import BertkitWarning, CheckpointError, InputError
-from bertkit.heads import (BertForMaskedLM, BertForMultipleChoice, BertForNextSentencePrediction,
-                           BertForPreTraining, BertForQuestionAnswering, BertForSequenceClassification,
-                           BertForTokenClassification, BertLMHeadModel)
-import conftest
-from conftest import TOL, hf_twin, max_diff, padded_batch, parity
+from bertkit.heads import (
+    BertForMaskedLM,
+    BertForMultipleChoice,
+    BertForNextSentencePrediction,
+    BertForPreTraining,
+    BertForQuestionAnswering,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+    BertLMHeadModel,
+)
 
 
 def random_model(*args, **overrides):

@@ -14,14 +14,13 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from conftest import tiny
 
 from bertkit import BertForMaskedLM, BertForQuestionAnswering, BertForSequenceClassification, BertModel
 from bertkit.cli import main
 from bertkit.embed import Encoder, encode
 from bertkit.errors import BertkitError, BertkitWarning, NonFiniteError
 from bertkit.tokenizer import Tokenizer
-
-from conftest import tiny
 
 REVIEWS = ["这本书很好看，推荐", "质量太差了", "一般", "物流很快，包装完好"]
 LONG = "".join(REVIEWS) * 6  # about 140 characters: several windows of 16 or 48 tokens

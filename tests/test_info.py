@@ -4,12 +4,12 @@ import json
 import shlex
 
 import pytest
+from conftest import tiny
 
 from bertkit import BertForMaskedLM
 from bertkit.cli import main
 from bertkit.errors import BertkitError
 from bertkit.info import info_main
-from conftest import tiny
 
 HOW_TO_GET_ONE = ('hf download google-bert/bert-base-chinese --include "*.json" vocab.txt model.safetensors '
                   "--local-dir models/bert-base-chinese", "pip install huggingface_hub", "huggingface-cli download",

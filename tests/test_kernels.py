@@ -6,13 +6,12 @@ import os
 
 import pytest
 import torch
+from conftest import hf_twin, max_diff, padded_batch, parity, random_model
 
 from bertkit import kernels
 from bertkit.errors import ConfigError
 from bertkit.heads import BertForSequenceClassification
 from bertkit.model import BertModel
-
-from conftest import hf_twin, max_diff, padded_batch, parity, random_model
 
 needs_onednn = pytest.mark.skipif(not kernels._onednn_available(), reason="this torch has no oneDNN")
 

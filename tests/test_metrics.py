@@ -13,13 +13,24 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bertkit.errors import BertkitWarning
+from bertkit.metrics import (
+    MetricError,
+    bio_entities,
+    classification_report,
+    cmrc_segments,
+    confusion_matrix,
+    entity_report,
+    format_report,
+    multilabel_report,
+    plot_confusion_matrix,
+    regression_report,
+    squad_scores,
+)
 from bertkit.text import display_width
-from bertkit.metrics import (MetricError, bio_entities, classification_report, confusion_matrix, entity_report,
-                             cmrc_segments, format_report, multilabel_report, plot_confusion_matrix, regression_report,
-                             squad_scores)
 
 approx = pytest.approx
 
@@ -569,8 +580,8 @@ def _seqeval_entities(sequences, scheme):
 def test_entities_equal_seqeval(scheme):
     # seqeval == seqeval's default mode; IOB2 / IOBES == seqeval's mode="strict" with that scheme
     pytest.importorskip("seqeval")
-    from seqeval.metrics import classification_report as seqeval_report
     from seqeval import scheme as schemes
+    from seqeval.metrics import classification_report as seqeval_report
     strict = {} if scheme == "seqeval" else {"mode": "strict", "scheme": getattr(schemes, scheme)}
 
     @given(_tag_pairs(scheme))

@@ -1,11 +1,11 @@
 """BertModel against transformers 4.57 BertModel with the same weights (float32, CPU)."""
 
+import conftest
 import pytest
 import torch
+from conftest import TOL, hf_twin, max_diff, padded_batch, parity
 
 from bertkit import BertModel, InputError
-import conftest
-from conftest import TOL, hf_twin, max_diff, padded_batch, parity
 
 
 # These tests compare every position with transformers, padding included: the padded path (sdpa)

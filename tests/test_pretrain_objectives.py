@@ -22,7 +22,7 @@ from bertkit.train.loop import LOSS_UNITS, LossWeights, loss_weights
 from bertkit.train.metrics_log import read_metrics
 from bertkit.train.objectives import OBJECTIVES, Objective
 from bertkit.train.objectives.electra import Electra, ElectraPretraining, generator_config, sample
-from bertkit.train.objectives.mlm import PretrainBatches, neighbour_attention_of
+from bertkit.train.objectives.mlm import PretrainBatches
 
 transformers = pytest.importorskip("transformers")
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tiny models trained in this process

@@ -5,11 +5,11 @@ import time
 
 import pytest
 import torch
+from conftest import padded_batch, random_model
 
 from bertkit import BertForMaskedLM, BertForSequenceClassification, BertForTokenClassification, BertModel
 from bertkit.cli import main
 from bertkit.quantize import LARGE_ROWS, Int8Linear, Int8SelfAttention, QuantizeError, quantize
-from conftest import padded_batch, random_model
 
 QUANTIZED = Int8Linear
 

@@ -10,11 +10,11 @@ import sys
 
 import pytest
 import torch
+from conftest import window_logits
+from test_readme import bash_commands, check_command
 
 from bertkit.cli import main
 from bertkit.quickstart import MARKER, OUTPUTS, QuickstartError, prepare_out
-from conftest import window_logits
-from test_readme import bash_commands, check_command
 
 PNG = b"\x89PNG\r\n\x1a\n"
 STAGES = ("pretrain", "finetune", "scratch", "labels", "baseline", "test", "inside")

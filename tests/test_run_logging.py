@@ -11,13 +11,13 @@ import math
 import sys
 
 import pytest
+from conftest import torch_threads
 
 from bertkit.cli import main
 from bertkit.train import loop
 from bertkit.train.loop import TrainingError
 from bertkit.train.metrics_log import RunLog, read_metrics
 from bertkit.train.pretrain import PretrainConfig, run
-from conftest import torch_threads
 
 STEPS, SAVE_EVERY = 8, 4
 

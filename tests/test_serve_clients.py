@@ -12,11 +12,10 @@ import os
 import numpy as np
 import pytest
 import torch
+from test_serve import Server
 
 from bertkit.serve import compat
 from bertkit.serve.engine import Engine, InputProblem
-
-from test_serve import Server
 
 TEXTS = ["今天天气很好，我们去公园散步吧。", "The weather is lovely today.", "这家店的服务态度非常差", "质量很好"]
 PROMPTS = {"query": "query: ", "passage": "passage: "}

@@ -19,9 +19,9 @@ import warnings
 
 import numpy as np
 import pytest
+from test_serve import Server
 
 from bertkit.serve.batcher import Batcher
-from test_serve import Server
 
 
 # ----- a raw client ----------------------------------------------------------------------------------------

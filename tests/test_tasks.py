@@ -8,9 +8,8 @@ import warnings
 import pytest
 
 from bertkit.data.builtin import NER_MAX_CHARS
-from bertkit.tasks import (ChoiceExample, ClassifyExample, QAExample, TagExample, TaskDataError, label_list,
-                                read_task)
 from bertkit.errors import BertkitError, BertkitWarning
+from bertkit.tasks import ChoiceExample, ClassifyExample, QAExample, TagExample, TaskDataError, label_list, read_task
 
 
 def write(tmp_path, name: str, text: str) -> str:
@@ -417,12 +416,11 @@ def test_another_tasks_option_is_refused_by_name_on_evaluate_predict_and_finetun
     setting of another task is (problem_type on qa): the flag, its task, the model's task. Its default, or the
     task's own option, is no news."""
     import torch
+    from conftest import tiny
 
     from bertkit import BertForSequenceClassification
     from bertkit.cli import main
     from bertkit.tokenizer import Tokenizer
-
-    from conftest import tiny
 
     model, data = tmp_path / "clf", write(tmp_path, "dev.jsonl", JSONL)
     Tokenizer.from_vocab({t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "差", "评"])},

@@ -34,8 +34,16 @@ from transformers import BertTokenizer, BertTokenizerFast  # noqa: E402
 
 from bertkit.data.corpus import CorpusError  # noqa: E402
 from bertkit.errors import BertkitError  # noqa: E402
-from bertkit.tokenizer import (BatchEncoding, Tokenizer, TokenizerError, _join_cjk, read_vocab,  # noqa: E402
-                               tokenize_main, train_main, train_vocab)
+from bertkit.tokenizer import (  # noqa: E402
+    BatchEncoding,
+    Tokenizer,
+    TokenizerError,
+    _join_cjk,
+    read_vocab,
+    tokenize_main,
+    train_main,
+    train_vocab,
+)
 
 transformers.logging.set_verbosity_error()
 
@@ -993,7 +1001,7 @@ def test_empty_vocab_file(tmp_path, content):
 
 
 def test_duplicate_vocab_entries_name_both_lines(tmp_path):
-    path = _vocab_file(tmp_path, "[PAD]\n[UNK]\nfoo\n[CLS]\n[SEP]\nfoo\n[MASK]\n".encode())
+    path = _vocab_file(tmp_path, b"[PAD]\n[UNK]\nfoo\n[CLS]\n[SEP]\nfoo\n[MASK]\n")
     with pytest.raises(TokenizerError) as e:
         Tokenizer.from_vocab(path)
     message = str(e.value)

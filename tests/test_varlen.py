@@ -2,13 +2,11 @@
 
 import pytest
 import torch
+from conftest import hf_twin, max_diff, padded_batch, parity, random_model
 
 from bertkit import attention, padding
 from bertkit.errors import InputError
 from bertkit.heads import BertForMaskedLM, BertForSequenceClassification, BertForTokenClassification
-from bertkit.model import BertModel
-
-from conftest import hf_twin, max_diff, padded_batch, parity, random_model
 
 
 def with_impl(model, name):

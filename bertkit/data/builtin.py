@@ -144,7 +144,7 @@ def peoples_daily_articles() -> list[str]:
     return ["\n".join(article) for article in group_articles(peoples_daily_texts())]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def builtin_documents(name: str) -> tuple[str, ...]:
     """Documents for pretraining: one article (People's Daily) or one review per document (read once per process:
     vocabulary learning reads a corpus several times)."""
@@ -183,7 +183,7 @@ _NER_BREAKS = (PARAGRAPH_FINAL, set("；;，,、：:"))  # where a long paragrap
 def _split_order(text: str, seed: int) -> str:
     import hashlib
 
-    return hashlib.sha1(f"{seed}\n{text}".encode("utf-8")).hexdigest()
+    return hashlib.sha1(f"{seed}\n{text}".encode()).hexdigest()
 
 
 def _cut_80_10_10(items: list, keys: list[str]) -> dict[str, list]:

@@ -342,15 +342,11 @@ def _cut_point(text: str, limit: int) -> int:
     text[:limit], else before the last whitespace there, else before the last whitespace at all, else at
     `limit` (a hard cut)."""
     half = limit // 2
-    end = None
-    for end in _SENTENCE_END.finditer(text, half, limit):
-        pass
+    end = max(_SENTENCE_END.finditer(text, half, limit), key=lambda m: m.end(), default=None)  # the last one
     if end is not None and end.end() > half:
         return end.end()
     for where in (half, 1):
-        space = None
-        for space in _SPACE.finditer(text, where, limit + 1):
-            pass
+        space = max(_SPACE.finditer(text, where, limit + 1), key=lambda m: m.end(), default=None)  # the last one
         if space is not None:
             return space.start()
     return limit

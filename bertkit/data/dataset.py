@@ -219,7 +219,7 @@ class PretrainingData:
         }
 
     @classmethod
-    def open(cls, folder: str, *, verify: bool = True) -> "PretrainingData":
+    def open(cls, folder: str, *, verify: bool = True) -> PretrainingData:
         """Read the manifest and map every split. verify: also read each file once to check its sha256 (and
         that no id lies outside the vocabulary, and that document offsets are in order)."""
         manifest = read_manifest(folder)
@@ -280,7 +280,7 @@ def read_manifest(folder: str) -> dict:
         raise DataError(f"{path}: format version {manifest.get('version')}, this bertkit reads version {VERSION}; "
                         "prepare the corpus again with this bertkit")
     try:
-        for name, info in manifest["splits"].items():
+        for info in manifest["splits"].values():
             for key in FILES + ((PAIRS,) if manifest.get("options", {}).get("pairs") else ()):
                 info["files"][key]["name"], info["files"][key]["bytes"], info["files"][key]["sha256"]
             int(info["tokens"]), int(info["documents"])
@@ -328,7 +328,8 @@ def _check_size(path: str, expected: int, folder: str) -> None:
         raise DataError(f"{path}: missing; {_REPREPARE.format(folder=folder)}")
     size = os.path.getsize(path)
     if size != expected:
-        raise DataError(f"{path}: {size:,} bytes where the manifest says {expected:,} ({'cut short' if size < expected else 'grown'}); "
+        change = "cut short" if size < expected else "grown"
+        raise DataError(f"{path}: {size:,} bytes where the manifest says {expected:,} ({change}); "
                         + _REPREPARE.format(folder=folder))
 
 

@@ -83,7 +83,8 @@ class Encoder:
         # punctuation that BERT would split off, so such a backend takes every document whole
         plain = isinstance(backend.pre_tokenizer, pre_tokenizers.BertPreTokenizer)
         self.table = _CharacterTable(backend) if fast and plain else None
-        added = sorted(backend.get_vocab(with_added_tokens=True).keys() - backend.get_vocab(with_added_tokens=False).keys()
+        added = sorted(backend.get_vocab(with_added_tokens=True).keys()
+                       - backend.get_vocab(with_added_tokens=False).keys()
                        | {t.content for t in backend.get_added_tokens_decoder().values()}, key=len, reverse=True)
         # a document that holds an added token's text ("[MASK]") is the backend's: it matches them whole
         self.added = re.compile("|".join(map(re.escape, added)), re.IGNORECASE) if added else None

@@ -73,7 +73,7 @@ def usable_workers(asked: int, say=None) -> int:
 
 @dataclass
 class PrepareConfig:
-    """bertkit prepare: tokenize a corpus once into a dataset folder that bertkit pretrain --data reads by memory map."""
+    """bertkit prepare: tokenize a corpus once into a dataset folder bertkit pretrain --data reads by memory map."""
 
     corpus: list[str] = opt(list, "text files, folders, JSONL, Parquet (.parquet), .gz, or "
                                   f"{' / '.join(BUILTIN_CORPORA)}", nargs="+", required=True)

@@ -47,7 +47,7 @@ class AttentionMaps:
             text = text[:57] + "..."
         return f"attention: {text}" if text else "attention"
 
-    def save_png(self, path: str, **kwargs) -> "PngLayout":
+    def save_png(self, path: str, **kwargs) -> PngLayout:
         return attention_png(self, path, **kwargs)
 
     def to_html(self, title: str | None = None) -> str:

@@ -17,8 +17,8 @@ from tokenizers import normalizers, pre_tokenizers
 from torch import nn
 
 from ..config import BertConfig
-from ..heads import BertForMaskedLM
 from ..finite import check_weights
+from ..heads import BertForMaskedLM
 from ..model import BertModel
 from ..tokenizer import DEFAULT_SPECIALS, Tokenizer, TokenizerError
 from .common import ExplainError
@@ -47,8 +47,8 @@ def char_tokenizer(*texts: str) -> Tokenizer:
     return Tokenizer(vocab)
 
 
-HEADS = {"mlm": BertForMaskedLM, "base": BertModel}
-MLM_HEADS = ("cls.predictions", "generator_predictions", "generator_lm_head")  # BERT's MLM head, ELECTRA's  # explain --head: the model class of each
+HEADS = {"mlm": BertForMaskedLM, "base": BertModel}  # explain --head: the model class of each
+MLM_HEADS = ("cls.predictions", "generator_predictions", "generator_lm_head")  # BERT's MLM head, ELECTRA's
 
 
 @dataclass

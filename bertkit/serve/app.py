@@ -33,11 +33,19 @@ import json
 import logging
 import os
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any
 
-from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram,
-                               disable_created_metrics, generate_latest)
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -47,10 +55,10 @@ from starlette.routing import Route as StarletteRoute
 from .. import __version__
 from ..errors import BertkitError, NonFiniteError
 from .batcher import Batcher, BatchStats, QueueFull
+from .compat import tei_info
 from .connections import Guard, GuardedHttp
 from .engine import Engine, InputProblem, Prepared, json_type
 from .openapi import docs_html, openapi
-from .compat import tei_info
 from .routes import NEEDS, NON_FINITE, ROUTES, Route, bertkit_error
 from .schemas import parse_body
 from .settings import ServeConfig

@@ -39,8 +39,9 @@ import asyncio
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable, Mapping
+from typing import Any
 
 
 class QueueFull(Exception):

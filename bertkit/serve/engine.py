@@ -35,8 +35,8 @@ import torch.nn.functional as F
 
 from ..config import BertConfig
 from ..embed import Encoder, TooLong
-from ..errors import BertkitError
 from ..engines import load_mlm, load_task_model, resolve
+from ..errors import BertkitError
 from ..inference import fill_mask, filled_text, mask_positions, run_model, windows
 from ..tasks import Field, TaskDataError, TaskOptions, task_of
 from ..tasks.classify import aggregate_windows

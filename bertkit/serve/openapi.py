@@ -56,9 +56,10 @@ def docs_html(document: dict) -> str:
             if body is None:
                 continue
             ref = body["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]
-            rows = [f"<tr><td><code>{html.escape(name)}</code>{' (required)' if name in schemas[ref].get('required', []) else ''}"
-                    f"</td><td>{html.escape(field.get('description', ''))}</td>"
-                    f"<td><code>{html.escape(json.dumps(field['default']) if 'default' in field else '')}</code></td></tr>"
+            required = schemas[ref].get("required", [])
+            rows = [f"<tr><td><code>{html.escape(name)}</code>{' (required)' if name in required else ''}</td>"
+                    f"<td>{html.escape(field.get('description', ''))}</td><td><code>"
+                    f"{html.escape(json.dumps(field['default']) if 'default' in field else '')}</code></td></tr>"
                     for name, field in schemas[ref]["properties"].items()]
             parts.append("<table><tr><th>field</th><th>what</th><th>default</th></tr>" + "".join(rows) + "</table>")
             example = {name: "今天天气很[MASK]。" if path == "/fill-mask" else "今天天气很好"

@@ -10,16 +10,26 @@ model, counts its inputs (413 past --max-inputs), and turns what a handler raise
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import numpy as np
 
 from ..errors import NonFiniteError
 from . import compat
 from .engine import FILL_MASK_MAX_TOP_K, Engine, InputProblem
-from .schemas import (Body, DecodeRequest, EmbedRequest, FillMaskRequest, InferenceRequest, OpenAIEmbedRequest,
-                      PredictRequest, RerankRequest, TokenizeRequest)
+from .schemas import (
+    Body,
+    DecodeRequest,
+    EmbedRequest,
+    FillMaskRequest,
+    InferenceRequest,
+    OpenAIEmbedRequest,
+    PredictRequest,
+    RerankRequest,
+    TokenizeRequest,
+)
 
 NON_FINITE = ("the model's output holds NaN or Infinity, so nothing was answered; its weights (or --quantize) are "
               "broken: check the model folder")

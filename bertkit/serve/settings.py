@@ -10,7 +10,8 @@ from uvicorn.config import LOG_LEVELS
 from ..embed import POOLING_MODES
 from ..engines import ENGINE_HELP, Engine
 from ..options import opt
-from ..quantize import CHOICES as QUANTIZE_CHOICES, FLAG_HELP as QUANTIZE_HELP
+from ..quantize import CHOICES as QUANTIZE_CHOICES
+from ..quantize import FLAG_HELP as QUANTIZE_HELP
 from .engine import PREDICT_MAX_TOKENS
 
 
@@ -30,7 +31,8 @@ class ServeConfig:
     max_body_bytes: int = opt(1 << 20, "request body size at most, in bytes (413 past it, once the body was read "
                                        "and dropped: bodies up to 4x the limit or 16 MiB; larger ones are not read)")
     max_input_tokens: int | None = opt(None, "tokens per input at most (default: the embedding model's "
-                                             f"max_seq_length for /embed, {PREDICT_MAX_TOKENS} for /predict, which windows)")
+                                             f"max_seq_length for /embed, {PREDICT_MAX_TOKENS} for /predict, "
+                                             "which windows)")
     quantize: str | None = opt(None, QUANTIZE_HELP, choices=QUANTIZE_CHOICES)
     engine: Engine = opt("torch", ENGINE_HELP + "; with a task or MLM head, /embed runs the "
                                                                   "encoder's own graph")

@@ -21,8 +21,7 @@ import os
 from ..config import BertConfig
 from ..data.records import TaskDataError
 from ..electra import ELECTRA_CLASSES
-from .base import (EMPTY_INPUT, Feature, Field, Head, Task, default_stride, evaluate, predict, run_model,
-                   task_options)
+from .base import EMPTY_INPUT, Feature, Field, Head, Task, default_stride, evaluate, predict, run_model, task_options
 from .choice import CHOICE, ChoiceExample
 from .classify import CLASSIFY, ClassifyExample
 from .qa import QA_TASK, QAExample

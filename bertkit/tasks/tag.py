@@ -21,8 +21,8 @@ import torch
 
 from ..data import records
 from ..data.builtin import peoples_daily_ner
-from ..data.rows import pad_rows
 from ..data.records import TaskDataError
+from ..data.rows import pad_rows
 from ..heads import IGNORE, BertForTokenClassification
 from ..metrics import ENTITY_SCHEMES, bio_entities, entity_report
 from ..options import opt

@@ -24,14 +24,23 @@ from dataclasses import dataclass, field
 import torch
 
 from ..config import PRESETS, BertConfig, ProblemType
+from ..files import atomic_write_text, digest
+from ..heads import IGNORE
 from ..metrics import finite_or_none, format_report
 from ..options import opt, parse
 from ..tasks import TASKS, TaskOptions, check_task_options, default_stride, evaluate, get_task, read_examples
-from ..files import atomic_write_text, digest
 from ..tokenizer import Tokenizer, vocab_digest
-from ..heads import IGNORE
-from .loop import (LOSS_UNITS, KeepBest, LossWeights, StepSampler, TrainConfig, TrainingError, TrainSummary, train,
-                   with_default)
+from .loop import (
+    LOSS_UNITS,
+    KeepBest,
+    LossWeights,
+    StepSampler,
+    TrainConfig,
+    TrainingError,
+    TrainSummary,
+    train,
+    with_default,
+)
 from .metrics_log import check_log_to, read_metrics
 from .runfolder import keep_settings, run_claimed
 
@@ -125,7 +134,7 @@ def load_base(cfg: FinetuneConfig, labels: list[str] | None, problem_type: str |
     model_class = get_task(cfg.task).model_class
     kw = {}
     if labels is not None:
-        kw = dict(id2label=dict(enumerate(labels)), label2id={l: i for i, l in enumerate(labels)})
+        kw = dict(id2label=dict(enumerate(labels)), label2id={label: i for i, label in enumerate(labels)})
     if problem_type is not None:
         kw["problem_type"] = problem_type
     if cfg.model in PRESETS:

@@ -8,7 +8,7 @@
                                       for each: loss_fn(model, batch, weights).backward()
                                       all processes agree on the loss and on a stop signal (one sync);
                                       skip the step if the loss is not finite; clip; optimizer.step(); scheduler.step()
-        after_step(run)               every log_every:  a row in metrics.jsonl (step, loss, lr, tokens/s; metrics_log.py)
+        after_step(run)               every log_every:  a row in metrics.jsonl (step, loss, lr, tokens/s: metrics_log)
                                                         and in --log-to's: metrics.csv, TensorBoard
                                       every eval_every: evaluate(model) -> a row in the same logs; KeepBest: a new
                                                         best model is saved, patience may stop the run
@@ -34,8 +34,9 @@ import signal
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import torch

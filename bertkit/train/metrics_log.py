@@ -22,7 +22,8 @@ import json
 import os
 import sys
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import TrainingError
 from ..files import atomic_write, atomic_write_text, write_problem

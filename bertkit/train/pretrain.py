@@ -40,9 +40,10 @@ from ..errors import stop_note
 from ..options import opt, parse
 from ..tokenizer import MIN_FREQUENCY, Tokenizer, train_vocab, vocab_digest, vocab_shortfall
 from .loop import StepSampler, TrainConfig, TrainingError, TrainSummary, train, with_default
-from .objectives import OBJECTIVES, Setup
 from .metrics_log import check_log_to
+from .objectives import OBJECTIVES, Setup
 from .runfolder import keep_settings, run_claimed
+
 
 @dataclass(frozen=True)
 class Recipe:
@@ -85,8 +86,8 @@ class PretrainConfig(TrainConfig):
                       "token frequencies, 30%% masking, no dropout (learns word order in CPU minutes; "
                       "bench/results/pretraining_recipes.md); bert: BERT's initialisation, 15%% masking, the "
                       "model's dropout", choices=list(RECIPES))
-    tokenizer: str | None = opt(None, "tokenizer directory; without one a vocabulary is learned on --corpus (with --data: "
-                                      "must be the data's own)")
+    tokenizer: str | None = opt(None, "tokenizer directory; without one a vocabulary is learned on --corpus (with "
+                                      "--data: must be the data's own)")
     vocab_size: int = opt(21128, "size of the vocabulary learned when there is no --tokenizer")
     vocab_sample: str | None = opt(None, "learn the vocabulary from a seeded sample of --corpus: 200MB, 2GB or "
                                          "50000docs (default: all of it)")
@@ -97,9 +98,9 @@ class PretrainConfig(TrainConfig):
     wwm: bool = opt(False, "whole-word masking (Chinese words from jieba, English words with their ## pieces; --data "
                            "must be prepared with --wwm)")
     objective: str = opt("mlm", "what the model learns: mlm (BERT's masked-language model), mlm-nsp (+ next-sentence "
-                         "prediction on sentence pairs), mlm-bow (+ the pooled [CLS] vector predicts its row's tokens), "
-                         "electra (a small generator fills the masked tokens, the model learns from every token "
-                         "whether it was replaced: ELECTRA's replaced-token detection)",
+                         "prediction on sentence pairs), mlm-bow (+ the pooled [CLS] vector predicts its row's "
+                         "tokens), electra (a small generator fills the masked tokens, the model learns from every "
+                         "token whether it was replaced: ELECTRA's replaced-token detection)",
                          choices=OBJECTIVES)  # the registry itself: an objective added later too
     nsp: bool = opt(False, "the same as --objective mlm-nsp")
     generator_size: float = opt(0.25, "electra: the generator's hidden size, heads and feed-forward width as a share "
