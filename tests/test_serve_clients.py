@@ -339,40 +339,18 @@ def char_tag_probabilities(model_dir, text) -> list[float]:
 
 
 # ----- real servers ----------------------------------------------------------------------------------------------
-def served(model_dir, *flags):
-    server = Server(model_dir, *flags)
-    yield server
-    assert server.stop() == 0
+def served(folder_fixture: str):
+    """A module-scoped fixture: a real `bertkit serve` of the model folder that fixture `folder_fixture` makes."""
+    @pytest.fixture(scope="module")
+    def server(request):
+        running = Server(request.getfixturevalue(folder_fixture))
+        yield running
+        assert running.stop() == 0
+    return server
 
 
-@pytest.fixture(scope="module")
-def embed_server(embed_dir):
-    yield from served(embed_dir)
-
-
-@pytest.fixture(scope="module")
-def clf_server(clf_dir):
-    yield from served(clf_dir)
-
-
-@pytest.fixture(scope="module")
-def tag_server(tag_dir):
-    yield from served(tag_dir)
-
-
-@pytest.fixture(scope="module")
-def qa_server(qa_dir):
-    yield from served(qa_dir)
-
-
-@pytest.fixture(scope="module")
-def rerank_server(rerank_dir):
-    yield from served(rerank_dir)
-
-
-@pytest.fixture(scope="module")
-def mlm_server(base_dir):
-    yield from served(base_dir)
+embed_server, clf_server, tag_server = served("embed_dir"), served("clf_dir"), served("tag_dir")
+qa_server, rerank_server, mlm_server = served("qa_dir"), served("rerank_dir"), served("base_dir")
 
 
 def hf(server, **kw):

@@ -144,16 +144,8 @@ class Engine:
 
     # ----- inputs -> rows (tokenizer thread) -------------------------------------------------------
     def rows_for_embed(self, texts: list[str], truncate: bool) -> Prepared:
-        rows = []
-        for i, text in enumerate(texts):
-            if is_empty_text(text, self.tokenizer):
-                raise InputProblem(422, "empty_input", f"inputs[{i}] is empty (no text once whitespace, zero-width "
-                                   "and control characters are left out): there is nothing to embed")
-            try:
-                rows.append(self.encoder.token_ids(text, truncate=truncate, limit=self.embed_limit))
-            except TooLong as e:
-                raise _too_long(i, e.tokens, e.limit) from None
-        return Prepared(self.handlers.key("embed"), rows, [len(r) for r in rows])
+        """/embed's rows: each text's [CLS] ... [SEP] ids, a long one refused (413) or cut at its end."""
+        return self.rows_for_tei_embed(texts, truncate)
 
     def rows_for_predict(self, inputs: list, truncate: bool) -> Prepared:
         """inputs: strings (as lines of `bertkit predict --file`) or objects of the task's input fields."""
@@ -206,10 +198,10 @@ class Engine:
 
     def rows_for_tei_embed(self, texts: list[str], truncate: bool, direction: str = "right",
                            prompt_name: str | None = None, normalize: bool | None = None) -> Prepared:
-        """TEI's /embed (huggingface_hub's feature_extraction): rows_for_embed's rows, each text after the folder's
-        prompt `prompt_name` (config_sentence_transformers.json "prompts", as sentence-transformers puts it),
-        a long one cut on the `direction` side (Left / Right, either case) when truncate; normalize=False on a
-        folder that L2-normalizes runs as "embed-raw" (tei_vectors normalizes for normalize=True)."""
+        """TEI's /embed (huggingface_hub's feature_extraction): each text's [CLS] ... [SEP] ids, after the folder's
+        prompt `prompt_name` (config_sentence_transformers.json "prompts", as sentence-transformers puts it), a long
+        one refused (413) or, when truncate, cut on the `direction` side (Left / Right, either case);
+        normalize=False on a folder that L2-normalizes runs as "embed-raw" (tei_vectors normalizes for True)."""
         side = direction.lower() if isinstance(direction, str) else direction
         if side not in ("left", "right"):
             raise InputProblem(422, "wrong_type", f"'truncation_direction' must be \"Left\" or \"Right\", got "
@@ -220,12 +212,14 @@ class Engine:
             if is_empty_text(text, self.tokenizer):  # the text itself, not the prompt before it
                 raise InputProblem(422, "empty_input", f"inputs[{i}] is empty (no text once whitespace, zero-width "
                                    "and control characters are left out): there is nothing to embed")
-            ids, limit = self.tokenizer.encode(prompt + text), self.embed_limit
-            if len(ids) > limit:
+            try:
+                ids = self.encoder.token_ids(prompt + text, truncate=truncate and side == "right",
+                                             limit=self.embed_limit)
+            except TooLong as e:
                 if not truncate:
-                    raise _too_long(i, len(ids), limit)
-                # [CLS] + the first (right) or last (left) limit - 2 tokens + [SEP], as the tokenizer cuts
-                ids = ids[:limit - 1] + ids[-1:] if side == "right" else ids[:1] + ids[1 - limit:]
+                    raise _too_long(i, e.tokens, e.limit) from None
+                ids = self.tokenizer.encode(prompt + text)
+                ids = ids[:1] + ids[1 - e.limit:]  # [CLS] + the last limit - 2 tokens + [SEP]
             rows.append(ids)
         raw = normalize is False and self.encoder.pooling.normalize
         return Prepared(self.handlers.key("embed-raw" if raw else "embed"), rows, [len(r) for r in rows])
@@ -332,12 +326,9 @@ class Engine:
         from: TEI's raw_scores); None for an input without text."""
         if self.task is None or self.task.name != "classify":
             raise BertkitError(f"class_logits needs a classifier; {self.name} is {self.architecture}")
-        empty = set(prepared.empty)
-        kept = [i for i in range(len(prepared.examples)) if i not in empty]
-        out = [None] * len(prepared.examples)
-        for i, logits in zip(kept, aggregate_windows(prepared.rows, outputs, len(kept)) if kept else []):
-            out[i] = logits.tolist()
-        return out
+        kept = _with_text(prepared)
+        logits = aggregate_windows(prepared.rows, outputs, len(kept)) if kept else []
+        return _per_input(prepared, kept, [x.tolist() for x in logits])
 
     def tag_scores(self, prepared: Prepared, outputs: list) -> list[list[float | None] | None]:
         """Per /predict input of a tagger, per word: the probability of its tag (the softmax at the word's first
@@ -345,18 +336,14 @@ class Engine:
         (a space) and for an input without text."""
         if self.task is None or self.task.name != "tag":
             raise BertkitError(f"tag_scores needs a tagger; {self.name} is {self.architecture}")
-        empty = set(prepared.empty)
-        kept = [i for i in range(len(prepared.examples)) if i not in empty]
+        kept = _with_text(prepared)
         scores = [[None] * len(prepared.examples[i].tokens) for i in kept]
         for f, logits in zip(prepared.rows, outputs):
             best = logits.softmax(-1).max(-1).values.tolist()
             for j, w in enumerate(f.words):
                 if w is not None and scores[f.example][w] is None:
                     scores[f.example][w] = best[j]
-        out = [None] * len(prepared.examples)
-        for i, s in zip(kept, scores):
-            out[i] = s
-        return out
+        return _per_input(prepared, kept, scores)
 
     def decode(self, id_lists: list[list[int]], skip_special_tokens: bool = True) -> list[str]:
         """TEI's /decode: each list of ids as text (bertkit's tokenizer: no spaces beside CJK characters)."""
@@ -379,6 +366,20 @@ class Engine:
                         for t, tok, (a, b), s in zip(ids, self.tokenizer.convert_ids_to_tokens(ids), offsets,
                                                      special)])
         return out
+
+
+def _with_text(prepared: Prepared) -> list[int]:
+    """The /predict inputs that have text (the others are answered without the model), in order."""
+    empty = set(prepared.empty)
+    return [i for i in range(len(prepared.examples)) if i not in empty]
+
+
+def _per_input(prepared: Prepared, kept: list[int], values: list) -> list:
+    """`values` of the inputs `kept`, placed at their inputs; None at the inputs without text."""
+    out = [None] * len(prepared.examples)
+    for i, value in zip(kept, values):
+        out[i] = value
+    return out
 
 
 def _too_long(i: int, tokens: int, limit: int, hint: str = 'send "truncate": true to cut it') -> InputProblem:
