@@ -33,7 +33,7 @@ def windows(tokenizer: Tokenizer, docs: list[str], seq_len: int, rows: int) -> t
     for doc in docs:
         ids = tokenizer.encode(doc, add_special_tokens=False)
         if len(ids) >= seq_len - 2:
-            out.append([tokenizer.cls_token_id, *ids[:seq_len - 2], tokenizer.sep_token_id])
+            out.append([tokenizer.cls_token_id, *ids[: seq_len - 2], tokenizer.sep_token_id])
         if len(out) == rows:
             break
     if not out:
@@ -50,11 +50,16 @@ def measure(model_dir: str, docs: list[str], seq_len: int, rows: int) -> dict:
     attentions = model(input_ids=input_ids, output_attentions=True).attentions  # from_pretrained: eval mode
     mass = offset_mass(list(attentions))  # (L, H, 5)
     local = mass.sum(-1)  # weight within +-2, per head
-    return {"model": model_dir, "rows": len(input_ids), "seq_len": seq_len,
-            "uniform_local": (2 * OFFSETS + 1) / seq_len,
-            "max_local": round(float(local.max()), 4), "mean_local": round(float(local.mean()), 4),
-            "neighbour": round(neighbour_attention(list(attentions)), 4),
-            "offset_mass": [[[round(float(x), 4) for x in head] for head in layer] for layer in mass]}
+    return {
+        "model": model_dir,
+        "rows": len(input_ids),
+        "seq_len": seq_len,
+        "uniform_local": (2 * OFFSETS + 1) / seq_len,
+        "max_local": round(float(local.max()), 4),
+        "mean_local": round(float(local.mean()), 4),
+        "neighbour": round(neighbour_attention(list(attentions)), 4),
+        "offset_mass": [[[round(float(x), 4) for x in head] for head in layer] for layer in mass],
+    }
 
 
 def main() -> None:
@@ -72,9 +77,11 @@ def main() -> None:
     for model_dir in args.models:
         r = measure(model_dir, heldout, args.seq_len, args.rows)
         results.append(r)
-        print(f"{model_dir}: attention within +-2 tokens, uniform would be {r['uniform_local']:.3f}: "
-              f"mean over heads {r['mean_local']:.3f}, most local head {r['max_local']:.3f}; "
-              f"the most any head puts on one neighbouring offset: {r['neighbour']:.3f}")
+        print(
+            f"{model_dir}: attention within +-2 tokens, uniform would be {r['uniform_local']:.3f}: "
+            f"mean over heads {r['mean_local']:.3f}, most local head {r['max_local']:.3f}; "
+            f"the most any head puts on one neighbouring offset: {r['neighbour']:.3f}"
+        )
         for layer, heads in enumerate(r["offset_mass"]):
             cells = "  ".join("/".join(f"{x:.2f}" for x in head) for head in heads)
             print(f"  layer {layer}  offsets -2/-1/0/+1/+2 per head: {cells}")

@@ -21,8 +21,15 @@ def main() -> None:
     splits = {s: read_task("classify", args.data, split=s) for s in ("train", "dev", "test")}
     clf = BagOfChars.fit(splits["train"], splits["dev"])
     test = clf.accuracy(splits["test"])
-    result = {"data": args.data, "features": len(clf.vocab), "l2": clf.l2, "dev_accuracy": round(clf.dev_accuracy, 4),
-              "test_accuracy": round(test, 4), "train": len(splits["train"]), "test": len(splits["test"])}
+    result = {
+        "data": args.data,
+        "features": len(clf.vocab),
+        "l2": clf.l2,
+        "dev_accuracy": round(clf.dev_accuracy, 4),
+        "test_accuracy": round(test, 4),
+        "train": len(splits["train"]),
+        "test": len(splits["test"]),
+    }
     print(result)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:

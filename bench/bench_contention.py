@@ -49,19 +49,74 @@ def prepare_data(folder: str) -> str:
     data = os.path.join(folder, "data")
     if not os.path.exists(data):
         tok = os.path.join(folder, "tok")
-        subprocess.run([sys.executable, "-m", "bertkit", "tokenizer", "train", "--corpus", "builtin:peoples-daily",
-                        "--vocab-size", "8000", "--out", tok], check=True, capture_output=True)
-        subprocess.run([sys.executable, "-m", "bertkit", "prepare", "--corpus", "builtin:peoples-daily", "--tokenizer",
-                        tok, "--out", data, "--no-progress"], check=True, capture_output=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "bertkit",
+                "tokenizer",
+                "train",
+                "--corpus",
+                "builtin:peoples-daily",
+                "--vocab-size",
+                "8000",
+                "--out",
+                tok,
+            ],
+            check=True,
+            capture_output=True,
+        )
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "bertkit",
+                "prepare",
+                "--corpus",
+                "builtin:peoples-daily",
+                "--tokenizer",
+                tok,
+                "--out",
+                data,
+                "--no-progress",
+            ],
+            check=True,
+            capture_output=True,
+        )
     return data
 
 
 def start(data: str, out: str, steps: int, env: dict) -> subprocess.Popen:
     # torch imported before bertkit: its libgomp reads the environment before bertkit can set anything
     first = "import torch; " if env.get("BENCH_IMPORT_TORCH_FIRST") else ""
-    cmd = [sys.executable, "-c", f"{first}import sys; from bertkit.cli import main; sys.exit(main())", "pretrain", "--data", data, "--model-config", "mini", "--out", out,
-           "--steps", str(steps), "--log-every", "5", "--eval-every", "0", "--save-every", "0", "--seq-len", "128",
-           "--batch-size", "16", "--device", "cpu", "--no-progress", "--overwrite"]
+    cmd = [
+        sys.executable,
+        "-c",
+        f"{first}import sys; from bertkit.cli import main; sys.exit(main())",
+        "pretrain",
+        "--data",
+        data,
+        "--model-config",
+        "mini",
+        "--out",
+        out,
+        "--steps",
+        str(steps),
+        "--log-every",
+        "5",
+        "--eval-every",
+        "0",
+        "--save-every",
+        "0",
+        "--seq-len",
+        "128",
+        "--batch-size",
+        "16",
+        "--device",
+        "cpu",
+        "--no-progress",
+        "--overwrite",
+    ]
     clean = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_NUM_THREADS")}
     return subprocess.Popen(cmd, env={**clean, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
@@ -99,21 +154,31 @@ def main() -> None:
             env = SETTINGS[name]
             results[name]["alone"] += measure(data, work, args.steps, env, 1)
             results[name]["two"] += measure(data, work, args.steps, env, 2)
-            print(f"round {round_ + 1} {name}: alone {results[name]['alone'][-1]:,.0f} tokens/s, two at once "
-                  f"{results[name]['two'][-2]:,.0f} / {results[name]['two'][-1]:,.0f}", flush=True)
+            print(
+                f"round {round_ + 1} {name}: alone {results[name]['alone'][-1]:,.0f} tokens/s, two at once "
+                f"{results[name]['two'][-2]:,.0f} / {results[name]['two'][-1]:,.0f}",
+                flush=True,
+            )
     base = statistics.mean(results["default"]["alone"]) if "default" in results else None
-    lines = ["| setting | alone (tokens/s) | two at once, each | each / its alone | alone / default alone |",
-             "|---|---|---|---|---|"]
+    lines = [
+        "| setting | alone (tokens/s) | two at once, each | each / its alone | alone / default alone |",
+        "|---|---|---|---|---|",
+    ]
     for name, r in results.items():
         alone, two = statistics.mean(r["alone"]), statistics.mean(r["two"])
-        lines.append(f"| {name} | {alone:,.0f} | {two:,.0f} (min {min(r['two']):,.0f}) | {two / alone:.2f}x | "
-                     + (f"{alone / base:.3f}" if base else "-") + " |")
+        lines.append(
+            f"| {name} | {alone:,.0f} | {two:,.0f} (min {min(r['two']):,.0f}) | {two / alone:.2f}x | "
+            + (f"{alone / base:.3f}" if base else "-")
+            + " |"
+        )
     table = "\n".join(lines)
     print(table)
     if args.md:
         with open(args.md, "w", encoding="utf-8") as fh:
-            fh.write(f"# Two pretrainings at once\n\n`python bench/bench_contention.py --steps {args.steps} --rounds "
-                     f"{args.rounds}` on {time.strftime('%Y-%m-%d')}\n\n```\n{cpu_flags()}\n```\n\n{table}\n")
+            fh.write(
+                f"# Two pretrainings at once\n\n`python bench/bench_contention.py --steps {args.steps} --rounds "
+                f"{args.rounds}` on {time.strftime('%Y-%m-%d')}\n\n```\n{cpu_flags()}\n```\n\n{table}\n"
+            )
 
 
 if __name__ == "__main__":

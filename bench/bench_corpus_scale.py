@@ -120,11 +120,15 @@ def measure(cmd: list[str], *, env=None, watch: str | None = None, cwd=None, tim
     if proc.returncode != 0:
         raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{stderr[-3000:]}")
     main_peak = peaks.get(proc.pid, 0.0)
-    return {"seconds": round(time.perf_counter() - start, 2), "peak_rss_mb": round(main_peak, 1),
-            "peak_rss_all_mb": round(sum(peaks.values()), 1),
-            "peak_rss_each_mb": sorted(round(v, 1) for v in peaks.values()),
-            "first_line_s": round(first_line, 2) if first_line is not None else None,
-            "stdout": stdout, "stderr": stderr}
+    return {
+        "seconds": round(time.perf_counter() - start, 2),
+        "peak_rss_mb": round(main_peak, 1),
+        "peak_rss_all_mb": round(sum(peaks.values()), 1),
+        "peak_rss_each_mb": sorted(round(v, 1) for v in peaks.values()),
+        "first_line_s": round(first_line, 2) if first_line is not None else None,
+        "stdout": stdout,
+        "stderr": stderr,
+    }
 
 
 def bertkit(*args: str) -> list[str]:
@@ -212,20 +216,48 @@ print(size, time.perf_counter() - start)
 def disk(folder: str) -> dict:
     manifest = json.load(open(os.path.join(folder, "manifest.json"), encoding="utf-8"))
     tokens = sum(s["tokens"] for s in manifest["splits"].values())
-    by_kind = {k: sum(s["files"][k]["bytes"] for s in manifest["splits"].values())
-               for k in ("ids", "word_starts", "sentence_starts", "documents", "token_counts")}
+    by_kind = {
+        k: sum(s["files"][k]["bytes"] for s in manifest["splits"].values())
+        for k in ("ids", "word_starts", "sentence_starts", "documents", "token_counts")
+    }
     per_token = {k: round(v / tokens, 4) for k, v in by_kind.items()}
-    return {"tokens": tokens, "documents": sum(s["documents"] for s in manifest["splits"].values()),
-            "bytes_per_token": per_token,
-            "ids_and_marks_per_token": round(sum(by_kind[k] for k in ("ids", "word_starts", "sentence_starts",
-                                                                      "documents")) / tokens, 4),
-            "folder_mb": round(sum(by_kind.values()) / 1e6, 1)}
+    return {
+        "tokens": tokens,
+        "documents": sum(s["documents"] for s in manifest["splits"].values()),
+        "bytes_per_token": per_token,
+        "ids_and_marks_per_token": round(
+            sum(by_kind[k] for k in ("ids", "word_starts", "sentence_starts", "documents")) / tokens, 4
+        ),
+        "folder_mb": round(sum(by_kind.values()) / 1e6, 1),
+    }
 
 
 def pretrain_args(out: str, steps: int, extra=()) -> list[str]:
-    return ["--model-config", "mini", "--batch-size", "8", "--seq-len", "128", "--steps", str(steps),
-            "--log-every", "1", "--eval-every", "0", "--save-every", "0", "--no-progress", "--device", "cpu",
-            "--seed", "0", "--out", out, "--overwrite", *extra]
+    return [
+        "--model-config",
+        "mini",
+        "--batch-size",
+        "8",
+        "--seq-len",
+        "128",
+        "--steps",
+        str(steps),
+        "--log-every",
+        "1",
+        "--eval-every",
+        "0",
+        "--save-every",
+        "0",
+        "--no-progress",
+        "--device",
+        "cpu",
+        "--seed",
+        "0",
+        "--out",
+        out,
+        "--overwrite",
+        *extra,
+    ]
 
 
 def pretrain_from(data: str, work: str, name: str, steps: int, extra=()) -> dict:
@@ -234,8 +266,12 @@ def pretrain_from(data: str, work: str, name: str, steps: int, extra=()) -> dict
     if os.path.exists(metrics):
         os.remove(metrics)  # --overwrite moves the old run aside; watch the new file only
     result = measure(bertkit("pretrain", "--data", data, *pretrain_args(out, steps, extra)), watch=metrics)
-    return {"peak_rss_mb": result["peak_rss_mb"], "first_step_s": result["first_line_s"],
-            "seconds": result["seconds"], "tokens_per_s": tokens_per_s(metrics, skip=2)}
+    return {
+        "peak_rss_mb": result["peak_rss_mb"],
+        "first_step_s": result["first_line_s"],
+        "seconds": result["seconds"],
+        "tokens_per_s": tokens_per_s(metrics, skip=2),
+    }
 
 
 def speed_against_before(work: str, tokenizer: str, steps: int, repeats: int) -> dict:
@@ -244,21 +280,39 @@ def speed_against_before(work: str, tokenizer: str, steps: int, repeats: int) ->
     if not os.path.exists(os.path.join(old, "bertkit")):
         subprocess.run(["git", "-C", REPO, "worktree", "add", "--detach", old, BEFORE], check=True, capture_output=True)
     data = os.path.join(work, "data-builtin")
-    subprocess.run(bertkit("prepare", "--corpus", "builtin:peoples-daily", "--tokenizer", tokenizer, "--out", data,
-                           "--no-progress"), check=True, capture_output=True)
+    subprocess.run(
+        bertkit(
+            "prepare", "--corpus", "builtin:peoples-daily", "--tokenizer", tokenizer, "--out", data, "--no-progress"
+        ),
+        check=True,
+        capture_output=True,
+    )
     rates: dict[str, list[float]] = {"data": [], "before": []}
     for r in range(repeats):
         for name in ("before", "data"):
             out = os.path.join(work, "runs", f"speed-{name}-{r}")
-            source = ["--corpus", "builtin:peoples-daily", "--tokenizer", tokenizer] if name == "before" \
+            source = (
+                ["--corpus", "builtin:peoples-daily", "--tokenizer", tokenizer]
+                if name == "before"
                 else ["--data", data]
+            )
             env = {**os.environ, "PYTHONPATH": old} if name == "before" else None
-            subprocess.run(bertkit("pretrain", *source, *pretrain_args(out, steps)), check=True, capture_output=True,
-                           env=env, cwd=old if name == "before" else None)
+            subprocess.run(
+                bertkit("pretrain", *source, *pretrain_args(out, steps)),
+                check=True,
+                capture_output=True,
+                env=env,
+                cwd=old if name == "before" else None,
+            )
             rates[name].append(tokens_per_s(os.path.join(out, "metrics.jsonl"), skip=5))
     data_rate, before_rate = statistics.median(rates["data"]), statistics.median(rates["before"])
-    return {"steps": steps, "repeats": repeats, "tokens_per_s_data": rates["data"],
-            "tokens_per_s_before": rates["before"], "ratio": round(data_rate / before_rate, 3)}
+    return {
+        "steps": steps,
+        "repeats": repeats,
+        "tokens_per_s_data": rates["data"],
+        "tokens_per_s_before": rates["before"],
+        "ratio": round(data_rate / before_rate, 3),
+    }
 
 
 def batch_cost(data: str, tokenizer: str, steps: int = 200) -> dict:
@@ -277,22 +331,43 @@ def batch_cost(data: str, tokenizer: str, steps: int = 200) -> dict:
         start = time.perf_counter()
         rows = make_rows(folder.splits["train"], kind, seq_len=128, cls_id=tok.cls_token_id, sep_id=tok.sep_token_id)
         plan = time.perf_counter() - start
-        collator = MaskingCollator(vocab_size=tok.vocab_size, mask_id=tok.mask_token_id, pad_id=tok.pad_token_id,
-                                   special_ids=tuple(tok.all_special_ids), mlm_probability=0.3)
+        collator = MaskingCollator(
+            vocab_size=tok.vocab_size,
+            mask_id=tok.mask_token_id,
+            pad_id=tok.pad_token_id,
+            special_ids=tuple(tok.all_special_ids),
+            mlm_probability=0.3,
+        )
         batches = PretrainBatches(rows, collator, StepSampler(len(rows), 8, 1, 0))
         start = time.perf_counter()
         for step in range(steps):
             batches.batch(step, 0)
-        out[kind] = {"plan_s": round(plan, 2), "ms_per_batch": round((time.perf_counter() - start) / steps * 1000, 2),
-                     "rows": len(rows)}
+        out[kind] = {
+            "plan_s": round(plan, 2),
+            "ms_per_batch": round((time.perf_counter() - start) / steps * 1000, 2),
+            "rows": len(rows),
+        }
     return out
 
 
 def ddp_ranks(data: str, work: str, steps: int) -> dict:
     out = os.path.join(work, "runs", "ddp")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [PYTHON, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29533", "-m", "bertkit",
-           "pretrain", "--data", data, *pretrain_args(out, steps)]
+    cmd = [
+        PYTHON,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        "29533",
+        "-m",
+        "bertkit",
+        "pretrain",
+        "--data",
+        data,
+        *pretrain_args(out, steps),
+    ]
     result = measure(cmd, env=env)
     ranks = result["peak_rss_each_mb"][-2:]  # the two largest: the ranks (torchrun itself is small)
     return {"peak_rss_per_rank_mb": ranks, "tokenized": "prepare" in result["stderr"] or "learned" in result["stderr"]}
@@ -307,8 +382,12 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--steps", type=int, default=30, help="pretraining steps of each RSS / start-up run")
     p.add_argument("--speed-steps", type=int, default=300, help="steps of each training-speed run (0: skip)")
     p.add_argument("--speed-repeats", type=int, default=3)
-    p.add_argument("--wwm", action=argparse.BooleanOptionalAction, default=True,
-                   help="also prepare the smallest corpus with --wwm, and time jieba")
+    p.add_argument(
+        "--wwm",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also prepare the smallest corpus with --wwm, and time jieba",
+    )
     p.add_argument("--ddp", action=argparse.BooleanOptionalAction, default=True, help="torchrun 2 ranks on the largest")
     p.add_argument("--json", default=None)
     p.add_argument("--md", default=None)
@@ -316,23 +395,44 @@ def main(argv: list[str] | None = None) -> dict:
     sizes = [parse_size(s) for s in args.sizes.split(",")]
     os.makedirs(args.work, exist_ok=True)
     tokenizer = tokenizer_dir(args.work)
-    report = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
-              "sizes": {}}
+    report = {
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+        "sizes": {},
+    }
     workers = [] if not args.workers else ["--workers", str(args.workers)]
     for size in sizes:
         name = f"{size / 1e6:.0f}MB"
         corpus = make_corpus(os.path.join(args.work, f"corpus-{name}.txt"), size)
         data = os.path.join(args.work, f"data-{name}")
         shutil.rmtree(data, ignore_errors=True)  # prepare keeps a folder made from the same inputs: time a new one
-        prepared = measure(bertkit("prepare", "--corpus", corpus, "--tokenizer", tokenizer, "--out", data,
-                                   "--overwrite", "--no-progress", *workers))
+        prepared = measure(
+            bertkit(
+                "prepare",
+                "--corpus",
+                corpus,
+                "--tokenizer",
+                tokenizer,
+                "--out",
+                data,
+                "--overwrite",
+                "--no-progress",
+                *workers,
+            )
+        )
         text_mb = os.path.getsize(corpus) / 1e6
-        entry = {"corpus_mb": round(text_mb, 1),
-                 "prepare": {"seconds": prepared["seconds"], "mb_per_s": round(text_mb / prepared["seconds"], 2),
-                             "peak_rss_mb": prepared["peak_rss_mb"], "peak_rss_all_mb": prepared["peak_rss_all_mb"]},
-                 "disk": disk(data), "pretrain": pretrain_from(data, args.work, f"pt-{name}", args.steps),
-                 "pretrain_documents": pretrain_from(data, args.work, f"pt-doc-{name}", 10, ["--packing", "documents"]),
-                 "pretrain_nsp": pretrain_from(data, args.work, f"pt-nsp-{name}", 10, ["--nsp"])}
+        entry = {
+            "corpus_mb": round(text_mb, 1),
+            "prepare": {
+                "seconds": prepared["seconds"],
+                "mb_per_s": round(text_mb / prepared["seconds"], 2),
+                "peak_rss_mb": prepared["peak_rss_mb"],
+                "peak_rss_all_mb": prepared["peak_rss_all_mb"],
+            },
+            "disk": disk(data),
+            "pretrain": pretrain_from(data, args.work, f"pt-{name}", args.steps),
+            "pretrain_documents": pretrain_from(data, args.work, f"pt-doc-{name}", 10, ["--packing", "documents"]),
+            "pretrain_nsp": pretrain_from(data, args.work, f"pt-nsp-{name}", 10, ["--nsp"]),
+        }
         report["sizes"][name] = entry
         print(json.dumps({name: entry}), flush=True)
     smallest = min(sizes)
@@ -343,11 +443,27 @@ def main(argv: list[str] | None = None) -> dict:
     if args.wwm:
         wwm_data = os.path.join(args.work, f"data-{small}-wwm")
         shutil.rmtree(wwm_data, ignore_errors=True)
-        prepared = measure(bertkit("prepare", "--corpus", small_corpus, "--tokenizer", tokenizer, "--out", wwm_data,
-                                   "--wwm", "--overwrite", "--no-progress", *workers))
-        report["wwm"] = {"prepare_mb_per_s": round(smallest / 1e6 / prepared["seconds"], 2),
-                         "prepare_seconds": prepared["seconds"], "peak_rss_all_mb": prepared["peak_rss_all_mb"],
-                         "jieba": jieba_reference(small_corpus, min(smallest, 20 * 10**6), args.workers or os.cpu_count())}
+        prepared = measure(
+            bertkit(
+                "prepare",
+                "--corpus",
+                small_corpus,
+                "--tokenizer",
+                tokenizer,
+                "--out",
+                wwm_data,
+                "--wwm",
+                "--overwrite",
+                "--no-progress",
+                *workers,
+            )
+        )
+        report["wwm"] = {
+            "prepare_mb_per_s": round(smallest / 1e6 / prepared["seconds"], 2),
+            "prepare_seconds": prepared["seconds"],
+            "peak_rss_all_mb": prepared["peak_rss_all_mb"],
+            "jieba": jieba_reference(small_corpus, min(smallest, 20 * 10**6), args.workers or os.cpu_count()),
+        }
         print(json.dumps({"wwm": report["wwm"]}), flush=True)
     report["batch_cost"] = batch_cost(os.path.join(args.work, f"data-{small}"), tokenizer)
     print(json.dumps({"batch_cost": report["batch_cost"]}), flush=True)
@@ -368,51 +484,76 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 def markdown(r: dict) -> str:
-    lines = ["# Pretraining from prepared corpora: memory, start-up, preparation speed, disk", "",
-             f"`python bench/bench_corpus_scale.py` on {r['machine']['cpus']} CPU cores "
-             f"(Python {r['machine']['python']}). Corpora: People's Daily articles repeated, sentences shuffled "
-             "per copy, one document per line; vocabulary 21,128 (uint16 ids); `mini`, batch 8 x 128.", "",
-             "| corpus | prepare: MB/s | prepare: peak RSS, main / all processes (MB) | disk: ids + marks per token "
-             "(B) | pretrain --data: peak RSS (MB) | command to first step (s) | tokens/s |",
-             "|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "# Pretraining from prepared corpora: memory, start-up, preparation speed, disk",
+        "",
+        f"`python bench/bench_corpus_scale.py` on {r['machine']['cpus']} CPU cores "
+        f"(Python {r['machine']['python']}). Corpora: People's Daily articles repeated, sentences shuffled "
+        "per copy, one document per line; vocabulary 21,128 (uint16 ids); `mini`, batch 8 x 128.",
+        "",
+        "| corpus | prepare: MB/s | prepare: peak RSS, main / all processes (MB) | disk: ids + marks per token "
+        "(B) | pretrain --data: peak RSS (MB) | command to first step (s) | tokens/s |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for name, e in r["sizes"].items():
-        lines.append(f"| {e['corpus_mb']:,.0f} MB | {e['prepare']['mb_per_s']} | {e['prepare']['peak_rss_mb']:,.0f} / "
-                     f"{e['prepare']['peak_rss_all_mb']:,.0f} | {e['disk']['ids_and_marks_per_token']} | "
-                     f"{e['pretrain']['peak_rss_mb']:,.0f} | {e['pretrain']['first_step_s']} | "
-                     f"{e['pretrain']['tokens_per_s']:,.0f} |")
-    lines += ["", "The other kinds of rows (10 steps each): peak RSS (MB) and seconds from the command to the first "
-              "step, which includes planning the rows (documents: best fit of each document's last piece; NSP: "
-              "a walk over every sentence):", "",
-              "| corpus | --packing documents: peak RSS | first step (s) | --nsp: peak RSS | first step (s) |",
-              "|---:|---:|---:|---:|---:|"]
+        lines.append(
+            f"| {e['corpus_mb']:,.0f} MB | {e['prepare']['mb_per_s']} | {e['prepare']['peak_rss_mb']:,.0f} / "
+            f"{e['prepare']['peak_rss_all_mb']:,.0f} | {e['disk']['ids_and_marks_per_token']} | "
+            f"{e['pretrain']['peak_rss_mb']:,.0f} | {e['pretrain']['first_step_s']} | "
+            f"{e['pretrain']['tokens_per_s']:,.0f} |"
+        )
+    lines += [
+        "",
+        "The other kinds of rows (10 steps each): peak RSS (MB) and seconds from the command to the first "
+        "step, which includes planning the rows (documents: best fit of each document's last piece; NSP: "
+        "a walk over every sentence):",
+        "",
+        "| corpus | --packing documents: peak RSS | first step (s) | --nsp: peak RSS | first step (s) |",
+        "|---:|---:|---:|---:|---:|",
+    ]
     for name, e in r["sizes"].items():
         d, n = e["pretrain_documents"], e["pretrain_nsp"]
-        lines.append(f"| {e['corpus_mb']:,.0f} MB | {d['peak_rss_mb']:,.0f} | {d['first_step_s']} | "
-                     f"{n['peak_rss_mb']:,.0f} | {n['first_step_s']} |")
+        lines.append(
+            f"| {e['corpus_mb']:,.0f} MB | {d['peak_rss_mb']:,.0f} | {d['first_step_s']} | "
+            f"{n['peak_rss_mb']:,.0f} | {n['first_step_s']} |"
+        )
     first = next(iter(r["sizes"].values()))["disk"]["bytes_per_token"]
     lines += ["", "Disk per token: " + ", ".join(f"{k} {v}" for k, v in first.items()) + " bytes.", ""]
     eb = r.get("encode_batch")
     if eb:
         small = min(r["sizes"].values(), key=lambda e: e["corpus_mb"])
-        lines.append(f"The tokenizers library's own `encode_batch` over the same {eb['mb']} MB on the same cores: "
-                     f"{eb['mb_per_s']} MB/s; `bertkit prepare`: {small['prepare']['mb_per_s']} MB/s "
-                     f"({small['prepare']['mb_per_s'] / eb['mb_per_s']:.2f}x).")
+        lines.append(
+            f"The tokenizers library's own `encode_batch` over the same {eb['mb']} MB on the same cores: "
+            f"{eb['mb_per_s']} MB/s; `bertkit prepare`: {small['prepare']['mb_per_s']} MB/s "
+            f"({small['prepare']['mb_per_s'] / eb['mb_per_s']:.2f}x)."
+        )
     if r.get("wwm"):
         w = r["wwm"]
-        lines.append(f"With `--wwm`: {w['prepare_mb_per_s']} MB/s; jieba alone on the same cores: "
-                     f"{w['jieba']['mb_per_s']} MB/s (over {w['jieba']['mb']} MB).")
+        lines.append(
+            f"With `--wwm`: {w['prepare_mb_per_s']} MB/s; jieba alone on the same cores: "
+            f"{w['jieba']['mb_per_s']} MB/s (over {w['jieba']['mb']} MB)."
+        )
     if r.get("batch_cost"):
-        lines.append("Building a batch of 8 x 128 from --data (rows + masking), per kind of rows: "
-                     + "; ".join(f"{k} {v['ms_per_batch']} ms (plan {v['plan_s']} s, {v['rows']:,} rows)"
-                                 for k, v in r["batch_cost"].items()) + ".")
+        lines.append(
+            "Building a batch of 8 x 128 from --data (rows + masking), per kind of rows: "
+            + "; ".join(
+                f"{k} {v['ms_per_batch']} ms (plan {v['plan_s']} s, {v['rows']:,} rows)"
+                for k, v in r["batch_cost"].items()
+            )
+            + "."
+        )
     if r.get("speed_vs_before"):
         s = r["speed_vs_before"]
-        lines.append(f"Training speed from --data against the in-memory path of commit {BEFORE} (builtin:peoples-daily, "
-                     f"{s['steps']} steps, {s['repeats']} interleaved runs each, median tokens/s): --data "
-                     f"{s['tokens_per_s_data']}, before {s['tokens_per_s_before']}: ratio {s['ratio']}.")
+        lines.append(
+            f"Training speed from --data against the in-memory path of commit {BEFORE} (builtin:peoples-daily, "
+            f"{s['steps']} steps, {s['repeats']} interleaved runs each, median tokens/s): --data "
+            f"{s['tokens_per_s_data']}, before {s['tokens_per_s_before']}: ratio {s['ratio']}."
+        )
     if r.get("ddp"):
-        lines.append(f"torchrun --nproc_per_node 2 pretrain --data (the largest corpus): peak RSS per rank "
-                     f"{r['ddp']['peak_rss_per_rank_mb']} MB; tokenized: {r['ddp']['tokenized']}.")
+        lines.append(
+            f"torchrun --nproc_per_node 2 pretrain --data (the largest corpus): peak RSS per rank "
+            f"{r['ddp']['peak_rss_per_rank_mb']} MB; tokenized: {r['ddp']['tokenized']}."
+        )
     return "\n".join(lines) + "\n"
 
 

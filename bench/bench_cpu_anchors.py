@@ -149,11 +149,16 @@ def export_onnx(model_dir: str, work: str) -> str:
     ids = torch.ones(2, 8, dtype=torch.long)
     axes = {0: "batch", 1: "sequence"}
     os.makedirs(work, exist_ok=True)
-    torch.onnx.export(model, (ids, torch.ones_like(ids), torch.zeros_like(ids)), path, dynamo=False,
-                      input_names=["input_ids", "attention_mask", "token_type_ids"],
-                      output_names=["last_hidden_state"], opset_version=17,
-                      dynamic_axes={"input_ids": axes, "attention_mask": axes, "token_type_ids": axes,
-                                    "last_hidden_state": axes})
+    torch.onnx.export(
+        model,
+        (ids, torch.ones_like(ids), torch.zeros_like(ids)),
+        path,
+        dynamo=False,
+        input_names=["input_ids", "attention_mask", "token_type_ids"],
+        output_names=["last_hidden_state"],
+        opset_version=17,
+        dynamic_axes={"input_ids": axes, "attention_mask": axes, "token_type_ids": axes, "last_hidden_state": axes},
+    )
     return path
 
 
@@ -163,8 +168,9 @@ def optimized_onnx(path: str, model_dir: str) -> str:
         from onnxruntime.transformers.optimizer import optimize_model
 
         config = json.load(open(os.path.join(model_dir, "config.json")))
-        optimize_model(path, model_type="bert", num_heads=config["num_attention_heads"],
-                       hidden_size=config["hidden_size"]).save_model_to_file(out)
+        optimize_model(
+            path, model_type="bert", num_heads=config["num_attention_heads"], hidden_size=config["hidden_size"]
+        ).save_model_to_file(out)
     return out
 
 
@@ -175,8 +181,9 @@ def int8_onnx(path: str) -> str:
         from onnxruntime.quantization import QuantType, quantize_dynamic
 
         # the optimizer's fused ops (com.microsoft) have no shape inference: their outputs are float32
-        quantize_dynamic(path, out, weight_type=QuantType.QInt8,
-                         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+        quantize_dynamic(
+            path, out, weight_type=QuantType.QInt8, extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT}
+        )
     return out
 
 
@@ -189,16 +196,18 @@ class CTranslate2:
         folder = os.path.join(work, "ct2-int8" if int8 else "ct2")
         if not os.path.exists(os.path.join(folder, "model.bin")):
             ctranslate2.converters.TransformersConverter(model_dir).convert(
-                folder, quantization="int8" if int8 else None, force=True)
-        self.encoder = ctranslate2.Encoder(folder, device="cpu", intra_threads=threads,
-                                           compute_type="int8" if int8 else "float32")
+                folder, quantization="int8" if int8 else None, force=True
+            )
+        self.encoder = ctranslate2.Encoder(
+            folder, device="cpu", intra_threads=threads, compute_type="int8" if int8 else "float32"
+        )
 
     def __call__(self, texts):
         ids = self.tokenizer(texts, truncation=True, max_length=256)["input_ids"]
         hidden = np.array(self.encoder.forward_batch(ids).last_hidden_state)  # (B, S, H), padded
         mask = np.zeros(hidden.shape[:2], dtype=np.float32)
         for row, tokens in enumerate(ids):
-            mask[row, :len(tokens)] = 1
+            mask[row, : len(tokens)] = 1
         return normalize(mean_pool(hidden, mask))
 
 
@@ -217,8 +226,13 @@ ENGINES = {
     "ort-opt-int8": lambda m, w, t: OnnxRuntime(m, w, optimized=True, int8=True, threads=t),
     "ct2-int8": lambda m, w, t: CTranslate2(m, w, int8=True, threads=t),
 }
-NEEDS = {"ort": "onnxruntime", "ct2": "ctranslate2", "st": "sentence_transformers", "bertkit-onnx": "onnxruntime",
-         "bertkit-auto": "onnxruntime"}
+NEEDS = {
+    "ort": "onnxruntime",
+    "ct2": "ctranslate2",
+    "st": "sentence_transformers",
+    "bertkit-onnx": "onnxruntime",
+    "bertkit-auto": "onnxruntime",
+}
 CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16")
 
 
@@ -245,7 +259,7 @@ def batched(engine, texts: list[str], sort: bool) -> tuple[float, np.ndarray]:
     out = None
     start = time.perf_counter()
     for b in range(0, len(order), SORTED_BATCH):
-        chunk = order[b:b + SORTED_BATCH]
+        chunk = order[b : b + SORTED_BATCH]
         vectors = engine([texts[i] for i in chunk])
         if out is None:
             out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
@@ -307,7 +321,7 @@ def main(argv=None) -> int:
                     seconds, out = batched(engine, items, sort)
                     times.setdefault((name, lang, work), []).append(seconds)
                     vectors[(name, lang)] = out
-                total, each = singles(engine, items[:args.single])
+                total, each = singles(engine, items[: args.single])
                 times.setdefault((name, lang, "single"), []).append(total)
                 times.setdefault((name, lang, "single_calls"), []).extend(each)
             print(f"round {r + 1}: {name} done", file=sys.stderr, flush=True)
@@ -338,13 +352,19 @@ def main(argv=None) -> int:
 
 
 def markdown(rows: list[dict], skipped: dict, machine: dict) -> str:
-    lines = [f"{machine['cpu']}, {machine['threads']} threads; CPU flags: {', '.join(machine['flags']) or 'none'} "
-             f"(of {', '.join(CPU_FLAGS)}); torch {machine['torch']}", "","| engine | lang | sorted s | arrival s | single s | single p50 ms | single p99 ms | cos worst | cos mean |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"{machine['cpu']}, {machine['threads']} threads; CPU flags: {', '.join(machine['flags']) or 'none'} "
+        f"(of {', '.join(CPU_FLAGS)}); torch {machine['torch']}",
+        "",
+        "| engine | lang | sorted s | arrival s | single s | single p50 ms | single p99 ms | cos worst | cos mean |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
         cos = (f"{r['cos_worst']:.6f} | {r['cos_mean']:.6f}") if "cos_worst" in r else "- | -"
-        lines.append(f"| {r['engine']} | {r['language']} | {r['sorted']:.2f} | {r['arrival']:.2f} | {r['single']:.2f} | "
-                     f"{r['single_p50_ms']:.1f} | {r['single_p99_ms']:.1f} | {cos} |")
+        lines.append(
+            f"| {r['engine']} | {r['language']} | {r['sorted']:.2f} | {r['arrival']:.2f} | {r['single']:.2f} | "
+            f"{r['single_p50_ms']:.1f} | {r['single_p99_ms']:.1f} | {cos} |"
+        )
     lines += [f"(skipped: {name}: {why})" for name, why in skipped.items()]
     return "\n".join(lines) + "\n"
 

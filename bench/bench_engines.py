@@ -33,7 +33,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_cpu_anchors import cpu, minilm_dir  # noqa: E402
 
 SHAPES = [(1, length, 0.0) for length in (16, 64, 256)] + [
-    (rows, length, pad) for rows in (4, 32) for length in (16, 64, 256) for pad in (0.0, 0.25, 0.5)]
+    (rows, length, pad) for rows in (4, 32) for length in (16, 64, 256) for pad in (0.0, 0.25, 0.5)
+]
 
 
 def batch(rows: int, length: int, pad: float, vocab: int, g: torch.Generator) -> list[list[int]]:
@@ -75,8 +76,12 @@ def main(argv=None) -> int:
     graph = OnnxModel(onnx_folder(model_dir, "encoder"), threads=args.threads)
     auto = AutoModel(model, graph)
     default_kernels = kernels.choice()
-    contestants = {"torch-onednn": (model, "onednn"), "torch-mkl": (model, "torch"), "onnx": (graph, None),
-                   "auto": (auto, default_kernels)}
+    contestants = {
+        "torch-onednn": (model, "onednn"),
+        "torch-mkl": (model, "torch"),
+        "onnx": (graph, None),
+        "auto": (auto, default_kernels),
+    }
     if not kernels._onednn_available():
         del contestants["torch-onednn"]
     g = torch.Generator().manual_seed(0)
@@ -85,7 +90,7 @@ def main(argv=None) -> int:
     names = list(contestants)
     for r in range(args.rounds):
         for shape in SHAPES:
-            order = names[r % len(names):] + names[:r % len(names)]
+            order = names[r % len(names) :] + names[: r % len(names)]
             for name in order:
                 m, kind = contestants[name]
                 if kind:
@@ -98,15 +103,26 @@ def main(argv=None) -> int:
         rows = rows_of[shape]
         real = sum(map(len, rows))
         ms = {name: statistics.median(times[shape, name]) for name in contestants}
-        results.append({"rows": shape[0], "length": shape[1], "padding": round(1 - real / (shape[0] * shape[1]), 3),
-                        "ms": {k: round(v, 3) for k, v in ms.items()},
-                        "faster": "onnx" if ms["onnx"] < ms[torch_name] else "torch",
-                        "onnx_vs_torch": round(ms[torch_name] / ms["onnx"], 3),
-                        "rule_picks": "onnx" if prefers_onnx(shape[0], shape[1], real) else "torch",
-                        "onednn_vs_mkl": round(ms["torch-mkl"] / ms["torch-onednn"], 3) if "torch-onednn" in ms
-                        else None})
-    machine = {**cpu(), "cpu_kind": kernels.cpu_kind(), "default_kernels": default_kernels,
-               "torch": torch.__version__, "threads": args.threads, "rounds": args.rounds}
+        results.append(
+            {
+                "rows": shape[0],
+                "length": shape[1],
+                "padding": round(1 - real / (shape[0] * shape[1]), 3),
+                "ms": {k: round(v, 3) for k, v in ms.items()},
+                "faster": "onnx" if ms["onnx"] < ms[torch_name] else "torch",
+                "onnx_vs_torch": round(ms[torch_name] / ms["onnx"], 3),
+                "rule_picks": "onnx" if prefers_onnx(shape[0], shape[1], real) else "torch",
+                "onednn_vs_mkl": round(ms["torch-mkl"] / ms["torch-onednn"], 3) if "torch-onednn" in ms else None,
+            }
+        )
+    machine = {
+        **cpu(),
+        "cpu_kind": kernels.cpu_kind(),
+        "default_kernels": default_kernels,
+        "torch": torch.__version__,
+        "threads": args.threads,
+        "rounds": args.rounds,
+    }
     import onnxruntime
 
     machine["onnxruntime"] = onnxruntime.__version__
@@ -122,17 +138,23 @@ def main(argv=None) -> int:
 
 
 def markdown(results: list[dict], machine: dict) -> str:
-    lines = [f"CPU: {machine['cpu']}; flags: {' '.join(machine['flags']) or 'none of avx2 / avx512f / avx512_bf16 / amx'}"
-             f"; torch kind {machine['cpu_kind']} (default kernels: {machine['default_kernels']}); torch "
-             f"{machine['torch']}, onnxruntime {machine['onnxruntime']}; {machine['threads']} threads; median of "
-             f"{machine['rounds']} rounds, ms per batch", "",
-             "| rows | length | padding | torch-onednn | torch-mkl | onnx | auto | oneDNN / MKL speed | onnx / torch "
-             "speed | faster | rule picks |", "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+    lines = [
+        f"CPU: {machine['cpu']}; flags: {' '.join(machine['flags']) or 'none of avx2 / avx512f / avx512_bf16 / amx'}"
+        f"; torch kind {machine['cpu_kind']} (default kernels: {machine['default_kernels']}); torch "
+        f"{machine['torch']}, onnxruntime {machine['onnxruntime']}; {machine['threads']} threads; median of "
+        f"{machine['rounds']} rounds, ms per batch",
+        "",
+        "| rows | length | padding | torch-onednn | torch-mkl | onnx | auto | oneDNN / MKL speed | onnx / torch "
+        "speed | faster | rule picks |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
+    ]
     for r in results:
         ms = r["ms"]
-        lines.append(f"| {r['rows']} | {r['length']} | {r['padding']:.2f} | {ms.get('torch-onednn', '-')} | "
-                     f"{ms['torch-mkl']} | {ms['onnx']} | {ms['auto']} | {r['onednn_vs_mkl'] or '-'} | "
-                     f"{r['onnx_vs_torch']} | {r['faster']} | {r['rule_picks']} |")
+        lines.append(
+            f"| {r['rows']} | {r['length']} | {r['padding']:.2f} | {ms.get('torch-onednn', '-')} | "
+            f"{ms['torch-mkl']} | {ms['onnx']} | {ms['auto']} | {r['onednn_vs_mkl'] or '-'} | "
+            f"{r['onnx_vs_torch']} | {r['faster']} | {r['rule_picks']} |"
+        )
     return "\n".join(lines) + "\n"
 
 

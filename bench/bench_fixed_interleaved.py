@@ -36,18 +36,21 @@ def main(argv=None) -> int:
         torch.manual_seed(0)
         bertkit.BertModel(config, add_pooling_layer=False).save_pretrained(folder)
         ours = bertkit.BertModel.from_pretrained(folder, add_pooling_layer=False).eval()
-        theirs = transformers.BertModel.from_pretrained(folder, attn_implementation="sdpa",
-                                                        add_pooling_layer=False).eval()
+        theirs = transformers.BertModel.from_pretrained(
+            folder, attn_implementation="sdpa", add_pooling_layer=False
+        ).eval()
     g = torch.Generator().manual_seed(0)
-    batch = {"input_ids": torch.randint(1000, config.vocab_size, (args.batch_size, args.seq_len), generator=g),
-             "attention_mask": torch.ones(args.batch_size, args.seq_len, dtype=torch.long)}
+    batch = {
+        "input_ids": torch.randint(1000, config.vocab_size, (args.batch_size, args.seq_len), generator=g),
+        "attention_mask": torch.ones(args.batch_size, args.seq_len, dtype=torch.long),
+    }
     contenders = {"transformers-sdpa": theirs, "bertkit": ours}
     with torch.inference_mode():
         for model in contenders.values():
             model(**batch)
         times = {name: [] for name in contenders}
         for r in range(args.rounds):
-            for name in (list(contenders) if r % 2 == 0 else list(contenders)[::-1]):
+            for name in list(contenders) if r % 2 == 0 else list(contenders)[::-1]:
                 start = time.perf_counter()
                 for _ in range(args.steps):
                     contenders[name](**batch)
@@ -55,9 +58,11 @@ def main(argv=None) -> int:
             print(f"round {r + 1}/{args.rounds}", file=sys.stderr, flush=True)
     tokens = args.batch_size * args.seq_len
     median = {name: statistics.median(t) for name, t in times.items()}
-    print(f"mini, {args.batch_size} x {args.seq_len} all real tokens, {torch.get_num_threads()} threads, "
-          f"kernels {kernels.choice()} ({kernels.cpu_kind()}), torch {torch.__version__}, transformers "
-          f"{transformers.__version__}, {args.rounds} rounds x {args.steps} steps\n")
+    print(
+        f"mini, {args.batch_size} x {args.seq_len} all real tokens, {torch.get_num_threads()} threads, "
+        f"kernels {kernels.choice()} ({kernels.cpu_kind()}), torch {torch.__version__}, transformers "
+        f"{transformers.__version__}, {args.rounds} rounds x {args.steps} steps\n"
+    )
     print("| contender | median s / pass | tokens/s | spread (min-max s) |\n|---|---:|---:|---|")
     for name, t in times.items():
         print(f"| {name} | {median[name]:.4f} | {tokens / median[name]:,.0f} | {min(t):.4f}-{max(t):.4f} |")

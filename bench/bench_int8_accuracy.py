@@ -139,16 +139,24 @@ def calibrate(model, texts_by_lang, tokenizer):
     stats, hooks = {}, []
     for name, m in model.named_modules():
         if isinstance(m, nn.Linear) and ".layer." in name:
+
             def hook(mod, inputs, out, name=name):
                 a = inputs[0].detach().abs().reshape(-1, inputs[0].shape[-1]).amax(0)
                 stats[name] = torch.maximum(stats[name], a) if name in stats else a
+
             hooks.append(m.register_forward_hook(hook))
     if texts_by_lang == "random":  # no texts: sequences of random vocabulary entries between [CLS] and [SEP]
         g = torch.Generator().manual_seed(0)
         special = set(tokenizer.all_special_ids)
         pool = torch.tensor([i for i in range(len(tokenizer)) if i not in special])
-        rows = [[tokenizer.cls_token_id, *pool[torch.randint(len(pool), (n,), generator=g)].tolist(),
-                 tokenizer.sep_token_id] for n in torch.randint(8, 120, (128,), generator=g).tolist()]
+        rows = [
+            [
+                tokenizer.cls_token_id,
+                *pool[torch.randint(len(pool), (n,), generator=g)].tolist(),
+                tokenizer.sep_token_id,
+            ]
+            for n in torch.randint(8, 120, (128,), generator=g).tolist()
+        ]
     else:
         rows = [tokenizer(t, truncation=True, max_length=256)["input_ids"] for texts in texts_by_lang for t in texts]
     with torch.inference_mode():
@@ -224,8 +232,12 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--texts", type=int, default=1000)
     p.add_argument("--variants", default="torch,fullrange,rows7,rows8,rows8w7,token,span,token-a0.5,span-a0.5,bertkit")
-    p.add_argument("--calibration", type=int, default=64,
-                   help="texts per language to calibrate the -a variants' smoothing on (other texts of the same sources)")
+    p.add_argument(
+        "--calibration",
+        type=int,
+        default=64,
+        help="texts per language to calibrate the -a variants' smoothing on (other texts of the same sources)",
+    )
     p.add_argument("--model", default=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=2)

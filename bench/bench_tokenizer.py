@@ -25,8 +25,9 @@ from bertkit.tokenizer import Tokenizer, train_vocab
 
 SETTINGS = {
     "lists, no padding": dict(),
-    "pt tensors, pad to longest, truncate 128": dict(padding=True, truncation=True, max_length=128,
-                                                     return_tensors="pt"),
+    "pt tensors, pad to longest, truncate 128": dict(
+        padding=True, truncation=True, max_length=128, return_tensors="pt"
+    ),
     "pt tensors, pad to 512": dict(padding="max_length", truncation=True, max_length=512, return_tensors="pt"),
 }
 
@@ -37,7 +38,7 @@ def throughput(tokenizer, texts, batch_size, kwargs, repeats):
     for _ in range(repeats):
         tokens, start = 0, time.perf_counter()
         for i in range(0, len(texts), batch_size):
-            out = tokenizer(texts[i:i + batch_size], **kwargs)
+            out = tokenizer(texts[i : i + batch_size], **kwargs)
             mask = out["attention_mask"]
             tokens += int(mask.sum()) if isinstance(mask, torch.Tensor) else sum(map(len, out["input_ids"]))
         rates.append(tokens / (time.perf_counter() - start))
@@ -62,13 +63,26 @@ def main() -> None:
         for name, kwargs in SETTINGS.items():
             a = throughput(ours, texts, args.batch_size, kwargs, args.repeats)
             b = throughput(theirs, texts, args.batch_size, kwargs, args.repeats)
-            results.append({"setting": name, "bertkit_tokens_per_s": round(a), "transformers_tokens_per_s": round(b),
-                            "ratio": round(a / b, 3)})
-            print(f"{name:<42} bertkit {a / 1e6:6.2f} M tok/s   transformers {b / 1e6:6.2f} M tok/s   "
-                  f"ratio {a / b:5.2f}")
-    meta = {"texts": len(texts), "batch_size": args.batch_size, "repeats": args.repeats,
-            "cpus": os.cpu_count(), "machine": platform.processor() or platform.machine(),
-            "transformers": transformers.__version__, "tokenizers": __import__("tokenizers").__version__}
+            results.append(
+                {
+                    "setting": name,
+                    "bertkit_tokens_per_s": round(a),
+                    "transformers_tokens_per_s": round(b),
+                    "ratio": round(a / b, 3),
+                }
+            )
+            print(
+                f"{name:<42} bertkit {a / 1e6:6.2f} M tok/s   transformers {b / 1e6:6.2f} M tok/s   ratio {a / b:5.2f}"
+            )
+    meta = {
+        "texts": len(texts),
+        "batch_size": args.batch_size,
+        "repeats": args.repeats,
+        "cpus": os.cpu_count(),
+        "machine": platform.processor() or platform.machine(),
+        "transformers": transformers.__version__,
+        "tokenizers": __import__("tokenizers").__version__,
+    }
     print(meta)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:

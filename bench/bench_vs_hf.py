@@ -117,8 +117,9 @@ def log(msg: str) -> None:
 
 
 # ----- batches -------------------------------------------------------------------------------------
-def make_batches(n: int, batch_size: int, seq_len: int, vocab_size: int, variable: bool,
-                 seed: int = 0) -> list[dict[str, torch.Tensor]]:
+def make_batches(
+    n: int, batch_size: int, seq_len: int, vocab_size: int, variable: bool, seed: int = 0
+) -> list[dict[str, torch.Tensor]]:
     """n MLM batches on the CPU, the same for the same arguments (own torch.Generator).
 
     Each: input_ids, attention_mask, labels (B, S); lengths (B,). Right padding with id 0; 15% of
@@ -147,8 +148,11 @@ def make_batches(n: int, batch_size: int, seq_len: int, vocab_size: int, variabl
 def batch_stats(batch: dict[str, torch.Tensor]) -> dict[str, int]:
     """Real tokens, labelled tokens and sum of squared lengths (the attention term) of one batch."""
     lengths = batch["lengths"].long()
-    return {"real": int(lengths.sum()), "masked": int((batch["labels"] != IGNORE).sum()),
-            "sum_sq": int((lengths * lengths).sum())}
+    return {
+        "real": int(lengths.sum()),
+        "masked": int((batch["labels"] != IGNORE).sum()),
+        "sum_sq": int((lengths * lengths).sum()),
+    }
 
 
 def fingerprint(batches: list[dict[str, torch.Tensor]]) -> str:
@@ -164,9 +168,13 @@ def fingerprint(batches: list[dict[str, torch.Tensor]]) -> str:
 # ----- useful FLOPs ----------------------------------------------------------------------------------
 def flop_counts(model: bertkit.BertForMaskedLM) -> dict[str, int]:
     cfg = model.config
-    return {"p_layers": sum(p.numel() for p in model.bert.encoder.layer.parameters()),
-            "p_transform": sum(p.numel() for p in model.cls.predictions.transform.parameters()),
-            "L": cfg.num_hidden_layers, "H": cfg.hidden_size, "V": cfg.vocab_size}
+    return {
+        "p_layers": sum(p.numel() for p in model.bert.encoder.layer.parameters()),
+        "p_transform": sum(p.numel() for p in model.cls.predictions.transform.parameters()),
+        "L": cfg.num_hidden_layers,
+        "H": cfg.hidden_size,
+        "V": cfg.vocab_size,
+    }
 
 
 def useful_flops(stats: dict[str, int], workload: str, c: dict[str, int]) -> int:
@@ -174,8 +182,9 @@ def useful_flops(stats: dict[str, int], workload: str, c: dict[str, int]) -> int
     attention = 2 * 2 * c["L"] * c["H"] * stats["sum_sq"]  # forward: two matmuls of 2 n H per token
     if workload == "infer":
         return 2 * c["p_layers"] * stats["real"] + attention
-    return (6 * (c["p_layers"] + c["p_transform"]) * stats["real"] + 3 * attention
-            + 6 * c["H"] * c["V"] * stats["masked"])
+    return (
+        6 * (c["p_layers"] + c["p_transform"]) * stats["real"] + 3 * attention + 6 * c["H"] * c["V"] * stats["masked"]
+    )
 
 
 def matmul_peak(device: torch.device, n: int = 8192, reps: int = 20) -> float:
@@ -192,7 +201,7 @@ def matmul_peak(device: torch.device, n: int = 8192, reps: int = 20) -> float:
     seconds = time.perf_counter() - start
     del a, b
     torch.cuda.empty_cache()
-    return 2 * n ** 3 * reps / seconds
+    return 2 * n**3 * reps / seconds
 
 
 # ----- contenders --------------------------------------------------------------------------------
@@ -214,8 +223,9 @@ def load_model(name: str, workload: str, directory: str, device: torch.device):
             model = transformers.BertForMaskedLM.from_pretrained(directory, attn_implementation=impl)
         else:
             try:
-                model = transformers.BertModel.from_pretrained(directory, attn_implementation=impl,
-                                                               add_pooling_layer=False)
+                model = transformers.BertModel.from_pretrained(
+                    directory, attn_implementation=impl, add_pooling_layer=False
+                )
             except TypeError:  # a transformers without that model argument: the pooler is just unused
                 model = transformers.BertModel.from_pretrained(directory, attn_implementation=impl)
         model.to(device)
@@ -230,9 +240,11 @@ def make_step(name: str, workload: str, model, device: torch.device, compile: bo
     runner = torch.compile(model) if compile and is_bertkit else model
 
     if workload == "infer":
+
         def step(batch):
             with torch.inference_mode(), amp:
                 return runner(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
+
         return step
 
     optimizer = make_optimizer(model, TrainConfig(lr=LR, progress=False), device)  # fused on CUDA
@@ -241,14 +253,18 @@ def make_step(name: str, workload: str, model, device: torch.device, compile: bo
         with amp:
             # bertkit: the sparse projection asked for; -defaults: what a plain call gives (sparse in training
             # mode with labels); -varlen-dense: the full (B, S, V) projection, to see the encoder alone
-            extra = {"bertkit": {"masked_positions_only": True}, "bertkit-varlen-dense": {"masked_positions_only": False}
-                     }.get(name, {})
-            out = runner(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                         labels=batch["labels"], **extra)
+            extra = {
+                "bertkit": {"masked_positions_only": True},
+                "bertkit-varlen-dense": {"masked_positions_only": False},
+            }.get(name, {})
+            out = runner(
+                input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=batch["labels"], **extra
+            )
         out.loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         return out.loss.detach()
+
     return step
 
 
@@ -265,8 +281,15 @@ def free(device: torch.device) -> None:
         torch.cuda.reset_peak_memory_stats(device)
 
 
-def measure(name: str, workload: str, batches: list[dict], warmup: int, directory: str,
-            device: torch.device, compile: bool = False) -> dict:
+def measure(
+    name: str,
+    workload: str,
+    batches: list[dict],
+    warmup: int,
+    directory: str,
+    device: torch.device,
+    compile: bool = False,
+) -> dict:
     """Load the contender, run `warmup` untimed steps, then time the remaining batches."""
     free(device)
     model = load_model(name, workload, directory, device)
@@ -287,15 +310,19 @@ def measure(name: str, workload: str, batches: list[dict], warmup: int, director
 
 # ----- the table -----------------------------------------------------------------------------------
 def format_table(rows: list[dict], notes: list[str]) -> str:
-    head = f"{'shape':<9} {'workload':<8} {'batch':<9} {'contender':<19} {'real tok/s':>12} {'vs sdpa':>8} " \
-           f"{'peak mem':>12} {'MFU':>6}"
+    head = (
+        f"{'shape':<9} {'workload':<8} {'batch':<9} {'contender':<19} {'real tok/s':>12} {'vs sdpa':>8} "
+        f"{'peak mem':>12} {'MFU':>6}"
+    )
     lines = [head, "-" * len(head)]
     for r in rows:
-        mem = f"{r['peak_mem_bytes'] / 2 ** 20:,.0f} MiB" if r["peak_mem_bytes"] is not None else "-"
+        mem = f"{r['peak_mem_bytes'] / 2**20:,.0f} MiB" if r["peak_mem_bytes"] is not None else "-"
         mfu = f"{100 * r['mfu']:.1f}%" if r["mfu"] is not None else "-"
         shape = f"{r['batch_size']}x{r['seq_len']}"
-        lines.append(f"{shape:<9} {r['workload']:<8} {r['batch']:<9} {r['contender']:<19} "
-                     f"{r['tokens_per_s']:>12,.0f} {r['ratio_vs_sdpa']:>7.2f}x {mem:>12} {mfu:>6}")
+        lines.append(
+            f"{shape:<9} {r['workload']:<8} {r['batch']:<9} {r['contender']:<19} "
+            f"{r['tokens_per_s']:>12,.0f} {r['ratio_vs_sdpa']:>7.2f}x {mem:>12} {mfu:>6}"
+        )
     return "\n".join(lines + [""] + notes)
 
 
@@ -336,12 +363,14 @@ def main(argv=None) -> dict:
     peak = matmul_peak(device) if device.type == "cuda" else None
     if peak:
         log(f"bf16 matmul peak: {peak / 1e12:.0f} TFLOP/s")
-    notes = [f"{preset}: {config.num_hidden_layers} layers, hidden {config.hidden_size}, "
-             f"{config.num_attention_heads} heads, vocab {config.vocab_size}; "
-             f"{'bf16 autocast' if device.type == 'cuda' else 'float32'}; {warmup} warm-up + {steps} timed steps",
-             "attention dropout 0.0 for every contender (torch's flash varlen kernel has no attention dropout); "
-             "hidden dropout 0.1",
-             "tokens/s counts real (non-padding) tokens only; vs sdpa = / transformers-sdpa on the same row group"]
+    notes = [
+        f"{preset}: {config.num_hidden_layers} layers, hidden {config.hidden_size}, "
+        f"{config.num_attention_heads} heads, vocab {config.vocab_size}; "
+        f"{'bf16 autocast' if device.type == 'cuda' else 'float32'}; {warmup} warm-up + {steps} timed steps",
+        "attention dropout 0.0 for every contender (torch's flash varlen kernel has no attention dropout); "
+        "hidden dropout 0.1",
+        "tokens/s counts real (non-padding) tokens only; vs sdpa = / transformers-sdpa on the same row group",
+    ]
     if args.compile:
         notes.append("bertkit runs torch.compile'd (variable batches change shape every step: keep --warmup large)")
     if device.type == "cpu":
@@ -371,14 +400,28 @@ def main(argv=None) -> dict:
                             continue
                         result = measure(name, workload, on_device, warmup, directory, device, args.compile)
                         tps = real / result["seconds"]
-                        group.append({"contender": name, "workload": workload, "batch": kind, "batch_size": B,
-                                      "seq_len": S, "real_tokens": real, "masked_tokens": masked,
-                                      "padded_tokens": B * S * steps, "steps": steps, "seconds": result["seconds"],
-                                      "tokens_per_s": tps, "useful_flops": flops,
-                                      "mfu": flops / result["seconds"] / peak if peak else None,
-                                      "peak_mem_bytes": result["peak_mem_bytes"]})
-                        log(f"{B}x{S} {workload} {kind:<8} {name:<19} {tps:>12,.0f} real tok/s "
-                            f"({steps} steps, {result['seconds']:.2f} s)")
+                        group.append(
+                            {
+                                "contender": name,
+                                "workload": workload,
+                                "batch": kind,
+                                "batch_size": B,
+                                "seq_len": S,
+                                "real_tokens": real,
+                                "masked_tokens": masked,
+                                "padded_tokens": B * S * steps,
+                                "steps": steps,
+                                "seconds": result["seconds"],
+                                "tokens_per_s": tps,
+                                "useful_flops": flops,
+                                "mfu": flops / result["seconds"] / peak if peak else None,
+                                "peak_mem_bytes": result["peak_mem_bytes"],
+                            }
+                        )
+                        log(
+                            f"{B}x{S} {workload} {kind:<8} {name:<19} {tps:>12,.0f} real tok/s "
+                            f"({steps} steps, {result['seconds']:.2f} s)"
+                        )
                     base = next(r["tokens_per_s"] for r in group if r["contender"] == BASELINE)
                     for r in group:
                         r["ratio_vs_sdpa"] = r["tokens_per_s"] / base
@@ -386,16 +429,33 @@ def main(argv=None) -> dict:
                 del on_device
 
     print(format_table(rows, notes))
-    meta = {"torch": torch.__version__, "transformers": transformers.__version__, "bertkit": bertkit.__version__,
-            "device": args.device,
-            "device_name": torch.cuda.get_device_name(device) if device.type == "cuda"
-            else (platform.processor() or platform.machine()),
-            "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-            "python": platform.python_version(), "config": preset, "config_dict": config.to_dict(),
-            "shapes": [list(s) for s in shapes], "dtype": "bfloat16 autocast" if device.type == "cuda" else "float32",
-            "warmup": warmup, "steps": steps, "quick": args.quick, "compile": args.compile, "seed": args.seed,
-            "attention_dropout": 0.0, "hidden_dropout": config.hidden_dropout_prob, "mask_prob": MASK_PROB,
-            "matmul_peak_flops": peak, "batch_fingerprints": fingerprints, "notes": notes}
+    meta = {
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "bertkit": bertkit.__version__,
+        "device": args.device,
+        "device_name": torch.cuda.get_device_name(device)
+        if device.type == "cuda"
+        else (platform.processor() or platform.machine()),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+        "config": preset,
+        "config_dict": config.to_dict(),
+        "shapes": [list(s) for s in shapes],
+        "dtype": "bfloat16 autocast" if device.type == "cuda" else "float32",
+        "warmup": warmup,
+        "steps": steps,
+        "quick": args.quick,
+        "compile": args.compile,
+        "seed": args.seed,
+        "attention_dropout": 0.0,
+        "hidden_dropout": config.hidden_dropout_prob,
+        "mask_prob": MASK_PROB,
+        "matmul_peak_flops": peak,
+        "batch_fingerprints": fingerprints,
+        "notes": notes,
+    }
     report = {"meta": meta, "results": rows}
     if args.json:
         atomic_write_text(args.json, json.dumps(report, indent=2) + "\n")

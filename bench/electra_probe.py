@@ -46,8 +46,13 @@ def probe(variant: str, steps: int) -> list[tuple[int, float, float]]:
         folder = os.path.join(ROOT, "runs", "payoff")
         data = PretrainingData.open(os.path.join(folder, "data"))
         tok = Tokenizer.from_pretrained(os.path.join(folder, "tokenizer"))
-        cfg = PretrainConfig(data=os.path.join(folder, "data"), model_config="tiny", seq_len=64, batch_size=16,
-                             out=os.path.join(folder, "probe"))
+        cfg = PretrainConfig(
+            data=os.path.join(folder, "data"),
+            model_config="tiny",
+            seq_len=64,
+            batch_size=16,
+            out=os.path.join(folder, "probe"),
+        )
         rows = make_rows(data.splits["train"], "stream", seq_len=64, cls_id=tok.cls_token_id, sep_id=tok.sep_token_id)
         objective = OBJECTIVES["electra"](Setup(cfg, tok, "local", 0.3))
         counts = torch.from_numpy(np.array(data.splits["train"].token_counts))
@@ -82,8 +87,12 @@ def main() -> None:
     torch.set_num_threads(1)
     for variant in args.variants:
         curve = probe(variant, args.steps)
-        print(f"| {variant} | " + " / ".join(f"{auc:.2f}" for step, _, auc in curve if step % 75 == 0) +
-              f" | {curve[-1][1]:.3f} |", flush=True)
+        print(
+            f"| {variant} | "
+            + " / ".join(f"{auc:.2f}" for step, _, auc in curve if step % 75 == 0)
+            + f" | {curve[-1][1]:.3f} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -44,7 +44,7 @@ def imports(module: str, path: str, known: set[str]) -> set[str]:
         if isinstance(node, ast.Import):
             targets |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
-            base = here[:len(here) - node.level + 1] if node.level else []
+            base = here[: len(here) - node.level + 1] if node.level else []
             stem = ".".join(base + (node.module.split(".") if node.module else []))
             for alias in node.names:
                 sub = f"{stem}.{alias.name}"

@@ -50,30 +50,48 @@ def main() -> None:
         for kind, flags in (("no_plan", ["--nsp-seq-len", "0"]), ("plan", [])):
             data = os.path.join(args.work, f"data-{name}-{kind}")
             shutil.rmtree(data, ignore_errors=True)
-            prepared = scale.measure(scale.bertkit("prepare", "--corpus", corpus, "--tokenizer", tokenizer, "--out",
-                                                   data, "--no-progress", *flags))
+            prepared = scale.measure(
+                scale.bertkit(
+                    "prepare", "--corpus", corpus, "--tokenizer", tokenizer, "--out", data, "--no-progress", *flags
+                )
+            )
             run = scale.pretrain_from(data, args.work, f"pt-nsp-{name}-{kind}", 10, ["--objective", "mlm-nsp"])
-            entry[kind] = {"prepare_s": prepared["seconds"],
-                           "prepare_mb_per_s": round(entry["corpus_mb"] / prepared["seconds"], 2),
-                           "first_step_s": run["first_step_s"], "peak_rss_mb": run["peak_rss_mb"],
-                           "disk_mb": round(sum(os.path.getsize(os.path.join(root, f)) for root, _, files
-                                                in os.walk(data) for f in files) / 1e6, 1)}
+            entry[kind] = {
+                "prepare_s": prepared["seconds"],
+                "prepare_mb_per_s": round(entry["corpus_mb"] / prepared["seconds"], 2),
+                "first_step_s": run["first_step_s"],
+                "peak_rss_mb": run["peak_rss_mb"],
+                "disk_mb": round(
+                    sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(data) for f in files)
+                    / 1e6,
+                    1,
+                ),
+            }
         report["sizes"][name] = entry
         print(json.dumps({name: entry}), flush=True)
     with open(os.path.join(RESULTS, "nsp_startup.json"), "w", encoding="utf-8") as fh:
         json.dump(report, fh, indent=1)
-    lines = ["# NSP pairs planned by `bertkit prepare` against a walk at the start of `bertkit pretrain`", "",
-             f"`python bench/nsp_startup.py --sizes {args.sizes}` on {report['machine']} (Python "
-             f"{report['python']}). Corpora of bench_corpus_scale.py; `bertkit pretrain --data D --objective "
-             "mlm-nsp`, `mini`, batch 8 x 128, 10 steps.", "",
-             "| corpus | pairs | prepare (s) | prepare MB/s | dataset on disk (MB) | command to first step (s) | "
-             "pretrain peak RSS (MB) |", "|---:|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        "# NSP pairs planned by `bertkit prepare` against a walk at the start of `bertkit pretrain`",
+        "",
+        f"`python bench/nsp_startup.py --sizes {args.sizes}` on {report['machine']} (Python "
+        f"{report['python']}). Corpora of bench_corpus_scale.py; `bertkit pretrain --data D --objective "
+        "mlm-nsp`, `mini`, batch 8 x 128, 10 steps.",
+        "",
+        "| corpus | pairs | prepare (s) | prepare MB/s | dataset on disk (MB) | command to first step (s) | "
+        "pretrain peak RSS (MB) |",
+        "|---:|---|---:|---:|---:|---:|---:|",
+    ]
     for name, e in report["sizes"].items():
-        for kind, what in (("no_plan", "walked at the start (`prepare --nsp-seq-len 0`)"),
-                           ("plan", "planned by `prepare` (default)")):
+        for kind, what in (
+            ("no_plan", "walked at the start (`prepare --nsp-seq-len 0`)"),
+            ("plan", "planned by `prepare` (default)"),
+        ):
             r = e[kind]
-            lines.append(f"| {e['corpus_mb']:,.0f} MB | {what} | {r['prepare_s']} | {r['prepare_mb_per_s']} | "
-                         f"{r['disk_mb']:,.1f} | {r['first_step_s']} | {r['peak_rss_mb']:,.0f} |")
+            lines.append(
+                f"| {e['corpus_mb']:,.0f} MB | {what} | {r['prepare_s']} | {r['prepare_mb_per_s']} | "
+                f"{r['disk_mb']:,.1f} | {r['first_step_s']} | {r['peak_rss_mb']:,.0f} |"
+            )
     with open(os.path.join(RESULTS, "nsp_startup.md"), "w", encoding="utf-8") as fh:
         fh.write("\n".join(lines) + "\n")
 

@@ -22,10 +22,12 @@ import threading
 import time
 
 PYTHON = sys.executable
-WRAP = ("import resource, subprocess, sys\n"  # runs the command; its largest process's peak RSS (KiB) last on stderr
-        "done = subprocess.run(sys.argv[1:])\n"
-        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)\n"
-        "sys.exit(done.returncode)\n")
+WRAP = (
+    "import resource, subprocess, sys\n"  # runs the command; its largest process's peak RSS (KiB) last on stderr
+    "done = subprocess.run(sys.argv[1:])\n"
+    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)\n"
+    "sys.exit(done.returncode)\n"
+)
 TOKENIZE = """
 import sys
 from bertkit.tokenizer import Tokenizer
@@ -56,8 +58,9 @@ def measure(command: list[str]) -> dict:
     """Run `command`; its wall time, the peak RSS of its process tree and of its largest process (MiB)."""
     start = time.perf_counter()
     wrapped = [PYTHON, "-c", WRAP, *command]
-    proc = subprocess.Popen(wrapped, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    proc = subprocess.Popen(
+        wrapped, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}
+    )
     peak = [0]
 
     def poll():
@@ -72,8 +75,12 @@ def measure(command: list[str]) -> dict:
     if proc.returncode:
         raise SystemExit(f"{' '.join(command)} failed ({proc.returncode}):\n{err[-3000:]}")
     err, largest = err.strip().rsplit("\n", 1) if "\n" in err.strip() else ("", err.strip())
-    return {"seconds": round(time.perf_counter() - start, 1), "tree_mib": peak[0] >> 20,
-            "largest_mib": int(largest) >> 10, "stderr": err.strip()}
+    return {
+        "seconds": round(time.perf_counter() - start, 1),
+        "tree_mib": peak[0] >> 20,
+        "largest_mib": int(largest) >> 10,
+        "stderr": err.strip(),
+    }
 
 
 def one_line_corpus(path: str, megabytes: int) -> None:
@@ -90,8 +97,22 @@ def one_line_corpus(path: str, megabytes: int) -> None:
 
 
 def prepare(corpus: str, tokenizer: str, out: str, workers: int) -> list[str]:
-    return [PYTHON, "-m", "bertkit", "prepare", "--corpus", corpus, "--tokenizer", tokenizer, "--out", out,
-            "--workers", str(workers), "--no-progress", "--overwrite"]
+    return [
+        PYTHON,
+        "-m",
+        "bertkit",
+        "prepare",
+        "--corpus",
+        corpus,
+        "--tokenizer",
+        tokenizer,
+        "--out",
+        out,
+        "--workers",
+        str(workers),
+        "--no-progress",
+        "--overwrite",
+    ]
 
 
 def main() -> None:
@@ -110,14 +131,26 @@ def main() -> None:
         corpus = os.path.join(args.out, f"line_{size}mb.txt")
         if not os.path.exists(corpus) or os.path.getsize(corpus) != size * 10**6:
             one_line_corpus(corpus, size)
-        rows.append((f"prepare, one line of {size} MB, --workers 1",
-                     measure(prepare(corpus, args.tokenizer, os.path.join(args.out, f"data_{size}"), 1))))
+        rows.append(
+            (
+                f"prepare, one line of {size} MB, --workers 1",
+                measure(prepare(corpus, args.tokenizer, os.path.join(args.out, f"data_{size}"), 1)),
+            )
+        )
     small = os.path.join(args.out, "line_small.txt")
     one_line_corpus(small, 5)
-    rows.append(("prepare, one line of 5 MB, --workers 100000",
-                 measure(prepare(small, args.tokenizer, os.path.join(args.out, "data_workers"), 100000))))
-    rows.append(("Tokenizer, 100,000 x 1,000 characters, truncation=True, max_length=128",
-                 measure([PYTHON, "-c", TOKENIZE, args.tokenizer])))
+    rows.append(
+        (
+            "prepare, one line of 5 MB, --workers 100000",
+            measure(prepare(small, args.tokenizer, os.path.join(args.out, "data_workers"), 100000)),
+        )
+    )
+    rows.append(
+        (
+            "Tokenizer, 100,000 x 1,000 characters, truncation=True, max_length=128",
+            measure([PYTHON, "-c", TOKENIZE, args.tokenizer]),
+        )
+    )
     print("| run | seconds | peak RSS, all processes (MiB) | largest process (MiB) |\n|---|---|---|---|")
     for name, row in rows:
         print(f"| {name} | {row['seconds']} | {row['tree_mib']:,} | {row['largest_mib']:,} |")

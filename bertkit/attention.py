@@ -47,9 +47,17 @@ from torch import Tensor
 from . import padding
 
 
-def eager_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, *, dropout_p: float,
-                    scale: float | None = None, head_mask: Tensor | None = None,
-                    position_scores: tuple[Tensor, ...] | None = None):
+def eager_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None,
+    *,
+    dropout_p: float,
+    scale: float | None = None,
+    head_mask: Tensor | None = None,
+    position_scores: tuple[Tensor, ...] | None = None,
+):
     scores = torch.matmul(q, k.transpose(-1, -2))  # (B, heads, S, T): one S x T score table per head
     for term in position_scores or ():
         scores = scores + term  # relative positions enter before scaling, as in BERT
@@ -65,9 +73,17 @@ def eager_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, *, dro
     return torch.matmul(probs, v), probs  # context (B, heads, S, head_dim)
 
 
-def sdpa_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, *, dropout_p: float,
-                   scale: float | None = None, head_mask: Tensor | None = None,
-                   position_scores: tuple[Tensor, ...] | None = None):
+def sdpa_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None,
+    *,
+    dropout_p: float,
+    scale: float | None = None,
+    head_mask: Tensor | None = None,
+    position_scores: tuple[Tensor, ...] | None = None,
+):
     if head_mask is not None or position_scores is not None:
         raise ValueError("sdpa attention takes no head_mask or position scores; padded_backend() chooses eager")
     if mask is not None and mask.dtype != q.dtype:
@@ -104,8 +120,9 @@ class AttentionPath:
 
 
 # ----- relative positions ------------------------------------------------------------------------
-def relative_position_scores(q: Tensor, k: Tensor, distance_embedding: torch.nn.Embedding, kind: str,
-                             past_length: int) -> tuple[Tensor, ...]:
+def relative_position_scores(
+    q: Tensor, k: Tensor, distance_embedding: torch.nn.Embedding, kind: str, past_length: int
+) -> tuple[Tensor, ...]:
     """Scores from the signed distance between query i and key j (Shaw et al.; Huang et al.).
 
     Query rows are absolute positions past_length .. past_length+S-1 and key columns 0 .. T-1, so a
@@ -182,9 +199,17 @@ def varlen_layout(bounds: list[int], *, device, dtype: torch.dtype, dropout_p: f
     return padding.Layout("groups", tuple(padding.cached_group_plan(tuple(bounds), device, cuda)))
 
 
-def varlen_attention(q: Tensor, k: Tensor, v: Tensor, cu_seqlens: Tensor, max_seqlen: int, *,
-                     dropout_p: float, bounds: list[int] | None = None,
-                     layout: padding.Layout | None = None) -> Tensor:
+def varlen_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    cu_seqlens: Tensor,
+    max_seqlen: int,
+    *,
+    dropout_p: float,
+    bounds: list[int] | None = None,
+    layout: padding.Layout | None = None,
+) -> Tensor:
     """Attention within each sequence of an unpadded batch; q, k, v (N, heads, head_dim).
 
     Runs as `layout` says (varlen_layout, chosen once per forward pass by BertModel). A call
@@ -193,8 +218,13 @@ def varlen_attention(q: Tensor, k: Tensor, v: Tensor, cu_seqlens: Tensor, max_se
     """
     if layout is None:
         bounds = cu_seqlens.tolist() if bounds is None else bounds  # a call on its own: its own host read
-        layout = varlen_layout(bounds, device=q.device, dtype=q.dtype, dropout_p=dropout_p,
-                               grad=q.requires_grad and torch.is_grad_enabled())
+        layout = varlen_layout(
+            bounds,
+            device=q.device,
+            dtype=q.dtype,
+            dropout_p=dropout_p,
+            grad=q.requires_grad and torch.is_grad_enabled(),
+        )
     if layout.how == "kernel":
         return _varlen_kernel()(q, k, v, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen)
     if layout.how == "runs":
@@ -202,16 +232,24 @@ def varlen_attention(q: Tensor, k: Tensor, v: Tensor, cu_seqlens: Tensor, max_se
     groups = layout.plan
     if len(groups) == 1 and groups[0][0] is None:  # every sequence the same length: a reshape, one call
         n = groups[0][2].shape[0]
+
         def heads(x):  # (n * L, heads, d) -> (n, heads, L, d)
             return x.view(n, x.shape[0] // n, *x.shape[1:]).transpose(1, 2)
+
         context = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), dropout_p=dropout_p)
         return context.transpose(1, 2).reshape(q.shape)
     sources, contexts = [], []
     for source, slots, keep, full in groups:  # source: the group's token rows; slots: their places in (n_g * L)
         n_g, L = keep.shape
+
         def pad(x, source=source, slots=slots, n_g=n_g, L=L):  # (N, heads, d) -> (n_g, heads, L, d), zeros at padding
-            return x.new_zeros(n_g * L, *x.shape[1:]).index_copy(0, slots, x.index_select(0, source)) \
-                .view(n_g, L, *x.shape[1:]).transpose(1, 2)
+            return (
+                x.new_zeros(n_g * L, *x.shape[1:])
+                .index_copy(0, slots, x.index_select(0, source))
+                .view(n_g, L, *x.shape[1:])
+                .transpose(1, 2)
+            )
+
         mask = None if full else keep[:, None, None, :]  # (n_g, 1, 1, L): keys that are real
         context = F.scaled_dot_product_attention(pad(q), pad(k), pad(v), attn_mask=mask, dropout_p=dropout_p)
         contexts.append(context.transpose(1, 2).reshape(n_g * L, *q.shape[1:]).index_select(0, slots))
@@ -224,6 +262,7 @@ def varlen_attention(q: Tensor, k: Tensor, v: Tensor, cu_seqlens: Tensor, max_se
 def _per_run_attention(q: Tensor, k: Tensor, v: Tensor, runs, dropout_p: float) -> Tensor:
     out = []
     for start, end, n in runs:  # n sequences of equal length (padding.equal_length_runs): one batched call
+
         def heads(x, start=start, end=end, n=n):  # (n * L, heads, d) -> (n, heads, L, d)
             return x[start:end].view(n, (end - start) // n, *x.shape[1:]).transpose(1, 2)
 

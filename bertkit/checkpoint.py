@@ -48,10 +48,12 @@ TORCH_WEIGHTS = "pytorch_model.bin"
 TORCH_INDEX = "pytorch_model.bin.index.json"
 CONFIG = "config.json"
 
-_RENAMES = [(re.compile(r"LayerNorm\.gamma$"), "LayerNorm.weight"),
-            (re.compile(r"LayerNorm\.beta$"), "LayerNorm.bias"),
-            # transformers' MLM decoder exposes the head bias twice; bertkit names it once
-            (re.compile(r"^cls\.predictions\.decoder\.bias$"), "cls.predictions.bias")]
+_RENAMES = [
+    (re.compile(r"LayerNorm\.gamma$"), "LayerNorm.weight"),
+    (re.compile(r"LayerNorm\.beta$"), "LayerNorm.bias"),
+    # transformers' MLM decoder exposes the head bias twice; bertkit names it once
+    (re.compile(r"^cls\.predictions\.decoder\.bias$"), "cls.predictions.bias"),
+]
 _DERIVED_BUFFERS = re.compile(r"(^|\.)embeddings\.(position_ids|token_type_ids)$")
 
 
@@ -66,8 +68,10 @@ def read_weights(directory: str) -> dict[str, torch.Tensor]:
             return _read_sharded(path)
         return _read_file(path)
     found = ", ".join(sorted(os.listdir(directory))) or "nothing"
-    raise CheckpointError(f"{directory}: no weights found; expected {SAFE_WEIGHTS} or {TORCH_WEIGHTS} "
-                          f"(or a sharded .index.json), found: {found}")
+    raise CheckpointError(
+        f"{directory}: no weights found; expected {SAFE_WEIGHTS} or {TORCH_WEIGHTS} "
+        f"(or a sharded .index.json), found: {found}"
+    )
 
 
 def _read_file(path: str) -> dict[str, torch.Tensor]:
@@ -112,7 +116,7 @@ def map_keys(state: dict[str, torch.Tensor], model_keys: set[str], prefix: str) 
             continue
         new = _rename(key)
         if not model_has_prefix and new.startswith(prefix + "."):
-            new = new[len(prefix) + 1:]  # task checkpoint -> bare encoder
+            new = new[len(prefix) + 1 :]  # task checkpoint -> bare encoder
         elif model_has_prefix and new not in model_keys and f"{prefix}.{new}" in model_keys:
             new = f"{prefix}.{new}"  # bare-encoder checkpoint -> task model
         mapped[new] = tensor
@@ -204,11 +208,14 @@ class LoadReport(Mapping):
         """CheckpointError with a table of every tensor that stops the load; nothing when none does."""
         problems = []
         if self.mismatched and self.mismatched_fatal:
-            rows = "\n".join(f"    {k}: model expects {_shape(m)}, checkpoint has {_shape(c)}"
-                             for k, m, c in self.mismatched)
-            hint = ("pass ignore_mismatched_sizes=True to re-initialise them (e.g. a new num_labels)"
-                    if not any(self._in_encoder_body(k) for k, _, _ in self.mismatched)
-                    else "does config.json match the weights?")
+            rows = "\n".join(
+                f"    {k}: model expects {_shape(m)}, checkpoint has {_shape(c)}" for k, m, c in self.mismatched
+            )
+            hint = (
+                "pass ignore_mismatched_sizes=True to re-initialise them (e.g. a new num_labels)"
+                if not any(self._in_encoder_body(k) for k, _, _ in self.mismatched)
+                else "does config.json match the weights?"
+            )
             problems.append(f"tensors with the wrong shape ({hint}):\n{rows}")
         if self.fatal_missing:
             rows = "\n".join(f"    {k} {_shape(shape)}" for k, shape in self.fatal_missing.items())
@@ -220,8 +227,9 @@ class LoadReport(Mapping):
             raise CheckpointError(f"{self.directory}: cannot load into {self.class_name}:\n  " + "\n  ".join(problems))
 
     def _in_encoder_body(self, name: str) -> bool:
-        return name.startswith(tuple(self.encoder_prefix + part for part in ("embeddings.", "embeddings_project.",
-                                                                            "encoder.")))
+        return name.startswith(
+            tuple(self.encoder_prefix + part for part in ("embeddings.", "embeddings_project.", "encoder."))
+        )
 
     def warn(self, *, stacklevel: int = 2) -> None:
         """The loader's warnings: tensors initialised anew (train before use), tensors left unused.
@@ -232,25 +240,36 @@ class LoadReport(Mapping):
 
     def warn_missing(self, *, stacklevel: int = 2) -> None:
         if self.missing:
-            warnings.warn(f"{self.directory}: newly initialised (not in the checkpoint), train before use: "
-                          + ", ".join(self.missing), BertkitWarning, stacklevel=stacklevel)
+            warnings.warn(
+                f"{self.directory}: newly initialised (not in the checkpoint), train before use: "
+                + ", ".join(self.missing),
+                BertkitWarning,
+                stacklevel=stacklevel,
+            )
 
     def warn_unexpected(self, *, stacklevel: int = 2) -> None:
         if self.unexpected:
-            warnings.warn(f"{self.directory}: checkpoint tensors not used by {self.class_name}: "
-                          + ", ".join(self.unexpected), BertkitWarning, stacklevel=stacklevel)
+            warnings.warn(
+                f"{self.directory}: checkpoint tensors not used by {self.class_name}: " + ", ".join(self.unexpected),
+                BertkitWarning,
+                stacklevel=stacklevel,
+            )
 
     def warn_reinitialised(self, *, stacklevel: int = 2) -> None:
         """Under ignore_mismatched_sizes: which tensors keep a fresh initialisation, and their shapes."""
         if self.mismatched and not self.mismatched_fatal:
-            warnings.warn(f"{self.directory}: re-initialised tensors whose shape differs from the checkpoint: "
-                          + ", ".join(f"{k} {_shape(c)} -> {_shape(m)}" for k, m, c in self.mismatched),
-                          BertkitWarning, stacklevel=stacklevel)
+            warnings.warn(
+                f"{self.directory}: re-initialised tensors whose shape differs from the checkpoint: "
+                + ", ".join(f"{k} {_shape(c)} -> {_shape(m)}" for k, m, c in self.mismatched),
+                BertkitWarning,
+                stacklevel=stacklevel,
+            )
 
 
 # ----- loading -----------------------------------------------------------------------------------
-def match_weights(model, state: dict[str, torch.Tensor], directory: str, *,
-                  ignore_mismatched_sizes: bool = False) -> LoadReport:
+def match_weights(
+    model, state: dict[str, torch.Tensor], directory: str, *, ignore_mismatched_sizes: bool = False
+) -> LoadReport:
     """Compare checkpoint tensors (named as the model names them: see map_keys) with the model's.
 
     Parameters a checkpoint may lack: the class's `_missing_ok` (head, pooler), and the
@@ -269,24 +288,37 @@ def match_weights(model, state: dict[str, torch.Tensor], directory: str, *,
     missing = sorted(k for k in set(shapes) - set(state) if not (k in tied and tied[k] in state))
     unexpected = sorted(set(state) - set(shapes))
     report = LoadReport(
-        directory, type(model).__name__, missing, unexpected,
-        mismatched=[Mismatch(k, shapes[k], tuple(v.shape)) for k, v in state.items()
-                    if k in shapes and tuple(v.shape) != shapes[k]],
+        directory,
+        type(model).__name__,
+        missing,
+        unexpected,
+        mismatched=[
+            Mismatch(k, shapes[k], tuple(v.shape))
+            for k, v in state.items()
+            if k in shapes and tuple(v.shape) != shapes[k]
+        ],
         fatal_missing={k: shapes[k] for k in missing if not may_be_missing(k)},
-        mismatched_fatal=not ignore_mismatched_sizes, encoder_prefix=prefix)
+        mismatched_fatal=not ignore_mismatched_sizes,
+        encoder_prefix=prefix,
+    )
     report.fatal_unexpected = {k: tuple(state[k].shape) for k in unexpected if report._in_encoder_body(k)}
     return report
 
 
-def drop_tied_copies(state: dict[str, torch.Tensor], tied: dict[str, str], directory: str, *,
-                     stacklevel: int = 2) -> None:
+def drop_tied_copies(
+    state: dict[str, torch.Tensor], tied: dict[str, str], directory: str, *, stacklevel: int = 2
+) -> None:
     """A tied tensor (MLM decoder = word embeddings) loads through the one it shares storage with:
     drop its own copy from `state`, with a warning when that copy held other numbers."""
     for key, source in tied.items():
         if key in state and source in state and not torch.equal(state[key], state[source]):
-            warnings.warn(f"{directory}: {key} differs from {source} in the checkpoint, but the config ties them "
-                          f"(tie_word_embeddings=True): {source} is used for both; pass "
-                          "tie_word_embeddings=False to keep them apart", BertkitWarning, stacklevel=stacklevel)
+            warnings.warn(
+                f"{directory}: {key} differs from {source} in the checkpoint, but the config ties them "
+                f"(tie_word_embeddings=True): {source} is used for both; pass "
+                "tie_word_embeddings=False to keep them apart",
+                BertkitWarning,
+                stacklevel=stacklevel,
+            )
         if source in state:
             state.pop(key, None)
 
@@ -294,9 +326,17 @@ def drop_tied_copies(state: dict[str, torch.Tensor], tied: dict[str, str], direc
 _USER = 4  # a warning's stacklevel, in a function load_pretrained calls, that names the from_pretrained call
 
 
-def load_pretrained(cls, path, *, config: BertConfig | None = None, dtype: torch.dtype | str | None = None,
-                    device: torch.device | str | None = None, ignore_mismatched_sizes: bool = False,
-                    output_loading_info: bool = False, **kwargs: Any):
+def load_pretrained(
+    cls,
+    path,
+    *,
+    config: BertConfig | None = None,
+    dtype: torch.dtype | str | None = None,
+    device: torch.device | str | None = None,
+    ignore_mismatched_sizes: bool = False,
+    output_loading_info: bool = False,
+    **kwargs: Any,
+):
     """Build `cls` from a local HF model directory. See the module docstring for the rules.
 
     Keyword arguments `cls.__init__` takes (e.g. add_pooling_layer) go to the model; BertConfig
@@ -358,8 +398,10 @@ def model_class_for(cls, model_type: str, directory: str = "the model"):
     else:
         classes = [name for name in found.__all__ if getattr(getattr(found, name), "model_type", None) == kind]
         hint = f"load it with one of {', '.join(classes)}"
-    raise CheckpointError(f"{directory}: config.json's model_type is {model_type!r}, but {cls.__name__} builds "
-                          f"{cls.model_type!r} models; {hint}")
+    raise CheckpointError(
+        f"{directory}: config.json's model_type is {model_type!r}, but {cls.__name__} builds "
+        f"{cls.model_type!r} models; {hint}"
+    )
 
 
 def _warn_not_finite(model, directory: str) -> None:
@@ -378,9 +420,11 @@ def _split_kwargs(cls, kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str
     config_overrides = {k: v for k, v in kwargs.items() if k not in init_params}
     unknown = sorted(set(config_overrides) - (BertConfig.field_names() - {"extra"}))
     if unknown:
-        raise ConfigError(f"{cls.__name__}.from_pretrained got unknown argument(s) {', '.join(unknown)}: "
-                          f"pass BertConfig fields, {', '.join(sorted(init_params)) or 'no model arguments'}, "
-                          "config, dtype, device, ignore_mismatched_sizes or output_loading_info")
+        raise ConfigError(
+            f"{cls.__name__}.from_pretrained got unknown argument(s) {', '.join(unknown)}: "
+            f"pass BertConfig fields, {', '.join(sorted(init_params)) or 'no model arguments'}, "
+            "config, dtype, device, ignore_mismatched_sizes or output_loading_info"
+        )
     return model_kwargs, config_overrides
 
 
@@ -388,8 +432,10 @@ def _model_directory(path) -> str:
     directory = os.fspath(path)
     if not os.path.isdir(directory):
         what = "not a directory" if os.path.exists(directory) else "no such directory"
-        raise CheckpointError(f"{directory}: {what}; bertkit loads local model directories only (no hub "
-                              "downloads): pass the folder holding config.json and the weights")
+        raise CheckpointError(
+            f"{directory}: {what}; bertkit loads local model directories only (no hub "
+            "downloads): pass the folder holding config.json and the weights"
+        )
     return directory
 
 
@@ -467,5 +513,7 @@ def load_training_state(directory: str) -> dict[str, Any] | None:
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:
-        raise CheckpointError(f"{path}: cannot read the training state ({type(e).__name__}: {e}); delete it "
-                              "to start over, or point --out at another run") from e
+        raise CheckpointError(
+            f"{path}: cannot read the training state ({type(e).__name__}: {e}); delete it "
+            "to start over, or point --out at another run"
+        ) from e

@@ -15,8 +15,11 @@ COMMANDS = {
     "info": ("bertkit.info", "info_main", "Build or load a model, show its heads, count parameters, run one pass."),
     "tokenize": ("bertkit.tokenizer", "tokenize_main", "Show how a text becomes tokens and ids (a table)."),
     "tokenizer": ("bertkit.tokenizer", "tokenizer_main", "`bertkit tokenizer train` learns a WordPiece vocabulary."),
-    "prepare": ("bertkit.data.prepare", "main",
-                "Tokenize a corpus once into a dataset folder pretrain reads by memory map."),
+    "prepare": (
+        "bertkit.data.prepare",
+        "main",
+        "Tokenize a corpus once into a dataset folder pretrain reads by memory map.",
+    ),
     "pretrain": ("bertkit.train.pretrain", "main", "Masked-language-model pretraining from a raw corpus."),
     "finetune": ("bertkit.train.finetune", "main", "Fine-tune for classify / tag / qa / choice; keep the best."),
     "evaluate": ("bertkit.inference_cli", "evaluate_main", "Score a fine-tuned model on labelled data."),
@@ -24,8 +27,11 @@ COMMANDS = {
     "fill-mask": ("bertkit.inference_cli", "fill_mask_main", "Top-k predictions for each [MASK] in a text."),
     "embed": ("bertkit.embed", "embed_main", "Sentence embeddings of texts or a file: .npy or JSON lines out."),
     "export": ("bertkit.export", "main", "A model folder as an ONNX graph + its config and tokenizer (ONNX Runtime)."),
-    "serve": ("bertkit.serve", "serve_main",
-              "An HTTP server: /embed, /predict, /fill-mask, ... with dynamic batching."),
+    "serve": (
+        "bertkit.serve",
+        "serve_main",
+        "An HTTP server: /embed, /predict, /fill-mask, ... with dynamic batching.",
+    ),
     "explain": ("bertkit.explain.cli", "explain_main", "Show the inside: heads, parameters, --trace, --mlm."),
     "attention": ("bertkit.explain.cli", "attention_main", "Attention maps: layers x heads PNG, HTML viewer."),
     "quickstart": ("bertkit.quickstart", "main", "Pretrain, fine-tune, compare with from-scratch, explain: a report."),
@@ -52,8 +58,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM (Stopped); everything on the way out is cleaned up by now
         signum = getattr(e, "signum", signal.SIGINT)
         note = getattr(e, "note", None)
-        print(f"bertkit {argv[0]}: stopped by {signal.Signals(signum).name}" + (f"; {note}" if note else ""),
-              file=sys.stderr)
+        print(
+            f"bertkit {argv[0]}: stopped by {signal.Signals(signum).name}" + (f"; {note}" if note else ""),
+            file=sys.stderr,
+        )
         return 128 + signum  # as the shell reports a process ended by that signal (130, 143)
     except OSError as e:
         if e is not stdout.failed:
@@ -61,8 +69,11 @@ def main(argv: list[str] | None = None) -> int:
         _discard(stdout.stream)
         if e.errno == errno.EPIPE:  # the reader went away (`| head`): quiet, as Unix tools are
             return 128 + 13  # as if killed by SIGPIPE
-        print(f"bertkit {argv[0]}: error: cannot write to standard output: {e.strerror or e}; "
-              "send it to a file or device with room for it", file=sys.stderr)
+        print(
+            f"bertkit {argv[0]}: error: cannot write to standard output: {e.strerror or e}; "
+            "send it to a file or device with room for it",
+            file=sys.stderr,
+        )
         return 1
     finally:
         sys.stdout = stdout.stream

@@ -133,23 +133,35 @@ class BertConfig:
     def validate(self) -> BertConfig:
         """Raise ConfigError listing every setting that cannot work; return self when all is well."""
         problems = []
-        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                     "intermediate_size", "max_position_embeddings", "type_vocab_size"):
+        for name in (
+            "vocab_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "intermediate_size",
+            "max_position_embeddings",
+            "type_vocab_size",
+        ):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 problems.append(f"{name} must be a positive integer, got {value!r}")
         if not problems and self.hidden_size % self.num_attention_heads != 0:
             problems.append(
                 f"hidden_size ({self.hidden_size}) is not divisible by num_attention_heads "
-                f"({self.num_attention_heads}): each head gets hidden_size / num_attention_heads dimensions")
+                f"({self.num_attention_heads}): each head gets hidden_size / num_attention_heads dimensions"
+            )
         if self.position_embedding_type not in POSITION_EMBEDDING_TYPES:
-            problems.append(f"position_embedding_type must be one of {', '.join(POSITION_EMBEDDING_TYPES)}, "
-                            f"got {self.position_embedding_type!r}")
+            problems.append(
+                f"position_embedding_type must be one of {', '.join(POSITION_EMBEDDING_TYPES)}, "
+                f"got {self.position_embedding_type!r}"
+            )
         if self.hidden_act not in ACTIVATIONS:
             problems.append(f"hidden_act must be one of {', '.join(ACTIVATIONS)}, got {self.hidden_act!r}")
         if self.attn_implementation not in ATTN_IMPLEMENTATIONS:
-            problems.append(f"attn_implementation must be one of {', '.join(ATTN_IMPLEMENTATIONS)}, "
-                            f"got {self.attn_implementation!r}")
+            problems.append(
+                f"attn_implementation must be one of {', '.join(ATTN_IMPLEMENTATIONS)}, "
+                f"got {self.attn_implementation!r}"
+            )
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"):
             value = getattr(self, name)
             if value is None and name == "classifier_dropout":
@@ -163,33 +175,47 @@ class BertConfig:
         if not isinstance(self.chunk_size_feed_forward, int) or self.chunk_size_feed_forward < 0:
             problems.append(f"chunk_size_feed_forward must be an integer >= 0, got {self.chunk_size_feed_forward!r}")
         if self.add_cross_attention and not self.is_decoder:
-            problems.append("add_cross_attention=True needs is_decoder=True: cross-attention attends from a "
-                            "decoder to an encoder's output")
-        if self.pad_token_id is not None and isinstance(self.vocab_size, int) and not (
-                isinstance(self.pad_token_id, int) and 0 <= self.pad_token_id < self.vocab_size):
+            problems.append(
+                "add_cross_attention=True needs is_decoder=True: cross-attention attends from a "
+                "decoder to an encoder's output"
+            )
+        if (
+            self.pad_token_id is not None
+            and isinstance(self.vocab_size, int)
+            and not (isinstance(self.pad_token_id, int) and 0 <= self.pad_token_id < self.vocab_size)
+        ):
             problems.append(f"pad_token_id must be in [0, vocab_size={self.vocab_size}), got {self.pad_token_id!r}")
         if self.num_labels != len(self.id2label):
             problems.append(f"num_labels={self.num_labels} but id2label has {len(self.id2label)} entries")
         if self.problem_type not in PROBLEM_TYPES:
             problems.append(f"problem_type must be one of {PROBLEM_TYPES}, got {self.problem_type!r}")
         if self.model_type not in MODEL_TYPES:
-            problems.append(f"model_type is {self.model_type!r}; bertkit reads BERT and ELECTRA configs (model_type "
-                            f"{' or '.join(repr(t) for t in MODEL_TYPES)})")
-        if self.embedding_size is not None and (not isinstance(self.embedding_size, int)
-                                                or isinstance(self.embedding_size, bool) or self.embedding_size <= 0):
-            problems.append(f"embedding_size must be a positive integer or None (= hidden_size), "
-                            f"got {self.embedding_size!r}")
+            problems.append(
+                f"model_type is {self.model_type!r}; bertkit reads BERT and ELECTRA configs (model_type "
+                f"{' or '.join(repr(t) for t in MODEL_TYPES)})"
+            )
+        if self.embedding_size is not None and (
+            not isinstance(self.embedding_size, int)
+            or isinstance(self.embedding_size, bool)
+            or self.embedding_size <= 0
+        ):
+            problems.append(
+                f"embedding_size must be a positive integer or None (= hidden_size), got {self.embedding_size!r}"
+            )
         if not problems:
             for layer, heads in self.pruned_heads.items():
                 if not 0 <= layer < self.num_hidden_layers:
-                    problems.append(f"pruned_heads names layer {layer}, but the model has layers "
-                                    f"0..{self.num_hidden_layers - 1}")
+                    problems.append(
+                        f"pruned_heads names layer {layer}, but the model has layers 0..{self.num_hidden_layers - 1}"
+                    )
                 elif any(not 0 <= h < self.num_attention_heads for h in heads):
-                    problems.append(f"pruned_heads[{layer}] = {heads} names heads outside "
-                                    f"0..{self.num_attention_heads - 1}")
+                    problems.append(
+                        f"pruned_heads[{layer}] = {heads} names heads outside 0..{self.num_attention_heads - 1}"
+                    )
                 elif len(heads) >= self.num_attention_heads:
-                    problems.append(f"pruned_heads[{layer}] would remove all {self.num_attention_heads} heads; "
-                                    "keep at least one")
+                    problems.append(
+                        f"pruned_heads[{layer}] would remove all {self.num_attention_heads} heads; keep at least one"
+                    )
         if problems:
             raise ConfigError("invalid BertConfig:\n  - " + "\n  - ".join(problems))
         return self
@@ -237,9 +263,13 @@ class BertConfig:
         path = os.fspath(path)
         if os.path.isdir(path):
             path = os.path.join(path, "config.json")
-        text = read_text(path, ConfigError, missing="no such file; a model directory needs a config.json",
-                         cannot_read="cannot read config: {error}", not_utf8="not UTF-8 (byte {byte:#04x}); "
-                         "save config.json as UTF-8")
+        text = read_text(
+            path,
+            ConfigError,
+            missing="no such file; a model directory needs a config.json",
+            cannot_read="cannot read config: {error}",
+            not_utf8="not UTF-8 (byte {byte:#04x}); save config.json as UTF-8",
+        )
         try:
             data = json.loads(text)
         except json.JSONDecodeError as e:
@@ -271,11 +301,17 @@ PRESETS: dict[str, dict[str, Any]] = {
     # Google's released checkpoints (architectures only; weights load from a local directory).
     "bert-base-chinese": dict(vocab_size=21128),
     "bert-base-uncased": dict(vocab_size=30522),
-    "bert-large-uncased": dict(vocab_size=30522, hidden_size=1024, num_hidden_layers=24,
-                               num_attention_heads=16, intermediate_size=4096),
+    "bert-large-uncased": dict(
+        vocab_size=30522, hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096
+    ),
     # Small ones for CPU demos and tests.
-    "mini": dict(vocab_size=21128, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
-                 intermediate_size=1024),
-    "tiny": dict(vocab_size=1000, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                 intermediate_size=64, max_position_embeddings=128),
+    "mini": dict(vocab_size=21128, hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024),
+    "tiny": dict(
+        vocab_size=1000,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=128,
+    ),
 }

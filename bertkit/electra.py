@@ -75,9 +75,11 @@ class ElectraModel(BertModel):
         """add_pooling_layer is there for BertModel's callers (`BertModel.from_pretrained(d, add_pooling_layer=False)`
         of an ELECTRA directory); ELECTRA has no pooler, so True is refused."""
         if add_pooling_layer:
-            raise ConfigError("ELECTRA has no pooler (transformers' ElectraModel neither): pass "
-                              "add_pooling_layer=False or leave it out; the heads read the first token of "
-                              "last_hidden_state")
+            raise ConfigError(
+                "ELECTRA has no pooler (transformers' ElectraModel neither): pass "
+                "add_pooling_layer=False or leave it out; the heads read the first token of "
+                "last_hidden_state"
+            )
         super().__init__(electra_config(config), add_pooling_layer=False)
 
     def forward(self, *args, return_dict: bool | None = None, **kwargs) -> BertModelOutput:
@@ -110,8 +112,9 @@ class _ElectraHead:
         """The heads' one encoder call, on self.electra. inputs: input_ids, attention_mask, token_type_ids,
         position_ids, head_mask, inputs_embeds (ElectraModel's first six), output_attentions, output_hidden_states."""
         *tensors, output_attentions, output_hidden_states = inputs
-        return self.electra(*tensors, output_attentions=output_attentions, output_hidden_states=output_hidden_states,
-                            **extra)
+        return self.electra(
+            *tensors, output_attentions=output_attentions, output_hidden_states=output_hidden_states, **extra
+        )
 
 
 # ----- pretraining: the discriminator and the generator ----------------------------------------------------------
@@ -133,12 +136,20 @@ def replaced_token_loss(logits: Tensor, labels: Tensor, attention_mask: Tensor |
     0 = original; integers, bools or floats), over the real tokens: where a 2-D attention_mask is not 0 (transformers
     takes == 1: the same for 0/1 masks; packed documents, numbered 1, 2, ..., all count), else every position."""
     if tuple(labels.shape) != tuple(logits.shape):
-        raise InputError(f"labels must have shape {tuple(logits.shape)} like the input (1 = replaced, 0 = original), "
-                         f"got {tuple(labels.shape)}")
-    if not labels.dtype.is_floating_point and labels.numel() and not torch.compiler.is_compiling() \
-            and bool(((labels != 0) & (labels != 1)).any()):
-        raise InputError(f"labels hold {labels[(labels != 0) & (labels != 1)].unique()[:5].tolist()}: the "
-                         "discriminator's labels are 1 (replaced) and 0 (original)")
+        raise InputError(
+            f"labels must have shape {tuple(logits.shape)} like the input (1 = replaced, 0 = original), "
+            f"got {tuple(labels.shape)}"
+        )
+    if (
+        not labels.dtype.is_floating_point
+        and labels.numel()
+        and not torch.compiler.is_compiling()
+        and bool(((labels != 0) & (labels != 1)).any())
+    ):
+        raise InputError(
+            f"labels hold {labels[(labels != 0) & (labels != 1)].unique()[:5].tolist()}: the "
+            "discriminator's labels are 1 (replaced) and 0 (original)"
+        )
     if attention_mask is not None and attention_mask.dim() == 2:
         real = attention_mask != 0  # (B, S)
         logits, labels = logits[real], labels[real]
@@ -157,12 +168,30 @@ class ElectraForPreTraining(_ElectraHead, BertPreTrainedModel):
         self.discriminator_predictions = DiscriminatorPredictions(self.config)
         self.post_init()
 
-    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, head_mask=None,
-                inputs_embeds=None, labels=None, output_attentions=None, output_hidden_states=None,
-                return_dict=None) -> ElectraForPreTrainingOutput:
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        head_mask=None,
+        inputs_embeds=None,
+        labels=None,
+        output_attentions=None,
+        output_hidden_states=None,
+        return_dict=None,
+    ) -> ElectraForPreTrainingOutput:
         check_tensors(labels=labels)
-        out = self._encode(input_ids, attention_mask, token_type_ids, position_ids, head_mask, inputs_embeds,
-                           output_attentions, output_hidden_states)
+        out = self._encode(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            head_mask,
+            inputs_embeds,
+            output_attentions,
+            output_hidden_states,
+        )
         logits = self.discriminator_predictions(out.last_hidden_state)  # (B, S)
         loss = replaced_token_loss(logits, labels, attention_mask) if labels is not None else None
         result = ElectraForPreTrainingOutput(loss, logits, out.hidden_states, out.attentions)
@@ -254,15 +283,24 @@ class ElectraForQuestionAnswering(_ElectraHead, BertForQuestionAnswering):
         super().__init__(config)
         self.num_labels = self.config.num_labels
         if self.num_labels != 2:
-            warnings.warn(f"ElectraForQuestionAnswering splits its output into start/end: num_labels should be 2, "
-                          f"not {self.num_labels}", stacklevel=2)
+            warnings.warn(
+                f"ElectraForQuestionAnswering splits its output into start/end: num_labels should be 2, "
+                f"not {self.num_labels}",
+                stacklevel=2,
+            )
         self.qa_outputs = nn.Linear(self.config.hidden_size, self.num_labels)
         self.post_init()
 
 
 # ElectraConfig's summary_* settings (a config.json's own win: config.extra); transformers' defaults
-SUMMARY_DEFAULTS = dict(summary_type="first", summary_use_proj=True, summary_proj_to_labels=False,
-                        summary_activation="gelu", summary_first_dropout=0.0, summary_last_dropout=0.1)
+SUMMARY_DEFAULTS = dict(
+    summary_type="first",
+    summary_use_proj=True,
+    summary_proj_to_labels=False,
+    summary_activation="gelu",
+    summary_first_dropout=0.0,
+    summary_last_dropout=0.1,
+)
 SUMMARY_TYPES = ("first", "last", "mean")  # the token summarised: the first, the last, or the mean of all
 
 
@@ -275,11 +313,14 @@ class SequenceSummary(nn.Module):
         super().__init__()
         s = {**SUMMARY_DEFAULTS, **{k: v for k, v in config.extra.items() if k in SUMMARY_DEFAULTS}}
         if s["summary_type"] not in SUMMARY_TYPES:
-            raise ConfigError(f"summary_type {s['summary_type']!r} is not supported; bertkit's "
-                              f"ElectraForMultipleChoice takes {', '.join(SUMMARY_TYPES)}")
+            raise ConfigError(
+                f"summary_type {s['summary_type']!r} is not supported; bertkit's "
+                f"ElectraForMultipleChoice takes {', '.join(SUMMARY_TYPES)}"
+            )
         if s["summary_activation"] and s["summary_activation"] not in ACT2FN:
-            raise ConfigError(f"summary_activation must be one of {', '.join(ACT2FN)} or null, "
-                              f"got {s['summary_activation']!r}")
+            raise ConfigError(
+                f"summary_activation must be one of {', '.join(ACT2FN)} or null, got {s['summary_activation']!r}"
+            )
         self.summary_type = s["summary_type"]
         width = config.num_labels if s["summary_proj_to_labels"] and config.num_labels > 0 else config.hidden_size
         self.summary = nn.Linear(config.hidden_size, width) if s["summary_use_proj"] else nn.Identity()
@@ -322,7 +363,20 @@ ELECTRA_CLASSES: dict[type, type] = {
     BertForMultipleChoice: ElectraForMultipleChoice,
 }
 
-__all__ = ["ElectraModel", "ElectraForPreTraining", "ElectraForPreTrainingOutput", "ElectraForMaskedLM",
-           "ElectraForSequenceClassification", "ElectraForTokenClassification", "ElectraForQuestionAnswering",
-           "ElectraForMultipleChoice", "ELECTRA_CLASSES", "replaced_token_loss", "electra_config",
-           "DiscriminatorPredictions", "GeneratorPredictions", "ClassificationHead", "SequenceSummary"]
+__all__ = [
+    "ElectraModel",
+    "ElectraForPreTraining",
+    "ElectraForPreTrainingOutput",
+    "ElectraForMaskedLM",
+    "ElectraForSequenceClassification",
+    "ElectraForTokenClassification",
+    "ElectraForQuestionAnswering",
+    "ElectraForMultipleChoice",
+    "ELECTRA_CLASSES",
+    "replaced_token_loss",
+    "electra_config",
+    "DiscriminatorPredictions",
+    "GeneratorPredictions",
+    "ClassificationHead",
+    "SequenceSummary",
+]

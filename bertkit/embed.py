@@ -51,8 +51,9 @@ from .text import is_empty_text
 OUTPUT_SUFFIXES = (".npy", ".jsonl")
 DATA_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json")  # (+ .gz) --file rows read as `bertkit predict --file` reads them
 # what an EmptyText says of the text it names
-EMPTY_TEXT = ("is empty (no text once whitespace, zero-width and control characters are left out): there is nothing "
-              "to embed")
+EMPTY_TEXT = (
+    "is empty (no text once whitespace, zero-width and control characters are left out): there is nothing to embed"
+)
 
 
 class EmptyText(BertkitError, ValueError):
@@ -67,8 +68,9 @@ class TooLong(BertkitError, ValueError):
     """A text with more tokens than the encoder takes (and truncation was not allowed)."""
 
     def __init__(self, tokens: int, limit: int):
-        super().__init__(f"the text has {tokens} tokens with [CLS] and [SEP]; the limit is {limit}: shorten it or "
-                         "allow truncation")
+        super().__init__(
+            f"the text has {tokens} tokens with [CLS] and [SEP]; the limit is {limit}: shorten it or allow truncation"
+        )
         self.tokens = tokens
         self.limit = limit
 
@@ -86,13 +88,23 @@ class Encoder:
         self.max_tokens = min(pooling.max_seq_length, limit) if pooling.max_seq_length else limit
 
     def __repr__(self) -> str:
-        return (f"Encoder(hidden={self.model.config.hidden_size}, pooling={self.pooling.mode}, "
-                f"normalize={self.pooling.normalize}, max_tokens={self.max_tokens}, from {self.pooling.source})")
+        return (
+            f"Encoder(hidden={self.model.config.hidden_size}, pooling={self.pooling.mode}, "
+            f"normalize={self.pooling.normalize}, max_tokens={self.max_tokens}, from {self.pooling.source})"
+        )
 
     @classmethod
-    def from_pretrained(cls, model_dir, *, pooling: str | None = None, normalize: bool | None = None,
-                        quantize: str | None = None, device: str | torch.device | None = None,
-                        model=None, engine: str = "torch") -> Encoder:
+    def from_pretrained(
+        cls,
+        model_dir,
+        *,
+        pooling: str | None = None,
+        normalize: bool | None = None,
+        quantize: str | None = None,
+        device: str | torch.device | None = None,
+        model=None,
+        engine: str = "torch",
+    ) -> Encoder:
         """The encoder of a model folder: a plain BertModel, a sentence-transformers folder, or a
         fine-tuned task model (its `bert.` weights; the head is left out). Flags override the folder.
         model: the folder's encoder already loaded (a task model's `.bert`, quantized or not as it is),
@@ -110,8 +122,7 @@ class Encoder:
         engine = resolve(engine, quantize, device)
         if engine == "onnx" and model is None:
             require_onnxruntime(quantize, device)
-            return cls(load_graph(model_dir, "encoder"), Tokenizer.from_pretrained(model_dir),
-                       settings, model_dir)
+            return cls(load_graph(model_dir, "encoder"), Tokenizer.from_pretrained(model_dir), settings, model_dir)
         tokenizer = Tokenizer.from_pretrained(model_dir)
         if model is None:
             # A task checkpoint's encoder is under `bert.`: load_pretrained strips it, and a missing
@@ -161,12 +172,13 @@ class Encoder:
                 raise EmptyText(i)
         if not texts:
             return np.zeros((0, self.model.config.hidden_size), dtype=np.float32)
-        rows = self.tokenizer(texts, truncation=True, max_length=self.max_tokens, return_token_type_ids=False,
-                              return_attention_mask=False)["input_ids"]
+        rows = self.tokenizer(
+            texts, truncation=True, max_length=self.max_tokens, return_token_type_ids=False, return_attention_mask=False
+        )["input_ids"]
         order = sorted(range(len(rows)), key=lambda i: -len(rows[i]))
         out = np.empty((len(rows), self.model.config.hidden_size), dtype=np.float32)
         for start in range(0, len(order), batch_size):
-            chunk = order[start:start + batch_size]
+            chunk = order[start : start + batch_size]
             out[chunk] = self.embed_ids([rows[i] for i in chunk]).numpy()
         return out
 
@@ -185,8 +197,15 @@ def _check_batch_size(batch_size) -> None:
         raise BertkitError(f"batch_size must be a positive integer, got {batch_size!r}")
 
 
-def encode(model, texts, batch_size: int = 32, normalize: bool | None = None, pooling: str | None = None,
-           tokenizer=None, engine: str = "torch") -> np.ndarray:
+def encode(
+    model,
+    texts,
+    batch_size: int = 32,
+    normalize: bool | None = None,
+    pooling: str | None = None,
+    tokenizer=None,
+    engine: str = "torch",
+) -> np.ndarray:
     """Sentence vectors: one string -> (H,), a list -> (n, H) float32, in input order.
 
     model: a model folder (loaded on every call: keep an Encoder to encode many times), an Encoder,
@@ -203,8 +222,13 @@ def encode(model, texts, batch_size: int = 32, normalize: bool | None = None, po
     if isinstance(model, Encoder):
         if tokenizer is not None:
             raise BertkitError("an Encoder has its own tokenizer; pass tokenizer only with a BertModel")
-        encoder = model if pooling is None and normalize is None else \
-            Encoder(model.model, model.tokenizer, pooling_settings(model.pooling, pooling, normalize), model.model_dir)
+        encoder = (
+            model
+            if pooling is None and normalize is None
+            else Encoder(
+                model.model, model.tokenizer, pooling_settings(model.pooling, pooling, normalize), model.model_dir
+            )
+        )
     elif isinstance(model, BertPreTrainedModel):
         if tokenizer is None:
             raise BertkitError("encode(model, ...) with a model object needs tokenizer= (a Tokenizer or its folder)")
@@ -216,8 +240,9 @@ def encode(model, texts, batch_size: int = 32, normalize: bool | None = None, po
             raise BertkitError("a model folder has its own tokenizer; pass tokenizer only with a BertModel")
         encoder = Encoder.from_pretrained(model, pooling=pooling, normalize=normalize, engine=engine)
     else:
-        raise BertkitError(f"model must be a model folder, an Encoder or a bertkit BertModel, got "
-                           f"{type(model).__name__}")
+        raise BertkitError(
+            f"model must be a model folder, an Encoder or a bertkit BertModel, got {type(model).__name__}"
+        )
     vectors = encoder.encode(batch, batch_size)
     return vectors[0] if single else vectors
 
@@ -228,20 +253,29 @@ class EmbedConfig:
     """Sentence embeddings of texts (arguments, or --file: a text per line, or a .csv / .tsv / .jsonl column): .npy
     or JSON lines."""
 
-    model: str = opt("", "a model folder: sentence-transformers, plain BERT, or bertkit finetune's --out",
-                     required=True)
+    model: str = opt(
+        "", "a model folder: sentence-transformers, plain BERT, or bertkit finetune's --out", required=True
+    )
     texts: list[str] = opt(list, "texts, one per argument", positional=True, nargs="*")
-    file: str | None = opt(None, "one text per line (UTF-8; no empty lines); .csv / .tsv (a header row) or .jsonl / "
-                                 ".json (an object per line), also .gz: the --text-field of each row, as `bertkit "
-                                 "predict --file` reads them")
+    file: str | None = opt(
+        None,
+        "one text per line (UTF-8; no empty lines); .csv / .tsv (a header row) or .jsonl / "
+        ".json (an object per line), also .gz: the --text-field of each row, as `bertkit "
+        "predict --file` reads them",
+    )
     text_field: str = opt("text", "--file .csv / .tsv / .jsonl: the column / field with the texts")
-    output: str = opt("", "where to write: .npy (an (n, H) float32 array) or .jsonl "
-                          '({"index": i, "embedding": [...]} per line)', required=True)
+    output: str = opt(
+        "",
+        'where to write: .npy (an (n, H) float32 array) or .jsonl ({"index": i, "embedding": [...]} per line)',
+        required=True,
+    )
     batch_size: int = opt(32, "texts per forward pass")
-    pooling: str | None = opt(None, "default: from the folder (1_Pooling/config.json), else mean",
-                              choices=list(POOLING_MODES))
-    normalize: bool | None = opt(None, "L2-normalize each vector; None: as the folder says (a sentence-transformers "
-                                "Normalize module), else not")  # None: the folder decides
+    pooling: str | None = opt(
+        None, "default: from the folder (1_Pooling/config.json), else mean", choices=list(POOLING_MODES)
+    )
+    normalize: bool | None = opt(
+        None, "L2-normalize each vector; None: as the folder says (a sentence-transformers Normalize module), else not"
+    )  # None: the folder decides
     quantize: str | None = opt(None, QUANTIZE_HELP, choices=QUANTIZE_CHOICES)
     engine: Engine = opt("torch", ENGINE_HELP)
 
@@ -267,8 +301,10 @@ def _read_texts(path: str, text_field: str) -> list[tuple[int, str]]:
         fmt = records.file_format(path, "embed", ("csv", "tsv", "jsonl"))
         table = records.table(path, records.file_lines(path), fmt, keep_empty=True)
         table.require(path, text_field, "text", "text_field")
-        rows = [(n, "" if r is None else records.string(path, n, r, text_field, "text_field", required=True))
-                for n, r in table.records]
+        rows = [
+            (n, "" if r is None else records.string(path, n, r, text_field, "text_field", required=True))
+            for n, r in table.records
+        ]
     else:
         rows = list(enumerate(read_lines(path), 1))
     if not rows:
@@ -289,8 +325,9 @@ def embed_main(argv: list[str]) -> int:
     for i, text in enumerate(texts):  # before the model loads
         if is_empty_text(text):
             raise EmptyText(i, where[i])
-    encoder = Encoder.from_pretrained(cfg.model, pooling=cfg.pooling, normalize=cfg.normalize, quantize=cfg.quantize,
-                                      engine=cfg.engine)
+    encoder = Encoder.from_pretrained(
+        cfg.model, pooling=cfg.pooling, normalize=cfg.normalize, quantize=cfg.quantize, engine=cfg.engine
+    )
     try:
         vectors = encoder.encode(texts, cfg.batch_size)
     except EmptyText as e:  # by the tokenizer's own normaliser: e.g. only accents, which an uncased one drops
@@ -305,9 +342,12 @@ def embed_main(argv: list[str]) -> int:
 
         atomic_write(cfg.output, write)
     else:
-        atomic_write_text(cfg.output, "".join(to_json({"index": i, "embedding": v.tolist()}) + "\n"
-                                              for i, v in enumerate(vectors)))
-    print(f"embedded {len(texts)} text(s) -> {vectors.shape[1]}-dim vectors ({encoder.pooling.mode} pooling"
-          f"{', normalized' if encoder.pooling.normalize else ''}; {encoder.pooling.source}) -> {cfg.output}",
-          file=sys.stderr)
+        atomic_write_text(
+            cfg.output, "".join(to_json({"index": i, "embedding": v.tolist()}) + "\n" for i, v in enumerate(vectors))
+        )
+    print(
+        f"embedded {len(texts)} text(s) -> {vectors.shape[1]}-dim vectors ({encoder.pooling.mode} pooling"
+        f"{', normalized' if encoder.pooling.normalize else ''}; {encoder.pooling.source}) -> {cfg.output}",
+        file=sys.stderr,
+    )
     return 0

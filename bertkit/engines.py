@@ -40,23 +40,28 @@ from .finite import check_outputs
 
 Engine = Literal["torch", "onnx", "auto"]  # the --engine flag's type (options.py reads the choices from it)
 ENGINES = get_args(Engine)
-ENGINE_HELP = ("torch: bertkit's model; onnx: its exported graph (bertkit export, made on first use) in ONNX Runtime "
-               "(pip install 'bertkit[onnx]'); auto: both, each batch on the faster for its shape (ONNX Runtime for "
-               "few or equal-length texts, torch's padding-free path for ragged batches)")
+ENGINE_HELP = (
+    "torch: bertkit's model; onnx: its exported graph (bertkit export, made on first use) in ONNX Runtime "
+    "(pip install 'bertkit[onnx]'); auto: both, each batch on the faster for its shape (ONNX Runtime for "
+    "few or equal-length texts, torch's padding-free path for ragged batches)"
+)
 
 
 def require_onnxruntime(quantize: str | None = None, device=None):
     """The onnxruntime module; an error naming the extra that installs it, or the torch engine's flags given."""
     if quantize is not None or (device is not None and torch.device(device).type != "cpu"):
-        raise BertkitError("--engine onnx runs the float32 graph on the CPU: --quantize and --device are the torch "
-                           "engine's (--engine torch). ONNX Runtime's dynamic int8 keeps too little of the answers "
-                           "(cosine 0.80 to float32 at worst on Chinese reviews, bench/results/cpu_anchors.md), so "
-                           "int8 is the torch engine's (cosine 0.993)")
+        raise BertkitError(
+            "--engine onnx runs the float32 graph on the CPU: --quantize and --device are the torch "
+            "engine's (--engine torch). ONNX Runtime's dynamic int8 keeps too little of the answers "
+            "(cosine 0.80 to float32 at worst on Chinese reviews, bench/results/cpu_anchors.md), so "
+            "int8 is the torch engine's (cosine 0.993)"
+        )
     try:
         import onnxruntime
     except ImportError:
-        raise BertkitError("--engine onnx needs ONNX Runtime: pip install 'bertkit[onnx]' (or use --engine torch)") \
-            from None
+        raise BertkitError(
+            "--engine onnx needs ONNX Runtime: pip install 'bertkit[onnx]' (or use --engine torch)"
+        ) from None
     return onnxruntime
 
 
@@ -69,8 +74,12 @@ def resolve(engine: str, quantize: str | None = None, device=None) -> str:
     try:
         require_onnxruntime()
     except BertkitError:
-        warnings.warn("--engine auto: ONNX Runtime is not installed (pip install 'bertkit[onnx]'), so every batch "
-                      "runs on the torch engine", BertkitWarning, stacklevel=3)
+        warnings.warn(
+            "--engine auto: ONNX Runtime is not installed (pip install 'bertkit[onnx]'), so every batch "
+            "runs on the torch engine",
+            BertkitWarning,
+            stacklevel=3,
+        )
         return "torch"
     return "auto"
 
@@ -101,8 +110,7 @@ def onnx_folder(model_dir: str, kind: str) -> str:
         return model_dir
     real = os.path.realpath(model_dir)
     files = sorted(os.scandir(real), key=lambda e: e.name) if os.path.isdir(real) else []
-    key = digest([real, kind, *(f"{e.name}:{e.stat().st_size}:{e.stat().st_mtime_ns}" for e in files
-                                if e.is_file())])
+    key = digest([real, kind, *(f"{e.name}:{e.stat().st_size}:{e.stat().st_mtime_ns}" for e in files if e.is_file())])
     folder = os.path.join(cache_root(), "onnx", f"{os.path.basename(real)}-{kind}-{key}")
     if not os.path.isfile(os.path.join(folder, ONNX_FILE)):
         try:
@@ -129,8 +137,10 @@ class OnnxModel:
         try:
             self.session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
         except Exception as e:  # ONNX Runtime's own kinds: a truncated file, a graph it cannot run
-            raise BertkitError(f"{path}: ONNX Runtime cannot load it ({str(e).strip().splitlines()[0][:300]}); "
-                               "write it again with `bertkit export`") from None
+            raise BertkitError(
+                f"{path}: ONNX Runtime cannot load it ({str(e).strip().splitlines()[0][:300]}); "
+                "write it again with `bertkit export`"
+            ) from None
         self.outputs = [o.name for o in self.session.get_outputs()]
         self.config = BertConfig.from_json(folder)
         self.folder = folder
@@ -145,8 +155,13 @@ class OnnxModel:
         """What callers read the device from: the CPU."""
         yield torch.empty(0)
 
-    def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                 token_type_ids: torch.Tensor | None = None, **_) -> SimpleNamespace:
+    def __call__(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        **_,
+    ) -> SimpleNamespace:
         """The graph's outputs, by name, as tensors: logits (B, ...) or start_logits / end_logits, or
         last_hidden_state and sentence_embedding."""
         given = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
@@ -194,8 +209,13 @@ class AutoModel:
         tokens = rows * length if attention_mask is None else int(attention_mask.count_nonzero())
         return "onnx" if prefers_onnx(rows, length, tokens) else "torch"
 
-    def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                 token_type_ids: torch.Tensor | None = None, **_):
+    def __call__(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        **_,
+    ):
         name = self.engine_for(input_ids, attention_mask)
         self.runs[name] += 1
         model = self.onnx if name == "onnx" else self.torch
@@ -218,8 +238,7 @@ def load_task_model(model_dir: str, task: str | None = None, *, quantize: str | 
     found = get_task(task or task_of(model_dir))
     if engine == "auto":  # the torch model first: its refusals (a head that would be random) before any export
         loaded = inference.load_task_model(model_dir, found.name)
-        return inference.TaskModel(found, AutoModel(loaded.model, load_graph(model_dir, found.name)),
-                                   loaded.tokenizer)
+        return inference.TaskModel(found, AutoModel(loaded.model, load_graph(model_dir, found.name)), loaded.tokenizer)
     model = load_graph(model_dir, found.name)
     if found.labelled(model.config):
         inference.check_label_ids(model_dir, model.config)

@@ -47,14 +47,25 @@ ONNX_FILE = "model.onnx"
 OPSET = 17  # ONNX Runtime 1.17 and later run it; LayerNormalization is one node from 17 on
 TOLERANCE = 1e-4
 # the outputs of each kind, by name; a task added to the registry (tasks.TASKS) gives `logits`
-OUTPUTS = {"encoder": ("last_hidden_state", "sentence_embedding"), "mlm": ("logits",), "classify": ("logits",),
-           "tag": ("logits",), "qa": ("start_logits", "end_logits"), "choice": ("logits",)}
+OUTPUTS = {
+    "encoder": ("last_hidden_state", "sentence_embedding"),
+    "mlm": ("logits",),
+    "classify": ("logits",),
+    "tag": ("logits",),
+    "qa": ("start_logits", "end_logits"),
+    "choice": ("logits",),
+}
 PER_TOKEN = {"last_hidden_state", "start_logits", "end_logits"}  # and tag's and mlm's logits: see _per_token
 MLM_CLASSES = ("BertForMaskedLM", "BertForPreTraining", "ElectraForMaskedLM")
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 # besides the weights, what a model folder holds that the export folder keeps
-SENTENCE_TRANSFORMERS_FILES = ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json",
-                               "1_Pooling", "2_Normalize")
+SENTENCE_TRANSFORMERS_FILES = (
+    "modules.json",
+    "sentence_bert_config.json",
+    "config_sentence_transformers.json",
+    "1_Pooling",
+    "2_Normalize",
+)
 
 
 class ExportError(BertkitError, ValueError):
@@ -65,12 +76,17 @@ class ExportError(BertkitError, ValueError):
 class ExportConfig:
     """Write a model folder as an ONNX graph with its config and tokenizer: a folder ONNX Runtime serves."""
 
-    model: str = opt("", "a model folder bertkit loads: embeddings, pretrained MLM, or bertkit finetune's --out",
-                     positional=True)
+    model: str = opt(
+        "", "a model folder bertkit loads: embeddings, pretrained MLM, or bertkit finetune's --out", positional=True
+    )
     out: str = opt("", "the folder to write (model.onnx, config.json, the tokenizer)", required=True)
     format: Literal["onnx"] = opt("onnx", "the graph format")
-    kind: str = opt("auto", "what to export; auto: the task head config.json's architectures name, an MLM's head, "
-                            "else the encoder with its sentence-embedding pooling", choices=KINDS)
+    kind: str = opt(
+        "auto",
+        "what to export; auto: the task head config.json's architectures name, an MLM's head, "
+        "else the encoder with its sentence-embedding pooling",
+        choices=KINDS,
+    )
     opset: int = opt(OPSET, "the ONNX opset")
     overwrite: bool = opt(False, "replace an export already in --out: it is moved to <out>.replaced-<time>")
 
@@ -143,7 +159,7 @@ def sample_batches(tokenizer, kind: str) -> list[dict[str, torch.Tensor]]:
 
     rows = calibration_rows(tokenizer, per_language=8)
     rows.sort(key=len)
-    picks = [rows[len(rows) // 2:len(rows) // 2 + 1], [rows[0], rows[len(rows) // 2], rows[-1]], rows[-8:]]
+    picks = [rows[len(rows) // 2 : len(rows) // 2 + 1], [rows[0], rows[len(rows) // 2], rows[-1]], rows[-8:]]
     batches = [id_batch(p, tokenizer.pad_token_id) for p in picks]
     if kind == "choice":  # the rows in pairs: each a question with two choices
         batches = [{k: torch.cat([v, v.flip(0)], 1).view(len(v), 2, -1) for k, v in b.items()} for b in batches]
@@ -154,12 +170,15 @@ def sample_batches(tokenizer, kind: str) -> list[dict[str, torch.Tensor]]:
 def export_onnx(graph: Graph, example: dict[str, torch.Tensor], path: str, opset: int = OPSET) -> None:
     """Trace `graph` on `example` into the ONNX file `path`, every input and output axis but the hidden one
     dynamic."""
-    axes = ({0: "batch", 1: "choices", 2: "sequence"} if graph.kind == "choice" else {0: "batch", 1: "sequence"})
+    axes = {0: "batch", 1: "choices", 2: "sequence"} if graph.kind == "choice" else {0: "batch", 1: "sequence"}
     names = outputs(graph.kind)
     dynamic = {name: axes for name in INPUTS}
     for name in names:
-        dynamic[name] = {0: "batch", 1: "choices"} if graph.kind == "choice" else (
-            {0: "batch", 1: "sequence"} if _per_token(graph.kind, name) else {0: "batch"})
+        dynamic[name] = (
+            {0: "batch", 1: "choices"}
+            if graph.kind == "choice"
+            else ({0: "batch", 1: "sequence"} if _per_token(graph.kind, name) else {0: "batch"})
+        )
     with warnings.catch_warnings(), torch.no_grad():
         # the TorchScript exporter's deprecation notice, and tracing's notes on Python values it keeps constant
         # (shape checks, which hold for every input of the graph)
@@ -167,12 +186,22 @@ def export_onnx(graph: Graph, example: dict[str, torch.Tensor], path: str, opset
         warnings.simplefilter("ignore", category=FutureWarning)
         warnings.simplefilter("ignore", category=torch.jit.TracerWarning)
         try:
-            torch.onnx.export(graph.eval(), tuple(example[k] for k in INPUTS), path, dynamo=False,
-                              input_names=list(INPUTS), output_names=list(names), dynamic_axes=dynamic,
-                              opset_version=opset, do_constant_folding=True)
+            torch.onnx.export(
+                graph.eval(),
+                tuple(example[k] for k in INPUTS),
+                path,
+                dynamo=False,
+                input_names=list(INPUTS),
+                output_names=list(names),
+                dynamic_axes=dynamic,
+                opset_version=opset,
+                do_constant_folding=True,
+            )
         except (RuntimeError, torch.onnx.OnnxExporterError) as e:  # an operator the opset cannot express, ...
-            raise ExportError(f"torch's ONNX exporter could not write the {graph.kind} graph at opset {opset}: "
-                              f"{str(e).strip().splitlines()[0][:300]}") from None
+            raise ExportError(
+                f"torch's ONNX exporter could not write the {graph.kind} graph at opset {opset}: "
+                f"{str(e).strip().splitlines()[0][:300]}"
+            ) from None
 
 
 def outputs(kind: str) -> tuple[str, ...]:
@@ -230,14 +259,25 @@ def export(model_dir: str, out: str, *, kind: str = "auto", opset: int = OPSET, 
     if not os.path.isdir(model_dir):
         what = "not a directory" if os.path.exists(model_dir) else "no such directory"
         raise ExportError(f"{model_dir}: {what}; pass a model folder (config.json and weights)")
-    entries = check_out(out, ExportError, overwrite=overwrite, inputs={"MODEL": model_dir}, ours=_exported,
-                        what="an export", renamed=True)
+    entries = check_out(
+        out,
+        ExportError,
+        overwrite=overwrite,
+        inputs={"MODEL": model_dir},
+        ours=_exported,
+        what="an export",
+        renamed=True,
+    )
     if entries and not overwrite:
-        raise ExportError(f"--out {out}: holds {', '.join(entries[:5])}{' ...' if len(entries) > 5 else ''}; pass "
-                          "--overwrite to move it aside (to <out>.replaced-<time>), or a new --out")
+        raise ExportError(
+            f"--out {out}: holds {', '.join(entries[:5])}{' ...' if len(entries) > 5 else ''}; pass "
+            "--overwrite to move it aside (to <out>.replaced-<time>), or a new --out"
+        )
     if importlib.util.find_spec("onnx") is None:
-        raise ExportError("bertkit export needs the onnx package (torch's exporter writes the graph with it): "
-                          "pip install 'bertkit[onnx]'")
+        raise ExportError(
+            "bertkit export needs the onnx package (torch's exporter writes the graph with it): "
+            "pip install 'bertkit[onnx]'"
+        )
     kind = kind_of(model_dir) if kind == "auto" else kind
     graph, tokenizer, pooling = load(model_dir, kind)
     batches = sample_batches(tokenizer, kind)
@@ -254,8 +294,10 @@ def export(model_dir: str, out: str, *, kind: str = "auto", opset: int = OPSET, 
             write_pooling(building, pooling, graph.model.config.hidden_size)
         difference = largest_difference(graph, os.path.join(building, ONNX_FILE), batches)
         if difference is not None and difference > TOLERANCE:
-            raise ExportError(f"{model_dir}: the exported graph's outputs differ from bertkit's by {difference:.2e} "
-                              f"(more than {TOLERANCE:g}); nothing was written to {out}")
+            raise ExportError(
+                f"{model_dir}: the exported graph's outputs differ from bertkit's by {difference:.2e} "
+                f"(more than {TOLERANCE:g}); nothing was written to {out}"
+            )
         if entries:
             move_aside(out, what="the earlier export")
         elif os.path.isdir(out):
@@ -264,16 +306,26 @@ def export(model_dir: str, out: str, *, kind: str = "auto", opset: int = OPSET, 
     except BaseException:
         shutil.rmtree(building, ignore_errors=True)  # this command's own unfinished folder
         raise
-    return {"out": out, "kind": kind, "outputs": list(outputs(kind)), "difference": difference,
-            "bytes": os.path.getsize(os.path.join(out, ONNX_FILE))}
+    return {
+        "out": out,
+        "kind": kind,
+        "outputs": list(outputs(kind)),
+        "difference": difference,
+        "bytes": os.path.getsize(os.path.join(out, ONNX_FILE)),
+    }
 
 
 def main(argv: list[str]) -> int:
     cfg = parse(ExportConfig, argv, prog="bertkit export")
     done = export(cfg.model, cfg.out, kind=cfg.kind, opset=cfg.opset, overwrite=cfg.overwrite)
-    checked = ("not checked: onnxruntime is not installed (pip install 'bertkit[onnx]')"
-               if done["difference"] is None else
-               f"ONNX Runtime's outputs equal bertkit's (largest difference {done['difference']:.1e})")
-    print(f"exported {cfg.model} ({done['kind']}: {', '.join(done['outputs'])}) -> {os.path.join(cfg.out, ONNX_FILE)} "
-          f"({done['bytes'] / 2**20:.1f} MiB); {checked}", file=sys.stderr)
+    checked = (
+        "not checked: onnxruntime is not installed (pip install 'bertkit[onnx]')"
+        if done["difference"] is None
+        else f"ONNX Runtime's outputs equal bertkit's (largest difference {done['difference']:.1e})"
+    )
+    print(
+        f"exported {cfg.model} ({done['kind']}: {', '.join(done['outputs'])}) -> {os.path.join(cfg.out, ONNX_FILE)} "
+        f"({done['bytes'] / 2**20:.1f} MiB); {checked}",
+        file=sys.stderr,
+    )
     return 0

@@ -61,6 +61,7 @@ def atomic_write(path: str, write: Callable[[str], None]) -> None:
 
 def atomic_write_text(path: str, text: str) -> None:
     """Write `text` as UTF-8 to `path` atomically (see atomic_write)."""
+
     def write(tmp: str) -> None:
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(text)
@@ -101,9 +102,17 @@ def _free_space(directory: str) -> str:
 
 
 # ----- reading text ------------------------------------------------------------------------------
-def read_text(path: str, error: type[Exception], *, not_utf8: str, cannot_read: str,
-              missing: str | None = None, folder: str | None = None, bad_gzip: str | None = None,
-              strip_bom: bool = False) -> str:
+def read_text(
+    path: str,
+    error: type[Exception],
+    *,
+    not_utf8: str,
+    cannot_read: str,
+    missing: str | None = None,
+    folder: str | None = None,
+    bad_gzip: str | None = None,
+    strip_bom: bool = False,
+) -> str:
     """The text of a UTF-8 file. Every failure raises `error("{path}: ...")` in the caller's words.
 
     The words are templates that follow "{path}: ":
@@ -124,8 +133,15 @@ def read_text(path: str, error: type[Exception], *, not_utf8: str, cannot_read: 
         raise error(f"{path}: line {line}: " + not_utf8.format(byte=raw[offset], offset=offset)) from None
 
 
-def _read_bytes(path: str, error: type[Exception], *, cannot_read: str, missing: str | None,
-                folder: str | None, bad_gzip: str | None) -> bytes:
+def _read_bytes(
+    path: str,
+    error: type[Exception],
+    *,
+    cannot_read: str,
+    missing: str | None,
+    folder: str | None,
+    bad_gzip: str | None,
+) -> bytes:
     try:
         if bad_gzip is not None and path.endswith(".gz"):
             with gzip.open(path, "rb") as fh:
@@ -161,8 +177,9 @@ def digest(items) -> str:
 
 
 # ----- lock files --------------------------------------------------------------------------------
-def lock_file(path: str, error: type[Exception], owner: str, doing: str, advice: str,
-              takeover: str = "taking over") -> None:
+def lock_file(
+    path: str, error: type[Exception], owner: str, doing: str, advice: str, takeover: str = "taking over"
+) -> None:
     """Create `path` (O_EXCL) holding "pid host". A lock whose process is gone from this host is taken over
     (with a note); a live one raises error("{owner}: process P on H {doing} ({path}); wait for it, {advice}")."""
     for _ in range(2):  # a second try after removing a stale lock
@@ -170,13 +187,14 @@ def lock_file(path: str, error: type[Exception], owner: str, doing: str, advice:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except OSError as e:
             if not isinstance(e, FileExistsError):
-                raise error(f"{owner}: cannot create the lock file {path}: "
-                            f"{write_problem(e, os.path.dirname(path)) or e.strerror or e}") from None
+                raise error(
+                    f"{owner}: cannot create the lock file {path}: "
+                    f"{write_problem(e, os.path.dirname(path)) or e.strerror or e}"
+                ) from None
             pid, host = read_lock(path)
             if pid is None or host != socket.gethostname() or alive(pid):
                 holder = f"process {pid} on {host}" if pid is not None else "a process that wrote no pid"
-                raise error(f"{owner}: {holder} {doing} ({path}); wait for it, "
-                            + advice.format(path=path)) from None
+                raise error(f"{owner}: {holder} {doing} ({path}); wait for it, " + advice.format(path=path)) from None
             print(f"{path}: process {pid} that held it has ended; {takeover}", file=sys.stderr)
             with contextlib.suppress(FileNotFoundError):
                 os.remove(path)

@@ -27,14 +27,18 @@ def check_weights(model: nn.Module, model_dir: str) -> None:
     before quantizing."""
     for name, tensor in [*model.named_parameters(), *model.named_buffers()]:
         if tensor.is_floating_point() and not finite(tensor):
-            raise NonFiniteError(f"{model_dir}: the weight tensor {name} is not finite (holds NaN or Infinity), so "
-                                 "the model is broken (saved by a run that diverged?); train or fine-tune it again, "
-                                 "or use another checkpoint")
+            raise NonFiniteError(
+                f"{model_dir}: the weight tensor {name} is not finite (holds NaN or Infinity), so "
+                "the model is broken (saved by a run that diverged?); train or fine-tune it again, "
+                "or use another checkpoint"
+            )
 
 
 def check_outputs(model_dir: str, what: str, *tensors: Tensor) -> None:
     """Refuse outputs with a NaN or Infinity (weights that overflow, e.g. in bfloat16): nothing is written."""
     if not all(finite(t) for t in tensors):
-        raise NonFiniteError(f"{model_dir}: the model's {what} are not finite (NaN or Infinity): its weights are "
-                             "broken or overflow; run it in float32 (without --quantize), or train / fine-tune it "
-                             "again")
+        raise NonFiniteError(
+            f"{model_dir}: the model's {what} are not finite (NaN or Infinity): its weights are "
+            "broken or overflow; run it in float32 (without --quantize), or train / fine-tune it "
+            "again"
+        )

@@ -39,8 +39,10 @@ SYSTEM_FONTS = (
     "C:/Windows/Fonts/msyh.ttc",  # Windows: Microsoft YaHei
     "C:/Windows/Fonts/simhei.ttf",
 )
-INSTALL_HINT = ("pip install noto-cjk-sans-otc (Noto Sans CJK), or apt-get install fonts-noto-cjk "
-                "(or fonts-wqy-microhei), or set BERTKIT_FONT=/path/to/a/cjk/font.ttf")
+INSTALL_HINT = (
+    "pip install noto-cjk-sans-otc (Noto Sans CJK), or apt-get install fonts-noto-cjk "
+    "(or fonts-wqy-microhei), or set BERTKIT_FONT=/path/to/a/cjk/font.ttf"
+)
 
 
 def candidates() -> list[str]:
@@ -90,6 +92,10 @@ def font_for(texts, *, warn: bool = True) -> str | None:
             return path
     if warn:
         missing = "".join(c for c in chars if ord(c) > 0x2FF)[:20] or chars[:20]
-        warnings.warn(f"no installed font has glyphs for all of {missing!r}: those labels will show as boxes; "
-                      f"to fix, {INSTALL_HINT}", BertkitWarning, stacklevel=3)
+        warnings.warn(
+            f"no installed font has glyphs for all of {missing!r}: those labels will show as boxes; "
+            f"to fix, {INSTALL_HINT}",
+            BertkitWarning,
+            stacklevel=3,
+        )
     return None

@@ -79,8 +79,9 @@ class QuestionAnsweringOutput(ModelOutput):
 
 
 # transformers' names for the same records
-SequenceClassifierOutput = TokenClassifierOutput = NextSentencePredictorOutput = MultipleChoiceModelOutput = \
+SequenceClassifierOutput = TokenClassifierOutput = NextSentencePredictorOutput = MultipleChoiceModelOutput = (
     ClassifierOutput
+)
 QuestionAnsweringModelOutput = QuestionAnsweringOutput
 
 
@@ -162,11 +163,29 @@ class _HeadModel(BertPreTrainedModel):
     def get_output_embeddings(self) -> nn.Linear | None:
         return self.cls.predictions.decoder if hasattr(self, "cls") and hasattr(self.cls, "predictions") else None
 
-    def _encode(self, input_ids, attention_mask, token_type_ids, position_ids, head_mask, inputs_embeds,
-                output_attentions, output_hidden_states, **extra):
-        return self.bert(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
-                         position_ids=position_ids, head_mask=head_mask, inputs_embeds=inputs_embeds,
-                         output_attentions=output_attentions, output_hidden_states=output_hidden_states, **extra)
+    def _encode(
+        self,
+        input_ids,
+        attention_mask,
+        token_type_ids,
+        position_ids,
+        head_mask,
+        inputs_embeds,
+        output_attentions,
+        output_hidden_states,
+        **extra,
+    ):
+        return self.bert(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            head_mask=head_mask,
+            inputs_embeds=inputs_embeds,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            **extra,
+        )
 
     def _dropout_p(self) -> float:
         cfg = self.config
@@ -180,12 +199,30 @@ class _LabelledHead(_HeadModel, metaclass=ABCMeta):
     how its logits come from the encoder output and how they are scored against labels.
     """
 
-    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, head_mask=None,
-                inputs_embeds=None, labels=None, output_attentions=None, output_hidden_states=None,
-                return_dict=None) -> ClassifierOutput:
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        head_mask=None,
+        inputs_embeds=None,
+        labels=None,
+        output_attentions=None,
+        output_hidden_states=None,
+        return_dict=None,
+    ) -> ClassifierOutput:
         check_tensors(labels=labels)
-        out = self._encode(input_ids, attention_mask, token_type_ids, position_ids, head_mask, inputs_embeds,
-                           output_attentions, output_hidden_states)
+        out = self._encode(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            head_mask,
+            inputs_embeds,
+            output_attentions,
+            output_hidden_states,
+        )
         logits = self.logits(out)
         loss = self.loss(logits, labels) if labels is not None else None  # the labels checked: shape, range
         if loss is not None and not len(logits):
@@ -255,8 +292,14 @@ def mlm_loss(logits: Tensor, labels: Tensor) -> Tensor:
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=IGNORE)
 
 
-def mlm_logits_and_loss(head: nn.Module, hidden: Tensor, labels: Tensor | None, vocab_size: int,
-                        masked_positions_only: bool | None, training: bool):
+def mlm_logits_and_loss(
+    head: nn.Module,
+    hidden: Tensor,
+    labels: Tensor | None,
+    vocab_size: int,
+    masked_positions_only: bool | None,
+    training: bool,
+):
     """-> (logits, loss or None, masked positions or None).
 
     Dense: logits (B, S, V). With masked_positions_only: logits (N_masked, V) computed only at the
@@ -298,23 +341,49 @@ class BertForPreTraining(_HeadModel):
         self.cls = PreTrainingHeads(config)
         self.post_init()
 
-    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, head_mask=None,
-                inputs_embeds=None, labels=None, next_sentence_label=None, output_attentions=None,
-                output_hidden_states=None, return_dict=None,
-                masked_positions_only: bool | None = None) -> BertForPreTrainingOutput:
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        head_mask=None,
+        inputs_embeds=None,
+        labels=None,
+        next_sentence_label=None,
+        output_attentions=None,
+        output_hidden_states=None,
+        return_dict=None,
+        masked_positions_only: bool | None = None,
+    ) -> BertForPreTrainingOutput:
         check_tensors(labels=labels, next_sentence_label=next_sentence_label)
-        out = self._encode(input_ids, attention_mask, token_type_ids, position_ids, head_mask, inputs_embeds,
-                           output_attentions, output_hidden_states)
-        prediction_logits, mlm, where = mlm_logits_and_loss(self.cls.predictions, out.last_hidden_state, labels,
-                                                            self.config.vocab_size, masked_positions_only,
-                                                            self.training)
+        out = self._encode(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            head_mask,
+            inputs_embeds,
+            output_attentions,
+            output_hidden_states,
+        )
+        prediction_logits, mlm, where = mlm_logits_and_loss(
+            self.cls.predictions,
+            out.last_hidden_state,
+            labels,
+            self.config.vocab_size,
+            masked_positions_only,
+            self.training,
+        )
         nsp_logits = self.cls.seq_relationship(out.pooler_output)  # (B, 2)
         losses = [mlm] if mlm is not None else []
         if next_sentence_label is not None:
             losses.append(nsp_loss(nsp_logits, next_sentence_label, "next_sentence_label"))
         loss = sum(losses) if losses else None  # MLM + NSP (either alone when only its labels are given)
-        return _returned(BertForPreTrainingOutput(loss, prediction_logits, nsp_logits, out.hidden_states,
-                                             out.attentions, where), return_dict)
+        return _returned(
+            BertForPreTrainingOutput(loss, prediction_logits, nsp_logits, out.hidden_states, out.attentions, where),
+            return_dict,
+        )
 
 
 class BertForMaskedLM(_TokenPredictionHead):
@@ -330,16 +399,38 @@ class BertForMaskedLM(_TokenPredictionHead):
     _is_decoder = False
     _wrong_attention = "BertForMaskedLM wants bidirectional attention: set is_decoder=False"
 
-    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, head_mask=None,
-                inputs_embeds=None, encoder_hidden_states=None, encoder_attention_mask=None, labels=None,
-                output_attentions=None, output_hidden_states=None, return_dict=None,
-                masked_positions_only: bool | None = None) -> MaskedLMOutput:
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        head_mask=None,
+        inputs_embeds=None,
+        encoder_hidden_states=None,
+        encoder_attention_mask=None,
+        labels=None,
+        output_attentions=None,
+        output_hidden_states=None,
+        return_dict=None,
+        masked_positions_only: bool | None = None,
+    ) -> MaskedLMOutput:
         check_tensors(labels=labels)
-        out = self._encode(input_ids, attention_mask, token_type_ids, position_ids, head_mask, inputs_embeds,
-                           output_attentions, output_hidden_states, encoder_hidden_states=encoder_hidden_states,
-                           encoder_attention_mask=encoder_attention_mask)
-        logits, loss, where = mlm_logits_and_loss(self.cls, out.last_hidden_state, labels, self.config.vocab_size,
-                                                  masked_positions_only, self.training)
+        out = self._encode(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            head_mask,
+            inputs_embeds,
+            output_attentions,
+            output_hidden_states,
+            encoder_hidden_states=encoder_hidden_states,
+            encoder_attention_mask=encoder_attention_mask,
+        )
+        logits, loss, where = mlm_logits_and_loss(
+            self.cls, out.last_hidden_state, labels, self.config.vocab_size, masked_positions_only, self.training
+        )
         return _returned(MaskedLMOutput(loss, logits, out.hidden_states, out.attentions, where), return_dict)
 
 
@@ -387,8 +478,13 @@ class BertForSequenceClassification(_LabelledHead):
         cfg, B, n = self.config, logits.shape[0], self.num_labels
         problem = cfg.problem_type
         if problem is None:  # inferred from the labels, as in transformers; kept (and saved) once they are valid
-            problem = ("regression" if n == 1 else "single_label_classification"
-                       if not labels.dtype.is_floating_point else "multi_label_classification")
+            problem = (
+                "regression"
+                if n == 1
+                else "single_label_classification"
+                if not labels.dtype.is_floating_point
+                else "multi_label_classification"
+            )
         where = f" (problem_type {problem!r}{', inferred from the labels' if cfg.problem_type is None else ''})"
         if problem == "regression":
             shapes = ((B,), (B, 1)) if n == 1 else ((B, n),)
@@ -404,8 +500,10 @@ class BertForSequenceClassification(_LabelledHead):
             loss = F.cross_entropy(logits.float(), flat)
         else:
             if tuple(labels.shape) != (B, n):
-                raise InputError(f"multi-label labels must be (batch, num_labels) = ({B}, {n}) of 0/1, "
-                                 f"got {tuple(labels.shape)}{where}")
+                raise InputError(
+                    f"multi-label labels must be (batch, num_labels) = ({B}, {n}) of 0/1, "
+                    f"got {tuple(labels.shape)}{where}"
+                )
             loss = F.binary_cross_entropy_with_logits(logits.float(), labels.to(torch.float32))
         cfg.problem_type = problem
         return loss
@@ -443,18 +541,40 @@ class BertForQuestionAnswering(_HeadModel):
         super().__init__(config)
         self.num_labels = config.num_labels
         if config.num_labels != 2:
-            warnings.warn(f"BertForQuestionAnswering splits its output into start/end: num_labels should be 2, "
-                          f"not {config.num_labels}", stacklevel=2)
+            warnings.warn(
+                f"BertForQuestionAnswering splits its output into start/end: num_labels should be 2, "
+                f"not {config.num_labels}",
+                stacklevel=2,
+            )
         self.bert = BertModel(config, add_pooling_layer=False)
         self.qa_outputs = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
-    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, head_mask=None,
-                inputs_embeds=None, start_positions=None, end_positions=None, output_attentions=None,
-                output_hidden_states=None, return_dict=None) -> QuestionAnsweringOutput:
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        head_mask=None,
+        inputs_embeds=None,
+        start_positions=None,
+        end_positions=None,
+        output_attentions=None,
+        output_hidden_states=None,
+        return_dict=None,
+    ) -> QuestionAnsweringOutput:
         check_tensors(start_positions=start_positions, end_positions=end_positions)
-        out = self._encode(input_ids, attention_mask, token_type_ids, position_ids, head_mask, inputs_embeds,
-                           output_attentions, output_hidden_states)
+        out = self._encode(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            head_mask,
+            inputs_embeds,
+            output_attentions,
+            output_hidden_states,
+        )
         logits = self.qa_outputs(out.last_hidden_state)  # (B, S, 2)
         start_logits, end_logits = (t.squeeze(-1).contiguous() for t in logits.split(1, dim=-1))  # (B, S) each
         loss = None
@@ -468,12 +588,15 @@ class BertForQuestionAnswering(_HeadModel):
                 if tuple(pos.shape) != (B,) or pos.dtype.is_floating_point:
                     raise InputError(f"{name} must be {B} integer token positions, got {tuple(pos.shape)} {pos.dtype}")
                 positions.append(pos.clamp(0, S))  # S = "not in this input": ignored below
-            loss = (F.cross_entropy(start_logits.float(), positions[0], ignore_index=S)
-                    + F.cross_entropy(end_logits.float(), positions[1], ignore_index=S)) / 2
+            loss = (
+                F.cross_entropy(start_logits.float(), positions[0], ignore_index=S)
+                + F.cross_entropy(end_logits.float(), positions[1], ignore_index=S)
+            ) / 2
             if not B:
                 loss = no_rows_loss(logits)
-        return _returned(QuestionAnsweringOutput(loss, start_logits, end_logits, out.hidden_states, out.attentions),
-                    return_dict)
+        return _returned(
+            QuestionAnsweringOutput(loss, start_logits, end_logits, out.hidden_states, out.attentions), return_dict
+        )
 
 
 class BertForMultipleChoice(_HeadModel):
@@ -488,16 +611,33 @@ class BertForMultipleChoice(_HeadModel):
         self.classifier = nn.Linear(config.hidden_size, 1)
         self.post_init()
 
-    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, head_mask=None,
-                inputs_embeds=None, labels=None, output_attentions=None, output_hidden_states=None,
-                return_dict=None) -> ClassifierOutput:
-        check_tensors(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
-                      position_ids=position_ids, inputs_embeds=inputs_embeds, labels=labels)
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        head_mask=None,
+        inputs_embeds=None,
+        labels=None,
+        output_attentions=None,
+        output_hidden_states=None,
+        return_dict=None,
+    ) -> ClassifierOutput:
+        check_tensors(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            labels=labels,
+        )
         if input_ids is not None and input_ids.dim() != 3:
             raise InputError(f"input_ids must be (batch, num_choices, seq_len), got {tuple(input_ids.shape)}")
         if inputs_embeds is not None and inputs_embeds.dim() != 4:
-            raise InputError(f"inputs_embeds must be (batch, num_choices, seq_len, hidden), "
-                             f"got {tuple(inputs_embeds.shape)}")
+            raise InputError(
+                f"inputs_embeds must be (batch, num_choices, seq_len, hidden), got {tuple(inputs_embeds.shape)}"
+            )
         first = input_ids if input_ids is not None else inputs_embeds
         if first is None:
             raise InputError("pass input_ids (batch, num_choices, seq_len) or inputs_embeds")
@@ -506,9 +646,16 @@ class BertForMultipleChoice(_HeadModel):
         def flat(t):  # (..., S) -> (B * C, S): every choice becomes its own row; (1, S) stays broadcastable
             return t.reshape(-1, t.shape[-1]) if t is not None else None
 
-        out = self._encode(flat(input_ids), flat(attention_mask), flat(token_type_ids), flat(position_ids),
-                           head_mask, inputs_embeds.reshape(B * C, S, -1) if inputs_embeds is not None else None,
-                           output_attentions, output_hidden_states)
+        out = self._encode(
+            flat(input_ids),
+            flat(attention_mask),
+            flat(token_type_ids),
+            flat(position_ids),
+            head_mask,
+            inputs_embeds.reshape(B * C, S, -1) if inputs_embeds is not None else None,
+            output_attentions,
+            output_hidden_states,
+        )
         logits = self.classifier(self.dropout(out.pooler_output)).view(B, C)  # (B, choices)
         loss = None
         if labels is not None:
@@ -527,31 +674,68 @@ class BertLMHeadModel(_TokenPredictionHead):
     _is_decoder = True
     _wrong_attention = "BertLMHeadModel is a causal decoder: set is_decoder=True"
 
-    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, head_mask=None,
-                inputs_embeds=None, encoder_hidden_states=None, encoder_attention_mask=None, labels=None,
-                past_key_values=None, use_cache=None, output_attentions=None, output_hidden_states=None,
-                return_dict=None) -> CausalLMOutput:
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        head_mask=None,
+        inputs_embeds=None,
+        encoder_hidden_states=None,
+        encoder_attention_mask=None,
+        labels=None,
+        past_key_values=None,
+        use_cache=None,
+        output_attentions=None,
+        output_hidden_states=None,
+        return_dict=None,
+    ) -> CausalLMOutput:
         check_tensors(labels=labels)
         if labels is not None:
             use_cache = False
-        out = self._encode(input_ids, attention_mask, token_type_ids, position_ids, head_mask, inputs_embeds,
-                           output_attentions, output_hidden_states, encoder_hidden_states=encoder_hidden_states,
-                           encoder_attention_mask=encoder_attention_mask, past_key_values=past_key_values,
-                           use_cache=use_cache)
+        out = self._encode(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            head_mask,
+            inputs_embeds,
+            output_attentions,
+            output_hidden_states,
+            encoder_hidden_states=encoder_hidden_states,
+            encoder_attention_mask=encoder_attention_mask,
+            past_key_values=past_key_values,
+            use_cache=use_cache,
+        )
         logits = self.cls(out.last_hidden_state)  # (B, S, V)
         loss = None
         if labels is not None:
             _check_class_labels("labels", labels, logits.shape[:2], self.config.vocab_size, ignore=True)
             loss = mlm_loss(logits[:, :-1], labels[:, 1:])  # position t predicts token t + 1
-        return _returned(CausalLMOutput(loss, logits, out.past_key_values, out.hidden_states, out.attentions,
-                                   out.cross_attentions), return_dict)
+        return _returned(
+            CausalLMOutput(loss, logits, out.past_key_values, out.hidden_states, out.attentions, out.cross_attentions),
+            return_dict,
+        )
 
     @torch.no_grad()
-    def generate(self, input_ids: Tensor, attention_mask: Tensor | None = None, max_new_tokens: int = 20,
-                 max_length: int | None = None, do_sample: bool = False, temperature: float = 1.0, top_k: int = 0,
-                 top_p: float = 1.0, eos_token_id: int | None = None, pad_token_id: int | None = None,
-                 use_cache: bool = True, encoder_hidden_states: Tensor | None = None,
-                 encoder_attention_mask: Tensor | None = None, generator: torch.Generator | None = None) -> Tensor:
+    def generate(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        max_new_tokens: int = 20,
+        max_length: int | None = None,
+        do_sample: bool = False,
+        temperature: float = 1.0,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        eos_token_id: int | None = None,
+        pad_token_id: int | None = None,
+        use_cache: bool = True,
+        encoder_hidden_states: Tensor | None = None,
+        encoder_attention_mask: Tensor | None = None,
+        generator: torch.Generator | None = None,
+    ) -> Tensor:
         """Extend input_ids (B, S) token by token; returns (B, S + generated).
 
         Greedy by default; do_sample=True draws from softmax(logits / temperature) after keeping
@@ -574,9 +758,10 @@ class BertLMHeadModel(_TokenPredictionHead):
         while tokens.shape[1] < total:
             step_ids = tokens[:, -1:] if past is not None else tokens
             # positions count real tokens only, so a left-padded prompt starts at 0 (as transformers does)
-            positions = (mask.long().cumsum(-1) - 1).clamp(min=0).masked_fill(mask == 0, 1)[:, -step_ids.shape[1]:]
-            out = self(step_ids, attention_mask=mask, position_ids=positions, past_key_values=past,
-                       use_cache=use_cache, **kw)
+            positions = (mask.long().cumsum(-1) - 1).clamp(min=0).masked_fill(mask == 0, 1)[:, -step_ids.shape[1] :]
+            out = self(
+                step_ids, attention_mask=mask, position_ids=positions, past_key_values=past, use_cache=use_cache, **kw
+            )
             past = out.past_key_values if use_cache else None
             logits = out.logits[:, -1].float()  # (B, V): scores for the next token
             next_token = _next_token(logits, do_sample, temperature, top_k, top_p, generator)
@@ -590,8 +775,9 @@ class BertLMHeadModel(_TokenPredictionHead):
         return tokens
 
 
-def _next_token(logits: Tensor, do_sample: bool, temperature: float, top_k: int, top_p: float,
-          generator: torch.Generator | None) -> Tensor:
+def _next_token(
+    logits: Tensor, do_sample: bool, temperature: float, top_k: int, top_p: float, generator: torch.Generator | None
+) -> Tensor:
     """One token id per row from next-token logits (B, V)."""
     if not do_sample:
         return logits.argmax(dim=-1)
@@ -606,4 +792,3 @@ def _next_token(logits: Tensor, do_sample: bool, temperature: float, top_k: int,
         sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
         logits = torch.full_like(logits, float("-inf")).scatter(1, order, sorted_logits)
     return torch.multinomial(logits.softmax(dim=-1), 1, generator=generator).squeeze(1)
-

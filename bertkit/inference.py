@@ -44,10 +44,30 @@ from .quantize import quantize as quantize_model
 from .tasks import Task, default_stride, evaluate, get_task, predict, run_model, task_of
 from .tokenizer import Tokenizer
 
-__all__ = ["TaskModel", "load_task_model", "load_mlm", "check_label_ids", "finite", "check_weights", "check_outputs",
-           "windows", "evaluate", "predict",
-           "run_model", "Candidate", "MaskFill", "fill_mask", "mlm_logits", "mask_fills", "mask_positions",
-           "token_text", "filled_text", "encoder_forward", "check_output", "to_json"]
+__all__ = [
+    "TaskModel",
+    "load_task_model",
+    "load_mlm",
+    "check_label_ids",
+    "finite",
+    "check_weights",
+    "check_outputs",
+    "windows",
+    "evaluate",
+    "predict",
+    "run_model",
+    "Candidate",
+    "MaskFill",
+    "fill_mask",
+    "mlm_logits",
+    "mask_fills",
+    "mask_positions",
+    "token_text",
+    "filled_text",
+    "encoder_forward",
+    "check_output",
+    "to_json",
+]
 
 
 # ----- loading -----------------------------------------------------------------------------------
@@ -69,8 +89,10 @@ def load_task_model(model_dir: str, task: str | None = None, quantize: str | Non
     found = get_task(task or task_of(model_dir))
     model, report = found.model_class.from_pretrained(model_dir, output_loading_info=True)
     if report.missing:
-        raise BertkitError(f"{model_dir}: has no trained {found.name} head (its weights would be random): fine-tune "
-                           "it first with `bertkit finetune`")
+        raise BertkitError(
+            f"{model_dir}: has no trained {found.name} head (its weights would be random): fine-tune "
+            "it first with `bertkit finetune`"
+        )
     report.warn_unexpected(stacklevel=3)
     if found.labelled(model.config):
         check_label_ids(model_dir, model.config)
@@ -96,10 +118,15 @@ def load_mlm(model_dir: str, quantize: str | None = None) -> nn.Module:
     model, report = BertForMaskedLM.from_pretrained(model_dir, output_loading_info=True)
     if report.missing:
         head = MLM_HEADS[model.model_type]
-        what = (f"MLM head weights ({', '.join(p + '*' for p in head)})" if report.missing_under(*head)
-                else f"weights {report.missing[:3]}")
-        raise BertkitError(f"{model_dir}: has no {what}, so fill-mask would predict from random weights; use a model "
-                           "pretrained with `bertkit pretrain` (a fine-tuned model keeps no MLM head)")
+        what = (
+            f"MLM head weights ({', '.join(p + '*' for p in head)})"
+            if report.missing_under(*head)
+            else f"weights {report.missing[:3]}"
+        )
+        raise BertkitError(
+            f"{model_dir}: has no {what}, so fill-mask would predict from random weights; use a model "
+            "pretrained with `bertkit pretrain` (a fine-tuned model keeps no MLM head)"
+        )
     report.warn_unexpected(stacklevel=3)
     check_weights(model, model_dir)
     _check_logits(model, model_dir)
@@ -115,14 +142,17 @@ def check_label_ids(model_dir: str, config) -> None:
     """id2label must number the classifier's outputs 0..num_labels-1, without gaps."""
     ids = sorted(config.id2label)
     if ids != list(range(config.num_labels)):
-        raise BertkitError(f"{os.path.join(model_dir, 'config.json')}: id2label ids {ids} must be 0..."
-                           f"{config.num_labels - 1} without gaps (one per classifier output); renumber id2label "
-                           "and label2id")
+        raise BertkitError(
+            f"{os.path.join(model_dir, 'config.json')}: id2label ids {ids} must be 0..."
+            f"{config.num_labels - 1} without gaps (one per classifier output); renumber id2label "
+            "and label2id"
+        )
 
 
 # ----- finiteness: the weights once at load, the outputs of every forward pass ------------------------
 def _check_logits(model: nn.Module, model_dir: str) -> None:
     """Every forward pass of a task / MLM model checks its logits (check_outputs)."""
+
     def check(module, inputs, output) -> None:
         logits = [getattr(output, name, None) for name in ("logits", "start_logits", "end_logits")]
         check_outputs(model_dir, "outputs", *[t for t in logits if isinstance(t, torch.Tensor)])
@@ -141,21 +171,30 @@ def windows(opts, tok: Tokenizer, model):
     limit, recorded = model.config.max_position_embeddings, tok.model_max_length
     if opts.seq_len is not None:
         if not 8 <= opts.seq_len <= limit:
-            raise BertkitError(f"--seq-len {opts.seq_len} must be from 8 to the model's max_position_embeddings "
-                               f"({limit})")
+            raise BertkitError(
+                f"--seq-len {opts.seq_len} must be from 8 to the model's max_position_embeddings ({limit})"
+            )
         if opts.seq_len != recorded:
-            warnings.warn(f"windows of {opts.seq_len} tokens (--seq-len), where the model's tokenizer_config.json "
-                          f"says model_max_length {recorded} (the length it was fine-tuned with)", BertkitWarning,
-                          stacklevel=2)
+            warnings.warn(
+                f"windows of {opts.seq_len} tokens (--seq-len), where the model's tokenizer_config.json "
+                f"says model_max_length {recorded} (the length it was fine-tuned with)",
+                BertkitWarning,
+                stacklevel=2,
+            )
         seq_len = opts.seq_len
     else:
         if recorded < 8:
-            raise BertkitError(f"the tokenizer's model_max_length (tokenizer_config.json) is {recorded}: windows that "
-                               f"short hold next to no text; pass --seq-len (8 to {limit}) or fix model_max_length")
+            raise BertkitError(
+                f"the tokenizer's model_max_length (tokenizer_config.json) is {recorded}: windows that "
+                f"short hold next to no text; pass --seq-len (8 to {limit}) or fix model_max_length"
+            )
         if recorded > limit:
-            warnings.warn(f"windows of {limit} tokens (the model's max_position_embeddings), not the model_max_length "
-                          f"{recorded} of its tokenizer_config.json: the model has no positions past {limit}",
-                          BertkitWarning, stacklevel=2)
+            warnings.warn(
+                f"windows of {limit} tokens (the model's max_position_embeddings), not the model_max_length "
+                f"{recorded} of its tokenizer_config.json: the model has no positions past {limit}",
+                BertkitWarning,
+                stacklevel=2,
+            )
         seq_len = min(recorded, limit)
     stride = opts.stride if opts.stride is not None else default_stride(seq_len)
     return dataclasses.replace(opts, seq_len=seq_len, stride=stride)
@@ -196,8 +235,9 @@ def filled_text(tok: Tokenizer, ids: list[int], position: int, token_id: int) ->
 
 
 @torch.no_grad()
-def mlm_logits(model: nn.Module, rows: list[list[int]], pad_id: int,
-               token_type_ids: list[list[int]] | None = None) -> Tensor:
+def mlm_logits(
+    model: nn.Module, rows: list[list[int]], pad_id: int, token_type_ids: list[list[int]] | None = None
+) -> Tensor:
     """ONE forward pass of a masked-language model over rows of ids padded to the longest: logits (B, S, V)."""
     device = next(model.parameters()).device
     batch = {k: v.to(device) for k, v in id_batch(rows, pad_id, token_type_ids).items()}
@@ -215,8 +255,15 @@ def mask_fills(logits: Tensor, ids: list[int], tok: Tokenizer, top_k: int) -> li
     for position in mask_positions(ids, tok):
         scores = logits[position].float()  # (V,)
         best = scores.softmax(-1).topk(min(top_k, scores.shape[-1]))
-        fills.append(MaskFill(position, [Candidate(token_text(tok, int(i)), int(i), float(p), float(scores[i]))
-                                         for p, i in zip(best.values, best.indices)]))
+        fills.append(
+            MaskFill(
+                position,
+                [
+                    Candidate(token_text(tok, int(i)), int(i), float(p), float(scores[i]))
+                    for p, i in zip(best.values, best.indices)
+                ],
+            )
+        )
     return fills
 
 
@@ -244,8 +291,9 @@ def check_output(path: str | None, flag: str, inputs: list[str | None]) -> None:
         return
     for source in inputs:
         if source and os.path.exists(source) and os.path.realpath(source) == os.path.realpath(path):
-            raise BertkitError(f"{flag} {path} is the input file {source}: it would be overwritten; choose another "
-                               "output path")
+            raise BertkitError(
+                f"{flag} {path} is the input file {source}: it would be overwritten; choose another output path"
+            )
     if os.path.isdir(path):
         example = os.path.join(path, "report.json" if flag == "--json" else "predictions.jsonl")
         raise BertkitError(f"{flag} {path}: is a folder; name a file in it, e.g. {example}")

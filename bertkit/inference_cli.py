@@ -88,8 +88,10 @@ def run_evaluate(cfg: EvaluateConfig) -> dict:
     examples = read_examples(task, cfg, cfg.data, cfg.split, **task.evaluation_read(model.config))
     empty = next((i for i, e in enumerate(examples) if task.is_empty(e, tok)), None)
     if empty is not None:  # as the readers refuse "": a score on [CLS] [SEP] would count for nothing
-        raise BertkitError(f"--data {cfg.data}: example {empty + 1} (in file order) has no text once whitespace, "
-                           "zero-width and control characters are left out; remove it")
+        raise BertkitError(
+            f"--data {cfg.data}: example {empty + 1} (in file order) has no text once whitespace, "
+            "zero-width and control characters are left out; remove it"
+        )
     report = evaluate(task, model, tok, examples, windows(cfg, tok, model))
     if cfg.json:
         atomic_write_text(cfg.json, to_json(finite_or_none(report), indent=2))
@@ -143,16 +145,28 @@ def _task(cfg: InferenceOptions, command: str) -> str | None:
 def no_task_head(model: str, architectures: list[str], command: str) -> str:
     """What to do with a model folder that has no fine-tuned task head: train one, or use the folder as it is."""
     generator = os.path.join(model, "generator")  # an ELECTRA pretraining run's MLM
-    mlm = model if set(architectures) & set(MLM_ARCHITECTURES) else \
-        generator if os.path.isfile(os.path.join(generator, "config.json")) else None
-    uses = ([f"`{shlex.join(['bertkit', 'fill-mask', '--model', mlm, '今天天气很[MASK]。'])}` predicts masked "
-             "tokens"] if mlm else [])
-    uses.append(f"`{shlex.join(['bertkit', 'embed', '--model', model, '--output', 'vectors.npy'])} TEXT...` gives "
-                "sentence vectors")
-    return (f"--model {model}: a pretrained model without a task head (config.json's architectures: "
-            f"{', '.join(architectures)}), so there is nothing to {command} with yet; train a head on it: "
-            f"`{shlex.join(['bertkit', 'finetune', '--model', model])} --train DATA --out DIR`, then "
-            f"`bertkit {command} --model DIR ...`; or use it as it is: {'; '.join(uses)}")
+    mlm = (
+        model
+        if set(architectures) & set(MLM_ARCHITECTURES)
+        else generator
+        if os.path.isfile(os.path.join(generator, "config.json"))
+        else None
+    )
+    uses = (
+        [f"`{shlex.join(['bertkit', 'fill-mask', '--model', mlm, '今天天气很[MASK]。'])}` predicts masked tokens"]
+        if mlm
+        else []
+    )
+    uses.append(
+        f"`{shlex.join(['bertkit', 'embed', '--model', model, '--output', 'vectors.npy'])} TEXT...` gives "
+        "sentence vectors"
+    )
+    return (
+        f"--model {model}: a pretrained model without a task head (config.json's architectures: "
+        f"{', '.join(architectures)}), so there is nothing to {command} with yet; train a head on it: "
+        f"`{shlex.join(['bertkit', 'finetune', '--model', model])} --train DATA --out DIR`, then "
+        f"`bertkit {command} --model DIR ...`; or use it as it is: {'; '.join(uses)}"
+    )
 
 
 TASK_DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".tsv", ".gz", ".conll", ".bio")
@@ -180,11 +194,15 @@ def fill_mask_main(argv: list[str]) -> int:
     tok = Tokenizer.from_pretrained(cfg.model)
     ids = tok.encode(cfg.text)
     if not mask_positions(ids, tok):
-        raise BertkitError(f"no {tok.mask_token} in {cfg.text!r}: write {tok.mask_token} where a token should be "
-                           f"predicted, e.g. 今天{tok.mask_token}气很好")
+        raise BertkitError(
+            f"no {tok.mask_token} in {cfg.text!r}: write {tok.mask_token} where a token should be "
+            f"predicted, e.g. 今天{tok.mask_token}气很好"
+        )
     if len(ids) > model.config.max_position_embeddings:
-        raise BertkitError(f"the text has {len(ids)} tokens, more than the model's max_position_embeddings "
-                           f"({model.config.max_position_embeddings}); shorten it around the {tok.mask_token}")
+        raise BertkitError(
+            f"the text has {len(ids)} tokens, more than the model's max_position_embeddings "
+            f"({model.config.max_position_embeddings}); shorten it around the {tok.mask_token}"
+        )
     for fill in fill_mask(model, tok, [ids], top_k=cfg.top_k)[0]:
         print(f"[MASK] at position {fill.position}:")
         for rank, c in enumerate(fill.candidates, 1):

@@ -11,12 +11,14 @@ from .errors import CheckpointError
 from .options import opt, parse
 
 # how to get a model folder: bertkit itself never downloads (the README's tour has the same command)
-GET_A_MODEL = ("bertkit reads local model directories only and downloads nothing: download one once with "
-               "huggingface_hub's `hf` command (pip install huggingface_hub): `hf download "
-               "google-bert/bert-base-chinese --include \"*.json\" vocab.txt model.safetensors --local-dir "
-               "models/bert-base-chinese` (older versions: `huggingface-cli download` with the same arguments), and "
-               "bertkit reads that folder offline from then on; or make one: `bertkit quickstart` (its pretrained "
-               "model is runs/quickstart/pretrain) or `bertkit pretrain --corpus builtin:peoples-daily --out DIR`")
+GET_A_MODEL = (
+    "bertkit reads local model directories only and downloads nothing: download one once with "
+    "huggingface_hub's `hf` command (pip install huggingface_hub): `hf download "
+    'google-bert/bert-base-chinese --include "*.json" vocab.txt model.safetensors --local-dir '
+    "models/bert-base-chinese` (older versions: `huggingface-cli download` with the same arguments), and "
+    "bertkit reads that folder offline from then on; or make one: `bertkit quickstart` (its pretrained "
+    "model is runs/quickstart/pretrain) or `bertkit pretrain --corpus builtin:peoples-daily --out DIR`"
+)
 
 
 class NotAModelError(CheckpointError):
@@ -45,11 +47,14 @@ def check_model_folder(path: str) -> None:
     problem = not_a_model(path)
     if problem is None:
         return
-    models = sorted(d for d in os.listdir(path) if not_a_model(os.path.join(path, d)) is None) \
-        if os.path.isdir(path) else []
+    models = (
+        sorted(d for d in os.listdir(path) if not_a_model(os.path.join(path, d)) is None) if os.path.isdir(path) else []
+    )
     if models:
-        raise NotAModelError(f"{path}: {problem}; the folders in it that are: {', '.join(models[:6])}"
-                             f"{', ...' * (len(models) > 6)} (e.g. `bertkit info {os.path.join(path, models[0])}`)")
+        raise NotAModelError(
+            f"{path}: {problem}; the folders in it that are: {', '.join(models[:6])}"
+            f"{', ...' * (len(models) > 6)} (e.g. `bertkit info {os.path.join(path, models[0])}`)"
+        )
     raise NotAModelError(f"{path}: {problem}; {GET_A_MODEL}")
 
 
@@ -69,8 +74,10 @@ def not_a_model(path: str) -> str | None:
     model_type = data.get("model_type", "bert") if isinstance(data, dict) else "bert"  # no field: BERT's default
     if model_type in MODEL_TYPES:
         return None
-    return (f"config.json says model_type {model_type!r}: not a BERT or ELECTRA model "
-            f"({' or '.join(repr(t) for t in MODEL_TYPES)}), the only kinds bertkit runs")
+    return (
+        f"config.json says model_type {model_type!r}: not a BERT or ELECTRA model "
+        f"({' or '.join(repr(t) for t in MODEL_TYPES)}), the only kinds bertkit runs"
+    )
 
 
 def info_main(argv: list[str]) -> int:
@@ -88,12 +95,16 @@ def info_main(argv: list[str]) -> int:
         print(f"note: {note}")
     cfg = model.config
     print(model)
-    print(f"\n{cfg.num_hidden_layers} layers run one after another; in each, hidden {cfg.hidden_size} is split "
-          f"into {cfg.num_attention_heads} heads x {cfg.head_dim} dims that attend in parallel.")
+    print(
+        f"\n{cfg.num_hidden_layers} layers run one after another; in each, hidden {cfg.hidden_size} is split "
+        f"into {cfg.num_attention_heads} heads x {cfg.head_dim} dims that attend in parallel."
+    )
     print(f"parameters: {model.num_parameters():,}")
     ids = torch.randint(0, cfg.vocab_size, (1, args.seq_len))
     with torch.no_grad():
         out = model(ids)
-    print(f"input_ids {tuple(ids.shape)} -> last_hidden_state {tuple(out.last_hidden_state.shape)}, "
-          f"pooler_output {tuple(out.pooler_output.shape)}")
+    print(
+        f"input_ids {tuple(ids.shape)} -> last_hidden_state {tuple(out.last_hidden_state.shape)}, "
+        f"pooler_output {tuple(out.pooler_output.shape)}"
+    )
     return 0

@@ -104,17 +104,23 @@ def seed_locality(model: nn.Module, seed: LocalitySeed) -> nn.Module:
     H, d_head = cfg.hidden_size, cfg.head_dim
     P = min(seed.dims, d_head, H // 2) // 2 * 2  # a small model gets a shorter code (it repeats sooner)
     if cfg.position_embedding_type != "absolute":
-        raise ConfigError(f"locality seeding writes absolute position embeddings; this model has "
-                          f"position_embedding_type={cfg.position_embedding_type!r}: use init 'bert'")
+        raise ConfigError(
+            f"locality seeding writes absolute position embeddings; this model has "
+            f"position_embedding_type={cfg.position_embedding_type!r}: use init 'bert'"
+        )
     if P < 2:
-        raise ConfigError(f"locality seeding needs at least 2 position dims in a head; head_dim is {d_head}, "
-                          f"dims={seed.dims}: use init 'bert'")
+        raise ConfigError(
+            f"locality seeding needs at least 2 position dims in a head; head_dim is {d_head}, "
+            f"dims={seed.dims}: use init 'bert'"
+        )
     layers = bert.encoder.layer
     chosen = seed.heads if seed.heads is not None else default_heads(len(layers), cfg.num_attention_heads)
     for layer, head, _offset in chosen:
         if not (0 <= layer < len(layers) and 0 <= head < layers[layer].attention.self.num_attention_heads):
-            raise ConfigError(f"locality seed names layer {layer} head {head}; the model has layers "
-                              f"0..{len(layers) - 1} with {cfg.num_attention_heads} heads each")
+            raise ConfigError(
+                f"locality seed names layer {layer} head {head}; the model has layers "
+                f"0..{len(layers) - 1} with {cfg.num_attention_heads} heads each"
+            )
 
     emb = bert.embeddings
     std = cfg.initializer_range

@@ -54,12 +54,13 @@ _packed: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def choice() -> str:
-    """"onednn" or "torch": BERTKIT_KERNELS when set, else the rule for this CPU kind."""
+    """ "onednn" or "torch": BERTKIT_KERNELS when set, else the rule for this CPU kind."""
     given = os.environ.get("BERTKIT_KERNELS", "").strip().lower()
     if given:
         if given not in KERNELS:
-            raise ConfigError(f"BERTKIT_KERNELS={given!r}: use one of {', '.join(KERNELS)} (or leave it unset: "
-                              "the rule for this CPU)")
+            raise ConfigError(
+                f"BERTKIT_KERNELS={given!r}: use one of {', '.join(KERNELS)} (or leave it unset: the rule for this CPU)"
+            )
         return given if given == "torch" or _onednn_available() else "torch"
     return "onednn" if _onednn_available() and cpu_kind() in ONEDNN_CPUS else "torch"
 
@@ -89,8 +90,14 @@ def _chosen() -> str:
 
 def packs(x: Tensor) -> bool:
     """Whether linear() runs x through packed oneDNN weights (the module's docstring lists when)."""
-    return (x.device.type == "cpu" and x.dtype == torch.float32 and not torch.is_grad_enabled()
-            and not torch.compiler.is_compiling() and not torch.onnx.is_in_onnx_export() and _chosen() == "onednn")
+    return (
+        x.device.type == "cpu"
+        and x.dtype == torch.float32
+        and not torch.is_grad_enabled()
+        and not torch.compiler.is_compiling()
+        and not torch.onnx.is_in_onnx_export()
+        and _chosen() == "onednn"
+    )
 
 
 def linear(x: Tensor, *layers: nn.Module, act: str | None = None) -> Tensor:
@@ -108,8 +115,11 @@ def linear(x: Tensor, *layers: nn.Module, act: str | None = None) -> Tensor:
     if len(layers) == 1:
         y = layers[0](x)
     elif plain:
-        y = F.linear(x, torch.cat([layer.weight for layer in layers]),
-                     torch.cat([layer.bias for layer in layers]) if layers[0].bias is not None else None)
+        y = F.linear(
+            x,
+            torch.cat([layer.weight for layer in layers]),
+            torch.cat([layer.bias for layer in layers]) if layers[0].bias is not None else None,
+        )
     else:
         y = torch.cat([layer(x) for layer in layers], dim=-1)
     return y if act is None else ACT2FN[act](y)
@@ -118,8 +128,12 @@ def linear(x: Tensor, *layers: nn.Module, act: str | None = None) -> Tensor:
 def _hooked(layer: nn.Module) -> bool:
     """Whether calling `layer` runs hooks (its own, or every module's) that a product without it would skip."""
     hooks = torch.nn.modules.module
-    return bool(layer._forward_hooks or layer._forward_pre_hooks or hooks._global_forward_hooks
-                or hooks._global_forward_pre_hooks)
+    return bool(
+        layer._forward_hooks
+        or layer._forward_pre_hooks
+        or hooks._global_forward_hooks
+        or hooks._global_forward_pre_hooks
+    )
 
 
 def forget(model: nn.Module) -> None:
@@ -133,8 +147,9 @@ def _packed_weight(layers: tuple[nn.Module, ...]) -> tuple[Tensor, Tensor | None
     whenever a weight or bias changed. None where a parameter cannot say whether it changed (an inference tensor
     has no version counter)."""
     try:
-        key = tuple((id(p), p.data_ptr(), p._version) for layer in layers
-                    for p in (layer.weight, layer.bias) if p is not None)
+        key = tuple(
+            (id(p), p.data_ptr(), p._version) for layer in layers for p in (layer.weight, layer.bias) if p is not None
+        )
     except RuntimeError:
         return None
     entries = _packed.setdefault(layers[0], {})
@@ -144,8 +159,11 @@ def _packed_weight(layers: tuple[nn.Module, ...]) -> tuple[Tensor, Tensor | None
         return cached[1], cached[2]
     with torch.no_grad():
         weight = torch.cat([layer.weight for layer in layers]) if len(layers) > 1 else layers[0].weight
-        bias = None if layers[0].bias is None else (
-            torch.cat([layer.bias for layer in layers]) if len(layers) > 1 else layers[0].bias.detach())
+        bias = (
+            None
+            if layers[0].bias is None
+            else (torch.cat([layer.bias for layer in layers]) if len(layers) > 1 else layers[0].bias.detach())
+        )
         packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), None)
     entries[which] = (key, packed, bias)
     return packed, bias

@@ -56,8 +56,15 @@ def offset_mass(attentions, max_offset: int = 2):
 
     per_layer = []
     for probs in attentions:  # (B, heads, S, S)
-        per_layer.append(torch.stack([torch.diagonal(probs.float(), offset=d, dim1=-2, dim2=-1).mean(dim=(0, 2))
-                                      for d in range(-max_offset, max_offset + 1)], dim=-1))  # (heads, 2k+1)
+        per_layer.append(
+            torch.stack(
+                [
+                    torch.diagonal(probs.float(), offset=d, dim1=-2, dim2=-1).mean(dim=(0, 2))
+                    for d in range(-max_offset, max_offset + 1)
+                ],
+                dim=-1,
+            )
+        )  # (heads, 2k+1)
     return torch.stack(per_layer)
 
 
@@ -107,7 +114,9 @@ def multilabel_report(y_true, y_pred, labels: list[str]) -> dict:
     micro = _prf(sum(tp.values()), sum(predicted.values()), sum(support.values()))
     present = [labels[k] for k in range(len(labels)) if predicted[k] or support[k]]
     return {
-        "micro_precision": micro["precision"], "micro_recall": micro["recall"], "micro_f1": micro["f1"],
+        "micro_precision": micro["precision"],
+        "micro_recall": micro["recall"],
+        "micro_f1": micro["f1"],
         "macro_f1": _mean(per_class[label]["f1"] for label in present),
         "exact_match": sum(t == p for t, p in zip(y_true, y_pred)) / len(y_true),
         "n": len(y_true),
@@ -134,8 +143,13 @@ def regression_report(y_true, y_pred) -> dict:
     t, p = _floats(y_true, "y_true"), _floats(y_pred, "y_pred")
     _same_length(t, p)
     t, p = np.asarray(t, dtype=np.float64), np.asarray(p, dtype=np.float64)
-    return {"mse": float(np.mean((t - p) ** 2)), "mae": float(np.mean(np.abs(t - p))),
-            "pearson": _pearson(t, p), "spearman": _pearson(_ranks(t), _ranks(p)), "n": len(t)}
+    return {
+        "mse": float(np.mean((t - p) ** 2)),
+        "mae": float(np.mean(np.abs(t - p))),
+        "pearson": _pearson(t, p),
+        "spearman": _pearson(_ranks(t), _ranks(p)),
+        "n": len(t),
+    }
 
 
 def confusion_matrix(y_true, y_pred, n: int) -> list[list[int]]:
@@ -212,12 +226,24 @@ def entity_report(true_tags: list[list[str]], pred_tags: list[list[str]], scheme
         right += sum(a == b for a, b in zip(t, p))
     correct = gold & found
     types = sorted({e[1] for e in gold | found})
-    per_type = {kind: _prf(sum(e[1] == kind for e in correct), sum(e[1] == kind for e in found),
-                           sum(e[1] == kind for e in gold)) for kind in types}
+    per_type = {
+        kind: _prf(
+            sum(e[1] == kind for e in correct), sum(e[1] == kind for e in found), sum(e[1] == kind for e in gold)
+        )
+        for kind in types
+    }
     total = _prf(len(correct), len(found), len(gold))
-    return {"precision": total["precision"], "recall": total["recall"], "f1": total["f1"],
-            "accuracy": right / tokens if tokens else 0.0, "n_true": len(gold), "n_pred": len(found),
-            "n_correct": len(correct), "scheme": scheme, "per_type": per_type}
+    return {
+        "precision": total["precision"],
+        "recall": total["recall"],
+        "f1": total["f1"],
+        "accuracy": right / tokens if tokens else 0.0,
+        "n_true": len(gold),
+        "n_pred": len(found),
+        "n_correct": len(correct),
+        "scheme": scheme,
+        "per_type": per_type,
+    }
 
 
 def _sequence_entities(tags: list[str], scheme: str, where: str) -> list[tuple[str, int, int]]:
@@ -257,8 +283,10 @@ def _strict_tag(full: str, position: int, scheme: str) -> tuple[str, str]:
     if tag != "O" and full[0] not in allowed:
         names = ", ".join(f"{p}-" for p in allowed[:-1]) + f" and {allowed[-1]}-"
         other = "'IOBES' or 'seqeval'" if scheme == "IOB2" else "'seqeval'"
-        raise MetricError(f"tag {position} is {full!r}: the {scheme} scheme has only O, {names} tags "
-                          f"(read these tags with scheme={other})")
+        raise MetricError(
+            f"tag {position} is {full!r}: the {scheme} scheme has only O, {names} tags "
+            f"(read these tags with scheme={other})"
+        )
     return tag, kind
 
 
@@ -274,8 +302,9 @@ def _split_tag(full: str, position: int) -> tuple[str, str]:
 def _seqeval_edges(prev_tag, tag, prev_type, kind) -> tuple[bool, bool]:
     """(an entity ends before this tag, one starts at it), as seqeval's end_of_chunk and start_of_chunk."""
     new_type = prev_type != kind
-    ends = prev_tag in ("E", "S") or (prev_tag in ("B", "I") and tag in ("B", "S", "O")) \
-        or (prev_tag != "O" and new_type)
+    ends = (
+        prev_tag in ("E", "S") or (prev_tag in ("B", "I") and tag in ("B", "S", "O")) or (prev_tag != "O" and new_type)
+    )
     starts = tag in ("B", "S") or (tag in ("I", "E") and prev_tag in ("E", "S", "O")) or (tag != "O" and new_type)
     return ends, starts
 
@@ -330,10 +359,16 @@ def squad_scores(predictions: dict, references: dict, language: str = "auto") ->
             continue
         scores[qid] = (*score(predictions[qid] or "", answers), has_answer)
     if missing:
-        warnings.warn(f"squad_scores: {missing} of {len(references)} questions have no prediction; they score 0",
-                      stacklevel=2)
-    out = {"exact_match": _mean(s[0] for s in scores.values()), "f1": _mean(s[1] for s in scores.values()),
-           "n": len(scores), "missing": missing, "scorer": name}
+        warnings.warn(
+            f"squad_scores: {missing} of {len(references)} questions have no prediction; they score 0", stacklevel=2
+        )
+    out = {
+        "exact_match": _mean(s[0] for s in scores.values()),
+        "f1": _mean(s[1] for s in scores.values()),
+        "n": len(scores),
+        "missing": missing,
+        "scorer": name,
+    }
     if any(not s[2] for s in scores.values()):
         for part_name, keep in (("has_answer", True), ("no_answer", False)):
             part = [s for s in scores.values() if s[2] is keep]
@@ -344,7 +379,7 @@ def squad_scores(predictions: dict, references: dict, language: str = "auto") ->
 
 
 def qa_language(predictions: dict, references: dict) -> str:
-    """"zh" when at least half of the answered questions have a Chinese character in an answer (none
+    """ "zh" when at least half of the answered questions have a Chinese character in an answer (none
     answered: half of the non-empty predictions), else "en"."""
     texts = [" ".join(a) for a in references.values() if any(x.strip() for x in a)]
     texts = texts or [p for p in predictions.values() if p and p.strip()]
@@ -484,12 +519,17 @@ def format_report(report: dict, digits: int = 4) -> str:
     if rows:
         first = "label" if "per_class" in report else "type"
         width = max([display_width(first)] + [display_width(str(name)) for name in rows]) + 2
-        lines.append(pad(first, width) + "".join(f"{h:>{digits + 7}}" for h in ("precision", "recall", "f1"))
-                     + f"{'support':>10}")
+        lines.append(
+            pad(first, width)
+            + "".join(f"{h:>{digits + 7}}" for h in ("precision", "recall", "f1"))
+            + f"{'support':>10}"
+        )
         for name, row in rows.items():
-            lines.append(pad(str(name), width) + "".join(f"{row[h]:>{digits + 7}.{digits}f}"
-                                                          for h in ("precision", "recall", "f1"))
-                         + f"{row['support']:>10d}")
+            lines.append(
+                pad(str(name), width)
+                + "".join(f"{row[h]:>{digits + 7}.{digits}f}" for h in ("precision", "recall", "f1"))
+                + f"{row['support']:>10d}"
+            )
         lines.append("")
     totals = [(k, v) for k, v in report.items() if k not in ("per_class", "per_type", "confusion_matrix")]
     width = max((len(k) for k, _ in totals), default=0) + 2
@@ -498,12 +538,18 @@ def format_report(report: dict, digits: int = 4) -> str:
         lines.append(f"{key:<{width}}{shown}")
     matrix = report.get("confusion_matrix")
     if matrix is not None:  # e.g. added by the caller: report["confusion_matrix"] = confusion_matrix(...)
-        names = list(report.get("per_class", {})) if len(report.get("per_class", {})) == len(matrix) \
+        names = (
+            list(report.get("per_class", {}))
+            if len(report.get("per_class", {})) == len(matrix)
             else [str(k) for k in range(len(matrix))]
+        )
         first = max([display_width("true \\ predicted")] + [display_width(n) for n in names]) + 2
         cell = max([display_width(n) for n in names] + [len(str(c)) for row in matrix for c in row]) + 2
-        lines += ["", "confusion matrix (rows: true, columns: predicted)",
-                  pad("true \\ predicted", first) + "".join(" " * (cell - display_width(n)) + n for n in names)]
+        lines += [
+            "",
+            "confusion matrix (rows: true, columns: predicted)",
+            pad("true \\ predicted", first) + "".join(" " * (cell - display_width(n)) + n for n in names),
+        ]
         for name, row in zip(names, matrix):
             lines.append(pad(name, first) + "".join(f"{c:>{cell}}" for c in row))
     return "\n".join(lines)
@@ -533,24 +579,44 @@ def plot_confusion_matrix(matrix, labels: list[str], path: str, title: str | Non
     margin = 0.9 + 0.08 * min(longest, 30)
     fig = Figure(figsize=(margin + n * cell + 1.4, margin + n * cell + 0.8), dpi=dpi)
     FigureCanvasAgg(fig)
-    ax = fig.add_axes((margin / fig.get_figwidth(), margin / fig.get_figheight(),
-                       n * cell / fig.get_figwidth(), n * cell / fig.get_figheight()))
+    ax = fig.add_axes(
+        (
+            margin / fig.get_figwidth(),
+            margin / fig.get_figheight(),
+            n * cell / fig.get_figwidth(),
+            n * cell / fig.get_figheight(),
+        )
+    )
     image = ax.imshow(share, cmap="Blues", vmin=0.0, vmax=1.0, interpolation="nearest")
     if n <= 30:  # numbers stay readable
         for i in range(n):
             for j in range(n):
-                ax.text(j, i, str(counts[i, j]), ha="center", va="center", fontsize=8,
-                        color="white" if share[i, j] > 0.5 else "black")
+                ax.text(
+                    j,
+                    i,
+                    str(counts[i, j]),
+                    ha="center",
+                    va="center",
+                    fontsize=8,
+                    color="white" if share[i, j] > 0.5 else "black",
+                )
     ax.set_xticks(range(n))
     ax.set_yticks(range(n))
-    ax.set_xticklabels([str(label) for label in labels], fontproperties=font, fontsize=9,
-                       rotation=0 if longest <= 4 else 90)
+    ax.set_xticklabels(
+        [str(label) for label in labels], fontproperties=font, fontsize=9, rotation=0 if longest <= 4 else 90
+    )
     ax.set_yticklabels([str(label) for label in labels], fontproperties=font, fontsize=9)
     ax.set_xlabel("predicted")
     ax.set_ylabel("true")
     ax.set_title(title, fontproperties=font, fontsize=11)
-    cax = fig.add_axes(((margin + n * cell + 0.3) / fig.get_figwidth(), margin / fig.get_figheight(),
-                        0.15 / fig.get_figwidth(), n * cell / fig.get_figheight()))
+    cax = fig.add_axes(
+        (
+            (margin + n * cell + 0.3) / fig.get_figwidth(),
+            margin / fig.get_figheight(),
+            0.15 / fig.get_figwidth(),
+            n * cell / fig.get_figheight(),
+        )
+    )
     fig.colorbar(image, cax=cax, label="share of the true class")
     with warnings.catch_warnings():  # without a covering font, font_for has warned once already
         warnings.filterwarnings("ignore", message="Glyph .* missing from font")
@@ -652,7 +718,7 @@ def _ranks(x: np.ndarray) -> np.ndarray:
         j = i
         while j + 1 < len(x) and x[order[j + 1]] == x[order[i]]:
             j += 1
-        ranks[order[i:j + 1]] = (i + j) / 2 + 1
+        ranks[order[i : j + 1]] = (i + j) / 2 + 1
         i = j + 1
     return ranks
 

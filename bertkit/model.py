@@ -91,17 +91,24 @@ class Embeddings(nn.Module):
         self.LayerNorm = nn.LayerNorm(E, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         self.position_embedding_type = config.position_embedding_type
-        self.register_buffer("position_ids", torch.arange(config.max_position_embeddings).expand((1, -1)),
-                             persistent=False)
+        self.register_buffer(
+            "position_ids", torch.arange(config.max_position_embeddings).expand((1, -1)), persistent=False
+        )
 
-    def forward(self, input_ids: Tensor | None, token_type_ids: Tensor, position_ids: Tensor | None = None,
-                inputs_embeds: Tensor | None = None, past_length: int = 0) -> Tensor:
+    def forward(
+        self,
+        input_ids: Tensor | None,
+        token_type_ids: Tensor,
+        position_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        past_length: int = 0,
+    ) -> Tensor:
         if inputs_embeds is None:
             inputs_embeds = self.word_embeddings(input_ids)  # (B, S, E)
         embeddings = inputs_embeds + self.token_type_embeddings(token_type_ids)
         if self.position_embedding_type == "absolute":
             if position_ids is None:  # positions continue after the cached tokens
-                position_ids = self.position_ids[:, past_length: past_length + inputs_embeds.shape[1]]
+                position_ids = self.position_ids[:, past_length : past_length + inputs_embeds.shape[1]]
             embeddings = embeddings + self.position_embeddings(position_ids)
         return self.dropout(self.LayerNorm(embeddings))  # (B, S, E)
 
@@ -130,23 +137,36 @@ class SelfAttention(nn.Module):
         self.attn_implementation = config.attn_implementation
 
     def extra_repr(self) -> str:
-        return (f"heads={self.num_attention_heads}, head_dim={self.attention_head_size}, "
-                f"position={self.position_embedding_type}, backend={self.attn_implementation}")
+        return (
+            f"heads={self.num_attention_heads}, head_dim={self.attention_head_size}, "
+            f"position={self.position_embedding_type}, backend={self.attn_implementation}"
+        )
 
     def split_heads(self, x: Tensor) -> Tensor:
         B, T, _ = x.shape  # (B, T, heads * head_dim) -> (B, heads, T, head_dim)
         return x.view(B, T, self.num_attention_heads, self.attention_head_size).transpose(1, 2)
 
-    def forward(self, hidden_states: Tensor, attention_mask: Tensor | None = None, head_mask: Tensor | None = None,
-                encoder_hidden_states: Tensor | None = None, past_key_value: tuple[Tensor, Tensor] | None = None,
-                output_attentions: bool = False, path: attention.AttentionPath | None = None):
+    def forward(
+        self,
+        hidden_states: Tensor,
+        attention_mask: Tensor | None = None,
+        head_mask: Tensor | None = None,
+        encoder_hidden_states: Tensor | None = None,
+        past_key_value: tuple[Tensor, Tensor] | None = None,
+        output_attentions: bool = False,
+        path: attention.AttentionPath | None = None,
+    ):
         """`path` is the attention BertModel chose for the whole forward pass; a SelfAttention called on
         its own (no model around it) takes the padded backend its attn_implementation names."""
         is_cross = encoder_hidden_states is not None
         relative = self.position_embedding_type != "absolute"
         if path is None:
-            backend = attention.padded_backend(self.attn_implementation, need_probs=output_attentions,
-                                               head_mask=head_mask is not None, relative=relative)
+            backend = attention.padded_backend(
+                self.attn_implementation,
+                need_probs=output_attentions,
+                head_mask=head_mask is not None,
+                relative=relative,
+            )
             path = attention.AttentionPath(backend, cross=backend)
         if path.tokens is not None:
             return self.forward_unpadded(hidden_states, path.tokens), None, None
@@ -170,12 +190,19 @@ class SelfAttention(nn.Module):
 
         position_scores = None
         if relative:
-            position_scores = attention.relative_position_scores(q, k, self.distance_embedding,
-                                                                 self.position_embedding_type, past_length)
+            position_scores = attention.relative_position_scores(
+                q, k, self.distance_embedding, self.position_embedding_type, past_length
+            )
         name = path.cross if is_cross else path.backend
         context, probs = attention.BACKENDS[name](
-            q, k, v, attention_mask, dropout_p=self.dropout.p if self.training else 0.0, head_mask=head_mask,
-            position_scores=position_scores)
+            q,
+            k,
+            v,
+            attention_mask,
+            dropout_p=self.dropout.p if self.training else 0.0,
+            head_mask=head_mask,
+            position_scores=position_scores,
+        )
         B, _, S, _ = context.shape  # merge heads: (B, heads, S, head_dim) -> (B, S, heads * head_dim)
         context = context.transpose(1, 2).reshape(B, S, self.all_head_size)
         return context, probs, present
@@ -190,9 +217,16 @@ class SelfAttention(nn.Module):
         qkv = kernels.linear(hidden_states, self.query, self.key, self.value)  # (N, 3 * heads * head_dim)
         qkv = qkv.view(N, 3, self.num_attention_heads, self.attention_head_size)
         q, k, v = qkv.unbind(1)  # each (N, heads, head_dim)
-        context = attention.varlen_attention(q, k, v, varlen.cu_seqlens, varlen.max_seqlen,
-                                             dropout_p=self.dropout.p if self.training else 0.0,
-                                             bounds=varlen.bounds, layout=varlen.layout)
+        context = attention.varlen_attention(
+            q,
+            k,
+            v,
+            varlen.cu_seqlens,
+            varlen.max_seqlen,
+            dropout_p=self.dropout.p if self.training else 0.0,
+            bounds=varlen.bounds,
+            layout=varlen.layout,
+        )
         return context.reshape(N, self.all_head_size)  # heads side by side again, (N, heads * head_dim)
 
 
@@ -243,10 +277,19 @@ class Attention(nn.Module):
         sa.all_head_size = sa.num_attention_heads * sa.attention_head_size
         self.pruned_heads |= heads
 
-    def forward(self, hidden_states, attention_mask=None, head_mask=None, encoder_hidden_states=None,
-                past_key_value=None, output_attentions=False, path=None):
-        context, probs, present = self.self(hidden_states, attention_mask, head_mask, encoder_hidden_states,
-                                            past_key_value, output_attentions, path)
+    def forward(
+        self,
+        hidden_states,
+        attention_mask=None,
+        head_mask=None,
+        encoder_hidden_states=None,
+        past_key_value=None,
+        output_attentions=False,
+        path=None,
+    ):
+        context, probs, present = self.self(
+            hidden_states, attention_mask, head_mask, encoder_hidden_states, past_key_value, output_attentions, path
+        )
         return self.output(context, hidden_states), probs, present
 
 
@@ -302,19 +345,39 @@ class Layer(nn.Module):
         self.intermediate = Intermediate(config)
         self.output = Output(config)
 
-    def forward(self, hidden_states, attention_mask=None, head_mask=None, encoder_hidden_states=None,
-                encoder_attention_mask=None, past_key_value=None, output_attentions=False, path=None):
+    def forward(
+        self,
+        hidden_states,
+        attention_mask=None,
+        head_mask=None,
+        encoder_hidden_states=None,
+        encoder_attention_mask=None,
+        past_key_value=None,
+        output_attentions=False,
+        path=None,
+    ):
         """hidden_states (B, S, H), or (N, H) unpadded tokens when path.tokens says where sequences are."""
         self_past = past_key_value[:2] if past_key_value is not None else None
-        hidden_states, self_probs, present = self.attention(hidden_states, attention_mask, head_mask,
-                                                            past_key_value=self_past,
-                                                            output_attentions=output_attentions, path=path)
+        hidden_states, self_probs, present = self.attention(
+            hidden_states,
+            attention_mask,
+            head_mask,
+            past_key_value=self_past,
+            output_attentions=output_attentions,
+            path=path,
+        )
         cross_probs = None
         if encoder_hidden_states is not None:
             cross_past = past_key_value[2:] if past_key_value is not None and len(past_key_value) == 4 else None
             hidden_states, cross_probs, cross_present = self.crossattention(
-                hidden_states, encoder_attention_mask, head_mask, encoder_hidden_states, cross_past,
-                output_attentions, path)
+                hidden_states,
+                encoder_attention_mask,
+                head_mask,
+                encoder_hidden_states,
+                cross_past,
+                output_attentions,
+                path,
+            )
             if present is not None:
                 present = present + cross_present
         return self.feed_forward(hidden_states), self_probs, cross_probs, present
@@ -323,8 +386,10 @@ class Layer(nn.Module):
         """Position-wise, so it can run on chunks of positions to save memory, with equal results."""
         if self.chunk_size_feed_forward > 0:
             dim = hidden_states.dim() - 2  # the positions: 1 in (B, S, H), 0 in unpadded (N, H)
-            return torch.cat([self.feed_forward_chunk(c)
-                              for c in hidden_states.split(self.chunk_size_feed_forward, dim=dim)], dim=dim)
+            return torch.cat(
+                [self.feed_forward_chunk(c) for c in hidden_states.split(self.chunk_size_feed_forward, dim=dim)],
+                dim=dim,
+            )
         return self.feed_forward_chunk(hidden_states)
 
     def feed_forward_chunk(self, hidden_states: Tensor) -> Tensor:
@@ -339,17 +404,34 @@ class Encoder(nn.Module):
         self.layer = nn.ModuleList([Layer(config) for _ in range(config.num_hidden_layers)])
         self.gradient_checkpointing = False
 
-    def forward(self, hidden_states, attention_mask=None, head_mask=None, encoder_hidden_states=None,
-                encoder_attention_mask=None, past_key_values=None, use_cache=False, output_attentions=False,
-                output_hidden_states=False, path=None):
+    def forward(
+        self,
+        hidden_states,
+        attention_mask=None,
+        head_mask=None,
+        encoder_hidden_states=None,
+        encoder_attention_mask=None,
+        past_key_values=None,
+        use_cache=False,
+        output_attentions=False,
+        output_hidden_states=False,
+        path=None,
+    ):
         all_hidden = (hidden_states,) if output_hidden_states else None
         all_attn = () if output_attentions else None
         all_cross = () if output_attentions and encoder_hidden_states is not None else None
         presents = () if use_cache else None
         for i, layer in enumerate(self.layer):
-            args = (hidden_states, attention_mask, head_mask[i] if head_mask is not None else None,
-                    encoder_hidden_states, encoder_attention_mask,
-                    past_key_values[i] if past_key_values is not None else None, output_attentions, path)
+            args = (
+                hidden_states,
+                attention_mask,
+                head_mask[i] if head_mask is not None else None,
+                encoder_hidden_states,
+                encoder_attention_mask,
+                past_key_values[i] if past_key_values is not None else None,
+                output_attentions,
+                path,
+            )
             if self.gradient_checkpointing and self.training:
                 # keep only the layer's input; recompute its activations during backward
                 hidden_states, probs, cross_probs, present = checkpoint(layer, *args, use_reentrant=False)
@@ -396,14 +478,20 @@ class BertPreTrainedModel(nn.Module):
         if not isinstance(config, BertConfig):
             raise TypeError(f"config must be a bertkit.BertConfig, got {type(config).__name__}")
         self.config = config.validate()
-        if config.model_type != self.model_type or (config.embedding_width != config.hidden_size
-                                                    and self.model_type == "bert"):
-            what = (f"model_type {config.model_type!r}" if config.model_type != self.model_type else
-                    f"embedding_size {config.embedding_size} != hidden_size {config.hidden_size} (ELECTRA's "
-                    "factorised embeddings, which transformers' BERT classes cannot load)")
-            raise ConfigError(f"{type(self).__name__} builds a {self.model_type.upper()} model, but the config has "
-                              f"{what}: use the {'Bert' if self.model_type != 'bert' else 'Electra'}* class "
-                              "(bertkit.electra.ELECTRA_CLASSES pairs them)")
+        if config.model_type != self.model_type or (
+            config.embedding_width != config.hidden_size and self.model_type == "bert"
+        ):
+            what = (
+                f"model_type {config.model_type!r}"
+                if config.model_type != self.model_type
+                else f"embedding_size {config.embedding_size} != hidden_size {config.hidden_size} (ELECTRA's "
+                "factorised embeddings, which transformers' BERT classes cannot load)"
+            )
+            raise ConfigError(
+                f"{type(self).__name__} builds a {self.model_type.upper()} model, but the config has "
+                f"{what}: use the {'Bert' if self.model_type != 'bert' else 'Electra'}* class "
+                "(bertkit.electra.ELECTRA_CLASSES pairs them)"
+            )
 
     def post_init(self) -> None:
         self.apply(self._init_weights)
@@ -465,9 +553,12 @@ class BertPreTrainedModel(nn.Module):
         for layer, heads in heads_to_prune.items():
             layer, heads = int(layer), {int(h) for h in heads}
             if not 0 <= layer < len(base.encoder.layer) or any(
-                    not 0 <= h < self.config.num_attention_heads for h in heads):
-                raise InputError(f"prune_heads({{{layer}: {sorted(heads)}}}): the model has layers "
-                                 f"0..{len(base.encoder.layer) - 1} and heads 0..{self.config.num_attention_heads - 1}")
+                not 0 <= h < self.config.num_attention_heads for h in heads
+            ):
+                raise InputError(
+                    f"prune_heads({{{layer}: {sorted(heads)}}}): the model has layers "
+                    f"0..{len(base.encoder.layer) - 1} and heads 0..{self.config.num_attention_heads - 1}"
+                )
             attn = base.encoder.layer[layer].attention
             if len(attn.pruned_heads | heads) >= self.config.num_attention_heads:
                 raise InputError(f"prune_heads: layer {layer} would lose all its heads; keep at least one")
@@ -527,24 +618,43 @@ class BertModel(BertPreTrainedModel):
         self.pooler = Pooler(config) if add_pooling_layer else None
         self.post_init()
 
-    def forward(self, input_ids: Tensor | None = None, attention_mask: Tensor | None = None,
-                token_type_ids: Tensor | None = None, position_ids: Tensor | None = None,
-                head_mask: Tensor | None = None, inputs_embeds: Tensor | None = None,
-                encoder_hidden_states: Tensor | None = None, encoder_attention_mask: Tensor | None = None,
-                past_key_values=None, use_cache: bool | None = None, output_attentions: bool | None = None,
-                output_hidden_states: bool | None = None, return_dict: bool | None = None) -> BertModelOutput:
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        head_mask: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        encoder_hidden_states: Tensor | None = None,
+        encoder_attention_mask: Tensor | None = None,
+        past_key_values=None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+    ) -> BertModelOutput:
         cfg = self.config
         output_attentions = cfg.output_attentions if output_attentions is None else output_attentions
         output_hidden_states = cfg.output_hidden_states if output_hidden_states is None else output_hidden_states
         use_cache = (cfg.use_cache if use_cache is None else use_cache) and cfg.is_decoder
         if use_cache and self.encoder.gradient_checkpointing and self.training:
-            warnings.warn("use_cache=True does not combine with gradient checkpointing in training; "
-                          "no cache is returned", stacklevel=2)
+            warnings.warn(
+                "use_cache=True does not combine with gradient checkpointing in training; no cache is returned",
+                stacklevel=2,
+            )
             use_cache = False
         past_key_values = _legacy_cache(past_key_values)
-        check_tensors(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
-                      position_ids=position_ids, head_mask=head_mask, inputs_embeds=inputs_embeds,
-                      encoder_hidden_states=encoder_hidden_states, encoder_attention_mask=encoder_attention_mask)
+        check_tensors(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            head_mask=head_mask,
+            inputs_embeds=inputs_embeds,
+            encoder_hidden_states=encoder_hidden_states,
+            encoder_attention_mask=encoder_attention_mask,
+        )
 
         # shapes and dtypes: the host knows them, nothing is read from the device
         B, S = self._check_inputs(input_ids, inputs_embeds, past_key_values)
@@ -558,9 +668,13 @@ class BertModel(BertPreTrainedModel):
         if encoder_hidden_states is not None:
             self._check_encoder(encoder_hidden_states, encoder_attention_mask, B, S)
         # values: the one device -> host read of this forward pass, before any layer runs
-        inputs = dict(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask,
-                      position_ids=position_ids if cfg.position_embedding_type == "absolute" else None,
-                      encoder_attention_mask=encoder_attention_mask)
+        inputs = dict(
+            input_ids=input_ids,
+            token_type_ids=token_type_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids if cfg.position_embedding_type == "absolute" else None,
+            encoder_attention_mask=encoder_attention_mask,
+        )
         if torch.onnx.is_in_onnx_export():  # a graph for any input: no value read, the padded path (export.py)
             facts = InputFacts({}, [])
         else:
@@ -573,16 +687,19 @@ class BertModel(BertPreTrainedModel):
             attention_mask = torch.ones((B, past + S), device=device)  # the causal part still applies
         if facts.packed:  # numbers 1, 2, ... = documents packed into a row
             if cfg.is_decoder or attention_mask.shape[1] != S:
-                raise InputError("attention_mask numbers above 1 mean packed documents, which only an encoder "
-                                 "without a cache takes; a decoder's mask holds 0 and 1")
+                raise InputError(
+                    "attention_mask numbers above 1 mean packed documents, which only an encoder "
+                    "without a cache takes; a decoder's mask holds 0 and 1"
+                )
             if position_ids is None:  # every document starts at position 0
                 position_ids = padding.document_positions(attention_mask)
 
         hidden = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds, past)  # (B, S, E)
         if self.embeddings_project is not None:
             hidden = self.embeddings_project(hidden)  # (B, S, H)
-        path = self._attention_path(attention_mask, facts, output_attentions, head_mask,
-                                    encoder_hidden_states is not None, hidden)
+        path = self._attention_path(
+            attention_mask, facts, output_attentions, head_mask, encoder_hidden_states is not None, hidden
+        )
         mask = None
         if path.tokens is not None:
             hidden = path.tokens.remove(hidden)  # (N, H): only the real tokens go through the layers
@@ -599,8 +716,17 @@ class BertModel(BertPreTrainedModel):
 
         head_mask = self._expand_head_mask(head_mask, hidden.dtype)
         hidden, presents, all_hidden, all_attn, all_cross = self.encoder(
-            hidden, mask, head_mask, encoder_hidden_states, cross_mask, past_key_values, use_cache,
-            output_attentions, output_hidden_states, path)
+            hidden,
+            mask,
+            head_mask,
+            encoder_hidden_states,
+            cross_mask,
+            past_key_values,
+            use_cache,
+            output_attentions,
+            output_hidden_states,
+            path,
+        )
         if path.tokens is not None:  # back to (B, S, H), zeros at the padding
             hidden = path.tokens.restore(hidden)
             all_hidden = None if all_hidden is None else tuple(path.tokens.restore(h) for h in all_hidden)
@@ -613,12 +739,20 @@ class BertModel(BertPreTrainedModel):
         pooled = self.pooler(hidden) if self.pooler is not None else None
         out = BertModelOutput(hidden, pooled, presents, all_hidden, all_attn, all_cross)
         if return_dict is False:  # transformers' tuple: (last_hidden_state, pooler_output or None, ...)
-            return (hidden, pooled) + BertModelOutput(hidden, None, presents, all_hidden, all_attn,
-                                                      all_cross).to_tuple()[1:]
+            return (hidden, pooled) + BertModelOutput(
+                hidden, None, presents, all_hidden, all_attn, all_cross
+            ).to_tuple()[1:]
         return out
 
-    def _attention_path(self, attention_mask: Tensor | None, facts: InputFacts, need_probs: bool,
-                        head_mask: Tensor | None, cross: bool, hidden: Tensor) -> attention.AttentionPath:
+    def _attention_path(
+        self,
+        attention_mask: Tensor | None,
+        facts: InputFacts,
+        need_probs: bool,
+        head_mask: Tensor | None,
+        cross: bool,
+        hidden: Tensor,
+    ) -> attention.AttentionPath:
         """Which attention this forward pass runs: decided here, once; the layers only read it.
 
             eager   padded (B, heads, S, T), the probabilities written out: attn_implementation "eager",
@@ -630,13 +764,26 @@ class BertModel(BertPreTrainedModel):
         Cross-attention (decoders) is padded: eager or sdpa by the same rules.
         """
         cfg, impl = self.config, self.config.attn_implementation
-        backend = attention.padded_backend(impl, need_probs=need_probs, head_mask=head_mask is not None,
-                                           relative=cfg.position_embedding_type != "absolute")
+        backend = attention.padded_backend(
+            impl,
+            need_probs=need_probs,
+            head_mask=head_mask is not None,
+            relative=cfg.position_embedding_type != "absolute",
+        )
         if cross:
-            return attention.AttentionPath(backend, cross=attention.padded_backend(
-                impl, need_probs=need_probs, head_mask=head_mask is not None, relative=False))
-        if backend == "eager" or impl not in ("varlen", "auto") or cfg.is_decoder \
-                or (attention_mask is not None and attention_mask.dim() != 2) or torch.onnx.is_in_onnx_export():
+            return attention.AttentionPath(
+                backend,
+                cross=attention.padded_backend(
+                    impl, need_probs=need_probs, head_mask=head_mask is not None, relative=False
+                ),
+            )
+        if (
+            backend == "eager"
+            or impl not in ("varlen", "auto")
+            or cfg.is_decoder
+            or (attention_mask is not None and attention_mask.dim() != 2)
+            or torch.onnx.is_in_onnx_export()
+        ):
             return attention.AttentionPath(backend)
         B, S = hidden.shape[:2]
         if attention_mask is None or (not facts.packed and all(n == S for n in facts.lengths)):  # nothing to remove
@@ -649,10 +796,12 @@ class BertModel(BertPreTrainedModel):
         attentions = [layer.attention.self for layer in self.encoder.layer]
         trains = hidden.requires_grad or any(p.requires_grad for p in self.encoder.parameters())
         layout = attention.varlen_layout(
-            tokens.bounds, device=hidden.device,
+            tokens.bounds,
+            device=hidden.device,
             dtype=torch.get_autocast_dtype(where) if torch.is_autocast_enabled(where) else hidden.dtype,  # q's
             dropout_p=max((m.dropout.p for m in attentions if m.training), default=0.0),
-            grad=torch.is_grad_enabled() and trains)
+            grad=torch.is_grad_enabled() and trains,
+        )
         return attention.AttentionPath("varlen", tokens=replace(tokens, layout=layout))
 
     def _read_inputs(self, device: torch.device, **tensors: Tensor | None) -> InputFacts:
@@ -673,8 +822,10 @@ class BertModel(BertPreTrainedModel):
             if t is None:
                 continue
             if t.device != device:
-                raise InputError(f"{name} is on {t.device}, the input on {device}: pass every input on the "
-                                 "model's device (model.device)")
+                raise InputError(
+                    f"{name} is on {t.device}, the input on {device}: pass every input on the "
+                    "model's device (model.device)"
+                )
             if t.numel() == 0 or t.dtype == torch.bool:
                 continue
             if t.dtype.is_floating_point or t.dtype.is_complex:
@@ -687,26 +838,39 @@ class BertModel(BertPreTrainedModel):
         answers = _read_once(questions)
         ranges = {name: tuple(v) for (kind, name), v in answers.items() if kind == "range"}
         largest = ranges["attention_mask"][1] if "attention_mask" in ranges and mask.dim() == 2 else 1
-        return InputFacts(ranges, odd=[name for (kind, name), v in answers.items() if kind == "odd" and v[0]],
-                          lengths=answers.get(("lengths", "")), largest=max(largest, 1))
+        return InputFacts(
+            ranges,
+            odd=[name for (kind, name), v in answers.items() if kind == "odd" and v[0]],
+            lengths=answers.get(("lengths", "")),
+            largest=max(largest, 1),
+        )
 
     def _check_values(self, facts: InputFacts, **tensors: Tensor | None) -> None:
         """Ids inside their tables, masks of 0 and 1 (or document numbers): from what was read."""
-        limits = {"input_ids": self.config.vocab_size, "token_type_ids": self.config.type_vocab_size,
-                  "position_ids": self.config.max_position_embeddings}
+        limits = {
+            "input_ids": self.config.vocab_size,
+            "token_type_ids": self.config.type_vocab_size,
+            "position_ids": self.config.max_position_embeddings,
+        }
         for name, (lo, hi) in facts.ranges.items():
             if name in limits and (lo < 0 or hi >= limits[name]):
-                raise InputError(f"{name} holds values in [{lo}, {hi}], but must be in [0, {limits[name]}): "
-                                 f"check the tokenizer / vocabulary matches the model")
+                raise InputError(
+                    f"{name} holds values in [{lo}, {hi}], but must be in [0, {limits[name]}): "
+                    f"check the tokenizer / vocabulary matches the model"
+                )
             two_d = tensors[name].dim() == 2
             if name not in limits and (lo < 0 or (hi > 1 and not two_d)) and not torch.compiler.is_compiling():
-                raise InputError(f"{name} holds values in [{lo}, {hi}]: 1 attends, 0 ignores"
-                                 + (", and a 2-D mask may number packed documents 1, 2, ..." if two_d else ""))
+                raise InputError(
+                    f"{name} holds values in [{lo}, {hi}]: 1 attends, 0 ignores"
+                    + (", and a 2-D mask may number packed documents 1, 2, ..." if two_d else "")
+                )
         for name in facts.odd:
             mask = tensors[name]
             value = mask[(mask != 0) & (mask != 1)][0].item()  # a second read, on the way to an error only
-            raise InputError(f"{name} holds {value:g} where only 0 (ignore) and 1 (attend) are allowed; "
-                             "an additive mask (0 / -inf) converts with (mask == 0).long()")
+            raise InputError(
+                f"{name} holds {value:g} where only 0 (ignore) and 1 (attend) are allowed; "
+                "an additive mask (0 / -inf) converts with (mask == 0).long()"
+            )
 
     # ----- input checks: clear errors instead of index errors deep inside -------------------
     def _check_inputs(self, input_ids, inputs_embeds, past_key_values) -> tuple[int, int]:
@@ -721,8 +885,10 @@ class BertModel(BertPreTrainedModel):
         else:
             if inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != cfg.embedding_width:
                 width = "hidden_size" if cfg.embedding_size is None else "embedding_size"
-                raise InputError(f"inputs_embeds must be (batch, seq_len, {width}={cfg.embedding_width}), "
-                                 f"got shape {tuple(inputs_embeds.shape)}")
+                raise InputError(
+                    f"inputs_embeds must be (batch, seq_len, {width}={cfg.embedding_width}), "
+                    f"got shape {tuple(inputs_embeds.shape)}"
+                )
             B, S = inputs_embeds.shape[:2]
         if S == 0:
             raise InputError("the input has no tokens (seq_len 0); every row needs at least one, e.g. [CLS]")
@@ -730,15 +896,18 @@ class BertModel(BertPreTrainedModel):
             if not cfg.is_decoder:
                 raise InputError("past_key_values is for decoders (BertConfig(is_decoder=True))")
             if len(past_key_values) != len(self.encoder.layer):
-                raise InputError(f"past_key_values has {len(past_key_values)} layers, the model "
-                                 f"{len(self.encoder.layer)}")
+                raise InputError(
+                    f"past_key_values has {len(past_key_values)} layers, the model {len(self.encoder.layer)}"
+                )
             for i, (layer, cache) in enumerate(zip(self.encoder.layer, past_key_values)):
                 sa = layer.attention.self
                 want = (B, sa.num_attention_heads, sa.attention_head_size)
                 got = (cache[0].shape[0], cache[0].shape[1], cache[0].shape[3]) if cache[0].dim() == 4 else None
                 if got != want:
-                    raise InputError(f"past_key_values[{i}] holds keys of shape {tuple(cache[0].shape)}; this "
-                                     f"model needs (batch={B}, heads={want[1]}, past_len, head_dim={want[2]})")
+                    raise InputError(
+                        f"past_key_values[{i}] holds keys of shape {tuple(cache[0].shape)}; this "
+                        f"model needs (batch={B}, heads={want[1]}, past_len, head_dim={want[2]})"
+                    )
         return B, S
 
     def _check_length(self, B: int, S: int, past: int, position_ids: Tensor | None) -> None:
@@ -748,20 +917,31 @@ class BertModel(BertPreTrainedModel):
         if position_ids is not None and self.config.position_embedding_type == "absolute":
             _check_ids("position_ids", position_ids, None)  # its values: with the other inputs' (_read_inputs)
         elif past + S > limit:
-            raise InputError(f"input is {S} tokens" + (f" after {past} cached ones" if past else "")
-                             + f", but max_position_embeddings is {limit}: truncate the input "
-                             "(tokenizer max_length) or use a model with more positions")
+            raise InputError(
+                f"input is {S} tokens"
+                + (f" after {past} cached ones" if past else "")
+                + f", but max_position_embeddings is {limit}: truncate the input "
+                "(tokenizer max_length) or use a model with more positions"
+            )
 
-    def _check_encoder(self, encoder_hidden_states: Tensor, encoder_attention_mask: Tensor | None,
-                       B: int, S: int) -> None:
+    def _check_encoder(
+        self, encoder_hidden_states: Tensor, encoder_attention_mask: Tensor | None, B: int, S: int
+    ) -> None:
         cfg = self.config
         if not cfg.add_cross_attention:
-            raise InputError("encoder_hidden_states was given, but this model has no cross-attention; "
-                             "build it with BertConfig(is_decoder=True, add_cross_attention=True)")
-        if encoder_hidden_states.dim() != 3 or encoder_hidden_states.shape[0] != B \
-                or encoder_hidden_states.shape[2] != cfg.hidden_size:
-            raise InputError(f"encoder_hidden_states must be (batch={B}, T_enc, hidden={cfg.hidden_size}), "
-                             f"got {tuple(encoder_hidden_states.shape)}")
+            raise InputError(
+                "encoder_hidden_states was given, but this model has no cross-attention; "
+                "build it with BertConfig(is_decoder=True, add_cross_attention=True)"
+            )
+        if (
+            encoder_hidden_states.dim() != 3
+            or encoder_hidden_states.shape[0] != B
+            or encoder_hidden_states.shape[2] != cfg.hidden_size
+        ):
+            raise InputError(
+                f"encoder_hidden_states must be (batch={B}, T_enc, hidden={cfg.hidden_size}), "
+                f"got {tuple(encoder_hidden_states.shape)}"
+            )
         if encoder_attention_mask is not None:
             _check_mask("encoder_attention_mask", encoder_attention_mask, B, S, encoder_hidden_states.shape[1])
 
@@ -775,8 +955,10 @@ class BertModel(BertPreTrainedModel):
         if head_mask.dim() != 2 or tuple(head_mask.shape) != (L, heads):
             raise InputError(f"head_mask must be ({heads},) or ({L}, {heads}), got {tuple(head_mask.shape)}")
         if self.config.pruned_heads:
-            raise InputError("head_mask on a model with pruned heads is ambiguous: the layers have "
-                             "different head counts; prune or mask, not both")
+            raise InputError(
+                "head_mask on a model with pruned heads is ambiguous: the layers have "
+                "different head counts; prune or mask, not both"
+            )
         return head_mask.to(dtype)[:, None, :, None, None]
 
 
@@ -797,9 +979,11 @@ def check_tensors(**inputs) -> None:
     for name, value in inputs.items():
         if value is not None and not isinstance(value, Tensor):
             numpy = type(value).__module__.startswith("numpy")
-            raise InputError(f"{name} must be a torch.Tensor, got a {'NumPy array' if numpy else type(value).__name__}"
-                             f"; pass {'torch.from_numpy(x)' if numpy else 'torch.tensor(x)'} (the tokenizer gives "
-                             "tensors with return_tensors=\"pt\")")
+            raise InputError(
+                f"{name} must be a torch.Tensor, got a {'NumPy array' if numpy else type(value).__name__}"
+                f"; pass {'torch.from_numpy(x)' if numpy else 'torch.tensor(x)'} (the tokenizer gives "
+                'tensors with return_tensors="pt")'
+            )
 
 
 def _check_ids(name: str, ids: Tensor, shape) -> None:
@@ -815,8 +999,9 @@ def _check_mask(name: str, mask: Tensor, B: int, S: int, T: int) -> None:
     0 ignore; a 2-D integer mask may number packed documents 1, 2, ... instead. Additive masks
     (0 / -10000 / -inf) and fractions are refused, since a backend would read them differently."""
     if tuple(mask.shape) not in ((B, T), (B, S, T)):
-        raise InputError(f"{name} must be ({B}, {T}) or ({B}, {S}, {T}) (batch, [query,] key positions), "
-                         f"got {tuple(mask.shape)}")
+        raise InputError(
+            f"{name} must be ({B}, {T}) or ({B}, {S}, {T}) (batch, [query,] key positions), got {tuple(mask.shape)}"
+        )
 
 
 def _read_once(questions: dict) -> dict:
@@ -827,5 +1012,5 @@ def _read_once(questions: dict) -> dict:
     values = torch.cat([q.reshape(-1).long() for q in questions.values()]).tolist()
     answers, at = {}, 0
     for key, q in questions.items():
-        answers[key], at = values[at: at + q.numel()], at + q.numel()
+        answers[key], at = values[at : at + q.numel()], at + q.numel()
     return answers

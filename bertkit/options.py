@@ -48,12 +48,21 @@ from .errors import ConfigError
 
 _OURS = ("help", "positional", "may_change_on_resume", "exclusive")  # metadata keys that are not argparse's
 _BOOL_WORDS = {"true", "false", "yes", "no"}  # a word after a bool flag that must be meant as its value
-CONFIG_HELP = ("read settings from this YAML file (keys: the flags' names, e.g. seq_len: 256; a run folder's "
-               "settings.yaml reruns that run); flags given here win over the file")
+CONFIG_HELP = (
+    "read settings from this YAML file (keys: the flags' names, e.g. seq_len: 256; a run folder's "
+    "settings.yaml reruns that run); flags given here win over the file"
+)
 
 
-def opt(default: Any, help: str, *, positional: bool = False, may_change_on_resume: bool = False,
-        exclusive: str | None = None, **argparse_kwargs: Any):
+def opt(
+    default: Any,
+    help: str,
+    *,
+    positional: bool = False,
+    may_change_on_resume: bool = False,
+    exclusive: str | None = None,
+    **argparse_kwargs: Any,
+):
     """A dataclass field with the one line of help its flag shows.
 
     positional: an argument without a flag (e.g. the texts of `bertkit predict`); a callable
@@ -63,8 +72,13 @@ def opt(default: Any, help: str, *, positional: bool = False, may_change_on_resu
     Other keywords go to argparse's add_argument (nargs, metavar, required; choices only for a
     registry's keys: a fixed list of words is a Literal annotation).
     """
-    meta = {"help": help, "positional": positional, "may_change_on_resume": may_change_on_resume,
-            "exclusive": exclusive, **argparse_kwargs}
+    meta = {
+        "help": help,
+        "positional": positional,
+        "may_change_on_resume": may_change_on_resume,
+        "exclusive": exclusive,
+        **argparse_kwargs,
+    }
     if callable(default):
         return dataclasses.field(default_factory=default, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -124,17 +138,24 @@ class _Parser(argparse.ArgumentParser):
                 break
             switch = self._switch(word)
             if switch is not None and after.lower() in _BOOL_WORDS:
-                self.error(f"argument {word}: takes no value ({after!r}): write "
-                           f"{' or '.join(switch.option_strings)} (a text {after!r} goes before the flags, or "
-                           "after --)")
+                self.error(
+                    f"argument {word}: takes no value ({after!r}): write "
+                    f"{' or '.join(switch.option_strings)} (a text {after!r} goes before the flags, or "
+                    "after --)"
+                )
         return super().parse_known_args(args, namespace)
 
     def _switch(self, word: str) -> argparse.Action | None:
         """The --x / --no-x action `word` names (whole, or abbreviated as argparse allows), else None."""
         if not word.startswith("--"):
             return None
-        names = [word] if word in self._option_string_actions else \
-            [s for s in self._option_string_actions if s.startswith(word)] if self.allow_abbrev else []
+        names = (
+            [word]
+            if word in self._option_string_actions
+            else [s for s in self._option_string_actions if s.startswith(word)]
+            if self.allow_abbrev
+            else []
+        )
         action = self._option_string_actions[names[0]] if len(names) == 1 else None
         return action if isinstance(action, argparse.BooleanOptionalAction) else None
 
@@ -148,8 +169,9 @@ class _ToEnum(argparse.Action):
 
     def __call__(self, parser, namespace, values, option_string=None):
         convert = self.enum_type
-        value = None if values is None else [convert(v) for v in values] if isinstance(values, list) \
-            else convert(values)
+        value = (
+            None if values is None else [convert(v) for v in values] if isinstance(values, list) else convert(values)
+        )
         setattr(namespace, self.dest, value)
 
 
@@ -187,8 +209,9 @@ def _argument(cls, f: dataclasses.Field, annotation, default) -> dict[str, Any]:
     if kind.type is bool:
         if positional:
             raise TypeError(f"{where}: a bool is a --x / --no-x switch, not a positional argument")
-        return dict(action=argparse.BooleanOptionalAction, default=default,
-                    help=f"{help_text} (default: {default})", **extra)
+        return dict(
+            action=argparse.BooleanOptionalAction, default=default, help=f"{help_text} (default: {default})", **extra
+        )
     if kind.choices is not None:
         if "choices" in extra:
             raise TypeError(f"{where}: its choices come from the annotation {annotation}; drop choices=")
@@ -220,10 +243,14 @@ def parse(cls, argv: list[str], *, prog: str, **parser_kwargs: Any):
     if path is not None:
         given = _given(parser, argv)  # the flags checked before the file is read
         from_file = read_settings(cls, path)
-        groups = {f.metadata["exclusive"] for f in dataclasses.fields(cls) if f.name in given and
-                  f.metadata.get("exclusive")}
-        from_file = {k: v for k, v in from_file.items()
-                     if k not in given and cls.__dataclass_fields__[k].metadata.get("exclusive") not in groups}
+        groups = {
+            f.metadata["exclusive"] for f in dataclasses.fields(cls) if f.name in given and f.metadata.get("exclusive")
+        }
+        from_file = {
+            k: v
+            for k, v in from_file.items()
+            if k not in given and cls.__dataclass_fields__[k].metadata.get("exclusive") not in groups
+        }
         for action in parser._actions:
             if action.dest in from_file:
                 action.required = False
@@ -274,8 +301,7 @@ def read_settings(cls, path: str) -> dict[str, Any]:
     except FileNotFoundError:
         raise ConfigError(f"{where}: no such file") from None
     except IsADirectoryError:
-        raise ConfigError(f"{where}: is a folder; pass the settings file (a run folder's is settings.yaml)") \
-            from None
+        raise ConfigError(f"{where}: is a folder; pass the settings file (a run folder's is settings.yaml)") from None
     except UnicodeDecodeError as e:
         raise ConfigError(f"{where}: not UTF-8 text (byte {e.start})") from None
     except yaml.YAMLError as e:
@@ -285,8 +311,10 @@ def read_settings(cls, path: str) -> dict[str, Any]:
     if values is None:
         return {}
     if not isinstance(values, dict):
-        raise ConfigError(f"{where}: holds a {type(values).__name__}; a settings file is a mapping of "
-                          "setting: value lines (e.g. lr: 3.0e-5)")
+        raise ConfigError(
+            f"{where}: holds a {type(values).__name__}; a settings file is a mapping of "
+            "setting: value lines (e.g. lr: 3.0e-5)"
+        )
     return check_settings(cls, values, where)
 
 
@@ -301,8 +329,11 @@ def check_settings(cls, values: dict, where: str) -> dict[str, Any]:
         name = str(key).removeprefix("--").replace("-", "_")
         if name not in fields:
             close = difflib.get_close_matches(name, list(fields), n=1)
-            raise ConfigError(f"{where}: unknown setting {key!r}" + (f"; did you mean {close[0]!r}?" if close else "")
-                              + f" (known: {', '.join(fields)})")
+            raise ConfigError(
+                f"{where}: unknown setting {key!r}"
+                + (f"; did you mean {close[0]!r}?" if close else "")
+                + f" (known: {', '.join(fields)})"
+            )
         out[name] = _checked(fields[name], hints[name], value, f"{where}: {key}")
     groups: dict[str, str] = {}
     for name in out:
@@ -362,8 +393,9 @@ def settings_of(cls, settings=None, /, *, where: str, **values: Any):
         raise ConfigError(f"{where}: takes a {cls.__name__} or keyword arguments, not a {type(settings).__name__}")
     checked = check_settings(cls, values, where)
     out = dataclasses.replace(settings, **checked) if settings is not None else cls(**checked)
-    missing = [f.name for f in dataclasses.fields(cls)
-               if f.metadata.get("required") and getattr(out, f.name) in ("", None, [])]
+    missing = [
+        f.name for f in dataclasses.fields(cls) if f.metadata.get("required") and getattr(out, f.name) in ("", None, [])
+    ]
     if missing:
         raise ConfigError(f"{where}: {', '.join(f'{m}=' for m in missing)} required")
     problem = out.problem() if hasattr(out, "problem") else None
@@ -390,8 +422,10 @@ def write_settings(cfg, path: str, *, command: str, leave_out: tuple[str, ...] =
 
     from .files import atomic_write_text
 
-    header = (f"# bertkit {command} settings, as the run used them; run it again with\n"
-              f"#   bertkit {command} --config {os.path.basename(path)} --out NEW_FOLDER\n")
+    header = (
+        f"# bertkit {command} settings, as the run used them; run it again with\n"
+        f"#   bertkit {command} --config {os.path.basename(path)} --out NEW_FOLDER\n"
+    )
     body = yaml.safe_dump(settings_dict(cfg, leave_out), allow_unicode=True, sort_keys=False, default_flow_style=False)
     atomic_write_text(path, header + body)
     return path

@@ -20,10 +20,18 @@ import time
 from collections.abc import Callable, Iterable
 
 
-def check_out(out: str, error: type[Exception], *, overwrite: bool,
-              inputs: dict[str, str | None] | Iterable[tuple[str, str | None]],
-              ours: Callable[[str], bool], what: str, flag: str = "--out", keep: tuple[str, ...] = (),
-              renamed: bool = False) -> list[str]:
+def check_out(
+    out: str,
+    error: type[Exception],
+    *,
+    overwrite: bool,
+    inputs: dict[str, str | None] | Iterable[tuple[str, str | None]],
+    ours: Callable[[str], bool],
+    what: str,
+    flag: str = "--out",
+    keep: tuple[str, ...] = (),
+    renamed: bool = False,
+) -> list[str]:
     """Refuse, before anything is written or moved, an --out that cannot take the command's output:
       - a file;
       - the working directory or a folder above it, where it would move: with --overwrite, or always for a
@@ -36,21 +44,27 @@ def check_out(out: str, error: type[Exception], *, overwrite: bool,
         raise error(f"{flag} {out}: is a file, not a folder; pass a folder for {what} (it is created if missing)")
     folder = os.path.realpath(out)
     if (overwrite or renamed) and is_inside(os.getcwd(), folder):
-        raise error(f"{flag} {out}: is the current directory or holds it ({folder}); pass a folder of its own for "
-                    f"{what} (e.g. {flag} {os.path.join(out, 'new')})")
+        raise error(
+            f"{flag} {out}: is the current directory or holds it ({folder}); pass a folder of its own for "
+            f"{what} (e.g. {flag} {os.path.join(out, 'new')})"
+        )
     entries = sorted(n for n in os.listdir(out) if n not in keep) if os.path.isdir(out) else []
     if not entries or not overwrite:
         return entries
     for name, path in inputs.items() if isinstance(inputs, dict) else inputs:
         if path and not path.startswith("builtin:") and is_inside(path, folder):
-            raise error(f"{name} {path} is inside {flag} {out}, and --overwrite would move it aside with what is "
-                        f"there; move {path} out of {out} first, or pass another {flag}")
+            raise error(
+                f"{name} {path} is inside {flag} {out}, and --overwrite would move it aside with what is "
+                f"there; move {path} out of {out} first, or pass another {flag}"
+            )
     foreign = [n for n in entries if not ours(n)]
     if foreign:
         shown = ", ".join(n + ("/" if os.path.isdir(os.path.join(out, n)) else "") for n in foreign[:5])
         more = f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
-        raise error(f"{flag} {out}: holds files that are not {what} ({shown}{more}); --overwrite replaces only "
-                    f"{what} bertkit wrote, never other files: pass an empty or new {flag}, or move them out first")
+        raise error(
+            f"{flag} {out}: holds files that are not {what} ({shown}{more}); --overwrite replaces only "
+            f"{what} bertkit wrote, never other files: pass an empty or new {flag}, or move them out first"
+        )
     return entries
 
 

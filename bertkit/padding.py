@@ -163,9 +163,11 @@ def _refuse_split(attention_mask: Tensor, at: int) -> None:
     if at < B * S:
         row, position = divmod(at, S)
         number = int(attention_mask[row, position])  # a read on the way to an error only
-        raise InputError(f"attention_mask: row {row}, position {position}: packed document {number} starts again "
-                         "after another document; a document's tokens must be contiguous in their row (numbers "
-                         "like 1 1 2 2 0, not 1 1 2 2 1 1)")
+        raise InputError(
+            f"attention_mask: row {row}, position {position}: packed document {number} starts again "
+            "after another document; a document's tokens must be contiguous in their row (numbers "
+            "like 1 1 2 2 0, not 1 1 2 2 1 1)"
+        )
 
 
 # ----- laying sequences out for padded SDPA calls ------------------------------------------------
@@ -224,7 +226,7 @@ def group_plan(bounds: tuple[int, ...], device, single: bool = False):
     cut = [0] * (n + 1)
     for j in range(1, n + 1):
         longest = lengths[order[j - 1]] ** 2
-        for i in ([0] if single else range(j)):  # group = order[i:j]
+        for i in [0] if single else range(j):  # group = order[i:j]
             cost = best[i] + CALL_COST + (j - i) * longest
             if cost < best[j]:
                 best[j], cut[j] = cost, i

@@ -55,8 +55,10 @@ from .model import BertModel, SelfAttention
 
 CHOICES = ("int8", "bf16")
 # the --quantize flag of evaluate, predict, embed and serve
-FLAG_HELP = ("CPU inference with int8 Linear layers (int8) or bfloat16 weights and activations (bf16): faster, "
-             "slightly different numbers")
+FLAG_HELP = (
+    "CPU inference with int8 Linear layers (int8) or bfloat16 weights and activations (bf16): faster, "
+    "slightly different numbers"
+)
 LARGE_ROWS = 256  # calls with this many tokens or more use the oneDNN packing where there is one
 
 
@@ -75,11 +77,15 @@ def quantize(model: nn.Module, how: str | None, calibration: list[list[int]] | N
         raise QuantizeError(f"unknown quantization {how!r}; choose one of: {', '.join(CHOICES)} (or none)")
     devices = {str(t.device) for t in (*model.parameters(), *model.buffers())}
     if devices - {"cpu"}:
-        raise QuantizeError(f"--quantize {how} is for CPU inference, but the model is on {', '.join(sorted(devices))};"
-                            " move it to the CPU (model.cpu()) or drop the quantization (on a GPU use bf16/fp16)")
+        raise QuantizeError(
+            f"--quantize {how} is for CPU inference, but the model is on {', '.join(sorted(devices))};"
+            " move it to the CPU (model.cpu()) or drop the quantization (on a GPU use bf16/fp16)"
+        )
     if model.training:
-        raise QuantizeError(f"--quantize {how} is for CPU inference, but the model is in training mode; call "
-                            "model.eval() first (quantized layers have no gradients, so fine-tune in float32)")
+        raise QuantizeError(
+            f"--quantize {how} is for CPU inference, but the model is in training mode; call "
+            "model.eval() first (quantized layers have no gradients, so fine-tune in float32)"
+        )
     if any(isinstance(m, Int8Linear) for m in model.modules()) or getattr(model, "_bf16_outputs", None):
         return model  # quantized already
     check_weights(model, "the model to quantize")  # int8's quantizer would fail on a NaN with a torch error
@@ -134,6 +140,7 @@ def _smoothing(model: nn.Module, names: set[str], calibration: list[list[int]]) 
         def hook(module, args):
             x = args[0].detach().reshape(-1, args[0].shape[-1]).abs().amax(0)  # (in_features,)
             seen[name] = torch.maximum(seen[name], x) if name in seen else x
+
         return hook
 
     trios = {}  # a self-attention's name -> the names of its query, key and value
@@ -159,7 +166,7 @@ def _smoothing(model: nn.Module, names: set[str], calibration: list[list[int]]) 
     for name, group in groups.items():
         x_max = torch.stack([seen[n] for n in group]).amax(0).clamp_min(1e-5)
         w_max = torch.stack([model.get_submodule(n).weight.abs().amax(0) for n in group]).amax(0).clamp_min(1e-5)
-        out[name] = (x_max ** SMOOTHING_ALPHA / w_max ** (1 - SMOOTHING_ALPHA)).clamp_min(1e-5).float()
+        out[name] = (x_max**SMOOTHING_ALPHA / w_max ** (1 - SMOOTHING_ALPHA)).clamp_min(1e-5).float()
     return out
 
 
@@ -192,10 +199,12 @@ class Int8Linear(nn.Module):
             weight = weight * smooth
         scale = weight.abs().amax(1).clamp_min(1e-12) / WEIGHT_MAX  # (out,)
         with warnings.catch_warnings():  # torch >= 2.10 deprecates quantized tensors; its kernels need them
-            warnings.filterwarnings("ignore", message=r"torch\.quantize_per_tensor, torch\.quantize_per_channel",
-                                    category=UserWarning)
-            q = torch.quantize_per_channel(weight, scale.double(), torch.zeros_like(scale, dtype=torch.long), 0,
-                                           torch.qint8)
+            warnings.filterwarnings(
+                "ignore", message=r"torch\.quantize_per_tensor, torch\.quantize_per_channel", category=UserWarning
+            )
+            q = torch.quantize_per_channel(
+                weight, scale.double(), torch.zeros_like(scale, dtype=torch.long), 0, torch.qint8
+            )
         self.register_buffer("bias", None if linear.bias is None else linear.bias.detach().float().clone())
         self.register_buffer("span", torch.zeros(self.in_features))  # the range row: -1, 1, then zeros
         self.span[0], self.span[-1] = -1.0, 1.0
@@ -221,9 +230,11 @@ class Int8Linear(nn.Module):
         return y.reshape(*x.shape[:-1], self.out_features)
 
     def extra_repr(self) -> str:
-        return (f"in_features={self.in_features}, out_features={self.out_features}, int8 weights per feature, "
-                f"activations per token, smoothing: {'yes' if self.smooth_inv is not None else 'no'}, "
-                f"large batches: {'onednn' if self.large is not None else 'as small ones'}")
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, int8 weights per feature, "
+            f"activations per token, smoothing: {'yes' if self.smooth_inv is not None else 'no'}, "
+            f"large batches: {'onednn' if self.large is not None else 'as small ones'}"
+        )
 
 
 WEIGHT_MAX = 63  # 7-bit weights: uint8 x int8 pairs summed in int16 (AVX2 without VNNI) cannot saturate
@@ -248,7 +259,7 @@ def _engine(name: str):
 
 @functools.cache
 def _large_rows_engine() -> str | None:
-    """"onednn" on an x86 CPU with AMX int8 (oneDNN's large-batch kernels use it), else None."""
+    """ "onednn" on an x86 CPU with AMX int8 (oneDNN's large-batch kernels use it), else None."""
     if "onednn" not in torch.backends.quantized.supported_engines:
         return None
     try:
@@ -263,8 +274,7 @@ def _own_linears(model: nn.Module) -> set[str]:
     owners: dict[int, int] = {}
     for _, p in model.named_parameters(remove_duplicate=False):
         owners[id(p)] = owners.get(id(p), 0) + 1
-    return {name for name, m in model.named_modules()
-            if isinstance(m, nn.Linear) and owners.get(id(m.weight), 0) == 1}
+    return {name for name, m in model.named_modules() if isinstance(m, nn.Linear) and owners.get(id(m.weight), 0) == 1}
 
 
 def _add_fused_qkv(module: SelfAttention) -> None:
@@ -287,7 +297,14 @@ class Int8SelfAttention(SelfAttention):
         N = hidden_states.shape[0]
         qkv = self.qkv(hidden_states).view(N, 3, self.num_attention_heads, self.attention_head_size)
         q, k, v = qkv.unbind(1)  # each (N, heads, head_dim)
-        context = attention.varlen_attention(q, k, v, varlen.cu_seqlens, varlen.max_seqlen,
-                                             dropout_p=self.dropout.p if self.training else 0.0,
-                                             bounds=varlen.bounds, layout=varlen.layout)
+        context = attention.varlen_attention(
+            q,
+            k,
+            v,
+            varlen.cu_seqlens,
+            varlen.max_seqlen,
+            dropout_p=self.dropout.p if self.training else 0.0,
+            bounds=varlen.bounds,
+            layout=varlen.layout,
+        )
         return context.reshape(N, self.all_head_size)  # (N, heads * head_dim)

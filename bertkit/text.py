@@ -30,8 +30,16 @@ import re
 import unicodedata
 
 # ----- CJK characters ----------------------------------------------------------------------------
-CJK_IDEOGRAPHS = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F),
-                  (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
+CJK_IDEOGRAPHS = (
+    (0x4E00, 0x9FFF),
+    (0x3400, 0x4DBF),
+    (0x20000, 0x2A6DF),
+    (0x2A700, 0x2B73F),
+    (0x2B740, 0x2B81F),
+    (0x2B820, 0x2CEAF),
+    (0xF900, 0xFAFF),
+    (0x2F800, 0x2FA1F),
+)
 CJK_PUNCTUATION = ((0x3000, 0x303F), (0xFF00, 0xFFEF), (0x2010, 0x2027))
 WIDE_TEXT = CJK_IDEOGRAPHS + CJK_PUNCTUATION
 
@@ -89,5 +97,4 @@ def is_empty_text(text: str, tokenizer=None) -> bool:
 def _bert_normalizer():
     from tokenizers import normalizers
 
-    return normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=False, strip_accents=False,
-                                      lowercase=False)
+    return normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=False, strip_accents=False, lowercase=False)

@@ -43,11 +43,20 @@ from .outfolder import check_out, move_aside
 from .text import WIDE_TEXT, char_class, is_cjk, pad
 
 VOCAB_FILE, TOKENIZER_FILE, CONFIG_FILE, SPECIAL_MAP_FILE = (
-    "vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+    "vocab.txt",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+)
 TOKENIZER_FILES = (VOCAB_FILE, TOKENIZER_FILE, CONFIG_FILE, SPECIAL_MAP_FILE)  # what save_pretrained writes
 SPECIAL_ROLES = ("pad_token", "unk_token", "cls_token", "sep_token", "mask_token")
-DEFAULT_SPECIALS = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]",
-                    "mask_token": "[MASK]"}
+DEFAULT_SPECIALS = {
+    "pad_token": "[PAD]",
+    "unk_token": "[UNK]",
+    "cls_token": "[CLS]",
+    "sep_token": "[SEP]",
+    "mask_token": "[MASK]",
+}
 MAX_CHARS_PER_WORD = 100  # BERT: longer words are [UNK]
 MIN_FREQUENCY = 2  # train_vocab joins two pieces into a new one only where they stand side by side this often
 # Every vocabulary we learn holds these, whatever the corpus: BERT's own vocabularies have every
@@ -73,16 +82,22 @@ class TokenizerError(BertkitError, ValueError):
 # ----- vocabulary files --------------------------------------------------------------------------
 def read_vocab(path: str) -> dict[str, int]:
     """vocab.txt: one token per line, id = line number (from 0). Duplicates are an error."""
-    text = read_text(path, TokenizerError, missing="no such vocabulary file",
-                     cannot_read="cannot read vocabulary ({error})",
-                     not_utf8="not UTF-8 (byte {byte:#04x} at offset {offset}); save the vocabulary as UTF-8")
+    text = read_text(
+        path,
+        TokenizerError,
+        missing="no such vocabulary file",
+        cannot_read="cannot read vocabulary ({error})",
+        not_utf8="not UTF-8 (byte {byte:#04x} at offset {offset}); save the vocabulary as UTF-8",
+    )
     if not text.strip():
         raise TokenizerError(f"{path}: the vocabulary file is empty")
     vocab: dict[str, int] = {}
     for i, token in enumerate(text_lines(text)):
         if token in vocab:
-            raise TokenizerError(f"{path}: line {i + 1}: {token!r} already appears on line {vocab[token] + 1}; "
-                                 "every token needs its own line and id")
+            raise TokenizerError(
+                f"{path}: line {i + 1}: {token!r} already appears on line {vocab[token] + 1}; "
+                "every token needs its own line and id"
+            )
         vocab[token] = i
     return vocab
 
@@ -118,9 +133,11 @@ class BatchEncoding(dict):
             tracked = self._retrack()
             ids = [e.ids for e in self._encodings] if self._encodings is not None else self._row_ids()
             if [e.ids for e in tracked] != ids:
-                raise TokenizerError("the tokenizer's settings changed since this batch was encoded, so its words and "
-                                     "character positions cannot be worked out any more; encode the texts again (or "
-                                     "pass return_offsets_mapping=True, which keeps them from the start)")
+                raise TokenizerError(
+                    "the tokenizer's settings changed since this batch was encoded, so its words and "
+                    "character positions cannot be worked out any more; encode the texts again (or "
+                    "pass return_offsets_mapping=True, which keeps them from the start)"
+                )
             self._encodings, self._retrack = tracked, None
         return self._encodings
 
@@ -141,8 +158,9 @@ class BatchEncoding(dict):
         """0 for tokens of the first text, 1 for the second, None for special tokens and padding."""
         return self._tracked()[batch_index].sequence_ids
 
-    def char_to_token(self, batch_or_char_index: int, char_index: int | None = None,
-                      sequence_index: int = 0) -> int | None:
+    def char_to_token(
+        self, batch_or_char_index: int, char_index: int | None = None, sequence_index: int = 0
+    ) -> int | None:
         """The index of the token that holds character `char_index` of text `sequence_index` (0: text, 1: text_pair)
         in row `batch_or_char_index`; given one index, the character's in row 0 (transformers' signature).
         None where no token holds the character (a space, a cut-off part)."""
@@ -175,9 +193,11 @@ def _fixed_special(name: str) -> property:
         return self.vocab[self.specials[role]] if name.endswith("_id") else self.specials[role]
 
     def refuse(self, value):
-        raise TokenizerError(f"{name} cannot change after the tokenizer is built (the backend's template, padding and "
-                             f"special tokens hold it); build a new one: Tokenizer.from_pretrained(path, {role}=...) "
-                             "or Tokenizer.from_vocab(vocab, ...)")
+        raise TokenizerError(
+            f"{name} cannot change after the tokenizer is built (the backend's template, padding and "
+            f"special tokens hold it); build a new one: Tokenizer.from_pretrained(path, {role}=...) "
+            "or Tokenizer.from_vocab(vocab, ...)"
+        )
 
     return property(get, refuse, doc=f"the {role.removesuffix('_token')} token{' id' * name.endswith('_id')}")
 
@@ -186,46 +206,72 @@ def _fixed_special(name: str) -> property:
 class Tokenizer:
     """BERT WordPiece tokenizer. Build with from_pretrained(dir), from_vocab(path or dict) or train_vocab()."""
 
-    do_lower_case = _pipeline_setting("do_lower_case", "lower-case the text (and strip accents, unless "
-                                                       "strip_accents=False)")
+    do_lower_case = _pipeline_setting(
+        "do_lower_case", "lower-case the text (and strip accents, unless strip_accents=False)"
+    )
     strip_accents = _pipeline_setting("strip_accents", "strip accents; None: as do_lower_case says")
     tokenize_chinese_chars = _pipeline_setting("tokenize_chinese_chars", "make every CJK character a word")
-    never_split = _pipeline_setting("never_split", "words (of the vocabulary) kept whole where one is all of a word "
-                                                   "between spaces, after lower-casing; a tuple (set it to change it)")
+    never_split = _pipeline_setting(
+        "never_split",
+        "words (of the vocabulary) kept whole where one is all of a word "
+        "between spaces, after lower-casing; a tuple (set it to change it)",
+    )
     pad_token, unk_token, cls_token, sep_token, mask_token = (_fixed_special(r) for r in SPECIAL_ROLES)
-    pad_token_id, unk_token_id, cls_token_id, sep_token_id, mask_token_id = (_fixed_special(r + "_id")
-                                                                             for r in SPECIAL_ROLES)
+    pad_token_id, unk_token_id, cls_token_id, sep_token_id, mask_token_id = (
+        _fixed_special(r + "_id") for r in SPECIAL_ROLES
+    )
 
-    def __init__(self, vocab: dict[str, int], *, do_lower_case: bool = True, strip_accents: bool | None = None,
-                 tokenize_chinese_chars: bool = True, never_split: Sequence[str] = (),
-                 model_max_length: int = 512, clean_up_tokenization_spaces: bool = True,
-                 backend: Backend | None = None, **special_tokens: str):
+    def __init__(
+        self,
+        vocab: dict[str, int],
+        *,
+        do_lower_case: bool = True,
+        strip_accents: bool | None = None,
+        tokenize_chinese_chars: bool = True,
+        never_split: Sequence[str] = (),
+        model_max_length: int = 512,
+        clean_up_tokenization_spaces: bool = True,
+        backend: Backend | None = None,
+        **special_tokens: str,
+    ):
         unknown = set(special_tokens) - set(SPECIAL_ROLES)
         if unknown:
             raise TokenizerError(f"unknown tokenizer argument(s): {', '.join(sorted(unknown))}")
         self.specials = {**DEFAULT_SPECIALS, **special_tokens}
         missing = [f"{role}={tok!r}" for role, tok in self.specials.items() if tok not in vocab]
         if missing:
-            raise TokenizerError(f"the vocabulary lacks the special token(s) {', '.join(missing)}; a BERT "
-                                 "vocabulary starts with [PAD] ... [UNK] [CLS] [SEP] [MASK]")
+            raise TokenizerError(
+                f"the vocabulary lacks the special token(s) {', '.join(missing)}; a BERT "
+                "vocabulary starts with [PAD] ... [UNK] [CLS] [SEP] [MASK]"
+            )
         if model_max_length < 2:
             raise TokenizerError(f"model_max_length must be >= 2 ([CLS] and [SEP]), got {model_max_length}")
         self.model_max_length = model_max_length
         if not isinstance(clean_up_tokenization_spaces, bool):
-            raise TokenizerError(f"clean_up_tokenization_spaces must be True or False, got "
-                                 f"{clean_up_tokenization_spaces!r}")
+            raise TokenizerError(
+                f"clean_up_tokenization_spaces must be True or False, got {clean_up_tokenization_spaces!r}"
+            )
         # decode() drops the spaces before punctuation and inside English contractions, as transformers does
         # (from_pretrained reads it from tokenizer_config.json)
         self.clean_up_tokenization_spaces = clean_up_tokenization_spaces
-        self.backend = backend if backend is not None else Backend(
-            WordPiece(vocab, unk_token=self.specials["unk_token"], max_input_chars_per_word=MAX_CHARS_PER_WORD))
+        self.backend = (
+            backend
+            if backend is not None
+            else Backend(
+                WordPiece(vocab, unk_token=self.specials["unk_token"], max_input_chars_per_word=MAX_CHARS_PER_WORD)
+            )
+        )
         self.vocab = self.backend.get_vocab(with_added_tokens=False)
         self.ids_to_tokens = {i: t for t, i in self.vocab.items()}
         self.all_special_ids = sorted({self.vocab[t] for t in self.specials.values()})
         self._said: set[str] = set()  # the warnings logged so far (each once per tokenizer, as in transformers)
         self._settings: dict[str, Any] = {}
-        self._configure(do_lower_case=do_lower_case, strip_accents=strip_accents,
-                        tokenize_chinese_chars=tokenize_chinese_chars, never_split=never_split)
+        self._configure(
+            do_lower_case=do_lower_case,
+            strip_accents=strip_accents,
+            tokenize_chinese_chars=tokenize_chinese_chars,
+            never_split=never_split,
+        )
 
     def _configure(self, **changes: Any) -> None:
         """Check new values of PIPELINE_SETTINGS, then build the backend's pipeline with them (a bad value is an
@@ -235,8 +281,9 @@ class Tokenizer:
             if not isinstance(settings[name], bool):
                 raise TokenizerError(f"{name} must be True or False, got {settings[name]!r}")
         if not (settings["strip_accents"] is None or isinstance(settings["strip_accents"], bool)):
-            raise TokenizerError(f"strip_accents must be True, False or None (as do_lower_case), got "
-                                 f"{settings['strip_accents']!r}")
+            raise TokenizerError(
+                f"strip_accents must be True, False or None (as do_lower_case), got {settings['strip_accents']!r}"
+            )
         settings["never_split"] = self._checked_never_split(settings["never_split"])
         self._settings = settings
         self._configure_backend()
@@ -249,8 +296,9 @@ class Tokenizer:
             raise TokenizerError(f"never_split must be a list of words (strings), got {list(words)!r:.60}")
         not_in_vocab = [w for w in words if w not in self.vocab]
         if not_in_vocab:
-            raise TokenizerError(f"never_split word(s) {not_in_vocab} are not in the vocabulary; a word kept whole "
-                                 "needs an id")
+            raise TokenizerError(
+                f"never_split word(s) {not_in_vocab} are not in the vocabulary; a word kept whole needs an id"
+            )
         return words
 
     def _configure_backend(self) -> None:
@@ -258,14 +306,19 @@ class Tokenizer:
         the slow BertTokenizer: BertTokenizerFast ignores it)."""
         b, settings = self.backend, self._settings
         b.normalizer = normalizers.BertNormalizer(
-            clean_text=True, handle_chinese_chars=settings["tokenize_chinese_chars"],
-            strip_accents=settings["strip_accents"], lowercase=settings["do_lower_case"])
+            clean_text=True,
+            handle_chinese_chars=settings["tokenize_chinese_chars"],
+            strip_accents=settings["strip_accents"],
+            lowercase=settings["do_lower_case"],
+        )
         b.pre_tokenizer = _pre_tokenizer(settings["never_split"])
         cls, sep = self.specials["cls_token"], self.specials["sep_token"]
         vocab = b.get_vocab(with_added_tokens=False)
         b.post_processor = processors.TemplateProcessing(
-            single=f"{cls}:0 $A:0 {sep}:0", pair=f"{cls}:0 $A:0 {sep}:0 $B:1 {sep}:1",
-            special_tokens=[(cls, vocab[cls]), (sep, vocab[sep])])
+            single=f"{cls}:0 $A:0 {sep}:0",
+            pair=f"{cls}:0 $A:0 {sep}:0 $B:1 {sep}:1",
+            special_tokens=[(cls, vocab[cls]), (sep, vocab[sep])],
+        )
         b.decoder = decoders.WordPiece(prefix="##")
         # "[MASK]" typed in text stays one token and is not lower-cased (as in transformers)
         b.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in self.specials.values()])
@@ -287,13 +340,18 @@ class Tokenizer:
         """A local HF tokenizer directory: vocab.txt and/or tokenizer.json, + tokenizer_config.json."""
         directory = os.fspath(path)
         if not os.path.isdir(directory):
-            raise TokenizerError(f"{directory}: no such directory; pass a local folder holding vocab.txt "
-                                 "(and optionally tokenizer.json, tokenizer_config.json)")
+            raise TokenizerError(
+                f"{directory}: no such directory; pass a local folder holding vocab.txt "
+                "(and optionally tokenizer.json, tokenizer_config.json)"
+            )
         settings: dict[str, Any] = {}
         for name in (SPECIAL_MAP_FILE, CONFIG_FILE):  # the config wins over the special-token map
             settings.update(_read_json(os.path.join(directory, name)))
-        kwargs = {k: settings[k] for k in (*PIPELINE_SETTINGS, "model_max_length", "clean_up_tokenization_spaces")
-                  if settings.get(k) is not None}
+        kwargs = {
+            k: settings[k]
+            for k in (*PIPELINE_SETTINGS, "model_max_length", "clean_up_tokenization_spaces")
+            if settings.get(k) is not None
+        }
         if kwargs.get("model_max_length", 0) > 10**9:  # transformers writes a huge number for "no limit"
             del kwargs["model_max_length"]
         kwargs.update({role: _token_text(settings[role]) for role in SPECIAL_ROLES if settings.get(role)})
@@ -308,8 +366,9 @@ class Tokenizer:
             except Exception as e:
                 raise TokenizerError(f"{tokenizer_json}: not a valid tokenizer.json ({e})") from e
             if not isinstance(backend.model, WordPiece):
-                raise TokenizerError(f"{tokenizer_json}: a {type(backend.model).__name__} tokenizer, not WordPiece "
-                                     "(BERT)")
+                raise TokenizerError(
+                    f"{tokenizer_json}: a {type(backend.model).__name__} tokenizer, not WordPiece (BERT)"
+                )
             backend = _without_vocabulary_added_tokens(backend)
             if os.path.exists(vocab_txt):
                 _check_same_vocab(directory, read_vocab(vocab_txt), backend.get_vocab(with_added_tokens=False))
@@ -327,10 +386,16 @@ class Tokenizer:
         os.makedirs(directory, exist_ok=True)
         write_vocab(os.path.join(directory, VOCAB_FILE), self.vocab)
         atomic_write_text(os.path.join(directory, TOKENIZER_FILE), self.backend.to_str(pretty=True))
-        config = {"tokenizer_class": "BertTokenizer", "do_lower_case": self.do_lower_case,
-                  "strip_accents": self.strip_accents, "tokenize_chinese_chars": self.tokenize_chinese_chars,
-                  "never_split": list(self.never_split) or None, "model_max_length": self.model_max_length,
-                  "clean_up_tokenization_spaces": self.clean_up_tokenization_spaces, **self.specials}
+        config = {
+            "tokenizer_class": "BertTokenizer",
+            "do_lower_case": self.do_lower_case,
+            "strip_accents": self.strip_accents,
+            "tokenize_chinese_chars": self.tokenize_chinese_chars,
+            "never_split": list(self.never_split) or None,
+            "model_max_length": self.model_max_length,
+            "clean_up_tokenization_spaces": self.clean_up_tokenization_spaces,
+            **self.specials,
+        }
         for name, data in ((CONFIG_FILE, config), (SPECIAL_MAP_FILE, dict(self.specials))):
             atomic_write_text(os.path.join(directory, name), json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
@@ -367,14 +432,26 @@ class Tokenizer:
             raise
 
     # ----- encoding --------------------------------------------------------------------------
-    def __call__(self, text: str | Sequence[str], text_pair: str | Sequence[str] | None = None, *,
-                 add_special_tokens: bool = True, padding: bool | str = False,
-                 truncation: bool | str | None = None, max_length: int | None = None, stride: int = 0,
-                 pad_to_multiple_of: int | None = None, return_tensors: str | None = None,
-                 return_token_type_ids: bool = True, return_attention_mask: bool = True,
-                 return_special_tokens_mask: bool = False, return_offsets_mapping: bool = False,
-                 return_overflowing_tokens: bool = False, return_length: bool = False,
-                 is_split_into_words: bool = False) -> BatchEncoding:
+    def __call__(
+        self,
+        text: str | Sequence[str],
+        text_pair: str | Sequence[str] | None = None,
+        *,
+        add_special_tokens: bool = True,
+        padding: bool | str = False,
+        truncation: bool | str | None = None,
+        max_length: int | None = None,
+        stride: int = 0,
+        pad_to_multiple_of: int | None = None,
+        return_tensors: str | None = None,
+        return_token_type_ids: bool = True,
+        return_attention_mask: bool = True,
+        return_special_tokens_mask: bool = False,
+        return_offsets_mapping: bool = False,
+        return_overflowing_tokens: bool = False,
+        return_length: bool = False,
+        is_split_into_words: bool = False,
+    ) -> BatchEncoding:
         """Encode one text (or pair) or a batch, with transformers' argument names and meanings.
 
         A batch is a list of texts, with text_pair a list of as many second texts, or a list of
@@ -390,13 +467,22 @@ class Tokenizer:
         and `overflow_to_sample_mapping` says which input each row came from.
         """
         batched, inputs, pairs = _inputs(text, text_pair, is_split_into_words)
-        plan = self._plan(padding, truncation, max_length, stride, pad_to_multiple_of,
-                          specials=(3 if pairs else 2) if add_special_tokens else 0)
+        plan = self._plan(
+            padding,
+            truncation,
+            max_length,
+            stride,
+            pad_to_multiple_of,
+            specials=(3 if pairs else 2) if add_special_tokens else 0,
+        )
 
         def encode(texts: list, track: bool, plan: _Plan = plan):
             """The backend's encodings; offsets and word ids only when `track` (its fast path skips them)."""
-            run = self.backend.encode_batch if track or not hasattr(self.backend, "encode_batch_fast") \
+            run = (
+                self.backend.encode_batch
+                if track or not hasattr(self.backend, "encode_batch_fast")
                 else self.backend.encode_batch_fast
+            )
             try:
                 self._apply(plan)
                 return run(texts, add_special_tokens=add_special_tokens, is_pretokenized=is_split_into_words)
@@ -404,21 +490,38 @@ class Tokenizer:
                 if isinstance(e, (KeyboardInterrupt, SystemExit, GeneratorExit)):
                     raise
                 _check_surrogates(texts, batched, is_split_into_words)
-                raise TokenizerError(f"cannot encode with truncation={truncation!r}, max_length={max_length}, "
-                                     f"stride={stride}: {e} (a stride must leave room for new tokens in every "
-                                     "window)") from None
+                raise TokenizerError(
+                    f"cannot encode with truncation={truncation!r}, max_length={max_length}, "
+                    f"stride={stride}: {e} (a stride must leave room for new tokens in every "
+                    "window)"
+                ) from None
 
         # Without offsets the backend's fast path skips tracking them (and word ids): less work per text.
         # BatchEncoding encodes again with tracking if word_ids() / sequence_ids() / char_to_token() ask for them.
         full = return_offsets_mapping or return_overflowing_tokens
-        pattern = self._cut_pattern() if (plan.truncation in ("longest_first", "only_first") and not pairs
-                                          and not is_split_into_words and not return_overflowing_tokens
-                                          and not stride) else None
+        pattern = (
+            self._cut_pattern()
+            if (
+                plan.truncation in ("longest_first", "only_first")
+                and not pairs
+                and not is_split_into_words
+                and not return_overflowing_tokens
+                and not stride
+            )
+            else None
+        )
         cut = _Cut(plan, pattern)
-        keys = ["input_ids"] + [key for key, wanted in (
-            ("token_type_ids", return_token_type_ids), ("attention_mask", return_attention_mask),
-            ("special_tokens_mask", return_special_tokens_mask), ("offset_mapping", return_offsets_mapping),
-            ("length", return_length)) if wanted]
+        keys = ["input_ids"] + [
+            key
+            for key, wanted in (
+                ("token_type_ids", return_token_type_ids),
+                ("attention_mask", return_attention_mask),
+                ("special_tokens_mask", return_special_tokens_mask),
+                ("offset_mapping", return_offsets_mapping),
+                ("length", return_length),
+            )
+            if wanted
+        ]
         if full or len(inputs) <= CHUNK_ROWS:
             inputs, encodings = cut.encode(inputs, lambda texts: encode(texts, full))
             if plan.max_length is None:
@@ -436,9 +539,10 @@ class Tokenizer:
             data, kept = {key: [] for key in keys}, None
             unpadded = replace(plan, padding=False)
             for start in range(0, len(inputs), CHUNK_ROWS):
-                texts, encodings = cut.encode(inputs[start:start + CHUNK_ROWS],
-                                              lambda texts: encode(texts, False, unpadded))
-                inputs[start:start + len(texts)] = texts
+                texts, encodings = cut.encode(
+                    inputs[start : start + CHUNK_ROWS], lambda texts: encode(texts, False, unpadded)
+                )
+                inputs[start : start + len(texts)] = texts
                 if plan.max_length is None:
                     self._check_model_length(encodings)
                 for key in keys:
@@ -451,11 +555,18 @@ class Tokenizer:
             data["overflow_to_sample_mapping"] = sample
         if not batched and not return_overflowing_tokens:
             data = {k: v[0] for k, v in data.items()}
-        unequal = (f"padding='max_length' does not cut rows longer than max_length={plan.max_length}; pass "
-                   "truncation=True to cut them" if plan.padding == "max_length" and not plan.truncation
-                   else "pass padding=True to return tensors")
-        return BatchEncoding(_as_tensors(data, return_tensors, batched or return_overflowing_tokens, unequal), kept,
-                             self.ids_to_tokens, None if full else lambda: encode(inputs, True))
+        unequal = (
+            f"padding='max_length' does not cut rows longer than max_length={plan.max_length}; pass "
+            "truncation=True to cut them"
+            if plan.padding == "max_length" and not plan.truncation
+            else "pass padding=True to return tensors"
+        )
+        return BatchEncoding(
+            _as_tensors(data, return_tensors, batched or return_overflowing_tokens, unequal),
+            kept,
+            self.ids_to_tokens,
+            None if full else lambda: encode(inputs, True),
+        )
 
     def _cut_pattern(self) -> re.Pattern | None:
         """Where a text may be cut without changing any token before the cut (None: nowhere): before ASCII
@@ -466,18 +577,27 @@ class Tokenizer:
         added = list(self.backend.get_added_tokens_decoder().values())
         if any(t.lstrip or t.rstrip or t.single_word for t in added):
             return None
-        return _cut_regex(frozenset("".join(t.content for t in added)), self._settings["tokenize_chinese_chars"],
-                          not self._settings["never_split"])
+        return _cut_regex(
+            frozenset("".join(t.content for t in added)),
+            self._settings["tokenize_chinese_chars"],
+            not self._settings["never_split"],
+        )
 
     def _pad_lists(self, data: dict[str, list], plan: _Plan) -> None:
         """Pad rows as the backend pads a batch (tokenizers' pad_encodings: to the longest row or max_length, then
         up to a multiple of pad_to_multiple_of; rows already as long are left alone; on the right)."""
-        target = plan.max_length if plan.padding == "max_length" else max((len(r) for r in data["input_ids"]),
-                                                                            default=0)
+        target = (
+            plan.max_length if plan.padding == "max_length" else max((len(r) for r in data["input_ids"]), default=0)
+        )
         if plan.pad_to_multiple_of and target % plan.pad_to_multiple_of:
             target += plan.pad_to_multiple_of - target % plan.pad_to_multiple_of
-        fill = {"input_ids": self.pad_token_id, "token_type_ids": 0, "attention_mask": 0, "special_tokens_mask": 1,
-                "offset_mapping": (0, 0)}
+        fill = {
+            "input_ids": self.pad_token_id,
+            "token_type_ids": 0,
+            "attention_mask": 0,
+            "special_tokens_mask": 1,
+            "offset_mapping": (0, 0),
+        }
         for key, value in fill.items():
             for row in data.get(key, ()):
                 if len(row) < target:
@@ -487,8 +607,9 @@ class Tokenizer:
 
     def encode(self, text: str, text_pair: str | None = None, **kwargs: Any) -> list[int]:
         """The ids of one text (or pair), with [CLS]/[SEP] unless add_special_tokens=False."""
-        return self(_check_text(text, "text"), text_pair, return_token_type_ids=False,
-                    return_attention_mask=False, **kwargs)["input_ids"]
+        return self(
+            _check_text(text, "text"), text_pair, return_token_type_ids=False, return_attention_mask=False, **kwargs
+        )["input_ids"]
 
     def encode_batch(self, texts: Sequence[str], pairs: Sequence[str] | None = None, **kwargs: Any) -> BatchEncoding:
         if not isinstance(texts, (list, tuple)):
@@ -501,20 +622,28 @@ class Tokenizer:
         if padding not in (False, True, "longest", "max_length", "do_not_pad"):
             raise TokenizerError(f"padding must be True, False, 'longest' or 'max_length'; got {padding!r}")
         if truncation not in (None, False, True, "do_not_truncate", *TRUNCATION):
-            raise TokenizerError(f"truncation must be True, False or one of {', '.join(TRUNCATION)}; "
-                                 f"got {truncation!r}")
+            raise TokenizerError(
+                f"truncation must be True, False or one of {', '.join(TRUNCATION)}; got {truncation!r}"
+            )
         if truncation is None:
             truncation = max_length is not None and padding is False
             if truncation:
-                self._say_once("truncation", f"Truncation was not explicitly activated but max_length={max_length} "
-                                             "is given: truncating with 'longest_first' (pass truncation=True or a "
-                                             "strategy to say so)")
+                self._say_once(
+                    "truncation",
+                    f"Truncation was not explicitly activated but max_length={max_length} "
+                    "is given: truncating with 'longest_first' (pass truncation=True or a "
+                    "strategy to say so)",
+                )
         elif truncation == "do_not_truncate":
             truncation = False
         if padding is True and max_length is not None and not truncation:
-            warnings.warn(f"max_length={max_length} is ignored when padding=True and truncation is off: rows are "
-                          "padded to the longest one. To pad to max_length, use padding='max_length' (and "
-                          "truncation=True to cut longer rows).", BertkitWarning, stacklevel=3)
+            warnings.warn(
+                f"max_length={max_length} is ignored when padding=True and truncation is off: rows are "
+                "padded to the longest one. To pad to max_length, use padding='max_length' (and "
+                "truncation=True to cut longer rows).",
+                BertkitWarning,
+                stacklevel=3,
+            )
         truncation = "longest_first" if truncation is True else truncation
         padding = {True: "longest", "do_not_pad": False}.get(padding, padding)
         if (truncation or padding == "max_length") and max_length is None:
@@ -522,15 +651,21 @@ class Tokenizer:
         if max_length is not None and (not isinstance(max_length, int) or max_length < 1):
             raise TokenizerError(f"max_length must be a positive integer, got {max_length!r}")
         if pad_to_multiple_of is not None and truncation and padding and max_length % pad_to_multiple_of:
-            raise TokenizerError(f"max_length={max_length} is not a multiple of pad_to_multiple_of="
-                                 f"{pad_to_multiple_of}: rows could not be both")
+            raise TokenizerError(
+                f"max_length={max_length} is not a multiple of pad_to_multiple_of="
+                f"{pad_to_multiple_of}: rows could not be both"
+            )
         if truncation:
             if max_length < specials:
-                raise TokenizerError(f"max_length={max_length} is shorter than the {specials} special tokens "
-                                     "([CLS], [SEP]) every row needs")
+                raise TokenizerError(
+                    f"max_length={max_length} is shorter than the {specials} special tokens "
+                    "([CLS], [SEP]) every row needs"
+                )
             if not 0 <= stride < max(1, max_length - specials):
-                raise TokenizerError(f"stride={stride} must be >= 0 and smaller than max_length minus the special "
-                                     f"tokens ({max_length} - {specials}): each window must add new tokens")
+                raise TokenizerError(
+                    f"stride={stride} must be >= 0 and smaller than max_length minus the special "
+                    f"tokens ({max_length} - {specials}): each window must add new tokens"
+                )
         return _Plan(truncation, padding, max_length, stride, pad_to_multiple_of)
 
     def _apply(self, plan: _Plan) -> None:
@@ -541,9 +676,13 @@ class Tokenizer:
         else:
             b.no_truncation()
         if plan.padding:
-            b.enable_padding(length=plan.max_length if plan.padding == "max_length" else None,
-                             pad_to_multiple_of=plan.pad_to_multiple_of, pad_id=self.pad_token_id, pad_type_id=0,
-                             pad_token=self.pad_token)
+            b.enable_padding(
+                length=plan.max_length if plan.padding == "max_length" else None,
+                pad_to_multiple_of=plan.pad_to_multiple_of,
+                pad_id=self.pad_token_id,
+                pad_type_id=0,
+                pad_token=self.pad_token,
+            )
         else:
             b.no_padding()
 
@@ -551,10 +690,13 @@ class Tokenizer:
         """Say (once) that a row is longer than the model takes, as transformers does when no length was asked for."""
         longer = next((len(e) for e in encodings if len(e) > self.model_max_length), None)
         if longer is not None:
-            self._say_once("length", "Token indices sequence length is longer than the specified maximum sequence "
-                                     f"length for this model ({longer} > {self.model_max_length}). Running this "
-                                     "sequence through the model will result in indexing errors; pass "
-                                     "truncation=True to cut rows to model_max_length")
+            self._say_once(
+                "length",
+                "Token indices sequence length is longer than the specified maximum sequence "
+                f"length for this model ({longer} > {self.model_max_length}). Running this "
+                "sequence through the model will result in indexing errors; pass "
+                "truncation=True to cut rows to model_max_length",
+            )
 
     def _say_once(self, key: str, message: str) -> None:
         """Log a warning the first time this tokenizer has cause to (transformers logs these once per tokenizer)."""
@@ -563,35 +705,48 @@ class Tokenizer:
             log.warning(message)
 
     # ----- special tokens, placed as transformers' BERT tokenizers place them -----------------
-    def build_inputs_with_special_tokens(self, token_ids_0: Sequence[int],
-                                         token_ids_1: Sequence[int] | None = None) -> list[int]:
+    def build_inputs_with_special_tokens(
+        self, token_ids_0: Sequence[int], token_ids_1: Sequence[int] | None = None
+    ) -> list[int]:
         """[CLS] A [SEP] (B [SEP]): the ids of one text (or pair) as the model takes them."""
         a, b = _check_ids(token_ids_0, "token_ids_0"), _check_ids(token_ids_1, "token_ids_1", optional=True)
         return [self.cls_token_id, *a, self.sep_token_id] + ([] if b is None else [*b, self.sep_token_id])
 
-    def create_token_type_ids_from_sequences(self, token_ids_0: Sequence[int],
-                                             token_ids_1: Sequence[int] | None = None) -> list[int]:
+    def create_token_type_ids_from_sequences(
+        self, token_ids_0: Sequence[int], token_ids_1: Sequence[int] | None = None
+    ) -> list[int]:
         """The token_type_ids of build_inputs_with_special_tokens: 0 for [CLS] A [SEP], 1 for B [SEP]."""
         a, b = _check_ids(token_ids_0, "token_ids_0"), _check_ids(token_ids_1, "token_ids_1", optional=True)
         return [0] * (len(a) + 2) + ([] if b is None else [1] * (len(b) + 1))
 
-    def get_special_tokens_mask(self, token_ids_0: Sequence[int], token_ids_1: Sequence[int] | None = None,
-                                already_has_special_tokens: bool = False) -> list[int]:
+    def get_special_tokens_mask(
+        self,
+        token_ids_0: Sequence[int],
+        token_ids_1: Sequence[int] | None = None,
+        already_has_special_tokens: bool = False,
+    ) -> list[int]:
         """1 where build_inputs_with_special_tokens puts [CLS] / [SEP], 0 for the texts' tokens. With
         already_has_special_tokens, token_ids_0 are a model input: 1 for the id of every special token
         ([PAD], [UNK], [CLS], [SEP], [MASK]), as transformers marks them."""
         if already_has_special_tokens:
             if token_ids_1 is not None:
-                raise TokenizerError("token_ids_1 must be None with already_has_special_tokens=True: the ids of a "
-                                     "model input hold both texts already")
+                raise TokenizerError(
+                    "token_ids_1 must be None with already_has_special_tokens=True: the ids of a "
+                    "model input hold both texts already"
+                )
             special = set(self.all_special_ids)
             return [int(i in special) for i in _check_ids(token_ids_0, "token_ids_0")]
         a, b = _check_ids(token_ids_0, "token_ids_0"), _check_ids(token_ids_1, "token_ids_1", optional=True)
         return [1, *[0] * len(a), 1] + ([] if b is None else [*[0] * len(b), 1])
 
     # ----- decoding --------------------------------------------------------------------------
-    def decode(self, ids, skip_special_tokens: bool = False, clean_up_tokenization_spaces: bool | None = None,
-               cjk_spaces: bool = False) -> str:
+    def decode(
+        self,
+        ids,
+        skip_special_tokens: bool = False,
+        clean_up_tokenization_spaces: bool | None = None,
+        cjk_spaces: bool = False,
+    ) -> str:
         """ids -> text as transformers' BertTokenizerFast decodes them ("##" pieces joined to their word; with
         clean_up_tokenization_spaces, None: the tokenizer's, no space before . , ? ! or inside "can't", "it's"),
         except that there is no space next to a CJK character ("今天好。", where transformers writes "今 天 好 。");
@@ -599,8 +754,10 @@ class Tokenizer:
         if hasattr(ids, "tolist"):
             ids = ids.tolist()
         # the backend's size with added tokens rebuilds its whole vocabulary (milliseconds a call): count it here
-        size = max(self.backend.get_vocab_size(with_added_tokens=False),
-                   1 + max(self.backend.get_added_tokens_decoder(), default=-1))
+        size = max(
+            self.backend.get_vocab_size(with_added_tokens=False),
+            1 + max(self.backend.get_added_tokens_decoder(), default=-1),
+        )
         bad = [i for i in ids if not 0 <= int(i) < size]
         if bad:
             raise TokenizerError(f"ids {bad[:5]} are outside the vocabulary (size {self.vocab_size})")
@@ -609,8 +766,13 @@ class Tokenizer:
             text = clean_up_tokenization(text)
         return text if cjk_spaces else _join_cjk(text)
 
-    def batch_decode(self, rows, skip_special_tokens: bool = False, clean_up_tokenization_spaces: bool | None = None,
-                     cjk_spaces: bool = False) -> list[str]:
+    def batch_decode(
+        self,
+        rows,
+        skip_special_tokens: bool = False,
+        clean_up_tokenization_spaces: bool | None = None,
+        cjk_spaces: bool = False,
+    ) -> list[str]:
         return [self.decode(r, skip_special_tokens, clean_up_tokenization_spaces, cjk_spaces) for r in rows]
 
     def convert_tokens_to_string(self, tokens: Sequence[str], cjk_spaces: bool = False) -> str:
@@ -618,8 +780,9 @@ class Tokenizer:
         clean_up_tokenization_spaces: in transformers only decode applies it), without the spaces next to CJK
         characters unless cjk_spaces=True."""
         if not isinstance(tokens, (list, tuple)) or not all(isinstance(t, str) for t in tokens):
-            raise TokenizerError(f"tokens must be a list of token strings (as convert_ids_to_tokens gives), got "
-                                 f"{tokens!r:.60}")
+            raise TokenizerError(
+                f"tokens must be a list of token strings (as convert_ids_to_tokens gives), got {tokens!r:.60}"
+            )
         text = self.backend.decoder.decode(list(tokens))
         return text if cjk_spaces else _join_cjk(text)
 
@@ -631,11 +794,20 @@ def vocab_digest(tokenizer) -> str:
 
 
 # ----- vocabulary training -----------------------------------------------------------------------
-def train_vocab(files: str | os.PathLike | Sequence[str | os.PathLike] | None = None, *,
-                texts: Iterable[str] | None = None, vocab_size: int = 21128, min_frequency: int = MIN_FREQUENCY,
-                do_lower_case: bool = True, strip_accents: bool | None = None, tokenize_chinese_chars: bool = True,
-                limit_alphabet: int | None = None, base_alphabet: str = ASCII_ALPHABET, show_progress: bool = False,
-                model_max_length: int = 512) -> Tokenizer:
+def train_vocab(
+    files: str | os.PathLike | Sequence[str | os.PathLike] | None = None,
+    *,
+    texts: Iterable[str] | None = None,
+    vocab_size: int = 21128,
+    min_frequency: int = MIN_FREQUENCY,
+    do_lower_case: bool = True,
+    strip_accents: bool | None = None,
+    tokenize_chinese_chars: bool = True,
+    limit_alphabet: int | None = None,
+    base_alphabet: str = ASCII_ALPHABET,
+    show_progress: bool = False,
+    model_max_length: int = 512,
+) -> Tokenizer:
     """Learn a WordPiece vocabulary from text `files` or an iterable of `texts` (read several times: a one-shot
     iterator is listed first; a re-iterable such as bertkit.data.corpus.Corpus is streamed on each pass).
 
@@ -652,8 +824,12 @@ def train_vocab(files: str | os.PathLike | Sequence[str | os.PathLike] | None = 
     if vocab_size <= len(DEFAULT_SPECIALS):
         raise TokenizerError(f"vocab_size must be larger than the {len(DEFAULT_SPECIALS)} special tokens")
     backend = Backend(WordPiece(unk_token=DEFAULT_SPECIALS["unk_token"], max_input_chars_per_word=MAX_CHARS_PER_WORD))
-    backend.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=tokenize_chinese_chars,
-                                                    strip_accents=strip_accents, lowercase=do_lower_case)
+    backend.normalizer = normalizers.BertNormalizer(
+        clean_text=True,
+        handle_chinese_chars=tokenize_chinese_chars,
+        strip_accents=strip_accents,
+        lowercase=do_lower_case,
+    )
     backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     if files is not None:
         paths = [os.fspath(files)] if isinstance(files, (str, os.PathLike)) else [os.fspath(f) for f in files]
@@ -664,10 +840,15 @@ def train_vocab(files: str | os.PathLike | Sequence[str | os.PathLike] | None = 
         texts = list(texts)  # read more than once below; a re-iterable (data.corpus.Corpus) streams each time
 
     def learn(alphabet: list[str], specials: list[str]) -> dict[str, int]:
-        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
-                                            special_tokens=specials, limit_alphabet=len(alphabet),
-                                            initial_alphabet=alphabet, continuing_subword_prefix="##",
-                                            show_progress=show_progress)
+        trainer = trainers.WordPieceTrainer(
+            vocab_size=vocab_size,
+            min_frequency=min_frequency,
+            special_tokens=specials,
+            limit_alphabet=len(alphabet),
+            initial_alphabet=alphabet,
+            continuing_subword_prefix="##",
+            show_progress=show_progress,
+        )
         if files is not None:
             backend.train(paths, trainer)
         else:
@@ -697,14 +878,19 @@ def train_vocab(files: str | os.PathLike | Sequence[str | os.PathLike] | None = 
         vocab = learn(alphabet, specials + pieces)
         # back to the trainer's own layout: specials, characters, "##" characters, then the merges
         order = [t for t in sorted(vocab, key=vocab.get) if t not in set(pieces)]
-        chars = len(specials) + sum(1 for t in order[len(specials):] if len(t) == 1)
+        chars = len(specials) + sum(1 for t in order[len(specials) :] if len(t) == 1)
         order = order[:chars] + pieces + order[chars:]
         vocab = {t: i for i, t in enumerate(order)}
     if len(vocab) <= len(DEFAULT_SPECIALS):
         raise TokenizerError("the corpus is empty: no vocabulary could be learned")
     vocab = _with_base_alphabet(vocab, base, vocab_size)
-    return Tokenizer(vocab, do_lower_case=do_lower_case, strip_accents=strip_accents,
-                     tokenize_chinese_chars=tokenize_chinese_chars, model_max_length=model_max_length)
+    return Tokenizer(
+        vocab,
+        do_lower_case=do_lower_case,
+        strip_accents=strip_accents,
+        tokenize_chinese_chars=tokenize_chinese_chars,
+        model_max_length=model_max_length,
+    )
 
 
 def vocab_shortfall(tok: Tokenizer, asked: int, min_frequency: int) -> str | None:
@@ -720,12 +906,18 @@ def vocab_shortfall(tok: Tokenizer, asked: int, min_frequency: int) -> str | Non
     chars = [t for t in pieces if len(t) == 1]
     longer = sum(len(t.removeprefix("##")) > 1 for t in pieces)
     cjk = tok.tokenize_chinese_chars and any(is_cjk(c) for c in chars)
-    return (f"the vocabulary has {tok.vocab_size:,} entries, not the {asked:,} asked: the corpus gives no "
-            f"more. It holds {len(chars):,} distinct characters, {len(pieces) - len(chars) - longer:,} '##' forms "
-            f"of them and {longer:,} longer pieces, each a pair of pieces that stood side by side inside a word at "
-            f"least min_frequency = {min_frequency} times; the trainer stops when no pair is that frequent"
-            + (", and CJK characters are words of their own, so Chinese text gives characters, never longer pieces"
-               if cjk else "") + ". A larger corpus gives more.")
+    return (
+        f"the vocabulary has {tok.vocab_size:,} entries, not the {asked:,} asked: the corpus gives no "
+        f"more. It holds {len(chars):,} distinct characters, {len(pieces) - len(chars) - longer:,} '##' forms "
+        f"of them and {longer:,} longer pieces, each a pair of pieces that stood side by side inside a word at "
+        f"least min_frequency = {min_frequency} times; the trainer stops when no pair is that frequent"
+        + (
+            ", and CJK characters are words of their own, so Chinese text gives characters, never longer pieces"
+            if cjk
+            else ""
+        )
+        + ". A larger corpus gives more."
+    )
 
 
 # ----- helpers -----------------------------------------------------------------------------------
@@ -735,8 +927,9 @@ def _lines(paths: list[str]) -> Iterable[str]:
             with open(path, encoding="utf-8") as fh:
                 yield from fh
         except UnicodeDecodeError as e:
-            raise TokenizerError(f"{path}: not UTF-8 text (byte {e.start}); convert it first, e.g. "
-                                 f"iconv -f GBK -t UTF-8 {path}") from None
+            raise TokenizerError(
+                f"{path}: not UTF-8 text (byte {e.start}); convert it first, e.g. iconv -f GBK -t UTF-8 {path}"
+            ) from None
         except OSError as e:
             raise TokenizerError(f"{path}: cannot read ({e})") from e
 
@@ -760,12 +953,15 @@ def _check_same_vocab(directory: str, from_txt: dict[str, int], from_json: dict[
         return
     txt, js = sorted(from_txt, key=from_txt.get), sorted(from_json, key=from_json.get)
     first = next((i for i, (a, b) in enumerate(zip(txt, js)) if a != b), min(len(txt), len(js)))
+
     def shown(tokens):
         return repr(tokens[first]) if first < len(tokens) else "(end)"
 
-    raise TokenizerError(f"{directory}: {VOCAB_FILE} ({len(txt)} tokens) and {TOKENIZER_FILE} ({len(js)}) disagree "
-                         f"from id {first} ({shown(txt)} vs {shown(js)}); one of them is stale: remove it, or save "
-                         "the tokenizer again")
+    raise TokenizerError(
+        f"{directory}: {VOCAB_FILE} ({len(txt)} tokens) and {TOKENIZER_FILE} ({len(js)}) disagree "
+        f"from id {first} ({shown(txt)} vs {shown(js)}); one of them is stale: remove it, or save "
+        "the tokenizer again"
+    )
 
 
 def _is_single(token: str) -> bool:
@@ -790,28 +986,39 @@ def _with_base_alphabet(vocab: dict[str, int], alphabet: str, vocab_size: int) -
     droppable = [i for i, t in enumerate(tokens) if not _is_single(t) and t not in DEFAULT_SPECIALS.values()]
     excess = len(tokens) + len(missing) - vocab_size
     if excess > len(droppable):
-        raise TokenizerError(f"vocab_size {vocab_size} is too small for the corpus's characters plus "
-                             f"{len(missing)} base-alphabet tokens (printable ASCII); raise it (--vocab-size), "
-                             "or in Python pass train_vocab(..., base_alphabet='')")
-    dropped = set(droppable[len(droppable) - max(0, excess):])
+        raise TokenizerError(
+            f"vocab_size {vocab_size} is too small for the corpus's characters plus "
+            f"{len(missing)} base-alphabet tokens (printable ASCII); raise it (--vocab-size), "
+            "or in Python pass train_vocab(..., base_alphabet='')"
+        )
+    dropped = set(droppable[len(droppable) - max(0, excess) :])
     tokens = [t for i, t in enumerate(tokens) if i not in dropped] + missing
     return {t: i for i, t in enumerate(tokens)}
 
 
-_FIELDS = {"input_ids": lambda e: e.ids, "token_type_ids": lambda e: e.type_ids,
-           "attention_mask": lambda e: e.attention_mask, "special_tokens_mask": lambda e: e.special_tokens_mask,
-           "offset_mapping": lambda e: e.offsets, "length": lambda e: len(e.ids)}  # BatchEncoding keys of an Encoding
+_FIELDS = {
+    "input_ids": lambda e: e.ids,
+    "token_type_ids": lambda e: e.type_ids,
+    "attention_mask": lambda e: e.attention_mask,
+    "special_tokens_mask": lambda e: e.special_tokens_mask,
+    "offset_mapping": lambda e: e.offsets,
+    "length": lambda e: len(e.ids),
+}  # BatchEncoding keys of an Encoding
 
 
 @functools.lru_cache(maxsize=16)
 def _cut_regex(added: frozenset, chinese: bool, punctuation: bool) -> re.Pattern:
     """Tokenizer._cut_pattern: a greedy match whose end is the last place in the window a text may be cut."""
+
     def allowed(chars: str) -> str:
         return "".join(re.escape(c) for c in chars if c not in added)
 
     before = allowed(" \t\n\r")
-    after = allowed("".join(chr(c) for lo, hi in ((0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF))
-                            for c in range(lo, hi + 1)) if chinese else "")
+    after = allowed(
+        "".join(chr(c) for lo, hi in ((0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF)) for c in range(lo, hi + 1))
+        if chinese
+        else ""
+    )
     if punctuation:  # ASCII and common CJK punctuation: BertPreTokenizer isolates every one
         after += allowed("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~，。、；：？！「」『』（）《》“”‘’…—")
     ends = [f"(?=[{before}])" if before else "", f"(?<=[{after}])" if after else ""]
@@ -837,8 +1044,11 @@ class _Cut:
                 texts[i], limits[i] = self.cut(text, self.limit), self.limit
         while True:
             encodings = run(texts)
-            short = [i for i, limit in limits.items()
-                     if len(texts[i]) < len(originals[i]) and sum(encodings[i].attention_mask) < self.plan.max_length]
+            short = [
+                i
+                for i, limit in limits.items()
+                if len(texts[i]) < len(originals[i]) and sum(encodings[i].attention_mask) < self.plan.max_length
+            ]
             if not short:
                 return texts, encodings
             if len(short) * 2 > len(limits):  # most cuts fall short (Latin text: several characters per token)
@@ -853,9 +1063,9 @@ class _Cut:
             return text
         found = self.pattern.match(text, limit // 2, limit)
         if found and found.end() > limit // 2:
-            return text[:found.end()]
+            return text[: found.end()]
         found = self.pattern.match(text, limit + 1, min(len(text), 4 * limit + 1))  # none there: look further on
-        return text[:found.end()] if found and found.end() > limit else text
+        return text[: found.end()] if found and found.end() > limit else text
 
 
 def _check_surrogates(texts: list, batched: bool, split: bool = False) -> None:
@@ -873,7 +1083,8 @@ def _check_surrogates(texts: list, batched: bool, split: bool = False) -> None:
                         f"{name}{f', word {w}' if split else ''}: character {found.start()} is a lone surrogate "
                         f"({found.group()!r}), half of a UTF-16 pair, which is not text (bytes decoded with "
                         "errors='surrogateescape', or a JSON escape of half a pair?); decode the text properly, or "
-                        "replace such characters: text.encode('utf-8', 'replace').decode('utf-8')")
+                        "replace such characters: text.encode('utf-8', 'replace').decode('utf-8')"
+                    )
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -897,19 +1108,25 @@ def _inputs(text, text_pair, split: bool) -> tuple[bool, list, bool]:
         return False, [(text, check(text_pair, "text_pair"))], True
     if text_pair is not None:
         if not isinstance(text_pair, (list, tuple)):
-            raise TokenizerError(f"text is a batch of {len(text)} but text_pair is one {type(text_pair).__name__}; "
-                                 f"pass a list of {len(text)} second texts")
+            raise TokenizerError(
+                f"text is a batch of {len(text)} but text_pair is one {type(text_pair).__name__}; "
+                f"pass a list of {len(text)} second texts"
+            )
         if len(text_pair) != len(text):
             raise TokenizerError(f"text has {len(text)} entries but text_pair has {len(text_pair)}")
-        return True, [(check(a, f"text[{i}]"), check(b, f"text_pair[{i}]"))
-                      for i, (a, b) in enumerate(zip(text, text_pair))], bool(text)
+        return (
+            True,
+            [(check(a, f"text[{i}]"), check(b, f"text_pair[{i}]")) for i, (a, b) in enumerate(zip(text, text_pair))],
+            bool(text),
+        )
     inputs = []
     for i, item in enumerate(text):
         if split or not isinstance(item, (list, tuple)):
             inputs.append(check(item, f"text[{i}]"))
         elif len(item) != 2:
-            raise TokenizerError(f"text[{i}] is a {type(item).__name__} of {len(item)} item(s); in a batch a pair is "
-                                 "(text, text_pair)")
+            raise TokenizerError(
+                f"text[{i}] is a {type(item).__name__} of {len(item)} item(s); in a batch a pair is (text, text_pair)"
+            )
         else:
             inputs.append((check(item[0], f"text[{i}][0]"), check(item[1], f"text[{i}][1]")))
     return True, inputs, any(isinstance(x, tuple) for x in inputs) and not split
@@ -924,8 +1141,10 @@ def _check_text(text, name: str, optional: bool = False):
 def _check_words(words, name: str):
     if not isinstance(words, (list, tuple)) or not all(isinstance(w, str) for w in words):
         pairs = isinstance(words, (list, tuple)) and any(isinstance(w, (list, tuple)) for w in words)
-        raise TokenizerError(f"{name} must be a list of strings (is_split_into_words=True)" + (
-            "; the second texts of pairs of word lists go in text_pair" if pairs else ""))
+        raise TokenizerError(
+            f"{name} must be a list of strings (is_split_into_words=True)"
+            + ("; the second texts of pairs of word lists go in text_pair" if pairs else "")
+        )
     return words
 
 
@@ -946,8 +1165,12 @@ def _pre_tokenizer(never_split: Sequence[str]):
     if not never_split:
         return pre_tokenizers.BertPreTokenizer()
     words = "|".join(_regex_literal(w) for w in sorted(never_split, key=len, reverse=True))
-    return pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Split(
-        Regex(rf"\A(?:{words})\z|{_punctuation_class()}"), behavior="isolated")])
+    return pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.WhitespaceSplit(),
+            pre_tokenizers.Split(Regex(rf"\A(?:{words})\z|{_punctuation_class()}"), behavior="isolated"),
+        ]
+    )
 
 
 @functools.cache
@@ -955,8 +1178,14 @@ def _punctuation_class() -> str:
     """A regex class of the characters BertPreTokenizer splits off, asked of it (the Unicode tables of the regex
     library are newer than its own). Blocks of ideographs, Hangul syllables, private use and unassigned planes
     hold none and are skipped: 0.2 s, once per process."""
-    skip = [(0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xAC00, 0xD7A3), (0xD800, 0xF8FF), (0x20000, 0xDFFFF),
-            (0xF0000, 0x10FFFF)]
+    skip = [
+        (0x3400, 0x4DBF),
+        (0x4E00, 0x9FFF),
+        (0xAC00, 0xD7A3),
+        (0xD800, 0xF8FF),
+        (0x20000, 0xDFFFF),
+        (0xF0000, 0x10FFFF),
+    ]
     bounds = [0, *(x for lo, hi in skip for x in (lo, hi + 1)), 0x110000]
     chars = [chr(c) for lo, hi in zip(bounds[::2], bounds[1::2]) for c in range(lo, hi) if not chr(c).isalnum()]
     pieces = pre_tokenizers.BertPreTokenizer().pre_tokenize_str("a" + "a".join(chars) + "a")
@@ -967,8 +1196,11 @@ def _punctuation_class() -> str:
             ranges[-1][1] = c
         else:
             ranges.append([c, c])
-    return "[" + "".join(_regex_literal(chr(lo)) + (f"-{_regex_literal(chr(hi))}" if hi > lo else "")
-                         for lo, hi in ranges) + "]"
+    return (
+        "["
+        + "".join(_regex_literal(chr(lo)) + (f"-{_regex_literal(chr(hi))}" if hi > lo else "") for lo, hi in ranges)
+        + "]"
+    )
 
 
 def _regex_literal(text: str) -> str:
@@ -1036,8 +1268,18 @@ _SPACE_BY_WIDE = re.compile(f"(?<=[{_WIDE}]) | (?=[{_WIDE}])")
 
 # what transformers' clean_up_tokenization rewrites, in its order: a space before punctuation, around an apostrophe
 # and before an English contraction's second part
-_CLEAN_UP = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"), (" 'm", "'m"),
-             (" 's", "'s"), (" 've", "'ve"), (" 're", "'re"))
+_CLEAN_UP = (
+    (" .", "."),
+    (" ?", "?"),
+    (" !", "!"),
+    (" ,", ","),
+    (" ' ", "'"),
+    (" n't", "n't"),
+    (" 'm", "'m"),
+    (" 's", "'s"),
+    (" 've", "'ve"),
+    (" 're", "'re"),
+)
 
 
 def clean_up_tokenization(text: str) -> str:
@@ -1066,22 +1308,29 @@ class TokenizeConfig:
 class VocabTrainConfig:
     """Learn a WordPiece vocabulary from a corpus (streamed, as often as the trainer needs) and save a tokenizer."""
 
-    corpus: list[str] = opt(list, f"text files (one text per line), folders, JSONL, Parquet, .gz, or "
-                                  f"{', '.join(BUILTIN_CORPORA)}", nargs="+", required=True)
+    corpus: list[str] = opt(
+        list,
+        f"text files (one text per line), folders, JSONL, Parquet, .gz, or {', '.join(BUILTIN_CORPORA)}",
+        nargs="+",
+        required=True,
+    )
     vocab_size: int = opt(21128, "entries in the vocabulary, specials included")
-    min_frequency: int = opt(MIN_FREQUENCY, "two pieces side by side inside a word become one only where seen this "
-                                            "often (every character is kept)")
+    min_frequency: int = opt(
+        MIN_FREQUENCY,
+        "two pieces side by side inside a word become one only where seen this often (every character is kept)",
+    )
     out: str = opt("", "directory to write vocab.txt, tokenizer.json, ...", required=True)
     lower_case: bool = opt(True, "lowercase and strip accents (--no-lower-case: a cased vocabulary)")
     chinese_chars: bool = opt(True, "split CJK text per character (--no-chinese-chars: do not)")
-    doc_sep: str = opt("line", "plain text: one text per line, or texts separated by blank lines",
-                       choices=DOC_SEPS)
+    doc_sep: str = opt("line", "plain text: one text per line, or texts separated by blank lines", choices=DOC_SEPS)
     text_field: str = opt("text", "JSONL field / Parquet column holding the text")
-    vocab_sample: str | None = opt(None, "learn from a seeded sample spread over the corpus: 200MB, 2GB or 50000docs "
-                                         "(default: all of it)")
+    vocab_sample: str | None = opt(
+        None, "learn from a seeded sample spread over the corpus: 200MB, 2GB or 50000docs (default: all of it)"
+    )
     seed: int = opt(0, "seed of the sample")
-    overwrite: bool = opt(False, "replace a vocabulary already in --out: it is moved to <out>.replaced-<time> "
-                                 "first (nothing is deleted)")
+    overwrite: bool = opt(
+        False, "replace a vocabulary already in --out: it is moved to <out>.replaced-<time> first (nothing is deleted)"
+    )
 
 
 def tokenize_main(argv: list[str]) -> int:
@@ -1103,8 +1352,9 @@ def _token_rows(tok: Tokenizer, text: str, pair: str | None):
     if len(text) + len(pair or "") <= WHOLE_TEXT_CHARS:
         enc = tok(text, pair, return_offsets_mapping=True)
         sources = [text, pair]
-        for token, token_id, type_id, (start, end), seq in zip(enc.tokens(), enc["input_ids"], enc["token_type_ids"],
-                                                               enc["offset_mapping"], enc.sequence_ids()):
+        for token, token_id, type_id, (start, end), seq in zip(
+            enc.tokens(), enc["input_ids"], enc["token_type_ids"], enc["offset_mapping"], enc.sequence_ids()
+        ):
             yield token, token_id, type_id, sources[seq][start:end] if seq is not None else ""
         return
     _check_surrogates([text] if pair is None else [(text, pair)], batched=False)
@@ -1120,13 +1370,16 @@ def _token_rows(tok: Tokenizer, text: str, pair: str | None):
                     end = found.end()
                 elif not hard:
                     hard = True  # said once per text
-                    print(f"note: {'text' if type_id == 0 else 'pair'}: cut at character {end} inside a run of "
-                          f"{WHOLE_TEXT_CHARS:,} characters with no space, CJK character or punctuation mark (and "
-                          "wherever else that happens); the tokens next to such a cut may differ from those of the "
-                          "whole text", file=sys.stderr)
+                    print(
+                        f"note: {'text' if type_id == 0 else 'pair'}: cut at character {end} inside a run of "
+                        f"{WHOLE_TEXT_CHARS:,} characters with no space, CJK character or punctuation mark (and "
+                        "wherever else that happens); the tokens next to such a cut may differ from those of the "
+                        "whole text",
+                        file=sys.stderr,
+                    )
             enc = tok(source[start:end], add_special_tokens=False, return_offsets_mapping=True)
             for token, token_id, (a, b) in zip(enc.tokens(), enc["input_ids"], enc["offset_mapping"]):
-                yield token, token_id, type_id, source[start + a:start + b]
+                yield token, token_id, type_id, source[start + a : start + b]
             start = end
         yield tok.sep_token, tok.sep_token_id, type_id, ""
 
@@ -1136,10 +1389,17 @@ def train_main(argv: list[str]) -> int:
 
     args = parse(VocabTrainConfig, argv, prog="bertkit tokenizer train")
     earlier = earlier_vocabulary(args.out, args.overwrite, args.corpus)  # before the training: refusals come first
-    texts = Corpus(args.corpus, text_field=args.text_field, doc_sep=args.doc_sep, sample=args.vocab_sample,
-                   seed=args.seed)
-    tok = train_vocab(texts=texts, vocab_size=args.vocab_size, min_frequency=args.min_frequency, show_progress=True,
-                      do_lower_case=args.lower_case, tokenize_chinese_chars=args.chinese_chars)
+    texts = Corpus(
+        args.corpus, text_field=args.text_field, doc_sep=args.doc_sep, sample=args.vocab_sample, seed=args.seed
+    )
+    tok = train_vocab(
+        texts=texts,
+        vocab_size=args.vocab_size,
+        min_frequency=args.min_frequency,
+        show_progress=True,
+        do_lower_case=args.lower_case,
+        tokenize_chinese_chars=args.chinese_chars,
+    )
     if earlier:
         move_aside(args.out, what="the earlier vocabulary", found=", ".join(earlier))
     tok.save_pretrained(args.out)
@@ -1154,17 +1414,26 @@ def earlier_vocabulary(out: str, overwrite: bool, corpus: list[str]) -> list[str
     """The tokenizer files already in `out`, which a new vocabulary would replace: refused without --overwrite (a
     model trained with them would no longer match), and with it where `out` also holds other files (a model, a
     user's files) or the corpus, or is the working directory (outfolder.py); what it replaces is moved aside."""
-    entries = check_out(out, TokenizerError, overwrite=False, inputs={}, ours=TOKENIZER_FILES.__contains__,
-                        what="a vocabulary")
+    entries = check_out(
+        out, TokenizerError, overwrite=False, inputs={}, ours=TOKENIZER_FILES.__contains__, what="a vocabulary"
+    )
     earlier = [n for n in entries if n in TOKENIZER_FILES]
     if earlier and not overwrite:
-        raise TokenizerError(f"--out {out}: already holds a vocabulary ({', '.join(earlier)}); a model trained with "
-                             "it would no longer match a new one: pass --overwrite to move it aside (to "
-                             f"{os.path.basename(os.path.normpath(out))}.replaced-<time>, not deleted), or another "
-                             "--out")
+        raise TokenizerError(
+            f"--out {out}: already holds a vocabulary ({', '.join(earlier)}); a model trained with "
+            "it would no longer match a new one: pass --overwrite to move it aside (to "
+            f"{os.path.basename(os.path.normpath(out))}.replaced-<time>, not deleted), or another "
+            "--out"
+        )
     if earlier:
-        check_out(out, TokenizerError, overwrite=True, inputs=[("--corpus", c) for c in corpus],
-                  ours=TOKENIZER_FILES.__contains__, what="a vocabulary")
+        check_out(
+            out,
+            TokenizerError,
+            overwrite=True,
+            inputs=[("--corpus", c) for c in corpus],
+            ours=TOKENIZER_FILES.__contains__,
+            what="a vocabulary",
+        )
     return earlier
 
 

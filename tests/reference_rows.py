@@ -54,8 +54,9 @@ class TokenizedDoc:
 
 
 # ----- tokenizing --------------------------------------------------------------------------------
-def tokenize_documents(tokenizer, docs: list[str], *, chinese_words: bool = False,
-                       batch_size: int = 1000) -> list[TokenizedDoc]:
+def tokenize_documents(
+    tokenizer, docs: list[str], *, chinese_words: bool = False, batch_size: int = 1000
+) -> list[TokenizedDoc]:
     """One TokenizedDoc per document (in order; an empty document gives empty lists).
 
     words: WordPiece pieces of one word share an id ("un", "##believ", "##able"). BERT splits Chinese
@@ -70,9 +71,14 @@ def tokenize_documents(tokenizer, docs: list[str], *, chinese_words: bool = Fals
     segment = _jieba_segmenter() if chinese_words else None
     out: list[TokenizedDoc] = []
     for start in range(0, len(docs), batch_size):
-        batch = list(docs[start:start + batch_size])
-        encoded = tokenizer(batch, add_special_tokens=False, return_offsets_mapping=True,
-                            return_token_type_ids=False, return_attention_mask=False)
+        batch = list(docs[start : start + batch_size])
+        encoded = tokenizer(
+            batch,
+            add_special_tokens=False,
+            return_offsets_mapping=True,
+            return_token_type_ids=False,
+            return_attention_mask=False,
+        )
         for text, encoding in zip(batch, encoded.encodings):
             out.append(_marks(text, encoding, segment(text) if segment else None))
     return out
@@ -126,8 +132,9 @@ def _jieba_segmenter():
     try:
         import jieba
     except ImportError:
-        raise ConfigError("chinese_words=True segments words with jieba, which is not installed: "
-                          "pip install jieba") from None
+        raise ConfigError(
+            "chinese_words=True segments words with jieba, which is not installed: pip install jieba"
+        ) from None
     jieba.setLogLevel(logging.WARNING)  # no "Building prefix dict..." on every run
 
     def segment(text: str) -> list[int]:
@@ -135,7 +142,7 @@ def _jieba_segmenter():
         position = 0
         for index, w in enumerate(jieba.cut(text)):
             if len(w) > 1:
-                marks[position:position + len(w)] = [index] * len(w)
+                marks[position : position + len(w)] = [index] * len(w)
             position += len(w)
         return marks
 
@@ -168,11 +175,16 @@ def pack_examples(docs: list[TokenizedDoc], seq_len: int, cls_id: int, sep_id: i
     chunk = seq_len - 2
     rows = []
     for start in range(0, len(stream_ids), chunk):
-        ids = stream_ids[start:start + chunk]
+        ids = stream_ids[start : start + chunk]
         if len(ids) < chunk and 2 * len(ids) < chunk:
             break  # the short tail
-        rows.append(Example(input_ids=[cls_id, *ids, sep_id], token_type_ids=[0] * (len(ids) + 2),
-                            word_ids=[-1, *_renumber(stream_words[start:start + chunk]), -1]))
+        rows.append(
+            Example(
+                input_ids=[cls_id, *ids, sep_id],
+                token_type_ids=[0] * (len(ids) + 2),
+                word_ids=[-1, *_renumber(stream_words[start : start + chunk]), -1],
+            )
+        )
     return rows
 
 
@@ -187,7 +199,7 @@ def pack_documents(docs: list[TokenizedDoc], seq_len: int, cls_id: int, sep_id: 
     if seq_len < 3:
         raise ConfigError(f"seq_len must be >= 3 ([CLS], a token, [SEP]), got {seq_len}")
     chunk = seq_len - 2
-    pieces = [(doc.ids[i:i + chunk], doc.words[i:i + chunk]) for doc in docs for i in range(0, len(doc.ids), chunk)]
+    pieces = [(doc.ids[i : i + chunk], doc.words[i : i + chunk]) for doc in docs for i in range(0, len(doc.ids), chunk)]
     order = sorted(range(len(pieces)), key=lambda i: (-len(pieces[i][0]), i))
     rows: list[list[int]] = []  # piece numbers per row
     room: list[tuple[int, int]] = []  # (free tokens, row), sorted: the best fit is the first with enough
@@ -230,8 +242,16 @@ def _renumber(words: list[int], first: int = 0) -> list[int]:
 
 
 # ----- next-sentence pairs -----------------------------------------------------------------------
-def nsp_examples(docs: list[TokenizedDoc], seq_len: int, cls_id: int, sep_id: int, *, seed: int,
-                 short_seq_prob: float = 0.1, keys: list[int] | None = None) -> list[Example]:
+def nsp_examples(
+    docs: list[TokenizedDoc],
+    seq_len: int,
+    cls_id: int,
+    sep_id: int,
+    *,
+    seed: int,
+    short_seq_prob: float = 0.1,
+    keys: list[int] | None = None,
+) -> list[Example]:
     """[CLS] A [SEP] B [SEP] rows, as Google's create_instances_from_document (one pass over the docs).
 
     Per document a target length (seq_len - 3, or with probability short_seq_prob a random length
@@ -263,8 +283,10 @@ def nsp_examples(docs: list[TokenizedDoc], seq_len: int, cls_id: int, sep_id: in
         raise ConfigError(f"short_seq_prob must be in [0, 1], got {short_seq_prob}")
     documents = [_sentences(d) for d in docs if d.ids]
     if len(documents) < 2:
-        raise ConfigError(f"next-sentence pairs need at least 2 non-empty documents (random B sentences come "
-                          f"from another document), got {len(documents)}")
+        raise ConfigError(
+            f"next-sentence pairs need at least 2 non-empty documents (random B sentences come "
+            f"from another document), got {len(documents)}"
+        )
     keys = list(range(len(documents))) if keys is None else keys
     max_tokens = seq_len - 3
     rows: list[Example] = []
@@ -305,8 +327,9 @@ def nsp_examples(docs: list[TokenizedDoc], seq_len: int, cls_id: int, sep_id: in
                     i -= len(chunk) - a_end  # the chunk's unused sentences are read again
                 else:
                     b_ids, b_words = _join(chunk[a_end:])
-                rows.append(_pair_row(a_ids, a_words, b_ids, b_words, int(is_random), max_tokens, cls_id, sep_id,
-                                      row_rng))
+                rows.append(
+                    _pair_row(a_ids, a_words, b_ids, b_words, int(is_random), max_tokens, cls_id, sep_id, row_rng)
+                )
                 chunk, length = [], 0
             i += 1
     return rows
@@ -346,6 +369,9 @@ def _pair_row(a_ids, a_words, b_ids, b_words, label, max_tokens, cls_id, sep_id,
     a, b = a_ids[a_lo:a_hi], b_ids[b_lo:b_hi]
     a_w = _renumber(a_words[a_lo:a_hi])
     b_w = _renumber(b_words[b_lo:b_hi], first=a_w[-1] + 1)
-    return Example(input_ids=[cls_id, *a, sep_id, *b, sep_id],
-                   token_type_ids=[0] * (len(a) + 2) + [1] * (len(b) + 1),
-                   word_ids=[-1, *a_w, -1, *b_w, -1], next_sentence_label=label)
+    return Example(
+        input_ids=[cls_id, *a, sep_id, *b, sep_id],
+        token_type_ids=[0] * (len(a) + 2) + [1] * (len(b) + 1),
+        word_ids=[-1, *a_w, -1, *b_w, -1],
+        next_sentence_label=label,
+    )

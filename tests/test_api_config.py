@@ -55,17 +55,20 @@ def test_a_file_satisfies_required_flags_and_exclusive_flags_follow_the_command_
         parse(ExplainConfig, ["--config", clash], prog="e")
 
 
-@pytest.mark.parametrize("text, message", [
-    ("lrr: 1e-4\n", r"unknown setting 'lrr'; did you mean 'lr'\?"),
-    ("steps: ten\n", "steps: 'ten' is not an int"),
-    ("steps: 1.5\n", "steps: 1.5 is not an int"),
-    ("compile: 1\n", "compile: 1 is not a bool"),
-    ("task: translate\n", "task: 'translate' is not one of 'classify', 'tag', 'qa', 'choice'"),
-    ("schedule: step\n", "schedule: 'step' is not one of 'linear', 'cosine', 'constant'"),
-    ("steps: null\n", "steps: null, but it needs a value"),
-    ("- lr: 1\n", "holds a list; a settings file is a mapping"),
-    ("lr: [1\n", r"line 2, column 1: not YAML"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("lrr: 1e-4\n", r"unknown setting 'lrr'; did you mean 'lr'\?"),
+        ("steps: ten\n", "steps: 'ten' is not an int"),
+        ("steps: 1.5\n", "steps: 1.5 is not an int"),
+        ("compile: 1\n", "compile: 1 is not a bool"),
+        ("task: translate\n", "task: 'translate' is not one of 'classify', 'tag', 'qa', 'choice'"),
+        ("schedule: step\n", "schedule: 'step' is not one of 'linear', 'cosine', 'constant'"),
+        ("steps: null\n", "steps: null, but it needs a value"),
+        ("- lr: 1\n", "holds a list; a settings file is a mapping"),
+        ("lr: [1\n", r"line 2, column 1: not YAML"),
+    ],
+)
 def test_a_bad_file_names_the_file_and_the_key(tmp_path, text, message):
     path = write(tmp_path, text)
     with pytest.raises(ConfigError, match=f"--config {path}.*{message}"):
@@ -153,10 +156,23 @@ def folder(path) -> dict[str, object]:
     return files
 
 
-def test_python_flags_and_saved_settings_make_the_same_run(base_dir, dev_file, clf_train_file, tmp_path,
-                                                           one_torch_thread):
-    settings = dict(model=base_dir, train=clf_train_file, eval=dev_file, steps=6, batch_size=8, lr=1e-3,
-                    seq_len=32, eval_every=3, save_every=0, log_every=2, progress=False, device="cpu")
+def test_python_flags_and_saved_settings_make_the_same_run(
+    base_dir, dev_file, clf_train_file, tmp_path, one_torch_thread
+):
+    settings = dict(
+        model=base_dir,
+        train=clf_train_file,
+        eval=dev_file,
+        steps=6,
+        batch_size=8,
+        lr=1e-3,
+        seq_len=32,
+        eval_every=3,
+        save_every=0,
+        log_every=2,
+        progress=False,
+        device="cpu",
+    )
     summary = bertkit.finetune(out=str(tmp_path / "python"), **settings)
     assert summary.step == 6 and summary.best is not None
     assert summary.settings["stride"] == 8  # resolved: the default stride of --seq-len 32
@@ -177,14 +193,26 @@ def test_python_flags_and_saved_settings_make_the_same_run(base_dir, dev_file, c
     assert python == cli == again
 
 
-def test_pretraining_keeps_its_settings_and_says_why_its_vocabulary_is_small(corpus_file, tmp_path, capsys,
-                                                                            one_torch_thread):
-    summary = bertkit.pretrain(corpus=corpus_file, model_config="tiny", steps=2, batch_size=4, seq_len=32,
-                               eval_every=0, save_every=0, progress=False, device="cpu", out=str(tmp_path / "pt"))
+def test_pretraining_keeps_its_settings_and_says_why_its_vocabulary_is_small(
+    corpus_file, tmp_path, capsys, one_torch_thread
+):
+    summary = bertkit.pretrain(
+        corpus=corpus_file,
+        model_config="tiny",
+        steps=2,
+        batch_size=4,
+        seq_len=32,
+        eval_every=0,
+        save_every=0,
+        progress=False,
+        device="cpu",
+        out=str(tmp_path / "pt"),
+    )
     assert summary.step == 2 and summary.vocab_size < 21128
     notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note: the vocabulary has")]
-    assert len(notes) == 1 and notes[0].startswith(f"note: the vocabulary has {summary.vocab_size:,} entries, not "
-                                                   "the 21,128 asked: the corpus gives no more"), notes
+    assert len(notes) == 1 and notes[0].startswith(
+        f"note: the vocabulary has {summary.vocab_size:,} entries, not the 21,128 asked: the corpus gives no more"
+    ), notes
     kept = read_settings(PretrainConfig, str(tmp_path / "pt" / "settings.yaml"))
     assert kept["corpus"] == corpus_file and kept["model_config"] == "tiny" and kept["steps"] == 2
     assert kept["objective"] == "mlm" and "resume" not in kept

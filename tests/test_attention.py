@@ -11,8 +11,11 @@ from bertkit import attention
 
 def qkv(B=2, h=3, S=5, T=7, d=4, seed=0):
     g = torch.Generator().manual_seed(seed)
-    return (torch.randn(B, h, S, d, generator=g), torch.randn(B, h, T, d, generator=g),
-            torch.randn(B, h, T, d, generator=g))
+    return (
+        torch.randn(B, h, S, d, generator=g),
+        torch.randn(B, h, T, d, generator=g),
+        torch.randn(B, h, T, d, generator=g),
+    )
 
 
 def test_eager_is_softmax_of_scaled_scores():
@@ -59,13 +62,21 @@ def test_sdpa_refuses_what_only_eager_does():
         attention.sdpa_attention(q, k, v, None, scale=1.0, dropout_p=0.0, head_mask=torch.ones(1, 3, 1, 1))
 
 
-@pytest.mark.parametrize("need_probs, head_mask, relative, expected", [
-    (False, False, False, "sdpa"), (True, False, False, "eager"),
-    (False, True, False, "eager"), (False, False, True, "eager")])
+@pytest.mark.parametrize(
+    "need_probs, head_mask, relative, expected",
+    [
+        (False, False, False, "sdpa"),
+        (True, False, False, "eager"),
+        (False, True, False, "eager"),
+        (False, False, True, "eager"),
+    ],
+)
 @pytest.mark.parametrize("implementation", ["sdpa", "auto", "varlen"])
 def test_padded_backend(implementation, need_probs, head_mask, relative, expected):
-    assert attention.padded_backend(implementation, need_probs=need_probs, head_mask=head_mask,
-                                    relative=relative) == expected
+    assert (
+        attention.padded_backend(implementation, need_probs=need_probs, head_mask=head_mask, relative=relative)
+        == expected
+    )
     assert attention.padded_backend("eager", need_probs=False, head_mask=False, relative=False) == "eager"
 
 

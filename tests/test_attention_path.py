@@ -20,9 +20,17 @@ from bertkit.heads import BertForSequenceClassification
 from bertkit.model import BertModel, SelfAttention
 
 aten = torch.ops.aten
-READS = {aten._local_scalar_dense.default, aten.nonzero.default, aten.masked_select.default, aten._unique2.default,
-         aten.unique_dim.default, aten.unique_consecutive.default, aten.equal.default, aten.repeat_interleave.Tensor,
-         aten.is_nonzero.default}
+READS = {
+    aten._local_scalar_dense.default,
+    aten.nonzero.default,
+    aten.masked_select.default,
+    aten._unique2.default,
+    aten.unique_dim.default,
+    aten.unique_consecutive.default,
+    aten.equal.default,
+    aten.repeat_interleave.Tensor,
+    aten.is_nonzero.default,
+}
 
 
 def _where() -> str:
@@ -44,6 +52,7 @@ class HostReads(TorchDispatchMode):
             def counted(t, *args, _real=real, **kwargs):
                 self.reads.append(_where())
                 return _real(t, *args, **kwargs)
+
             setattr(torch.Tensor, name, counted)
         return super().__enter__()
 
@@ -54,7 +63,8 @@ class HostReads(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         boolean_index = func in (aten.index.Tensor, aten.index_put.default, aten.index_put_.default) and any(
-            isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in args[1])
+            isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in args[1]
+        )
         if func in READS or boolean_index:
             self.reads.append(_where())
         return func(*args, **(kwargs or {}))
@@ -94,16 +104,29 @@ def scenario(name: str, device="cpu"):
         return random_model(position_embedding_type="relative_key_query"), plain, False
     if name == "decoder with cross-attention":
         enc, enc_mask = (t.to(device) for t in encoder_states())
-        return decoder(), dict(input_ids=ids, attention_mask=mask, encoder_hidden_states=enc,
-                               encoder_attention_mask=enc_mask), False
+        return (
+            decoder(),
+            dict(input_ids=ids, attention_mask=mask, encoder_hidden_states=enc, encoder_attention_mask=enc_mask),
+            False,
+        )
     if name == "decoder with cache":
         model = decoder().to(device)
         enc, enc_mask = (t.to(device) for t in encoder_states())
         with torch.no_grad():
-            past = model(ids[:, :6], encoder_hidden_states=enc, encoder_attention_mask=enc_mask,
-                         use_cache=True).past_key_values
-        return model, dict(input_ids=ids[:, 6:7], encoder_hidden_states=enc, encoder_attention_mask=enc_mask,
-                           past_key_values=past, use_cache=True), False
+            past = model(
+                ids[:, :6], encoder_hidden_states=enc, encoder_attention_mask=enc_mask, use_cache=True
+            ).past_key_values
+        return (
+            model,
+            dict(
+                input_ids=ids[:, 6:7],
+                encoder_hidden_states=enc,
+                encoder_attention_mask=enc_mask,
+                past_key_values=past,
+                use_cache=True,
+            ),
+            False,
+        )
     if name == "inputs_embeds alone":
         embeds = torch.randn(2, 5, 32, device=device)
         return random_model(attn_implementation="eager"), dict(inputs_embeds=embeds), False
@@ -139,6 +162,7 @@ def paths_taken(monkeypatch) -> list:
     def forward(self, *args, **kwargs):
         seen.append(kwargs.get("path", args[6] if len(args) > 6 else None))
         return real(self, *args, **kwargs)
+
     monkeypatch.setattr(SelfAttention, "forward", forward)
     return seen
 
@@ -164,9 +188,11 @@ def test_host_reads_per_forward_pass_and_the_path_every_layer_reads(name, monkey
 def test_the_path_is_decided_once_however_many_layers(monkeypatch):
     calls = {}
     for owner, name in ((BertModel, "_attention_path"), (attention, "padded_backend"), (attention, "varlen_layout")):
+
         def counted(*args, _real=getattr(owner, name), _name=name, **kwargs):
             calls[_name] = calls.get(_name, 0) + 1
             return _real(*args, **kwargs)
+
         monkeypatch.setattr(owner, name, counted)
     ids, mask, types = padded_batch()
     for layers in (2, 6):
@@ -239,8 +265,7 @@ def test_cuda_syncs_per_forward_pass(name, dtype):
     reads, *_ = EXPECTED[name]
     model, kwargs, grad = scenario(name, "cuda")
     model = model.to("cuda", dtype)
-    kwargs = {k: v.to(dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
-              for k, v in kwargs.items()}
+    kwargs = {k: v.to(dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v for k, v in kwargs.items()}
     if "past_key_values" in kwargs:
         kwargs["past_key_values"] = tuple(tuple(t.to(dtype) for t in layer) for layer in kwargs["past_key_values"])
     with torch.set_grad_enabled(grad):

@@ -50,8 +50,24 @@ def report(tmp_path_factory):
     out = io.StringIO()
     try:
         with contextlib.redirect_stdout(out):
-            returned = bench.main(["--device", "cpu", "--preset", "tiny", "--batch-size", str(B), "--seq-len", str(S),
-                                   "--warmup", "1", "--steps", "1", "--json", str(path)])
+            returned = bench.main(
+                [
+                    "--device",
+                    "cpu",
+                    "--preset",
+                    "tiny",
+                    "--batch-size",
+                    str(B),
+                    "--seq-len",
+                    str(S),
+                    "--warmup",
+                    "1",
+                    "--steps",
+                    "1",
+                    "--json",
+                    str(path),
+                ]
+            )
     finally:
         torch.set_num_threads(threads)
     return {"returned": returned, "table": out.getvalue(), "json": json.loads(path.read_text(encoding="utf-8"))}
@@ -60,8 +76,13 @@ def report(tmp_path_factory):
 def test_every_row_is_there(report):
     rows = report["json"]["results"]
     keys = [(r["contender"], r["workload"], r["batch"]) for r in rows]
-    want = {(c, w, k) for c in bench.CONTENDERS for w in bench.WORKLOADS for k in bench.KINDS
-            if w == "train" or c not in bench.TRAIN_ONLY}
+    want = {
+        (c, w, k)
+        for c in bench.CONTENDERS
+        for w in bench.WORKLOADS
+        for k in bench.KINDS
+        if w == "train" or c not in bench.TRAIN_ONLY
+    }
     assert len(keys) == len(want) == 18 and set(keys) == want
     assert {"bertkit-defaults", "bertkit-varlen-dense"} <= {c for c, _, _ in keys}
     table_rows = [line.split() for line in report["table"].splitlines() if line.startswith(f"{B}x{S}")]
@@ -74,23 +95,53 @@ def test_ratios_and_rates(report):
         assert r["tokens_per_s"] > 0 and r["seconds"] > 0
         if r["contender"] == bench.BASELINE:
             assert r["ratio_vs_sdpa"] == 1.0
-        assert r["ratio_vs_sdpa"] == pytest.approx(r["tokens_per_s"] / next(
-            o["tokens_per_s"] for o in report["json"]["results"] if o["contender"] == bench.BASELINE
-            and (o["workload"], o["batch"], o["batch_size"], o["seq_len"]) ==
-            (r["workload"], r["batch"], r["batch_size"], r["seq_len"])))
+        assert r["ratio_vs_sdpa"] == pytest.approx(
+            r["tokens_per_s"]
+            / next(
+                o["tokens_per_s"]
+                for o in report["json"]["results"]
+                if o["contender"] == bench.BASELINE
+                and (o["workload"], o["batch"], o["batch_size"], o["seq_len"])
+                == (r["workload"], r["batch"], r["batch_size"], r["seq_len"])
+            )
+        )
         assert r["peak_mem_bytes"] is None and r["mfu"] is None  # CPU: "-" in the table
     assert "attention dropout 0.0" in report["table"]
 
 
 def test_json_schema(report):
     meta = report["json"]["meta"]
-    for key in ("torch", "transformers", "device_name", "cpu_count", "python", "config", "shapes", "dtype", "steps",
-                "warmup"):
+    for key in (
+        "torch",
+        "transformers",
+        "device_name",
+        "cpu_count",
+        "python",
+        "config",
+        "shapes",
+        "dtype",
+        "steps",
+        "warmup",
+    ):
         assert key in meta, key
     assert meta["config"] == "tiny" and meta["shapes"] == [[B, S]] and meta["steps"] == 1
     assert meta["dtype"] == "float32" and meta["attention_dropout"] == 0.0
-    row_keys = {"contender", "workload", "batch", "batch_size", "seq_len", "real_tokens", "masked_tokens", "steps",
-                "seconds", "tokens_per_s", "ratio_vs_sdpa", "peak_mem_bytes", "mfu", "useful_flops"}
+    row_keys = {
+        "contender",
+        "workload",
+        "batch",
+        "batch_size",
+        "seq_len",
+        "real_tokens",
+        "masked_tokens",
+        "steps",
+        "seconds",
+        "tokens_per_s",
+        "ratio_vs_sdpa",
+        "peak_mem_bytes",
+        "mfu",
+        "useful_flops",
+    }
     for r in report["json"]["results"]:
         assert row_keys <= set(r), row_keys - set(r)
 
@@ -103,8 +154,11 @@ def test_batches_variable_and_identical_for_every_contender(report):
         assert (r["real_tokens"] < full) if r["batch"] == "variable" else (r["real_tokens"] == full)
     for w in bench.WORKLOADS:
         for k in bench.KINDS:
-            group = {(r["real_tokens"], r["masked_tokens"], r["useful_flops"])
-                     for r in rows if (r["workload"], r["batch"]) == (w, k)}
+            group = {
+                (r["real_tokens"], r["masked_tokens"], r["useful_flops"])
+                for r in rows
+                if (r["workload"], r["batch"]) == (w, k)
+            }
             assert len(group) == 1  # the same tokens and labels, so the same useful work
     # the batches are a pure function of the arguments: the run's fingerprints can be recomputed
     meta = report["json"]["meta"]
@@ -148,8 +202,10 @@ def each_contender(config, workload: str, batches: list[dict]) -> dict[str, list
 def test_same_weights_same_loss():
     """First (and, after one AdamW step, second) training loss agree: the comparison is apples to apples."""
     config = bertkit.BertConfig.from_preset("tiny", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    batches = [{k: v for k, v in b.items() if k != "lengths"}
-               for b in bench.make_batches(2, B, S, config.vocab_size, variable=True)]
+    batches = [
+        {k: v for k, v in b.items() if k != "lengths"}
+        for b in bench.make_batches(2, B, S, config.vocab_size, variable=True)
+    ]
     losses = {name: [float(x) for x in out] for name, out in each_contender(config, "train", batches).items()}
     ours = losses["bertkit"]
     for name in ("transformers-eager", "transformers-sdpa"):
@@ -159,8 +215,9 @@ def test_same_weights_same_loss():
 def test_same_encoder_output():
     """The inference contenders load the same encoder weights: equal outputs on the real tokens."""
     config = bertkit.BertConfig.from_preset("tiny", attention_probs_dropout_prob=0.0)
-    batch = {k: v for k, v in bench.make_batches(1, B, S, config.vocab_size, variable=True)[0].items()
-             if k != "lengths"}
+    batch = {
+        k: v for k, v in bench.make_batches(1, B, S, config.vocab_size, variable=True)[0].items() if k != "lengths"
+    }
     real = batch["attention_mask"].bool()
     outputs = {name: out[0][real] for name, out in each_contender(config, "infer", [batch]).items()}  # (N, H)
     for name in ("transformers-eager", "transformers-sdpa"):

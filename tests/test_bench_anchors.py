@@ -26,8 +26,24 @@ def test_a_tiny_run_reports_every_engine_and_the_float_ones_agree(tmp_path):
     bench = load_bench()
     engines = ["bertkit", "st", "ort-opt", "ct2", "bertkit-int8", "bertkit-onnx"]
     out = tmp_path / "anchors.json"
-    code = bench.main(["--engines", ",".join(engines), "--texts", "6", "--single", "2", "--rounds", "1",
-                       "--work", str(tmp_path / "work"), "--json", str(out), "--md", str(tmp_path / "anchors.md")])
+    code = bench.main(
+        [
+            "--engines",
+            ",".join(engines),
+            "--texts",
+            "6",
+            "--single",
+            "2",
+            "--rounds",
+            "1",
+            "--work",
+            str(tmp_path / "work"),
+            "--json",
+            str(out),
+            "--md",
+            str(tmp_path / "anchors.md"),
+        ]
+    )
     assert code == 0
     result = json.loads(out.read_text())
     ran = [r["engine"] for r in result["rows"]]

@@ -54,9 +54,28 @@ def test_baseline_embed_end_to_end(tmp_path):
     json_path, md_path = tmp_path / "serve.json", tmp_path / "serve.md"
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        returned = bench.main(["--servers", "baseline", "--routes", "embed", "--clients", "1,2", "--seconds", "2",
-                               "--max-requests", "20", "--warmup-requests", "4", "--accuracy-examples", "-1",
-                               "--json", str(json_path), "--md", str(md_path)])
+        returned = bench.main(
+            [
+                "--servers",
+                "baseline",
+                "--routes",
+                "embed",
+                "--clients",
+                "1,2",
+                "--seconds",
+                "2",
+                "--max-requests",
+                "20",
+                "--warmup-requests",
+                "4",
+                "--accuracy-examples",
+                "-1",
+                "--json",
+                str(json_path),
+                "--md",
+                str(md_path),
+            ]
+        )
     report = json.loads(json_path.read_text(encoding="utf-8"))
     assert report == json.loads(json.dumps(returned, ensure_ascii=False))
     assert set(report) == {"meta", "servers", "results", "accuracy", "ratios", "targets", "soak", "notes"}
@@ -64,8 +83,10 @@ def test_baseline_embed_end_to_end(tmp_path):
     assert report["meta"]["reviews"]["count"] > 30000
 
     rows = report["results"]
-    assert [(r["server"], r["route"], r["clients"]) for r in rows] == [("baseline", "embed", 1),
-                                                                        ("baseline", "embed", 2)]
+    assert [(r["server"], r["route"], r["clients"]) for r in rows] == [
+        ("baseline", "embed", 1),
+        ("baseline", "embed", 2),
+    ]
     for r in rows:
         assert 0 < r["requests"] <= 20
         assert r["ok"] == r["requests"] and r["errors"] == {} and r["statuses"] == {"200": r["requests"]}

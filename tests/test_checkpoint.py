@@ -176,8 +176,9 @@ def test_bertkit_save_loads_back_into_bertkit(tmp_path, attn_implementation):
 
 
 # ----- transformers 4.57 -> bertkit --------------------------------------------------------------
-@pytest.mark.parametrize("safe_serialization, weights_file", [(True, "model.safetensors"),
-                                                              (False, "pytorch_model.bin")])
+@pytest.mark.parametrize(
+    "safe_serialization, weights_file", [(True, "model.safetensors"), (False, "pytorch_model.bin")]
+)
 def test_transformers_save_loads_in_bertkit(tmp_path, safe_serialization, weights_file):
     theirs = hf_model(tiny_config(), seed=1)
     theirs.save_pretrained(tmp_path, safe_serialization=safe_serialization)
@@ -302,9 +303,19 @@ def test_bertkit_save_loads_in_transformers_5(tmp_path):
     (tmp_path / "child.py").write_text(TF5_CHILD, encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": tf5, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     result = subprocess.run(
-        [sys.executable, str(tmp_path / "child.py"), str(tmp_path / "model"), str(tmp_path / "inputs.safetensors"),
-         str(tmp_path / "outputs.safetensors")],
-        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            str(tmp_path / "child.py"),
+            str(tmp_path / "model"),
+            str(tmp_path / "inputs.safetensors"),
+            str(tmp_path / "outputs.safetensors"),
+        ],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     info = json.loads(result.stdout.strip().splitlines()[-1])
     assert info["version"].startswith("5."), info
@@ -345,8 +356,12 @@ def test_legacy_names_load(tmp_path, weights_file):
 
     model, warned = load_recording(tmp_path)
     assert len(warned) == 1, warned
-    for key in ("cls.predictions.bias", "cls.seq_relationship.weight", "cls.seq_relationship.bias",
-                "cls.predictions.transform.dense.weight"):
+    for key in (
+        "cls.predictions.bias",
+        "cls.seq_relationship.weight",
+        "cls.seq_relationship.bias",
+        "cls.predictions.transform.dense.weight",
+    ):
         assert key in warned[0]
     assert "position_ids" not in warned[0]
     assert "newly initialised" not in warned[0]
@@ -384,8 +399,11 @@ def test_output_loading_info_returns_what_the_warnings_would_name(tmp_path):
     save_file(state, tmp_path / "model.safetensors", metadata={"format": "pt"})
     (model, info), warned = load_recording(tmp_path, output_loading_info=True)
     assert warned == []
-    assert info == {"missing_keys": ["pooler.dense.bias", "pooler.dense.weight"],
-                    "unexpected_keys": ["cls.seq_relationship.bias"], "mismatched_keys": []}
+    assert info == {
+        "missing_keys": ["pooler.dense.bias", "pooler.dense.weight"],
+        "unexpected_keys": ["cls.seq_relationship.bias"],
+        "mismatched_keys": [],
+    }
     plain, warned = load_recording(tmp_path)
     assert len(warned) == 2 and "pooler.dense.bias" in warned[0] and "cls.seq_relationship.bias" in warned[1]
     assert all(torch.equal(plain.state_dict()[k], v) for k, v in model.state_dict().items() if "pooler" not in k)
@@ -631,23 +649,36 @@ def test_a_full_disk_is_one_error_naming_the_file_and_the_old_files_stay(tmp_pat
     import safetensors.torch
 
     monkeypatch.setattr(safetensors.torch, "save_file", full)  # the safetensors writer
-    with pytest.raises(CheckpointError, match=r"model.safetensors: the disk is full \([\d,]+ MiB free\); nothing "
-                                              r"was written over it"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"model.safetensors: the disk is full \([\d,]+ MiB free\); nothing "
+        r"was written over it",
+    ):
         model.save_pretrained(tmp_path)
-    monkeypatch.setattr(torch, "save", lambda *a, **k: (_ for _ in ()).throw(
-        RuntimeError("[enforce fail at inline_container.cc:626] . unexpected pos 64 vs 0")))  # torch's own words
-    with pytest.raises(CheckpointError, match="training_state.pt: the write failed, most likely because the disk "
-                                              "is full"):
+    monkeypatch.setattr(
+        torch,
+        "save",
+        lambda *a, **k: (_ for _ in ()).throw(
+            RuntimeError("[enforce fail at inline_container.cc:626] . unexpected pos 64 vs 0")
+        ),
+    )  # torch's own words
+    with pytest.raises(
+        CheckpointError, match="training_state.pt: the write failed, most likely because the disk is full"
+    ):
         ckpt.save_training_state(str(tmp_path / "checkpoint"), {"step": 1})
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before  # no temp file, no change
     assert not list((tmp_path / "checkpoint").glob("*.tmp"))
 
 
-@pytest.mark.parametrize("os_error, words", [
-    ("No space left on device (os error 28)", r"the disk is full \([\d,]+ MiB free\)"),
-    ("Disk quota exceeded (os error 122)", r"the disk is full \([\d,]+ MiB free\)"),
-    ("File too large (os error 27)", r"the file is larger than this file system \(or `ulimit -f`\) allows"),
-    ("Permission denied (os error 13)", r"no permission to write there \(Permission denied\)")])
+@pytest.mark.parametrize(
+    "os_error, words",
+    [
+        ("No space left on device (os error 28)", r"the disk is full \([\d,]+ MiB free\)"),
+        ("Disk quota exceeded (os error 122)", r"the disk is full \([\d,]+ MiB free\)"),
+        ("File too large (os error 27)", r"the file is larger than this file system \(or `ulimit -f`\) allows"),
+        ("Permission denied (os error 13)", r"no permission to write there \(Permission denied\)"),
+    ],
+)
 def test_safetensors_own_write_error_is_one_line_naming_the_file(tmp_path, monkeypatch, os_error, words):
     """safetensors reports a failed write as a SafetensorError (a Rust I/O error), not an OSError: the same
     one line as any other write, naming the file and the free space; nothing is left behind."""
@@ -662,8 +693,11 @@ def test_safetensors_own_write_error_is_one_line_naming_the_file(tmp_path, monke
         raise SafetensorError(f"Error while serializing: I/O error: {os_error}")  # safetensors 0.8's words
 
     monkeypatch.setattr(safetensors.torch, "save_file", full)
-    with pytest.raises(CheckpointError, match=rf"^{re.escape(str(tmp_path / 'model.safetensors'))}: {words}"
-                                              r".*; nothing was written over it$"):
+    with pytest.raises(
+        CheckpointError,
+        match=rf"^{re.escape(str(tmp_path / 'model.safetensors'))}: {words}"
+        r".*; nothing was written over it$",
+    ):
         tiny_model().save_pretrained(tmp_path)
     assert [p.name for p in tmp_path.iterdir()] == []
 
@@ -686,8 +720,11 @@ def test_loading_report_names_prefixes_with_and_without_the_encoder_prefix(tmp_p
     source = bertkit.BertForPreTraining(tiny_config())
     state = {k: v for k, v in source.state_dict().items() if not k.startswith("bert.pooler.")}
     source.config.to_json(tmp_path / "config.json")
-    save_file({k: v.contiguous() for k, v in state.items() if k != "cls.predictions.decoder.weight"},
-              tmp_path / "model.safetensors", metadata={"format": "pt"})
+    save_file(
+        {k: v.contiguous() for k, v in state.items() if k != "cls.predictions.decoder.weight"},
+        tmp_path / "model.safetensors",
+        metadata={"format": "pt"},
+    )
     _, report = bertkit.BertForPreTraining.from_pretrained(tmp_path, output_loading_info=True)
     assert report.missing == ["bert.pooler.dense.bias", "bert.pooler.dense.weight"]
     assert report.missing_under("pooler.") == report.missing_under("bert.pooler.") == report.missing
@@ -702,8 +739,11 @@ def test_loading_report_fatal_problems_raise_with_the_table():
 
     report = LoadReport("ckpt", "BertModel", missing=["encoder.x"], fatal_missing={"encoder.x": (4, 2)})
     assert report.fatal
-    with pytest.raises(CheckpointError, match=r"ckpt: cannot load into BertModel:\n  tensors the model needs but "
-                                              r"the checkpoint lacks:\n    encoder.x \(4, 2\)"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"ckpt: cannot load into BertModel:\n  tensors the model needs but "
+        r"the checkpoint lacks:\n    encoder.x \(4, 2\)",
+    ):
         report.raise_if_fatal()
     wrong = Mismatch("classifier.weight", (3, 32), (2, 32))
     report = LoadReport("ckpt", "BertForSequenceClassification", mismatched=[wrong], encoder_prefix="bert.")
@@ -727,6 +767,8 @@ def test_loading_report_warns_at_the_callers_line():
         report.warn_unexpected()
     assert [str(w.message) for w in record] == [
         "ckpt: newly initialised (not in the checkpoint), train before use: pooler.dense.bias",
-        "ckpt: checkpoint tensors not used by BertModel: cls.x", "ckpt: checkpoint tensors not used by BertModel: cls.x"]
+        "ckpt: checkpoint tensors not used by BertModel: cls.x",
+        "ckpt: checkpoint tensors not used by BertModel: cls.x",
+    ]
     assert all(w.filename == __file__ for w in record)
     LoadReport("ckpt", "BertModel").warn()  # nothing to say: no warning (the filter above would turn one into an error)

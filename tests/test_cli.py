@@ -96,8 +96,10 @@ class Unwritable(io.StringIO):
 def test_a_full_stdout_is_one_line_and_a_failure(monkeypatch, capsys, at):
     monkeypatch.setattr(sys, "stdout", Unwritable(errno.ENOSPC, at))
     assert main(["info", "--preset", "tiny", "--seq-len", "5"]) == 1
-    assert capsys.readouterr().err == ("bertkit info: error: cannot write to standard output: No space left on "
-                                       "device; send it to a file or device with room for it\n")
+    assert capsys.readouterr().err == (
+        "bertkit info: error: cannot write to standard output: No space left on "
+        "device; send it to a file or device with room for it\n"
+    )
     assert isinstance(sys.stdout, Unwritable)  # main put the stream back
 
 
@@ -122,21 +124,28 @@ def test_an_oserror_of_a_command_is_not_taken_for_stdout(monkeypatch):
 def test_commands_writing_to_a_full_device_or_a_closed_pipe(base_dir, clf_dir, dev_file):
     """`bertkit CMD > /dev/full`: one line on stderr and exit 1; a closed pipe: nothing and 141; never a traceback
     nor Python's "Exception ignored ... BrokenPipeError" at exit."""
-    commands = [["tokenize", "--model", base_dir, "今天天气很好"],
-                ["fill-mask", "--model", base_dir, "今天天气很[MASK]。"],
-                ["predict", "--model", clf_dir, "这本书很好看", "质量太差了"],
-                ["evaluate", "--model", clf_dir, "--data", dev_file]]
+    commands = [
+        ["tokenize", "--model", base_dir, "今天天气很好"],
+        ["fill-mask", "--model", base_dir, "今天天气很[MASK]。"],
+        ["predict", "--model", clf_dir, "这本书很好看", "质量太差了"],
+        ["evaluate", "--model", clf_dir, "--data", dev_file],
+    ]
     for command in commands:
         with open("/dev/full", "w") as full:
-            done = subprocess.run([sys.executable, "-m", "bertkit", *command], stdout=full, stderr=subprocess.PIPE,
-                                  text=True, timeout=300)
-        assert (done.returncode, done.stderr) == (1, f"bertkit {command[0]}: error: cannot write to standard "
-                                                  "output: No space left on device; send it to a file or device "
-                                                  "with room for it\n"), command
+            done = subprocess.run(
+                [sys.executable, "-m", "bertkit", *command], stdout=full, stderr=subprocess.PIPE, text=True, timeout=300
+            )
+        assert (done.returncode, done.stderr) == (
+            1,
+            f"bertkit {command[0]}: error: cannot write to standard "
+            "output: No space left on device; send it to a file or device "
+            "with room for it\n",
+        ), command
     read, write = os.pipe()
     os.close(read)  # the reader went away before the first row
-    done = subprocess.run([sys.executable, "-m", "bertkit", *commands[2]], stdout=write, stderr=subprocess.PIPE,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "bertkit", *commands[2]], stdout=write, stderr=subprocess.PIPE, text=True, timeout=300
+    )
     os.close(write)
     assert (done.returncode, done.stderr) == (141, "")
 
@@ -272,13 +281,16 @@ def test_flag_kinds():
     assert flag_kind(Color).enum is Color and flag_kind(Color).choices == ("red", "blue")
 
 
-@pytest.mark.parametrize("annotation, default, extra, words", [
-    (Literal["a", "b"], "a", {"choices": ["a", "b"]}, "choices come from the annotation"),
-    (Literal["a", "b"], "c", {}, "the default 'c' is not one of its choices"),
-    (str, "c", {"choices": ["a", "b"]}, "the default 'c' is not one of its choices"),
-    (int | str, 1, {}, "not a union of several"),
-    (Literal["a", 1], "a", {}, "values of one type"),
-])
+@pytest.mark.parametrize(
+    "annotation, default, extra, words",
+    [
+        (Literal["a", "b"], "a", {"choices": ["a", "b"]}, "choices come from the annotation"),
+        (Literal["a", "b"], "c", {}, "the default 'c' is not one of its choices"),
+        (str, "c", {"choices": ["a", "b"]}, "the default 'c' is not one of its choices"),
+        (int | str, 1, {}, "not a union of several"),
+        (Literal["a", 1], "a", {}, "values of one type"),
+    ],
+)
 def test_settings_a_flag_cannot_parse_are_refused_when_the_parser_is_built(annotation, default, extra, words):
     cls = dataclasses.make_dataclass("Bad", [("x", annotation, opt(default, "x", **extra))])
     with pytest.raises(TypeError, match=words):
@@ -293,8 +305,11 @@ def settings_classes() -> dict[str, type]:
         if info.name.endswith("__main__"):
             continue
         for value in vars(importlib.import_module(info.name)).values():
-            if dataclasses.is_dataclass(value) and isinstance(value, type) and any(
-                    "help" in f.metadata for f in dataclasses.fields(value)):
+            if (
+                dataclasses.is_dataclass(value)
+                and isinstance(value, type)
+                and any("help" in f.metadata for f in dataclasses.fields(value))
+            ):
                 found[f"{value.__module__}.{value.__qualname__}"] = value
     return found
 
@@ -306,8 +321,11 @@ def choices_of(cls) -> dict[str, tuple]:
 
 def test_every_settings_class_builds_its_parser_and_shows_its_choices():
     classes = settings_classes()
-    assert {"bertkit.train.pretrain.PretrainConfig", "bertkit.serve.settings.ServeConfig",
-            "bertkit.embed.EmbedConfig"} <= set(classes)
+    assert {
+        "bertkit.train.pretrain.PretrainConfig",
+        "bertkit.serve.settings.ServeConfig",
+        "bertkit.embed.EmbedConfig",
+    } <= set(classes)
     for name, cls in classes.items():
         text = help_of(cls)
         for dest, choices in choices_of(cls).items():
@@ -337,8 +355,11 @@ def test_choice_lists_are_their_registries():
 # moving them to a Literal or their registry); the tests below keep any other file from starting to.
 def test_no_choice_list_is_written_out_by_hand():
     root = Path(bertkit.__file__).parent
-    hand_written = {f"bertkit/{path.relative_to(root).as_posix()}" for path in root.rglob("*.py")
-                    if re.search(r"choices=\s*[\[(]\s*['\"]", path.read_text(encoding="utf-8"))}
+    hand_written = {
+        f"bertkit/{path.relative_to(root).as_posix()}"
+        for path in root.rglob("*.py")
+        if re.search(r"choices=\s*[\[(]\s*['\"]", path.read_text(encoding="utf-8"))
+    }
     assert not hand_written, f"{hand_written}: write Literal[...] as the field's type (or choices=list(REGISTRY))"
 
 

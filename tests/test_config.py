@@ -35,12 +35,33 @@ def read_json(path):
 # ----- defaults ----------------------------------------------------------------------------------
 def test_shared_fields_cover_the_bert_architecture():
     names = set(shared_fields())
-    for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-                 "hidden_act", "hidden_dropout_prob", "attention_probs_dropout_prob", "max_position_embeddings",
-                 "type_vocab_size", "initializer_range", "layer_norm_eps", "pad_token_id",
-                 "position_embedding_type", "use_cache", "classifier_dropout", "is_decoder",
-                 "add_cross_attention", "chunk_size_feed_forward", "pruned_heads", "id2label", "label2id",
-                 "num_labels", "problem_type", "tie_word_embeddings"):
+    for name in (
+        "vocab_size",
+        "hidden_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "intermediate_size",
+        "hidden_act",
+        "hidden_dropout_prob",
+        "attention_probs_dropout_prob",
+        "max_position_embeddings",
+        "type_vocab_size",
+        "initializer_range",
+        "layer_norm_eps",
+        "pad_token_id",
+        "position_embedding_type",
+        "use_cache",
+        "classifier_dropout",
+        "is_decoder",
+        "add_cross_attention",
+        "chunk_size_feed_forward",
+        "pruned_heads",
+        "id2label",
+        "label2id",
+        "num_labels",
+        "problem_type",
+        "tie_word_embeddings",
+    ):
         assert name in names
 
 
@@ -50,8 +71,13 @@ def test_defaults_equal_transformers_defaults():
         assert hasattr(theirs, name), f"transformers.BertConfig has no {name}"
         assert getattr(ours, name) == getattr(theirs, name), name
     # the headline numbers, spelled out: bert-base-uncased
-    assert (ours.vocab_size, ours.hidden_size, ours.num_hidden_layers, ours.num_attention_heads,
-            ours.intermediate_size) == (30522, 768, 12, 12, 3072)
+    assert (
+        ours.vocab_size,
+        ours.hidden_size,
+        ours.num_hidden_layers,
+        ours.num_attention_heads,
+        ours.intermediate_size,
+    ) == (30522, 768, 12, 12, 3072)
     assert ours.head_dim == 64
     assert ours.num_labels == 2 and ours.id2label == {0: "LABEL_0", 1: "LABEL_1"}
     assert ours.validate() is ours
@@ -68,11 +94,21 @@ def test_default_containers_are_not_shared_between_instances():
 # ----- JSON io -----------------------------------------------------------------------------------
 def test_json_round_trip_is_exact(tmp_path):
     cfg = BertConfig.from_preset(
-        "tiny", hidden_act="gelu_new", layer_norm_eps=1e-7, position_embedding_type="relative_key_query",
-        is_decoder=True, add_cross_attention=True, chunk_size_feed_forward=4, pruned_heads={1: [2, 0]},
-        id2label={0: "neg", 1: "neu", 2: "pos"}, classifier_dropout=0.25, problem_type="single_label_classification",
-        tie_word_embeddings=False, architectures=["BertForSequenceClassification"],
-        extra={"custom": {"nested": [1, {"x": None}]}})
+        "tiny",
+        hidden_act="gelu_new",
+        layer_norm_eps=1e-7,
+        position_embedding_type="relative_key_query",
+        is_decoder=True,
+        add_cross_attention=True,
+        chunk_size_feed_forward=4,
+        pruned_heads={1: [2, 0]},
+        id2label={0: "neg", 1: "neu", 2: "pos"},
+        classifier_dropout=0.25,
+        problem_type="single_label_classification",
+        tie_word_embeddings=False,
+        architectures=["BertForSequenceClassification"],
+        extra={"custom": {"nested": [1, {"x": None}]}},
+    )
     path = tmp_path / "config.json"
     text = cfg.to_json(path)
     assert path.read_text(encoding="utf-8") == text
@@ -111,14 +147,15 @@ def test_unknown_keys_are_kept_and_written_back_unchanged(tmp_path):
     src = write_json(tmp_path / "in.json", original)
     cfg = BertConfig.from_json(src)
     assert cfg.vocab_size == 99 and cfg.hidden_size == 48 and cfg.head_dim == 8
-    assert cfg.extra == {k: original[k] for k in
-                         ("_name_or_path", "transformers_version", "gradient_checkpointing", "custom_block",
-                          "unicode_note")}
+    assert cfg.extra == {
+        k: original[k]
+        for k in ("_name_or_path", "transformers_version", "gradient_checkpointing", "custom_block", "unicode_note")
+    }
     cfg.to_json(tmp_path / "out.json")
     written = read_json(tmp_path / "out.json")
     for key, value in original.items():
         assert written[key] == value, key
-    assert "unicode_note\": \"héllo ✓ 中文\"" in (tmp_path / "out.json").read_text(encoding="utf-8")
+    assert 'unicode_note": "héllo ✓ 中文"' in (tmp_path / "out.json").read_text(encoding="utf-8")
 
 
 def test_real_checkpoint_config_round_trips(tmp_path):
@@ -126,7 +163,12 @@ def test_real_checkpoint_config_round_trips(tmp_path):
     src = os.path.join(os.path.dirname(gt.__file__), "model", "config.json")
     original = read_json(src)
     cfg = BertConfig.from_json(src)
-    assert (cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads, cfg.intermediate_size) == (384, 6, 12, 1536)
+    assert (cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads, cfg.intermediate_size) == (
+        384,
+        6,
+        12,
+        1536,
+    )
     cfg.to_json(tmp_path / "config.json")
     written = read_json(tmp_path / "config.json")
     assert {k: written[k] for k in original} == original
@@ -317,8 +359,18 @@ def test_add_cross_attention_needs_is_decoder():
     assert BertConfig(add_cross_attention=True, is_decoder=True).validate()
 
 
-@pytest.mark.parametrize("name", ["vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                                  "intermediate_size", "max_position_embeddings", "type_vocab_size"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "vocab_size",
+        "hidden_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "intermediate_size",
+        "max_position_embeddings",
+        "type_vocab_size",
+    ],
+)
 @pytest.mark.parametrize("value", [0, -3, 2.5, True, "8"])
 def test_non_positive_or_non_integer_sizes(name, value):
     with pytest.raises(ConfigError) as info:
@@ -337,8 +389,9 @@ def test_bad_dropout(name, value):
 
 @pytest.mark.parametrize("value", [0.0, 0.5, 0.99])
 def test_good_dropout(value):
-    cfg = BertConfig.from_preset("tiny", hidden_dropout_prob=value, attention_probs_dropout_prob=value,
-                                 classifier_dropout=value)
+    cfg = BertConfig.from_preset(
+        "tiny", hidden_dropout_prob=value, attention_probs_dropout_prob=value, classifier_dropout=value
+    )
     assert cfg.hidden_dropout_prob == value
 
 
@@ -353,13 +406,16 @@ def test_good_activations(act):
     assert BertConfig(hidden_act=act).validate().hidden_act == act
 
 
-@pytest.mark.parametrize("pruned, words", [
-    ({5: [0]}, ["pruned_heads", "layer 5"]),
-    ({-1: [0]}, ["pruned_heads", "layer -1"]),
-    ({0: [4]}, ["pruned_heads[0]", "4"]),
-    ({1: [-1]}, ["pruned_heads[1]", "-1"]),
-    ({0: [0, 1, 2, 3]}, ["pruned_heads[0]", "all 4 heads"]),
-])
+@pytest.mark.parametrize(
+    "pruned, words",
+    [
+        ({5: [0]}, ["pruned_heads", "layer 5"]),
+        ({-1: [0]}, ["pruned_heads", "layer -1"]),
+        ({0: [4]}, ["pruned_heads[0]", "4"]),
+        ({1: [-1]}, ["pruned_heads[1]", "-1"]),
+        ({0: [0, 1, 2, 3]}, ["pruned_heads[0]", "all 4 heads"]),
+    ],
+)
 def test_bad_pruned_heads(pruned, words):
     with pytest.raises(ConfigError) as info:
         BertConfig.from_preset("tiny", pruned_heads=pruned)
@@ -373,9 +429,15 @@ def test_good_pruned_heads():
 
 
 def test_other_validations_name_their_field():
-    cases = {"layer_norm_eps": 0.0, "initializer_range": -0.1, "chunk_size_feed_forward": -1,
-             "attn_implementation": "flash", "problem_type": "ranking", "model_type": "roberta",
-             "pad_token_id": 1000}
+    cases = {
+        "layer_norm_eps": 0.0,
+        "initializer_range": -0.1,
+        "chunk_size_feed_forward": -1,
+        "attn_implementation": "flash",
+        "problem_type": "ranking",
+        "model_type": "roberta",
+        "pad_token_id": 1000,
+    }
     for name, value in cases.items():
         with pytest.raises(ConfigError) as info:
             BertConfig.from_preset("tiny", **{name: value})
@@ -444,13 +506,32 @@ def test_wrongly_typed_values_in_file_are_config_errors(tmp_path):
 
 # ----- interop with transformers' config.json ----------------------------------------------------
 def hf_kwargs():
-    return dict(vocab_size=99, hidden_size=48, num_hidden_layers=3, num_attention_heads=6, intermediate_size=80,
-                hidden_act="gelu_new", hidden_dropout_prob=0.05, attention_probs_dropout_prob=0.15,
-                max_position_embeddings=64, type_vocab_size=3, initializer_range=0.03, layer_norm_eps=1e-6,
-                pad_token_id=1, position_embedding_type="relative_key", use_cache=False, classifier_dropout=0.3,
-                is_decoder=True, add_cross_attention=True, chunk_size_feed_forward=8, pruned_heads={0: [1, 4]},
-                id2label={0: "neg", 1: "neu", 2: "pos"}, label2id={"neg": 0, "neu": 1, "pos": 2},
-                problem_type="single_label_classification", tie_word_embeddings=False)
+    return dict(
+        vocab_size=99,
+        hidden_size=48,
+        num_hidden_layers=3,
+        num_attention_heads=6,
+        intermediate_size=80,
+        hidden_act="gelu_new",
+        hidden_dropout_prob=0.05,
+        attention_probs_dropout_prob=0.15,
+        max_position_embeddings=64,
+        type_vocab_size=3,
+        initializer_range=0.03,
+        layer_norm_eps=1e-6,
+        pad_token_id=1,
+        position_embedding_type="relative_key",
+        use_cache=False,
+        classifier_dropout=0.3,
+        is_decoder=True,
+        add_cross_attention=True,
+        chunk_size_feed_forward=8,
+        pruned_heads={0: [1, 4]},
+        id2label={0: "neg", 1: "neu", 2: "pos"},
+        label2id={"neg": 0, "neu": 1, "pos": 2},
+        problem_type="single_label_classification",
+        tie_word_embeddings=False,
+    )
 
 
 def test_transformers_config_json_reads_into_ours(tmp_path):

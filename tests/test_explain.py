@@ -43,7 +43,7 @@ def ids_and_types(S=7, vocab=99, seed=0):
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(5, vocab, (1, S), generator=g)
     types = torch.zeros(1, S, dtype=torch.long)
-    types[0, S // 2:] = 1
+    types[0, S // 2 :] = 1
     return ids, types
 
 
@@ -76,7 +76,7 @@ def test_parameter_counts_equal_torch(name):
     for row in arch.rows:
         m = re.fullmatch(r"layer (\d+)-(\d+)", row.name)
         if m:
-            layers = model.base_model.encoder.layer[int(m[1]):int(m[2]) + 1]
+            layers = model.base_model.encoder.layer[int(m[1]) : int(m[2]) + 1]
             assert row.params == sum(p.numel() for p in layers.parameters())
 
 
@@ -152,7 +152,7 @@ def test_trace_shapes_equal_the_real_tensors(name):
             attn_out = layer.attention(x)[0]
             assert t.shape("merged", i) == tuple(sa(x)[0].shape)
             assert t.shape("attention_output", i) == tuple(attn_out.shape)
-            first_chunk = attn_out[:, :layer.chunk_size_feed_forward or None]
+            first_chunk = attn_out[:, : layer.chunk_size_feed_forward or None]
             assert t.shape("intermediate", i) == tuple(layer.intermediate(first_chunk).shape)
             assert t.shape("layer_output", i) == tuple(hs[i + 1].shape)
         assert t.shape("last_hidden_state") == tuple(hs[-1].shape)
@@ -329,7 +329,7 @@ def test_html_is_self_contained_valid_and_holds_the_data(tmp_path):
     assert data["tokens"] == tokens and data["num_heads"] == 4 and data["types"] == maps.token_type_ids
     assert [layer["heads"] for layer in data["layers"]] == [[0, 2], [1, 2, 3]]
     for layer, m in zip(data["layers"], maps.maps):
-        assert torch.allclose(torch.tensor(layer["maps"]), m, atol=0.6 * 10 ** -4, rtol=0)
+        assert torch.allclose(torch.tensor(layer["maps"]), m, atol=0.6 * 10**-4, rtol=0)
     if shutil.which("node"):  # the script at least parses
         js = tmp_path / "viewer.js"
         js.write_text(code[0], encoding="utf-8")
@@ -357,7 +357,7 @@ def test_png_is_a_layers_by_heads_grid(tmp_path):
     pixels = torch.from_numpy(np.asarray(image.convert("L"), dtype=np.float32))  # (height, width)
 
     def region(x0, y0, x1, y1):
-        return pixels[y0 + 2:y1 - 2, x0 + 2:x1 - 2]
+        return pixels[y0 + 2 : y1 - 2, x0 + 2 : x1 - 2]
 
     for box in layout.cells.values():  # a heatmap: dark-ish viridis, not blank paper
         assert region(*box).mean() < 200 and region(*box).std() > 0
@@ -400,8 +400,13 @@ def test_font_from_environment_variable(monkeypatch):
 
 # ----- the HTML in a real browser ----------------------------------------------------------------
 def chromium():
-    for name in (os.environ.get("BERTKIT_CHROMIUM"), "chromium", "chromium-browser", "google-chrome",
-                 "google-chrome-stable"):
+    for name in (
+        os.environ.get("BERTKIT_CHROMIUM"),
+        "chromium",
+        "chromium-browser",
+        "google-chrome",
+        "google-chrome-stable",
+    ):
         if name and shutil.which(name):
             return shutil.which(name)
     return None
@@ -409,9 +414,18 @@ def chromium():
 
 def run_chromium(binary, *args):
     with tempfile.TemporaryDirectory() as profile:
-        command = [binary, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                   f"--user-data-dir={profile}", *args]
+        command = [
+            binary,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={profile}",
+            *args,
+        ]
         return subprocess.run(command, capture_output=True, text=True, timeout=90)
 
 
@@ -470,8 +484,12 @@ def test_cli_errors_name_the_fix(tmp_path, capsys):
         explain_main([str(tmp_path), "--trace", "今天"])
     with pytest.raises(BertkitError, match=r"no \[MASK\]"):
         explain_main(["--preset", "tiny", "--mlm", "今天"])
-    for argv in ([], ["--preset", "tiny", str(tmp_path)], ["--preset", "tiny", "--pair", "x"],
-                 ["--preset", "tiny", "--mlm", TEXT, "--head", "base"]):
+    for argv in (
+        [],
+        ["--preset", "tiny", str(tmp_path)],
+        ["--preset", "tiny", "--pair", "x"],
+        ["--preset", "tiny", "--mlm", TEXT, "--head", "base"],
+    ):
         with pytest.raises(SystemExit) as exit_info:
             explain_main(argv)
         assert exit_info.value.code == 2
@@ -482,8 +500,24 @@ def test_cli_errors_name_the_fix(tmp_path, capsys):
 
 def test_cli_attention_writes_png_and_html(tmp_path, capsys):
     png, page = tmp_path / "a.png", tmp_path / "a.html"
-    assert attention_main(["--preset", "tiny", "今天天气很好", "--pair", "是的", "--png", str(png),
-                           "--html", str(page), "--dpi", "50"]) == 0
+    assert (
+        attention_main(
+            [
+                "--preset",
+                "tiny",
+                "今天天气很好",
+                "--pair",
+                "是的",
+                "--png",
+                str(png),
+                "--html",
+                str(page),
+                "--dpi",
+                "50",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "wrote" in out and "2 layers x 4 heads" in out
     data = json.loads(re.search(r'id="bertkit-data">(.*?)</script>', page.read_text(encoding="utf-8")).group(1))

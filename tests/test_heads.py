@@ -27,6 +27,7 @@ def random_model(*args, **overrides):
     (sdpa) computes the padding, the default ("auto") leaves zeros there (tests/test_varlen.py)."""
     return conftest.random_model(*args, **{"attn_implementation": "sdpa", **overrides})
 
+
 transformers = pytest.importorskip("transformers")
 
 B, S, V = 3, 9, 99
@@ -46,47 +47,91 @@ def case(name):
     ids, mask, types = padded_batch()
     base = dict(input_ids=ids, attention_mask=mask, token_type_ids=types)
     if name == "pretraining":
-        return BertForPreTraining, {}, dict(base, labels=mlm_labels(ids, mask),
-                                            next_sentence_label=torch.tensor([0, 1, 1])), \
-            ("loss", "prediction_logits", "seq_relationship_logits")
+        return (
+            BertForPreTraining,
+            {},
+            dict(base, labels=mlm_labels(ids, mask), next_sentence_label=torch.tensor([0, 1, 1])),
+            ("loss", "prediction_logits", "seq_relationship_logits"),
+        )
     if name == "masked_lm":
         return BertForMaskedLM, {}, dict(base, labels=mlm_labels(ids, mask)), ("loss", "logits")
     if name == "nsp":
         return BertForNextSentencePrediction, {}, dict(base, labels=torch.tensor([1, 0, 1])), ("loss", "logits")
     if name == "seq_single_label":
-        return BertForSequenceClassification, dict(num_labels=3), dict(base, labels=torch.tensor([2, 0, 1])), \
-            ("loss", "logits")
+        return (
+            BertForSequenceClassification,
+            dict(num_labels=3),
+            dict(base, labels=torch.tensor([2, 0, 1])),
+            ("loss", "logits"),
+        )
     if name == "seq_regression":
-        return BertForSequenceClassification, dict(num_labels=1), dict(base, labels=torch.tensor([0.5, -1.0, 2.0])), \
-            ("loss", "logits")
+        return (
+            BertForSequenceClassification,
+            dict(num_labels=1),
+            dict(base, labels=torch.tensor([0.5, -1.0, 2.0])),
+            ("loss", "logits"),
+        )
     if name == "seq_regression_multi":
-        return BertForSequenceClassification, dict(num_labels=2, problem_type="regression"), \
-            dict(base, labels=torch.randn(3, 2, generator=torch.Generator().manual_seed(1))), ("loss", "logits")
+        return (
+            BertForSequenceClassification,
+            dict(num_labels=2, problem_type="regression"),
+            dict(base, labels=torch.randn(3, 2, generator=torch.Generator().manual_seed(1))),
+            ("loss", "logits"),
+        )
     if name == "seq_multi_label":
-        return BertForSequenceClassification, dict(num_labels=3), \
-            dict(base, labels=torch.tensor([[1.0, 0, 1], [0, 0, 0], [0, 1, 1]])), ("loss", "logits")
+        return (
+            BertForSequenceClassification,
+            dict(num_labels=3),
+            dict(base, labels=torch.tensor([[1.0, 0, 1], [0, 0, 0], [0, 1, 1]])),
+            ("loss", "logits"),
+        )
     if name == "token":
         labels = torch.randint(0, 5, (B, S), generator=torch.Generator().manual_seed(2))
         labels[mask == 0] = -100
         return BertForTokenClassification, dict(num_labels=5), dict(base, labels=labels), ("loss", "logits")
     if name == "qa":  # one answer cut off by the window (position 40 > S): clamped and ignored, as in HF
-        return BertForQuestionAnswering, {}, dict(base, start_positions=torch.tensor([1, 40, 2]),
-                                                  end_positions=torch.tensor([3, 40, 2])), \
-            ("loss", "start_logits", "end_logits")
+        return (
+            BertForQuestionAnswering,
+            {},
+            dict(base, start_positions=torch.tensor([1, 40, 2]), end_positions=torch.tensor([3, 40, 2])),
+            ("loss", "start_logits", "end_logits"),
+        )
     if name == "choice":
         g = torch.Generator().manual_seed(3)
-        return BertForMultipleChoice, {}, dict(input_ids=torch.randint(1, V, (2, 4, 6), generator=g),
-                                               attention_mask=torch.ones(2, 4, 6, dtype=torch.long),
-                                               token_type_ids=torch.zeros(2, 4, 6, dtype=torch.long),
-                                               labels=torch.tensor([3, 1])), ("loss", "logits")
+        return (
+            BertForMultipleChoice,
+            {},
+            dict(
+                input_ids=torch.randint(1, V, (2, 4, 6), generator=g),
+                attention_mask=torch.ones(2, 4, 6, dtype=torch.long),
+                token_type_ids=torch.zeros(2, 4, 6, dtype=torch.long),
+                labels=torch.tensor([3, 1]),
+            ),
+            ("loss", "logits"),
+        )
     if name == "causal_lm":
-        return BertLMHeadModel, dict(is_decoder=True), dict(input_ids=ids, attention_mask=mask, labels=ids), \
-            ("loss", "logits")
+        return (
+            BertLMHeadModel,
+            dict(is_decoder=True),
+            dict(input_ids=ids, attention_mask=mask, labels=ids),
+            ("loss", "logits"),
+        )
     raise KeyError(name)
 
 
-CASES = ["pretraining", "masked_lm", "nsp", "seq_single_label", "seq_regression", "seq_regression_multi",
-         "seq_multi_label", "token", "qa", "choice", "causal_lm"]
+CASES = [
+    "pretraining",
+    "masked_lm",
+    "nsp",
+    "seq_single_label",
+    "seq_regression",
+    "seq_regression_multi",
+    "seq_multi_label",
+    "token",
+    "qa",
+    "choice",
+    "causal_lm",
+]
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -121,9 +166,14 @@ def test_problem_type_is_inferred_like_transformers(name):
     hf = hf_twin(model)
     model(**kwargs), hf(**kwargs)
     assert model.config.problem_type == hf.config.problem_type
-    assert model.config.problem_type == {"seq_single_label": "single_label_classification",
-                                         "seq_regression": "regression",
-                                         "seq_multi_label": "multi_label_classification"}[name]
+    assert (
+        model.config.problem_type
+        == {
+            "seq_single_label": "single_label_classification",
+            "seq_regression": "regression",
+            "seq_multi_label": "multi_label_classification",
+        }[name]
+    )
 
 
 def test_mlm_output_is_batch_seq_vocab_and_loss_uses_masked_positions_only():
@@ -172,12 +222,16 @@ def test_mlm_decoder_is_tied_to_word_embeddings_with_its_own_bias():
 
 
 # ----- checkpoints -------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", ["pretraining", "masked_lm", "nsp", "seq_single_label", "token", "qa", "choice",
-                                  "causal_lm"])
+@pytest.mark.parametrize(
+    "name", ["pretraining", "masked_lm", "nsp", "seq_single_label", "token", "qa", "choice", "causal_lm"]
+)
 def test_head_round_trips_both_ways(name, tmp_path):
     cls, overrides, kwargs, fields = case(name)
-    kwargs = {k: v for k, v in kwargs.items() if k not in ("labels", "next_sentence_label", "start_positions",
-                                                           "end_positions")}
+    kwargs = {
+        k: v
+        for k, v in kwargs.items()
+        if k not in ("labels", "next_sentence_label", "start_positions", "end_positions")
+    }
     model = random_model(model_class=cls, **overrides)
     with torch.no_grad():
         expected = model(**kwargs)
@@ -208,14 +262,17 @@ def test_base_checkpoint_into_head_warns_once_about_new_weights(tmp_path):
     base.save_pretrained(tmp_path)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        model = BertForSequenceClassification.from_pretrained(tmp_path, num_labels=4,
-                                                              id2label=None, label2id=None)
+        model = BertForSequenceClassification.from_pretrained(tmp_path, num_labels=4, id2label=None, label2id=None)
     new = [str(w.message) for w in caught if issubclass(w.category, BertkitWarning) and "newly" in str(w.message)]
     assert len(new) == 1 and "classifier.weight" in new[0] and "classifier.bias" in new[0]
     assert "encoder" not in new[0]
     assert model.config.num_labels == 4 and model.classifier.weight.shape == (4, 32)
-    assert max_diff(model.bert.encoder.layer[0].attention.self.query.weight,
-                    base.encoder.layer[0].attention.self.query.weight) == 0.0
+    assert (
+        max_diff(
+            model.bert.encoder.layer[0].attention.self.query.weight, base.encoder.layer[0].attention.self.query.weight
+        )
+        == 0.0
+    )
 
 
 def test_label_maps_override_like_transformers(tmp_path):
@@ -242,8 +299,16 @@ def minilm_dir():
     return os.path.join(os.path.dirname(pkg.__file__), "model")
 
 
-HEAD_CLASSES = [BertForPreTraining, BertForMaskedLM, BertForNextSentencePrediction, BertForSequenceClassification,
-                BertForTokenClassification, BertForQuestionAnswering, BertForMultipleChoice, BertLMHeadModel]
+HEAD_CLASSES = [
+    BertForPreTraining,
+    BertForMaskedLM,
+    BertForNextSentencePrediction,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+    BertForQuestionAnswering,
+    BertForMultipleChoice,
+    BertLMHeadModel,
+]
 
 
 @pytest.mark.parametrize("cls", HEAD_CLASSES, ids=lambda c: c.__name__)
@@ -275,8 +340,11 @@ def test_every_head_loads_real_minilm_and_trains_one_step(cls, minilm_dir):
     elif cls is BertForQuestionAnswering:
         kw.update(start_positions=torch.tensor([1, 2]), end_positions=torch.tensor([2, 5]))
     elif cls is BertForMultipleChoice:
-        kw = dict(input_ids=ids[None].expand(2, -1, -1), attention_mask=mask[None].expand(2, -1, -1),
-                  labels=torch.tensor([0, 1]))
+        kw = dict(
+            input_ids=ids[None].expand(2, -1, -1),
+            attention_mask=mask[None].expand(2, -1, -1),
+            labels=torch.tensor([0, 1]),
+        )
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
@@ -297,8 +365,9 @@ def test_every_head_loads_real_minilm_and_trains_one_step(cls, minilm_dir):
 @pytest.mark.slow
 def test_head_matches_transformers_on_real_minilm(minilm_dir):
     tok = transformers.BertTokenizerFast.from_pretrained(minilm_dir)
-    enc = tok(["Paris is the capital of [MASK].", "BERT reads text in both directions."], padding=True,
-              return_tensors="pt")
+    enc = tok(
+        ["Paris is the capital of [MASK].", "BERT reads text in both directions."], padding=True, return_tensors="pt"
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ours = BertForMaskedLM.from_pretrained(minilm_dir)
@@ -324,8 +393,18 @@ def test_generate_with_cache_equals_without():
     greedy_full = model.generate(prompt, max_new_tokens=8, use_cache=False)
     assert greedy_cached.shape == (2, 11)
     assert torch.equal(greedy_cached, greedy_full)
-    sampled = [model.generate(prompt, max_new_tokens=8, do_sample=True, top_k=20, top_p=0.9, use_cache=c,
-                              generator=torch.Generator().manual_seed(7)) for c in (True, False)]
+    sampled = [
+        model.generate(
+            prompt,
+            max_new_tokens=8,
+            do_sample=True,
+            top_k=20,
+            top_p=0.9,
+            use_cache=c,
+            generator=torch.Generator().manual_seed(7),
+        )
+        for c in (True, False)
+    ]
     assert torch.equal(sampled[0], sampled[1])
 
 
@@ -334,8 +413,9 @@ def test_generate_greedy_matches_transformers():
     hf = hf_twin(model)
     prompt = torch.tensor([[5, 17, 42], [8, 9, 10]])
     ours = model.generate(prompt, max_new_tokens=6)
-    theirs = hf.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=6, do_sample=False,
-                         pad_token_id=0)
+    theirs = hf.generate(
+        prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=6, do_sample=False, pad_token_id=0
+    )
     assert torch.equal(ours, theirs)
 
 
@@ -353,28 +433,41 @@ def test_generate_stops_at_eos_and_pads_finished_rows():
 def test_top_k_one_is_greedy():
     model = lm()
     prompt = torch.tensor([[5, 17, 42]])
-    sampled = model.generate(prompt, max_new_tokens=5, do_sample=True, top_k=1,
-                             generator=torch.Generator().manual_seed(0))
+    sampled = model.generate(
+        prompt, max_new_tokens=5, do_sample=True, top_k=1, generator=torch.Generator().manual_seed(0)
+    )
     assert torch.equal(sampled, model.generate(prompt, max_new_tokens=5))
-    nucleus = model.generate(prompt, max_new_tokens=5, do_sample=True, top_p=1e-6,  # keeps only the top token
-                             generator=torch.Generator().manual_seed(0))
+    nucleus = model.generate(
+        prompt,
+        max_new_tokens=5,
+        do_sample=True,
+        top_p=1e-6,  # keeps only the top token
+        generator=torch.Generator().manual_seed(0),
+    )
     assert torch.equal(nucleus, sampled)
-    free = [model.generate(prompt, max_new_tokens=5, do_sample=True, temperature=5.0,
-                           generator=torch.Generator().manual_seed(s)) for s in range(4)]
+    free = [
+        model.generate(
+            prompt, max_new_tokens=5, do_sample=True, temperature=5.0, generator=torch.Generator().manual_seed(s)
+        )
+        for s in range(4)
+    ]
     assert any(not torch.equal(f, sampled) for f in free)  # plain sampling does wander
 
 
 # ----- bad labels --------------------------------------------------------------------------------
-@pytest.mark.parametrize("name, labels, message", [
-    ("masked_lm", torch.zeros(3, 8, dtype=torch.long), r"labels must have shape \(3, 9\)"),
-    ("masked_lm", torch.full((3, 9), 99), r"labels holds \[99\], outside \[0, 99\) or -100"),
-    ("seq_single_label", torch.tensor([0, 3, 1]), r"labels holds \[3\], outside \[0, 3\)"),
-    ("seq_single_label", torch.tensor([0, 1]), r"labels must have shape \(3,\)"),
-    ("seq_regression", torch.zeros(3, 2), r"regression labels must have shape \(3,\)"),
-    ("token", torch.full((3, 9), 5), r"labels holds \[5\], outside \[0, 5\)"),
-    ("nsp", torch.tensor([0, 2, 1]), r"labels holds \[2\], outside \[0, 2\)"),
-    ("choice", torch.tensor([4, 0]), r"labels holds \[4\], outside \[0, 4\)"),
-])
+@pytest.mark.parametrize(
+    "name, labels, message",
+    [
+        ("masked_lm", torch.zeros(3, 8, dtype=torch.long), r"labels must have shape \(3, 9\)"),
+        ("masked_lm", torch.full((3, 9), 99), r"labels holds \[99\], outside \[0, 99\) or -100"),
+        ("seq_single_label", torch.tensor([0, 3, 1]), r"labels holds \[3\], outside \[0, 3\)"),
+        ("seq_single_label", torch.tensor([0, 1]), r"labels must have shape \(3,\)"),
+        ("seq_regression", torch.zeros(3, 2), r"regression labels must have shape \(3,\)"),
+        ("token", torch.full((3, 9), 5), r"labels holds \[5\], outside \[0, 5\)"),
+        ("nsp", torch.tensor([0, 2, 1]), r"labels holds \[2\], outside \[0, 2\)"),
+        ("choice", torch.tensor([4, 0]), r"labels holds \[4\], outside \[0, 4\)"),
+    ],
+)
 def test_bad_labels_raise_clear_errors(name, labels, message):
     cls, overrides, kwargs, _ = case(name)
     model = random_model(model_class=cls, **overrides)
@@ -414,9 +507,14 @@ def test_num_labels_assigned_on_the_config_saves_and_reloads(tmp_path):
 
 
 @pytest.mark.filterwarnings("ignore:.*checkpoint tensors not used")  # the source's own head: expected
-@pytest.mark.parametrize("source, target", [(BertForMaskedLM, BertForPreTraining),
-                                            (BertForTokenClassification, BertForNextSentencePrediction),
-                                            (BertForQuestionAnswering, BertForSequenceClassification)])
+@pytest.mark.parametrize(
+    "source, target",
+    [
+        (BertForMaskedLM, BertForPreTraining),
+        (BertForTokenClassification, BertForNextSentencePrediction),
+        (BertForQuestionAnswering, BertForSequenceClassification),
+    ],
+)
 def test_checkpoint_without_pooler_into_pooled_heads(source, target, tmp_path):
     random_model(model_class=source).save_pretrained(tmp_path)
     with pytest.warns(BertkitWarning, match="newly initialised.*bert.pooler.dense.weight"):
@@ -431,10 +529,12 @@ def test_decoder_warm_started_from_an_encoder_checkpoint(tmp_path):
     encoder.save_pretrained(tmp_path)
     with pytest.warns(BertkitWarning, match="newly initialised.*crossattention"):
         dec = BertLMHeadModel.from_pretrained(tmp_path, is_decoder=True, add_cross_attention=True)
-    assert torch.equal(dec.bert.encoder.layer[1].attention.self.key.weight,
-                       encoder.encoder.layer[1].attention.self.key.weight)
+    assert torch.equal(
+        dec.bert.encoder.layer[1].attention.self.key.weight, encoder.encoder.layer[1].attention.self.key.weight
+    )
     dec.save_pretrained(tmp_path / "dec")  # and a decoder checkpoint must have all of its cross-attention
     from safetensors.torch import load_file, save_file
+
     state = load_file(tmp_path / "dec" / "model.safetensors")
     del state["bert.encoder.layer.0.crossattention.self.query.weight"]
     save_file(state, tmp_path / "dec" / "model.safetensors", metadata={"format": "pt"})
@@ -493,8 +593,10 @@ def test_multiple_choice_broadcast_positions_and_embeds():
     positions = torch.arange(6)[None]  # (1, S): the same positions for every choice
     embeds = model.bert.embeddings.word_embeddings(kwargs["input_ids"]).detach()  # (B, C, S, H)
     with torch.no_grad():
-        parity(model(kwargs["input_ids"], position_ids=positions).logits,
-               hf(kwargs["input_ids"], position_ids=positions).logits)
+        parity(
+            model(kwargs["input_ids"], position_ids=positions).logits,
+            hf(kwargs["input_ids"], position_ids=positions).logits,
+        )
         parity(model(inputs_embeds=embeds).logits, hf(inputs_embeds=embeds).logits)
     with pytest.raises(InputError, match=r"inputs_embeds must be \(batch, num_choices, seq_len, hidden\)"):
         model(inputs_embeds=embeds[0])
@@ -513,11 +615,23 @@ def test_pretraining_sparse_mlm_equals_full():
 
 
 # ----- inputs that are not tensors, batches of no rows ---------------------------------------------
-@pytest.mark.parametrize("name, key", [("pretraining", "labels"), ("pretraining", "next_sentence_label"),
-                                       ("masked_lm", "labels"), ("nsp", "labels"), ("seq_single_label", "labels"),
-                                       ("token", "labels"), ("qa", "start_positions"), ("qa", "end_positions"),
-                                       ("choice", "labels"), ("choice", "input_ids"), ("choice", "attention_mask"),
-                                       ("causal_lm", "labels")])
+@pytest.mark.parametrize(
+    "name, key",
+    [
+        ("pretraining", "labels"),
+        ("pretraining", "next_sentence_label"),
+        ("masked_lm", "labels"),
+        ("nsp", "labels"),
+        ("seq_single_label", "labels"),
+        ("token", "labels"),
+        ("qa", "start_positions"),
+        ("qa", "end_positions"),
+        ("choice", "labels"),
+        ("choice", "input_ids"),
+        ("choice", "attention_mask"),
+        ("causal_lm", "labels"),
+    ],
+)
 def test_labels_and_inputs_that_are_not_tensors_are_an_error_naming_them(name, key):
     """A list (or NumPy array) used to be an AttributeError ('list' object has no attribute 'view' / 'dim')."""
     import numpy as np
@@ -526,8 +640,11 @@ def test_labels_and_inputs_that_are_not_tensors_are_an_error_naming_them(name, k
     model = random_model(model_class=cls, **overrides)
     with pytest.raises(InputError, match=rf"^{key} must be a torch.Tensor, got a list; pass torch.tensor\(x\)"):
         model(**dict(kwargs, **{key: kwargs[key].tolist()}))
-    with pytest.raises(InputError, match=rf"^{key} must be a torch.Tensor, got a NumPy array; pass "
-                                         r"torch.from_numpy\(x\)"):
+    with pytest.raises(
+        InputError,
+        match=rf"^{key} must be a torch.Tensor, got a NumPy array; pass "
+        r"torch.from_numpy\(x\)",
+    ):
         model(**dict(kwargs, **{key: np.asarray(kwargs[key])}))
 
 

@@ -35,8 +35,7 @@ def make(folder, model_class, *, model_max_length=64, max_position_embeddings=12
     """A model folder: a tiny random `model_class` and a character vocabulary; fill: {weight name: value}."""
     Tokenizer.from_vocab(VOCAB, model_max_length=model_max_length).save_pretrained(folder)
     torch.manual_seed(0)
-    model = model_class(tiny(vocab_size=len(VOCAB), max_position_embeddings=max_position_embeddings,
-                             **config)).eval()
+    model = model_class(tiny(vocab_size=len(VOCAB), max_position_embeddings=max_position_embeddings, **config)).eval()
     with torch.no_grad():
         for name, value in (fill or {}).items():
             model.get_parameter(name).fill_(value)
@@ -52,11 +51,16 @@ def dirs(tmp_path_factory):
     return {
         "clf": make(root / "clf", BertForSequenceClassification, **LABELS),
         "clf16": make(root / "clf16", BertForSequenceClassification, model_max_length=16, **LABELS),
-        "clf-nan": make(root / "clf-nan", BertForSequenceClassification,
-                        fill={"bert." + k: v for k, v in nan.items()}, **LABELS),
+        "clf-nan": make(
+            root / "clf-nan", BertForSequenceClassification, fill={"bert." + k: v for k, v in nan.items()}, **LABELS
+        ),
         # the pooler saturates (tanh -> 1), the classifier's huge weights make logits of inf
-        "clf-inf": make(root / "clf-inf", BertForSequenceClassification,
-                        fill={"bert.pooler.dense.bias": 1e30, "classifier.weight": 3e38}, **LABELS),
+        "clf-inf": make(
+            root / "clf-inf",
+            BertForSequenceClassification,
+            fill={"bert.pooler.dense.bias": 1e30, "classifier.weight": 3e38},
+            **LABELS,
+        ),
         "qa": make(root / "qa", BertForQuestionAnswering),
         "bert": make(root / "bert", BertModel),
         "bert-nan": make(root / "bert-nan", BertModel, fill=nan),
@@ -89,7 +93,7 @@ def test_is_empty_text_is_the_tokenizers_answer_for_every_character(strip_accent
     from bertkit.text import is_empty_text
 
     tok = Tokenizer.from_vocab(VOCAB, strip_accents=strip_accents)
-    chars = [chr(c) for c in range(0x10000) if not 0xD800 <= c <= 0xDFFF] + ["\U000E0001", "\U000F0000", "\U0001F600"]
+    chars = [chr(c) for c in range(0x10000) if not 0xD800 <= c <= 0xDFFF] + ["\U000e0001", "\U000f0000", "\U0001f600"]
     wrong = [c for c in chars if is_empty_text(c, tok) != (not tok.tokenize(c))]
     assert not wrong, [hex(ord(c)) for c in wrong[:10]]
     for text in NOTHING + ["", " \t\n"]:
@@ -103,7 +107,7 @@ def test_predict_gives_the_empty_row_for_text_with_nothing_in_it(dirs, tmp_path,
     code, out, err = run(["predict", "--model", dirs["clf"], *NOTHING, REVIEWS[0], ""], capsys)
     assert code == 0, err
     rows = [json.loads(line) for line in out.splitlines()]
-    assert rows[:len(NOTHING)] == [{"text": t, "label": None, "error": "empty input"} for t in NOTHING]
+    assert rows[: len(NOTHING)] == [{"text": t, "label": None, "error": "empty input"} for t in NOTHING]
     assert rows[-2]["label"] in ("neg", "pos") and rows[-1]["error"] == "empty input"
     source = tmp_path / "in.csv"  # a CSV cell of zero-width spaces keeps its place as an empty row
     source.write_text(f"text\n{REVIEWS[1]}\n\u200b\u200b\n", encoding="utf-8")
@@ -117,8 +121,13 @@ def test_predict_gives_the_empty_row_for_text_with_nothing_in_it(dirs, tmp_path,
 
 def test_evaluate_refuses_an_example_with_nothing_in_it(dirs, tmp_path, capsys):
     data = tmp_path / "dev.jsonl"
-    data.write_text("".join(json.dumps({"text": t, "label": label}, ensure_ascii=False) + "\n" for t, label in
-                            [(REVIEWS[0], "pos"), ("\u200b\ufeff", "neg"), (REVIEWS[1], "neg")]), encoding="utf-8")
+    data.write_text(
+        "".join(
+            json.dumps({"text": t, "label": label}, ensure_ascii=False) + "\n"
+            for t, label in [(REVIEWS[0], "pos"), ("\u200b\ufeff", "neg"), (REVIEWS[1], "neg")]
+        ),
+        encoding="utf-8",
+    )
     code, _, err = run(["evaluate", "--model", dirs["clf"], "--data", str(data)], capsys)
     one_line_error(code, err, f"{data}: line 2: field 'text' is empty")  # the reader: is_empty_text
 
@@ -133,8 +142,10 @@ def test_serve_answers_text_with_nothing_in_it_as_empty(dirs):
     prepared = engine.rows_for_predict([REVIEWS[0], "\u00ad", {"text": "\ufeff"}], truncate=True)
     assert prepared.empty == [1, 2]
     rows = engine.predictions(prepared, engine.run(prepared.key, prepared.rows))
-    assert rows[1:] == [{"text": "\u00ad", "label": None, "error": "empty input"},
-                        {"text": "\ufeff", "label": None, "error": "empty input"}]
+    assert rows[1:] == [
+        {"text": "\u00ad", "label": None, "error": "empty input"},
+        {"text": "\ufeff", "label": None, "error": "empty input"},
+    ]
     assert rows[0]["label"] in ("neg", "pos")
 
 
@@ -165,19 +176,26 @@ def test_check_weights_names_the_first_tensor_that_is_not_finite(tmp_path):
     with torch.no_grad():
         model.encoder.layer[1].attention.self.key.bias[3] = math.inf
         model.encoder.layer[1].output.dense.weight[0, 0] = math.nan
-    with pytest.raises(NonFiniteError, match=r"^runs/x: the weight tensor encoder\.layer\.1\.attention\.self\.key"
-                                             r"\.bias is not finite"):
+    with pytest.raises(
+        NonFiniteError,
+        match=r"^runs/x: the weight tensor encoder\.layer\.1\.attention\.self\.key"
+        r"\.bias is not finite",
+    ):
         check_weights(model, "runs/x")
 
 
-@pytest.mark.parametrize("argv", [
-    ["embed", "--model", "bert-nan", "好", "--output", "OUT"],
-    ["embed", "--model", "bert-nan", "好", "--output", "OUT", "--quantize", "int8"],
-    ["embed", "--model", "bert-nan", "好", "--output", "OUT", "--quantize", "bf16"],
-    ["predict", "--model", "clf-nan", "好", "--output", "OUT", "--quantize", "int8"],
-    ["evaluate", "--model", "clf-nan", "--data", "DATA", "--json", "OUT", "--quantize", "int8"],
-    ["explain", "mlm-nan", "--mlm", "很[MASK]"],
-], ids=["embed", "embed-int8", "embed-bf16", "predict-int8", "evaluate-int8", "explain"])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["embed", "--model", "bert-nan", "好", "--output", "OUT"],
+        ["embed", "--model", "bert-nan", "好", "--output", "OUT", "--quantize", "int8"],
+        ["embed", "--model", "bert-nan", "好", "--output", "OUT", "--quantize", "bf16"],
+        ["predict", "--model", "clf-nan", "好", "--output", "OUT", "--quantize", "int8"],
+        ["evaluate", "--model", "clf-nan", "--data", "DATA", "--json", "OUT", "--quantize", "int8"],
+        ["explain", "mlm-nan", "--mlm", "很[MASK]"],
+    ],
+    ids=["embed", "embed-int8", "embed-bf16", "predict-int8", "evaluate-int8", "explain"],
+)
 def test_every_command_refuses_nan_weights_in_one_line(argv, dirs, tmp_path, capsys):
     data = tmp_path / "dev.jsonl"
     data.write_text(json.dumps({"text": REVIEWS[0], "label": "pos"}, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -201,15 +219,18 @@ def test_vectors_that_are_not_finite_are_refused(dirs, tmp_path, capsys):
         encode(model, REVIEWS, tokenizer=dirs["bert-nan"])
 
 
-@pytest.mark.parametrize("name, quantize, message", [
-    ("clf-nan", None, "word_embeddings.weight is not finite"),
-    ("clf-nan", "int8", "word_embeddings.weight is not finite"),
-    ("clf-nan", "bf16", "word_embeddings.weight is not finite"),
-    ("mlm-nan", None, "word_embeddings.weight is not finite"),
-    ("bert-nan", None, "word_embeddings.weight is not finite"),
-    ("bert-inf", None, "vectors are not finite"),  # finite weights: the start-up probe finds it
-    ("clf-inf", None, "outputs are not finite"),
-])
+@pytest.mark.parametrize(
+    "name, quantize, message",
+    [
+        ("clf-nan", None, "word_embeddings.weight is not finite"),
+        ("clf-nan", "int8", "word_embeddings.weight is not finite"),
+        ("clf-nan", "bf16", "word_embeddings.weight is not finite"),
+        ("mlm-nan", None, "word_embeddings.weight is not finite"),
+        ("bert-nan", None, "word_embeddings.weight is not finite"),
+        ("bert-inf", None, "vectors are not finite"),  # finite weights: the start-up probe finds it
+        ("clf-inf", None, "outputs are not finite"),
+    ],
+)
 def test_serve_does_not_start_on_a_model_that_is_not_finite(name, quantize, message, dirs):
     from bertkit.serve.engine import Engine
 
@@ -238,8 +259,9 @@ def test_from_pretrained_warns_once_of_weights_that_are_not_finite(dirs):
         model = BertForMaskedLM.from_pretrained(dirs["mlm-nan"])
     said = [w for w in seen if issubclass(w.category, BertkitWarning)]
     assert len(said) == 1 and said[0].filename == __file__, [str(w.message) for w in seen]
-    assert str(said[0].message).startswith(f"{dirs['mlm-nan']}: the weight tensor bert.embeddings.word_embeddings"
-                                           ".weight is not finite")
+    assert str(said[0].message).startswith(
+        f"{dirs['mlm-nan']}: the weight tensor bert.embeddings.word_embeddings.weight is not finite"
+    )
     assert math.isnan(model.bert.embeddings.word_embeddings.weight.sum().item())  # loaded as it is
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -248,11 +270,14 @@ def test_from_pretrained_warns_once_of_weights_that_are_not_finite(dirs):
 
 
 # ----- embed --file reads rows as predict --file does --------------------------------------------------
-@pytest.mark.parametrize("name, content", [
-    ("in.csv", 'id,text,label\n1,"这本书很好看，推荐",pos\n2,质量太差了,neg\n'),
-    ("in.tsv", "text\tlabel\n这本书很好看，推荐\tpos\n质量太差了\tneg\n"),
-    ("in.jsonl", '{"text": "这本书很好看，推荐", "label": "pos"}\n{"text": "质量太差了", "label": "neg"}\n'),
-])
+@pytest.mark.parametrize(
+    "name, content",
+    [
+        ("in.csv", 'id,text,label\n1,"这本书很好看，推荐",pos\n2,质量太差了,neg\n'),
+        ("in.tsv", "text\tlabel\n这本书很好看，推荐\tpos\n质量太差了\tneg\n"),
+        ("in.jsonl", '{"text": "这本书很好看，推荐", "label": "pos"}\n{"text": "质量太差了", "label": "neg"}\n'),
+    ],
+)
 def test_embed_file_reads_the_text_column_of_csv_tsv_and_jsonl(name, content, dirs, tmp_path, capsys):
     source, out = tmp_path / name, tmp_path / "v.npy"
     source.write_text(content, encoding="utf-8")
@@ -261,12 +286,15 @@ def test_embed_file_reads_the_text_column_of_csv_tsv_and_jsonl(name, content, di
     np.testing.assert_allclose(np.load(out), encode(dirs["bert"], REVIEWS[:2]), atol=1e-6)
     renamed = tmp_path / ("renamed" + source.suffix)
     renamed.write_text(content.replace("text", "review"), encoding="utf-8")
-    code, _, err = run(["embed", "--model", dirs["bert"], "--file", str(renamed), "--output", str(out),
-                        "--text-field", "review"], capsys)
+    code, _, err = run(
+        ["embed", "--model", dirs["bert"], "--file", str(renamed), "--output", str(out), "--text-field", "review"],
+        capsys,
+    )
     assert code == 0, err
     np.testing.assert_allclose(np.load(out), encode(dirs["bert"], REVIEWS[:2]), atol=1e-6)
-    code, _, err = run(["embed", "--model", dirs["bert"], "--file", str(renamed), "--output", str(tmp_path / "x.npy")],
-                       capsys)
+    code, _, err = run(
+        ["embed", "--model", dirs["bert"], "--file", str(renamed), "--output", str(tmp_path / "x.npy")], capsys
+    )
     one_line_error(code, err, str(renamed), "'text'", "--text-field")
 
 

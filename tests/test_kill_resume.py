@@ -49,11 +49,39 @@ def setup(tmp_path_factory, corpus_file, tokenizer_dir):
 
 
 def command(setup, out, objective="mlm") -> list[str]:
-    return [sys.executable, "-m", "bertkit", "pretrain", "--objective", objective, "--corpus", setup["corpus"],
-            "--model-config",
-            setup["config"], "--tokenizer", setup["tokenizer"], "--out", str(out), "--steps", str(STEPS),
-            "--save-every", "5", "--log-every", "1", "--eval-every", "0", "--seq-len", "32", "--batch-size", "8",
-            "--no-progress", "--device", "cpu", "--seed", "3"]
+    return [
+        sys.executable,
+        "-m",
+        "bertkit",
+        "pretrain",
+        "--objective",
+        objective,
+        "--corpus",
+        setup["corpus"],
+        "--model-config",
+        setup["config"],
+        "--tokenizer",
+        setup["tokenizer"],
+        "--out",
+        str(out),
+        "--steps",
+        str(STEPS),
+        "--save-every",
+        "5",
+        "--log-every",
+        "1",
+        "--eval-every",
+        "0",
+        "--seq-len",
+        "32",
+        "--batch-size",
+        "8",
+        "--no-progress",
+        "--device",
+        "cpu",
+        "--seed",
+        "3",
+    ]
 
 
 def start(cmd, log) -> subprocess.Popen:
@@ -112,8 +140,9 @@ def references(setup, tmp_path_factory):
 
 # MLM at every seed's kill points; ELECTRA (generator and discriminator, its seeded samples) at the middle one
 @pytest.mark.parametrize("objective, seed", [("mlm", seed) for seed in SEEDS] + [("electra", SEEDS[1])])
-def test_sigkill_at_a_random_point_then_resume_equals_an_uninterrupted_run(setup, references, tmp_path, objective,
-                                                                           seed):
+def test_sigkill_at_a_random_point_then_resume_equals_an_uninterrupted_run(
+    setup, references, tmp_path, objective, seed
+):
     reference = references(objective)
     rng = random.Random(seed)
     out = tmp_path / "run"
@@ -125,8 +154,9 @@ def test_sigkill_at_a_random_point_then_resume_equals_an_uninterrupted_run(setup
         proc = start(cmd + (["--resume"] if attempt > 1 else []), log)
         if attempt == 1:  # kill only a run that has saved at least one checkpoint
             row = rng.randint(*FIRST_KILL_ROWS)
-            alive = (wait_until(state_file.exists, state_file, proc, log)
-                     and wait_until(lambda: last_train_step(out) >= row, f"training row {row}", proc, log))
+            alive = wait_until(state_file.exists, state_file, proc, log) and wait_until(
+                lambda: last_train_step(out) >= row, f"training row {row}", proc, log
+            )
         elif attempt <= KILLS_PER_SEED:  # a resumed run, once it trains past the rows the last kill left
             row = landed[-1][-1] + rng.randint(*NEXT_KILL_AFTER)
             alive = wait_until(lambda: last_train_step(out) >= row, f"training row {row}", proc, log)

@@ -51,7 +51,7 @@ def private_uses(source: str, module: str, modules: dict[str, str]) -> list[str]
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             stem = node.module.split(".") if node.module else []
-            base = ".".join(package[:len(package) - node.level + 1] + stem) if node.level else node.module
+            base = ".".join(package[: len(package) - node.level + 1] + stem) if node.level else node.module
             if base.split(".")[0] != "bertkit":
                 continue
             for alias in node.names:
@@ -60,11 +60,20 @@ def private_uses(source: str, module: str, modules: dict[str, str]) -> list[str]
                 if f"{base}.{alias.name}" in modules:  # a module bound to a name: its attributes are checked below
                     aliases[alias.asname or alias.name] = f"{base}.{alias.name}"
         elif isinstance(node, ast.Import):
-            aliases.update({alias.asname: alias.name for alias in node.names
-                            if alias.asname and alias.name.split(".")[0] == "bertkit"})
+            aliases.update(
+                {
+                    alias.asname: alias.name
+                    for alias in node.names
+                    if alias.asname and alias.name.split(".")[0] == "bertkit"
+                }
+            )
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases \
-                and _private(node.attr):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in aliases
+            and _private(node.attr)
+        ):
             found.append(f"line {node.lineno}: {node.value.id}.{node.attr} ({aliases[node.value.id]})")
     return found
 
@@ -88,11 +97,16 @@ def test_no_bertkit_module_imports_another_modules_private_names():
 
 
 def test_the_private_name_finder_finds_each_form():
-    source = ("from ..inference_cli import _load, windows\nfrom bertkit.tasks.base import _x\nfrom .. import embed\n"
-              "import bertkit.inference_cli as p\nimport sys\nembed._read_json('a', 'b')\np._json(1)\n"
-              "sys._getframe(0)\n"
-              "from ..embed import __all__\nfrom .engine import _too_long\n")
+    source = (
+        "from ..inference_cli import _load, windows\nfrom bertkit.tasks.base import _x\nfrom .. import embed\n"
+        "import bertkit.inference_cli as p\nimport sys\nembed._read_json('a', 'b')\np._json(1)\n"
+        "sys._getframe(0)\n"
+        "from ..embed import __all__\nfrom .engine import _too_long\n"
+    )
     assert private_uses(source, "bertkit.serve.app", bertkit_modules()) == [
-        "line 1: from ..inference_cli import _load", "line 2: from bertkit.tasks.base import _x",
-        "line 10: from .engine import _too_long", "line 6: embed._read_json (bertkit.embed)",
-        "line 7: p._json (bertkit.inference_cli)"]
+        "line 1: from ..inference_cli import _load",
+        "line 2: from bertkit.tasks.base import _x",
+        "line 10: from .engine import _too_long",
+        "line 6: embed._read_json (bertkit.embed)",
+        "line 7: p._json (bertkit.inference_cli)",
+    ]

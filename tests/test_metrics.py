@@ -97,8 +97,9 @@ def test_multilabel_report_by_hand():
     assert r["per_class"]["y"] == {"precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 1}
     assert r["macro_f1"] == approx((1 + 0 + 1) / 3)
     assert r["exact_match"] == approx(1 / 3)  # only the empty one is all right
-    multi_hot = multilabel_report(np.array([[1, 1, 0], [0, 0, 1], [0, 0, 0]]),
-                                  torch.tensor([[1, 0, 0], [0, 1, 1], [0, 0, 0]]), ["x", "y", "z"])
+    multi_hot = multilabel_report(
+        np.array([[1, 1, 0], [0, 0, 1], [0, 0, 0]]), torch.tensor([[1, 0, 0], [0, 1, 1], [0, 0, 0]]), ["x", "y", "z"]
+    )
     assert multi_hot == r
     with pytest.raises(MetricError, match=r"y_pred\[0\] has 2 columns but there are 3 labels"):
         multilabel_report(np.zeros((1, 3)), np.zeros((1, 2)), ["x", "y", "z"])
@@ -118,8 +119,9 @@ def test_classification_report_equals_scikit_learn():
         r = classification_report(y_true, y_pred, names)
         p, rc, f, support = sk.precision_recall_fscore_support(y_true, y_pred, labels=range(k), zero_division=0)
         for j, name in enumerate(names):
-            assert r["per_class"][name] == approx({"precision": p[j], "recall": rc[j], "f1": f[j],
-                                                   "support": support[j]}), (seed, name)
+            assert r["per_class"][name] == approx(
+                {"precision": p[j], "recall": rc[j], "f1": f[j], "support": support[j]}
+            ), (seed, name)
         assert r["accuracy"] == approx(sk.accuracy_score(y_true, y_pred))
         assert r["macro_f1"] == approx(sk.f1_score(y_true, y_pred, average="macro", zero_division=0)), seed
         assert r["weighted_f1"] == approx(sk.f1_score(y_true, y_pred, average="weighted", zero_division=0)), seed
@@ -143,8 +145,9 @@ def test_multilabel_report_equals_scikit_learn():
             assert r[f"micro_{key}"] == approx(score), (seed, key)
         p, rc, f, support = sk.precision_recall_fscore_support(y_true, y_pred, average=None, zero_division=0)
         for j, name in enumerate(names):
-            assert r["per_class"][name] == approx({"precision": p[j], "recall": rc[j], "f1": f[j],
-                                                   "support": support[j]}), (seed, name)
+            assert r["per_class"][name] == approx(
+                {"precision": p[j], "recall": rc[j], "f1": f[j], "support": support[j]}
+            ), (seed, name)
         present = [j for j in range(k) if y_true[:, j].any() or y_pred[:, j].any()]
         macro = sk.f1_score(y_true, y_pred, labels=present, average="macro", zero_division=0) if present else 0.0
         assert r["macro_f1"] == approx(macro), seed
@@ -165,8 +168,12 @@ def test_regression_report_equals_scikit_learn_and_scipy():
         cases.append((t, p))
     # constant: undefined, nan; 0.1 and 1/3 are not exact in binary, so their deviations from the mean are
     # rounding noise (1e-17), not zero
-    cases += [(np.full(3, 0.1), np.arange(3.0)), (np.full(7, 0.1), np.arange(7.0)),
-              (np.arange(4.0), np.full(4, 1 / 3)), (np.full(3, 2.0), np.full(3, 2.0))]
+    cases += [
+        (np.full(3, 0.1), np.arange(3.0)),
+        (np.full(7, 0.1), np.arange(7.0)),
+        (np.arange(4.0), np.full(4, 1 / 3)),
+        (np.full(3, 2.0), np.full(3, 2.0)),
+    ]
     for t, p in cases:
         r = regression_report(t, p)
         assert r["mse"] == approx(sk.mean_squared_error(t, p)) and r["mae"] == approx(sk.mean_absolute_error(t, p))
@@ -191,50 +198,56 @@ def test_confusion_matrix():
 
 
 # ----- entities ----------------------------------------------------------------------------------
-@pytest.mark.parametrize("tags, entities", [
-    ([], []),
-    (["O", "O"], []),
-    (["B-LOC", "I-LOC"], [("LOC", 0, 2)]),  # an entity at the end is closed
-    (["O", "I-LOC"], [("LOC", 1, 2)]),  # I- without B- starts one, also at the end
-    (["I-PER", "I-PER", "O"], [("PER", 0, 2)]),
-    (["B-PER", "B-PER", "I-PER"], [("PER", 0, 1), ("PER", 1, 3)]),  # adjacent, same type
-    (["I-PER", "B-PER"], [("PER", 0, 1), ("PER", 1, 2)]),
-    (["B-PER", "I-LOC", "I-LOC"], [("PER", 0, 1), ("LOC", 1, 3)]),  # type change inside I-
-    (["B-PER", "I-PER", "I-ORG", "O", "B-ORG"], [("PER", 0, 2), ("ORG", 2, 3), ("ORG", 4, 5)]),
-    (["S-PER", "B-LOC", "E-LOC", "I-LOC"], [("PER", 0, 1), ("LOC", 1, 3), ("LOC", 3, 4)]),  # IOBES
-    (["B-LOC", "M-LOC", "E-LOC"], [("LOC", 0, 3)]),  # BMES: M is I
-])
+@pytest.mark.parametrize(
+    "tags, entities",
+    [
+        ([], []),
+        (["O", "O"], []),
+        (["B-LOC", "I-LOC"], [("LOC", 0, 2)]),  # an entity at the end is closed
+        (["O", "I-LOC"], [("LOC", 1, 2)]),  # I- without B- starts one, also at the end
+        (["I-PER", "I-PER", "O"], [("PER", 0, 2)]),
+        (["B-PER", "B-PER", "I-PER"], [("PER", 0, 1), ("PER", 1, 3)]),  # adjacent, same type
+        (["I-PER", "B-PER"], [("PER", 0, 1), ("PER", 1, 2)]),
+        (["B-PER", "I-LOC", "I-LOC"], [("PER", 0, 1), ("LOC", 1, 3)]),  # type change inside I-
+        (["B-PER", "I-PER", "I-ORG", "O", "B-ORG"], [("PER", 0, 2), ("ORG", 2, 3), ("ORG", 4, 5)]),
+        (["S-PER", "B-LOC", "E-LOC", "I-LOC"], [("PER", 0, 1), ("LOC", 1, 3), ("LOC", 3, 4)]),  # IOBES
+        (["B-LOC", "M-LOC", "E-LOC"], [("LOC", 0, 3)]),  # BMES: M is I
+    ],
+)
 def test_bio_entities(tags, entities):
     assert bio_entities(tags) == entities
 
 
-@pytest.mark.parametrize("scheme, tags, entities", [
-    ("seqeval", ["O", "I-LOC"], [("LOC", 1, 2)]),  # lenient: an I- after O starts an entity
-    ("conlleval", ["O", "I-LOC"], [("LOC", 1, 2)]),
-    ("IOB2", ["O", "I-LOC"], []),  # strict IOB2: only B- starts one
-    ("IOB2", ["B-PER", "I-PER", "I-LOC"], [("PER", 0, 2)]),
-    ("IOB2", ["I-PER", "I-PER", "B-PER"], [("PER", 2, 3)]),
-    ("IOBES", ["B-LOC", "I-LOC", "O"], []),  # strict IOBES: B- needs its E-
-    ("IOBES", ["B-LOC", "I-LOC", "E-LOC", "S-PER"], [("LOC", 0, 3), ("PER", 3, 4)]),
-    ("seqeval", ["B-LOC", "E-PER"], [("LOC", 0, 1), ("PER", 1, 2)]),
-    ("conlleval", ["B-LOC", "E-PER"], [("LOC", 0, 1), ("PER", 1, 2)]),
-    # conlleval.pl knows no S-: B-PER S-PER is one entity there, two for seqeval (the issue's case)
-    ("seqeval", ["B-PER", "S-PER"], [("PER", 0, 1), ("PER", 1, 2)]),
-    ("conlleval", ["B-PER", "S-PER"], [("PER", 0, 2)]),
-    ("conlleval", ["S-PER", "S-PER", "O", "S-LOC"], [("PER", 0, 2), ("LOC", 3, 4)]),
-    ("seqeval", ["S-PER", "S-PER", "O", "S-LOC"], [("PER", 0, 1), ("PER", 1, 2), ("LOC", 3, 4)]),
-    # its E- ends an IOE chunk: E-X E-X and E-X I-X are two entities, and a B- after E- of one type goes on
-    ("conlleval", ["E-PER", "E-PER", "I-PER"], [("PER", 0, 1), ("PER", 1, 2), ("PER", 2, 3)]),
-    ("conlleval", ["I-PER", "E-PER", "B-PER"], [("PER", 0, 3)]),
-    ("seqeval", ["I-PER", "E-PER", "B-PER"], [("PER", 0, 2), ("PER", 2, 3)]),
-    # M- (BMES): I- for seqeval's scheme; for conlleval a prefix it does not know, so again one entity
-    ("seqeval", ["B-LOC", "M-LOC", "E-LOC", "O", "M-PER"], [("LOC", 0, 3), ("PER", 4, 5)]),
-    ("conlleval", ["B-LOC", "M-LOC", "E-LOC", "O", "M-PER"], [("LOC", 0, 3), ("PER", 4, 5)]),
-    ("seqeval", ["S-LOC", "M-LOC"], [("LOC", 0, 1), ("LOC", 1, 2)]),
-    ("conlleval", ["S-LOC", "M-LOC"], [("LOC", 0, 2)]),
-    ("IOBES", ["B-LOC", "E-PER"], []),
-    ("IOBES", ["B-LOC", "S-LOC", "E-LOC"], [("LOC", 1, 2)]),
-])
+@pytest.mark.parametrize(
+    "scheme, tags, entities",
+    [
+        ("seqeval", ["O", "I-LOC"], [("LOC", 1, 2)]),  # lenient: an I- after O starts an entity
+        ("conlleval", ["O", "I-LOC"], [("LOC", 1, 2)]),
+        ("IOB2", ["O", "I-LOC"], []),  # strict IOB2: only B- starts one
+        ("IOB2", ["B-PER", "I-PER", "I-LOC"], [("PER", 0, 2)]),
+        ("IOB2", ["I-PER", "I-PER", "B-PER"], [("PER", 2, 3)]),
+        ("IOBES", ["B-LOC", "I-LOC", "O"], []),  # strict IOBES: B- needs its E-
+        ("IOBES", ["B-LOC", "I-LOC", "E-LOC", "S-PER"], [("LOC", 0, 3), ("PER", 3, 4)]),
+        ("seqeval", ["B-LOC", "E-PER"], [("LOC", 0, 1), ("PER", 1, 2)]),
+        ("conlleval", ["B-LOC", "E-PER"], [("LOC", 0, 1), ("PER", 1, 2)]),
+        # conlleval.pl knows no S-: B-PER S-PER is one entity there, two for seqeval (the issue's case)
+        ("seqeval", ["B-PER", "S-PER"], [("PER", 0, 1), ("PER", 1, 2)]),
+        ("conlleval", ["B-PER", "S-PER"], [("PER", 0, 2)]),
+        ("conlleval", ["S-PER", "S-PER", "O", "S-LOC"], [("PER", 0, 2), ("LOC", 3, 4)]),
+        ("seqeval", ["S-PER", "S-PER", "O", "S-LOC"], [("PER", 0, 1), ("PER", 1, 2), ("LOC", 3, 4)]),
+        # its E- ends an IOE chunk: E-X E-X and E-X I-X are two entities, and a B- after E- of one type goes on
+        ("conlleval", ["E-PER", "E-PER", "I-PER"], [("PER", 0, 1), ("PER", 1, 2), ("PER", 2, 3)]),
+        ("conlleval", ["I-PER", "E-PER", "B-PER"], [("PER", 0, 3)]),
+        ("seqeval", ["I-PER", "E-PER", "B-PER"], [("PER", 0, 2), ("PER", 2, 3)]),
+        # M- (BMES): I- for seqeval's scheme; for conlleval a prefix it does not know, so again one entity
+        ("seqeval", ["B-LOC", "M-LOC", "E-LOC", "O", "M-PER"], [("LOC", 0, 3), ("PER", 4, 5)]),
+        ("conlleval", ["B-LOC", "M-LOC", "E-LOC", "O", "M-PER"], [("LOC", 0, 3), ("PER", 4, 5)]),
+        ("seqeval", ["S-LOC", "M-LOC"], [("LOC", 0, 1), ("LOC", 1, 2)]),
+        ("conlleval", ["S-LOC", "M-LOC"], [("LOC", 0, 2)]),
+        ("IOBES", ["B-LOC", "E-PER"], []),
+        ("IOBES", ["B-LOC", "S-LOC", "E-LOC"], [("LOC", 1, 2)]),
+    ],
+)
 def test_entity_schemes(scheme, tags, entities):
     assert bio_entities(tags, scheme=scheme) == entities
 
@@ -305,22 +318,25 @@ def test_cmrc_scores_by_hand():
     assert r["f1"] == approx((0.75 + 1 + 0.5) / 3)
 
 
-@pytest.mark.parametrize("prediction, answers, em, f1", [
-    # F1 is the longest common run of segments, not a bag: 上海北京 / 北京上海 share 北京 -> P 2/4, R 2/4
-    ("上海北京", ["北京上海"], 0.0, 0.5),
-    ("京北", ["北京"], 0.0, 0.5),
-    # ASCII "." is not in CMRC's punctuation list: EM differs; segments 1998 年 . vs 1998 年 -> P 2/3, R 1
-    ("1998年.", ["1998年"], 0.0, 0.8),
-    # "-" is CMRC punctuation and is dropped before segmenting: COVID-19 is the word covid19
-    ("COVID-19疫情", ["covid19疫情"], 1.0, 1.0),
-    # EM drops CMRC punctuation only, so an inner space counts; the segments (iphone 手 机) are equal
-    ("iPhone 手机", ["iphone手机"], 0.0, 1.0),
-    ("北京大学", ["北京"], 0.0, 2 * 0.5 * 1 / 1.5),
-    # the official list holds ’ but not ‘: ‘ stays, a segment of its own -> P 2/3, R 1
-    ("‘北京’", ["北京"], 0.0, 0.8),
-    # the best gold counts: 北京市 shares 北京 (P 2/4, R 2/3 -> 4/7), 中国 shares 中国 (P 2/4, R 1 -> 2/3)
-    ("中国北京", ["北京市", "中国"], 0.0, 2 / 3),
-])
+@pytest.mark.parametrize(
+    "prediction, answers, em, f1",
+    [
+        # F1 is the longest common run of segments, not a bag: 上海北京 / 北京上海 share 北京 -> P 2/4, R 2/4
+        ("上海北京", ["北京上海"], 0.0, 0.5),
+        ("京北", ["北京"], 0.0, 0.5),
+        # ASCII "." is not in CMRC's punctuation list: EM differs; segments 1998 年 . vs 1998 年 -> P 2/3, R 1
+        ("1998年.", ["1998年"], 0.0, 0.8),
+        # "-" is CMRC punctuation and is dropped before segmenting: COVID-19 is the word covid19
+        ("COVID-19疫情", ["covid19疫情"], 1.0, 1.0),
+        # EM drops CMRC punctuation only, so an inner space counts; the segments (iphone 手 机) are equal
+        ("iPhone 手机", ["iphone手机"], 0.0, 1.0),
+        ("北京大学", ["北京"], 0.0, 2 * 0.5 * 1 / 1.5),
+        # the official list holds ’ but not ‘: ‘ stays, a segment of its own -> P 2/3, R 1
+        ("‘北京’", ["北京"], 0.0, 0.8),
+        # the best gold counts: 北京市 shares 北京 (P 2/4, R 2/3 -> 4/7), 中国 shares 中国 (P 2/4, R 1 -> 2/3)
+        ("中国北京", ["北京市", "中国"], 0.0, 2 / 3),
+    ],
+)
 def test_cmrc_definitions(prediction, answers, em, f1):
     r = squad_scores({"q": prediction}, {"q": answers}, language="zh")
     assert (r["exact_match"], r["f1"]) == (em, approx(f1)) and r["scorer"] == "cmrc2018"
@@ -377,8 +393,10 @@ def _bag_f1(pred: list, gold: list) -> float:
 def _squad_v1_reference(answers: list[str], prediction: str) -> tuple[float, float]:
     """evaluate-v1.1.py: the best over all answers of EM and bag F1 (no shared token, also an empty side: 0)."""
     p = _squad_normalise(prediction)
-    return (max(float(p == _squad_normalise(a)) for a in answers),
-            max(_bag_f1(p, _squad_normalise(a)) for a in answers))
+    return (
+        max(float(p == _squad_normalise(a)) for a in answers),
+        max(_bag_f1(p, _squad_normalise(a)) for a in answers),
+    )
 
 
 def _squad_v2_reference(answers: list[str], prediction: str) -> tuple[float, float]:
@@ -386,8 +404,7 @@ def _squad_v2_reference(answers: list[str], prediction: str) -> tuple[float, flo
     is 1 when both are empty."""
     golds = [_squad_normalise(a) for a in answers if _squad_normalise(a)] or [[]]
     p = _squad_normalise(prediction)
-    return (max(float(p == g) for g in golds),
-            max(float(p == g) if not p or not g else _bag_f1(p, g) for g in golds))
+    return (max(float(p == g) for g in golds), max(float(p == g) if not p or not g else _bag_f1(p, g) for g in golds))
 
 
 _CMRC_PUNCTUATION = set("-:_*^/\\~`+=，。：？！“”；’《》·、「」（）－～『』")
@@ -404,9 +421,12 @@ def word_tokenize(tmp_path_factory):
     folder = root / "tokenizers" / "punkt_tab" / "english"
     folder.mkdir(parents=True)
     english = punkt.load_model("english")
-    for name, rows in (("abbrev_types.txt", english.abbrev_types), ("sent_starters.txt", english.sent_starters),
-                       ("collocations.tab", ("\t".join(pair) for pair in english.collocations)),
-                       ("ortho_context.tab", (f"{k}\t{v}" for k, v in english.ortho_context.items()))):
+    for name, rows in (
+        ("abbrev_types.txt", english.abbrev_types),
+        ("sent_starters.txt", english.sent_starters),
+        ("collocations.tab", ("\t".join(pair) for pair in english.collocations)),
+        ("ortho_context.tab", (f"{k}\t{v}" for k, v in english.ortho_context.items())),
+    ):
         (folder / name).write_text("".join(f"{row}\n" for row in sorted(rows)), encoding="utf-8")
     nltk.data.path.insert(0, str(root))
     yield nltk.word_tokenize
@@ -419,6 +439,7 @@ def _cmrc_reference(answers: list[str], prediction: str, word_tokenize) -> tuple
     Chinese character a segment, the text between them through nltk.word_tokenize): P = run / predicted
     segments, R = run / gold segments. Unanswerable (no gold with a segment): SQuAD v2.0's rule, as bertkit
     extends it."""
+
     def plain(text):
         return "".join(c for c in text.lower().strip() if c not in _CMRC_PUNCTUATION)
 
@@ -434,9 +455,14 @@ def _cmrc_reference(answers: list[str], prediction: str, word_tokenize) -> tuple
         return out + (word_tokenize(run) if run else [])
 
     def longest_run(a, b):
-        return max([k for k in range(1, min(len(a), len(b)) + 1)
-                    if any(a[i:i + k] == b[j:j + k] for i in range(len(a) - k + 1) for j in range(len(b) - k + 1))],
-                   default=0)
+        return max(
+            [
+                k
+                for k in range(1, min(len(a), len(b)) + 1)
+                if any(a[i : i + k] == b[j : j + k] for i in range(len(a) - k + 1) for j in range(len(b) - k + 1))
+            ],
+            default=0,
+        )
 
     golds = [a for a in answers if segments(a)]
     if not golds:
@@ -468,10 +494,61 @@ def test_squad_scores_equal_the_official_definitions_on_random_answers():
 
 # English inside Chinese answers: contractions, quotes nltk rewrites, marks it splits off, abbreviations and
 # sentence ends (Punkt decides which periods end a sentence), numbers with . and ,
-_CMRC_ENGLISH = ["nba", "2008", "iPhone", " ", "can't", "it's", "dog's", "'", "‘", "’", "—", '"', ".", ". ", "dr.",
-                 "u.s.", "Mr. ", "3.5", "1,000", "...", "?", "!", "(", ")", "e.g.", "He ", "the end", ",", ":", ";",
-                 "$", "%", "&", "#", "`", "''", "cannot", "gonna", "[", "]", "<", ">", "a.", "no. 5", "ok.", " The",
-                 "won't", "Y'all", "-", "--", "Inc. ", "jan. ", "said "]
+_CMRC_ENGLISH = [
+    "nba",
+    "2008",
+    "iPhone",
+    " ",
+    "can't",
+    "it's",
+    "dog's",
+    "'",
+    "‘",
+    "’",
+    "—",
+    '"',
+    ".",
+    ". ",
+    "dr.",
+    "u.s.",
+    "Mr. ",
+    "3.5",
+    "1,000",
+    "...",
+    "?",
+    "!",
+    "(",
+    ")",
+    "e.g.",
+    "He ",
+    "the end",
+    ",",
+    ":",
+    ";",
+    "$",
+    "%",
+    "&",
+    "#",
+    "`",
+    "''",
+    "cannot",
+    "gonna",
+    "[",
+    "]",
+    "<",
+    ">",
+    "a.",
+    "no. 5",
+    "ok.",
+    " The",
+    "won't",
+    "Y'all",
+    "-",
+    "--",
+    "Inc. ",
+    "jan. ",
+    "said ",
+]
 
 
 def test_cmrc_scores_equal_the_official_definitions_on_random_answers(word_tokenize):
@@ -491,7 +568,17 @@ def test_cmrc_english_words_are_nltk_word_tokenize(word_tokenize):
     assert cmrc_segments("他说can't") == ["他", "说", "ca", "n't"]
     assert cmrc_segments('“x”说"hello" world.') == ["x", "说", "``", "hello", "''", "world", "."]
     assert cmrc_segments("在 'nba ‘hi —there") == ["在", "'", "nba", "‘", "hi", "—", "there"]
-    assert cmrc_segments("是 go home. he left. dr. smith") == ["是", "go", "home", ".", "he", "left", ".", "dr.", "smith"]
+    assert cmrc_segments("是 go home. he left. dr. smith") == [
+        "是",
+        "go",
+        "home",
+        ".",
+        "he",
+        "left",
+        ".",
+        "dr.",
+        "smith",
+    ]
     rng = random.Random(1)
     for _ in range(5000):
         run = "".join(c for c in _random_text(rng, _CMRC_ENGLISH, 12).lower().strip() if c not in _CMRC_PUNCTUATION)
@@ -508,8 +595,11 @@ def test_format_report_aligns_cjk_labels():
     report = classification_report([0, 1, 1], [0, 1, 0], ["正面", "negative"])
     report["confusion_matrix"] = confusion_matrix([0, 1, 1], [0, 1, 0], 2)
     table = format_report(report).split("confusion matrix (rows: true, columns: predicted)\n")[1].splitlines()
-    assert [line.split() for line in table] == [["true", "\\", "predicted", "正面", "negative"],
-                                                ["正面", "1", "0"], ["negative", "1", "1"]]
+    assert [line.split() for line in table] == [
+        ["true", "\\", "predicted", "正面", "negative"],
+        ["正面", "1", "0"],
+        ["negative", "1", "1"],
+    ]
     assert len({display_width(line) for line in table}) == 1
     entity = format_report(entity_report([["B-PER"]], [["B-PER"]]))
     assert entity.splitlines()[0].startswith("type") and "PER" in entity
@@ -553,9 +643,11 @@ def test_bio_entities_round_trip(case, scheme):
     assert entity_report([tags], [tags])["f1"] == (1.0 if entities else 0.0)
 
 
-_TAGS = {"seqeval": ["O"] + [f"{p}-{k}" for p in "BIES" for k in ("PER", "LOC")],
-         "IOB2": ["O"] + [f"{p}-{k}" for p in "BI" for k in ("PER", "LOC")],
-         "IOBES": ["O"] + [f"{p}-{k}" for p in "BIES" for k in ("PER", "LOC")]}
+_TAGS = {
+    "seqeval": ["O"] + [f"{p}-{k}" for p in "BIES" for k in ("PER", "LOC")],
+    "IOB2": ["O"] + [f"{p}-{k}" for p in "BI" for k in ("PER", "LOC")],
+    "IOBES": ["O"] + [f"{p}-{k}" for p in "BIES" for k in ("PER", "LOC")],
+}
 
 
 @st.composite
@@ -570,6 +662,7 @@ def _tag_pairs(draw, scheme):
 def _seqeval_entities(sequences, scheme):
     from seqeval import scheme as schemes
     from seqeval.metrics.sequence_labeling import get_entities
+
     if scheme == "seqeval":  # seqeval's default mode, end inclusive
         return [[(kind, start, end + 1) for kind, start, end in get_entities(seq)] for seq in sequences]
     found = schemes.Entities(sequences, getattr(schemes, scheme)).entities
@@ -582,6 +675,7 @@ def test_entities_equal_seqeval(scheme):
     pytest.importorskip("seqeval")
     from seqeval import scheme as schemes
     from seqeval.metrics import classification_report as seqeval_report
+
     strict = {} if scheme == "seqeval" else {"mode": "strict", "scheme": getattr(schemes, scheme)}
 
     @given(_tag_pairs(scheme))
@@ -594,14 +688,21 @@ def test_entities_equal_seqeval(scheme):
             warnings.simplefilter("ignore")  # numpy: the mean of no types
             expected = seqeval_report(true, pred, output_dict=True, zero_division=0, **strict)
         micro = expected.pop("micro avg")
-        assert (r["precision"], r["recall"], r["f1"]) == approx((micro["precision"], micro["recall"],
-                                                                micro["f1-score"]))
+        assert (r["precision"], r["recall"], r["f1"]) == approx(
+            (micro["precision"], micro["recall"], micro["f1-score"])
+        )
         assert r["n_true"] == micro["support"]
         types = {k: v for k, v in expected.items() if not k.endswith(" avg")}
         assert set(r["per_type"]) == set(types)
         for kind, row in types.items():
-            assert r["per_type"][kind] == approx({"precision": row["precision"], "recall": row["recall"],
-                                                  "f1": row["f1-score"], "support": row["support"]}), kind
+            assert r["per_type"][kind] == approx(
+                {
+                    "precision": row["precision"],
+                    "recall": row["recall"],
+                    "f1": row["f1-score"],
+                    "support": row["support"],
+                }
+            ), kind
 
     check()
 
@@ -610,6 +711,7 @@ def test_strict_iob2_and_seqeval_reject_the_same_tags():
     pytest.importorskip("seqeval")
     from seqeval.metrics import f1_score
     from seqeval.scheme import IOB2
+
     with pytest.raises(ValueError):
         f1_score([["B-PER", "E-PER"]], [["O", "O"]], mode="strict", scheme=IOB2)
     with pytest.raises(ValueError):  # MetricError is a ValueError too

@@ -17,6 +17,7 @@ def tiny(**overrides):
 def random_model(*args, **overrides):
     return conftest.random_model(*args, **{"attn_implementation": "sdpa", **overrides})
 
+
 transformers = pytest.importorskip("transformers")
 
 
@@ -72,8 +73,11 @@ def test_parity_head_mask(shape):
     model = random_model()
     hf = hf_twin(model)
     ids, mask, _ = padded_batch()
-    head_mask = torch.tensor([1.0, 0.0, 1.0, 0.5]) if shape == "heads" else torch.tensor(
-        [[1.0, 0.0, 1.0, 1.0], [0.0, 1.0, 1.0, 0.0]])
+    head_mask = (
+        torch.tensor([1.0, 0.0, 1.0, 0.5])
+        if shape == "heads"
+        else torch.tensor([[1.0, 0.0, 1.0, 1.0], [0.0, 1.0, 1.0, 0.0]])
+    )
     with torch.no_grad():
         ours = model(ids, mask, head_mask=head_mask, output_attentions=True)
         theirs = hf(ids, mask, head_mask=head_mask, output_attentions=True)
@@ -146,8 +150,14 @@ def test_parity_decoder_with_cross_attention(backend):
     hf = hf_twin(model)
     ids, mask, _ = padded_batch()
     enc, enc_mask = encoder_states()
-    kw = dict(input_ids=ids, attention_mask=mask, encoder_hidden_states=enc, encoder_attention_mask=enc_mask,
-              use_cache=False, output_hidden_states=True)
+    kw = dict(
+        input_ids=ids,
+        attention_mask=mask,
+        encoder_hidden_states=enc,
+        encoder_attention_mask=enc_mask,
+        use_cache=False,
+        output_hidden_states=True,
+    )
     with torch.no_grad():
         ours, theirs = model(**kw, output_attentions=True), hf(**kw, output_attentions=True)
         assert_same(ours, theirs)
@@ -163,8 +173,13 @@ def incremental(model, ids, enc, enc_mask, steps):
     out = model(ids[:, :prefix], encoder_hidden_states=enc, encoder_attention_mask=enc_mask, use_cache=True)
     states, past = [out.last_hidden_state], out.past_key_values
     for t in range(prefix, ids.shape[1]):
-        out = model(ids[:, t:t + 1], encoder_hidden_states=enc, encoder_attention_mask=enc_mask,
-                    past_key_values=past, use_cache=True)
+        out = model(
+            ids[:, t : t + 1],
+            encoder_hidden_states=enc,
+            encoder_attention_mask=enc_mask,
+            past_key_values=past,
+            use_cache=True,
+        )
         states.append(out.last_hidden_state)
         past = out.past_key_values
     return torch.cat(states, dim=1), past
@@ -235,8 +250,12 @@ def test_accepts_transformers_cache_object():
         cache = EncoderDecoderCache.from_legacy_cache(first.past_key_values)
         step = model(ids[:, 5:], encoder_hidden_states=enc, encoder_attention_mask=enc_mask, past_key_values=cache)
         full = model(ids, encoder_hidden_states=enc, encoder_attention_mask=enc_mask)
-        empty = model(ids, encoder_hidden_states=enc, encoder_attention_mask=enc_mask,
-                      past_key_values=EncoderDecoderCache(DynamicCache(), DynamicCache()))
+        empty = model(
+            ids,
+            encoder_hidden_states=enc,
+            encoder_attention_mask=enc_mask,
+            past_key_values=EncoderDecoderCache(DynamicCache(), DynamicCache()),
+        )
     assert max_diff(step.last_hidden_state, full.last_hidden_state[:, 5:]) <= TOL
     assert max_diff(empty.last_hidden_state, full.last_hidden_state) <= TOL
 
@@ -266,8 +285,7 @@ def test_gradients_equal_with_gradient_checkpointing(position):
 
 def test_gradient_checkpointing_replays_dropout():
     """With dropout on, the recomputed forward draws the same masks: same grads as without."""
-    model = random_model(hidden_dropout_prob=0.2, attention_probs_dropout_prob=0.2,
-                         attn_implementation="eager").train()
+    model = random_model(hidden_dropout_prob=0.2, attention_probs_dropout_prob=0.2, attn_implementation="eager").train()
     ids, mask, types = padded_batch()
     torch.manual_seed(3)
     plain = grads(model, ids, mask, types)
@@ -335,43 +353,58 @@ def test_cache_past_max_positions():
         model(torch.ones(1, 5, dtype=torch.long), encoder_hidden_states=enc, past_key_values=out.past_key_values)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(input_ids=torch.tensor([[1, 99]])), r"input_ids holds values in \[1, 99\], but must be in \[0, 99\)"),
-    (dict(input_ids=torch.tensor([[1, -1]])), "input_ids holds values"),
-    (dict(input_ids=torch.tensor([1, 2])), r"input_ids must be \(batch, seq_len\)"),
-    (dict(input_ids=torch.tensor([[1.0, 2.0]])), r"input_ids must be an int64 \(or int32\) tensor"),
-    (dict(input_ids=torch.tensor([[1, 2]], dtype=torch.int16)), "got torch.int16"),
-    (dict(input_ids=torch.zeros(2, 0, dtype=torch.long)), "no tokens"),
-    (dict(input_ids=torch.tensor([[1, 2]]), position_ids=torch.tensor([[0, 1, 2]])), r"position_ids must be \(1, 2\)"),
-    (dict(input_ids=torch.tensor([[1, 2]]), token_type_ids=torch.tensor([[0, 2]])), "token_type_ids holds values"),
-    (dict(input_ids=torch.tensor([[1, 2]]), attention_mask=torch.ones(1, 3)), r"attention_mask must be \(1, 2\)"),
-    (dict(input_ids=torch.tensor([[1, 2]]), inputs_embeds=torch.zeros(1, 2, 32)), "exactly one of"),
-    (dict(), "exactly one of"),
-    (dict(inputs_embeds=torch.zeros(1, 2, 31)), "hidden_size=32"),
-    (dict(input_ids=torch.tensor([[1, 2]]), head_mask=torch.ones(3)), r"head_mask must be \(4,\) or \(2, 4\)"),
-    (dict(input_ids=torch.tensor([[1, 2]]), encoder_hidden_states=torch.zeros(1, 2, 32)), "no cross-attention"),
-    (dict(input_ids=torch.tensor([[1, 2]]), position_ids=torch.tensor([[0, 64]])), "position_ids holds values"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(input_ids=torch.tensor([[1, 99]])), r"input_ids holds values in \[1, 99\], but must be in \[0, 99\)"),
+        (dict(input_ids=torch.tensor([[1, -1]])), "input_ids holds values"),
+        (dict(input_ids=torch.tensor([1, 2])), r"input_ids must be \(batch, seq_len\)"),
+        (dict(input_ids=torch.tensor([[1.0, 2.0]])), r"input_ids must be an int64 \(or int32\) tensor"),
+        (dict(input_ids=torch.tensor([[1, 2]], dtype=torch.int16)), "got torch.int16"),
+        (dict(input_ids=torch.zeros(2, 0, dtype=torch.long)), "no tokens"),
+        (
+            dict(input_ids=torch.tensor([[1, 2]]), position_ids=torch.tensor([[0, 1, 2]])),
+            r"position_ids must be \(1, 2\)",
+        ),
+        (dict(input_ids=torch.tensor([[1, 2]]), token_type_ids=torch.tensor([[0, 2]])), "token_type_ids holds values"),
+        (dict(input_ids=torch.tensor([[1, 2]]), attention_mask=torch.ones(1, 3)), r"attention_mask must be \(1, 2\)"),
+        (dict(input_ids=torch.tensor([[1, 2]]), inputs_embeds=torch.zeros(1, 2, 32)), "exactly one of"),
+        (dict(), "exactly one of"),
+        (dict(inputs_embeds=torch.zeros(1, 2, 31)), "hidden_size=32"),
+        (dict(input_ids=torch.tensor([[1, 2]]), head_mask=torch.ones(3)), r"head_mask must be \(4,\) or \(2, 4\)"),
+        (dict(input_ids=torch.tensor([[1, 2]]), encoder_hidden_states=torch.zeros(1, 2, 32)), "no cross-attention"),
+        (dict(input_ids=torch.tensor([[1, 2]]), position_ids=torch.tensor([[0, 64]])), "position_ids holds values"),
+    ],
+)
 def test_bad_inputs_raise_clear_errors(kwargs, message):
     model = random_model()
     with pytest.raises(InputError, match=message):
         model(**kwargs)
 
 
-@pytest.mark.parametrize("key", ["input_ids", "attention_mask", "token_type_ids", "position_ids", "head_mask",
-                                 "inputs_embeds"])
+@pytest.mark.parametrize(
+    "key", ["input_ids", "attention_mask", "token_type_ids", "position_ids", "head_mask", "inputs_embeds"]
+)
 @pytest.mark.parametrize("kind", ["list", "NumPy array"])
 def test_inputs_that_are_not_tensors_are_an_error_naming_them(key, kind):
     """`model(input_ids=[[...]])` used to be an AttributeError ('list' object has no attribute 'dim')."""
-    given = dict(input_ids=torch.tensor([[2, 5, 3]]), attention_mask=torch.ones(1, 3, dtype=torch.long),
-                 token_type_ids=torch.zeros(1, 3, dtype=torch.long), position_ids=torch.tensor([[0, 1, 2]]),
-                 head_mask=torch.ones(4), inputs_embeds=torch.zeros(1, 3, 32))
+    given = dict(
+        input_ids=torch.tensor([[2, 5, 3]]),
+        attention_mask=torch.ones(1, 3, dtype=torch.long),
+        token_type_ids=torch.zeros(1, 3, dtype=torch.long),
+        position_ids=torch.tensor([[0, 1, 2]]),
+        head_mask=torch.ones(4),
+        inputs_embeds=torch.zeros(1, 3, 32),
+    )
     if key == "inputs_embeds":
         del given["input_ids"]
     given[key] = given[key].tolist() if kind == "list" else given[key].numpy()
     convert = "torch.tensor" if kind == "list" else "torch.from_numpy"
-    with pytest.raises(InputError, match=rf"^{key} must be a torch.Tensor, got a {kind}; pass {convert}\(x\) \(the "
-                                         r'tokenizer gives tensors with return_tensors="pt"\)$'):
+    with pytest.raises(
+        InputError,
+        match=rf"^{key} must be a torch.Tensor, got a {kind}; pass {convert}\(x\) \(the "
+        r'tokenizer gives tensors with return_tensors="pt"\)$',
+    ):
         random_model()(**given)
 
 

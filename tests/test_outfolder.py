@@ -13,8 +13,11 @@ from bertkit.tokenizer import Tokenizer
 
 
 def snapshot(folder) -> dict:
-    return {os.path.relpath(os.path.join(d, f), folder): open(os.path.join(d, f), "rb").read()
-            for d, _, files in os.walk(folder) for f in files}
+    return {
+        os.path.relpath(os.path.join(d, f), folder): open(os.path.join(d, f), "rb").read()
+        for d, _, files in os.walk(folder)
+        for f in files
+    }
 
 
 def train(corpus, out, *flags) -> int:
@@ -37,9 +40,14 @@ def test_tokenizer_train_refuses_to_replace_a_vocabulary_unless_asked_and_keeps_
     capsys.readouterr()
     assert train(corpus, out, "--vocab-size", "150") == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"bertkit tokenizer: error: --out {out}: already holds a vocabulary (special_tokens_map.json,"
-                          " tokenizer.json, tokenizer_config.json, vocab.txt); a model trained with it would no longer "
-                          "match a new one: pass --overwrite") and err.count("\n") == 1
+    assert (
+        err.startswith(
+            f"bertkit tokenizer: error: --out {out}: already holds a vocabulary (special_tokens_map.json,"
+            " tokenizer.json, tokenizer_config.json, vocab.txt); a model trained with it would no longer "
+            "match a new one: pass --overwrite"
+        )
+        and err.count("\n") == 1
+    )
     assert snapshot(out) == before and sorted(os.listdir(tmp_path)) == ["corpus.txt", "tok"]
     assert train(corpus, out, "--vocab-size", "150", "--overwrite") == 0
     assert Tokenizer.from_pretrained(out).vocab_size <= 150
@@ -63,7 +71,8 @@ def test_tokenizer_train_never_replaces_a_vocabulary_that_sits_with_other_files(
 
 
 def test_tokenizer_train_overwrite_refuses_a_folder_holding_its_corpus_or_the_working_directory(
-        tmp_path, corpus, monkeypatch, capsys):
+    tmp_path, corpus, monkeypatch, capsys
+):
     out = tmp_path / "tok"
     assert train(corpus, out) == 0
     inside = out / "corpus.txt"
@@ -85,8 +94,13 @@ def test_tokenizer_train_into_a_new_or_unrelated_folder_writes_without_moving_an
     out.mkdir()
     (out / "notes.txt").write_text("keep me")
     assert train(corpus, out) == 0
-    assert sorted(os.listdir(out)) == ["notes.txt", "special_tokens_map.json", "tokenizer.json",
-                                       "tokenizer_config.json", "vocab.txt"]
+    assert sorted(os.listdir(out)) == [
+        "notes.txt",
+        "special_tokens_map.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "vocab.txt",
+    ]
     a_file = tmp_path / "a_file"
     a_file.write_text("x")
     assert train(corpus, a_file) == 2 and a_file.read_text() == "x"
@@ -98,20 +112,26 @@ def test_check_out_and_move_aside(tmp_path, monkeypatch, capsys):
     out.mkdir()
     (out / "a").write_text("1")
     (out / ".lock").write_text("me")
-    assert check_out(str(out), TrainingError, overwrite=False, inputs={}, ours=lambda n: False, what="a run",
-                     keep=(".lock",)) == ["a"]  # without --overwrite nothing is replaced: no refusal here
+    assert check_out(
+        str(out), TrainingError, overwrite=False, inputs={}, ours=lambda n: False, what="a run", keep=(".lock",)
+    ) == ["a"]  # without --overwrite nothing is replaced: no refusal here
     with pytest.raises(TrainingError, match=re.escape(f"--out {out}: holds files that are not a run (a)")):
-        check_out(str(out), TrainingError, overwrite=True, inputs={}, ours=lambda n: False, what="a run",
-                  keep=(".lock",))
+        check_out(
+            str(out), TrainingError, overwrite=True, inputs={}, ours=lambda n: False, what="a run", keep=(".lock",)
+        )
     with pytest.raises(TrainingError, match=re.escape(f"--x {out / 'a'} is inside --out {out}")):
-        check_out(str(out), TrainingError, overwrite=True, inputs=[("--x", str(out / "a"))], ours=lambda n: True,
-                  what="a run")
+        check_out(
+            str(out), TrainingError, overwrite=True, inputs=[("--x", str(out / "a"))], ours=lambda n: True, what="a run"
+        )
     monkeypatch.chdir(out)
-    assert check_out(str(out), TrainingError, overwrite=False, inputs={}, ours=lambda n: True, what="a run") == \
-        [".lock", "a"]
+    assert check_out(str(out), TrainingError, overwrite=False, inputs={}, ours=lambda n: True, what="a run") == [
+        ".lock",
+        "a",
+    ]
     with pytest.raises(TrainingError, match="is the current directory or holds it"):
-        check_out(str(tmp_path), TrainingError, overwrite=False, inputs={}, ours=lambda n: True, what="a run",
-                  renamed=True)
+        check_out(
+            str(tmp_path), TrainingError, overwrite=False, inputs={}, ours=lambda n: True, what="a run", renamed=True
+        )
     monkeypatch.chdir(tmp_path)
     moved = move_aside(str(out), keep=(".lock",), what="the earlier run")
     assert os.listdir(out) == [".lock"] and os.listdir(moved) == ["a"] and os.path.dirname(moved) == str(tmp_path)

@@ -36,8 +36,11 @@ def cli(*args) -> subprocess.CompletedProcess:
     logged.setLevel(logging.WARNING)
     logging.getLogger().addHandler(logged)
     try:
-        with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(out), \
-                contextlib.redirect_stderr(err):
+        with (
+            warnings.catch_warnings(record=True) as caught,
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+        ):
             warnings.simplefilter("default")  # as a fresh interpreter's filters: each shown once, but not
             for hidden in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
                 warnings.simplefilter("ignore", hidden)  # the kinds Python hides by default
@@ -199,18 +202,32 @@ def test_a_pretrained_model_without_task_head_is_pointed_to_commands_that_work(t
 
     for command in (["predict", REVIEWS[0]], ["evaluate", "--data", dev_file]):
         result = cli(command[0], "--model", base_dir, *command[1:])
-        one_line_error(result, base_dir, "without a task head", "BertForMaskedLM", "bertkit fill-mask", "bertkit embed",
-                       "bertkit finetune")
+        one_line_error(
+            result,
+            base_dir,
+            "without a task head",
+            "BertForMaskedLM",
+            "bertkit fill-mask",
+            "bertkit embed",
+            "bertkit finetune",
+        )
         assert "--task" not in result.stderr
     suggested = {tokens[1]: tokens for tokens in map(shlex.split, re.findall(r"`([^`]+)`", result.stderr))}
     filled = cli(*suggested["fill-mask"][1:])
     assert filled.returncode == 0 and "[MASK] at position" in filled.stdout, filled.stderr
     vectors = tmp_path / "vectors.npy"
-    embedded = cli(*[str(vectors) if t == "vectors.npy" else "今天天气很好" if t == "TEXT..." else t
-                     for t in suggested["embed"][1:]])
+    embedded = cli(
+        *[
+            str(vectors) if t == "vectors.npy" else "今天天气很好" if t == "TEXT..." else t
+            for t in suggested["embed"][1:]
+        ]
+    )
     assert embedded.returncode == 0 and vectors.exists(), embedded.stderr
-    tuned = parse(FinetuneConfig, [{"DATA": dev_file, "DIR": str(tmp_path / "clf")}.get(t, t)
-                                   for t in suggested["finetune"][2:]], prog="bertkit finetune")  # its own flags
+    tuned = parse(
+        FinetuneConfig,
+        [{"DATA": dev_file, "DIR": str(tmp_path / "clf")}.get(t, t) for t in suggested["finetune"][2:]],
+        prog="bertkit finetune",
+    )  # its own flags
     assert tuned.model == base_dir
     # an encoder alone (BertModel) has no MLM head either: fill-mask is not offered, the others are
     bare = tmp_path / "bare"

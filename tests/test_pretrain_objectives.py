@@ -45,13 +45,20 @@ class DetectRandomTokens(Objective):
         from bertkit.data.masking import MaskingCollator
 
         tok = self.tokenizer
-        collator = MaskingCollator(vocab_size=tok.vocab_size, mask_id=tok.mask_token_id, pad_id=tok.pad_token_id,
-                                   special_ids=tuple(tok.all_special_ids), mlm_probability=0.15, seed=self.cfg.seed)
+        collator = MaskingCollator(
+            vocab_size=tok.vocab_size,
+            mask_id=tok.mask_token_id,
+            pad_id=tok.pad_token_id,
+            special_ids=tuple(tok.all_special_ids),
+            mlm_probability=0.15,
+            seed=self.cfg.seed,
+        )
         return SwappedBatches(rows, collator, sampler, tok.mask_token_id, tok.vocab_size)
 
     def loss(self, model, batch, weights):
-        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                       token_type_ids=batch["token_type_ids"]).logits
+        logits = model(
+            input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], token_type_ids=batch["token_type_ids"]
+        ).logits
         real = batch["attention_mask"] > 0
         return F.cross_entropy(logits[real].float(), batch["swapped"][real]) * weights.of("real")
 
@@ -91,8 +98,9 @@ def detect_objective(monkeypatch):
 @pytest.fixture(scope="module")
 def tiny_config_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("cfg") / "config.json"
-    BertConfig.from_preset("tiny", vocab_size=1500, hidden_dropout_prob=0.0,
-                           attention_probs_dropout_prob=0.0).to_json(path)
+    BertConfig.from_preset("tiny", vocab_size=1500, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0).to_json(
+        path
+    )
     return str(path)
 
 
@@ -106,9 +114,34 @@ def prepared(tmp_path_factory, corpus_file, tokenizer_dir):
 
 
 def flags(data, config, *more):
-    return ["--data", data, "--model-config", config, "--seq-len", "32", "--batch-size", "8", "--steps", "12",
-            "--lr", "2e-3", "--log-every", "1", "--eval-every", "6", "--save-every", "6", "--eval-rows", "32",
-            "--no-progress", "--device", "cpu", "--seed", "3", *more]
+    return [
+        "--data",
+        data,
+        "--model-config",
+        config,
+        "--seq-len",
+        "32",
+        "--batch-size",
+        "8",
+        "--steps",
+        "12",
+        "--lr",
+        "2e-3",
+        "--log-every",
+        "1",
+        "--eval-every",
+        "6",
+        "--save-every",
+        "6",
+        "--eval-rows",
+        "32",
+        "--no-progress",
+        "--device",
+        "cpu",
+        "--seed",
+        "3",
+        *more,
+    ]
 
 
 def train_losses(out) -> dict[int, float]:
@@ -153,8 +186,9 @@ def assert_same_weights(a_dir, b_dir):
 
 # ----- the seam ----------------------------------------------------------------------------------------------
 @pytest.mark.slow
-def test_a_new_objective_trains_resumes_and_saves_through_bertkit_pretrain(tmp_path, prepared, tiny_config_file,
-                                                                         detect_objective, monkeypatch, capsys):
+def test_a_new_objective_trains_resumes_and_saves_through_bertkit_pretrain(
+    tmp_path, prepared, tiny_config_file, detect_objective, monkeypatch, capsys
+):
     full, cut = str(tmp_path / "full"), str(tmp_path / "cut")
     assert main(["pretrain", "--objective", "detect", "--out", full, *flags(prepared, tiny_config_file)]) == 0
     rows = evals(full)
@@ -169,8 +203,20 @@ def test_a_new_objective_trains_resumes_and_saves_through_bertkit_pretrain(tmp_p
 
 
 def test_an_unknown_objective_and_nsp_with_another_objective_are_refused(tmp_path, prepared, tiny_config_file, capsys):
-    assert main(["pretrain", "--objective", "electra", "--nsp", "--out", str(tmp_path / "a"),
-                 *flags(prepared, tiny_config_file)]) != 0
+    assert (
+        main(
+            [
+                "pretrain",
+                "--objective",
+                "electra",
+                "--nsp",
+                "--out",
+                str(tmp_path / "a"),
+                *flags(prepared, tiny_config_file),
+            ]
+        )
+        != 0
+    )
     assert "--nsp is --objective mlm-nsp" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["pretrain", "--objective", "span", "--out", str(tmp_path / "b"), *flags(prepared, tiny_config_file)])
@@ -206,8 +252,19 @@ def test_generator_config_is_a_quarter_of_the_discriminator():
 @pytest.mark.slow
 def test_electra_trains_and_saves_what_transformers_electra_loads(tmp_path, prepared, tiny_config_file, capsys):
     out = str(tmp_path / "electra")
-    assert main(["pretrain", "--objective", "electra", "--out", out, *flags(prepared, tiny_config_file,
-                                                                           "--steps", "80", "--eval-every", "40")]) == 0
+    assert (
+        main(
+            [
+                "pretrain",
+                "--objective",
+                "electra",
+                "--out",
+                out,
+                *flags(prepared, tiny_config_file, "--steps", "80", "--eval-every", "40"),
+            ]
+        )
+        == 0
+    )
     rows = evals(out)
     assert [r["step"] for r in rows] == [40, 80]
     last = rows[-1]
@@ -224,21 +281,37 @@ def test_electra_trains_and_saves_what_transformers_electra_loads(tmp_path, prep
     tok = Tokenizer.from_pretrained(out)
     texts = ["中共中央总书记、国家主席江泽民", "人民日报"]
     enc = {k: torch.tensor(v) for k, v in tok(texts, padding=True).items()}
-    for folder, ours_class, theirs_class in ((out, ElectraForPreTraining, transformers.ElectraForPreTraining),
-                                             (os.path.join(out, "generator"), ElectraForMaskedLM,
-                                              transformers.ElectraForMaskedLM)):
+    for folder, ours_class, theirs_class in (
+        (out, ElectraForPreTraining, transformers.ElectraForPreTraining),
+        (os.path.join(out, "generator"), ElectraForMaskedLM, transformers.ElectraForMaskedLM),
+    ):
         theirs = theirs_class.from_pretrained(folder).eval()
         ours = ours_class.from_pretrained(folder)
         real = enc["attention_mask"] > 0  # bertkit's unpadded path leaves padded positions at zero (config.py)
         with torch.no_grad():
             assert (ours(**enc).logits[real] - theirs(**enc).logits[real]).abs().max().item() <= 1e-5
     # the shared embeddings were saved once per model, equal
-    d, g = load_file(os.path.join(out, "model.safetensors")), load_file(os.path.join(out, "generator",
-                                                                                      "model.safetensors"))
+    d, g = (
+        load_file(os.path.join(out, "model.safetensors")),
+        load_file(os.path.join(out, "generator", "model.safetensors")),
+    )
     assert torch.equal(d["electra.embeddings.word_embeddings.weight"], g["electra.embeddings.word_embeddings.weight"])
     # --init-from continues from both
-    assert main(["pretrain", "--objective", "electra", "--init-from", out, "--out", str(tmp_path / "more"),
-                 *flags(prepared, tiny_config_file, "--steps", "2", "--eval-every", "0")]) == 0
+    assert (
+        main(
+            [
+                "pretrain",
+                "--objective",
+                "electra",
+                "--init-from",
+                out,
+                "--out",
+                str(tmp_path / "more"),
+                *flags(prepared, tiny_config_file, "--steps", "2", "--eval-every", "0"),
+            ]
+        )
+        == 0
+    )
     assert "generator ElectraForMaskedLM" in capsys.readouterr().err
 
 
@@ -251,26 +324,64 @@ def test_electra_resume_after_a_stop_continues_exactly(tmp_path, prepared, tiny_
     assert_same_weights(os.path.join(full, "generator"), os.path.join(cut, "generator"))
 
 
-def assert_split_runs_equal_one(tmp_path, objective: str, flags_: list[str], port: int,
-                                folders: tuple[str, ...] = ("",), accumulate: bool = False) -> None:
+def assert_split_runs_equal_one(
+    tmp_path, objective: str, flags_: list[str], port: int, folders: tuple[str, ...] = ("",), accumulate: bool = False
+) -> None:
     """6 steps of `objective` as 2 processes x 4 rows ("two") and as 1 process x 8 ("one") (and x 4 over 2
     micro-batches, "accumulated"): the same rows, masks and samples, so equal losses (1e-4) and weights (1e-5)."""
     common = flags_[:]
     i = common.index("--batch-size")
-    del common[i:i + 2]
+    del common[i : i + 2]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
-                          str(port), "-m", "bertkit", "pretrain", "--objective", objective, "--out",
-                          str(tmp_path / "two"), "--batch-size", "4", *common],
-                         capture_output=True, text=True, env=env, timeout=300)
+    two = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            "2",
+            "--master_port",
+            str(port),
+            "-m",
+            "bertkit",
+            "pretrain",
+            "--objective",
+            objective,
+            "--out",
+            str(tmp_path / "two"),
+            "--batch-size",
+            "4",
+            *common,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert two.returncode == 0, two.stderr[-3000:]
-    assert main(["pretrain", "--objective", objective, "--out", str(tmp_path / "one"), "--batch-size", "8",
-                 *common]) == 0
+    assert (
+        main(["pretrain", "--objective", objective, "--out", str(tmp_path / "one"), "--batch-size", "8", *common]) == 0
+    )
     names = ["two"]
     if accumulate:
         names.append("accumulated")
-        assert main(["pretrain", "--objective", objective, "--out", str(tmp_path / "accumulated"), "--batch-size",
-                     "4", "--grad-accum", "2", *common]) == 0
+        assert (
+            main(
+                [
+                    "pretrain",
+                    "--objective",
+                    objective,
+                    "--out",
+                    str(tmp_path / "accumulated"),
+                    "--batch-size",
+                    "4",
+                    "--grad-accum",
+                    "2",
+                    *common,
+                ]
+            )
+            == 0
+        )
     la = train_losses(tmp_path / "one")
     for name in names:  # each loss a mean over the step's units
         lb = train_losses(tmp_path / name)
@@ -292,9 +403,25 @@ def test_electra_two_processes_equal_one_and_accumulation(tmp_path, prepared, ti
 @pytest.mark.slow
 def test_electra_with_packed_documents_bf16_and_the_bert_recipe(tmp_path, prepared, tiny_config_file):
     out = str(tmp_path / "packed")
-    assert main(["pretrain", "--objective", "electra", "--packing", "documents", "--precision", "bf16",
-                 "--recipe", "bert", "--out", out, *flags(prepared, tiny_config_file, "--steps", "4",
-                                                          "--eval-every", "4")]) == 0
+    assert (
+        main(
+            [
+                "pretrain",
+                "--objective",
+                "electra",
+                "--packing",
+                "documents",
+                "--precision",
+                "bf16",
+                "--recipe",
+                "bert",
+                "--out",
+                out,
+                *flags(prepared, tiny_config_file, "--steps", "4", "--eval-every", "4"),
+            ]
+        )
+        == 0
+    )
     last = evals(out)[-1]
     assert np.isfinite(last["loss"]) and 0 <= last["replaced_auc"] <= 1
 
@@ -314,8 +441,13 @@ def test_the_discriminator_head_learns_from_every_real_token(tokenizer_dir):
     masked_ids = torch.where(labels != -100, torch.full_like(ids, 4), ids)
     mask = torch.ones_like(ids)
     mask[1, 8:] = 0
-    out = pair(input_ids=masked_ids, attention_mask=mask, token_type_ids=torch.zeros_like(ids), labels=labels,
-               sample_u=torch.rand(2, 10))
+    out = pair(
+        input_ids=masked_ids,
+        attention_mask=mask,
+        token_type_ids=torch.zeros_like(ids),
+        labels=labels,
+        sample_u=torch.rand(2, 10),
+    )
     assert out.real.sum() == 18 and out.replaced[labels == -100].sum() == 0
     (out.generator_loss + 50 * out.discriminator_loss).backward()
     assert pair.discriminator.electra.embeddings.word_embeddings.weight.grad.abs().sum() > 0
@@ -341,8 +473,19 @@ def test_the_bag_of_words_loss_is_the_cross_entropy_against_each_rows_token_dist
 @pytest.mark.slow
 def test_mlm_bow_trains_the_pooler_and_saves_what_transformers_loads(tmp_path, prepared, tiny_config_file, capsys):
     out = str(tmp_path / "bow")
-    assert main(["pretrain", "--objective", "mlm-bow", "--out", out, *flags(prepared, tiny_config_file,
-                                                                           "--steps", "60", "--eval-every", "30")]) == 0
+    assert (
+        main(
+            [
+                "pretrain",
+                "--objective",
+                "mlm-bow",
+                "--out",
+                out,
+                *flags(prepared, tiny_config_file, "--steps", "60", "--eval-every", "30"),
+            ]
+        )
+        == 0
+    )
     rows = evals(out)
     assert [r["step"] for r in rows] == [30, 60] and rows[-1]["bow_loss"] < rows[0]["bow_loss"]
     assert {"mlm_accuracy", "loss", "bow_loss"} <= set(rows[-1])
@@ -366,14 +509,42 @@ def test_mlm_bow_trains_the_pooler_and_saves_what_transformers_loads(tmp_path, p
     for model in (hf_cls, ours_cls):
         assert torch.equal(model.bert.pooler.dense.weight.detach(), saved["bert.pooler.dense.weight"])
     # --init-from continues MLM and pooler; a folder without a trained pooler is refused
-    assert main(["pretrain", "--objective", "mlm-bow", "--init-from", out, "--out", str(tmp_path / "more"),
-                 *flags(prepared, tiny_config_file, "--steps", "2", "--eval-every", "0")]) == 0
+    assert (
+        main(
+            [
+                "pretrain",
+                "--objective",
+                "mlm-bow",
+                "--init-from",
+                out,
+                "--out",
+                str(tmp_path / "more"),
+                *flags(prepared, tiny_config_file, "--steps", "2", "--eval-every", "0"),
+            ]
+        )
+        == 0
+    )
     mlm_only = str(tmp_path / "mlm")
-    assert main(["pretrain", "--out", mlm_only, *flags(prepared, tiny_config_file, "--steps", "2",
-                                                        "--eval-every", "0")]) == 0
+    assert (
+        main(["pretrain", "--out", mlm_only, *flags(prepared, tiny_config_file, "--steps", "2", "--eval-every", "0")])
+        == 0
+    )
     capsys.readouterr()
-    assert main(["pretrain", "--objective", "mlm-bow", "--init-from", mlm_only, "--out", str(tmp_path / "x"),
-                 *flags(prepared, tiny_config_file, "--steps", "2", "--eval-every", "0")]) == 2
+    assert (
+        main(
+            [
+                "pretrain",
+                "--objective",
+                "mlm-bow",
+                "--init-from",
+                mlm_only,
+                "--out",
+                str(tmp_path / "x"),
+                *flags(prepared, tiny_config_file, "--steps", "2", "--eval-every", "0"),
+            ]
+        )
+        == 2
+    )
     assert "no trained pooler (bert.pooler.*)" in capsys.readouterr().err
 
 

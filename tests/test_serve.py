@@ -37,8 +37,12 @@ class Server:
 
     def __init__(self, model_dir, *flags, command=(sys.executable, "-m", "bertkit")):
         self.port = free_port()
-        self.proc = subprocess.Popen([*command, "serve", "--model", model_dir, "--port", str(self.port), *flags],
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.proc = subprocess.Popen(
+            [*command, "serve", "--model", model_dir, "--port", str(self.port), *flags],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -84,8 +88,9 @@ class Server:
 
 @pytest.fixture(scope="module")
 def clf_server(clf_dir):
-    server = Server(clf_dir, "--max-wait-ms", "20", "--max-inputs", "8", "--max-body-bytes", "8192",
-                    "--max-input-tokens", "100")
+    server = Server(
+        clf_dir, "--max-wait-ms", "20", "--max-inputs", "8", "--max-body-bytes", "8192", "--max-input-tokens", "100"
+    )
     yield server
     assert server.stop() == 0
 
@@ -153,7 +158,7 @@ def test_tokenize_health_info(clf_server, clf_dir):
     tokens = clf_server.post("/tokenize", {"inputs": text})
     assert [t["id"] for t in tokens] == Tokenizer.from_pretrained(clf_dir).encode(text)
     assert tokens[0]["special"] and tokens[-1]["special"]
-    assert all(text[t["start"]:t["stop"]] == t["text"] for t in tokens if not t["special"])
+    assert all(text[t["start"] : t["stop"]] == t["text"] for t in tokens if not t["special"])
     assert clf_server.call("GET", "/health") == (200, {"status": "ok"})
     info = clf_server.call("GET", "/info")[1]
     assert info["task"] == "classify" and sorted(info["labels"]) == ["neg", "pos"]
@@ -245,8 +250,11 @@ def vocab_size(model_dir) -> int:
 TASK_INPUTS = {
     "classify": ["质量很好，物流也快", {"text": "还行", "text_pair": "一般般"}, ""],
     "tag": ["张三在北京工作", {"tokens": ["李", "四", "去", "上", "海"]}],
-    "qa": [{"question": "谁在北京工作？", "context": "张三在北京工作，李四在上海。" * 3}, "谁去上海\t李四去上海",
-           "谁在北京\t张三在北京工作"],
+    "qa": [
+        {"question": "谁在北京工作？", "context": "张三在北京工作，李四在上海。" * 3},
+        "谁去上海\t李四去上海",
+        "谁在北京\t张三在北京工作",
+    ],
     "choice": [{"question": "天气怎么样", "choices": ["很好", "不好", "下雨"]}],
 }
 
@@ -265,10 +273,11 @@ def test_predict_rows_of_every_task_equal_bertkit_predict(name, tmp_path, base_d
     task = TASKS[name]
     labels = {"classify": ["neg", "pos"], "tag": ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]}.get(name)
     tok = Tokenizer.from_pretrained(base_dir)
-    config = BertConfig.from_preset("tiny", vocab_size=tok.vocab_size,
-                                    **({"id2label": dict(enumerate(labels)), "label2id": {n: i for i, n in
-                                                                                         enumerate(labels)}}
-                                       if labels else {}))
+    config = BertConfig.from_preset(
+        "tiny",
+        vocab_size=tok.vocab_size,
+        **({"id2label": dict(enumerate(labels)), "label2id": {n: i for i, n in enumerate(labels)}} if labels else {}),
+    )
     torch.manual_seed(0)
     task.model_class(config).save_pretrained(tmp_path)
     tok.save_pretrained(tmp_path)
@@ -315,9 +324,14 @@ BAD = [  # (method, path, body bytes, status, type)
     ("POST", "/embed", b"[" * 5000, 400, "invalid_json"),
     ("POST", "/embed", b'{"inputs": "a\\ud800b"}', 400, "invalid_unicode"),
     ("POST", "/v1/embeddings", b'{"input": "x", "model": 1e999}', 422, "wrong_type"),
-    ("POST", "/predict", json.dumps({"inputs": {"text": "好", "text_pair": "很" * 60}}, ensure_ascii=False).encode(),
-     422, "invalid_input"),  # the pair alone is longer than the model's windows
-    ("POST", "/nowhere", b'{}', 404, "unknown_route"),
+    (
+        "POST",
+        "/predict",
+        json.dumps({"inputs": {"text": "好", "text_pair": "很" * 60}}, ensure_ascii=False).encode(),
+        422,
+        "invalid_input",
+    ),  # the pair alone is longer than the model's windows
+    ("POST", "/nowhere", b"{}", 404, "unknown_route"),
     ("GET", "/embed", None, 405, "wrong_method"),
 ]
 
@@ -344,8 +358,10 @@ def test_truncate_cuts_long_inputs(clf_server):
 def test_concurrent_clients_get_the_sequential_answers_and_metrics_count_them(clf_server):
     jobs = [("/predict" if i % 2 else "/embed", {"inputs": REVIEWS[i % len(REVIEWS)][:60]}) for i in range(48)]
     sequential = [clf_server.post(path, body) for path, body in jobs]
-    before = {route: clf_server.metric("bertkit_requests_total", route=route, status="200")
-              for route in ("/predict", "/embed")}
+    before = {
+        route: clf_server.metric("bertkit_requests_total", route=route, status="200")
+        for route in ("/predict", "/embed")
+    }
     batches_before = clf_server.metric("bertkit_batch_size_count")
     with ThreadPoolExecutor(16) as pool:
         concurrent = list(pool.map(lambda job: clf_server.post(*job), jobs))
@@ -386,8 +402,9 @@ def test_sigterm_answers_every_request_in_flight_then_exits_0(clf_dir):
     # every request is in (in the batcher, which holds them up to 200 ms for company, or answered) before SIGTERM:
     # a state, not a fixed sleep (0.1 s can be too short to connect 16 clients on a busy machine)
     deadline = time.monotonic() + 60
-    while (server.metric("bertkit_queue_depth") + server.metric("bertkit_requests_total", route="/predict",
-                                                                  status="200")) < len(threads):
+    while (
+        server.metric("bertkit_queue_depth") + server.metric("bertkit_requests_total", route="/predict", status="200")
+    ) < len(threads):
         assert time.monotonic() < deadline, "the 16 requests did not reach the server in 60 s"
         time.sleep(0.01)
     server.proc.send_signal(signal.SIGTERM)
@@ -480,9 +497,9 @@ def test_readme_serve_examples_run_against_a_live_server(clf_dir, base_dir, mlm_
     from test_readme import README, fenced_blocks, shell_commands
 
     text = README.read_text(encoding="utf-8")
-    section = text[text.index("## Serve\n"):]
-    section = section[:section.index("\n## ", 1)]
-    offset = text[:text.index("## Serve\n")].count("\n")
+    section = text[text.index("## Serve\n") :]
+    section = section[: section.index("\n## ", 1)]
+    offset = text[: text.index("## Serve\n")].count("\n")
     models = {"runs/quickstart/finetune": clf_dir, "runs/quickstart/pretrain": base_dir}
     servers, started, sent = {}, [], 0
     try:
@@ -506,10 +523,11 @@ def test_readme_serve_examples_run_against_a_live_server(clf_dir, base_dir, mlm_
                 elif tokens[0] == "curl":
                     data = tokens[tokens.index("-d") + 1] if "-d" in tokens else None
                     url = next(t for t in tokens[1:] if t.startswith("localhost:"))
-                    port, path = url[len("localhost:"):].split("/", 1)
+                    port, path = url[len("localhost:") :].split("/", 1)
                     comment = re.search(r"#\s*(\d{3})\b", lines[number - first])
-                    status, answer = servers[port].call("POST" if data else "GET", "/" + path,
-                                                        raw=data.encode() if data else None)
+                    status, answer = servers[port].call(
+                        "POST" if data else "GET", "/" + path, raw=data.encode() if data else None
+                    )
                     assert status == (int(comment.group(1)) if comment else 200), (where, answer)
                     assert answer, where
                     sent += 1
@@ -522,9 +540,14 @@ def test_readme_serve_examples_run_against_a_live_server(clf_dir, base_dir, mlm_
 def test_batcher_runs_each_kind_by_its_handlers_entry():
     from bertkit.serve.batcher import Handlers, Key
 
-    handlers = Handlers({"upper": lambda rows: [r.upper() for r in rows], "length": lambda rows: [len(r) for r in rows]})
-    jobs = [(handlers.key("upper"), ["ab"], [1]), (handlers.key("length", group=2), ["abc"], [1]),
-            (handlers.key("length", group=3), ["a"], [1])]
+    handlers = Handlers(
+        {"upper": lambda rows: [r.upper() for r in rows], "length": lambda rows: [len(r) for r in rows]}
+    )
+    jobs = [
+        (handlers.key("upper"), ["ab"], [1]),
+        (handlers.key("length", group=2), ["abc"], [1]),
+        (handlers.key("length", group=3), ["a"], [1]),
+    ]
     answers, batches = run_batcher(jobs, run=handlers, max_batch_tokens=100, max_wait_ms=0)
     assert answers == [["AB"], [3], [1]]
     assert [key for key, _ in batches] == [Key("upper"), Key("length", 2), Key("length", 3)]  # groups apart

@@ -31,9 +31,14 @@ def close(a, b, tol=1e-6) -> bool:
 
 # ----- compat.py alone: bertkit rows -> each client's shape, parsed by the client's own types ----------------------
 CLASSIFY_ROW = {"text": "x", "label": "pos", "score": 0.7, "probabilities": {"neg": 0.3, "pos": 0.7}}
-TAG_ROW = {"tokens": list("张三在北京"), "tags": ["B-PER", "I-PER", "O", "B-LOC", "I-LOC"],
-           "entities": [{"type": "PER", "text": "张三", "start": 0, "end": 2},
-                        {"type": "LOC", "text": "北京", "start": 3, "end": 5}]}
+TAG_ROW = {
+    "tokens": list("张三在北京"),
+    "tags": ["B-PER", "I-PER", "O", "B-LOC", "I-LOC"],
+    "entities": [
+        {"type": "PER", "text": "张三", "start": 0, "end": 2},
+        {"type": "LOC", "text": "北京", "start": 3, "end": 5},
+    ],
+}
 EMPTY_ROW = {"text": "", "label": None, "error": "empty input"}
 
 
@@ -54,7 +59,10 @@ def test_hf_classification_is_every_label_best_first_and_parses_as_the_client_do
 
 def test_label_scores_sorts_and_cuts():
     assert compat.label_scores(["a", "b", "c"], [0.1, 2.0, 0.1]) == [
-        {"label": "b", "score": 2.0}, {"label": "a", "score": 0.1}, {"label": "c", "score": 0.1}]
+        {"label": "b", "score": 2.0},
+        {"label": "a", "score": 0.1},
+        {"label": "c", "score": 0.1},
+    ]
     assert compat.label_scores(["a", "b"], [-1.0, -3.0], top_k=1) == [{"label": "a", "score": -1.0}]
 
 
@@ -63,18 +71,27 @@ def test_hf_entities_groups_with_mean_scores_and_offsets():
 
     scores = [0.9, 0.7, 0.99, 0.6, None]  # a word without pieces has no score: left out of the mean
     groups = compat.hf_entities(TAG_ROW, scores)
-    assert groups == [{"entity_group": "PER", "score": pytest.approx(0.8), "word": "张三", "start": 0, "end": 2},
-                      {"entity_group": "LOC", "score": 0.6, "word": "北京", "start": 3, "end": 5}]
+    assert groups == [
+        {"entity_group": "PER", "score": pytest.approx(0.8), "word": "张三", "start": 0, "end": 2},
+        {"entity_group": "LOC", "score": 0.6, "word": "北京", "start": 3, "end": 5},
+    ]
     parsed = TokenClassificationOutputElement.parse_obj_as_list(groups)
     assert [(p.entity_group, p.word, p.start, p.end) for p in parsed] == [("PER", "张三", 0, 2), ("LOC", "北京", 3, 5)]
     tokens = compat.hf_entities(TAG_ROW, scores, "none")
     assert [(t["entity"], t["word"], t["start"], t["end"]) for t in tokens] == [
-        ("B-PER", "张", 0, 1), ("I-PER", "三", 1, 2), ("B-LOC", "北", 3, 4), ("I-LOC", "京", 4, 5)]
+        ("B-PER", "张", 0, 1),
+        ("I-PER", "三", 1, 2),
+        ("B-LOC", "北", 3, 4),
+        ("I-LOC", "京", 4, 5),
+    ]
     assert compat.hf_entities(TAG_ROW, scores, ignore_labels=["O", "PER"]) == groups[1:]
     with pytest.raises(InputProblem, match="aggregation_strategy"):
         compat.hf_entities(TAG_ROW, scores, "mean")
-    words = {"tokens": ["New", "York", "is"], "tags": ["B-LOC", "I-LOC", "O"],
-             "entities": [{"type": "LOC", "text": "NewYork", "start": 0, "end": 7}]}  # a tokens object: joined
+    words = {
+        "tokens": ["New", "York", "is"],
+        "tags": ["B-LOC", "I-LOC", "O"],
+        "entities": [{"type": "LOC", "text": "NewYork", "start": 0, "end": 7}],
+    }  # a tokens object: joined
     assert compat.hf_entities(words, [0.5, 1.0, 0.2])[0]["score"] == 0.75
 
 
@@ -91,11 +108,15 @@ def test_hf_answer_and_no_span():
 def test_hf_fill_mask_one_mask_a_list_several_a_list_each():
     from huggingface_hub.inference._generated.types import FillMaskOutputElement
 
-    mask = [{"token": "好", "token_id": 7, "score": 0.5, "sequence": "很好"},
-            {"token": "坏", "token_id": 8, "score": 0.2, "sequence": "很坏"}]
+    mask = [
+        {"token": "好", "token_id": 7, "score": 0.5, "sequence": "很好"},
+        {"token": "坏", "token_id": 8, "score": 0.2, "sequence": "很坏"},
+    ]
     one = compat.hf_fill_mask([mask])
-    assert one == [{"sequence": "很好", "score": 0.5, "token": 7, "token_str": "好"},
-                   {"sequence": "很坏", "score": 0.2, "token": 8, "token_str": "坏"}]
+    assert one == [
+        {"sequence": "很好", "score": 0.5, "token": 7, "token_str": "好"},
+        {"sequence": "很坏", "score": 0.2, "token": 8, "token_str": "坏"},
+    ]
     assert [(p.token, p.token_str) for p in FillMaskOutputElement.parse_obj_as_list(one)] == [(7, "好"), (8, "坏")]
     assert compat.hf_fill_mask([mask, mask[:1]]) == [one, one[:1]]
 
@@ -107,8 +128,10 @@ def test_hf_task_dispatch_and_parameters():
     assert compat.hf_task({"inputs": "a", "parameters": {}}, "tag", False) == "token-classification"
     # feature_extraction never sends "parameters": vectors from any model, a classifier too
     assert compat.hf_task({"inputs": "a"}, "classify", False) == "feature-extraction"
-    assert compat.hf_task({"inputs": {"question": "q", "context": "c"}, "parameters": {}}, "qa", False) == \
-        "question-answering"
+    assert (
+        compat.hf_task({"inputs": {"question": "q", "context": "c"}, "parameters": {}}, "qa", False)
+        == "question-answering"
+    )
     assert compat.hf_task({"inputs": "a [MASK]", "parameters": {}}, None, True) == "fill-mask"
     assert compat.hf_task({"inputs": "a [MASK]", "normalize": True}, None, True) == "feature-extraction"
     assert compat.hf_task({"inputs": "a"}, None, False) == "feature-extraction"
@@ -143,10 +166,14 @@ def test_tei_rerank_sorts_by_sigmoid_or_raw_and_refuses_a_labelled_classifier():
 
 
 def test_tei_tokens_name_special_tokens():
-    tokens = [{"id": 101, "token": "[CLS]", "special": True, "start": None, "stop": None, "text": ""},
-              {"id": 7, "token": "好", "special": False, "start": 0, "stop": 1, "text": "好"}]
-    assert compat.tei_tokens(tokens) == [{"id": 101, "text": "[CLS]", "special": True, "start": None, "stop": None},
-                                         {"id": 7, "text": "好", "special": False, "start": 0, "stop": 1}]
+    tokens = [
+        {"id": 101, "token": "[CLS]", "special": True, "start": None, "stop": None, "text": ""},
+        {"id": 7, "token": "好", "special": False, "start": 0, "stop": 1, "text": "好"},
+    ]
+    assert compat.tei_tokens(tokens) == [
+        {"id": 101, "text": "[CLS]", "special": True, "start": None, "stop": None},
+        {"id": 7, "text": "好", "special": False, "start": 0, "stop": 1},
+    ]
 
 
 def test_openai_shapes_and_the_client_shows_the_message():
@@ -155,13 +182,23 @@ def test_openai_shapes_and_the_client_shows_the_message():
 
     vectors = [[1.0, -2.5], [0.25, 3.0]]
     plain = compat.openai_embeddings(vectors, "float", "m", 7)
-    assert plain == {"object": "list", "model": "m", "usage": {"prompt_tokens": 7, "total_tokens": 7},
-                     "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]}
+    assert plain == {
+        "object": "list",
+        "model": "m",
+        "usage": {"prompt_tokens": 7, "total_tokens": 7},
+        "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)],
+    }
     packed = compat.openai_embeddings(vectors, "base64", "m", 7)["data"]
     assert [np.frombuffer(base64.b64decode(d["embedding"]), "<f4").tolist() for d in packed] == vectors
     body = compat.openai_error(422, "input[0] is empty", "empty_input", "input")
-    assert body == {"error": {"message": "input[0] is empty", "type": "invalid_request_error", "param": "input",
-                              "code": "empty_input"}}
+    assert body == {
+        "error": {
+            "message": "input[0] is empty",
+            "type": "invalid_request_error",
+            "param": "input",
+            "code": "empty_input",
+        }
+    }
     assert compat.openai_error(500, "x", "model_error")["error"]["type"] == "server_error"
     client = OpenAI(base_url="http://127.0.0.1:9/v1", api_key="x")
     response = httpx2.Response(422, json=body, request=httpx2.Request("POST", "http://127.0.0.1:9/v1/embeddings"))
@@ -224,8 +261,14 @@ def qa_dir(tmp_path_factory, base_dir):
 @pytest.fixture(scope="module")
 def rerank_dir(tmp_path_factory, base_dir):
     """A cross-encoder: a classifier with one output (problem_type regression), its logits spread apart."""
-    return task_dir(tmp_path_factory.mktemp("rerank"), base_dir, "classify", num_labels=1, problem_type="regression",
-                    tweak=lambda m: m.classifier.weight.mul_(50))
+    return task_dir(
+        tmp_path_factory.mktemp("rerank"),
+        base_dir,
+        "classify",
+        num_labels=1,
+        problem_type="regression",
+        tweak=lambda m: m.classifier.weight.mul_(50),
+    )
 
 
 def predicted(model_dir, inputs) -> list[dict]:
@@ -256,8 +299,10 @@ def test_tei_embed_rows_cut_either_side_prompt_and_normalize(embed_dir):
     assert e.value.status == 413
     with pytest.raises(InputProblem, match="truncation_direction"):
         engine.rows_for_tei_embed(TEXTS, True, "middle")
-    assert engine.rows_for_tei_embed(TEXTS[:1], False, prompt_name="query").rows == \
-        engine.rows_for_embed(["query: " + TEXTS[0]], False).rows
+    assert (
+        engine.rows_for_tei_embed(TEXTS[:1], False, prompt_name="query").rows
+        == engine.rows_for_embed(["query: " + TEXTS[0]], False).rows
+    )
     with pytest.raises(InputProblem, match="prompt_name 'doc' is not one of this model's prompts: 'query', 'passage'"):
         engine.rows_for_tei_embed(TEXTS, False, prompt_name="doc")
     with pytest.raises(InputProblem, match="empty"):
@@ -341,11 +386,13 @@ def char_tag_probabilities(model_dir, text) -> list[float]:
 # ----- real servers ----------------------------------------------------------------------------------------------
 def served(folder_fixture: str):
     """A module-scoped fixture: a real `bertkit serve` of the model folder that fixture `folder_fixture` makes."""
+
     @pytest.fixture(scope="module")
     def server(request):
         running = Server(request.getfixturevalue(folder_fixture))
         yield running
         assert running.stop() == 0
+
     return server
 
 
@@ -430,11 +477,12 @@ def test_hf_token_classification_equals_predict(tag_server, tag_dir):
     probs = char_tag_probabilities(tag_dir, TAG_TEXT)
     assert any(e["end"] - e["start"] > 1 for e in row["entities"])  # the model's tags make multi-character entities
     groups = client.token_classification(TAG_TEXT)
-    assert [(g.entity_group, g.word, g.start, g.end) for g in groups] == \
-        [(e["type"], e["text"], e["start"], e["end"]) for e in row["entities"]]
+    assert [(g.entity_group, g.word, g.start, g.end) for g in groups] == [
+        (e["type"], e["text"], e["start"], e["end"]) for e in row["entities"]
+    ]
     for g in groups:
-        assert TAG_TEXT[g.start:g.end] == g.word
-        assert g.score == pytest.approx(np.mean(probs[g.start:g.end]), abs=1e-6)
+        assert TAG_TEXT[g.start : g.end] == g.word
+        assert g.score == pytest.approx(np.mean(probs[g.start : g.end]), abs=1e-6)
     tokens = client.token_classification(TAG_TEXT, aggregation_strategy="none")
     assert [(t.entity, t.start) for t in tokens] == [(tag, j) for j, tag in enumerate(row["tags"]) if tag != "O"]
     assert all(t.score == pytest.approx(probs[t.start], abs=1e-6) and t.word == TAG_TEXT[t.start] for t in tokens)
@@ -446,7 +494,7 @@ def test_hf_question_answering_equals_predict(qa_server, qa_dir):
     row = predicted(qa_dir, [{"question": question, "context": context}])[0]
     answer = hf(qa_server).question_answering(question=question, context=context)
     assert (answer.answer, answer.start, answer.end) == (row["answer"], row["start"], row["end"])
-    assert answer.score == pytest.approx(row["score"], abs=1e-5) and context[answer.start:answer.end] == answer.answer
+    assert answer.score == pytest.approx(row["score"], abs=1e-5) and context[answer.start : answer.end] == answer.answer
 
 
 @pytest.mark.slow
@@ -545,8 +593,9 @@ def test_tei_rerank_orders_by_the_cross_encoder(rerank_server, rerank_dir):
     raw = rerank_server.post("/rerank", {"query": query, "texts": texts, "raw_scores": True, "return_text": True})
     assert [(r["index"], r["text"]) for r in raw] == [(i, texts[i]) for i in order]
     assert close([r["score"] for r in raw], [logits[i] for i in order], 1e-5)
-    assert rerank_server.call("GET", "/info")[1]["model_type"] == {"reranker": {"id2label": {"0": "LABEL_0"},
-                                                                               "label2id": {"LABEL_0": 0}}}
+    assert rerank_server.call("GET", "/info")[1]["model_type"] == {
+        "reranker": {"id2label": {"0": "LABEL_0"}, "label2id": {"LABEL_0": 0}}
+    }
 
 
 @pytest.mark.slow
@@ -560,7 +609,7 @@ def test_tei_tokenize_and_decode(mlm_server, base_dir):
     ids = [tok.encode(t) for t in TEXTS[:2]]
     assert mlm_server.post("/decode", {"ids": ids}) == [tok.decode(i, skip_special_tokens=True) for i in ids]
     assert mlm_server.post("/decode", {"ids": ids[0], "skip_special_tokens": False}) == [tok.decode(ids[0])]
-    status, answer = mlm_server.call("POST", "/decode", {"ids": [[10 ** 6]]})
+    status, answer = mlm_server.call("POST", "/decode", {"ids": [[10**6]]})
     assert status == 422 and "outside the vocabulary" in answer["error"]
 
 
@@ -573,7 +622,11 @@ def test_openai_embeddings_equal_encode(embed_server, embed_dir):
     expected = encode(embed_dir, TEXTS)
     one = client.embeddings.create(input=TEXTS[0], model="minilm")  # the client asks for base64 and unpacks it
     # any model name is answered by the served model, which the answer names
-    assert one.model == os.path.basename(os.path.normpath(embed_dir)) and len(one.data) == 1 and close(one.data[0].embedding, expected[:1][0])
+    assert (
+        one.model == os.path.basename(os.path.normpath(embed_dir))
+        and len(one.data) == 1
+        and close(one.data[0].embedding, expected[:1][0])
+    )
     plain = client.embeddings.create(input=TEXTS, model="minilm", encoding_format="float")
     assert [d.index for d in plain.data] == [0, 1, 2, 3] and close([d.embedding for d in plain.data], expected)
     assert plain.usage.prompt_tokens == plain.usage.total_tokens > 4 * 2
@@ -608,6 +661,6 @@ def test_openai_errors_reach_the_exception(embed_server):
         client.embeddings.create(input=LONG, model="m")
     assert e.value.status_code == 413
     with pytest.raises(openai.UnprocessableEntityError, match="not a token id of this model"):
-        client.embeddings.create(input=[[1, 2, 10 ** 7]], model="m")
+        client.embeddings.create(input=[[1, 2, 10**7]], model="m")
     with pytest.raises(openai.BadRequestError, match="'dimensions' 8: this model's embeddings have 384"):
         client.embeddings.create(input="a", model="m", dimensions=8)

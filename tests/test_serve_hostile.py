@@ -67,8 +67,9 @@ def open_fds(pid: int) -> int:
 
 
 def post(path: str, length: int | str, body: bytes = b"", extra: str = "") -> bytes:
-    return (f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n"
-            f"{extra}\r\n").encode() + body
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n{extra}\r\n"
+    ).encode() + body
 
 
 def counts(server, status: str, route: str = "/embed") -> float:
@@ -149,17 +150,20 @@ def test_a_thousand_idle_connections_neither_starve_health_nor_grow_fds(guarded)
 @pytest.mark.slow
 def test_a_body_over_the_limit_gets_its_413_in_every_client(guarded):
     big = b'{"inputs": "' + b"a" * (4 << 20) + b'"}'  # 4 MB, --max-body-bytes 1 MiB
-    request = urllib.request.Request(f"http://127.0.0.1:{guarded.port}/embed", data=big,
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{guarded.port}/embed", data=big, headers={"Content-Type": "application/json"}
+    )
     with pytest.raises(urllib.error.HTTPError) as refused:  # urllib sends it all before it reads: drained
         urllib.request.urlopen(request, timeout=60)
     assert refused.value.code == 413 and json.loads(refused.value.read())["type"] == "body_too_large"
 
     sent = connect(guarded, post("/embed", len(big), big))  # a raw socket, the whole body
-    undeclared = connect(guarded, b"POST /embed HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" +
-                         b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in [big[i:i + 65536]
-                                                                           for i in range(0, len(big), 65536)]) +
-                         b"0\r\n\r\n")
+    undeclared = connect(
+        guarded,
+        b"POST /embed HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+        + b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in [big[i : i + 65536] for i in range(0, len(big), 65536)])
+        + b"0\r\n\r\n",
+    )
     expecting = connect(guarded, post("/embed", len(big), extra="Expect: 100-continue\r\n"))  # sends no body
     huge = connect(guarded, post("/embed", 1 << 40))  # a terabyte announced: answered at once, not read
     for got in answers([sent, undeclared, expecting, huge]):
@@ -291,9 +295,12 @@ def test_non_finite_outputs_are_a_json_500_never_nan_in_a_200(nan_model):
     server = Server(path)
     try:
         bad = f"今天{char}很好"
-        for route, body in [("/embed", {"inputs": [bad]}), ("/embed", {"inputs": ["好", bad]}),
-                            ("/v1/embeddings", {"input": bad}),
-                            ("/v1/embeddings", {"input": bad, "encoding_format": "base64"})]:
+        for route, body in [
+            ("/embed", {"inputs": [bad]}),
+            ("/embed", {"inputs": ["好", bad]}),
+            ("/v1/embeddings", {"input": bad}),
+            ("/v1/embeddings", {"input": bad, "encoding_format": "base64"}),
+        ]:
             status, answer = server.call("POST", route, body)
             if route.startswith("/v1/"):  # OpenAI's error shape there, which its client shows
                 answer = {"type": answer["error"]["code"], "error": answer["error"]["message"]}
@@ -402,27 +409,46 @@ def test_json_answers_are_written_in_pieces_as_starlette_writes_them_and_refuse_
     from bertkit.errors import NonFiniteError
     from bertkit.serve.app import json_answer
 
-    for value in ([[{"id": i, "text": "字"} for i in range(2500)], []], list(range(5000)), {"a": [1.5] * 3},
-                  [[0.25] * 40] * 70, "x"):
+    for value in (
+        [[{"id": i, "text": "字"} for i in range(2500)], []],
+        list(range(5000)),
+        {"a": [1.5] * 3},
+        [[0.25] * 40] * 70,
+        "x",
+    ):
         assert json_answer(value).body == JSONResponse(value).body
     for value in ([[0.1, float("nan")]], {"score": float("inf")}, [1.0] * 3000 + [float("nan")]):
         with pytest.raises(NonFiniteError, match="NaN or Infinity"):
             json_answer(value)
 
 
-@pytest.mark.parametrize("host,loopback", [("127.0.0.1", True), ("localhost", True), ("::1", True),
-                                           ("127.0.0.2", True), ("0.0.0.0", False), ("::", False),
-                                           ("192.168.1.10", False), ("10.0.0.1", False)])
+@pytest.mark.parametrize(
+    "host,loopback",
+    [
+        ("127.0.0.1", True),
+        ("localhost", True),
+        ("::1", True),
+        ("127.0.0.2", True),
+        ("0.0.0.0", False),
+        ("::", False),
+        ("192.168.1.10", False),
+        ("10.0.0.1", False),
+    ],
+)
 def test_is_loopback(host, loopback):
     from bertkit.serve import is_loopback
 
     assert is_loopback(host) is loopback
 
 
-@pytest.mark.parametrize("flag,value,says", [("--max-connections", "0", "--max-connections must be at least 1"),
-                                             ("--header-timeout", "0", "--header-timeout must be a number of "
-                                                                       "seconds above 0"),
-                                             ("--body-timeout", "inf", "--body-timeout must be")])
+@pytest.mark.parametrize(
+    "flag,value,says",
+    [
+        ("--max-connections", "0", "--max-connections must be at least 1"),
+        ("--header-timeout", "0", "--header-timeout must be a number of seconds above 0"),
+        ("--body-timeout", "inf", "--body-timeout must be"),
+    ],
+)
 def test_connection_flags_are_checked(capsys, flag, value, says):
     from bertkit.cli import main
 

@@ -16,16 +16,28 @@ from bertkit.serve.schemas import Body, EmbedRequest, OpenAIEmbedRequest, Predic
 from bertkit.serve.settings import ServeConfig
 
 
-@pytest.mark.parametrize("model, body, kind, says", [
-    (EmbedRequest, {"inputs": ["a", 5]}, "wrong_type", "inputs[1]: input should be a valid string, got a number"),
-    (EmbedRequest, {"inputs": []}, "empty_list", "'inputs' is an empty list"),
-    (EmbedRequest, {"inputs": "a", "truncate": 1}, "wrong_type", "truncate: input should be a valid boolean"),
-    (EmbedRequest, {"inputs": "a", "normalise": True}, "wrong_type", "unknown field(s) normalise; this route takes"),
-    (EmbedRequest, {}, "wrong_type", "the body has no 'inputs'"),
-    (OpenAIEmbedRequest, {"input": "a", "encoding_format": "int"}, "wrong_type",
-     "encoding_format: input should be 'float' or 'base64', got a string"),
-    (PredictRequest, {"inputs": [{"text": "a"}, 3]}, "wrong_type", "inputs[1]: input should be a valid"),
-])
+@pytest.mark.parametrize(
+    "model, body, kind, says",
+    [
+        (EmbedRequest, {"inputs": ["a", 5]}, "wrong_type", "inputs[1]: input should be a valid string, got a number"),
+        (EmbedRequest, {"inputs": []}, "empty_list", "'inputs' is an empty list"),
+        (EmbedRequest, {"inputs": "a", "truncate": 1}, "wrong_type", "truncate: input should be a valid boolean"),
+        (
+            EmbedRequest,
+            {"inputs": "a", "normalise": True},
+            "wrong_type",
+            "unknown field(s) normalise; this route takes",
+        ),
+        (EmbedRequest, {}, "wrong_type", "the body has no 'inputs'"),
+        (
+            OpenAIEmbedRequest,
+            {"input": "a", "encoding_format": "int"},
+            "wrong_type",
+            "encoding_format: input should be 'float' or 'base64', got a string",
+        ),
+        (PredictRequest, {"inputs": [{"text": "a"}, 3]}, "wrong_type", "inputs[1]: input should be a valid"),
+    ],
+)
 def test_a_refused_body_names_the_field(model, body, kind, says):
     with pytest.raises(InputProblem) as e:
         parse_body(model, body)
@@ -73,14 +85,17 @@ def test_openapi_describes_every_route_and_is_valid(client):
     paths = document["paths"]
     assert {r.path for r in ROUTES} <= set(paths) and {"/health", "/info", "/metrics", "/docs"} <= set(paths)
     schemas = document["components"]["schemas"]
-    embed = schemas[paths["/embed"]["post"]["requestBody"]["content"]["application/json"]["schema"]["$ref"]
-                    .rsplit("/", 1)[-1]]
+    embed = schemas[
+        paths["/embed"]["post"]["requestBody"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]
+    ]
     assert embed["required"] == ["inputs"] and embed["additionalProperties"] is False
     assert embed["properties"]["truncate"]["default"] is False
     openai = schemas["OpenAIEmbedRequest"]["properties"]["encoding_format"]
     assert openai["enum"] == ["float", "base64"]
-    assert paths["/embed"]["post"]["responses"]["422"]["content"]["application/json"]["schema"]["$ref"] == \
-        "#/components/schemas/Error"
+    assert (
+        paths["/embed"]["post"]["responses"]["422"]["content"]["application/json"]["schema"]["$ref"]
+        == "#/components/schemas/Error"
+    )
 
 
 def test_docs_is_one_page_that_needs_nothing_from_elsewhere(client):

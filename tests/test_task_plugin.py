@@ -44,17 +44,23 @@ class Similarity(Task):
 
     name, example, model_class = "similarity", PairExample, BertForPairSimilarity
     metric, formats = "neg_mse", ("jsonl", "csv", "tsv")
-    fields = (Field("first", "text", "field with the first text"), Field("second", "text", "field with the second"),
-              Field("similarity", "label", "field with the similarity (a number)"))
+    fields = (
+        Field("first", "text", "field with the first text"),
+        Field("second", "text", "field with the second"),
+        Field("similarity", "label", "field with the similarity (a number)"),
+    )
     options = SimilarityOptions
 
     def parse(self, path, lines, fmt, columns, *, labeled):
         examples = []
         for number, record in records.table(path, lines, fmt).records:
-            first, second = (records.string(path, number, record, columns[k], k, required=True)
-                             for k in ("first_field", "second_field"))
-            value = records.get(path, number, record, columns["similarity_field"], "similarity_field") \
-                if labeled else None
+            first, second = (
+                records.string(path, number, record, columns[k], k, required=True)
+                for k in ("first_field", "second_field")
+            )
+            value = (
+                records.get(path, number, record, columns["similarity_field"], "similarity_field") if labeled else None
+            )
             examples.append(PairExample(first, second, None if value is None else float(value)))
         return examples
 
@@ -66,8 +72,10 @@ class Similarity(Task):
 
     def encode(self, tok, examples, seq_len, stride, label2id, problem_type):
         enc = tok([e.first for e in examples], [e.second for e in examples], truncation=True, max_length=seq_len)
-        return [Feature(input_ids=ids, token_type_ids=types, example=i, labels=e.similarity)
-                for i, (e, ids, types) in enumerate(zip(examples, enc["input_ids"], enc["token_type_ids"]))]
+        return [
+            Feature(input_ids=ids, token_type_ids=types, example=i, labels=e.similarity)
+            for i, (e, ids, types) in enumerate(zip(examples, enc["input_ids"], enc["token_type_ids"]))
+        ]
 
     def report(self, config, features, outputs, examples, opts):
         mse = sum((float(o[0]) - e.similarity) ** 2 for o, e in zip(outputs, examples)) / len(examples)
@@ -75,8 +83,15 @@ class Similarity(Task):
 
     def predictions(self, config, features, outputs, examples, opts):
         threshold = self.settings(opts).similarity_threshold
-        return [{"first": e.first, "second": e.second, "similarity": round(float(o[0]), 6),
-                 "similar": float(o[0]) >= threshold} for o, e in zip(outputs, examples)]
+        return [
+            {
+                "first": e.first,
+                "second": e.second,
+                "similarity": round(float(o[0]), 6),
+                "similar": float(o[0]) >= threshold,
+            }
+            for o, e in zip(outputs, examples)
+        ]
 
     def write_report_files(self, report, labels, folder):
         path = os.path.join(folder, "similarity_report.txt")
@@ -102,12 +117,16 @@ def registered(monkeypatch):
 # ----- what the registry makes of it ------------------------------------------------------------------------
 def test_its_fields_and_option_become_flags():
     options = task_options([*TASKS.values(), SIMILARITY])  # as TaskOptions is made when the line is in TASKS
-    settings = parse(options, ["--first-field", "a", "--similarity-threshold", "0.7", "--text-field", "body"],
-                     prog="bertkit predict")
+    settings = parse(
+        options, ["--first-field", "a", "--similarity-threshold", "0.7", "--text-field", "body"], prog="bertkit predict"
+    )
     assert (settings.first_field, settings.second_field, settings.similarity_field) == ("a", "second", "similarity")
     assert settings.similarity_threshold == 0.7 and settings.text_field == "body"
-    assert SIMILARITY.columns(settings) == {"first_field": "a", "second_field": "second",
-                                            "similarity_field": "similarity"}
+    assert SIMILARITY.columns(settings) == {
+        "first_field": "a",
+        "second_field": "second",
+        "similarity_field": "similarity",
+    }
     assert SIMILARITY.settings(settings) == SimilarityOptions(0.7)
 
 
@@ -128,17 +147,24 @@ def test_serve_checks_its_request_objects(registered, tmp_path, base_dir):
 
     tok = Tokenizer.from_pretrained(base_dir)
     torch.manual_seed(0)
-    BertForPairSimilarity(BertConfig.from_preset("tiny", vocab_size=tok.vocab_size, num_labels=1,
-                                                 problem_type="regression")).save_pretrained(tmp_path)
+    BertForPairSimilarity(
+        BertConfig.from_preset("tiny", vocab_size=tok.vocab_size, num_labels=1, problem_type="regression")
+    ).save_pretrained(tmp_path)
     tok.save_pretrained(tmp_path)
     engine = Engine(str(tmp_path))
     assert engine.task is registered and "/predict" in engine.routes
-    prepared = engine.rows_for_predict([{"first": "今天天气很好", "second": "天气不错"}, "好\t差", "\t"], truncate=False)
+    prepared = engine.rows_for_predict(
+        [{"first": "今天天气很好", "second": "天气不错"}, "好\t差", "\t"], truncate=False
+    )
     rows = engine.predictions(prepared, engine.run(prepared.key, prepared.rows))
     assert [sorted(r) for r in rows[:2]] == [["first", "second", "similar", "similarity"]] * 2
     assert rows[2]["error"] == "empty input"
-    for bad, said in (({"first": "a"}, "has no 'second' (a string)"), ({"first": "a", "second": 1}, "must be a string"),
-                      ({"first": "a", "second": "b", "third": "c"}, "unknown field(s) third"), ("一句", "needs 'first")):
+    for bad, said in (
+        ({"first": "a"}, "has no 'second' (a string)"),
+        ({"first": "a", "second": 1}, "must be a string"),
+        ({"first": "a", "second": "b", "third": "c"}, "unknown field(s) third"),
+        ("一句", "needs 'first"),
+    ):
         with pytest.raises(InputProblem, match=said.replace("(", r"\(").replace(")", r"\)")):
             engine.rows_for_predict([bad], truncate=False)
 
@@ -168,9 +194,24 @@ def test_the_task_goes_through_finetune_evaluate_predict_and_serve(registered, t
     pairs = list(zip(reviews[0::2], reviews[1::2]))
     train, dev = pair_file(tmp_path / "train.jsonl", pairs[:50]), pair_file(tmp_path / "dev.jsonl", pairs[50:])
     out = tmp_path / "similarity"
-    summary = run(FinetuneConfig(task="similarity", out=str(out), model=base_dir, train=train, eval=dev, steps=6,
-                                 batch_size=8, lr=1e-3, seq_len=48, eval_every=6, save_every=0, log_every=3,
-                                 progress=False, device="cpu"))
+    summary = run(
+        FinetuneConfig(
+            task="similarity",
+            out=str(out),
+            model=base_dir,
+            train=train,
+            eval=dev,
+            steps=6,
+            batch_size=8,
+            lr=1e-3,
+            seq_len=48,
+            eval_every=6,
+            save_every=0,
+            log_every=3,
+            progress=False,
+            device="cpu",
+        )
+    )
     config = json.loads((out / "config.json").read_text(encoding="utf-8"))
     assert config["architectures"] == ["BertForPairSimilarity"] and config["problem_type"] == "regression"
     assert config["id2label"] == {"0": "similarity"}  # the task's head(), not a name finetune.py chose
@@ -189,8 +230,10 @@ def test_the_task_goes_through_finetune_evaluate_predict_and_serve(registered, t
     assert same_rows([json.loads(line) for line in capsys.readouterr().out.splitlines()][:3], predicted[:3])
 
     # serve in a process of its own, the task registered as it starts (as the registry line would)
-    start = f"import sys; sys.path.insert(0, {HERE!r}); import test_task_plugin; test_task_plugin.register(); " \
-            "from bertkit.cli import main; sys.exit(main(sys.argv[1:]))"
+    start = (
+        f"import sys; sys.path.insert(0, {HERE!r}); import test_task_plugin; test_task_plugin.register(); "
+        "from bertkit.cli import main; sys.exit(main(sys.argv[1:]))"
+    )
     server = Server(str(out), command=(sys.executable, "-c", start))
     try:
         assert server.call("GET", "/info")[1]["task"] == "similarity"
@@ -201,4 +244,3 @@ def test_the_task_goes_through_finetune_evaluate_predict_and_serve(registered, t
         assert (status, answer["type"]) == (422, "wrong_type")
     finally:
         assert server.stop() == 0
-

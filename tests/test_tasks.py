@@ -28,15 +28,19 @@ def jsonl(*records) -> str:
 # ----- classify ----------------------------------------------------------------------------------
 CSV = 'text,label\n"Great, really",pos\n"two\nlines",neg\n\n差评,neg\n'
 TSV = 'text\tlabel\nsaid "hi,\tpos\n"quoted\tneg\n差评\tneg\n'
-JSONL = jsonl({"text": "Great, really", "label": "pos"}, {"text": "two\nlines", "label": "neg"},
-              {"text": "差评", "label": "neg"})
+JSONL = jsonl(
+    {"text": "Great, really", "label": "pos"}, {"text": "two\nlines", "label": "neg"}, {"text": "差评", "label": "neg"}
+)
 
 
 @pytest.mark.parametrize("gz", ["", ".gz"])
 def test_classify_csv_tsv_jsonl(tmp_path, gz):
     csv_ex = read_task("classify", write(tmp_path, "a.csv" + gz, CSV))
-    assert csv_ex == [ClassifyExample("Great, really", None, "pos"), ClassifyExample("two\nlines", None, "neg"),
-                      ClassifyExample("差评", None, "neg")]
+    assert csv_ex == [
+        ClassifyExample("Great, really", None, "pos"),
+        ClassifyExample("two\nlines", None, "neg"),
+        ClassifyExample("差评", None, "neg"),
+    ]
     tsv_ex = read_task("classify", write(tmp_path, "a.tsv" + gz, TSV))  # no quoting in TSV
     assert [e.text for e in tsv_ex] == ['said "hi,', '"quoted', "差评"]
     assert read_task("classify", write(tmp_path, "a.jsonl" + gz, JSONL)) == csv_ex
@@ -55,12 +59,15 @@ def test_classify_pairs_and_field_names(tmp_path):
     assert read_task("classify", path, text_pair_field=None)[0].text_pair is None
 
 
-@pytest.mark.parametrize("name, text, kwargs, flag", [
-    ("c.csv", "text,category\na,pos\n", {}, "--label-field"),
-    ("c.tsv", "text\tcategory\na\tpos\n", {}, "--label-field"),
-    ("c.csv", "sentence,label\na,pos\n", {}, "--text-field"),
-    ("c.csv", "text,label\na,pos\n", {"text_pair_field": "second"}, "--text-pair-field"),
-])
+@pytest.mark.parametrize(
+    "name, text, kwargs, flag",
+    [
+        ("c.csv", "text,category\na,pos\n", {}, "--label-field"),
+        ("c.tsv", "text\tcategory\na\tpos\n", {}, "--label-field"),
+        ("c.csv", "sentence,label\na,pos\n", {}, "--text-field"),
+        ("c.csv", "text,label\na,pos\n", {"text_pair_field": "second"}, "--text-pair-field"),
+    ],
+)
 def test_missing_column_names_the_cli_flag(tmp_path, name, text, kwargs, flag):
     """`bertkit finetune` / `predict` users pass flags, not Python arguments: the message names the flag (#18)."""
     path = write(tmp_path, name, text)
@@ -76,17 +83,25 @@ def test_label_list_sorts_integer_labels_numerically(tmp_path):
 
 
 def test_multi_label(tmp_path):
-    ex = read_task("classify", write(tmp_path, "m.jsonl", jsonl(
-        {"text": "a", "label": ["x", "y", "x"]}, {"text": "b", "label": "z"}, {"text": "c", "label": []})))
+    ex = read_task(
+        "classify",
+        write(
+            tmp_path,
+            "m.jsonl",
+            jsonl({"text": "a", "label": ["x", "y", "x"]}, {"text": "b", "label": "z"}, {"text": "c", "label": []}),
+        ),
+    )
     assert [e.label for e in ex] == [["x", "y"], ["z"], []]
     ex = read_task("classify", write(tmp_path, "m.csv.gz", "text,label\na,x|y\nb,z\nc,\n"))
     assert [e.label for e in ex] == [["x", "y"], ["z"], []]
     assert label_list(ex) == ["x", "y", "z"]
-    forced = read_task("classify", write(tmp_path, "s.csv", "text,label\na,x\nb,y\n"),
-                       problem_type="multi_label_classification")
+    forced = read_task(
+        "classify", write(tmp_path, "s.csv", "text,label\na,x\nb,y\n"), problem_type="multi_label_classification"
+    )
     assert [e.label for e in forced] == [["x"], ["y"]]
-    single = read_task("classify", write(tmp_path, "bar.csv", "text,label\na,x|y\nb,z\n"),
-                       problem_type="single_label_classification")
+    single = read_task(
+        "classify", write(tmp_path, "bar.csv", "text,label\na,x|y\nb,z\n"), problem_type="single_label_classification"
+    )
     assert [e.label for e in single] == ["x|y", "z"]
 
 
@@ -126,28 +141,49 @@ def test_one_class_warns(tmp_path):
         read_task("classify", write(tmp_path, "two.csv", "text,label\na,pos\nb,neg\n"))
 
 
-@pytest.mark.parametrize("name, text, kwargs, message", [
-    ("c.csv", "sentence,y\na,b\n", {}, r"c\.csv: line 1: no text column 'text' \(columns: 'sentence', 'y'\); "
-                                        r"pass --text-field NAME \(Python: text_field=\)"),
-    ("c.csv", "text,label\na,pos\n\nb,\n", {}, r"c\.csv: line 4: label 'label' is empty"),
-    ("c.csv", "text,label\na,pos\nb,pos,extra\n", {}, r"c\.csv: line 3: 3 cells, but the header \(line 1\) has 2"),
-    ("c.csv", "text,label\n", {}, r"c\.csv: no rows after the header"),
-    ("c.csv", "text,label\n ,pos\n", {}, r"c\.csv: line 2: field 'text' is empty"),
-    # only characters BERT's normaliser deletes (zero-width space, soft hyphen, BOM): empty too (is_empty_text)
-    ("c.csv", "text,label\nok,pos\n\u200b\u00ad\ufeff,neg\n", {}, r"c\.csv: line 3: field 'text' is empty"),
-    ("c.tsv", "text\tlabel\na\tpos\nb\n", {}, r"c\.tsv: line 3: 1 cells.*check the tabs"),
-    ("c.jsonl", jsonl({"text": "a", "label": "x"}) + "{oops\n", {}, r"c\.jsonl: line 2: not valid JSON"),
-    ("c.jsonl", jsonl({"text": "a", "label": "x"}, {"text": "b"}), {},
-     r"c\.jsonl: line 2: no 'label' field \(fields: 'text'\); pass --label-field NAME \(Python: label_field=\)"),
-    ("c.jsonl", jsonl({"text": "a", "label": None}), {}, r"c\.jsonl: line 1: field 'label' is null"),
-    ("c.jsonl", jsonl({"text": 5, "label": "x"}), {}, r"c\.jsonl: line 1: field 'text' holds a int \(5\), not a str"),
-    ("c.jsonl", jsonl({"text": "a", "label": ["x"]}), {"problem_type": "single_label_classification"},
-     r"line 1: label 'label' holds a list"),
-    ("c.jsonl", "[1, 2]\n", {}, r"c\.jsonl: line 1: expected a JSON object"),
-    ("c.jsonl", "\n\n", {}, r"c\.jsonl: the file is empty"),
-    ("c.jsonl.gz", "", {}, r"c\.jsonl\.gz: the file is empty"),
-    ("c.txt", "a\n", {}, r"c\.txt: cannot read \.txt for the classify task; use \.csv"),
-])
+@pytest.mark.parametrize(
+    "name, text, kwargs, message",
+    [
+        (
+            "c.csv",
+            "sentence,y\na,b\n",
+            {},
+            r"c\.csv: line 1: no text column 'text' \(columns: 'sentence', 'y'\); "
+            r"pass --text-field NAME \(Python: text_field=\)",
+        ),
+        ("c.csv", "text,label\na,pos\n\nb,\n", {}, r"c\.csv: line 4: label 'label' is empty"),
+        ("c.csv", "text,label\na,pos\nb,pos,extra\n", {}, r"c\.csv: line 3: 3 cells, but the header \(line 1\) has 2"),
+        ("c.csv", "text,label\n", {}, r"c\.csv: no rows after the header"),
+        ("c.csv", "text,label\n ,pos\n", {}, r"c\.csv: line 2: field 'text' is empty"),
+        # only characters BERT's normaliser deletes (zero-width space, soft hyphen, BOM): empty too (is_empty_text)
+        ("c.csv", "text,label\nok,pos\n\u200b\u00ad\ufeff,neg\n", {}, r"c\.csv: line 3: field 'text' is empty"),
+        ("c.tsv", "text\tlabel\na\tpos\nb\n", {}, r"c\.tsv: line 3: 1 cells.*check the tabs"),
+        ("c.jsonl", jsonl({"text": "a", "label": "x"}) + "{oops\n", {}, r"c\.jsonl: line 2: not valid JSON"),
+        (
+            "c.jsonl",
+            jsonl({"text": "a", "label": "x"}, {"text": "b"}),
+            {},
+            r"c\.jsonl: line 2: no 'label' field \(fields: 'text'\); pass --label-field NAME \(Python: label_field=\)",
+        ),
+        ("c.jsonl", jsonl({"text": "a", "label": None}), {}, r"c\.jsonl: line 1: field 'label' is null"),
+        (
+            "c.jsonl",
+            jsonl({"text": 5, "label": "x"}),
+            {},
+            r"c\.jsonl: line 1: field 'text' holds a int \(5\), not a str",
+        ),
+        (
+            "c.jsonl",
+            jsonl({"text": "a", "label": ["x"]}),
+            {"problem_type": "single_label_classification"},
+            r"line 1: label 'label' holds a list",
+        ),
+        ("c.jsonl", "[1, 2]\n", {}, r"c\.jsonl: line 1: expected a JSON object"),
+        ("c.jsonl", "\n\n", {}, r"c\.jsonl: the file is empty"),
+        ("c.jsonl.gz", "", {}, r"c\.jsonl\.gz: the file is empty"),
+        ("c.txt", "a\n", {}, r"c\.txt: cannot read \.txt for the classify task; use \.csv"),
+    ],
+)
 def test_classify_errors(tmp_path, name, text, kwargs, message):
     path = write(tmp_path, name, text)
     with pytest.raises(TaskDataError, match=message):
@@ -189,16 +225,22 @@ Blackburn NNP I-NP I-PER
 @pytest.mark.parametrize("name", ["t.conll", "t.bio.gz"])
 def test_tag_conll(tmp_path, name):
     ex = read_task("tag", write(tmp_path, name, CONLL))
-    assert ex == [TagExample(["EU", "rejects", "German"], ["B-ORG", "O", "B-MISC"]),
-                  TagExample(["Peter", "Blackburn"], ["B-PER", "I-PER"])]
+    assert ex == [
+        TagExample(["EU", "rejects", "German"], ["B-ORG", "O", "B-MISC"]),
+        TagExample(["Peter", "Blackburn"], ["B-PER", "I-PER"]),
+    ]
     assert label_list(ex) == ["O", "B-MISC", "I-MISC", "B-ORG", "I-ORG", "B-PER", "I-PER"]
 
 
 def test_tag_jsonl_and_csv(tmp_path):
     records = [{"tokens": list("我爱北京"), "tags": ["O", "O", "B-LOC", "I-LOC"]}]
     assert read_task("tag", write(tmp_path, "t.jsonl.gz", jsonl(*records))) == [TagExample(**records[0])]
-    csv_ex = read_task("tag", write(tmp_path, "t.tsv", "words\tlabels\n我 爱 北 京\tO O B-LOC I-LOC\n"),
-                       tokens_field="words", tags_field="labels")
+    csv_ex = read_task(
+        "tag",
+        write(tmp_path, "t.tsv", "words\tlabels\n我 爱 北 京\tO O B-LOC I-LOC\n"),
+        tokens_field="words",
+        tags_field="labels",
+    )
     assert csv_ex == [TagExample(**records[0])]
     unlabeled = read_task("tag", write(tmp_path, "u.conll", "我\n爱\n\n北\n"), labeled=False)
     assert unlabeled == [TagExample(["我", "爱"]), TagExample(["北"])]
@@ -209,20 +251,33 @@ def test_label_list_iobes():
     assert label_list(ex) == ["O", "B-LOC", "I-LOC", "E-LOC", "S-LOC", "B-PER", "I-PER", "E-PER", "S-PER"]
 
 
-@pytest.mark.parametrize("name, text, message", [
-    ("t.jsonl", jsonl({"tokens": ["a"], "tags": ["O"]}, {"tokens": ["a", "b"], "tags": ["O"]}),
-     r"t\.jsonl: line 2: 2 tokens but 1 tags"),
-    ("t.jsonl", jsonl({"tokens": "a b", "tags": ["O"]}), r"t\.jsonl: line 1: field 'tokens' holds a str"),
-    ("t.jsonl", jsonl({"tokens": ["a", ""], "tags": ["O", "O"]}), r"line 1: token 1 is empty"),
-    ("t.jsonl", jsonl({"tokens": ["a", "\u200b"], "tags": ["O", "O"]}), r"line 1: token 1 is empty"),
-    ("t.jsonl", jsonl({"words": ["a"]}),
-     r"t\.jsonl: line 1: no 'tokens' field \(fields: 'words'\); pass --tokens-field"),
-    ("t.csv", "tokens,labels\na b,O O\n", r"t\.csv: line 1: no tags column 'tags' \(columns: 'tokens', 'labels'\); "
-                                          r"pass --tags-field NAME \(Python: tags_field=\)"),
-    ("t.conll", "EU B-ORG\nrejects\n", r"t\.conll: line 2: a token without a tag"),
-    ("t.conll", "EU B-ORG\n\nrejects PER\n", r"t\.conll: line 3: tag 'PER' \(token 'rejects'\) is not O or B-"),
-    ("t.csv", "tokens,tags\na b,O\n", r"t\.csv: line 2: 2 tokens but 1 tags"),
-])
+@pytest.mark.parametrize(
+    "name, text, message",
+    [
+        (
+            "t.jsonl",
+            jsonl({"tokens": ["a"], "tags": ["O"]}, {"tokens": ["a", "b"], "tags": ["O"]}),
+            r"t\.jsonl: line 2: 2 tokens but 1 tags",
+        ),
+        ("t.jsonl", jsonl({"tokens": "a b", "tags": ["O"]}), r"t\.jsonl: line 1: field 'tokens' holds a str"),
+        ("t.jsonl", jsonl({"tokens": ["a", ""], "tags": ["O", "O"]}), r"line 1: token 1 is empty"),
+        ("t.jsonl", jsonl({"tokens": ["a", "\u200b"], "tags": ["O", "O"]}), r"line 1: token 1 is empty"),
+        (
+            "t.jsonl",
+            jsonl({"words": ["a"]}),
+            r"t\.jsonl: line 1: no 'tokens' field \(fields: 'words'\); pass --tokens-field",
+        ),
+        (
+            "t.csv",
+            "tokens,labels\na b,O O\n",
+            r"t\.csv: line 1: no tags column 'tags' \(columns: 'tokens', 'labels'\); "
+            r"pass --tags-field NAME \(Python: tags_field=\)",
+        ),
+        ("t.conll", "EU B-ORG\nrejects\n", r"t\.conll: line 2: a token without a tag"),
+        ("t.conll", "EU B-ORG\n\nrejects PER\n", r"t\.conll: line 3: tag 'PER' \(token 'rejects'\) is not O or B-"),
+        ("t.csv", "tokens,tags\na b,O\n", r"t\.csv: line 2: 2 tokens but 1 tags"),
+    ],
+)
 def test_tag_errors(tmp_path, name, text, message):
     with pytest.raises(TaskDataError, match=message):
         read_task("tag", write(tmp_path, name, text))
@@ -235,58 +290,109 @@ def test_tag_without_entities_warns(tmp_path):
 
 # ----- qa ----------------------------------------------------------------------------------------
 def squad(qas, context="江泽民发表新年讲话。The cat sat."):
-    return json.dumps({"version": "v2.0", "data": [{"title": "t", "paragraphs": [{"context": context, "qas": qas}]}]},
-                      ensure_ascii=False, indent=2)
+    return json.dumps(
+        {"version": "v2.0", "data": [{"title": "t", "paragraphs": [{"context": context, "qas": qas}]}]},
+        ensure_ascii=False,
+        indent=2,
+    )
 
 
 @pytest.mark.parametrize("name", ["s.json", "s.json.gz"])
 def test_qa_squad_json(tmp_path, name):
-    text = squad([{"id": "q1", "question": "谁？", "answers": [{"text": "江泽民", "answer_start": 0}]},
-                  {"id": "q2", "question": "What sat?", "answers": [{"text": "cat", "answer_start": 14}],
-                   "is_impossible": False},
-                  {"id": "q3", "question": "Why?", "answers": [], "is_impossible": True,
-                   "plausible_answers": [{"text": "cat", "answer_start": 15}]}])
+    text = squad(
+        [
+            {"id": "q1", "question": "谁？", "answers": [{"text": "江泽民", "answer_start": 0}]},
+            {
+                "id": "q2",
+                "question": "What sat?",
+                "answers": [{"text": "cat", "answer_start": 14}],
+                "is_impossible": False,
+            },
+            {
+                "id": "q3",
+                "question": "Why?",
+                "answers": [],
+                "is_impossible": True,
+                "plausible_answers": [{"text": "cat", "answer_start": 15}],
+            },
+        ]
+    )
     ex = read_task("qa", write(tmp_path, name, text))
     context = "江泽民发表新年讲话。The cat sat."
-    assert ex == [QAExample("q1", "谁？", context, [(0, "江泽民")]), QAExample("q2", "What sat?", context, [(14, "cat")]),
-                  QAExample("q3", "Why?", context, [])]
+    assert ex == [
+        QAExample("q1", "谁？", context, [(0, "江泽民")]),
+        QAExample("q2", "What sat?", context, [(14, "cat")]),
+        QAExample("q3", "Why?", context, []),
+    ]
     assert context[14:17] == "cat"
 
 
 def test_qa_misaligned_answer_is_moved_with_a_warning(tmp_path):
-    text = squad([{"id": "q1", "question": "What?", "answers": [{"text": "cat", "answer_start": 13}]}],
-                 context="a cat, then the cat.")
+    text = squad(
+        [{"id": "q1", "question": "What?", "answers": [{"text": "cat", "answer_start": 13}]}],
+        context="a cat, then the cat.",
+    )
     with pytest.warns(BertkitWarning, match=r"1 answer\(s\) were not at their answer_start.*'cat' at 13 -> 16"):
         ex = read_task("qa", write(tmp_path, "m.json", text))
     assert ex[0].answers == [(16, "cat")]  # the occurrence nearest to 13, not the first one
 
 
 def test_qa_jsonl(tmp_path):
-    path = write(tmp_path, "q.jsonl", jsonl(
-        {"id": "a", "question": "Who?", "context": " Ann met Bob.", "answers": {"text": ["Bob"], "answer_start": [9]}},
-        {"id": "b", "question": "Who?", "context": "Ann met Bob.", "answers": ["Ann"]},
-        {"id": "c", "question": "Why?", "context": "Ann met Bob.", "answers": []}))
+    path = write(
+        tmp_path,
+        "q.jsonl",
+        jsonl(
+            {
+                "id": "a",
+                "question": "Who?",
+                "context": " Ann met Bob.",
+                "answers": {"text": ["Bob"], "answer_start": [9]},
+            },
+            {"id": "b", "question": "Who?", "context": "Ann met Bob.", "answers": ["Ann"]},
+            {"id": "c", "question": "Why?", "context": "Ann met Bob.", "answers": []},
+        ),
+    )
     ex = read_task("qa", path)
     assert ex[0] == QAExample("a", "Who?", " Ann met Bob.", [(9, "Bob")])  # the context is not stripped
     assert ex[1].answers == [(0, "Ann")] and ex[2].answers == []
     assert [e.answers for e in read_task("qa", path, labeled=False)] == [[], [], []]
 
 
-@pytest.mark.parametrize("name, text, message", [
-    ("q.json", squad([{"id": "q1", "question": "?", "answers": [{"text": "dog", "answer_start": 0}]}]),
-     r"q\.json: data\[0\]\.paragraphs\[0\]\.qas\[0\] \(id 'q1'\): the answer 'dog' does not occur"),
-    ("q.json", squad([{"id": "q1", "question": "?", "answers": []}, {"id": "q1", "question": "?", "answers": []}]),
-     r"qas\[1\] \(id 'q1'\): id 'q1' was already used at .*qas\[0\]"),
-    ("q.json", '{"data": [\n  {"paragraphs": [}\n]}', r"q\.json: line 2: not valid JSON"),
-    ("q.jsonl", jsonl({"id": "a", "question": "?", "context": "x", "answers": []},
-                      {"id": "a", "question": "?", "context": "x", "answers": []}),
-     r"q\.jsonl: line 2: id 'a' was already used at line 1"),
-    ("q.jsonl", jsonl({"id": "a", "question": "?", "text": "x", "answers": []}),
-     r"q\.jsonl: line 1: no 'context' field \(fields: 'id', 'question', 'text', 'answers'\)"),
-    ("q.jsonl", jsonl({"id": "a", "question": "?", "context": "x"}), r"line 1: no \"answers\" field"),
-    ("q.jsonl", jsonl({"id": "a", "question": "?", "context": "xy", "answers": [{"text": "y", "answer_start": -1}]}),
-     r"line 1: answer_start must be a character offset"),
-])
+@pytest.mark.parametrize(
+    "name, text, message",
+    [
+        (
+            "q.json",
+            squad([{"id": "q1", "question": "?", "answers": [{"text": "dog", "answer_start": 0}]}]),
+            r"q\.json: data\[0\]\.paragraphs\[0\]\.qas\[0\] \(id 'q1'\): the answer 'dog' does not occur",
+        ),
+        (
+            "q.json",
+            squad([{"id": "q1", "question": "?", "answers": []}, {"id": "q1", "question": "?", "answers": []}]),
+            r"qas\[1\] \(id 'q1'\): id 'q1' was already used at .*qas\[0\]",
+        ),
+        ("q.json", '{"data": [\n  {"paragraphs": [}\n]}', r"q\.json: line 2: not valid JSON"),
+        (
+            "q.jsonl",
+            jsonl(
+                {"id": "a", "question": "?", "context": "x", "answers": []},
+                {"id": "a", "question": "?", "context": "x", "answers": []},
+            ),
+            r"q\.jsonl: line 2: id 'a' was already used at line 1",
+        ),
+        (
+            "q.jsonl",
+            jsonl({"id": "a", "question": "?", "text": "x", "answers": []}),
+            r"q\.jsonl: line 1: no 'context' field \(fields: 'id', 'question', 'text', 'answers'\)",
+        ),
+        ("q.jsonl", jsonl({"id": "a", "question": "?", "context": "x"}), r"line 1: no \"answers\" field"),
+        (
+            "q.jsonl",
+            jsonl({"id": "a", "question": "?", "context": "xy", "answers": [{"text": "y", "answer_start": -1}]}),
+            r"line 1: answer_start must be a character offset",
+        ),
+    ],
+)
 def test_qa_errors(tmp_path, name, text, message):
     with pytest.raises(TaskDataError, match=message):
         read_task("qa", write(tmp_path, name, text))
@@ -294,16 +400,31 @@ def test_qa_errors(tmp_path, name, text, message):
 
 # ----- choice ------------------------------------------------------------------------------------
 def test_choice_formats(tmp_path):
-    ex = read_task("choice", write(tmp_path, "c.jsonl", jsonl(
-        {"question": "1+1?", "choices": ["1", "2", "3"], "answer": 1},
-        {"question": "颜色？", "choices": ["红", "蓝"], "answer": "蓝"},
-        {"question": "Q", "choices": ["x", "y"], "answer": "B"})))
-    assert ex == [ChoiceExample("1+1?", ["1", "2", "3"], 1), ChoiceExample("颜色？", ["红", "蓝"], 1),
-                  ChoiceExample("Q", ["x", "y"], 1)]
+    ex = read_task(
+        "choice",
+        write(
+            tmp_path,
+            "c.jsonl",
+            jsonl(
+                {"question": "1+1?", "choices": ["1", "2", "3"], "answer": 1},
+                {"question": "颜色？", "choices": ["红", "蓝"], "answer": "蓝"},
+                {"question": "Q", "choices": ["x", "y"], "answer": "B"},
+            ),
+        ),
+    )
+    assert ex == [
+        ChoiceExample("1+1?", ["1", "2", "3"], 1),
+        ChoiceExample("颜色？", ["红", "蓝"], 1),
+        ChoiceExample("Q", ["x", "y"], 1),
+    ]
     piped = read_task("choice", write(tmp_path, "c.csv", "question,choices,answer\nQ,x|y|z,2\n"))
     assert piped == [ChoiceExample("Q", ["x", "y", "z"], 2)]
-    numbered = read_task("choice", write(tmp_path, "n.tsv.gz", "question\tending0\tending1\tlabel\nQ\tx\ty\t0\n"),
-                         choices_field="ending", answer_field="label")
+    numbered = read_task(
+        "choice",
+        write(tmp_path, "n.tsv.gz", "question\tending0\tending1\tlabel\nQ\tx\ty\t0\n"),
+        choices_field="ending",
+        answer_field="label",
+    )
     assert numbered == [ChoiceExample("Q", ["x", "y"], 0)]
     with pytest.raises(TaskDataError, match=r"c\.jsonl: line 1: 1 choice\(s\)"):
         read_task("choice", write(tmp_path, "c.jsonl", jsonl({"question": "Q", "choices": ["x"], "answer": 0})))
@@ -407,11 +528,15 @@ def test_the_entity_scheme_and_qa_language_options_reach_the_reports(monkeypatch
         assert (report["scorer"], report["f1"]) == (scorer, f1), language
 
 
-@pytest.mark.parametrize("flags, flag, owner", [(["--entity-scheme", "IOB2"], "--entity-scheme", "tag"),
-                                                (["--qa-language", "en"], "--qa-language", "qa"),
-                                                (["--max-answer-length", "5"], "--max-answer-length", "qa")])
-def test_another_tasks_option_is_refused_by_name_on_evaluate_predict_and_finetune(tmp_path, capsys, flags, flag,
-                                                                                  owner):
+@pytest.mark.parametrize(
+    "flags, flag, owner",
+    [
+        (["--entity-scheme", "IOB2"], "--entity-scheme", "tag"),
+        (["--qa-language", "en"], "--qa-language", "qa"),
+        (["--max-answer-length", "5"], "--max-answer-length", "qa"),
+    ],
+)
+def test_another_tasks_option_is_refused_by_name_on_evaluate_predict_and_finetune(tmp_path, capsys, flags, flag, owner):
     """A tag / qa option on a classify model used to change nothing without a word; it is refused as a reading
     setting of another task is (problem_type on qa): the flag, its task, the model's task. Its default, or the
     task's own option, is no news."""
@@ -423,21 +548,23 @@ def test_another_tasks_option_is_refused_by_name_on_evaluate_predict_and_finetun
     from bertkit.tokenizer import Tokenizer
 
     model, data = tmp_path / "clf", write(tmp_path, "dev.jsonl", JSONL)
-    Tokenizer.from_vocab({t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "差", "评"])},
-                         model_max_length=64).save_pretrained(model)
+    Tokenizer.from_vocab(
+        {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "差", "评"])}, model_max_length=64
+    ).save_pretrained(model)
     torch.manual_seed(0)
-    BertForSequenceClassification(tiny(vocab_size=7, num_labels=2, id2label={0: "neg", 1: "pos"},
-                                       label2id={"neg": 0, "pos": 1})).save_pretrained(model)
+    BertForSequenceClassification(
+        tiny(vocab_size=7, num_labels=2, id2label={0: "neg", 1: "pos"}, label2id={"neg": 0, "pos": 1})
+    ).save_pretrained(model)
     refused = f"{flag} applies to the {owner} task only, not 'classify'"
-    for argv, whose in ((["evaluate", "--model", str(model), "--data", data], f"--model {model} is a classify model"),
-                        (["predict", "--model", str(model), "差评"], f"--model {model} is a classify model"),
-                        (["predict", "--model", str(model), "--task", "classify", "差评"], "--task classify"),
-                        (["finetune", "--model", "tiny", "--train", data, "--out", str(tmp_path / "out")],
-                         "--task classify")):
+    for argv, whose in (
+        (["evaluate", "--model", str(model), "--data", data], f"--model {model} is a classify model"),
+        (["predict", "--model", str(model), "差评"], f"--model {model} is a classify model"),
+        (["predict", "--model", str(model), "--task", "classify", "差评"], "--task classify"),
+        (["finetune", "--model", "tiny", "--train", data, "--out", str(tmp_path / "out")], "--task classify"),
+    ):
         assert main([*argv, *flags]) == 2
         captured = capsys.readouterr()
         assert f"error: {refused} ({whose}); leave {flag} out" in captured.err and not captured.out, captured.err
     assert not (tmp_path / "out").exists()  # refused before --out is claimed
-    assert main(["predict", "--model", str(model), "差评", "--entity-scheme", "seqeval", "--qa-language",
-                 "auto"]) == 0
+    assert main(["predict", "--model", str(model), "差评", "--entity-scheme", "seqeval", "--qa-language", "auto"]) == 0
     assert json.loads(capsys.readouterr().out)["label"] in {"neg", "pos"}  # the defaults: nothing to refuse

@@ -22,6 +22,11 @@ def test_importing_bertkit_sets_it_for_torch_and_for_the_processes_it_starts():
     clean = {k: v for k, v in os.environ.items() if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
     shown = subprocess.run([sys.executable, "-c", SHOW], capture_output=True, text=True, env=clean, check=True)
     assert shown.stdout.split() == [str(SPIN_ROUNDS), "None"]
-    passive = subprocess.run([sys.executable, "-c", SHOW], capture_output=True, text=True, check=True,
-                             env={**clean, "OMP_WAIT_POLICY": "PASSIVE"})
+    passive = subprocess.run(
+        [sys.executable, "-c", SHOW],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**clean, "OMP_WAIT_POLICY": "PASSIVE"},
+    )
     assert passive.stdout.split() == ["None", "PASSIVE"]

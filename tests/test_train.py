@@ -35,8 +35,22 @@ def tiny_config_file(tmp_path_factory):
 
 
 def settings(out, corpus, config, **kw):
-    base = dict(out=str(out), corpus=corpus, model_config=config, vocab_size=1500, seq_len=32, batch_size=8,
-                steps=12, lr=2e-3, log_every=1, eval_every=6, save_every=6, progress=False, device="cpu", seed=3)
+    base = dict(
+        out=str(out),
+        corpus=corpus,
+        model_config=config,
+        vocab_size=1500,
+        seq_len=32,
+        batch_size=8,
+        steps=12,
+        lr=2e-3,
+        log_every=1,
+        eval_every=6,
+        save_every=6,
+        progress=False,
+        device="cpu",
+        seed=3,
+    )
     base.update(kw)
     return PretrainConfig(**base)
 
@@ -52,8 +66,17 @@ def test_pretraining_run_writes_everything_and_learns(tmp_path, corpus_file):
     # (vocabulary ties break differently) enough to fail the bound below now and then
     # --recipe bert: its loss starts at log(vocab), the bound below; the local recipe starts at the unigram
     # level (its output bias is the token frequencies) and has its own test at the end
-    cfg = settings(tmp_path / "run", corpus_file, "tiny", steps=60, eval_every=30, save_every=30, lr=1e-2,
-                   heldout=0.05, recipe="bert")
+    cfg = settings(
+        tmp_path / "run",
+        corpus_file,
+        "tiny",
+        steps=60,
+        eval_every=30,
+        save_every=30,
+        lr=1e-2,
+        heldout=0.05,
+        recipe="bert",
+    )
     summary = run(cfg)
     rows = read_metrics(tmp_path / "run" / "metrics.jsonl")
     train_rows = [r for r in rows if r.get("split") != "eval"]
@@ -80,8 +103,20 @@ def test_pretraining_run_writes_everything_and_learns(tmp_path, corpus_file):
 
 @pytest.mark.slow
 def test_packed_documents_run_learns_without_padding(tmp_path, corpus_file):
-    summary = run(settings(tmp_path / "docs", corpus_file, "tiny", packing="documents", steps=120, eval_every=120,
-                           save_every=120, lr=1e-2, heldout=0.05, recipe="bert"))  # 5%, bert: see the test above
+    summary = run(
+        settings(
+            tmp_path / "docs",
+            corpus_file,
+            "tiny",
+            packing="documents",
+            steps=120,
+            eval_every=120,
+            save_every=120,
+            lr=1e-2,
+            heldout=0.05,
+            recipe="bert",
+        )
+    )  # 5%, bert: see the test above
     rows = [r for r in read_metrics(tmp_path / "docs" / "metrics.jsonl") if r.get("split") != "eval"]
     first, last = sum(r["loss"] for r in rows[:10]) / 10, sum(r["loss"] for r in rows[-20:]) / 20
     assert last < first - 0.3  # it learns (with a margin: the bounds are well inside what runs reach)
@@ -161,8 +196,10 @@ def test_data_and_corpus_give_the_same_run(tmp_path, corpus_file, tiny_config_fi
     finally:
         encode.Encoder.encode = real
     assert calls["n"] == 0  # nothing was tokenized
-    drop_time = lambda out: [{k: v for k, v in r.items() if k not in ("tokens_per_s", "elapsed_s")}
-                             for r in read_metrics(out / "metrics.jsonl")]
+    drop_time = lambda out: [
+        {k: v for k, v in r.items() if k not in ("tokens_per_s", "elapsed_s")}
+        for r in read_metrics(out / "metrics.jsonl")
+    ]
     assert drop_time(tmp_path / "corpus") == drop_time(tmp_path / "data")
     a, b = load_file(tmp_path / "corpus" / "model.safetensors"), load_file(tmp_path / "data" / "model.safetensors")
     assert all(torch.equal(a[k], b[k]) for k in a)
@@ -170,8 +207,9 @@ def test_data_and_corpus_give_the_same_run(tmp_path, corpus_file, tiny_config_fi
 
 @pytest.mark.slow
 @pytest.mark.parametrize("source", ["corpus", "data"])
-def test_resume_continues_exactly(tmp_path, corpus_file, tiny_config_file, tokenizer_dir, prepared, monkeypatch,
-                                  source):
+def test_resume_continues_exactly(
+    tmp_path, corpus_file, tiny_config_file, tokenizer_dir, prepared, monkeypatch, source
+):
     """Stop a run after step 5 with SIGTERM (in-process), resume it: steps 6..12 equal the uninterrupted run."""
     make = settings if source == "corpus" else lambda out, corpus, config, **kw: from_data(out, prepared, config, **kw)
     full = make(tmp_path / "full", corpus_file, tiny_config_file, tokenizer=tokenizer_dir)
@@ -208,8 +246,16 @@ def test_bf16_autocast_on_cpu_when_asked(tmp_path, corpus_file, tiny_config_file
     by bf16 rounding, not more; auto stays float32 there (bit for bit the fp32 run); fp16 warns."""
     runs = {}
     for precision in ("fp32", "auto", "bf16"):
-        run(settings(tmp_path / precision, corpus_file, tiny_config_file, tokenizer=tokenizer_dir,
-                     precision=precision, save_every=0))
+        run(
+            settings(
+                tmp_path / precision,
+                corpus_file,
+                tiny_config_file,
+                tokenizer=tokenizer_dir,
+                precision=precision,
+                save_every=0,
+            )
+        )
         runs[precision] = train_losses(tmp_path / precision)
     assert runs["auto"] == runs["fp32"]
     diffs = [abs(runs["bf16"][k] - runs["fp32"][k]) for k in runs["fp32"]]
@@ -233,9 +279,31 @@ def test_resume_refuses_changed_settings_and_missing_state(tmp_path, corpus_file
 
 def pretrain_cli(data, out, capsys, *flags):
     """(exit code, stderr) of a 1-step `bertkit pretrain --data` in this process (tiny, CPU)."""
-    code = main(["pretrain", "--data", str(data), "--out", str(out), "--model-config", "tiny", "--seq-len", "32",
-                 "--batch-size", "8", "--steps", "1", "--save-every", "1", "--eval-every", "1", "--device", "cpu",
-                 "--no-progress", *flags])
+    code = main(
+        [
+            "pretrain",
+            "--data",
+            str(data),
+            "--out",
+            str(out),
+            "--model-config",
+            "tiny",
+            "--seq-len",
+            "32",
+            "--batch-size",
+            "8",
+            "--steps",
+            "1",
+            "--save-every",
+            "1",
+            "--eval-every",
+            "1",
+            "--device",
+            "cpu",
+            "--no-progress",
+            *flags,
+        ]
+    )
     return code, capsys.readouterr().err
 
 
@@ -252,8 +320,10 @@ def test_a_data_folder_whose_tokenizer_was_edited_is_named_not_init_from(tmp_pat
     Tokenizer.from_vocab(vocab).save_pretrained(data / "tokenizer")
     code, err = pretrain_cli(data, tmp_path / "out", capsys)
     assert code == 2 and "--init-from" not in err, err
-    assert (f"--data {data}: its tokenizer ({data / 'tokenizer' / 'vocab.txt'}) no longer matches the fingerprint "
-            f"in its manifest ({data / 'manifest.json'}: ") in err, err
+    assert (
+        f"--data {data}: its tokenizer ({data / 'tokenizer' / 'vocab.txt'}) no longer matches the fingerprint "
+        f"in its manifest ({data / 'manifest.json'}: "
+    ) in err, err
     assert f"prepare the corpus again (bertkit prepare --corpus ... --tokenizer ... --out {data} --overwrite)" in err
 
 
@@ -282,8 +352,7 @@ def test_resume_knows_a_dataset_by_its_content_not_its_path(tmp_path, corpus_fil
 
 
 @pytest.mark.parametrize("extra", [64, -200])
-def test_a_model_config_files_vocab_size_is_kept_when_larger_and_grown_when_smaller(tmp_path, prepared, capsys,
-                                                                                    extra):
+def test_a_model_config_files_vocab_size_is_kept_when_larger_and_grown_when_smaller(tmp_path, prepared, capsys, extra):
     """transformers' way (run_mlm.py): a config.json's larger vocab_size is padding it keeps, a smaller one is
     resized to the tokenizer; it used to be replaced by the tokenizer's without a word either way."""
     from bertkit.tokenizer import Tokenizer
@@ -305,9 +374,33 @@ def test_a_model_config_files_vocab_size_is_kept_when_larger_and_grown_when_smal
 @pytest.mark.slow
 def test_sigterm_from_outside_leaves_a_loadable_checkpoint(tmp_path, corpus_file):
     out = tmp_path / "sig"
-    cmd = [sys.executable, "-m", "bertkit", "pretrain", "--corpus", corpus_file, "--model-config", "tiny",
-           "--out", str(out), "--vocab-size", "1500", "--seq-len", "32", "--batch-size", "8", "--steps", "100000",
-           "--log-every", "1", "--save-every", "0", "--eval-every", "0", "--no-progress"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "bertkit",
+        "pretrain",
+        "--corpus",
+        corpus_file,
+        "--model-config",
+        "tiny",
+        "--out",
+        str(out),
+        "--vocab-size",
+        "1500",
+        "--seq-len",
+        "32",
+        "--batch-size",
+        "8",
+        "--steps",
+        "100000",
+        "--log-every",
+        "1",
+        "--save-every",
+        "0",
+        "--eval-every",
+        "0",
+        "--no-progress",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     metrics = out / "metrics.jsonl"
     deadline = time.time() + 120
@@ -324,18 +417,45 @@ def test_sigterm_from_outside_leaves_a_loadable_checkpoint(tmp_path, corpus_file
 @pytest.mark.slow
 def test_the_same_flags_and_seed_give_the_same_files(tmp_path, corpus_file, tiny_config_file):
     """Two processes, no --tokenizer: each learns its vocabulary, then trains; every file is the same byte for byte."""
-    common = ["--corpus", corpus_file, "--model-config", tiny_config_file, "--vocab-size", "1500", "--seq-len", "32",
-              "--batch-size", "8", "--steps", "8", "--eval-every", "4", "--save-every", "0", "--no-progress",
-              "--device", "cpu", "--seed", "5"]
+    common = [
+        "--corpus",
+        corpus_file,
+        "--model-config",
+        tiny_config_file,
+        "--vocab-size",
+        "1500",
+        "--seq-len",
+        "32",
+        "--batch-size",
+        "8",
+        "--steps",
+        "8",
+        "--eval-every",
+        "4",
+        "--save-every",
+        "0",
+        "--no-progress",
+        "--device",
+        "cpu",
+        "--seed",
+        "5",
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}  # tiny tensors: a second thread only waits on a busy machine
     for name in ("a", "b"):
-        proc = subprocess.run([sys.executable, "-m", "bertkit", "pretrain", "--out", str(tmp_path / name), *common],
-                              capture_output=True, text=True, timeout=300, env=env)
+        proc = subprocess.run(
+            [sys.executable, "-m", "bertkit", "pretrain", "--out", str(tmp_path / name), *common],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+        )
         assert proc.returncode == 0, proc.stderr[-2000:]
     for name in ("model.safetensors", "vocab.txt", "tokenizer/vocab.txt", "config.json"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
-    drop_time = lambda out: [{k: v for k, v in r.items() if k not in ("tokens_per_s", "elapsed_s")}
-                             for r in read_metrics(os.path.join(out, "metrics.jsonl"))]
+    drop_time = lambda out: [
+        {k: v for k, v in r.items() if k not in ("tokens_per_s", "elapsed_s")}
+        for r in read_metrics(os.path.join(out, "metrics.jsonl"))
+    ]
     assert drop_time(tmp_path / "a") == drop_time(tmp_path / "b")
 
 
@@ -345,19 +465,59 @@ def test_two_process_ddp_equals_one_process(tmp_path, tiny_config_file, prepared
     """Each rank reads and masks only its rows of every global batch, from the prepared folder (no rank
     tokenizes): the run equals one process with twice the batch, and so does one process accumulating two
     micro-batches."""
-    common = ["--data", prepared, "--model-config", tiny_config_file, "--seq-len", "32",
-              "--steps", "6", "--log-every", "1", "--eval-every", "0", "--save-every", "0", "--no-progress",
-              "--device", "cpu", "--seed", "3"]
+    common = [
+        "--data",
+        prepared,
+        "--model-config",
+        tiny_config_file,
+        "--seq-len",
+        "32",
+        "--steps",
+        "6",
+        "--log-every",
+        "1",
+        "--eval-every",
+        "0",
+        "--save-every",
+        "0",
+        "--no-progress",
+        "--device",
+        "cpu",
+        "--seed",
+        "3",
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
-                          "29517", "-m", "bertkit", "pretrain", "--out", str(tmp_path / "two"), "--batch-size", "4",
-                          *common], capture_output=True, text=True, env=env, timeout=300)
+    two = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            "2",
+            "--master_port",
+            "29517",
+            "-m",
+            "bertkit",
+            "pretrain",
+            "--out",
+            str(tmp_path / "two"),
+            "--batch-size",
+            "4",
+            *common,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert two.returncode == 0, two.stderr[-3000:]
     assert "of text into" not in two.stderr and not (tmp_path / "two" / "data").exists()  # nothing prepared
     # one process: the same command in this one (on one thread, as each rank: OMP_NUM_THREADS=1 above)
     assert main(["pretrain", "--out", str(tmp_path / "one"), "--batch-size", "8", *common]) == 0
-    assert main(["pretrain", "--out", str(tmp_path / "accumulated"), "--batch-size", "4", "--grad-accum", "2",
-                 *common]) == 0
+    assert (
+        main(["pretrain", "--out", str(tmp_path / "accumulated"), "--batch-size", "4", "--grad-accum", "2", *common])
+        == 0
+    )
     a = load_file(tmp_path / "one" / "model.safetensors")
     la = train_losses(tmp_path / "one")
     for name in ("two", "accumulated"):  # the same rows, the same masks, the loss a mean over the step's tokens
@@ -407,11 +567,16 @@ def test_non_finite_losses_are_skipped_then_stop_the_run(tmp_path, corpus_file, 
             run(settings(tmp_path / "nan", corpus_file, "tiny", steps=20, max_bad_steps=3))
 
 
-@pytest.mark.parametrize("kw, message", [(dict(steps=0), "--steps must be >= 1"),
-                                         (dict(seq_len=4), "--seq-len must be at least 8"),
-                                         (dict(seq_len=4096), "exceeds the model's max_position_embeddings"),
-                                         (dict(model_config="nope"), "neither a preset"),
-                                         (dict(nsp=True, packing="documents"), "trains on sentence-pair rows; --packing documents")])
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        (dict(steps=0), "--steps must be >= 1"),
+        (dict(seq_len=4), "--seq-len must be at least 8"),
+        (dict(seq_len=4096), "exceeds the model's max_position_embeddings"),
+        (dict(model_config="nope"), "neither a preset"),
+        (dict(nsp=True, packing="documents"), "trains on sentence-pair rows; --packing documents"),
+    ],
+)
 def test_bad_settings(tmp_path, corpus_file, kw, message):
     with pytest.raises(Exception, match=message):
         run(settings(tmp_path / "bad", corpus_file, "tiny", **kw))
@@ -424,17 +589,37 @@ def no_vocabulary_learning(monkeypatch):
     monkeypatch.setattr(pretrain_module, "train_vocab", learn)
 
 
-@pytest.mark.parametrize("text, kw, message", [
-    ("好的好的\n", {}, r"--corpus \S+: its 1 training document\(s\) hold 4 characters: at most 0 packed rows of "
-                      r"--seq-len 32, fewer than one batch of 8; add text, or lower --seq-len or --batch-size"),
-    ("好\n的\n", dict(packing="documents"), "2 training document.* at most 2 packed documents of --seq-len 32"),
-    ("好\n的\n", dict(nsp=True, batch_size=4), "at most 2 sentence pairs of --seq-len 32, fewer than one batch of 4"),
-    ("好的\n", dict(nsp=True, batch_size=1), r"1 training document\(s\); sentence pairs \(--objective mlm-nsp\) need 2"),
-    ("好的\n" * 3, dict(heldout=0.99), r"every document is held out for evaluation \(--heldout 0.99\)"),
-    ("好的" * 100 + "\n", dict(seq_len=8, batch_size=40), "at most 33 packed rows of --seq-len 8, fewer than one "
-                                                           "batch of 40")])
-def test_a_corpus_that_cannot_make_a_batch_is_refused_before_its_vocabulary_is_learned(tmp_path, monkeypatch, text,
-                                                                                       kw, message):
+@pytest.mark.parametrize(
+    "text, kw, message",
+    [
+        (
+            "好的好的\n",
+            {},
+            r"--corpus \S+: its 1 training document\(s\) hold 4 characters: at most 0 packed rows of "
+            r"--seq-len 32, fewer than one batch of 8; add text, or lower --seq-len or --batch-size",
+        ),
+        ("好\n的\n", dict(packing="documents"), "2 training document.* at most 2 packed documents of --seq-len 32"),
+        (
+            "好\n的\n",
+            dict(nsp=True, batch_size=4),
+            "at most 2 sentence pairs of --seq-len 32, fewer than one batch of 4",
+        ),
+        (
+            "好的\n",
+            dict(nsp=True, batch_size=1),
+            r"1 training document\(s\); sentence pairs \(--objective mlm-nsp\) need 2",
+        ),
+        ("好的\n" * 3, dict(heldout=0.99), r"every document is held out for evaluation \(--heldout 0.99\)"),
+        (
+            "好的" * 100 + "\n",
+            dict(seq_len=8, batch_size=40),
+            "at most 33 packed rows of --seq-len 8, fewer than one batch of 40",
+        ),
+    ],
+)
+def test_a_corpus_that_cannot_make_a_batch_is_refused_before_its_vocabulary_is_learned(
+    tmp_path, monkeypatch, text, kw, message
+):
     """It used to be learned (a vocabulary, its tokens) and then refused, or end in a torch error."""
     corpus = tmp_path / "small.txt"
     corpus.write_text(text, encoding="utf-8")
@@ -446,14 +631,20 @@ def test_a_corpus_that_cannot_make_a_batch_is_refused_before_its_vocabulary_is_l
 
 def test_seq_len_beyond_the_positions_is_refused_before_the_vocabulary_is_learned(tmp_path, corpus_file, monkeypatch):
     no_vocabulary_learning(monkeypatch)
-    with pytest.raises(TrainingError, match=r"--seq-len 4096 exceeds the model's max_position_embeddings \(128, "
-                                            r"--model-config tiny\); lower --seq-len"):
+    with pytest.raises(
+        TrainingError,
+        match=r"--seq-len 4096 exceeds the model's max_position_embeddings \(128, "
+        r"--model-config tiny\); lower --seq-len",
+    ):
         run(settings(tmp_path / "out", corpus_file, "tiny", seq_len=4096))
     from bertkit import BertForMaskedLM
 
     BertForMaskedLM(BertConfig.from_preset("tiny", max_position_embeddings=64)).save_pretrained(tmp_path / "base")
-    with pytest.raises(TrainingError, match=rf"--seq-len 100 exceeds the model's max_position_embeddings \(64, "
-                                            rf"--init-from {tmp_path / 'base'}\)"):
+    with pytest.raises(
+        TrainingError,
+        match=rf"--seq-len 100 exceeds the model's max_position_embeddings \(64, "
+        rf"--init-from {tmp_path / 'base'}\)",
+    ):
         run(settings(tmp_path / "out", corpus_file, "tiny", seq_len=100, init_from=str(tmp_path / "base")))
     assert not (tmp_path / "out").exists()
 
@@ -487,9 +678,23 @@ def test_the_local_recipe_learns_more_than_berts_own_in_the_same_run(tmp_path, c
     BertConfig.from_preset("tiny", hidden_size=64, num_attention_heads=2, intermediate_size=256).to_json(config)
     result = {}
     for recipe in ("local", "bert"):
-        result[recipe] = run(settings(tmp_path / recipe, corpus_file, str(config), tokenizer=tokenizer_dir, seq_len=64,
-                                      steps=600, lr=1e-3, log_every=50, eval_every=600, save_every=600, heldout=0.1,
-                                      recipe=recipe, seed=0)).eval
+        result[recipe] = run(
+            settings(
+                tmp_path / recipe,
+                corpus_file,
+                str(config),
+                tokenizer=tokenizer_dir,
+                seq_len=64,
+                steps=600,
+                lr=1e-3,
+                log_every=50,
+                eval_every=600,
+                save_every=600,
+                heldout=0.1,
+                recipe=recipe,
+                seed=0,
+            )
+        ).eval
     assert result["local"]["mlm_accuracy"] > result["bert"]["mlm_accuracy"] + 0.01, result
     assert result["local"]["neighbour_attention"] > 0.3 > 0.05 > result["bert"]["neighbour_attention"], result
 
@@ -503,8 +708,9 @@ def test_recipe_settings_are_checked_before_any_work(tmp_path, corpus_file):
 
 
 @pytest.mark.slow
-def test_the_recipe_sets_masking_and_dropout_and_the_saved_config_keeps_the_models(tmp_path, corpus_file,
-                                                                                   tokenizer_dir, capsys, monkeypatch):
+def test_the_recipe_sets_masking_and_dropout_and_the_saved_config_keeps_the_models(
+    tmp_path, corpus_file, tokenizer_dir, capsys, monkeypatch
+):
     seen = {}
     real_loss = MaskedLM.loss
 
@@ -521,15 +727,38 @@ def test_the_recipe_sets_masking_and_dropout_and_the_saved_config_keeps_the_mode
 
     monkeypatch.setattr(MaskedLM, "loss", spy)
     for recipe, dropout, share in (("local", {0.0}, 0.3), ("bert", {0.1}, 0.15)):
-        run(settings(tmp_path / recipe, corpus_file, "tiny", tokenizer=tokenizer_dir, batch_size=32, steps=1,
-                     eval_every=1, save_every=1, recipe=recipe))
+        run(
+            settings(
+                tmp_path / recipe,
+                corpus_file,
+                "tiny",
+                tokenizer=tokenizer_dir,
+                batch_size=32,
+                steps=1,
+                eval_every=1,
+                save_every=1,
+                recipe=recipe,
+            )
+        )
         assert seen["dropout"] == dropout
         assert near(seen["masked"], share), seen  # of the ordinary tokens of 32 x 32
         config = json.loads((tmp_path / recipe / "config.json").read_text())
         assert config["hidden_dropout_prob"] == config["attention_probs_dropout_prob"] == 0.1  # tiny's own
     assert "recipe local: initialised local, 30% of tokens masked, dropout 0" in capsys.readouterr().err
-    run(settings(tmp_path / "flags", corpus_file, "tiny", tokenizer=tokenizer_dir, batch_size=32, steps=1,
-                 eval_every=1, save_every=1, dropout=0.2, mlm_probability=0.5))
+    run(
+        settings(
+            tmp_path / "flags",
+            corpus_file,
+            "tiny",
+            tokenizer=tokenizer_dir,
+            batch_size=32,
+            steps=1,
+            eval_every=1,
+            save_every=1,
+            dropout=0.2,
+            mlm_probability=0.5,
+        )
+    )
     assert seen["dropout"] == {0.2} and near(seen["masked"], 0.5), seen  # flags win over the recipe
 
 
@@ -558,8 +787,9 @@ def test_resume_checks_the_vocabulary_and_warns_of_new_data(tmp_path, corpus_fil
 
 
 @pytest.mark.slow
-def test_a_full_disk_while_logging_is_one_error_and_the_saved_state_stays(tmp_path, corpus_file, tiny_config_file,
-                                                                          tokenizer_dir, monkeypatch):
+def test_a_full_disk_while_logging_is_one_error_and_the_saved_state_stays(
+    tmp_path, corpus_file, tiny_config_file, tokenizer_dir, monkeypatch
+):
     import builtins
     import errno
 
@@ -575,8 +805,11 @@ def test_a_full_disk_while_logging_is_one_error_and_the_saved_state_stays(tmp_pa
         return real_open(path, mode, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "open", open_until_full)
-    with pytest.raises(TrainingError, match=r"metrics.jsonl: the disk is full \([\d,]+ MiB free\); the training state "
-                                            r"saved so far is intact: make room, then continue with --resume"):
+    with pytest.raises(
+        TrainingError,
+        match=r"metrics.jsonl: the disk is full \([\d,]+ MiB free\); the training state "
+        r"saved so far is intact: make room, then continue with --resume",
+    ):
         run(settings(out, corpus_file, tiny_config_file, tokenizer=tokenizer_dir, eval_every=0))
     monkeypatch.setattr(builtins, "open", real_open)
     done = run(settings(out, corpus_file, tiny_config_file, tokenizer=tokenizer_dir, eval_every=0, resume=True))

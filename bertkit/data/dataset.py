@@ -41,8 +41,9 @@ PAIRS = "pairs"  # the optional file: the pair plan
 # One row of a pair plan (rows.PairRows): A's token range, B's (a real B) or, for a random B, b_start -1 and b_len
 # the tokens B should reach; the label; and `draw`, the seed of everything left to chance when the row is read
 # (the other document and its first sentence for a random B, which ends of the pair lose tokens to fit).
-PAIR_PLAN = np.dtype([("a_start", "<i8"), ("a_len", "<i4"), ("b_start", "<i8"), ("b_len", "<i4"), ("label", "i1"),
-                      ("draw", "<u8")])
+PAIR_PLAN = np.dtype(
+    [("a_start", "<i8"), ("a_len", "<i4"), ("b_start", "<i8"), ("b_len", "<i4"), ("label", "i1"), ("draw", "<u8")]
+)
 _BLOCK = 1 << 24  # bytes per read while checking a file
 
 
@@ -118,8 +119,14 @@ class SplitWriter:
         self.tokens = self.docs = 0
         self.documents.write(np.zeros(1, dtype=np.int64))
 
-    def append(self, ids: np.ndarray, word_starts: np.ndarray, sentence_starts: np.ndarray,
-               lengths: np.ndarray, pairs: np.ndarray | None = None) -> None:
+    def append(
+        self,
+        ids: np.ndarray,
+        word_starts: np.ndarray,
+        sentence_starts: np.ndarray,
+        lengths: np.ndarray,
+        pairs: np.ndarray | None = None,
+    ) -> None:
         """Documents given as flat arrays and their lengths (each length > 0); pairs: their pair plan rows, token
         positions counted from the first of these ids."""
         if len(ids) and int(ids.max()) >= self.vocab_size:
@@ -141,8 +148,13 @@ class SplitWriter:
     def close(self) -> dict:
         counts = _File(self.counts_path)
         counts.write(self.counts)
-        files = {"ids": self.ids.close(), "documents": self.documents.close(), "word_starts": self.words.close(),
-                 "sentence_starts": self.sentences.close(), "token_counts": counts.close()}
+        files = {
+            "ids": self.ids.close(),
+            "documents": self.documents.close(),
+            "word_starts": self.words.close(),
+            "sentence_starts": self.sentences.close(),
+            "token_counts": counts.close(),
+        }
         if self.pairs is not None:
             files[PAIRS] = self.pairs.close()
             return {"documents": self.docs, "tokens": self.tokens, "pairs": self.pair_rows, "files": files}
@@ -182,8 +194,8 @@ class Split:
 def _bits(packed: np.ndarray, start: int, end: int) -> np.ndarray:
     if end <= start:
         return np.zeros(0, dtype=bool)
-    flags = np.unpackbits(packed[start >> 3:(end + 7) >> 3], bitorder="little")
-    return flags[start & 7:(start & 7) + end - start].astype(bool)
+    flags = np.unpackbits(packed[start >> 3 : (end + 7) >> 3], bitorder="little")
+    return flags[start & 7 : (start & 7) + end - start].astype(bool)
 
 
 @dataclass
@@ -208,14 +220,19 @@ class PretrainingData:
         """What the fingerprint is made of, part by part in words (sources, options, tokenizer, splits), so that
         two datasets can be told apart by name (pretrain --resume on another --data)."""
         m = self.manifest
-        sources = ", ".join(f"{s.get('name')} ({s.get('bytes', 0):,} bytes, sha256 {str(s.get('sha256'))[:12]})"
-                            for s in m.get("sources", []))
+        sources = ", ".join(
+            f"{s.get('name')} ({s.get('bytes', 0):,} bytes, sha256 {str(s.get('sha256'))[:12]})"
+            for s in m.get("sources", [])
+        )
         return {
             "sources": sources or "none",
             **{f"option {key}": repr(value) for key, value in sorted(m.get("options", {}).items())},
             "tokenizer": f"fingerprint {m['tokenizer'].get('fingerprint')} ({m['tokenizer']['vocab_size']} tokens)",
-            **{f"{name} split": f"{info['documents']:,} documents, {info['tokens']:,} tokens (ids sha256 "
-                                f"{str(info['files']['ids']['sha256'])[:12]})" for name, info in m["splits"].items()},
+            **{
+                f"{name} split": f"{info['documents']:,} documents, {info['tokens']:,} tokens (ids sha256 "
+                f"{str(info['files']['ids']['sha256'])[:12]})"
+                for name, info in m["splits"].items()
+            },
         }
 
     @classmethod
@@ -237,11 +254,13 @@ class PretrainingData:
                 for key in ("word_starts", "sentence_starts", "token_counts"):
                     _check_hash(paths[key], info["files"][key], folder)
             splits[name] = Split(
-                name=name, ids=_map(paths["ids"], dtype, info["tokens"]),
+                name=name,
+                ids=_map(paths["ids"], dtype, info["tokens"]),
                 offsets=_map(paths["documents"], np.int64, info["documents"] + 1),
                 word_bits=_map(paths["word_starts"], np.uint8, (info["tokens"] + 7) // 8),
                 sentence_bits=_map(paths["sentence_starts"], np.uint8, (info["tokens"] + 7) // 8),
-                token_counts=np.fromfile(paths["token_counts"], dtype=np.int64))
+                token_counts=np.fromfile(paths["token_counts"], dtype=np.int64),
+            )
             if pair_options:
                 path = os.path.join(folder, name, info["files"][PAIRS]["name"])
                 _check_size(path, info["files"][PAIRS]["bytes"], folder)
@@ -249,8 +268,10 @@ class PretrainingData:
                     _check_hash(path, info["files"][PAIRS], folder)
                 splits[name].pairs, splits[name].pair_options = _map(path, PAIR_PLAN, info["pairs"]), pair_options
             if len(splits[name].token_counts) != vocab_size:
-                raise DataError(f"{paths['token_counts']}: {len(splits[name].token_counts)} counts for a vocabulary "
-                                f"of {vocab_size}; {_REPREPARE.format(folder=folder)}")
+                raise DataError(
+                    f"{paths['token_counts']}: {len(splits[name].token_counts)} counts for a vocabulary "
+                    f"of {vocab_size}; {_REPREPARE.format(folder=folder)}"
+                )
         return cls(folder=folder, manifest=manifest, splits=splits)
 
 
@@ -260,25 +281,39 @@ _REPREPARE = "the folder is damaged or was changed: prepare it again (bertkit pr
 def read_manifest(folder: str) -> dict:
     path = os.path.join(folder, MANIFEST)
     if not os.path.isdir(folder):
-        raise DataError(f"{folder}: no such folder; make a dataset with bertkit prepare --corpus ... --tokenizer ... "
-                        f"--out {folder}")
+        raise DataError(
+            f"{folder}: no such folder; make a dataset with bertkit prepare --corpus ... --tokenizer ... --out {folder}"
+        )
     if not os.path.exists(path):
-        partial = os.path.exists(os.path.join(os.path.dirname(os.path.abspath(folder)),
-                                              f".{os.path.basename(os.path.normpath(folder))}.partial"))
-        raise DataError(f"{folder}: not a prepared dataset (no {MANIFEST})"
-                        + ("; a bertkit prepare into it did not finish: run it again" if partial else
-                           "; make one with bertkit prepare --corpus ... --tokenizer ... --out " + folder))
+        partial = os.path.exists(
+            os.path.join(
+                os.path.dirname(os.path.abspath(folder)), f".{os.path.basename(os.path.normpath(folder))}.partial"
+            )
+        )
+        raise DataError(
+            f"{folder}: not a prepared dataset (no {MANIFEST})"
+            + (
+                "; a bertkit prepare into it did not finish: run it again"
+                if partial
+                else "; make one with bertkit prepare --corpus ... --tokenizer ... --out " + folder
+            )
+        )
     try:
         with open(path, encoding="utf-8") as fh:
             manifest = json.load(fh)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise DataError(f"{path}: not a readable manifest ({e}); {_REPREPARE.format(folder=folder)}") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise DataError(f"{path}: not a bertkit dataset manifest (format {manifest.get('format')!r} expected "
-                        f"{FORMAT!r})" if isinstance(manifest, dict) else f"{path}: not a JSON object")
+        raise DataError(
+            f"{path}: not a bertkit dataset manifest (format {manifest.get('format')!r} expected {FORMAT!r})"
+            if isinstance(manifest, dict)
+            else f"{path}: not a JSON object"
+        )
     if manifest.get("version") != VERSION:
-        raise DataError(f"{path}: format version {manifest.get('version')}, this bertkit reads version {VERSION}; "
-                        "prepare the corpus again with this bertkit")
+        raise DataError(
+            f"{path}: format version {manifest.get('version')}, this bertkit reads version {VERSION}; "
+            "prepare the corpus again with this bertkit"
+        )
     try:
         for info in manifest["splits"].values():
             for key in FILES + ((PAIRS,) if manifest.get("options", {}).get("pairs") else ()):
@@ -301,20 +336,32 @@ def _check_counts(manifest: dict, path: str, folder: str) -> None:
     vocab_size = int(manifest["tokenizer"]["vocab_size"])
     dtype = np.dtype(manifest["tokenizer"]["ids_dtype"])
     if dtype != ids_dtype(vocab_size):
-        raise DataError(f"{path}: ids of type {dtype} for a vocabulary of {vocab_size} (bertkit writes "
-                        f"{ids_dtype(vocab_size)}); {_REPREPARE.format(folder=folder)}")
+        raise DataError(
+            f"{path}: ids of type {dtype} for a vocabulary of {vocab_size} (bertkit writes "
+            f"{ids_dtype(vocab_size)}); {_REPREPARE.format(folder=folder)}"
+        )
     for name, info in manifest["splits"].items():
         tokens, documents = int(info["tokens"]), int(info["documents"])
-        expected = {"ids": tokens * dtype.itemsize, "documents": (documents + 1) * 8, "word_starts": (tokens + 7) // 8,
-                    "sentence_starts": (tokens + 7) // 8, "token_counts": vocab_size * 8}
+        expected = {
+            "ids": tokens * dtype.itemsize,
+            "documents": (documents + 1) * 8,
+            "word_starts": (tokens + 7) // 8,
+            "sentence_starts": (tokens + 7) // 8,
+            "token_counts": vocab_size * 8,
+        }
         if manifest.get("options", {}).get("pairs"):
             expected[PAIRS] = int(info["pairs"]) * PAIR_PLAN.itemsize
         for key, size in expected.items():
             if int(info["files"][key]["bytes"]) != size:
-                counts = f"{int(info['pairs']):,} pairs of {PAIR_PLAN.itemsize} bytes" if key == PAIRS else \
-                    f"{tokens:,} tokens, {documents:,} documents and a vocabulary of {vocab_size:,}"
-                raise DataError(f"{path}: {name}/{info['files'][key]['name']} is {info['files'][key]['bytes']:,} bytes "
-                                f"where {counts} make {size:,}; {_REPREPARE.format(folder=folder)}")
+                counts = (
+                    f"{int(info['pairs']):,} pairs of {PAIR_PLAN.itemsize} bytes"
+                    if key == PAIRS
+                    else f"{tokens:,} tokens, {documents:,} documents and a vocabulary of {vocab_size:,}"
+                )
+                raise DataError(
+                    f"{path}: {name}/{info['files'][key]['name']} is {info['files'][key]['bytes']:,} bytes "
+                    f"where {counts} make {size:,}; {_REPREPARE.format(folder=folder)}"
+                )
 
 
 def _map(path: str, dtype, count: int) -> np.ndarray:
@@ -329,8 +376,10 @@ def _check_size(path: str, expected: int, folder: str) -> None:
     size = os.path.getsize(path)
     if size != expected:
         change = "cut short" if size < expected else "grown"
-        raise DataError(f"{path}: {size:,} bytes where the manifest says {expected:,} ({change}); "
-                        + _REPREPARE.format(folder=folder))
+        raise DataError(
+            f"{path}: {size:,} bytes where the manifest says {expected:,} ({change}); "
+            + _REPREPARE.format(folder=folder)
+        )
 
 
 def _blocks(path: str, itemsize: int = 1):
@@ -346,8 +395,10 @@ def _check_hash(path: str, info: dict, folder: str, each=None) -> None:
         if each is not None:
             each(block)
     if h.hexdigest() != info["sha256"]:
-        raise DataError(f"{path}: its content changed since it was written (sha256 {h.hexdigest()[:16]}..., the "
-                        f"manifest says {info['sha256'][:16]}...); " + _REPREPARE.format(folder=folder))
+        raise DataError(
+            f"{path}: its content changed since it was written (sha256 {h.hexdigest()[:16]}..., the "
+            f"manifest says {info['sha256'][:16]}...); " + _REPREPARE.format(folder=folder)
+        )
 
 
 def _check_ids(path: str, info: dict, dtype: np.dtype, vocab_size: int, folder: str) -> None:
@@ -359,8 +410,9 @@ def _check_ids(path: str, info: dict, dtype: np.dtype, vocab_size: int, folder: 
 
     _check_hash(path, info, folder, each)
     if top[0] >= vocab_size:
-        raise DataError(f"{path}: holds id {top[0]}, outside the vocabulary of {vocab_size}; "
-                        + _REPREPARE.format(folder=folder))
+        raise DataError(
+            f"{path}: holds id {top[0]}, outside the vocabulary of {vocab_size}; " + _REPREPARE.format(folder=folder)
+        )
 
 
 def _check_offsets(path: str, info: dict, tokens: int, folder: str) -> None:
@@ -376,5 +428,7 @@ def _check_offsets(path: str, info: dict, tokens: int, folder: str) -> None:
 
     _check_hash(path, info, folder, each)
     if state["first"] != 0 or state["last"] != tokens or not state["ok"]:
-        raise DataError(f"{path}: document offsets out of order or not ending at {tokens} tokens; "
-                        + _REPREPARE.format(folder=folder))
+        raise DataError(
+            f"{path}: document offsets out of order or not ending at {tokens} tokens; "
+            + _REPREPARE.format(folder=folder)
+        )

@@ -83,9 +83,12 @@ class Encoder:
         # punctuation that BERT would split off, so such a backend takes every document whole
         plain = isinstance(backend.pre_tokenizer, pre_tokenizers.BertPreTokenizer)
         self.table = _CharacterTable(backend) if fast and plain else None
-        added = sorted(backend.get_vocab(with_added_tokens=True).keys()
-                       - backend.get_vocab(with_added_tokens=False).keys()
-                       | {t.content for t in backend.get_added_tokens_decoder().values()}, key=len, reverse=True)
+        added = sorted(
+            backend.get_vocab(with_added_tokens=True).keys() - backend.get_vocab(with_added_tokens=False).keys()
+            | {t.content for t in backend.get_added_tokens_decoder().values()},
+            key=len,
+            reverse=True,
+        )
         # a document that holds an added token's text ("[MASK]") is the backend's: it matches them whole
         self.added = re.compile("|".join(map(re.escape, added)), re.IGNORECASE) if added else None
 
@@ -101,8 +104,9 @@ class Encoder:
             ids, start, end, lengths = self._backend(texts, first_char)
         else:
             ids, start, end, lengths = self._fast(texts, joined, code, first_char)
-        words, sentences = _marks(code, lengths, ids, start, end, self.continuation,
-                                  _jieba_words(texts) if chinese_words else None)
+        words, sentences = _marks(
+            code, lengths, ids, start, end, self.continuation, _jieba_words(texts) if chinese_words else None
+        )
         return Encoded(ids=ids, word_starts=words, sentence_starts=sentences, lengths=lengths)
 
     def _backend(self, texts: list[str], first_char: np.ndarray):
@@ -111,8 +115,9 @@ class Encoder:
         lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(texts))
         total = int(lengths.sum())
         ids = np.fromiter((i for e in encodings for i in e.ids), dtype=np.uint32, count=total)
-        offsets = np.fromiter((x for e in encodings for pair in e.offsets for x in pair), dtype=np.int64,
-                              count=2 * total).reshape(total, 2)
+        offsets = np.fromiter(
+            (x for e in encodings for pair in e.offsets for x in pair), dtype=np.int64, count=2 * total
+        ).reshape(total, 2)
         base = np.repeat(first_char, lengths)
         return ids, offsets[:, 0] + base, offsets[:, 1] + base, lengths
 
@@ -125,7 +130,8 @@ class Encoder:
         # documents the backend tokenizes whole: those with a character the table cannot vouch for, and those
         # with many short runs (English: a run per word), where one backend call costs less than many
         whole = np.bincount(doc_of(begins), minlength=len(texts)) * RUNS_PER_CHARACTER > np.diff(
-            np.append(first_char, len(code) + 1))
+            np.append(first_char, len(code) + 1)
+        )
         whole[doc_of(np.flatnonzero(kind == self.WHOLE))] = True
         if self.added is not None:
             whole[doc_of(np.array([m.start() for m in self.added.finditer(joined)], dtype=np.int64))] = True
@@ -194,9 +200,11 @@ def _surrogate_error(texts: list[str], at: int):
     while at > len(texts[index]):
         at -= len(texts[index]) + 1
         index += 1
-    return DataError(f"document {index} of this batch, character {at}: a lone surrogate ({texts[index][at]!r}, half "
-                     "of a UTF-16 pair), which is not text and cannot be tokenized; decode the text properly, or "
-                     "replace such characters: text.encode('utf-8', 'replace').decode('utf-8')")
+    return DataError(
+        f"document {index} of this batch, character {at}: a lone surrogate ({texts[index][at]!r}, half "
+        "of a UTF-16 pair), which is not text and cannot be tokenized; decode the text properly, or "
+        "replace such characters: text.encode('utf-8', 'replace').decode('utf-8')"
+    )
 
 
 def continuation_table(backend) -> np.ndarray:
@@ -270,7 +278,7 @@ def _jieba_words(texts: list[str]) -> np.ndarray:
         words = list(segment(text))
         sizes = np.fromiter((len(w) for w in words), dtype=np.int64, count=len(words))
         index = np.where(np.repeat(sizes > 1, sizes), np.repeat(np.arange(number, number + len(words)), sizes), -1)
-        index = np.concatenate([index[:len(text)], np.full(max(0, len(text) - len(index)), -1)])  # as long as text
+        index = np.concatenate([index[: len(text)], np.full(max(0, len(text) - len(index)), -1)])  # as long as text
         marks += [index, [-1]]
         number += len(words)
     return np.concatenate(marks).astype(np.int64)
@@ -280,7 +288,8 @@ def _jieba():
     try:
         import jieba
     except ImportError:
-        raise ConfigError("whole-word masking for Chinese segments words with jieba, which is not installed: "
-                          "pip install jieba") from None
+        raise ConfigError(
+            "whole-word masking for Chinese segments words with jieba, which is not installed: pip install jieba"
+        ) from None
     jieba.setLogLevel(logging.WARNING)  # no "Building prefix dict..." on every run
     return jieba.cut

@@ -36,14 +36,17 @@ from .seeded import integers, uniform
 SELECT, CORRUPT, REPLACE = 11, 12, 13  # the seeded streams of the three draws
 
 
-def id_batch(ids: Sequence[Sequence[int]], pad_id: int,
-             token_type_ids: Sequence[Sequence[int]] | None = None) -> dict[str, torch.Tensor]:
+def id_batch(
+    ids: Sequence[Sequence[int]], pad_id: int, token_type_ids: Sequence[Sequence[int]] | None = None
+) -> dict[str, torch.Tensor]:
     """The model's inputs for rows of token ids, padded to the longest: input_ids (pad_id after each row),
     token_type_ids (0 where not given), attention_mask (1 on each row's tokens, 0 on its padding); (B, S) int64."""
     types = token_type_ids if token_type_ids is not None else [[0] * len(r) for r in ids]
-    return {"input_ids": torch.from_numpy(pad_rows(ids, pad_id)),
-            "token_type_ids": torch.from_numpy(pad_rows(types, 0)),
-            "attention_mask": torch.from_numpy(pad_rows([[1] * len(r) for r in ids], 0))}
+    return {
+        "input_ids": torch.from_numpy(pad_rows(ids, pad_id)),
+        "token_type_ids": torch.from_numpy(pad_rows(types, 0)),
+        "attention_mask": torch.from_numpy(pad_rows([[1] * len(r) for r in ids], 0)),
+    }
 
 
 @dataclass
@@ -80,8 +83,9 @@ class MaskingCollator:
         if input_ids.size == 0:
             raise ConfigError("cannot collate an empty batch")
         if input_ids.min() < 0 or input_ids.max() >= self.vocab_size:
-            raise ConfigError(f"input ids outside the vocabulary [0, {self.vocab_size}): "
-                              f"min {input_ids.min()}, max {input_ids.max()}")
+            raise ConfigError(
+                f"input ids outside the vocabulary [0, {self.vocab_size}): min {input_ids.min()}, max {input_ids.max()}"
+            )
         if self.wwm and rows.word_ids is None:
             raise ConfigError("whole-word masking needs the rows' word ids (rows.batch(..., words=True))")
         row = np.asarray(positions, dtype=np.int64)[:, None]  # (B, 1)
@@ -92,8 +96,12 @@ class MaskingCollator:
         random_ids = self._random_ids[integers(self.seed, REPLACE, len(self._random_ids), step, row, column)]
         corrupted = np.where(selected & (u < 0.8), self.mask_id, input_ids)
         corrupted = np.where(selected & (u >= 0.8) & (u < 0.9), random_ids, corrupted)
-        batch = {"input_ids": corrupted, "token_type_ids": rows.token_type_ids, "attention_mask": rows.attention_mask,
-                 "labels": np.where(selected, input_ids, IGNORE)}
+        batch = {
+            "input_ids": corrupted,
+            "token_type_ids": rows.token_type_ids,
+            "attention_mask": rows.attention_mask,
+            "labels": np.where(selected, input_ids, IGNORE),
+        }
         if rows.next_sentence_label is not None:
             batch["next_sentence_label"] = rows.next_sentence_label
         return {k: torch.from_numpy(np.ascontiguousarray(v, dtype=np.int64)) for k, v in batch.items()}

@@ -75,20 +75,31 @@ def usable_workers(asked: int, say=None) -> int:
 class PrepareConfig:
     """bertkit prepare: tokenize a corpus once into a dataset folder bertkit pretrain --data reads by memory map."""
 
-    corpus: list[str] = opt(list, "text files, folders, JSONL, Parquet (.parquet), .gz, or "
-                                  f"{' / '.join(BUILTIN_CORPORA)}", nargs="+", required=True)
+    corpus: list[str] = opt(
+        list,
+        f"text files, folders, JSONL, Parquet (.parquet), .gz, or {' / '.join(BUILTIN_CORPORA)}",
+        nargs="+",
+        required=True,
+    )
     tokenizer: str = opt("", "tokenizer (or model) directory: vocab.txt / tokenizer.json", required=True)
     out: str = opt("", "the dataset folder to write (it appears only once complete)", required=True)
-    doc_sep: str = opt("line", "plain text: one document per line, or documents separated by blank lines",
-                       choices=DOC_SEPS)
+    doc_sep: str = opt(
+        "line", "plain text: one document per line, or documents separated by blank lines", choices=DOC_SEPS
+    )
     text_field: str = opt("text", "JSONL field / Parquet column holding the text")
     wwm: bool = opt(False, "mark jieba words for whole-word masking of Chinese (pretrain --wwm); slower")
-    heldout: float = opt(0.01, "share of documents held out for evaluation (chosen per document, seeded; when the "
-                               "draws hold out none, the last document)")
+    heldout: float = opt(
+        0.01,
+        "share of documents held out for evaluation (chosen per document, seeded; when the "
+        "draws hold out none, the last document)",
+    )
     seed: int = opt(0, "seed of the held-out choice and of the next-sentence pairs")
-    nsp_seq_len: int = opt(128, "plan next-sentence pairs for rows of this many tokens as the documents are "
-                                "tokenized (pretrain --objective mlm-nsp --seq-len N reads them; another N walks "
-                                "the sentences at its start); 0: plan none")
+    nsp_seq_len: int = opt(
+        128,
+        "plan next-sentence pairs for rows of this many tokens as the documents are "
+        "tokenized (pretrain --objective mlm-nsp --seq-len N reads them; another N walks "
+        "the sentences at its start); 0: plan none",
+    )
     workers: int = opt(0, "worker processes (0: one per CPU core)")
     overwrite: bool = opt(False, "replace a dataset already in --out")
     progress: bool = opt(True, "show a progress bar")
@@ -113,9 +124,22 @@ class PrepareSummary:
     text_bytes: int
 
 
-def prepare(corpus, tokenizer: Tokenizer | str, out: str, *, doc_sep: str = "line", text_field: str = "text",
-            wwm: bool = False, heldout: float = 0.01, seed: int = 0, nsp_seq_len: int = 128, workers: int = 0,
-            overwrite: bool = False, progress: bool = False, say=None) -> PrepareSummary:
+def prepare(
+    corpus,
+    tokenizer: Tokenizer | str,
+    out: str,
+    *,
+    doc_sep: str = "line",
+    text_field: str = "text",
+    wwm: bool = False,
+    heldout: float = 0.01,
+    seed: int = 0,
+    nsp_seq_len: int = 128,
+    workers: int = 0,
+    overwrite: bool = False,
+    progress: bool = False,
+    say=None,
+) -> PrepareSummary:
     """Write the dataset folder `out` (module doc). A complete folder made from the same sources (by sha256),
     options and vocabulary is kept as it is (reused=True); another one needs overwrite=True."""
     workers = usable_workers(workers, say)  # before `say` becomes silent: the cap is always said
@@ -126,25 +150,37 @@ def prepare(corpus, tokenizer: Tokenizer | str, out: str, *, doc_sep: str = "lin
         tokenizer_path = os.fspath(tokenizer)
         tokenizer = Tokenizer.from_pretrained(tokenizer)
     names = resolve(corpus, doc_sep)
-    options = {"doc_sep": doc_sep, "text_field": text_field, "words": "jieba" if wwm else "wordpiece",
-               "heldout": heldout, "seed": seed, "pairs": pair_options(nsp_seq_len) if nsp_seq_len else None}
+    options = {
+        "doc_sep": doc_sep,
+        "text_field": text_field,
+        "words": "jieba" if wwm else "wordpiece",
+        "heldout": heldout,
+        "seed": seed,
+        "pairs": pair_options(nsp_seq_len) if nsp_seq_len else None,
+    }
     identity = {"tokenizer": _tokenizer_info(tokenizer), "options": options}
     out = os.path.normpath(out)
     inputs = [("--corpus", n) for n in names] + [("--tokenizer", tokenizer_path)]
     with _locked(out):
         # outfolder.py's rules: not a file, not the working directory; --overwrite replaces only a dataset
-        entries = check_out(out, DataError, overwrite=overwrite, inputs=inputs, ours=_dataset_entry, what="a dataset",
-                            renamed=True)
+        entries = check_out(
+            out, DataError, overwrite=overwrite, inputs=inputs, ours=_dataset_entry, what="a dataset", renamed=True
+        )
         kept = _same_dataset(out, identity, names)
         if kept is not None:
             say(f"{out}: already prepared from the same corpus, options and vocabulary; kept")
             return PrepareSummary(kept, True, round(time.perf_counter() - start, 2), kept.get("text_bytes", 0))
         if entries and not overwrite:
             foreign = [n for n in entries if not _dataset_entry(n)]
-            raise DataError(f"--out {out}: already holds " + (
-                f"files that are not a dataset ({', '.join(foreign[:5])}); pass an empty or new --out" if foreign
-                else "another dataset, or a damaged one; pass --overwrite to replace it (it is moved aside to "
-                     f"{os.path.basename(out)}.replaced-<time>, not deleted), or another --out"))
+            raise DataError(
+                f"--out {out}: already holds "
+                + (
+                    f"files that are not a dataset ({', '.join(foreign[:5])}); pass an empty or new --out"
+                    if foreign
+                    else "another dataset, or a damaged one; pass --overwrite to replace it (it is moved aside to "
+                    f"{os.path.basename(out)}.replaced-<time>, not deleted), or another --out"
+                )
+            )
         partial = _sibling(out, "partial")
         if os.path.lexists(partial):
             shutil.rmtree(partial)  # a run that did not finish (its lock is gone, or we would not hold it)
@@ -158,8 +194,9 @@ def prepare(corpus, tokenizer: Tokenizer | str, out: str, *, doc_sep: str = "lin
             shutil.rmtree(partial, ignore_errors=True)  # an error (or Ctrl-C) leaves nothing behind; kill -9 does
             problem = write_problem(e, os.path.dirname(partial)) if isinstance(e, Exception) else None
             if problem:  # a full disk, a read-only folder, ...: one line naming the file (files.write_problem)
-                raise DataError(f"{getattr(e, 'filename', None) or partial}: {problem}; nothing was written to "
-                                f"--out {out}") from None
+                raise DataError(
+                    f"{getattr(e, 'filename', None) or partial}: {problem}; nothing was written to --out {out}"
+                ) from None
             raise
         _replace(partial, out)
     seconds = round(time.perf_counter() - start, 2)
@@ -182,15 +219,20 @@ def _same_dataset(out: str, identity: dict, names: list[str]) -> dict | None:
 
 
 def _tokenizer_info(tokenizer: Tokenizer) -> dict:
-    return {"vocab_size": tokenizer.vocab_size, "fingerprint": vocab_digest(tokenizer),
-            "ids_dtype": ids_dtype(tokenizer.vocab_size).name}
+    return {
+        "vocab_size": tokenizer.vocab_size,
+        "fingerprint": vocab_digest(tokenizer),
+        "ids_dtype": ids_dtype(tokenizer.vocab_size).name,
+    }
 
 
 # ----- the work ----------------------------------------------------------------------------------
 def _write(names, tokenizer, folder, options, wwm, workers, progress, say) -> dict:
     pairs = options["pairs"]
-    writers = {split: SplitWriter(os.path.join(folder, split), tokenizer.vocab_size, pairs=bool(pairs))
-               for split in ("train", "heldout")}
+    writers = {
+        split: SplitWriter(os.path.join(folder, split), tokenizer.vocab_size, pairs=bool(pairs))
+        for split in ("train", "heldout")
+    }
     # each worker walks its documents' next-sentence pairs as it tokenizes them (rows.walk_documents)
     walk = (options["seed"], pairs["seq_len"] - 3, pairs["short_seq_prob"]) if pairs else None
     sources: list[Source] = []
@@ -208,23 +250,41 @@ def _write(names, tokenizer, folder, options, wwm, workers, progress, say) -> di
         if len(train):
             if last:
                 writers["train"].append(*last.pop())
-            cut = int(encoded.lengths[:train[-1]].sum())  # where the block's last training document starts
+            cut = int(encoded.lengths[: train[-1]].sum())  # where the block's last training document starts
             kept = ~token_held
             kept[cut:] = False
-            writers["train"].append(encoded.ids[kept], encoded.word_starts[kept], encoded.sentence_starts[kept],
-                                    encoded.lengths[train[:-1]], _pairs_of(plan, encoded.lengths, train[:-1]))
+            writers["train"].append(
+                encoded.ids[kept],
+                encoded.word_starts[kept],
+                encoded.sentence_starts[kept],
+                encoded.lengths[train[:-1]],
+                _pairs_of(plan, encoded.lengths, train[:-1]),
+            )
             end = cut + int(encoded.lengths[train[-1]])
-            last.append((encoded.ids[cut:end], encoded.word_starts[cut:end], encoded.sentence_starts[cut:end],
-                         encoded.lengths[train[-1:]], _pairs_of(plan, encoded.lengths, train[-1:])))
-        writers["heldout"].append(encoded.ids[token_held], encoded.word_starts[token_held],
-                                  encoded.sentence_starts[token_held], encoded.lengths[keep & held],
-                                  _pairs_of(plan, encoded.lengths, np.flatnonzero(keep & held)))
+            last.append(
+                (
+                    encoded.ids[cut:end],
+                    encoded.word_starts[cut:end],
+                    encoded.sentence_starts[cut:end],
+                    encoded.lengths[train[-1:]],
+                    _pairs_of(plan, encoded.lengths, train[-1:]),
+                )
+            )
+        writers["heldout"].append(
+            encoded.ids[token_held],
+            encoded.word_starts[token_held],
+            encoded.sentence_starts[token_held],
+            encoded.lengths[keep & held],
+            _pairs_of(plan, encoded.lengths, np.flatnonzero(keep & held)),
+        )
         stats["empty_documents"] += int((~keep).sum())
         if bar is not None:
             bar.update(texts_bytes)
 
-    blocks = _blocks(iter_documents(names, text_field=options["text_field"], doc_sep=options["doc_sep"],
-                                    sources=sources, say=say), stats)
+    blocks = _blocks(
+        iter_documents(names, text_field=options["text_field"], doc_sep=options["doc_sep"], sources=sources, say=say),
+        stats,
+    )
     with _encoder(tokenizer, wwm, workers, walk) as encode:
         for first, size, encoded in encode(blocks):
             write(first, size, encoded)
@@ -235,8 +295,10 @@ def _write(names, tokenizer, folder, options, wwm, workers, progress, say) -> di
         writers["heldout" if moved else "train"].append(*last.pop())
     splits = {split: writer.close() for split, writer in writers.items()}
     if splits["train"]["documents"] == 0:
-        raise DataError(f"{', '.join(names[:3])}: no document left to train on ({stats['documents_read']} read, "
-                        f"{splits['heldout']['documents']} held out, {stats['empty_documents']} without a token)")
+        raise DataError(
+            f"{', '.join(names[:3])}: no document left to train on ({stats['documents_read']} read, "
+            f"{splits['heldout']['documents']} held out, {stats['empty_documents']} without a token)"
+        )
     return {"sources": [asdict(s) for s in sources], "splits": splits, **stats}
 
 
@@ -367,8 +429,10 @@ def _stop_workers(pool: futures.ProcessPoolExecutor) -> None:
     pool's thread has not moved on by itself after MANAGER_JOIN_SECONDS. Uses private parts of the pool, the same
     from Python 3.9 to 3.13; any missing is skipped."""
     processes = list((getattr(pool, "_processes", None) or {}).values())
-    ends = [getattr(getattr(pool, queue, None), end, None) for queue, end in (("_call_queue", "_reader"),
-                                                                          ("_result_queue", "_writer"))]
+    ends = [
+        getattr(getattr(pool, queue, None), end, None)
+        for queue, end in (("_call_queue", "_reader"), ("_result_queue", "_writer"))
+    ]
     manager = getattr(pool, "_executor_manager_thread", None)
     pool.shutdown(wait=False, cancel_futures=True)  # (drops the pool's references to all of the above)
     for process in processes:
@@ -395,8 +459,9 @@ def _encode_block(first: int, texts: list[str], walk):
     if walk is None:
         return encoded, None
     seed, max_tokens, short_seq_prob = walk
-    return encoded, walk_documents(encoded.sentence_starts, encoded.lengths, first + np.arange(len(texts)), seed,
-                                   max_tokens, short_seq_prob)
+    return encoded, walk_documents(
+        encoded.sentence_starts, encoded.lengths, first + np.arange(len(texts)), seed, max_tokens, short_seq_prob
+    )
 
 
 @contextlib.contextmanager
@@ -418,8 +483,10 @@ def _encoder(tokenizer: Tokenizer, wwm: bool, workers: int, walk=None):
     saved = os.environ.get("TOKENIZERS_PARALLELISM")
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     try:
-        with futures.ProcessPoolExecutor(workers, mp_context=context, initializer=_start_pool_worker,
-                                         initargs=(os.getpid(), backend_json, wwm)) as pool:
+        with futures.ProcessPoolExecutor(
+            workers, mp_context=context, initializer=_start_pool_worker, initargs=(os.getpid(), backend_json, wwm)
+        ) as pool:
+
             def encode_pool(blocks):
                 pending: deque = deque()
                 for first, texts, size in blocks:
@@ -439,8 +506,10 @@ def _encoder(tokenizer: Tokenizer, wwm: bool, workers: int, walk=None):
                 _stop_workers(pool)
                 raise
     except futures.process.BrokenProcessPool:
-        raise BertkitError("a worker process of bertkit prepare died (out of memory? killed?); run it again, "
-                           "with fewer --workers if memory is short") from None
+        raise BertkitError(
+            "a worker process of bertkit prepare died (out of memory? killed?); run it again, "
+            "with fewer --workers if memory is short"
+        ) from None
     finally:
         if saved is None:
             os.environ.pop("TOKENIZERS_PARALLELISM", None)
@@ -470,8 +539,10 @@ def _locked(out: str):
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
     except OSError as e:
-        raise DataError(f"--out {out}: cannot create its folder {os.path.dirname(path)}: "
-                        f"{write_problem(e, os.path.dirname(path)) or e.strerror or e}") from None
+        raise DataError(
+            f"--out {out}: cannot create its folder {os.path.dirname(path)}: "
+            f"{write_problem(e, os.path.dirname(path)) or e.strerror or e}"
+        ) from None
     lock_file(path, DataError, f"--out {out}", "is preparing it", "or delete {path} if that run is gone")
     try:
         yield
@@ -509,17 +580,30 @@ def main(argv: list[str]) -> int:
     cfg = parse(PrepareConfig, argv, prog="bertkit prepare")
     say = lambda *a: print(*a, file=sys.stderr)  # noqa: E731
     with stop_note(f"nothing was written to --out {cfg.out} (run it again to start over)"):
-        result = prepare(cfg.corpus, cfg.tokenizer, cfg.out, doc_sep=cfg.doc_sep, text_field=cfg.text_field,
-                         wwm=cfg.wwm, heldout=cfg.heldout, seed=cfg.seed, nsp_seq_len=cfg.nsp_seq_len,
-                         workers=cfg.workers,
-                         overwrite=cfg.overwrite, progress=cfg.progress, say=say)
+        result = prepare(
+            cfg.corpus,
+            cfg.tokenizer,
+            cfg.out,
+            doc_sep=cfg.doc_sep,
+            text_field=cfg.text_field,
+            wwm=cfg.wwm,
+            heldout=cfg.heldout,
+            seed=cfg.seed,
+            nsp_seq_len=cfg.nsp_seq_len,
+            workers=cfg.workers,
+            overwrite=cfg.overwrite,
+            progress=cfg.progress,
+            say=say,
+        )
     m = result.manifest
     if not result.reused:
         train, held = m["splits"]["train"], m["splits"]["heldout"]
         rate = result.text_bytes / 1e6 / max(result.seconds, 1e-9)
-        print(f"{cfg.out}: {train['documents']:,} documents ({train['tokens']:,} tokens) to train on, "
-              f"{held['documents']:,} ({held['tokens']:,} tokens) held out; {result.text_bytes / 1e6:,.1f} MB of text "
-              f"in {result.seconds:,.1f} s ({rate:.2f} MB/s, {usable_workers(cfg.workers, lambda *a: None)} workers)")
+        print(
+            f"{cfg.out}: {train['documents']:,} documents ({train['tokens']:,} tokens) to train on, "
+            f"{held['documents']:,} ({held['tokens']:,} tokens) held out; {result.text_bytes / 1e6:,.1f} MB of text "
+            f"in {result.seconds:,.1f} s ({rate:.2f} MB/s, {usable_workers(cfg.workers, lambda *a: None)} workers)"
+        )
         if m["empty_documents"]:
             print(f"{m['empty_documents']:,} documents gave no token and were left out")
     return 0

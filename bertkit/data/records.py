@@ -27,8 +27,15 @@ from ..text import is_empty_text
 from .corpus import CorpusError, jsonl_records, read_lines
 
 MULTI_LABEL_SEP = "|"  # "a|b": a multi-label cell (classify), or the choices of a CSV cell (choice)
-_SUFFIXES = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl",
-             ".conll": "conll", ".bio": "conll", ".iob": "conll"}
+_SUFFIXES = {
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".jsonl": "jsonl",
+    ".json": "jsonl",
+    ".conll": "conll",
+    ".bio": "conll",
+    ".iob": "conll",
+}
 _MAX_SHOWN = 8  # field names listed in an error
 
 
@@ -47,8 +54,10 @@ def file_format(path: str, task: str, formats: tuple[str, ...], also: str = "") 
     fmt = _SUFFIXES.get(suffix)
     if fmt not in formats:
         names = sorted(s for s, f in _SUFFIXES.items() if f in formats)
-        raise TaskDataError(f"{path}: cannot read {suffix or 'a file without suffix'} for the {task} task; "
-                            f"use {', '.join(names)}{also}, or those + .gz")
+        raise TaskDataError(
+            f"{path}: cannot read {suffix or 'a file without suffix'} for the {task} task; "
+            f"use {', '.join(names)}{also}, or those + .gz"
+        )
     return fmt
 
 
@@ -80,8 +89,10 @@ class Table:
         if self.columns is not None and field not in self.columns:
             more = ", ..." if len(self.columns) > _MAX_SHOWN else ""
             shown = ", ".join(map(repr, self.columns[:_MAX_SHOWN])) + more
-            raise TaskDataError(f"{path}: line 1: no {what} column {field!r} (columns: {shown}); "
-                                f"pass {option(kwarg)} to choose the column")
+            raise TaskDataError(
+                f"{path}: line 1: no {what} column {field!r} (columns: {shown}); "
+                f"pass {option(kwarg)} to choose the column"
+            )
 
 
 def table(path: str, lines: list[str], fmt: str, keep_empty: bool = False) -> Table:
@@ -118,13 +129,14 @@ def _csv(path: str, lines: list[str], fmt: str, keep_empty: bool = False) -> Tab
                     rows.append((start, row))
         except csv.Error as e:
             raise TaskDataError(f"{path}: line {reader.line_num}: not valid CSV ({e})") from None
-    rows = rows[next(i for i, (_, row) in enumerate(rows) if not _blank(row)):]  # blank lines before the header
+    rows = rows[next(i for i, (_, row) in enumerate(rows) if not _blank(row)) :]  # blank lines before the header
     header_line, header = rows[0]
     columns = [c.strip() for c in header]
     duplicates = sorted({c for c in columns if columns.count(c) > 1})
     if duplicates:
-        raise TaskDataError(f"{path}: line {header_line}: the header names {', '.join(map(repr, duplicates))} "
-                            "more than once")
+        raise TaskDataError(
+            f"{path}: line {header_line}: the header names {', '.join(map(repr, duplicates))} more than once"
+        )
     records = []
     for number, row in rows[1:]:
         if _blank(row):
@@ -132,8 +144,10 @@ def _csv(path: str, lines: list[str], fmt: str, keep_empty: bool = False) -> Tab
             continue
         if len(row) != len(columns):
             sep = "tabs" if fmt == "tsv" else "commas (quote cells that hold one)"
-            raise TaskDataError(f"{path}: line {number}: {len(row)} cells, but the header (line {header_line}) has "
-                                f"{len(columns)} columns; check the {sep}")
+            raise TaskDataError(
+                f"{path}: line {number}: {len(row)} cells, but the header (line {header_line}) has "
+                f"{len(columns)} columns; check the {sep}"
+            )
         records.append((number, dict(zip(columns, row))))
     if not records:
         raise TaskDataError(f"{path}: no rows after the header (line {header_line})")
@@ -149,8 +163,16 @@ def _conll(path: str, lines: list[str]) -> list[tuple[int, dict]]:
             cells = []
         if not cells:
             if tokens:
-                records.append((start, {"tokens": tokens, "tags": tags if any(t is not None for t in tags) else None,
-                                        "lines": lines_of}))
+                records.append(
+                    (
+                        start,
+                        {
+                            "tokens": tokens,
+                            "tags": tags if any(t is not None for t in tags) else None,
+                            "lines": lines_of,
+                        },
+                    )
+                )
             tokens, tags = [], []
             continue
         if not tokens:
@@ -159,7 +181,6 @@ def _conll(path: str, lines: list[str]) -> list[tuple[int, dict]]:
         tags.append(cells[-1] if len(cells) > 1 else None)
         lines_of.append(number)
     return records
-
 
 
 # ----- helpers -----------------------------------------------------------------------------------
@@ -176,8 +197,9 @@ def at(path: str, number: int | None) -> str:
 def get(path, number, record: dict, field, kwarg):
     if field not in record:
         keys = ", ".join(map(repr, list(record)[:_MAX_SHOWN])) or "none"
-        raise TaskDataError(f"{at(path, number)}: no {field!r} field (fields: {keys}); pass {option(kwarg)} to "
-                            "choose the field")
+        raise TaskDataError(
+            f"{at(path, number)}: no {field!r} field (fields: {keys}); pass {option(kwarg)} to choose the field"
+        )
     value = record[field]
     if value is None:
         raise TaskDataError(f"{at(path, number)}: field {field!r} is null")

@@ -48,7 +48,7 @@ def pad_rows(rows: Sequence[Sequence[int]], value: int = 0, dtype=np.int64) -> n
     caller and reshaped after: pad_rows(all choices).reshape(B, C, -1)."""
     out = np.full((len(rows), max((len(r) for r in rows), default=0)), value, dtype=dtype)
     for b, row in enumerate(rows):
-        out[b, :len(row)] = row
+        out[b, : len(row)] = row
     return out
 
 
@@ -63,8 +63,17 @@ class RowBatch:
     next_sentence_label: np.ndarray | None  # (B,) 0 = B follows A, 1 = B is random; None: no NSP
 
 
-def make_rows(split: Split, kind: str, *, seq_len: int, cls_id: int, sep_id: int, seed: int = 0,
-              short_seq_prob: float = 0.1, plan_file: str | None = None):
+def make_rows(
+    split: Split,
+    kind: str,
+    *,
+    seq_len: int,
+    cls_id: int,
+    sep_id: int,
+    seed: int = 0,
+    short_seq_prob: float = 0.1,
+    plan_file: str | None = None,
+):
     """The rows of a split: kind "stream" / "documents" (MLM) or "pairs" (NSP). Pairs come from the plan the split
     holds for this seq_len (walked by bertkit prepare), else are walked here seeded by `seed`; plan_file: where
     that plan is kept (read if it is there, else written), so a resumed run or another process of the same run
@@ -155,7 +164,7 @@ class StreamRows(_Rows):
                 ids.append(np.array([self.sep_id]))
                 flags.append(np.array([-1]))
                 continue
-            ids.append(self.split.ids[part[0]:part[1]].astype(np.int64))
+            ids.append(self.split.ids[part[0] : part[1]].astype(np.int64))
             if words:
                 f = self.split.word_starts(*part).astype(np.int64)
                 f[:1] = 1
@@ -197,7 +206,7 @@ class DocumentRows(_Rows):
             start = int(offsets[d]) + k * chunk
             pieces = [(start, start + chunk)]
         else:
-            tails = self.members[self.row_start[i - self.full]:self.row_start[i - self.full + 1]]
+            tails = self.members[self.row_start[i - self.full] : self.row_start[i - self.full + 1]]
             pieces = []
             for t in tails:
                 end = int(offsets[self.tail_doc[t] + 1])
@@ -211,8 +220,12 @@ class DocumentRows(_Rows):
                 f[:1] = 1
                 flags += [np.array([-1]), f, np.array([-1])]
         row_ids = np.concatenate(ids)
-        return row_ids, np.zeros(len(row_ids), dtype=np.int64), np.concatenate(mask), \
-            _number_words(flags) if words else None
+        return (
+            row_ids,
+            np.zeros(len(row_ids), dtype=np.int64),
+            np.concatenate(mask),
+            _number_words(flags) if words else None,
+        )
 
 
 def _best_fit(lengths: np.ndarray, order_key: np.ndarray, seq_len: int) -> list[np.ndarray]:
@@ -274,14 +287,25 @@ class PairRows(_Rows):
 
     pairs = True
 
-    def __init__(self, split: Split, seq_len: int, cls_id: int, sep_id: int, *, seed: int = 0,
-                 short_seq_prob: float = SHORT_SEQ_PROB, plan_file: str | None = None):
+    def __init__(
+        self,
+        split: Split,
+        seq_len: int,
+        cls_id: int,
+        sep_id: int,
+        *,
+        seed: int = 0,
+        short_seq_prob: float = SHORT_SEQ_PROB,
+        plan_file: str | None = None,
+    ):
         super().__init__(split, seq_len, cls_id, sep_id, smallest=5)
         if not 0.0 <= short_seq_prob <= 1.0:
             raise ConfigError(f"short_seq_prob must be in [0, 1], got {short_seq_prob}")
         if split.documents < 2:
-            raise ConfigError(f"next-sentence pairs need at least 2 documents (random B sentences come from another "
-                              f"document); the {split.name} split has {split.documents}")
+            raise ConfigError(
+                f"next-sentence pairs need at least 2 documents (random B sentences come from another "
+                f"document); the {split.name} split has {split.documents}"
+            )
         self.max_tokens = seq_len - 3
         if split.pairs is not None and split.pair_options == pair_options(seq_len, short_seq_prob):
             self.plan = split.pairs  # walked by bertkit prepare: memory-mapped
@@ -322,10 +346,11 @@ class PairRows(_Rows):
     def row(self, i: int, words: bool):
         a0, a_n, b0, b_n = self.spans(i)
         a1, b1 = a0 + a_n, b0 + b_n
-        ids = np.concatenate([[self.cls_id], self.split.ids[a0:a1], [self.sep_id], self.split.ids[b0:b1],
-                              [self.sep_id]]).astype(np.int64)
+        ids = np.concatenate(
+            [[self.cls_id], self.split.ids[a0:a1], [self.sep_id], self.split.ids[b0:b1], [self.sep_id]]
+        ).astype(np.int64)
         types = np.zeros(len(ids), dtype=np.int64)
-        types[a_n + 2:] = 1
+        types[a_n + 2 :] = 1
         row_words = None
         if words:
             fa, fb = self.split.word_starts(a0, a1).astype(np.int64), self.split.word_starts(b0, b1).astype(np.int64)
@@ -359,8 +384,9 @@ def document_rng(seed: int, key: int) -> random.Random:
     return random.Random(int(hash64(seed, PAIR_STREAM, key)[0]))
 
 
-def walk_document(starts: list[int], lengths: list[int], rng: random.Random, max_tokens: int,
-                  short_seq_prob: float) -> list[tuple]:
+def walk_document(
+    starts: list[int], lengths: list[int], rng: random.Random, max_tokens: int, short_seq_prob: float
+) -> list[tuple]:
     """The plan rows of one document, given its sentences (token start, length): PairRows' walk, in PAIR_PLAN's
     fields; a random B's document and sentence are left to the row's draw."""
     rows = []
@@ -382,20 +408,21 @@ def walk_document(starts: list[int], lengths: list[int], rng: random.Random, max
                     is_random = True  # a one-sentence document
                 chunk = i - first + 1
             a_end = rng.randint(1, chunk - 1) if chunk >= 2 else 1  # sentences of A
-            a0, a_n = starts[first], sum(lengths[first:first + a_end])
+            a0, a_n = starts[first], sum(lengths[first : first + a_end])
             if is_random:
                 b0, b_n = -1, target - a_n  # B: another document's sentences, up to the target
                 i -= chunk - a_end  # the chunk's unused sentences are read again
             else:
-                b0, b_n = starts[first + a_end], sum(lengths[first + a_end:i + 1])
+                b0, b_n = starts[first + a_end], sum(lengths[first + a_end : i + 1])
             rows.append((a0, a_n, b0, b_n, int(is_random), rng.getrandbits(64)))
             first, length = i + 1, 0
         i += 1
     return rows
 
 
-def walk_documents(sentence_starts: np.ndarray, lengths: np.ndarray, keys, seed: int, max_tokens: int,
-                   short_seq_prob: float) -> tuple[np.ndarray, np.ndarray]:
+def walk_documents(
+    sentence_starts: np.ndarray, lengths: np.ndarray, keys, seed: int, max_tokens: int, short_seq_prob: float
+) -> tuple[np.ndarray, np.ndarray]:
     """Plan rows of documents given back to back (sentence_starts: (T,) bool marks, lengths: (D,) tokens each,
     keys: (D,) each document's key): (PAIR_PLAN records with token positions from the first document's start,
     (rows,) the index in 0..D-1 of each row's document)."""
@@ -413,8 +440,13 @@ def walk_documents(sentence_starts: np.ndarray, lengths: np.ndarray, keys, seed:
             m += 1
         if end == begin:
             continue
-        walked = walk_document(starts, [b - a for a, b in zip(starts, starts[1:] + [end])],
-                               document_rng(seed, int(keys[d])), max_tokens, short_seq_prob)
+        walked = walk_document(
+            starts,
+            [b - a for a, b in zip(starts, starts[1:] + [end])],
+            document_rng(seed, int(keys[d])),
+            max_tokens,
+            short_seq_prob,
+        )
         rows += walked
         docs += [d] * len(walked)
     return np.array(rows, dtype=PAIR_PLAN), np.array(docs, dtype=np.int64)
@@ -426,8 +458,14 @@ def walk_split(split: Split, max_tokens: int, seed: int, short_seq_prob: float) 
     for lo in range(0, split.documents, WALK_BLOCK):
         hi = min(lo + WALK_BLOCK, split.documents)
         start, end = int(offsets[lo]), int(offsets[hi])
-        plan, _ = walk_documents(split.sentence_starts(start, end), np.diff(offsets[lo:hi + 1]), np.arange(lo, hi),
-                                 seed, max_tokens, short_seq_prob)
+        plan, _ = walk_documents(
+            split.sentence_starts(start, end),
+            np.diff(offsets[lo : hi + 1]),
+            np.arange(lo, hi),
+            seed,
+            max_tokens,
+            short_seq_prob,
+        )
         plan["a_start"] += start
         plan["b_start"][plan["b_start"] >= 0] += start
         plans.append(plan)
@@ -440,7 +478,7 @@ WALK_BLOCK = 4096  # documents walked per array of marks
 def _sentences(bits: np.ndarray, offsets: np.ndarray, d: int) -> tuple[list[int], list[int]]:
     """(token start, length) of each sentence of document d (bits, offsets: plain views of the split's maps)."""
     start, end = int(offsets[d]), int(offsets[d + 1])
-    flags = np.unpackbits(bits[start >> 3:(end + 7) >> 3], bitorder="little")[start & 7:(start & 7) + end - start]
+    flags = np.unpackbits(bits[start >> 3 : (end + 7) >> 3], bitorder="little")[start & 7 : (start & 7) + end - start]
     begins = (np.flatnonzero(flags) + start).tolist()
     if not begins or begins[0] != start:
         begins.insert(0, start)

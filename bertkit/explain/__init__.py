@@ -27,7 +27,22 @@ from .trace import Step, Trace, trace, trace_ids
 mlm = explain_mlm  # explain.mlm(model, tokenizer, text)
 
 __all__ = [
-    "Architecture", "architecture", "Trace", "Step", "trace", "trace_ids", "MLMExplanation", "mlm", "explain_mlm",
-    "AttentionMaps", "PngLayout", "attention_maps", "attention_maps_ids", "attention_png", "attention_html",
-    "save_html", "char_tokenizer", "ExplainError",
+    "Architecture",
+    "architecture",
+    "Trace",
+    "Step",
+    "trace",
+    "trace_ids",
+    "MLMExplanation",
+    "mlm",
+    "explain_mlm",
+    "AttentionMaps",
+    "PngLayout",
+    "attention_maps",
+    "attention_maps_ids",
+    "attention_png",
+    "attention_html",
+    "save_html",
+    "char_tokenizer",
+    "ExplainError",
 ]

@@ -108,8 +108,9 @@ def _walk(module: nn.Module, path: str, depth: int, ctx: _Context, rows: list[Ro
         if isinstance(child, nn.ModuleList) and isinstance(module, M.Encoder):
             _layer_groups(child, child_path, depth, ctx, rows)
             continue
-        rows.append(Row(child_path, name, depth, _describe(name, child, module, child_path, ctx),
-                        ctx.counts[child_path]))
+        rows.append(
+            Row(child_path, name, depth, _describe(name, child, module, child_path, ctx), ctx.counts[child_path])
+        )
         if not isinstance(child, _LEAVES):
             _walk(child, child_path, depth + 1, ctx, rows)
     if not isinstance(module, _LEAVES):
@@ -139,8 +140,7 @@ def _layer_groups(layers: nn.ModuleList, path: str, depth: int, ctx: _Context, r
             name, label = f"layer {start}", f"Layer ({heads} heads): attention, then feed-forward"
         else:
             name = f"layer {start}-{end}"
-            label = (f"{n} layers alike ({heads} heads each), {count(each)} parameters each; "
-                     "one of them below")
+            label = f"{n} layers alike ({heads} heads each), {count(each)} parameters each; one of them below"
         total = sum(ctx.counts[_join(path, str(i))] for i in range(start, end + 1))
         rows.append(Row(first_path, name, depth, label, total))
         _walk(layers[start], first_path, depth + 1, ctx, rows)
@@ -174,8 +174,10 @@ def _describe(name: str, m: nn.Module, parent: nn.Module, path: str, ctx: _Conte
         return f"LayerNorm({m.normalized_shape[0]}): a scale and a shift per dimension"
     if isinstance(m, M.Encoder):
         n = len(m.layer)
-        return (f"Encoder: {n} layers run in SEQUENCE, one after another: each reads the output of the "
-                f"one before (num_hidden_layers={n})")
+        return (
+            f"Encoder: {n} layers run in SEQUENCE, one after another: each reads the output of the "
+            f"one before (num_hidden_layers={n})"
+        )
     if isinstance(m, M.Attention):
         if name == "crossattention":
             return "Attention over the encoder's output (cross-attention): heads, then merge"
@@ -187,18 +189,23 @@ def _describe(name: str, m: nn.Module, parent: nn.Module, path: str, ctx: _Conte
     if isinstance(m, M.SelfOutput):
         return "merge: the heads' outputs side by side -> Linear, + residual, LayerNorm"
     if isinstance(m, M.Intermediate):
-        return (f"feed-forward, up: H={cfg.hidden_size} -> I={cfg.intermediate_size} (intermediate_size), "
-                f"{m.hidden_act}; every position on its own")
+        return (
+            f"feed-forward, up: H={cfg.hidden_size} -> I={cfg.intermediate_size} (intermediate_size), "
+            f"{m.hidden_act}; every position on its own"
+        )
     if isinstance(m, M.Output):
         return f"feed-forward, down: I={cfg.intermediate_size} -> H={cfg.hidden_size}, + residual, LayerNorm"
     if isinstance(m, M.Pooler):
         return f"Pooler: tanh(Linear) of the first token ([CLS]) -> (B, H={cfg.hidden_size})"
     if isinstance(m, (H.OnlyMLMHead, H.PreTrainingHeads)):
         return f"heads: MLM (B, S, H) -> (B, S, V={cfg.vocab_size})" + (
-            " and next-sentence (B, 2)" if isinstance(m, H.PreTrainingHeads) else "")
+            " and next-sentence (B, 2)" if isinstance(m, H.PreTrainingHeads) else ""
+        )
     if isinstance(m, H.LMPredictionHead):
-        return (f"MLM prediction: every position -> a score for each of V={cfg.vocab_size} tokens "
-                "(vocab_size); the loss uses only the masked positions")
+        return (
+            f"MLM prediction: every position -> a score for each of V={cfg.vocab_size} tokens "
+            "(vocab_size); the loss uses only the masked positions"
+        )
     if isinstance(m, H.PredictionHeadTransform):
         return f"transform: Linear {cfg.hidden_size} -> {cfg.hidden_size}, {cfg.hidden_act}, LayerNorm"
     if isinstance(m, H.OnlyNSPHead):
@@ -208,8 +215,10 @@ def _describe(name: str, m: nn.Module, parent: nn.Module, path: str, ctx: _Conte
 
 def _describe_embedding(name: str, m: nn.Embedding, cfg: BertConfig) -> str:
     if name == "distance_embedding":
-        return (f"Embedding {m.num_embeddings} x {m.embedding_dim}: one vector per signed distance "
-                f"(2 * max_position_embeddings - 1) x head_dim")
+        return (
+            f"Embedding {m.num_embeddings} x {m.embedding_dim}: one vector per signed distance "
+            f"(2 * max_position_embeddings - 1) x head_dim"
+        )
     rows = _EMBEDDING_ROWS.get(name)
     what = f" ({rows} x hidden_size)" if rows else ""
     if name == "position_embeddings" and cfg.position_embedding_type != "absolute":
@@ -246,15 +255,26 @@ def _describe_linear(name: str, m: nn.Linear, parent: nn.Module, path: str, ctx:
 
 
 # ----- text --------------------------------------------------------------------------------------
-_CONFIG_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-                  "max_position_embeddings", "type_vocab_size", "position_embedding_type", "hidden_act")
+_CONFIG_FIELDS = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "max_position_embeddings",
+    "type_vocab_size",
+    "position_embedding_type",
+    "hidden_act",
+)
 
 
 def format_config(cfg: BertConfig) -> str:
     values = [f"{f}={getattr(cfg, f)}" for f in _CONFIG_FIELDS]
-    text = ("config: " + "  ".join(values[:5]) + "\n        " + "  ".join(values[5:]) + "\n        "
-            f"head_dim = hidden_size / num_attention_heads = {cfg.hidden_size} / {cfg.num_attention_heads} "
-            f"= {cfg.head_dim}")
+    text = (
+        "config: " + "  ".join(values[:5]) + "\n        " + "  ".join(values[5:]) + "\n        "
+        f"head_dim = hidden_size / num_attention_heads = {cfg.hidden_size} / {cfg.num_attention_heads} "
+        f"= {cfg.head_dim}"
+    )
     if cfg.pruned_heads:
         text += f"\n        pruned_heads={ {k: list(v) for k, v in sorted(cfg.pruned_heads.items())} }"
     return text
@@ -264,12 +284,16 @@ def format_architecture(arch: Architecture) -> str:
     names = ["  " * r.depth + r.name for r in arch.rows]
     width = max(len(n) for n in names) + 2
     number_width = len(count(arch.total))
-    lines = [format_config(arch.config), "",
-             f"{'module':<{width}}{'parameters':>{number_width}}  what it is"]
+    lines = [format_config(arch.config), "", f"{'module':<{width}}{'parameters':>{number_width}}  what it is"]
     for name, row in zip(names, arch.rows):
         lines.append(f"{name:<{width}}{count(row.params):>{number_width}}  {row.label}")
-    lines += ["", f"total parameters: {count(arch.total)} (= sum(p.numel() for p in model.parameters()); "
-                  "a tied tensor counts once)", "", how_it_runs(arch)]
+    lines += [
+        "",
+        f"total parameters: {count(arch.total)} (= sum(p.numel() for p in model.parameters()); "
+        "a tied tensor counts once)",
+        "",
+        how_it_runs(arch),
+    ]
     return "\n".join(lines)
 
 
@@ -280,14 +304,17 @@ def how_it_runs(arch: Architecture) -> str:
     if len(set(heads)) == 1:
         per_layer = f"{heads[0]} heads of {d} dims"
     else:
-        per_layer = "a layer's heads (" + ", ".join(f"layer {i}: {h}" for i, h in enumerate(heads)) + \
-                    f") of {d} dims each"
+        per_layer = (
+            "a layer's heads (" + ", ".join(f"layer {i}: {h}" for i, h in enumerate(heads)) + f") of {d} dims each"
+        )
     h0 = heads[0]
     where = " in layer 0" if len(set(heads)) > 1 else ""
-    text = (f"How it runs: the {L} layers run one after another: layer i+1 needs layer i's output, so they "
-            f"cannot be parallel. Inside each layer, query, key and value are each ONE Linear of "
-            f"{Hs} -> heads x {d}; split_heads reshapes its output (B, S, {h0 * d}) -> (B, {h0}, S, {d}){where} "
-            f"into {per_layer}, which attend in parallel (one batched matmul), and their outputs are put "
-            f"side by side again, (B, S, {h0 * d}), before attention.output.dense mixes them. That is why "
-            "print(model) shows one query per layer and no heads: the heads are a reshape, not modules.")
+    text = (
+        f"How it runs: the {L} layers run one after another: layer i+1 needs layer i's output, so they "
+        f"cannot be parallel. Inside each layer, query, key and value are each ONE Linear of "
+        f"{Hs} -> heads x {d}; split_heads reshapes its output (B, S, {h0 * d}) -> (B, {h0}, S, {d}){where} "
+        f"into {per_layer}, which attend in parallel (one batched matmul), and their outputs are put "
+        f"side by side again, (B, S, {h0 * d}), before attention.output.dense mixes them. That is why "
+        "print(model) shows one query per layer and no heads: the heads are a reshape, not modules."
+    )
     return textwrap.fill(text, width=100)

@@ -63,12 +63,19 @@ class AttentionMaps:
         return f'<iframe srcdoc="{page}" style="width:100%;height:{height}px;border:0"></iframe>'
 
 
-def attention_maps_ids(model: nn.Module, input_ids: Tensor, token_type_ids: Tensor | None = None,
-                       tokens: list[str] | None = None, text: str = "", text_pair: str | None = None) -> AttentionMaps:
+def attention_maps_ids(
+    model: nn.Module,
+    input_ids: Tensor,
+    token_type_ids: Tensor | None = None,
+    tokens: list[str] | None = None,
+    text: str = "",
+    text_pair: str | None = None,
+) -> AttentionMaps:
     """Run the model once with output_attentions=True on one sequence (1, S)."""
     if input_ids.dim() != 2 or input_ids.shape[0] != 1:
-        raise ExplainError(f"attention maps are drawn for one sequence: input_ids must be (1, S), got "
-                           f"{tuple(input_ids.shape)}")
+        raise ExplainError(
+            f"attention maps are drawn for one sequence: input_ids must be (1, S), got {tuple(input_ids.shape)}"
+        )
     base = base_model(model)
     was_training = model.training
     model.eval()
@@ -78,8 +85,10 @@ def attention_maps_ids(model: nn.Module, input_ids: Tensor, token_type_ids: Tens
     finally:
         model.train(was_training)
     maps = [a[0].detach().float().cpu() for a in out.attentions]  # each (heads, S, S)
-    head_ids = [[h for h in range(model.config.num_attention_heads) if h not in layer.attention.pruned_heads]
-                for layer in base.encoder.layer]
+    head_ids = [
+        [h for h in range(model.config.num_attention_heads) if h not in layer.attention.pruned_heads]
+        for layer in base.encoder.layer
+    ]
     S = input_ids.shape[1]
     types = token_type_ids[0].tolist() if token_type_ids is not None else [0] * S
     tokens = tokens if tokens is not None else [str(int(i)) for i in input_ids[0]]
@@ -139,8 +148,16 @@ def attention_png(maps: AttentionMaps, path: str, *, dpi: int = 100) -> PngLayou
             ax.set_gid(f"L{layer}H{head}")
             if head not in maps.head_ids[layer]:
                 ax.axis("off")
-                ax.text(0.5, 0.5, f"head {head}\npruned", ha="center", va="center", color="0.6", fontsize=8,
-                        transform=ax.transAxes)
+                ax.text(
+                    0.5,
+                    0.5,
+                    f"head {head}\npruned",
+                    ha="center",
+                    va="center",
+                    color="0.6",
+                    fontsize=8,
+                    transform=ax.transAxes,
+                )
                 continue
             image = ax.imshow(maps.head(layer, head).numpy(), cmap="viridis", norm=norm, interpolation="nearest")
             _ticks(ax, maps.tokens, font, size, labelled, x=layer == L - 1, y=head == 0)
@@ -149,9 +166,16 @@ def attention_png(maps: AttentionMaps, path: str, *, dpi: int = 100) -> PngLayou
             if head == 0:
                 ax.set_ylabel(f"layer {layer}", fontsize=9)
     fig.text(0.5, 1 - 0.25 / height, title, ha="center", va="center", fontproperties=font, fontsize=11)
-    fig.text(0.5, 1 - 0.55 / height, f"{L} layers (rows, one after another) x {n_heads} heads (columns, in "
-             "parallel); row = query token (from), column = key token (to)", ha="center", va="center", fontsize=8,
-             color="0.3")
+    fig.text(
+        0.5,
+        1 - 0.55 / height,
+        f"{L} layers (rows, one after another) x {n_heads} heads (columns, in "
+        "parallel); row = query token (from), column = key token (to)",
+        ha="center",
+        va="center",
+        fontsize=8,
+        color="0.3",
+    )
     if image is not None:
         cax = fig.add_axes(((width - right + 0.3) / width, bottom / height, 0.15 / width, min(3.0, L * cell) / height))
         fig.colorbar(image, cax=cax, label="attention weight (sqrt scale)")
@@ -191,4 +215,3 @@ def _cells(fig) -> dict[tuple[int, int], tuple[int, int, int, int]]:
         box = ax.get_window_extent()
         cells[(layer, head)] = (round(box.x0), round(height - box.y1), round(box.x1), round(height - box.y0))
     return cells
-

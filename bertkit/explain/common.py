@@ -29,4 +29,3 @@ def base_model(model: nn.Module) -> nn.Module:
     if not hasattr(base, "encoder") or not hasattr(base, "embeddings"):
         raise ExplainError(f"expected a bertkit BertModel or a BertFor* task model, got {type(model).__name__}")
     return base
-

@@ -25,11 +25,19 @@ DECIMALS = 4  # attention weights are written with this many decimals
 # from there (attention_view imports this one for AttentionMaps.to_html / save_html).
 def page_data(maps, title: str) -> dict:
     """What the page's script reads: tokens, segment ids and every head's (S, S) map."""
-    layers = [{"heads": heads, "maps": [[[round(float(x), DECIMALS) for x in row] for row in m.tolist()]
-                                        for m in layer_maps]}
-              for heads, layer_maps in zip(maps.head_ids, maps.maps)]
-    return {"title": title, "text": maps.text, "pair": maps.text_pair, "tokens": maps.tokens,
-            "types": maps.token_type_ids, "num_heads": maps.num_heads, "layers": layers}
+    layers = [
+        {"heads": heads, "maps": [[[round(float(x), DECIMALS) for x in row] for row in m.tolist()] for m in layer_maps]}
+        for heads, layer_maps in zip(maps.head_ids, maps.maps)
+    ]
+    return {
+        "title": title,
+        "text": maps.text,
+        "pair": maps.text_pair,
+        "tokens": maps.tokens,
+        "types": maps.token_type_ids,
+        "num_heads": maps.num_heads,
+        "layers": layers,
+    }
 
 
 def _script_json(data: dict) -> str:
@@ -42,10 +50,14 @@ def attention_html(maps, title: str | None = None) -> str:
     """The viewer page for `maps` (an AttentionMaps), as one string."""
     title = title or maps.title
     L = len(maps.maps)
-    summary = (f"{len(maps.tokens)} tokens, {L} layers (run one after another) x {maps.num_heads} heads "
-               "(run in parallel)")
-    fields = {"TITLE": html.escape(title), "SUMMARY": html.escape(summary),
-              "DATA": _script_json(page_data(maps, title))}
+    summary = (
+        f"{len(maps.tokens)} tokens, {L} layers (run one after another) x {maps.num_heads} heads (run in parallel)"
+    )
+    fields = {
+        "TITLE": html.escape(title),
+        "SUMMARY": html.escape(summary),
+        "DATA": _script_json(page_data(maps, title)),
+    }
     return re.sub(r"\{\{(TITLE|SUMMARY|DATA)\}\}", lambda m: fields[m.group(1)], _PAGE)  # one pass
 
 

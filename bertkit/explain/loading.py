@@ -58,8 +58,16 @@ class Loaded:
     notes: list[str] = field(default_factory=list)  # what a reader must know about what was loaded
 
 
-def load(model_dir: str | None, preset: str | None, *, head: str = "mlm", tokenizer_dir: str | None = None,
-         texts: tuple[str | None, ...] = (), seed: int = 0, weights_needed: bool = True) -> Loaded:
+def load(
+    model_dir: str | None,
+    preset: str | None,
+    *,
+    head: str = "mlm",
+    tokenizer_dir: str | None = None,
+    texts: tuple[str | None, ...] = (),
+    seed: int = 0,
+    weights_needed: bool = True,
+) -> Loaded:
     """The model (BertForMaskedLM for head="mlm", BertModel for "base") and a tokenizer for `texts`.
 
     weights_needed=False (architecture only) builds a preset on the meta device: no memory, no init time.
@@ -73,8 +81,10 @@ def load(model_dir: str | None, preset: str | None, *, head: str = "mlm", tokeni
         if weights_needed:
             torch.manual_seed(seed)
             model = model_class(config).eval()
-            notes.append(f"preset {preset}: random weights (seed {seed}); the shapes are real, the numbers "
-                         "mean nothing until trained or loaded")
+            notes.append(
+                f"preset {preset}: random weights (seed {seed}); the shapes are real, the numbers "
+                "mean nothing until trained or loaded"
+            )
         else:
             with torch.device("meta"):
                 model = model_class(config)
@@ -93,29 +103,39 @@ def _from_directory(model_class, model_dir: str, notes: list[str]) -> nn.Module:
     head_missing = report.missing_under(*MLM_HEADS)
     if head_missing:
         generator = os.path.join(model_dir, "generator")
-        hint = f" (its ELECTRA generator has one: bertkit explain {generator})" if os.path.isfile(
-            os.path.join(generator, "config.json")) else ""
+        hint = (
+            f" (its ELECTRA generator has one: bertkit explain {generator})"
+            if os.path.isfile(os.path.join(generator, "config.json"))
+            else ""
+        )
         heads = ", ".join(p + ".*" for p in MLM_HEADS if any(k.startswith(p) for k in head_missing))
-        notes.append(f"{model_dir} has no MLM head weights ({heads}): they are random here, so "
-                     f"the MLM logits and predictions mean nothing; the encoder is the checkpoint's{hint}")
+        notes.append(
+            f"{model_dir} has no MLM head weights ({heads}): they are random here, so "
+            f"the MLM logits and predictions mean nothing; the encoder is the checkpoint's{hint}"
+        )
     elif report.missing and report.missing_under("pooler.") == report.missing:
-        notes.append(f"{model_dir} has no pooler weights (pretrained without next-sentence prediction): "
-                     "the pooler is random here; the encoder is the checkpoint's")
+        notes.append(
+            f"{model_dir} has no pooler weights (pretrained without next-sentence prediction): "
+            "the pooler is random here; the encoder is the checkpoint's"
+        )
     else:
         report.warn_missing(stacklevel=3)
     if report.unexpected_under("pooler.") == report.unexpected:
         pass  # BertForMaskedLM has no pooler by design: its tensors are expected to go unused (or none)
     elif not report.unexpected_under("embeddings.", "encoder."):
         task = ", ".join(getattr(model.config, "architectures", None) or ["a task model"])
-        notes.append(f"{model_dir} holds {task}: its encoder is shown here; its task head (a small layer "
-                     "on top of the encoder's output) is not")
+        notes.append(
+            f"{model_dir} holds {task}: its encoder is shown here; its task head (a small layer "
+            "on top of the encoder's output) is not"
+        )
     else:
         report.warn_unexpected(stacklevel=3)
     return model.eval()
 
 
-def _tokenizer(model: nn.Module, model_dir: str | None, tokenizer_dir: str | None,
-               texts: tuple[str | None, ...], notes: list[str]) -> Tokenizer:
+def _tokenizer(
+    model: nn.Module, model_dir: str | None, tokenizer_dir: str | None, texts: tuple[str | None, ...], notes: list[str]
+) -> Tokenizer:
     vocab_size = model.config.vocab_size
     if tokenizer_dir is not None:
         tokenizer = Tokenizer.from_pretrained(tokenizer_dir)
@@ -127,13 +147,19 @@ def _tokenizer(model: nn.Module, model_dir: str | None, tokenizer_dir: str | Non
     else:
         tokenizer = char_tokenizer(*texts)
         if tokenizer.vocab_size > vocab_size:
-            raise ExplainError(f"the text has {tokenizer.vocab_size - 5} distinct characters, more than the "
-                               f"model's vocab_size={vocab_size} allows; shorten it or pass --tokenizer DIR")
-        notes.append(f"no tokenizer for a preset: built a character vocabulary of {tokenizer.vocab_size} entries "
-                     "from the text ([PAD] [UNK] [CLS] [SEP] [MASK] + its characters); pass --tokenizer DIR for "
-                     "a real one")
+            raise ExplainError(
+                f"the text has {tokenizer.vocab_size - 5} distinct characters, more than the "
+                f"model's vocab_size={vocab_size} allows; shorten it or pass --tokenizer DIR"
+            )
+        notes.append(
+            f"no tokenizer for a preset: built a character vocabulary of {tokenizer.vocab_size} entries "
+            "from the text ([PAD] [UNK] [CLS] [SEP] [MASK] + its characters); pass --tokenizer DIR for "
+            "a real one"
+        )
         return tokenizer
     if tokenizer.vocab_size > vocab_size:
-        raise ExplainError(f"the tokenizer has {tokenizer.vocab_size} entries but the model's vocab_size is "
-                           f"{vocab_size}: they do not belong together")
+        raise ExplainError(
+            f"the tokenizer has {tokenizer.vocab_size} entries but the model's vocab_size is "
+            f"{vocab_size}: they do not belong together"
+        )
     return tokenizer

@@ -43,12 +43,13 @@ class MLMExplanation:
         printer.text(str(self))
 
 
-def explain_mlm(model: nn.Module, tokenizer, text: str, text_pair: str | None = None,
-                top_k: int = 5) -> MLMExplanation:
+def explain_mlm(model: nn.Module, tokenizer, text: str, text_pair: str | None = None, top_k: int = 5) -> MLMExplanation:
     """Predict the [MASK] tokens of `text` and show which positions a training loss would use."""
     if not isinstance(model, BertForMaskedLM):
-        raise ExplainError(f"MLM needs a BertForMaskedLM, got {type(model).__name__}: load it with "
-                           "BertForMaskedLM.from_pretrained(path)")
+        raise ExplainError(
+            f"MLM needs a BertForMaskedLM, got {type(model).__name__}: load it with "
+            "BertForMaskedLM.from_pretrained(path)"
+        )
     if top_k < 1:
         raise ExplainError(f"top_k must be at least 1, got {top_k}")
     enc = tokenizer(text, text_pair, return_tensors="pt")
@@ -56,8 +57,10 @@ def explain_mlm(model: nn.Module, tokenizer, text: str, text_pair: str | None = 
     mask_token = tokenizer.mask_token
     masked = (ids[0] == tokenizer.mask_token_id).nonzero().view(-1).tolist()
     if not masked:
-        raise ExplainError(f"no {mask_token} in {text!r}: write {mask_token} where a token should be predicted, "
-                           f"e.g. 今天{mask_token}气很好")
+        raise ExplainError(
+            f"no {mask_token} in {text!r}: write {mask_token} where a token should be predicted, "
+            f"e.g. 今天{mask_token}气很好"
+        )
     logits = mlm_logits(model, ids.tolist(), tokenizer.pad_token_id, enc["token_type_ids"].tolist())  # (1, S, V)
     predictions = mask_fills(logits[0], ids[0].tolist(), tokenizer, top_k)
     labels = torch.full_like(ids, IGNORE)  # (1, S): -100 = not in the loss
@@ -67,25 +70,38 @@ def explain_mlm(model: nn.Module, tokenizer, text: str, text_pair: str | None = 
     full = F.cross_entropy(scores.view(-1, scores.shape[-1]), labels.view(-1), ignore_index=IGNORE)
     rows = scores[labels != IGNORE]  # (N_masked, V): what masked_positions_only=True projects, and nothing else
     masked_loss = F.cross_entropy(rows, labels[labels != IGNORE])
-    return MLMExplanation(enc.tokens(), ids, masked, tuple(logits.shape), predictions, labels[0].tolist(),
-                          float(full), tuple(rows.shape), float(masked_loss))
+    return MLMExplanation(
+        enc.tokens(),
+        ids,
+        masked,
+        tuple(logits.shape),
+        predictions,
+        labels[0].tolist(),
+        float(full),
+        tuple(rows.shape),
+        float(masked_loss),
+    )
 
 
 def format_mlm(e: MLMExplanation) -> str:
     S, V = e.logits_shape[1], e.logits_shape[2]
     n = len(e.masked_positions)
     cells = [f"{i}:{t}" for i, t in enumerate(e.tokens)]
-    lines = ["tokens: " + " ".join(cells),
-             f"masked positions: {e.masked_positions} ({n} of {S} tokens)", "",
-             f"logits {shape_str(e.logits_shape)} = (B, S, V): a score for each of the V={V} vocabulary entries at "
-             f"EVERY position, masked or not.",
-             "The loss uses only the masked positions: labels hold the true token id there and -100 elsewhere,",
-             f"  labels = {_labels_text(e)}",
-             "  (no true tokens are known here, so each mask's top prediction stands in for it)",
-             f"  loss = cross_entropy over the {n} labelled position(s) of logits {shape_str(e.logits_shape)} "
-             f"= {e.loss:.4f}",
-             f"  masked_positions_only=True projects only those rows: logits {shape_str(e.masked_logits_shape)} "
-             f"= (N_masked, V), loss {e.masked_loss:.4f}", ""]
+    lines = [
+        "tokens: " + " ".join(cells),
+        f"masked positions: {e.masked_positions} ({n} of {S} tokens)",
+        "",
+        f"logits {shape_str(e.logits_shape)} = (B, S, V): a score for each of the V={V} vocabulary entries at "
+        f"EVERY position, masked or not.",
+        "The loss uses only the masked positions: labels hold the true token id there and -100 elsewhere,",
+        f"  labels = {_labels_text(e)}",
+        "  (no true tokens are known here, so each mask's top prediction stands in for it)",
+        f"  loss = cross_entropy over the {n} labelled position(s) of logits {shape_str(e.logits_shape)} "
+        f"= {e.loss:.4f}",
+        f"  masked_positions_only=True projects only those rows: logits {shape_str(e.masked_logits_shape)} "
+        f"= (N_masked, V), loss {e.masked_loss:.4f}",
+        "",
+    ]
     for pred in e.predictions:
         lines.append(f"top {len(pred.candidates)} at position {pred.position} ({e.tokens[pred.position]}):")
         for rank, (token, token_id, prob, logit) in enumerate(pred.candidates, 1):

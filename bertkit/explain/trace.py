@@ -77,11 +77,13 @@ class _Recorder:
 def _output_hook(recorder: _Recorder, name: str, path: str, layer: int | None, pick=lambda out: out):
     def hook(module, args, output):
         recorder.add(name, path, pick(output), layer)
+
     return hook
 
 
 def _heads_hook(recorder: _Recorder, path: str, layer: int):
     """After a SelfAttention ran: q, k, v, scores, weights, context per head, from its own tensors."""
+
     def hook(module, args, output):
         context, probs = output[0], output[1]  # (B, S, heads*head_dim), (B, heads, S, T)
         q, k, v = (module.split_heads(recorder.latest[name]) for name in ("query", "key", "value"))
@@ -91,6 +93,7 @@ def _heads_hook(recorder: _Recorder, path: str, layer: int):
         if probs is not None:
             recorder.add("weights", path, probs, layer)  # (B, heads, S, T)
         recorder.add("context", path, module.split_heads(context), layer)  # (B, heads, S, head_dim)
+
     return hook
 
 
@@ -121,14 +124,20 @@ def _hooks(model: nn.Module, recorder: _Recorder) -> list:
         on(layer.intermediate, "intermediate", f"{p}.intermediate", i)
         on(layer.output, "ffn_output", f"{p}.output", i)
         on(layer, "layer_output", p, i, pick=lambda out: out[0])
-    handles.append(base.register_forward_hook(
-        _output_hook(recorder, "last_hidden_state", prefix.rstrip(".") or "output", None, pick=lambda out: out[0])))
+    handles.append(
+        base.register_forward_hook(
+            _output_hook(recorder, "last_hidden_state", prefix.rstrip(".") or "output", None, pick=lambda out: out[0])
+        )
+    )
     if base.pooler is not None:
         on(base.pooler, "pooler_output", "pooler")
     predictions = getattr(getattr(model, "cls", None), "predictions", None)
     if predictions is not None:
-        handles.append(predictions.transform.register_forward_hook(
-            _output_hook(recorder, "mlm_transform", "cls.predictions.transform", None)))
+        handles.append(
+            predictions.transform.register_forward_hook(
+                _output_hook(recorder, "mlm_transform", "cls.predictions.transform", None)
+            )
+        )
     return handles
 
 
@@ -136,11 +145,17 @@ def _input_ids_hook(recorder: _Recorder, path: str):
     def hook(module, args):  # Embeddings.forward(input_ids, token_type_ids, ...)
         if args and isinstance(args[0], Tensor):
             recorder.add("input_ids", path, args[0], None)
+
     return hook
 
 
-def trace_ids(model: nn.Module, input_ids: Tensor, token_type_ids: Tensor | None = None,
-              attention_mask: Tensor | None = None, tokens: list[str] | None = None) -> Trace:
+def trace_ids(
+    model: nn.Module,
+    input_ids: Tensor,
+    token_type_ids: Tensor | None = None,
+    attention_mask: Tensor | None = None,
+    tokens: list[str] | None = None,
+) -> Trace:
     """Run `model` once on input_ids (B, S) and record every step's shape (see the module docstring)."""
     if not isinstance(input_ids, Tensor) or input_ids.dim() != 2:
         raise ExplainError("trace_ids needs input_ids as a (batch, seq_len) tensor of token ids")
@@ -150,8 +165,12 @@ def trace_ids(model: nn.Module, input_ids: Tensor, token_type_ids: Tensor | None
     model.eval()
     try:
         with torch.no_grad():  # output_attentions: the padded path, which returns the weights
-            out = model(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask,
-                        output_attentions=True)
+            out = model(
+                input_ids=input_ids,
+                token_type_ids=token_type_ids,
+                attention_mask=attention_mask,
+                output_attentions=True,
+            )
     finally:
         for h in handles:
             h.remove()
@@ -163,8 +182,7 @@ def trace_ids(model: nn.Module, input_ids: Tensor, token_type_ids: Tensor | None
 
 def _add_outputs(recorder: _Recorder, model: nn.Module, out) -> None:
     """The model's own outputs: whatever its head returns."""
-    for name in ("logits", "prediction_logits", "seq_relationship_logits",
-                 "start_logits", "end_logits"):
+    for name in ("logits", "prediction_logits", "seq_relationship_logits", "start_logits", "end_logits"):
         value = getattr(out, name, None)
         if isinstance(value, Tensor):
             recorder.add(name, "output", value, None)
@@ -173,16 +191,22 @@ def _add_outputs(recorder: _Recorder, model: nn.Module, out) -> None:
 def trace(model: nn.Module, tokenizer, text: str, text_pair: str | None = None) -> Trace:
     """Tokenize `text` (and `text_pair`), run one forward pass, and return every step's shape."""
     enc = tokenizer(text, text_pair, return_tensors="pt")
-    return trace_ids(model, enc["input_ids"], enc["token_type_ids"], enc["attention_mask"],
-                     tokens=enc.tokens())
+    return trace_ids(model, enc["input_ids"], enc["token_type_ids"], enc["attention_mask"], tokens=enc.tokens())
 
 
 def _sizes(model: nn.Module, input_ids: Tensor) -> dict[str, int | str]:
     cfg = model.config
     heads = [layer.attention.self.num_attention_heads for layer in base_model(model).encoder.layer]
     per_layer = heads[0] if len(set(heads)) == 1 else "/".join(map(str, heads)) + " (per layer, pruned)"
-    return {"B": input_ids.shape[0], "S": input_ids.shape[1], "H": cfg.hidden_size, "heads": per_layer,
-            "head_dim": cfg.head_dim, "I": cfg.intermediate_size, "V": cfg.vocab_size}
+    return {
+        "B": input_ids.shape[0],
+        "S": input_ids.shape[1],
+        "H": cfg.hidden_size,
+        "heads": per_layer,
+        "head_dim": cfg.head_dim,
+        "I": cfg.intermediate_size,
+        "V": cfg.vocab_size,
+    }
 
 
 # ----- text --------------------------------------------------------------------------------------
@@ -217,14 +241,26 @@ _WHAT = {
     "end_logits": ("answer end score per position", "(B, S)"),
 }
 _LAYER_SUMMARY = ("q", "weights", "layer_output")
-_AFTER_ENCODER = ("last_hidden_state", "pooler_output", "mlm_transform", "logits", "prediction_logits",
-                  "seq_relationship_logits", "start_logits", "end_logits")  # the order they are shown in
+_AFTER_ENCODER = (
+    "last_hidden_state",
+    "pooler_output",
+    "mlm_transform",
+    "logits",
+    "prediction_logits",
+    "seq_relationship_logits",
+    "start_logits",
+    "end_logits",
+)  # the order they are shown in
 
 
 def format_trace(t: Trace) -> str:
     legend = ", ".join(f"{k}={v}" for k, v in t.sizes.items())
-    lines = [f"tokens ({len(t.tokens)}): " + " ".join(t.tokens),
-             "ids: " + " ".join(str(int(i)) for i in t.input_ids[0]), f"sizes: {legend}", ""]
+    lines = [
+        f"tokens ({len(t.tokens)}): " + " ".join(t.tokens),
+        "ids: " + " ".join(str(int(i)) for i in t.input_ids[0]),
+        f"sizes: {legend}",
+        "",
+    ]
     rows = []
     layers = sorted({s.layer for s in t.steps if s.layer is not None})
     outside = [s for s in t.steps if s.layer is None]

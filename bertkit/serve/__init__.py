@@ -63,18 +63,42 @@ def serve_main(argv: list[str]) -> int:
     # oneDNN keeps a compiled kernel per input shape (default: up to 1024); batches of every length would
     # grow the server's memory for hours. 16 bounds it at no measured cost (bench/results/serve_attempts.md)
     os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "16")
-    engine = Engine(cfg.model, quantize=cfg.quantize, pooling=cfg.pooling, normalize=cfg.normalize,
-                    max_input_tokens=cfg.max_input_tokens, engine=cfg.engine)
+    engine = Engine(
+        cfg.model,
+        quantize=cfg.quantize,
+        pooling=cfg.pooling,
+        normalize=cfg.normalize,
+        max_input_tokens=cfg.max_input_tokens,
+        engine=cfg.engine,
+    )
     app, batcher, protocol = build_app(engine, cfg)
-    print(f"bertkit serve: {engine.architecture} from {cfg.model} ({engine.task.name if engine.task else 'no task'}"
-          f" head), routes {', '.join(engine.routes)}", file=sys.stderr, flush=True)
+    print(
+        f"bertkit serve: {engine.architecture} from {cfg.model} ({engine.task.name if engine.task else 'no task'}"
+        f" head), routes {', '.join(engine.routes)}",
+        file=sys.stderr,
+        flush=True,
+    )
     if not is_loopback(cfg.host):
-        print(f"bertkit serve: warning: --host {cfg.host} is not a loopback address: other machines can reach port "
-              f"{cfg.port}, and there is no authentication (anyone who reaches it can use the model); put a proxy "
-              "that authenticates in front, or serve on --host 127.0.0.1", file=sys.stderr, flush=True)
+        print(
+            f"bertkit serve: warning: --host {cfg.host} is not a loopback address: other machines can reach port "
+            f"{cfg.port}, and there is no authentication (anyone who reaches it can use the model); put a proxy "
+            "that authenticates in front, or serve on --host 127.0.0.1",
+            file=sys.stderr,
+            flush=True,
+        )
     enough_file_descriptors(cfg.max_connections)
-    server = uvicorn.Server(uvicorn.Config(app, host=cfg.host, port=cfg.port, log_level=cfg.log_level, http=protocol,
-                                           access_log=False, lifespan="on", timeout_graceful_shutdown=30))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            host=cfg.host,
+            port=cfg.port,
+            log_level=cfg.log_level,
+            http=protocol,
+            access_log=False,
+            lifespan="on",
+            timeout_graceful_shutdown=30,
+        )
+    )
 
     def http() -> None:  # uvicorn in a second thread; the model stays in this one (batcher.py says why)
         try:
@@ -120,6 +144,9 @@ def enough_file_descriptors(connections: int) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
         soft = raised
     if soft < need:
-        print(f"bertkit serve: warning: --max-connections {connections} needs about {need} open files, and this "
-              f"process may open {soft} (ulimit -n); lower --max-connections or raise the limit",
-              file=sys.stderr, flush=True)
+        print(
+            f"bertkit serve: warning: --max-connections {connections} needs about {need} open files, and this "
+            f"process may open {soft} (ulimit -n); lower --max-connections or raise the limit",
+            file=sys.stderr,
+            flush=True,
+        )

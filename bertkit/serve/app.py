@@ -77,27 +77,57 @@ class Metrics:
     def __init__(self):
         disable_created_metrics()  # no *_created series: counters and histograms only
         self.registry = CollectorRegistry()
-        self.requests = Counter("bertkit_requests", "HTTP requests answered, by route and status (499: the client "
-                                "went away first)", ["route", "status"], registry=self.registry)
-        self.latency = Histogram("bertkit_request_seconds", "time from request to answer, by route", ["route"],
-                                 registry=self.registry,
-                                 buckets=(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10))
-        self.inputs = Counter("bertkit_inputs", "inputs answered (texts embedded, predicted, ...), by route",
-                              ["route"], registry=self.registry)
-        self.batch_size = Histogram("bertkit_batch_size", "rows per forward pass", registry=self.registry,
-                                    buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512))
-        self.batch_tokens = Histogram("bertkit_batch_tokens", "real tokens per forward pass", registry=self.registry,
-                                      buckets=(16, 64, 256, 1024, 2048, 4096, 8192, 16384, 32768))
-        self.batch_seconds = Histogram("bertkit_batch_seconds", "time of a forward pass", registry=self.registry,
-                                       buckets=(.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5))
-        self.queue_depth = Gauge("bertkit_queue_depth", "requests waiting or running in the batcher",
-                                 registry=self.registry)
-        self.connections = Gauge("bertkit_open_connections", "HTTP connections open (at most --max-connections)",
-                                 registry=self.registry)
-        self.closed = Counter("bertkit_connections_closed", "connections the server closed, by reason: "
-                              "header_timeout, body_timeout (a body its route did not read), reclaimed (idle, "
-                              "closed to make room), refused (503: --max-connections busy ones)", ["reason"],
-                              registry=self.registry)
+        self.requests = Counter(
+            "bertkit_requests",
+            "HTTP requests answered, by route and status (499: the client went away first)",
+            ["route", "status"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "bertkit_request_seconds",
+            "time from request to answer, by route",
+            ["route"],
+            registry=self.registry,
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+        )
+        self.inputs = Counter(
+            "bertkit_inputs",
+            "inputs answered (texts embedded, predicted, ...), by route",
+            ["route"],
+            registry=self.registry,
+        )
+        self.batch_size = Histogram(
+            "bertkit_batch_size",
+            "rows per forward pass",
+            registry=self.registry,
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512),
+        )
+        self.batch_tokens = Histogram(
+            "bertkit_batch_tokens",
+            "real tokens per forward pass",
+            registry=self.registry,
+            buckets=(16, 64, 256, 1024, 2048, 4096, 8192, 16384, 32768),
+        )
+        self.batch_seconds = Histogram(
+            "bertkit_batch_seconds",
+            "time of a forward pass",
+            registry=self.registry,
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+        )
+        self.queue_depth = Gauge(
+            "bertkit_queue_depth", "requests waiting or running in the batcher", registry=self.registry
+        )
+        self.connections = Gauge(
+            "bertkit_open_connections", "HTTP connections open (at most --max-connections)", registry=self.registry
+        )
+        self.closed = Counter(
+            "bertkit_connections_closed",
+            "connections the server closed, by reason: "
+            "header_timeout, body_timeout (a body its route did not read), reclaimed (idle, "
+            "closed to make room), refused (503: --max-connections busy ones)",
+            ["reason"],
+            registry=self.registry,
+        )
 
     def batch(self, stats: BatchStats) -> None:
         self.batch_size.observe(stats.rows)
@@ -142,8 +172,9 @@ class EndsConnection(InputProblem):
 
 def error(status: int, kind: str, message: str, close: bool = False, shape: Callable = bertkit_error) -> JSONResponse:
     """A refusal or failure as JSON: bertkit's {"error", "type"} (or a route's own shape: OpenAI's)."""
-    return JSONResponse(shape(status, kind, message), status_code=status,
-                        headers={"Connection": "close"} if close else None)
+    return JSONResponse(
+        shape(status, kind, message), status_code=status, headers={"Connection": "close"} if close else None
+    )
 
 
 # ----- the tokenizer's thread ------------------------------------------------------------------------------------
@@ -188,7 +219,7 @@ def dumps(value) -> str:
     if isinstance(value, list) and value and isinstance(value[0], list):  # per input
         return "[" + ",".join(dumps(item) for item in value) + "]"
     if isinstance(value, list) and len(value) > PIECE:
-        return "[" + ",".join(_dumps(value[i:i + PIECE])[1:-1] for i in range(0, len(value), PIECE)) + "]"
+        return "[" + ",".join(_dumps(value[i : i + PIECE])[1:-1] for i in range(0, len(value), PIECE)) + "]"
     return _dumps(value)
 
 
@@ -201,24 +232,33 @@ def parse_json(raw: bytes) -> dict:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise InputProblem(400, "invalid_utf8", f"the body is not valid UTF-8 (byte {raw[e.start]:#04x} at "
-                           f"offset {e.start}); send JSON encoded as UTF-8") from None
+        raise InputProblem(
+            400,
+            "invalid_utf8",
+            f"the body is not valid UTF-8 (byte {raw[e.start]:#04x} at offset {e.start}); send JSON encoded as UTF-8",
+        ) from None
     try:
         value = json.loads(text)
     except json.JSONDecodeError as e:
-        raise InputProblem(400, "invalid_json", f"the body is not JSON: {e.msg} at line {e.lineno} column "
-                           f"{e.colno}") from None
+        raise InputProblem(
+            400, "invalid_json", f"the body is not JSON: {e.msg} at line {e.lineno} column {e.colno}"
+        ) from None
     except (ValueError, RecursionError) as e:  # a number of more than 4300 digits, nesting past the stack
         raise InputProblem(400, "invalid_json", f"the body is JSON this server cannot read: {e}") from None
     if "\\u" in text:  # an escaped lone surrogate (\ud800) is valid JSON but no text
         try:
             json.dumps(value, ensure_ascii=False).encode("utf-8")
         except UnicodeEncodeError as e:
-            raise InputProblem(400, "invalid_unicode", f"the body escapes a lone surrogate ({e.object[e.start]!r})"
-                               ", which is not a character; send text as UTF-8") from None
+            raise InputProblem(
+                400,
+                "invalid_unicode",
+                f"the body escapes a lone surrogate ({e.object[e.start]!r})"
+                ", which is not a character; send text as UTF-8",
+            ) from None
     if not isinstance(value, dict):
-        raise InputProblem(422, "wrong_type", f"the body must be a JSON object like {{\"inputs\": ...}}, got "
-                           f"{json_type(value)}")
+        raise InputProblem(
+            422, "wrong_type", f'the body must be a JSON object like {{"inputs": ...}}, got {json_type(value)}'
+        )
     return value
 
 
@@ -266,9 +306,15 @@ def build_app(engine: Engine, settings: ServeConfig, routes=ROUTES) -> tuple[Met
     to run `batcher.work()` in the thread that loaded the model) and the HTTP protocol for uvicorn's
     Config(http=...). The app's shutdown stops the batcher once every request in flight was answered."""
     metrics = Metrics()
-    batcher = Batcher(engine.run, max_batch_tokens=settings.max_batch_tokens, max_wait_ms=settings.max_wait_ms,
-                      max_queue=settings.max_queue, batching=settings.batching, on_batch=metrics.batch,
-                      thread=False)
+    batcher = Batcher(
+        engine.run,
+        max_batch_tokens=settings.max_batch_tokens,
+        max_wait_ms=settings.max_wait_ms,
+        max_queue=settings.max_queue,
+        batching=settings.batching,
+        on_batch=metrics.batch,
+        thread=False,
+    )
     guard = Guard(settings, metrics)
     tokenizer = TokenizerThread()
     limit = settings.max_body_bytes
@@ -282,8 +328,11 @@ def build_app(engine: Engine, settings: ServeConfig, routes=ROUTES) -> tuple[Met
             raise ClientGone
         more = message.get("more_body", False)
         if more and guard.stopping:
-            raise EndsConnection(503, "shutting_down", "the server is shutting down and the body was not complete; "
-                                 "send the request again")
+            raise EndsConnection(
+                503,
+                "shutting_down",
+                "the server is shutting down and the body was not complete; send the request again",
+            )
         return message.get("body", b""), more
 
     async def read(request: Request) -> bytes:
@@ -291,10 +340,16 @@ def build_app(engine: Engine, settings: ServeConfig, routes=ROUTES) -> tuple[Met
         that sends Expect: 100-continue gets the 413 at once, and need not send the body)."""
         declared = request.headers.get("content-length", "")
         declared = int(declared) if declared.isdigit() else None
-        if declared is not None and declared > limit and (
-                declared > drain or request.headers.get("expect", "").lower() == "100-continue"):
-            raise EndsConnection(413, "body_too_large", f"the body has {declared} bytes, more than the limit of "
-                                 f"{limit} (--max-body-bytes)")
+        if (
+            declared is not None
+            and declared > limit
+            and (declared > drain or request.headers.get("expect", "").lower() == "100-continue")
+        ):
+            raise EndsConnection(
+                413,
+                "body_too_large",
+                f"the body has {declared} bytes, more than the limit of {limit} (--max-body-bytes)",
+            )
         body, size, more = bytearray(), 0, True
         while more and size <= drain:
             data, more = await chunk(request)
@@ -303,16 +358,18 @@ def build_app(engine: Engine, settings: ServeConfig, routes=ROUTES) -> tuple[Met
                 body += data
         if size > limit:
             told = size if not more else declared or f"more than {size}"
-            raise EndsConnection(413, "body_too_large", f"the body has {told} bytes, more than the limit of "
-                                 f"{limit} (--max-body-bytes)")
+            raise EndsConnection(
+                413, "body_too_large", f"the body has {told} bytes, more than the limit of {limit} (--max-body-bytes)"
+            )
         return bytes(body)
 
     async def read_body(request: Request) -> bytes:
         try:
             return await asyncio.wait_for(read(request), settings.body_timeout)
         except asyncio.TimeoutError:
-            raise EndsConnection(408, "timeout", f"the body did not arrive within {settings.body_timeout:g} s "
-                                 "(--body-timeout)") from None
+            raise EndsConnection(
+                408, "timeout", f"the body did not arrive within {settings.body_timeout:g} s (--body-timeout)"
+            ) from None
 
     def public(e: Exception) -> str:
         """An error's message for a client: the model folder named by its name, never by its path."""
@@ -325,21 +382,31 @@ def build_app(engine: Engine, settings: ServeConfig, routes=ROUTES) -> tuple[Met
         """How many inputs a checked request holds; 413 past --max-inputs."""
         items, _ = request.items()
         if len(items) > settings.max_inputs:
-            raise InputProblem(413, "too_many_inputs", f"{len(items)} inputs, more than the limit of "
-                               f"{settings.max_inputs} per request (--max-inputs); split the request")
+            raise InputProblem(
+                413,
+                "too_many_inputs",
+                f"{len(items)} inputs, more than the limit of "
+                f"{settings.max_inputs} per request (--max-inputs); split the request",
+            )
         return len(items)
 
     def endpoint(route: Route) -> StarletteRoute:
         """A POST route: its body read and checked against its model, refusals and errors -> JSON, inputs
         counted."""
+
         async def answer(request: Request):
             shape = route.error_body
             try:
                 raw = await read_body(request)  # read first: a refusal with the body unread resets the client
                 if route.needs is not None and getattr(engine, route.needs) is None:
-                    return error(400, "not_supported", f"{route.path} needs a model with {NEEDS[route.needs]}; "
-                                 f"{engine.name} is a {engine.architecture} (routes here: "
-                                 f"{', '.join(engine.routes)})", shape=shape)
+                    return error(
+                        400,
+                        "not_supported",
+                        f"{route.path} needs a model with {NEEDS[route.needs]}; "
+                        f"{engine.name} is a {engine.architecture} (routes here: "
+                        f"{', '.join(engine.routes)})",
+                        shape=shape,
+                    )
                 call = Call(request, len(raw), tokenizer, batcher, metrics)
                 body = parse_body(route.request, await call.tokenize(parse_json, raw))
                 count(body)
@@ -355,28 +422,51 @@ def build_app(engine: Engine, settings: ServeConfig, routes=ROUTES) -> tuple[Met
                 return error(500, "model_error", public(e), shape=shape)
             except Exception as e:
                 log.exception("%s failed", route.path)
-                return error(500, "internal_error", f"a bug in bertkit ({type(e).__name__}: {public(e)}); the "
-                             "server's log has the traceback", shape=shape)
+                return error(
+                    500,
+                    "internal_error",
+                    f"a bug in bertkit ({type(e).__name__}: {public(e)}); the server's log has the traceback",
+                    shape=shape,
+                )
             metrics.inputs.labels(route.path).inc(inputs)
             return response
+
         return StarletteRoute(route.path, answer, methods=["POST"])
 
     async def health(request):
         return JSONResponse({"status": "ok"})
 
     async def info(request):
-        return JSONResponse({
-            "model": engine.name, "model_dir": engine.name, "architecture": engine.architecture,
-            "task": engine.task.name if engine.task else None, "labels": engine.labels(),
-            "routes": engine.routes, "embedding_dim": engine.dim, "pooling": engine.pooling_info(),
-            "quantize": engine.quantize, "engine": engine.engine_name, "version": __version__,
-            "limits": {"max_body_bytes": settings.max_body_bytes, "max_inputs": settings.max_inputs,
-                       "max_input_tokens": {"embed": engine.embed_limit, "predict": engine.predict_limit},
-                       "max_queue": settings.max_queue, "max_connections": settings.max_connections,
-                       "header_timeout": settings.header_timeout, "body_timeout": settings.body_timeout},
-            "batching": {"enabled": settings.batching, "max_batch_tokens": settings.max_batch_tokens,
-                         "max_wait_ms": settings.max_wait_ms},
-            **tei_info(engine, settings, __version__)})  # TEI's field names beside bertkit's
+        return JSONResponse(
+            {
+                "model": engine.name,
+                "model_dir": engine.name,
+                "architecture": engine.architecture,
+                "task": engine.task.name if engine.task else None,
+                "labels": engine.labels(),
+                "routes": engine.routes,
+                "embedding_dim": engine.dim,
+                "pooling": engine.pooling_info(),
+                "quantize": engine.quantize,
+                "engine": engine.engine_name,
+                "version": __version__,
+                "limits": {
+                    "max_body_bytes": settings.max_body_bytes,
+                    "max_inputs": settings.max_inputs,
+                    "max_input_tokens": {"embed": engine.embed_limit, "predict": engine.predict_limit},
+                    "max_queue": settings.max_queue,
+                    "max_connections": settings.max_connections,
+                    "header_timeout": settings.header_timeout,
+                    "body_timeout": settings.body_timeout,
+                },
+                "batching": {
+                    "enabled": settings.batching,
+                    "max_batch_tokens": settings.max_batch_tokens,
+                    "max_wait_ms": settings.max_wait_ms,
+                },
+                **tei_info(engine, settings, __version__),
+            }
+        )  # TEI's field names beside bertkit's
 
     async def prometheus(request):
         metrics.queue_depth.set(batcher.depth())
@@ -384,11 +474,18 @@ def build_app(engine: Engine, settings: ServeConfig, routes=ROUTES) -> tuple[Met
 
     async def http_error(request, exc: HTTPException):  # unknown route (404), wrong method (405)
         if exc.status_code == 404:
-            return error(404, "unknown_route", f"no route {request.url.path}; routes: GET /health, /info, /metrics; "
-                         f"POST {', '.join(engine.routes)}")
+            return error(
+                404,
+                "unknown_route",
+                f"no route {request.url.path}; routes: GET /health, /info, /metrics; POST {', '.join(engine.routes)}",
+            )
         if exc.status_code == 405:
-            return error(405, "wrong_method", f"{request.method} {request.url.path} is not allowed; use "
-                         f"{'GET' if request.url.path in GET_ROUTES else 'POST'}")
+            return error(
+                405,
+                "wrong_method",
+                f"{request.method} {request.url.path} is not allowed; use "
+                f"{'GET' if request.url.path in GET_ROUTES else 'POST'}",
+            )
         return error(exc.status_code, "http_error", str(exc.detail))
 
     @contextlib.asynccontextmanager
@@ -412,6 +509,10 @@ def build_app(engine: Engine, settings: ServeConfig, routes=ROUTES) -> tuple[Met
     return MetricsMiddleware(app, metrics, {r.path for r in table}), batcher, functools.partial(GuardedHttp, guard)
 
 
-GET_ROUTES = {"/health": "{\"status\": \"ok\"}", "/info": "the model, its task, labels, limits and batching",
-              "/metrics": "Prometheus' text format", "/openapi.json": "this description of the routes",
-              "/docs": "the routes as a page to read"}
+GET_ROUTES = {
+    "/health": '{"status": "ok"}',
+    "/info": "the model, its task, labels, limits and batching",
+    "/metrics": "Prometheus' text format",
+    "/openapi.json": "this description of the routes",
+    "/docs": "the routes as a page to read",
+}

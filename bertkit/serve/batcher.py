@@ -60,9 +60,9 @@ class Key:
 class Handlers:
     """A Batcher's `run` as a table: kind of work -> fn(rows) -> one result per row.
 
-        handlers = Handlers({"embed": embed_rows, "predict": predict_rows, "fill-mask": fill_mask_rows})
-        key = handlers.key("predict", group=4)   # an unknown kind fails here, where the request is prepared
-        Batcher(handlers, ...)                   # a batch of `key` runs handlers.table[key.kind](rows)
+    handlers = Handlers({"embed": embed_rows, "predict": predict_rows, "fill-mask": fill_mask_rows})
+    key = handlers.key("predict", group=4)   # an unknown kind fails here, where the request is prepared
+    Batcher(handlers, ...)                   # a batch of `key` runs handlers.table[key.kind](rows)
     """
 
     def __init__(self, table: Mapping[str, Callable[[list], list]]):
@@ -81,8 +81,9 @@ class Handlers:
         try:
             return self.table[kind]
         except (KeyError, TypeError):  # TypeError: an unhashable key
-            raise LookupError(f"no handler for batches of {kind!r}; the kinds are "
-                              f"{', '.join(map(repr, self.table))}") from None
+            raise LookupError(
+                f"no handler for batches of {kind!r}; the kinds are {', '.join(map(repr, self.table))}"
+            ) from None
 
 
 @dataclass
@@ -113,9 +114,17 @@ class Batcher:
     """A worker running `run(key, rows) -> one result per row` on batches of submitted rows: in a thread of its
     own, or (thread=False) in whichever thread calls `work()`, until `stop()`."""
 
-    def __init__(self, run: Callable[[Hashable, list], list], *, max_batch_tokens: int, max_wait_ms: float,
-                 max_queue: int, batching: bool = True, on_batch: Callable[[BatchStats], None] | None = None,
-                 thread: bool = True):
+    def __init__(
+        self,
+        run: Callable[[Hashable, list], list],
+        *,
+        max_batch_tokens: int,
+        max_wait_ms: float,
+        max_queue: int,
+        batching: bool = True,
+        on_batch: Callable[[BatchStats], None] | None = None,
+        thread: bool = True,
+    ):
         self.run = run
         self.max_batch_tokens = max_batch_tokens
         self.max_wait = max_wait_ms / 1000
@@ -188,7 +197,7 @@ class Batcher:
             self.cond.wait(left)
 
     def _waiting_tokens(self, key) -> int:
-        return sum(sum(job.tokens[job.next:]) for job in self.waiting if job.key == key)
+        return sum(sum(job.tokens[job.next :]) for job in self.waiting if job.key == key)
 
     def _take(self) -> tuple[Hashable, list[tuple[Job, int]]]:
         """(key, [(job, row index), ...]): round-robin over the waiting jobs of the oldest job's key."""
@@ -228,8 +237,7 @@ class Batcher:
         except Exception as e:  # the worker goes on; the requests whose rows failed get the error
             results, error = None, e
         if self.on_batch is not None:
-            self.on_batch(BatchStats(len(picked), sum(job.tokens[i] for job, i in picked),
-                                     time.perf_counter() - start))
+            self.on_batch(BatchStats(len(picked), sum(job.tokens[i] for job, i in picked), time.perf_counter() - start))
         jobs = list({id(job): job for job, _ in picked}.values())
         if error is not None and len(jobs) > 1:  # one request's bad row must not fail its batch-mates:
             for job in jobs:  # each request's rows again, alone (not a cancelled one's: its client is gone)

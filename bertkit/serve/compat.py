@@ -66,8 +66,12 @@ def hf_parameters(task: str, body: dict) -> dict:
     unknown = sorted(set(given) - set(HF_PARAMETERS[task]))
     if unknown:
         where = "the body" if task == "feature-extraction" else "'parameters'"
-        raise InputProblem(422, "wrong_type", f"{where} has {', '.join(unknown)}, which {task} here does not take; "
-                           f"it takes {', '.join(HF_PARAMETERS[task]) or 'none'}")
+        raise InputProblem(
+            422,
+            "wrong_type",
+            f"{where} has {', '.join(unknown)}, which {task} here does not take; "
+            f"it takes {', '.join(HF_PARAMETERS[task]) or 'none'}",
+        )
     top_k = given.get("top_k", 1)
     if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
         raise InputProblem(422, "wrong_type", f"'top_k' must be a whole number of at least 1, got {top_k!r}")
@@ -90,8 +94,9 @@ def label_scores(labels: list[str], scores: list[float], top_k: int | None = Non
     return [{"label": labels[i], "score": scores[i]} for i in order][:top_k]
 
 
-def hf_entities(row: dict, word_scores: list, strategy: str | None = None,
-                ignore_labels: list[str] | None = None) -> list[dict]:
+def hf_entities(
+    row: dict, word_scores: list, strategy: str | None = None, ignore_labels: list[str] | None = None
+) -> list[dict]:
     """token_classification's answer for one tag row (Engine.predictions) and its words' tag probabilities
     (Engine.tag_scores). Grouped (strategy simple / first / average / max, the default "simple"): the row's
     entities as {"entity_group", "score", "word", "start", "end"}, score the mean over the entity's words;
@@ -101,25 +106,36 @@ def hf_entities(row: dict, word_scores: list, strategy: str | None = None,
     _answered(row)
     strategy = "simple" if strategy is None else strategy
     if strategy not in AGGREGATIONS:
-        raise InputProblem(422, "wrong_type", f"'aggregation_strategy' must be one of {', '.join(AGGREGATIONS)}, "
-                           f"got {strategy!r}")
+        raise InputProblem(
+            422, "wrong_type", f"'aggregation_strategy' must be one of {', '.join(AGGREGATIONS)}, got {strategy!r}"
+        )
     ignore = {"O"} if ignore_labels is None else set(ignore_labels)
     starts, at = [], 0  # each word's first character in the joined text, as the tag task counts them
     for token in row["tokens"]:
         starts.append(at)
         at += len(token)
     if strategy == "none":
-        return [{"entity": tag, "score": word_scores[j], "word": token, "start": starts[j],
-                 "end": starts[j] + len(token)}
-                for j, (token, tag) in enumerate(zip(row["tokens"], row["tags"])) if tag not in ignore]
+        return [
+            {"entity": tag, "score": word_scores[j], "word": token, "start": starts[j], "end": starts[j] + len(token)}
+            for j, (token, tag) in enumerate(zip(row["tokens"], row["tags"]))
+            if tag not in ignore
+        ]
     out = []
     for e in row["entities"]:
         if e["type"] in ignore:
             continue
-        scores = [word_scores[j] for j, s in enumerate(starts) if e["start"] <= s < e["end"]
-                  and word_scores[j] is not None]
-        out.append({"entity_group": e["type"], "score": sum(scores) / len(scores) if scores else 0.0,
-                    "word": e["text"], "start": e["start"], "end": e["end"]})
+        scores = [
+            word_scores[j] for j, s in enumerate(starts) if e["start"] <= s < e["end"] and word_scores[j] is not None
+        ]
+        out.append(
+            {
+                "entity_group": e["type"],
+                "score": sum(scores) / len(scores) if scores else 0.0,
+                "word": e["text"],
+                "start": e["start"],
+                "end": e["end"],
+            }
+        )
     return out
 
 
@@ -136,8 +152,13 @@ def hf_answer(row: dict) -> dict:
 def hf_fill_mask(per_mask: list[list[dict]]) -> list:
     """fill_mask's answer for one input (Engine.fill_mask_answers' per-[MASK] candidates): {"sequence", "score",
     "token" (the id), "token_str"}; one [MASK]: its list, several: a list per [MASK] (as transformers' pipeline)."""
-    answers = [[{"sequence": c["sequence"], "score": c["score"], "token": c["token_id"], "token_str": c["token"]}
-                for c in candidates] for candidates in per_mask]
+    answers = [
+        [
+            {"sequence": c["sequence"], "score": c["score"], "token": c["token_id"], "token_str": c["token"]}
+            for c in candidates
+        ]
+        for candidates in per_mask
+    ]
     return answers[0] if len(answers) == 1 else answers
 
 
@@ -157,9 +178,13 @@ def tei_rerank(rows: list[dict], texts: list[str], raw_scores: bool = False, ret
     for i, (row, text) in enumerate(zip(rows, texts)):
         _answered(row)
         if "probabilities" in row:
-            raise InputProblem(400, "not_supported", "/rerank needs a re-ranker: a classifier with one output (a "
-                               f"cross-encoder, finetuned with problem_type regression); this one has labels "
-                               f"{', '.join(row['probabilities'])}")
+            raise InputProblem(
+                400,
+                "not_supported",
+                "/rerank needs a re-ranker: a classifier with one output (a "
+                f"cross-encoder, finetuned with problem_type regression); this one has labels "
+                f"{', '.join(row['probabilities'])}",
+            )
         score = row["score"] if raw_scores else 1 / (1 + math.exp(-row["score"]))
         ranks.append({"index": i, "score": score, **({"text": text} if return_text else {})})
     return sorted(ranks, key=lambda r: -r["score"])
@@ -168,8 +193,16 @@ def tei_rerank(rows: list[dict], texts: list[str], raw_scores: bool = False, ret
 def tei_tokens(tokens: list[dict]) -> list[dict]:
     """/tokenize's tokens of one input (Engine.tokenize) as TEI writes them: {"id", "text", "special", "start",
     "stop"}, a special token's text its token ("[CLS]"), not ""."""
-    return [{"id": t["id"], "text": t["token"] if t["special"] else t["text"], "special": t["special"],
-             "start": t["start"], "stop": t["stop"]} for t in tokens]
+    return [
+        {
+            "id": t["id"],
+            "text": t["token"] if t["special"] else t["text"],
+            "special": t["special"],
+            "start": t["start"],
+            "stop": t["stop"],
+        }
+        for t in tokens
+    ]
 
 
 def tei_info(engine, settings, version: str) -> dict:
@@ -181,34 +214,59 @@ def tei_info(engine, settings, version: str) -> dict:
         kind = {"reranker" if config.problem_type == "regression" else "classifier": labels}
     else:  # TEI has no other kind: every bertkit model serves /embed
         kind = {"embedding": {"pooling": engine.encoder.pooling.mode}}
-    return {"model_id": engine.name, "model_sha": None, "model_dtype": engine.quantize or "float32",
-            "model_type": kind, "max_concurrent_requests": settings.max_queue, "max_input_length": engine.embed_limit,
-            "max_batch_tokens": settings.max_batch_tokens, "max_batch_requests": None,
-            "max_client_batch_size": settings.max_inputs, "auto_truncate": False, "tokenization_workers": 1,
-            "version": version, "sha": None, "docker_label": None}
+    return {
+        "model_id": engine.name,
+        "model_sha": None,
+        "model_dtype": engine.quantize or "float32",
+        "model_type": kind,
+        "max_concurrent_requests": settings.max_queue,
+        "max_input_length": engine.embed_limit,
+        "max_batch_tokens": settings.max_batch_tokens,
+        "max_batch_requests": None,
+        "max_client_batch_size": settings.max_inputs,
+        "auto_truncate": False,
+        "tokenization_workers": 1,
+        "version": version,
+        "sha": None,
+        "docker_label": None,
+    }
 
 
 # ----- OpenAI's client: /v1/embeddings ---------------------------------------------------------------------------
 def openai_embeddings(vectors: list[list[float]], encoding_format: str, model: str, tokens: int) -> dict:
     """/v1/embeddings' answer. base64: each vector's float32 little-endian bytes (the client decodes them as
     float32; it asks for base64 when the caller names no format)."""
+
     def packed(v):
         return v if encoding_format == "float" else base64.b64encode(np.asarray(v, "<f4").tobytes()).decode()
 
-    return {"object": "list", "data": [{"object": "embedding", "index": i, "embedding": packed(v)}
-                                       for i, v in enumerate(vectors)],
-            "model": model, "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+    return {
+        "object": "list",
+        "data": [{"object": "embedding", "index": i, "embedding": packed(v)} for i, v in enumerate(vectors)],
+        "model": model,
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+    }
 
 
 def openai_error(status: int, message: str, kind: str, param: str | None = None) -> dict:
     """An error body in OpenAI's shape: the client's exception text is "Error code: N - <message>" only when the
     body is {"error": {"message": ...}}; its .code is bertkit's kind, .type OpenAI's word for the status."""
-    return {"error": {"message": message, "type": "server_error" if status >= 500 else "invalid_request_error",
-                      "param": param, "code": kind}}
+    return {
+        "error": {
+            "message": message,
+            "type": "server_error" if status >= 500 else "invalid_request_error",
+            "param": param,
+            "code": kind,
+        }
+    }
 
 
 def _answered(row: dict) -> None:
     """A predict row of an input without text names why and has no prediction: refused (422 empty_input)."""
     if row.get("error"):
-        raise InputProblem(422, "empty_input", f"an input has no text ({row['error']}: only whitespace, zero-width "
-                           "or control characters): there is nothing to predict on")
+        raise InputProblem(
+            422,
+            "empty_input",
+            f"an input has no text ({row['error']}: only whitespace, zero-width "
+            "or control characters): there is nothing to predict on",
+        )

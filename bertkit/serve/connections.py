@@ -29,8 +29,10 @@ def raw_error(status: int, kind: str, message: str) -> bytes:
     """A JSON error {"error", "type"} as bytes on the wire, for the protocol to send where no app runs; the
     connection closes after it."""
     body = json.dumps({"error": message, "type": kind}, ensure_ascii=False).encode("utf-8")
-    head = (f"HTTP/1.1 {status} {STATUS_PHRASES[status]}\r\ncontent-type: application/json\r\n"
-            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n")
+    head = (
+        f"HTTP/1.1 {status} {STATUS_PHRASES[status]}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    )
     return head.encode("latin-1") + body
 
 
@@ -79,16 +81,21 @@ class GuardedHttp(HttpToolsProtocol):
 
     def idle(self) -> bool:
         """No request under way: nothing of one received yet, or every answer sent."""
-        return not self.reading_headers and (self.cycle is None or self.cycle.response_complete) \
-            and not self.pipeline
+        return not self.reading_headers and (self.cycle is None or self.cycle.response_complete) and not self.pipeline
 
     def connection_made(self, transport) -> None:
         super().connection_made(transport)
         if not self.guard.admit(self):
             self.refused = True  # answered at once; what the client sends is never read
-            transport.write(raw_error(503, "too_many_connections", f"{self.guard.settings.max_connections} "
-                                      "connections are open with requests under way (--max-connections); retry "
-                                      "shortly"))
+            transport.write(
+                raw_error(
+                    503,
+                    "too_many_connections",
+                    f"{self.guard.settings.max_connections} "
+                    "connections are open with requests under way (--max-connections); retry "
+                    "shortly",
+                )
+            )
             transport.close()
             return
         self.arm(self.guard.settings.header_timeout, self.headers_late)
@@ -139,8 +146,11 @@ class GuardedHttp(HttpToolsProtocol):
         self.guard.metrics.closed.labels("header_timeout").inc()
         if self.reading_headers:  # part of a request came: say why it is closed (an idle connection just is)
             seconds = self.guard.settings.header_timeout
-            self.transport.write(raw_error(408, "timeout", f"the request's headers did not arrive within "
-                                           f"{seconds:g} s (--header-timeout)"))
+            self.transport.write(
+                raw_error(
+                    408, "timeout", f"the request's headers did not arrive within {seconds:g} s (--header-timeout)"
+                )
+            )
         self.transport.close()
 
     def body_late(self) -> None:

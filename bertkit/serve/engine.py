@@ -70,11 +70,21 @@ class Prepared:
 class Engine:
     """A model directory served: its encoder, its task head or MLM head, its tokenizer and limits."""
 
-    def __init__(self, model_dir: str, *, quantize: str | None = None, pooling: str | None = None,
-                 normalize: bool | None = None, max_input_tokens: int | None = None, engine: str = "torch"):
+    def __init__(
+        self,
+        model_dir: str,
+        *,
+        quantize: str | None = None,
+        pooling: str | None = None,
+        normalize: bool | None = None,
+        max_input_tokens: int | None = None,
+        engine: str = "torch",
+    ):
         if not os.path.isdir(model_dir):
-            raise BertkitError(f"--model {model_dir}: not a directory; pass a model folder (bertkit finetune / "
-                               "pretrain --out, or a sentence-transformers / Hugging Face BERT folder)")
+            raise BertkitError(
+                f"--model {model_dir}: not a directory; pass a model folder (bertkit finetune / "
+                "pretrain --out, or a sentence-transformers / Hugging Face BERT folder)"
+            )
         config = BertConfig.from_json(model_dir)
         self.model_dir = model_dir
         self.name = os.path.basename(os.path.normpath(model_dir))
@@ -96,20 +106,35 @@ class Engine:
         # to share: the onnx engine runs the encoder's own graph, auto shares the torch encoder beside it)
         loaded = self.task_model if self.task_model is not None else self.mlm
         shared = loaded.base_model if loaded is not None and engine != "onnx" else None
-        self.encoder = Encoder.from_pretrained(model_dir, pooling=pooling, normalize=normalize, quantize=quantize,
-                                               model=shared, engine=engine)
+        self.encoder = Encoder.from_pretrained(
+            model_dir, pooling=pooling, normalize=normalize, quantize=quantize, model=shared, engine=engine
+        )
         self.tokenizer = self.encoder.tokenizer
-        self.embed_limit = self.encoder.max_tokens if max_input_tokens is None else \
-            min(max_input_tokens, self.encoder.max_tokens)
+        self.embed_limit = (
+            self.encoder.max_tokens if max_input_tokens is None else min(max_input_tokens, self.encoder.max_tokens)
+        )
         self.predict_limit = max_input_tokens or PREDICT_MAX_TOKENS
         self.dim = self.encoder.model.config.hidden_size
         # what runs a batch, by its key's kind: one entry per kind of work this model can do
-        self.handlers = Handlers({"embed": self._embed, "embed-raw": self._embed_raw,
-                                  **({"predict": self._predict} if self.task else {}),
-                                  **({"fill-mask": self._fill_mask} if self.mlm else {})})
+        self.handlers = Handlers(
+            {
+                "embed": self._embed,
+                "embed-raw": self._embed_raw,
+                **({"predict": self._predict} if self.task else {}),
+                **({"fill-mask": self._fill_mask} if self.mlm else {}),
+            }
+        )
         # the folder's encoder without its Normalize module (same weights): TEI's "normalize": false
-        self.raw_encoder = Encoder(self.encoder.model, self.tokenizer, replace(self.encoder.pooling, normalize=False),
-                                   self.encoder.model_dir) if self.encoder.pooling.normalize else self.encoder
+        self.raw_encoder = (
+            Encoder(
+                self.encoder.model,
+                self.tokenizer,
+                replace(self.encoder.pooling, normalize=False),
+                self.encoder.model_dir,
+            )
+            if self.encoder.pooling.normalize
+            else self.encoder
+        )
         self.probe()
 
     def probe(self) -> None:
@@ -118,8 +143,7 @@ class Engine:
         word = self.tokenizer.mask_token  # a token every vocabulary has
         prepared = [self.rows_for_embed([word], truncate=True)]
         if self.task:
-            values = {f.name: [word, word] if f.kind == "texts" else word for f in self.task.input_fields
-                      if f.required}
+            values = {f.name: [word, word] if f.kind == "texts" else word for f in self.task.input_fields if f.required}
             prepared.append(self.rows_for_predict([values], truncate=True))
         if self.mlm:
             prepared.append(self.rows_for_fill_mask([word]))
@@ -129,8 +153,11 @@ class Engine:
     @property
     def routes(self) -> list[str]:
         """The POST routes this model can answer."""
-        return ["/", "/embed", "/v1/embeddings", "/tokenize", "/decode"] + \
-            (["/predict", "/rerank"] if self.task else []) + (["/fill-mask"] if self.mlm else [])
+        return (
+            ["/", "/embed", "/v1/embeddings", "/tokenize", "/decode"]
+            + (["/predict", "/rerank"] if self.task else [])
+            + (["/fill-mask"] if self.mlm else [])
+        )
 
     def pooling_info(self) -> dict:
         pooling = self.encoder.pooling
@@ -162,22 +189,37 @@ class Engine:
                 try:
                     examples.append(task.from_line(value, i))  # as line i of `bertkit predict --file`
                 except TaskDataError as e:
-                    raise InputProblem(422, "wrong_type", f"inputs[{i}]: {e}; send an object with "
-                                       f"{', '.join(f.name for f in task.input_fields)}") from None
+                    raise InputProblem(
+                        422,
+                        "wrong_type",
+                        f"inputs[{i}]: {e}; send an object with {', '.join(f.name for f in task.input_fields)}",
+                    ) from None
             else:
                 values = _fields(i, value, task.input_fields)
-                tokens = sum(len(self.tokenizer.tokenize(text)) for f in task.input_fields
-                             for text in f.texts(values.get(f.name))) + 3
+                tokens = (
+                    sum(
+                        len(self.tokenizer.tokenize(text))
+                        for f in task.input_fields
+                        for text in f.texts(values.get(f.name))
+                    )
+                    + 3
+                )
                 if tokens > self.predict_limit:  # an object is not cut: which field to shorten is the client's call
-                    raise _too_long(i, tokens, self.predict_limit, hint="shorten its texts (truncate cuts plain "
-                                                                        "string inputs only)")
+                    raise _too_long(
+                        i, tokens, self.predict_limit, hint="shorten its texts (truncate cuts plain string inputs only)"
+                    )
                 examples.append(task.example_from(values, i))
         blank = [task.is_empty(e, self.tokenizer) for e in examples]
         empty = [i for i, b in enumerate(blank) if b]
         kept = [e for e, b in zip(examples, blank) if not b]
         try:
-            features = task.encode(self.tokenizer, kept, self.opts.seq_len, self.opts.stride, None,
-                                   self.task_model.config.problem_type) if kept else []
+            features = (
+                task.encode(
+                    self.tokenizer, kept, self.opts.seq_len, self.opts.stride, None, self.task_model.config.problem_type
+                )
+                if kept
+                else []
+            )
         except BertkitError as e:  # e.g. a question longer than the windows, choices of different counts
             raise InputProblem(422, "invalid_input", str(e)) from None
         group = task.batch_group(features[0]) if features else None  # choice: as many choices
@@ -188,38 +230,54 @@ class Engine:
         for i, text in enumerate(texts):
             ids = self.tokenizer.encode(text)
             if not mask_positions(ids, self.tokenizer):
-                raise InputProblem(422, "invalid_input", f"inputs[{i}] has no {self.tokenizer.mask_token}: put "
-                                   f"{self.tokenizer.mask_token} where a token is missing")
+                raise InputProblem(
+                    422,
+                    "invalid_input",
+                    f"inputs[{i}] has no {self.tokenizer.mask_token}: put "
+                    f"{self.tokenizer.mask_token} where a token is missing",
+                )
             limit = self.mlm.config.max_position_embeddings
             if len(ids) > limit:
                 raise _too_long(i, len(ids), limit, hint="fill-mask does not cut inputs (a [MASK] could be cut off)")
             rows.append(ids)
         return Prepared(self.handlers.key("fill-mask"), rows, [len(r) for r in rows])
 
-    def rows_for_tei_embed(self, texts: list[str], truncate: bool, direction: str = "right",
-                           prompt_name: str | None = None, normalize: bool | None = None) -> Prepared:
+    def rows_for_tei_embed(
+        self,
+        texts: list[str],
+        truncate: bool,
+        direction: str = "right",
+        prompt_name: str | None = None,
+        normalize: bool | None = None,
+    ) -> Prepared:
         """TEI's /embed (huggingface_hub's feature_extraction): each text's [CLS] ... [SEP] ids, after the folder's
         prompt `prompt_name` (config_sentence_transformers.json "prompts", as sentence-transformers puts it), a long
         one refused (413) or, when truncate, cut on the `direction` side (Left / Right, either case);
         normalize=False on a folder that L2-normalizes runs as "embed-raw" (tei_vectors normalizes for True)."""
         side = direction.lower() if isinstance(direction, str) else direction
         if side not in ("left", "right"):
-            raise InputProblem(422, "wrong_type", f"'truncation_direction' must be \"Left\" or \"Right\", got "
-                               f"{direction!r}")
+            raise InputProblem(
+                422, "wrong_type", f'\'truncation_direction\' must be "Left" or "Right", got {direction!r}'
+            )
         prompt = "" if prompt_name is None else self.prompt(prompt_name)
         rows = []
         for i, text in enumerate(texts):
             if is_empty_text(text, self.tokenizer):  # the text itself, not the prompt before it
-                raise InputProblem(422, "empty_input", f"inputs[{i}] is empty (no text once whitespace, zero-width "
-                                   "and control characters are left out): there is nothing to embed")
+                raise InputProblem(
+                    422,
+                    "empty_input",
+                    f"inputs[{i}] is empty (no text once whitespace, zero-width "
+                    "and control characters are left out): there is nothing to embed",
+                )
             try:
-                ids = self.encoder.token_ids(prompt + text, truncate=truncate and side == "right",
-                                             limit=self.embed_limit)
+                ids = self.encoder.token_ids(
+                    prompt + text, truncate=truncate and side == "right", limit=self.embed_limit
+                )
             except TooLong as e:
                 if not truncate:
                     raise _too_long(i, e.tokens, e.limit) from None
                 ids = self.tokenizer.encode(prompt + text)
-                ids = ids[:1] + ids[1 - e.limit:]  # [CLS] + the last limit - 2 tokens + [SEP]
+                ids = ids[:1] + ids[1 - e.limit :]  # [CLS] + the last limit - 2 tokens + [SEP]
             rows.append(ids)
         raw = normalize is False and self.encoder.pooling.normalize
         return Prepared(self.handlers.key("embed-raw" if raw else "embed"), rows, [len(r) for r in rows])
@@ -232,20 +290,31 @@ class Engine:
         cls, sep, size = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id, self.encoder.model.config.vocab_size
         rows = []
         for i, ids in enumerate(id_lists):
-            bad = next((j for j, t in enumerate(ids) if not isinstance(t, int) or isinstance(t, bool)
-                        or not 0 <= t < size), None)
+            bad = next(
+                (j for j, t in enumerate(ids) if not isinstance(t, int) or isinstance(t, bool) or not 0 <= t < size),
+                None,
+            )
             if bad is not None:
-                raise InputProblem(422, "invalid_input", f"input[{i}][{bad}] is {ids[bad]!r}, not a token id of this "
-                                   f"model (a whole number from 0 to {size - 1})")
+                raise InputProblem(
+                    422,
+                    "invalid_input",
+                    f"input[{i}][{bad}] is {ids[bad]!r}, not a token id of this "
+                    f"model (a whole number from 0 to {size - 1})",
+                )
             row = ([] if ids[:1] == [cls] else [cls]) + list(ids) + ([] if ids[-1:] == [sep] else [sep])
             if len(row) <= 2:
-                raise InputProblem(422, "empty_input", f"input[{i}] holds no token but [CLS] / [SEP]: there is "
-                                   "nothing to embed")
+                raise InputProblem(
+                    422, "empty_input", f"input[{i}] holds no token but [CLS] / [SEP]: there is nothing to embed"
+                )
             if len(row) > self.embed_limit:
                 if not truncate:
-                    raise InputProblem(413, "too_long", f"input[{i}] has {len(row)} tokens with [CLS] and [SEP], more "
-                                       f"than the limit of {self.embed_limit}; send fewer ids")
-                row = row[:self.embed_limit - 1] + [sep]
+                    raise InputProblem(
+                        413,
+                        "too_long",
+                        f"input[{i}] has {len(row)} tokens with [CLS] and [SEP], more "
+                        f"than the limit of {self.embed_limit}; send fewer ids",
+                    )
+                row = row[: self.embed_limit - 1] + [sep]
             rows.append(row)
         return Prepared(self.handlers.key("embed"), rows, [len(r) for r in rows])
 
@@ -261,20 +330,24 @@ class Engine:
         except (ValueError, AttributeError) as e:
             raise BertkitError(f"{self.name}/config_sentence_transformers.json cannot be read: {e}") from None
         if not isinstance(prompts, dict) or not all(isinstance(v, str) for v in prompts.values()):
-            raise BertkitError(f"{self.name}/config_sentence_transformers.json: \"prompts\" must map names to texts")
+            raise BertkitError(f'{self.name}/config_sentence_transformers.json: "prompts" must map names to texts')
         return prompts
 
     def prompt(self, name: str) -> str:
         if name not in self.prompts:
-            raise InputProblem(422, "invalid_input", f"prompt_name {name!r} is not one of this model's prompts: "
-                               f"{', '.join(map(repr, self.prompts)) or 'its folder has none'} "
-                               "(config_sentence_transformers.json)")
+            raise InputProblem(
+                422,
+                "invalid_input",
+                f"prompt_name {name!r} is not one of this model's prompts: "
+                f"{', '.join(map(repr, self.prompts)) or 'its folder has none'} "
+                "(config_sentence_transformers.json)",
+            )
         return self.prompts[name]
 
     def _cut(self, text: str, limit: int) -> str:
         """The start of `text` that tokenizes to at most `limit` tokens with [CLS] and [SEP]."""
         offsets = self.tokenizer(text, return_offsets_mapping=True)["offset_mapping"]
-        return text[:offsets[limit - 2][1]]
+        return text[: offsets[limit - 2][1]]
 
     # ----- rows -> results (the batcher's worker thread) ------------------------------------------
     @torch.inference_mode()
@@ -301,18 +374,30 @@ class Engine:
         empty = set(prepared.empty)
         kept = [i for i in range(len(examples)) if i not in empty]
         if kept:
-            answers = task.predictions(self.task_model.config, prepared.rows, outputs, [examples[i] for i in kept],
-                                       self.opts)
+            answers = task.predictions(
+                self.task_model.config, prepared.rows, outputs, [examples[i] for i in kept], self.opts
+            )
             for i, row in zip(kept, answers):
                 rows[i] = row
         return rows
 
     def fill_mask_answers(self, rows: list[list[int]], results: list, top_k: int) -> list:
         """Per input, per [MASK]: its top_k candidates as transformers' fill-mask pipeline writes them."""
-        return [[[{"token": c.token, "token_id": c.token_id, "score": c.probability,
-                   "sequence": filled_text(self.tokenizer, ids, fill.position, c.token_id)}
-                  for c in fill.candidates[:top_k]] for fill in fills]
-                for ids, fills in zip(rows, results)]
+        return [
+            [
+                [
+                    {
+                        "token": c.token,
+                        "token_id": c.token_id,
+                        "score": c.probability,
+                        "sequence": filled_text(self.tokenizer, ids, fill.position, c.token_id),
+                    }
+                    for c in fill.candidates[:top_k]
+                ]
+                for fill in fills
+            ]
+            for ids, fills in zip(rows, results)
+        ]
 
     def tei_vectors(self, vectors: list, normalize: bool | None) -> list:
         """rows_for_tei_embed's results as asked: normalize=True L2-normalizes vectors of a folder that does not
@@ -356,15 +441,25 @@ class Engine:
         return texts
 
     def tokenize(self, texts: list[str], add_special_tokens: bool) -> list[list[dict]]:
-        enc = self.tokenizer(texts, return_offsets_mapping=True, return_special_tokens_mask=True,
-                             add_special_tokens=add_special_tokens)
+        enc = self.tokenizer(
+            texts, return_offsets_mapping=True, return_special_tokens_mask=True, add_special_tokens=add_special_tokens
+        )
         out = []
         for i, text in enumerate(texts):
             ids, offsets, special = enc["input_ids"][i], enc["offset_mapping"][i], enc["special_tokens_mask"][i]
-            out.append([{"id": t, "token": tok, "special": bool(s), "start": None if s else a,
-                         "stop": None if s else b, "text": "" if s else text[a:b]}
-                        for t, tok, (a, b), s in zip(ids, self.tokenizer.convert_ids_to_tokens(ids), offsets,
-                                                     special)])
+            out.append(
+                [
+                    {
+                        "id": t,
+                        "token": tok,
+                        "special": bool(s),
+                        "start": None if s else a,
+                        "stop": None if s else b,
+                        "text": "" if s else text[a:b],
+                    }
+                    for t, tok, (a, b), s in zip(ids, self.tokenizer.convert_ids_to_tokens(ids), offsets, special)
+                ]
+            )
         return out
 
 
@@ -390,12 +485,14 @@ def _fields(i: int, value, fields: tuple[Field, ...]) -> dict:
     """An input object's values, checked against the task's input fields (their kinds say what each holds)."""
     names = ", ".join(f.name for f in fields)
     if not isinstance(value, dict):
-        raise InputProblem(422, "wrong_type", f"inputs[{i}] is {json_type(value)}; each input is a string or an "
-                           f"object with {names}")
+        raise InputProblem(
+            422, "wrong_type", f"inputs[{i}] is {json_type(value)}; each input is a string or an object with {names}"
+        )
     unknown = sorted(set(value) - {f.name for f in fields})
     if unknown:
-        raise InputProblem(422, "wrong_type", f"inputs[{i}] has unknown field(s) {', '.join(unknown)}; this model "
-                           f"takes {names}")
+        raise InputProblem(
+            422, "wrong_type", f"inputs[{i}] has unknown field(s) {', '.join(unknown)}; this model takes {names}"
+        )
     values = {}
     for field in fields:
         v = value.get(field.name)
@@ -404,14 +501,22 @@ def _fields(i: int, value, fields: tuple[Field, ...]) -> dict:
                 raise InputProblem(422, "wrong_type", f"inputs[{i}] has no {field.name!r} ({field.expects})")
             continue
         if not field.accepts(v):
-            raise InputProblem(422, "wrong_type", f"inputs[{i}].{field.name} must be {field.expects}, got "
-                               f"{json_type(v)}")
+            raise InputProblem(
+                422, "wrong_type", f"inputs[{i}].{field.name} must be {field.expects}, got {json_type(v)}"
+            )
         values[field.name] = v
     return values
 
 
 def json_type(value) -> str:
     """How a JSON value is called in an error message."""
-    names = {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "a list",
-             dict: "an object", type(None): "null"}
+    names = {
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "an object",
+        type(None): "null",
+    }
     return names.get(type(value), type(value).__name__)

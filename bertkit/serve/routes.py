@@ -31,11 +31,12 @@ from .schemas import (
     TokenizeRequest,
 )
 
-NON_FINITE = ("the model's output holds NaN or Infinity, so nothing was answered; its weights (or --quantize) are "
-              "broken: check the model folder")
+NON_FINITE = (
+    "the model's output holds NaN or Infinity, so nothing was answered; its weights (or --quantize) are "
+    "broken: check the model folder"
+)
 # what a route needs beyond the encoder, in words for its refusal (400 not_supported)
-NEEDS = {"task": "a fine-tuned task head (bertkit finetune's --out)",
-         "mlm": "an MLM head (bertkit pretrain's --out)"}
+NEEDS = {"task": "a fine-tuned task head (bertkit finetune's --out)", "mlm": "an MLM head (bertkit pretrain's --out)"}
 
 
 def bertkit_error(status: int, kind: str, message: str) -> dict:
@@ -70,8 +71,14 @@ def finite(vectors: list) -> list:
 async def embed(engine: Engine, request: EmbedRequest, call) -> tuple[Any, int]:
     texts, _ = request.items()
     if request.tei():  # TEI's fields: a prompt, the left end cut, normalization asked for
-        prepared = await call.tokenize(engine.rows_for_tei_embed, texts, request.truncate,
-                                       request.truncation_direction, request.prompt_name, request.normalize)
+        prepared = await call.tokenize(
+            engine.rows_for_tei_embed,
+            texts,
+            request.truncate,
+            request.truncation_direction,
+            request.prompt_name,
+            request.normalize,
+        )
         return finite(engine.tei_vectors(await call.model(prepared), request.normalize)), len(texts)
     prepared = await call.tokenize(engine.rows_for_embed, texts, request.truncate)
     return finite(await call.model(prepared)), len(texts)
@@ -80,8 +87,12 @@ async def embed(engine: Engine, request: EmbedRequest, call) -> tuple[Any, int]:
 async def openai_embeddings(engine: Engine, request: OpenAIEmbedRequest, call) -> tuple[Any, int]:
     inputs, _ = request.items()
     if request.dimensions not in (None, engine.dim):
-        raise InputProblem(400, "invalid_input", f"'dimensions' {request.dimensions!r}: this model's embeddings "
-                           f"have {engine.dim} and are not cut shorter; leave dimensions out")
+        raise InputProblem(
+            400,
+            "invalid_input",
+            f"'dimensions' {request.dimensions!r}: this model's embeddings "
+            f"have {engine.dim} and are not cut shorter; leave dimensions out",
+        )
     if inputs and isinstance(inputs[0], int):  # one list of token ids
         inputs = [inputs]
     if isinstance(inputs[0], list):
@@ -95,14 +106,17 @@ async def openai_embeddings(engine: Engine, request: OpenAIEmbedRequest, call) -
 async def predict(engine: Engine, request: PredictRequest, call) -> tuple[Any, int]:
     inputs, single = request.items()
     if request.raw_scores and engine.task.name != "classify":
-        raise InputProblem(422, "invalid_input", f"'raw_scores' is for a classifier; {engine.name} is a "
-                           f"{engine.task.name} model")
+        raise InputProblem(
+            422, "invalid_input", f"'raw_scores' is for a classifier; {engine.name} is a {engine.task.name} model"
+        )
     prepared = await call.tokenize(engine.rows_for_predict, inputs, request.truncate)
     outputs = await call.model(prepared)
     rows = await call.tokenize(engine.predictions, prepared, outputs)
     if request.raw_scores:
-        rows = [{**row, "logits": logits} if logits is not None else row
-                for row, logits in zip(rows, engine.class_logits(prepared, outputs))]
+        rows = [
+            {**row, "logits": logits} if logits is not None else row
+            for row, logits in zip(rows, engine.class_logits(prepared, outputs))
+        ]
     return (rows[0] if single else rows), len(inputs)
 
 
@@ -122,8 +136,12 @@ async def tokenize(engine: Engine, request: TokenizeRequest, call) -> tuple[Any,
 
 async def rerank(engine: Engine, request: RerankRequest, call) -> tuple[Any, int]:
     if engine.task is None or engine.task.name != "classify":
-        raise InputProblem(400, "not_supported", f"/rerank needs a re-ranker (a classifier with one output, "
-                           f"fine-tuned on (query, text) pairs); {engine.name} is a {engine.architecture}")
+        raise InputProblem(
+            400,
+            "not_supported",
+            f"/rerank needs a re-ranker (a classifier with one output, "
+            f"fine-tuned on (query, text) pairs); {engine.name} is a {engine.architecture}",
+        )
     pairs = [{"text": request.query, "text_pair": text} for text in request.texts]
     prepared = await call.tokenize(engine.rows_for_predict, pairs, request.truncate)
     rows = await call.tokenize(engine.predictions, prepared, await call.model(prepared))
@@ -145,11 +163,17 @@ async def inference(engine: Engine, request: InferenceRequest, call) -> tuple[An
         if task == "feature-extraction" and any(isinstance(x, dict) for x in inputs):
             raise InputProblem(422, "wrong_type", "feature extraction takes a text or a list of texts")
         if any(not isinstance(x, str) for x in inputs):
-            raise InputProblem(422, "wrong_type", "sentence similarity takes {\"source_sentence\": a text, "
-                               "\"sentences\": a list of texts}")
-        prepared = await call.tokenize(engine.rows_for_tei_embed, inputs, params.get("truncate", False),
-                                       params.get("truncation_direction", "right"), params.get("prompt_name"),
-                                       params.get("normalize"))
+            raise InputProblem(
+                422, "wrong_type", 'sentence similarity takes {"source_sentence": a text, "sentences": a list of texts}'
+            )
+        prepared = await call.tokenize(
+            engine.rows_for_tei_embed,
+            inputs,
+            params.get("truncate", False),
+            params.get("truncation_direction", "right"),
+            params.get("prompt_name"),
+            params.get("normalize"),
+        )
         vectors = finite(engine.tei_vectors(await call.model(prepared), params.get("normalize")))
         answer = compat.cosine_similarities(vectors) if task == "sentence-similarity" else vectors
         return answer, len(inputs)
@@ -169,8 +193,10 @@ async def inference(engine: Engine, request: InferenceRequest, call) -> tuple[An
     if task == "text-classification":  # a list per input, also for one: the client keeps the first
         return [compat.hf_classification(r, params.get("top_k")) for r in rows], len(inputs)
     if task == "token-classification":
-        out = [compat.hf_entities(r, s, params.get("aggregation_strategy"), params.get("ignore_labels"))
-               for r, s in zip(rows, engine.tag_scores(prepared, outputs))]
+        out = [
+            compat.hf_entities(r, s, params.get("aggregation_strategy"), params.get("ignore_labels"))
+            for r, s in zip(rows, engine.tag_scores(prepared, outputs))
+        ]
     else:
         out = [compat.hf_answer(r) for r in rows]
     return (out[0] if single else out), len(inputs)
@@ -178,13 +204,23 @@ async def inference(engine: Engine, request: InferenceRequest, call) -> tuple[An
 
 ROUTES = (
     Route("/embed", EmbedRequest, embed, "a list of numbers per input (one list for one text)"),
-    Route("/v1/embeddings", OpenAIEmbedRequest, openai_embeddings, "OpenAI's embeddings response",
-          error_body=openai_error),
-    Route("/predict", PredictRequest, predict, "a row per input as `bertkit predict` writes it (one row for one "
-          "input)", needs="task"),
-    Route("/fill-mask", FillMaskRequest, fill_mask, "per input {text, masks}: per [MASK], the top_k tokens with "
-          "their probabilities",
-          needs="mlm"),
+    Route(
+        "/v1/embeddings", OpenAIEmbedRequest, openai_embeddings, "OpenAI's embeddings response", error_body=openai_error
+    ),
+    Route(
+        "/predict",
+        PredictRequest,
+        predict,
+        "a row per input as `bertkit predict` writes it (one row for one input)",
+        needs="task",
+    ),
+    Route(
+        "/fill-mask",
+        FillMaskRequest,
+        fill_mask,
+        "per input {text, masks}: per [MASK], the top_k tokens with their probabilities",
+        needs="mlm",
+    ),
     Route("/tokenize", TokenizeRequest, tokenize, "per input, its tokens with ids and character offsets"),
     Route("/rerank", RerankRequest, rerank, "TEI's: [{index, score, text?}] best first", needs="task"),
     Route("/decode", DecodeRequest, decode, "TEI's: a text per list of ids"),

@@ -44,14 +44,18 @@ class EmbedRequest(Body):
     """Sentence embeddings, pooled as the model folder says (a list of numbers per input); TEI's /embed fields."""
 
     inputs: Texts = Field(description=TEXTS)
-    truncate: StrictBool = Field(False, description="cut an input longer than the model's limit instead of "
-                                                    "refusing it (413)")
+    truncate: StrictBool = Field(
+        False, description="cut an input longer than the model's limit instead of refusing it (413)"
+    )
     truncation_direction: Literal["Right", "Left", "right", "left"] = Field(
-        "Right", description="which end of a long input truncate cuts off (TEI's field)")
-    normalize: StrictBool | None = Field(None, description="L2-normalize the vectors; null: as the folder says "
-                                                           "(TEI's field; TEI's own default is true)")
-    prompt_name: StrictStr | None = Field(None, description="a prompt of the folder's "
-                                                            "config_sentence_transformers.json, put before each text")
+        "Right", description="which end of a long input truncate cuts off (TEI's field)"
+    )
+    normalize: StrictBool | None = Field(
+        None, description="L2-normalize the vectors; null: as the folder says (TEI's field; TEI's own default is true)"
+    )
+    prompt_name: StrictStr | None = Field(
+        None, description="a prompt of the folder's config_sentence_transformers.json, put before each text"
+    )
 
     def tei(self) -> bool:
         """Whether a TEI field asks for more than the plain /embed."""
@@ -62,13 +66,17 @@ class OpenAIEmbedRequest(Body):
     """OpenAI's embeddings request (the `openai` client's embeddings.create); errors in OpenAI's shape."""
 
     INPUTS: ClassVar[str] = "input"
-    input: Texts | Annotated[list[StrictInt], Field(min_length=1)] | \
-        Annotated[list[Annotated[list[StrictInt], Field(min_length=1)]], Field(min_length=1)] = Field(
-            description="a text, a list of texts, a list of token ids, or a list of such lists")
-    model: StrictStr | None = Field(None, description="any name: the served model answers (its name is in the "
-                                                      "answer's model)")
-    encoding_format: Literal["float", "base64"] = Field("float", description="float: lists of numbers; base64: "
-                                                                             "little-endian float32 bytes")
+    input: (
+        Texts
+        | Annotated[list[StrictInt], Field(min_length=1)]
+        | Annotated[list[Annotated[list[StrictInt], Field(min_length=1)]], Field(min_length=1)]
+    ) = Field(description="a text, a list of texts, a list of token ids, or a list of such lists")
+    model: StrictStr | None = Field(
+        None, description="any name: the served model answers (its name is in the answer's model)"
+    )
+    encoding_format: Literal["float", "base64"] = Field(
+        "float", description="float: lists of numbers; base64: little-endian float32 bytes"
+    )
     dimensions: StrictInt | None = Field(None, description="must be the model's own size: no truncation")
     user: StrictStr | None = Field(None, description="accepted and ignored")
 
@@ -78,7 +86,8 @@ class PredictRequest(Body):
 
     inputs: StrictStr | dict[str, Any] | Annotated[list[StrictStr | dict[str, Any]], Field(min_length=1)] = Field(
         description="a text or an object of the task's fields (text / text_pair, question / context, ...), or a "
-                    "list of them")
+        "list of them"
+    )
     truncate: StrictBool = Field(False, description="cut an input longer than --max-input-tokens")
     raw_scores: StrictBool = Field(False, description="a classifier's rows also hold their logits (TEI's field)")
 
@@ -113,9 +122,10 @@ class DecodeRequest(Body):
     """TEI's /decode: token ids back to text."""
 
     INPUTS: ClassVar[str] = "ids"
-    ids: Annotated[list[StrictInt], Field(min_length=1)] | \
-        Annotated[list[Annotated[list[StrictInt], Field(min_length=1)]], Field(min_length=1)] = Field(
-            description="a list of token ids, or a list of such lists")
+    ids: (
+        Annotated[list[StrictInt], Field(min_length=1)]
+        | Annotated[list[Annotated[list[StrictInt], Field(min_length=1)]], Field(min_length=1)]
+    ) = Field(description="a list of token ids, or a list of such lists")
     skip_special_tokens: StrictBool = Field(True, description="leave out [CLS], [SEP], [PAD], ...")
 
     def items(self) -> tuple[list, bool]:
@@ -130,14 +140,17 @@ class InferenceRequest(Body):
 
     inputs: StrictStr | dict[str, Any] | Annotated[list[StrictStr | dict[str, Any]], Field(min_length=1)] = Field(
         description="a text or a list of texts; QA {question, context}; sentence similarity {source_sentence, "
-                    "sentences}")
-    parameters: dict[str, Any] | None = Field(None, description="the task's parameters (top_k, "
-                                                                "aggregation_strategy, ...)")
+        "sentences}"
+    )
+    parameters: dict[str, Any] | None = Field(
+        None, description="the task's parameters (top_k, aggregation_strategy, ...)"
+    )
     normalize: StrictBool | None = Field(None, description="feature extraction: as /embed's")
     prompt_name: StrictStr | None = Field(None, description="feature extraction: as /embed's")
     truncate: StrictBool | None = Field(None, description="feature extraction: as /embed's")
     truncation_direction: Literal["Right", "Left", "right", "left"] | None = Field(
-        None, description="feature extraction: as /embed's")
+        None, description="feature extraction: as /embed's"
+    )
 
     def items(self) -> tuple[list, bool]:
         if isinstance(self.inputs, dict) and isinstance(self.inputs.get("sentences"), list):
@@ -161,15 +174,17 @@ def problem(model: type[Body], body: dict, error: ValidationError) -> InputProbl
     value = body.get(field)
     kind = "list" if isinstance(value, list) else "dict" if isinstance(value, dict) else None
     own = [e for e in errors if e["loc"][:1] == errors[0]["loc"][:1]]
-    first = max(own, key=lambda e: (kind is not None and len(e["loc"]) > 1 and str(e["loc"][1]).startswith(kind),
-                                    len(e["loc"])))
+    first = max(
+        own, key=lambda e: (kind is not None and len(e["loc"]) > 1 and str(e["loc"][1]).startswith(kind), len(e["loc"]))
+    )
     takes = ", ".join(model.model_fields)
     if first["type"] == "extra_forbidden":
         unknown = sorted(set(body) - set(model.model_fields))
         return InputProblem(422, "wrong_type", f"unknown field(s) {', '.join(unknown)}; this route takes {takes}")
     if first["type"] == "missing":
-        return InputProblem(422, "wrong_type", f"the body has no {field!r}: send {{\"{field}\": \"a text\"}} or a "
-                            "list of texts")
+        return InputProblem(
+            422, "wrong_type", f'the body has no {field!r}: send {{"{field}": "a text"}} or a list of texts'
+        )
     if field == model.INPUTS and first["type"] == "too_short":
         return InputProblem(422, "empty_list", f"{field!r} is an empty list: send at least one input")
     info = model.model_fields.get(field)
@@ -177,6 +192,11 @@ def problem(model: type[Body], body: dict, error: ValidationError) -> InputProbl
     for p in first["loc"][1:]:  # the part of the value that was refused (inputs[1])
         if isinstance(p, int) and isinstance(value, list) and p < len(value):
             value = value[p]
-    wants = (info.description if info is not None and info.description else "")
-    return InputProblem(422, "wrong_type", f"{field}{where}: {first['msg'].lower()}, got {json_type(value)} "
-                        f"({field}: {wants})" if wants else f"{field}{where}: {first['msg'].lower()}")
+    wants = info.description if info is not None and info.description else ""
+    return InputProblem(
+        422,
+        "wrong_type",
+        f"{field}{where}: {first['msg'].lower()}, got {json_type(value)} ({field}: {wants})"
+        if wants
+        else f"{field}{where}: {first['msg'].lower()}",
+    )

@@ -19,8 +19,9 @@ from .engine import PREDICT_MAX_TOKENS
 class ServeConfig:
     """Serve a model folder over HTTP: embeddings, predictions, fill-mask, with dynamic batching."""
 
-    model: str = opt("", "a model folder: bertkit finetune / pretrain --out, or a (sentence-transformers) BERT folder",
-                     required=True)
+    model: str = opt(
+        "", "a model folder: bertkit finetune / pretrain --out, or a (sentence-transformers) BERT folder", required=True
+    )
     host: str = opt("127.0.0.1", "address to listen on (0.0.0.0: every interface; there is no authentication)")
     port: int = opt(8080, "port to listen on")
     max_batch_tokens: int = opt(8192, "real tokens per forward pass at most (a single longer input runs alone)")
@@ -28,24 +29,40 @@ class ServeConfig:
     batching: bool = opt(True, "--no-batching runs one request per forward pass (a baseline)")
     max_queue: int = opt(512, "requests waiting or running at most; more are answered 429")
     max_inputs: int = opt(64, "inputs per request at most (413 past it)")
-    max_body_bytes: int = opt(1 << 20, "request body size at most, in bytes (413 past it, once the body was read "
-                                       "and dropped: bodies up to 4x the limit or 16 MiB; larger ones are not read)")
-    max_input_tokens: int | None = opt(None, "tokens per input at most (default: the embedding model's "
-                                             f"max_seq_length for /embed, {PREDICT_MAX_TOKENS} for /predict, "
-                                             "which windows)")
+    max_body_bytes: int = opt(
+        1 << 20,
+        "request body size at most, in bytes (413 past it, once the body was read "
+        "and dropped: bodies up to 4x the limit or 16 MiB; larger ones are not read)",
+    )
+    max_input_tokens: int | None = opt(
+        None,
+        "tokens per input at most (default: the embedding model's "
+        f"max_seq_length for /embed, {PREDICT_MAX_TOKENS} for /predict, "
+        "which windows)",
+    )
     quantize: str | None = opt(None, QUANTIZE_HELP, choices=QUANTIZE_CHOICES)
-    engine: Engine = opt("torch", ENGINE_HELP + "; with a task or MLM head, /embed runs the "
-                                                                  "encoder's own graph")
-    pooling: str | None = opt(None, "embedding pooling (default: the sentence-transformers folder's, else mean)",
-                              choices=list(POOLING_MODES))
-    normalize: bool | None = opt(None, "L2-normalize each embedding; None: as the folder says (a sentence-transformers "
-                                "Normalize module), else not")
-    max_connections: int = opt(1000, "open connections at most: past it the oldest idle one (no request under way) "
-                                     "is closed to make room, or if none is idle the new one gets 503")
-    header_timeout: float = opt(10.0, "seconds a client has to send a request's headers, from connecting (or from a "
-                                      "kept-alive request's first byte); then 408 and the connection closed")
-    body_timeout: float = opt(30.0, "seconds a client has to send a request's body once its headers arrived; then "
-                                    "408 and the connection closed")
+    engine: Engine = opt("torch", ENGINE_HELP + "; with a task or MLM head, /embed runs the encoder's own graph")
+    pooling: str | None = opt(
+        None, "embedding pooling (default: the sentence-transformers folder's, else mean)", choices=list(POOLING_MODES)
+    )
+    normalize: bool | None = opt(
+        None,
+        "L2-normalize each embedding; None: as the folder says (a sentence-transformers Normalize module), else not",
+    )
+    max_connections: int = opt(
+        1000,
+        "open connections at most: past it the oldest idle one (no request under way) "
+        "is closed to make room, or if none is idle the new one gets 503",
+    )
+    header_timeout: float = opt(
+        10.0,
+        "seconds a client has to send a request's headers, from connecting (or from a "
+        "kept-alive request's first byte); then 408 and the connection closed",
+    )
+    body_timeout: float = opt(
+        30.0,
+        "seconds a client has to send a request's body once its headers arrived; then 408 and the connection closed",
+    )
     log_level: str = opt("info", "uvicorn's log level", choices=list(LOG_LEVELS))
 
     def problem(self) -> str | None:

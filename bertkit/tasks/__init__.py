@@ -39,8 +39,9 @@ def get_task(name: str) -> Task:
     return TASKS[name]
 
 
-def read_task(task: str, spec: str | os.PathLike, *, split: str | None = None, labeled: bool = True,
-              **settings) -> list:
+def read_task(
+    task: str, spec: str | os.PathLike, *, split: str | None = None, labeled: bool = True, **settings
+) -> list:
     """Examples of `task` (classify | tag | qa | choice) from a file or a builtin:NAME.
 
     settings: the columns of the task's fields, NAME_field= (text_field, text_pair_field, label_field,
@@ -70,11 +71,15 @@ def check_task_options(task: Task, opts, whose: str) -> None:
         for field in dataclasses.fields(other.options) if other.options is not None else ():
             if field.name in own or getattr(opts, field.name, field.default) == field.default:
                 continue
-            owners = [t.name for t in TASKS.values()
-                      if t.options is not None and field.name in {f.name for f in dataclasses.fields(t.options)}]
+            owners = [
+                t.name
+                for t in TASKS.values()
+                if t.options is not None and field.name in {f.name for f in dataclasses.fields(t.options)}
+            ]
             flag = "--" + field.name.replace("_", "-")
-            raise TaskDataError(f"{flag} applies to the {' / '.join(owners)} task only, not {task.name!r} ({whose}); "
-                                f"leave {flag} out")
+            raise TaskDataError(
+                f"{flag} applies to the {' / '.join(owners)} task only, not {task.name!r} ({whose}); leave {flag} out"
+            )
 
 
 def _read(task: Task, spec, **settings) -> list:
@@ -98,8 +103,9 @@ def label_list(examples: list) -> list[str]:
     task = next((t for t in TASKS.values() if isinstance(examples[0], t.example)), None)
     names = task.label_names(examples) if task is not None else None
     if names is None:
-        raise TaskDataError(f"label_list: {type(examples[0]).__name__} has no label list (classify and tag examples "
-                            "do)")
+        raise TaskDataError(
+            f"label_list: {type(examples[0]).__name__} has no label list (classify and tag examples do)"
+        )
     return names
 
 
@@ -107,16 +113,43 @@ def task_of(model_dir: str) -> str:
     """The task a fine-tuned directory was trained for, from config.json's architectures (a BERT task class or its
     ELECTRA counterpart: ElectraForSequenceClassification is classify as BertForSequenceClassification is)."""
     config = BertConfig.from_json(model_dir)
-    by_class = {cls.__name__: name for name, task in TASKS.items()
-                for cls in (task.model_class, ELECTRA_CLASSES.get(task.model_class)) if cls is not None}
+    by_class = {
+        cls.__name__: name
+        for name, task in TASKS.items()
+        for cls in (task.model_class, ELECTRA_CLASSES.get(task.model_class))
+        if cls is not None
+    }
     for arch in config.architectures or ():
         if arch in by_class:
             return by_class[arch]
-    raise TaskDataError(f"{model_dir}: config.json's architectures {config.architectures} name no fine-tuned task "
-                        f"head ({', '.join(by_class)}); pass --task")
+    raise TaskDataError(
+        f"{model_dir}: config.json's architectures {config.architectures} name no fine-tuned task "
+        f"head ({', '.join(by_class)}); pass --task"
+    )
 
 
-__all__ = ["TASKS", "Task", "TaskOptions", "Field", "Feature", "Head", "TaskDataError", "get_task", "read_task",
-           "read_examples", "label_list", "task_of", "evaluate", "predict", "run_model", "default_stride",
-           "task_options", "check_task_options", "EMPTY_INPUT", "ClassifyExample", "TagExample", "QAExample",
-           "ChoiceExample"]
+__all__ = [
+    "TASKS",
+    "Task",
+    "TaskOptions",
+    "Field",
+    "Feature",
+    "Head",
+    "TaskDataError",
+    "get_task",
+    "read_task",
+    "read_examples",
+    "label_list",
+    "task_of",
+    "evaluate",
+    "predict",
+    "run_model",
+    "default_stride",
+    "task_options",
+    "check_task_options",
+    "EMPTY_INPUT",
+    "ClassifyExample",
+    "TagExample",
+    "QAExample",
+    "ChoiceExample",
+]

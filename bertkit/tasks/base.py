@@ -39,8 +39,12 @@ from ..text import is_empty_text
 EMPTY_INPUT = "empty input"  # the "error" of a predict row whose input has no text (text.is_empty_text)
 
 FieldKind = Literal["text", "texts", "optional_text", "label"]
-EXPECTS = {"text": "a string", "texts": "a non-empty list of strings", "optional_text": "a string or null",
-           "label": "a label"}  # what a /predict object must hold in a field of each kind
+EXPECTS = {
+    "text": "a string",
+    "texts": "a non-empty list of strings",
+    "optional_text": "a string or null",
+    "label": "a label",
+}  # what a /predict object must hold in a field of each kind
 
 
 @dataclass(frozen=True)
@@ -92,8 +96,9 @@ class Windows:
     """How long inputs become windows (every task)."""
 
     seq_len: int | None = opt(None, "tokens per window (default: the --seq-len the model was fine-tuned with)")
-    stride: int | None = opt(None, "overlap of consecutive windows of a long input (default: a quarter of "
-                                   "--seq-len, at most 32 tokens)")
+    stride: int | None = opt(
+        None, "overlap of consecutive windows of a long input (default: a quarter of --seq-len, at most 32 tokens)"
+    )
 
 
 def task_options(tasks) -> type:
@@ -112,8 +117,10 @@ def task_options(tasks) -> type:
     own = list(dict.fromkeys(task.options for task in tasks if task.options is not None))
     cls = dataclasses.make_dataclass("TaskOptions", columns, bases=(*reversed(own), Windows))  # Windows' flags first
     cls.__module__ = "bertkit.tasks"  # where it is published: pickles and tracebacks find it there
-    cls.__doc__ = ("Settings fine-tuning, evaluation and prediction share: the windows, each task's options, where "
-                   "the data's fields are.")
+    cls.__doc__ = (
+        "Settings fine-tuning, evaluation and prediction share: the windows, each task's options, where "
+        "the data's fields are."
+    )
     return cls
 
 
@@ -173,8 +180,9 @@ class Task(ABC):
         default."""
         if self.options is None:
             return None
-        return self.options(**{f.name: getattr(opts, f.name) for f in dataclasses.fields(self.options)
-                               if hasattr(opts, f.name)})
+        return self.options(
+            **{f.name: getattr(opts, f.name) for f in dataclasses.fields(self.options) if hasattr(opts, f.name)}
+        )
 
     @property
     def input_fields(self) -> tuple[Field, ...]:
@@ -188,8 +196,10 @@ class Task(ABC):
         columns = {f.option: f.name for f in self.fields}
         unknown = sorted(set(settings) - set(columns) - set(self.read_settings))
         if unknown:
-            raise TaskDataError(f"the {self.name} task does not read {', '.join(unknown)}; its settings are "
-                                f"{', '.join([*columns, *self.read_settings])}")
+            raise TaskDataError(
+                f"the {self.name} task does not read {', '.join(unknown)}; its settings are "
+                f"{', '.join([*columns, *self.read_settings])}"
+            )
         extra = {k: settings.pop(k) for k in list(settings) if k in self.read_settings}
         columns.update(settings)
         if not isinstance(spec, (str, os.PathLike)):
@@ -199,8 +209,10 @@ class Task(ABC):
             return self.builtin_examples(split, labeled, **extra)
         path = os.fspath(spec)
         if split is not None:
-            raise TaskDataError(f"{path}: split={split!r} picks a part of a built-in data set; a file is read whole "
-                                "(pass one file per split)")
+            raise TaskDataError(
+                f"{path}: split={split!r} picks a part of a built-in data set; a file is read whole "
+                "(pass one file per split)"
+            )
         fmt = records.file_format(path, self.name, self.formats, self.formats_note)
         return self.parse(path, records.file_lines(path), fmt, columns, labeled=labeled, **extra)
 
@@ -235,8 +247,15 @@ class Task(ABC):
         """The model's outputs are named after these labels (None: the task's outputs are not labels)."""
         return None
 
-    def head(self, train: list, evaluation: list, problem_type: str | None = None, *,
-             train_from: str = "the training data", eval_from: str = "the evaluation data") -> Head:
+    def head(
+        self,
+        train: list,
+        evaluation: list,
+        problem_type: str | None = None,
+        *,
+        train_from: str = "the training data",
+        eval_from: str = "the evaluation data",
+    ) -> Head:
         """Before fine-tuning: one output per label of `train` (tasks with labelled outputs); a label only
         `evaluation` has is an error, since the model could never predict it. train_from / eval_from say where
         the examples came from, for that message."""
@@ -245,9 +264,11 @@ class Task(ABC):
         labels = self.label_names(train)
         unseen = sorted(set(self.label_names(evaluation)) - set(labels)) if evaluation else []
         if unseen:
-            raise TrainingError(f"{eval_from}: labels {unseen} never occur in {train_from}; the model could never "
-                                "predict them: add such examples to the training data, or drop them from the "
-                                "evaluation data")
+            raise TrainingError(
+                f"{eval_from}: labels {unseen} never occur in {train_from}; the model could never "
+                "predict them: add such examples to the training data, or drop them from the "
+                "evaluation data"
+            )
         return Head(labels)
 
     def labelled(self, config) -> bool:
@@ -265,14 +286,17 @@ class Task(ABC):
         (Chinese tagging works per character). A blank line is an empty input (its row says so)."""
         names = [f.name for f in self.input_fields]
         if not self.reads_lines:
-            raise TaskDataError(f"{self.name} inputs do not fit on a plain line: predict reads a --file in the "
-                                f"task's format ({', '.join(self.formats)}) with {' and '.join(names)}")
+            raise TaskDataError(
+                f"{self.name} inputs do not fit on a plain line: predict reads a --file in the "
+                f"task's format ({', '.join(self.formats)}) with {' and '.join(names)}"
+            )
         fields = [f for f in self.input_fields if f.required]
         parts = line.split("\t", len(fields) - 1) if len(fields) > 1 else [line]
         if len(parts) < len(fields):
             if line.strip():
-                raise TaskDataError(f"{self.name} input {index + 1} needs "
-                                    f"'{'<TAB>'.join(f.name for f in fields)}', got {line[:40]!r}")
+                raise TaskDataError(
+                    f"{self.name} input {index + 1} needs '{'<TAB>'.join(f.name for f in fields)}', got {line[:40]!r}"
+                )
             parts += [""] * (len(fields) - len(parts))
         return self.example_from({f.name: list(p) if f.kind == "texts" else p for f, p in zip(fields, parts)}, index)
 
@@ -292,8 +316,9 @@ class Task(ABC):
 
     # ----- features and batches -----------------------------------------------------------------
     @abstractmethod
-    def encode(self, tok, examples: list, seq_len: int, stride: int, label2id: dict | None,
-               problem_type: str | None) -> list[Feature]:
+    def encode(
+        self, tok, examples: list, seq_len: int, stride: int, label2id: dict | None, problem_type: str | None
+    ) -> list[Feature]:
         """Examples -> features: several windows per long example, each knowing its example."""
 
     def collate(self, features: list[Feature], pad_id: int) -> dict[str, torch.Tensor]:
@@ -345,8 +370,10 @@ def model_inputs(features: list[Feature], pad_id: int) -> dict[str, torch.Tensor
 def label_id(name, label2id) -> int:
     """The output index of label `name`; a label the model was not trained on is an error."""
     if str(name) not in label2id:
-        raise TrainingError(f"label {name!r} is not one the model knows ({', '.join(label2id)}): the evaluation "
-                            "data has a class the training data had not")
+        raise TrainingError(
+            f"label {name!r} is not one the model knows ({', '.join(label2id)}): the evaluation "
+            "data has a class the training data had not"
+        )
     return label2id[str(name)]
 
 
@@ -360,7 +387,7 @@ def run_model(task: Task, model, features: list[Feature], pad_id: int, batch_siz
     device = next(model.parameters()).device
     outputs = []
     for i in range(0, len(features), batch_size):
-        rows = features[i:i + batch_size]
+        rows = features[i : i + batch_size]
         batch = {k: v.to(device) for k, v in task.collate(rows, pad_id).items() if k in MODEL_INPUTS}
         outputs += task.outputs(rows, model(**batch))
     return outputs

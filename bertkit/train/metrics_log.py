@@ -80,8 +80,10 @@ def check_log_to(log_to: list[str] | tuple) -> None:
         raise TrainingError(f"log_to={log_to!r}: a list of loggers, e.g. log_to=[{log_to!r}]")
     unknown = [name for name in log_to if name not in LOGGERS]
     if unknown:
-        raise TrainingError(f"--log-to {' '.join(unknown)}: not a logger; choose from {', '.join(LOGGERS)} "
-                            "(metrics.jsonl is always written)")
+        raise TrainingError(
+            f"--log-to {' '.join(unknown)}: not a logger; choose from {', '.join(LOGGERS)} "
+            "(metrics.jsonl is always written)"
+        )
     if "tensorboard" in log_to:
         summary_writer()
 
@@ -91,15 +93,20 @@ def summary_writer():
     try:
         from torch.utils.tensorboard import SummaryWriter
     except ImportError:
-        raise TrainingError("--log-to tensorboard needs the tensorboard package, which is not installed here: "
-                            "pip install 'bertkit[tensorboard]' (or leave tensorboard out of --log-to)") from None
+        raise TrainingError(
+            "--log-to tensorboard needs the tensorboard package, which is not installed here: "
+            "pip install 'bertkit[tensorboard]' (or leave tensorboard out of --log-to)"
+        ) from None
     return SummaryWriter
 
 
 def numbers(row: dict[str, Any]) -> dict[str, float]:
     """A row's numbers by name: all but its step and split."""
-    return {k: v for k, v in row.items() if k not in ("step", "split")
-            and isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return {
+        k: v
+        for k, v in row.items()
+        if k not in ("step", "split") and isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
 
 
 @contextlib.contextmanager
@@ -112,8 +119,9 @@ def _writing(path: str):
         problem = write_problem(e, directory)
         if not problem:
             raise
-        raise TrainingError(f"{path}: {problem}; the training state saved so far is intact: make room, then "
-                            "continue with --resume") from None
+        raise TrainingError(
+            f"{path}: {problem}; the training state saved so far is intact: make room, then continue with --resume"
+        ) from None
 
 
 def _append(path: str, write: Callable[[Any], Any]) -> None:
@@ -141,6 +149,7 @@ def append_csv(path: str, row: dict[str, Any]) -> None:
         if fh.tell() == 0:  # a new file
             out.writerow(CSV_HEADER)
         out.writerows(lines)
+
     _append(path, write)
 
 
@@ -156,8 +165,7 @@ def read_metrics(path: str) -> list[dict]:
         except json.JSONDecodeError as e:
             if i < len(lines) - 1:
                 raise TrainingError(f"{path}, line {n}: not a JSON row ({e.msg}); fix or delete that line") from None
-            warnings.warn(f"{path}, line {n}: a cut last row (the run stopped while writing it); skipped",
-                          stacklevel=2)
+            warnings.warn(f"{path}, line {n}: a cut last row (the run stopped while writing it); skipped", stacklevel=2)
     return rows
 
 
@@ -190,16 +198,19 @@ def truncate_csv(path: str, step: int) -> None:
     kept = [line for n, line in enumerate(rows, 2) if _csv_step(path, n, line) <= step]
     if "".join(header + kept) != text:
         atomic_write_text(path, "".join(header + kept))
-        print(f"{path}: dropped {len(lines) - len(header) - len(kept)} line(s) written after step {step} (or cut)",
-              file=sys.stderr)
+        print(
+            f"{path}: dropped {len(lines) - len(header) - len(kept)} line(s) written after step {step} (or cut)",
+            file=sys.stderr,
+        )
 
 
 def _csv_step(path: str, n: int, line: str) -> int:
     try:
         return int(line.split(",", 1)[0])
     except ValueError:
-        raise TrainingError(f"{path}, line {n}: not a metrics.csv row (it starts with no step); fix or delete "
-                            "that line") from None
+        raise TrainingError(
+            f"{path}, line {n}: not a metrics.csv row (it starts with no step); fix or delete that line"
+        ) from None
 
 
 def is_loss(name: str) -> bool:

@@ -1,21 +1,21 @@
 """Pretraining, as BERT does it (or as ELECTRA does), from a prepared dataset folder or a raw corpus.
 
-    --data DATA (bertkit prepare: token ids and marks, memory-mapped)   or   --corpus SPEC (prepared into
-    <out>/data first, by the same code: a vocabulary is learned on it unless --tokenizer)
-           -> rows cut per batch from the document offsets (data/rows.py): packed rows [CLS] ... [SEP] of
-              --seq-len, packed documents, or NSP sentence pairs; the order a seeded permutation of row numbers
-           -> the objective (train/objectives/, --objective): mlm, mlm-nsp or electra; it builds the model(s)
-              with starting weights by --recipe (bertkit/init.py: local = some heads already attend to
-              their neighbours; bert = BERT's initialisation), masks each batch (30% (local) or 15% (bert)
-              of its tokens selected: 80% [MASK], 10% random, 10% kept; each process builds and masks only
-              its own rows), and owns the loss, the held-out metrics and what is saved
-           -> the shared loop (train/loop.py) -> an HF model directory at the top of --out
-              (held-out evaluations on the dataset's held-out documents: MLM accuracy at 15% masking,
-              replaced-token detection for electra, and how local the most local head is)
+--data DATA (bertkit prepare: token ids and marks, memory-mapped)   or   --corpus SPEC (prepared into
+<out>/data first, by the same code: a vocabulary is learned on it unless --tokenizer)
+       -> rows cut per batch from the document offsets (data/rows.py): packed rows [CLS] ... [SEP] of
+          --seq-len, packed documents, or NSP sentence pairs; the order a seeded permutation of row numbers
+       -> the objective (train/objectives/, --objective): mlm, mlm-nsp or electra; it builds the model(s)
+          with starting weights by --recipe (bertkit/init.py: local = some heads already attend to
+          their neighbours; bert = BERT's initialisation), masks each batch (30% (local) or 15% (bert)
+          of its tokens selected: 80% [MASK], 10% random, 10% kept; each process builds and masks only
+          its own rows), and owns the loss, the held-out metrics and what is saved
+       -> the shared loop (train/loop.py) -> an HF model directory at the top of --out
+          (held-out evaluations on the dataset's held-out documents: MLM accuracy at 15% masking,
+          replaced-token detection for electra, and how local the most local head is)
 
-    bertkit prepare --corpus my_texts/ --tokenizer TOK --out data/zh ; bertkit pretrain --data data/zh --out runs/pt
-    bertkit pretrain --corpus builtin:peoples-daily --model-config mini --out runs/pt
-    torchrun --nproc_per_node 2 -m bertkit pretrain --data data/zh ...     (DDP; --batch-size is per process)
+bertkit prepare --corpus my_texts/ --tokenizer TOK --out data/zh ; bertkit pretrain --data data/zh --out runs/pt
+bertkit pretrain --corpus builtin:peoples-daily --model-config mini --out runs/pt
+torchrun --nproc_per_node 2 -m bertkit pretrain --data data/zh ...     (DDP; --batch-size is per process)
 """
 
 from __future__ import annotations
@@ -70,51 +70,89 @@ class PretrainConfig(TrainConfig):
 
     # may change on --resume: a dataset is known by its content (its manifest's fingerprint), not by its path,
     # so a copy elsewhere continues the run; another dataset is refused by the identity check (loop.py)
-    data: str | None = opt(None, "a dataset folder made by bertkit prepare (read by memory map; no tokenizing)",
-                           may_change_on_resume=True)
-    corpus: str | None = opt(None, "instead of --data: a text file, folder, JSONL, Parquet, or "
-                                   f"{' / '.join(BUILTIN_CORPORA)}, prepared into <out>/data first "
-                                   "(default: builtin:peoples-daily)")
-    doc_sep: str = opt("line", "--corpus plain text: one document per line, or documents separated by blank lines",
-                       choices=DOC_SEPS)
+    data: str | None = opt(
+        None, "a dataset folder made by bertkit prepare (read by memory map; no tokenizing)", may_change_on_resume=True
+    )
+    corpus: str | None = opt(
+        None,
+        "instead of --data: a text file, folder, JSONL, Parquet, or "
+        f"{' / '.join(BUILTIN_CORPORA)}, prepared into <out>/data first "
+        "(default: builtin:peoples-daily)",
+    )
+    doc_sep: str = opt(
+        "line", "--corpus plain text: one document per line, or documents separated by blank lines", choices=DOC_SEPS
+    )
     text_field: str = opt("text", "--corpus JSONL field / Parquet column holding the text")
     workers: int = opt(0, "--corpus: processes that tokenize it (0: one per CPU core)", may_change_on_resume=True)
-    model_config: str = opt("mini", f"a preset ({', '.join(PRESETS)}; its vocabulary is the tokenizer's) or a "
-                                    "config.json path (a vocab_size larger than the tokenizer's is kept, as padding)")
+    model_config: str = opt(
+        "mini",
+        f"a preset ({', '.join(PRESETS)}; its vocabulary is the tokenizer's) or a "
+        "config.json path (a vocab_size larger than the tokenizer's is kept, as padding)",
+    )
     init_from: str | None = opt(None, "continue pretraining from this model directory")
-    recipe: str = opt("local", "local: heads that attend to their neighbours from step 0, the output bias at the "
-                      "token frequencies, 30%% masking, no dropout (learns word order in CPU minutes; "
-                      "bench/results/pretraining_recipes.md); bert: BERT's initialisation, 15%% masking, the "
-                      "model's dropout", choices=list(RECIPES))
-    tokenizer: str | None = opt(None, "tokenizer directory; without one a vocabulary is learned on --corpus (with "
-                                      "--data: must be the data's own)")
+    recipe: str = opt(
+        "local",
+        "local: heads that attend to their neighbours from step 0, the output bias at the "
+        "token frequencies, 30%% masking, no dropout (learns word order in CPU minutes; "
+        "bench/results/pretraining_recipes.md); bert: BERT's initialisation, 15%% masking, the "
+        "model's dropout",
+        choices=list(RECIPES),
+    )
+    tokenizer: str | None = opt(
+        None,
+        "tokenizer directory; without one a vocabulary is learned on --corpus (with --data: must be the data's own)",
+    )
     vocab_size: int = opt(21128, "size of the vocabulary learned when there is no --tokenizer")
-    vocab_sample: str | None = opt(None, "learn the vocabulary from a seeded sample of --corpus: 200MB, 2GB or "
-                                         "50000docs (default: all of it)")
+    vocab_sample: str | None = opt(
+        None, "learn the vocabulary from a seeded sample of --corpus: 200MB, 2GB or 50000docs (default: all of it)"
+    )
     seq_len: int = opt(128, "tokens per example, [CLS] and [SEP] included")
     mlm_probability: float | None = opt(None, "share of tokens selected for prediction (default: the recipe's)")
-    dropout: float | None = opt(None, "dropout while pretraining (default: the recipe's; the saved config keeps the "
-                                      "model's own, for fine-tuning)")
-    wwm: bool = opt(False, "whole-word masking (Chinese words from jieba, English words with their ## pieces; --data "
-                           "must be prepared with --wwm)")
-    objective: str = opt("mlm", "what the model learns: mlm (BERT's masked-language model), mlm-nsp (+ next-sentence "
-                         "prediction on sentence pairs), mlm-bow (+ the pooled [CLS] vector predicts its row's "
-                         "tokens), electra (a small generator fills the masked tokens, the model learns from every "
-                         "token whether it was replaced: ELECTRA's replaced-token detection)",
-                         choices=OBJECTIVES)  # the registry itself: an objective added later too
+    dropout: float | None = opt(
+        None,
+        "dropout while pretraining (default: the recipe's; the saved config keeps the model's own, for fine-tuning)",
+    )
+    wwm: bool = opt(
+        False,
+        "whole-word masking (Chinese words from jieba, English words with their ## pieces; --data "
+        "must be prepared with --wwm)",
+    )
+    objective: str = opt(
+        "mlm",
+        "what the model learns: mlm (BERT's masked-language model), mlm-nsp (+ next-sentence "
+        "prediction on sentence pairs), mlm-bow (+ the pooled [CLS] vector predicts its row's "
+        "tokens), electra (a small generator fills the masked tokens, the model learns from every "
+        "token whether it was replaced: ELECTRA's replaced-token detection)",
+        choices=OBJECTIVES,
+    )  # the registry itself: an objective added later too
     nsp: bool = opt(False, "the same as --objective mlm-nsp")
-    generator_size: float = opt(0.25, "electra: the generator's hidden size, heads and feed-forward width as a share "
-                                      "of the model's (its layers as many)")
-    disc_weight: float = opt(50.0, "electra: the weight of the replaced-token loss (a mean over every real token) "
-                                   "against the generator's MLM loss")
-    bow_weight: float = opt(1.0, "mlm-bow: the weight of the bag-of-words loss of the pooled [CLS] vector (a mean "
-                                 "over rows) beside the MLM loss")
-    packing: str = opt("stream", "MLM rows: stream (all documents joined by [SEP], cut into rows) or documents "
-                       "(several documents per row, attention and positions kept inside each)",
-                       choices=PACKINGS)
+    generator_size: float = opt(
+        0.25,
+        "electra: the generator's hidden size, heads and feed-forward width as a share "
+        "of the model's (its layers as many)",
+    )
+    disc_weight: float = opt(
+        50.0,
+        "electra: the weight of the replaced-token loss (a mean over every real token) "
+        "against the generator's MLM loss",
+    )
+    bow_weight: float = opt(
+        1.0,
+        "mlm-bow: the weight of the bag-of-words loss of the pooled [CLS] vector (a mean "
+        "over rows) beside the MLM loss",
+    )
+    packing: str = opt(
+        "stream",
+        "MLM rows: stream (all documents joined by [SEP], cut into rows) or documents "
+        "(several documents per row, attention and positions kept inside each)",
+        choices=PACKINGS,
+    )
     heldout: float = opt(0.01, "--corpus: share of documents held out for evaluation (--data: the folder's own split)")
-    eval_rows: int = opt(1024, "held-out rows each evaluation scores, the first of the held-out split (0: all)",
-                         may_change_on_resume=True)
+    eval_rows: int = opt(
+        1024,
+        "held-out rows each evaluation scores, the first of the held-out split (0: all)",
+        may_change_on_resume=True,
+    )
     # Defaults sized for the built-in corpus and `mini` on a CPU (bench/results/pretraining_recipes.md):
     # many small steps learn more per second than few large ones
     batch_size: int = with_default("batch_size", 8)
@@ -155,12 +193,15 @@ def encoder_config(cfg: PretrainConfig) -> BertConfig:
     elif os.path.exists(cfg.model_config):
         config = BertConfig.from_json(cfg.model_config)
     else:
-        raise TrainingError(f"--model-config {cfg.model_config!r} is neither a preset ({', '.join(PRESETS)}) "
-                            "nor a config.json path")
+        raise TrainingError(
+            f"--model-config {cfg.model_config!r} is neither a preset ({', '.join(PRESETS)}) nor a config.json path"
+        )
     if cfg.seq_len > config.max_position_embeddings:
         model = f"--init-from {cfg.init_from}" if cfg.init_from else f"--model-config {cfg.model_config}"
-        raise TrainingError(f"--seq-len {cfg.seq_len} exceeds the model's max_position_embeddings "
-                            f"({config.max_position_embeddings}, {model}); lower --seq-len")
+        raise TrainingError(
+            f"--seq-len {cfg.seq_len} exceeds the model's max_position_embeddings "
+            f"({config.max_position_embeddings}, {model}); lower --seq-len"
+        )
     return config
 
 
@@ -173,11 +214,16 @@ def build_model_config(cfg: PretrainConfig, tokenizer: Tokenizer, say=lambda *a:
     in_file = None if cfg.init_from or cfg.model_config in PRESETS else config.vocab_size
     vocab_size = max(in_file or tokens, tokens)
     if in_file is not None and in_file != tokens:
-        say(f"note: --model-config {cfg.model_config} sets vocab_size {in_file}, the tokenizer has {tokens} tokens: "
-            + (f"kept, so embedding rows {tokens}..{in_file - 1} are padding no token id uses (as transformers "
-               f"keeps them); set vocab_size to {tokens} in the file to leave them out" if in_file > tokens else
-               f"it cannot hold the tokenizer's ids, so the model gets {tokens} rows (as transformers' run_mlm "
-               f"resizes its embeddings); set vocab_size to {tokens} in the file to say so"))
+        say(
+            f"note: --model-config {cfg.model_config} sets vocab_size {in_file}, the tokenizer has {tokens} tokens: "
+            + (
+                f"kept, so embedding rows {tokens}..{in_file - 1} are padding no token id uses (as transformers "
+                f"keeps them); set vocab_size to {tokens} in the file to leave them out"
+                if in_file > tokens
+                else f"it cannot hold the tokenizer's ids, so the model gets {tokens} rows (as transformers' run_mlm "
+                f"resizes its embeddings); set vocab_size to {tokens} in the file to say so"
+            )
+        )
     return config.replace(vocab_size=vocab_size, pad_token_id=tokenizer.pad_token_id)
 
 
@@ -194,23 +240,32 @@ def check_corpus(cfg: PretrainConfig) -> None:
     """
     kind, chunk = row_kind(cfg), cfg.seq_len - 2  # rows of [CLS] chunk [SEP]
     docs = chars = pieces = 0
-    for text in Corpus(cfg.corpus or DEFAULT_CORPUS, text_field=cfg.text_field, doc_sep=cfg.doc_sep,
-                       seed=cfg.seed, skip_heldout=cfg.heldout):
+    for text in Corpus(
+        cfg.corpus or DEFAULT_CORPUS,
+        text_field=cfg.text_field,
+        doc_sep=cfg.doc_sep,
+        seed=cfg.seed,
+        skip_heldout=cfg.heldout,
+    ):
         n = len(unicodedata.normalize("NFD", text.lower()))
         docs, chars, pieces = docs + 1, chars + n, pieces + -(-n // chunk)
         if most_rows(kind, docs, chars, pieces, chunk) >= cfg.batch_size:
             return
     spec = cfg.corpus or DEFAULT_CORPUS
     if not docs:
-        raise TrainingError(f"--corpus {spec}: every document is held out for evaluation (--heldout {cfg.heldout:g}); "
-                            "lower --heldout")
+        raise TrainingError(
+            f"--corpus {spec}: every document is held out for evaluation (--heldout {cfg.heldout:g}); lower --heldout"
+        )
     if kind == "pairs" and docs < 2:
-        raise TrainingError(f"--corpus {spec}: {docs} training document(s); sentence pairs (--objective "
-                            f"{cfg.objective}) need 2")
+        raise TrainingError(
+            f"--corpus {spec}: {docs} training document(s); sentence pairs (--objective {cfg.objective}) need 2"
+        )
     rows = ROW_NAMES[kind]
-    raise TrainingError(f"--corpus {spec}: its {docs:,} training document(s) hold {chars:,} characters: at most "
-                        f"{most_rows(kind, docs, chars, pieces, chunk):,} {rows} of --seq-len {cfg.seq_len}, fewer "
-                        f"than one batch of {cfg.batch_size}; add text, or lower --seq-len or --batch-size")
+    raise TrainingError(
+        f"--corpus {spec}: its {docs:,} training document(s) hold {chars:,} characters: at most "
+        f"{most_rows(kind, docs, chars, pieces, chunk):,} {rows} of --seq-len {cfg.seq_len}, fewer "
+        f"than one batch of {cfg.batch_size}; add text, or lower --seq-len or --batch-size"
+    )
 
 
 ROW_NAMES = {"stream": "packed rows", "documents": "packed documents", "pairs": "sentence pairs"}
@@ -244,8 +299,14 @@ def load_or_learn_tokenizer(cfg: PretrainConfig, rank: int, world: int, say) -> 
     saved = os.path.join(cfg.out, "tokenizer")
     if not (cfg.resume and os.path.exists(os.path.join(saved, "vocab.txt"))):
         if rank == 0:
-            texts = Corpus(cfg.corpus or DEFAULT_CORPUS, text_field=cfg.text_field, doc_sep=cfg.doc_sep,
-                           sample=cfg.vocab_sample, seed=cfg.seed, skip_heldout=cfg.heldout)
+            texts = Corpus(
+                cfg.corpus or DEFAULT_CORPUS,
+                text_field=cfg.text_field,
+                doc_sep=cfg.doc_sep,
+                sample=cfg.vocab_sample,
+                seed=cfg.seed,
+                skip_heldout=cfg.heldout,
+            )
             tokenizer = train_vocab(texts=texts, vocab_size=cfg.vocab_size)
             tokenizer.save_pretrained(saved)
             say(f"learned a vocabulary of {tokenizer.vocab_size} tokens ({saved})")
@@ -270,12 +331,24 @@ def load_data(cfg: PretrainConfig, rank: int, world: int, say) -> tuple[Pretrain
         if rank == 0:
             # a stop leaves no partial folder; a vocabulary learned into --out makes a rerun there need --overwrite
             learned = not (cfg.tokenizer or cfg.init_from or cfg.resume)
-            with stop_note(f"it was preparing --corpus into {folder}: nothing of that was kept (run the command "
-                           f"again{' with --overwrite' if learned else ''} to start over)"):
-                result = prepare(cfg.corpus or DEFAULT_CORPUS, tokenizer, folder, doc_sep=cfg.doc_sep,
-                                 text_field=cfg.text_field, wwm=cfg.wwm, heldout=cfg.heldout, seed=cfg.seed,
-                                 nsp_seq_len=cfg.seq_len if row_kind(cfg) == "pairs" else 0,
-                                 workers=cfg.workers, overwrite=True, progress=cfg.progress)
+            with stop_note(
+                f"it was preparing --corpus into {folder}: nothing of that was kept (run the command "
+                f"again{' with --overwrite' if learned else ''} to start over)"
+            ):
+                result = prepare(
+                    cfg.corpus or DEFAULT_CORPUS,
+                    tokenizer,
+                    folder,
+                    doc_sep=cfg.doc_sep,
+                    text_field=cfg.text_field,
+                    wwm=cfg.wwm,
+                    heldout=cfg.heldout,
+                    seed=cfg.seed,
+                    nsp_seq_len=cfg.seq_len if row_kind(cfg) == "pairs" else 0,
+                    workers=cfg.workers,
+                    overwrite=True,
+                    progress=cfg.progress,
+                )
             if not result.reused:
                 say(f"prepared {result.text_bytes / 1e6:,.1f} MB of text into {folder} in {result.seconds:,.1f} s")
         if world > 1:
@@ -284,23 +357,29 @@ def load_data(cfg: PretrainConfig, rank: int, world: int, say) -> tuple[Pretrain
     made_with, now = data.manifest["tokenizer"]["fingerprint"], vocab_digest(tokenizer)
     if made_with != now and cfg.data and not (cfg.tokenizer or cfg.init_from):
         # the data's own tokenizer was edited after bertkit prepare: its ids no longer name the tokens they did
-        raise TrainingError(f"--data {data.folder}: its tokenizer ({os.path.join(data.tokenizer_dir, 'vocab.txt')}) "
-                            f"no longer matches the fingerprint in its manifest "
-                            f"({os.path.join(data.folder, 'manifest.json')}: {made_with}, the tokenizer now "
-                            f"{now}): it was changed after bertkit prepare, so the token ids "
-                            "would mean other tokens; prepare the corpus again (bertkit prepare --corpus ... "
-                            f"--tokenizer ... --out {data.folder} --overwrite), or put back the tokenizer it was "
-                            "prepared with")
+        raise TrainingError(
+            f"--data {data.folder}: its tokenizer ({os.path.join(data.tokenizer_dir, 'vocab.txt')}) "
+            f"no longer matches the fingerprint in its manifest "
+            f"({os.path.join(data.folder, 'manifest.json')}: {made_with}, the tokenizer now "
+            f"{now}): it was changed after bertkit prepare, so the token ids "
+            "would mean other tokens; prepare the corpus again (bertkit prepare --corpus ... "
+            f"--tokenizer ... --out {data.folder} --overwrite), or put back the tokenizer it was "
+            "prepared with"
+        )
     if made_with != now:
         given = "--tokenizer" if cfg.tokenizer else "--init-from"
-        raise TrainingError(f"--data {data.folder}: its token ids come from another vocabulary (fingerprint "
-                            f"{made_with}) than {given}'s ({now}); leave {given} out to use "
-                            f"the data's own tokenizer ({data.tokenizer_dir}), or prepare the corpus again with "
-                            "this tokenizer")
+        raise TrainingError(
+            f"--data {data.folder}: its token ids come from another vocabulary (fingerprint "
+            f"{made_with}) than {given}'s ({now}); leave {given} out to use "
+            f"the data's own tokenizer ({data.tokenizer_dir}), or prepare the corpus again with "
+            "this tokenizer"
+        )
     if cfg.wwm and data.manifest["options"]["words"] != "jieba":
-        raise TrainingError(f"--wwm: {data.folder} was prepared without --wwm, so its Chinese words are single "
-                            "characters; prepare it again with bertkit prepare --wwm (English words need nothing "
-                            "more, but the folder must say how its words were found)")
+        raise TrainingError(
+            f"--wwm: {data.folder} was prepared without --wwm, so its Chinese words are single "
+            "characters; prepare it again with bertkit prepare --wwm (English words need nothing "
+            "more, but the folder must say how its words were found)"
+        )
     return data, tokenizer
 
 
@@ -313,16 +392,24 @@ def pretraining_rows(cfg: PretrainConfig, data: PretrainingData, tokenizer: Toke
     stored = data.splits["train"].pair_options
     if kind == "pairs" and stored != pair_options(cfg.seq_len) and say is not None:
         had = f"pairs for --seq-len {stored['seq_len']}" if stored else "no pairs"
-        say(f"--data {data.folder} holds {had}: they are walked here for --seq-len {cfg.seq_len} (every sentence, "
+        say(
+            f"--data {data.folder} holds {had}: they are walked here for --seq-len {cfg.seq_len} (every sentence, "
             f"about a minute per GB of text, kept in {os.path.join(cfg.out, 'plans')} for a resume); bertkit "
-            f"prepare --nsp-seq-len {cfg.seq_len} plans them once, as it tokenizes")
+            f"prepare --nsp-seq-len {cfg.seq_len} plans them once, as it tokenizes"
+        )
     for name, split in data.splits.items():
         if split.documents >= (2 if kind == "pairs" else 1):  # pairs need a second document for random B sentences
             seed = cfg.seed + (name == "heldout")
             plan = os.path.join(cfg.out, "plans", f"pairs-{data.fingerprint}-{name}-{cfg.seq_len}-{seed}.npy")
-            rows[name] = make_rows(split, kind, seq_len=cfg.seq_len, cls_id=tokenizer.cls_token_id,
-                                   sep_id=tokenizer.sep_token_id, seed=seed,
-                                   plan_file=plan if kind == "pairs" else None)
+            rows[name] = make_rows(
+                split,
+                kind,
+                seq_len=cfg.seq_len,
+                cls_id=tokenizer.cls_token_id,
+                sep_id=tokenizer.sep_token_id,
+                seed=seed,
+                plan_file=plan if kind == "pairs" else None,
+            )
     return rows
 
 
@@ -341,8 +428,10 @@ def run(cfg: PretrainConfig) -> PretrainSummary:
     if cfg.nsp:
         cfg.objective = "mlm-nsp"
     if row_kind(cfg) == "pairs" and cfg.packing == "documents":
-        raise TrainingError(f"--objective {cfg.objective} trains on sentence-pair rows; --packing documents is for "
-                            "rows of whole documents")
+        raise TrainingError(
+            f"--objective {cfg.objective} trains on sentence-pair rows; --packing documents is for "
+            "rows of whole documents"
+        )
     if cfg.data and cfg.corpus:
         raise TrainingError("pass --data (a prepared folder) or --corpus (prepared into the run folder), not both")
     if not 0.0 <= cfg.heldout < 1.0:
@@ -353,8 +442,17 @@ def run(cfg: PretrainConfig) -> PretrainSummary:
     encoder_config(cfg)  # --seq-len fits the model: checked before the corpus is read
     if not cfg.data:
         check_corpus(cfg)  # it can make a batch: checked before its vocabulary is learned (and --out claimed)
-    return run_claimed(cfg, run_in, inputs={"--corpus": cfg.corpus, "--data": cfg.data, "--init-from": cfg.init_from,
-                                            "--tokenizer": cfg.tokenizer, "--model-config": cfg.model_config})
+    return run_claimed(
+        cfg,
+        run_in,
+        inputs={
+            "--corpus": cfg.corpus,
+            "--data": cfg.data,
+            "--init-from": cfg.init_from,
+            "--tokenizer": cfg.tokenizer,
+            "--model-config": cfg.model_config,
+        },
+    )
 
 
 def run_in(cfg: PretrainConfig, rank: int, world: int) -> PretrainSummary:
@@ -362,8 +460,10 @@ def run_in(cfg: PretrainConfig, rank: int, world: int) -> PretrainSummary:
     say = (lambda *a: print(*a, file=sys.stderr)) if rank == 0 else (lambda *a: None)
     data, tokenizer = load_data(cfg, rank, world, say)
     train_split, heldout_split = data.splits["train"], data.splits["heldout"]
-    say(f"data: {data.folder}: {train_split.documents:,} documents ({train_split.tokens:,} tokens), "
-        f"{heldout_split.documents:,} held out ({heldout_split.tokens:,} tokens)")
+    say(
+        f"data: {data.folder}: {train_split.documents:,} documents ({train_split.tokens:,} tokens), "
+        f"{heldout_split.documents:,} held out ({heldout_split.tokens:,} tokens)"
+    )
     shared_plans = row_kind(cfg) == "pairs" and world > 1  # rank 0 walks the sentences, keeps the plans in <out>/plans
     if shared_plans and rank != 0:
         dist.barrier()  # until rank 0 has written them; then they are read, not walked again
@@ -375,9 +475,11 @@ def run_in(cfg: PretrainConfig, rank: int, world: int) -> PretrainSummary:
     heldout_rows = rows.get("heldout")
     if heldout_rows is not None and not len(heldout_rows):
         heldout_rows = None  # held-out documents too short for one row
-    say(f"rows: {len(rows['train']):,} for training, {len(heldout_rows) if heldout_rows else 0:,} held out "
+    say(
+        f"rows: {len(rows['train']):,} for training, {len(heldout_rows) if heldout_rows else 0:,} held out "
         f"({ROW_NAMES[row_kind(cfg)]}"
-        f" of {cfg.seq_len} tokens)" + ("" if heldout_rows else "; no held-out evaluation"))
+        f" of {cfg.seq_len} tokens)" + ("" if heldout_rows else "; no held-out evaluation")
+    )
     sampler = StepSampler(len(rows["train"]), cfg.batch_size, cfg.grad_accum, cfg.seed, rank, world)  # >= a batch
 
     recipe = RECIPES[cfg.recipe]
@@ -395,9 +497,11 @@ def run_in(cfg: PretrainConfig, rank: int, world: int) -> PretrainSummary:
         model = objective.build(config, counts)
     if dropout is not None:
         set_dropout(model, dropout)
-    say(f"model: {objective.describe(model)}; objective {cfg.objective}, recipe {cfg.recipe}: "
+    say(
+        f"model: {objective.describe(model)}; objective {cfg.objective}, recipe {cfg.recipe}: "
         f"{'initialised ' + recipe.init if not cfg.init_from else 'from ' + cfg.init_from}, "
-        f"{mlm_probability:.0%} of tokens masked, dropout {_dropout_of(model)}")
+        f"{mlm_probability:.0%} of tokens masked, dropout {_dropout_of(model)}"
+    )
 
     def evaluate(m):
         return objective.evaluate(m, heldout_rows)
@@ -411,12 +515,21 @@ def run_in(cfg: PretrainConfig, rank: int, world: int) -> PretrainSummary:
         identity.update(data_from=f"--data {cfg.data}", data_parts=data.parts)
     if rank == 0:
         keep_settings(cfg, "pretrain")
-    summary = train(model, objective.batches(rows["train"], sampler), cfg, objective.loss,
-                    evaluate=evaluate if heldout_rows else None,
-                    save_model=save, identity=identity)
-    return PretrainSummary(**vars(summary), train_examples=len(rows["train"]),
-                           heldout_examples=min(cfg.eval_rows or len(heldout_rows), len(heldout_rows))
-                           if heldout_rows else 0, vocab_size=tokenizer.vocab_size)
+    summary = train(
+        model,
+        objective.batches(rows["train"], sampler),
+        cfg,
+        objective.loss,
+        evaluate=evaluate if heldout_rows else None,
+        save_model=save,
+        identity=identity,
+    )
+    return PretrainSummary(
+        **vars(summary),
+        train_examples=len(rows["train"]),
+        heldout_examples=min(cfg.eval_rows or len(heldout_rows), len(heldout_rows)) if heldout_rows else 0,
+        vocab_size=tokenizer.vocab_size,
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -428,14 +541,18 @@ def main(argv: list[str]) -> int:
 def report(summary: PretrainSummary, cfg: PretrainConfig) -> int:
     """What `bertkit pretrain` prints at the end; its exit status (130: stopped by a signal, --resume continues)."""
     if summary.interrupted:
-        print(f"stopped at step {summary.step}; the training state is in {cfg.out}/checkpoint: "
-              f"continue with --resume")
+        print(f"stopped at step {summary.step}; the training state is in {cfg.out}/checkpoint: continue with --resume")
         return 130
-    print(f"done: {summary.step} steps in {summary.seconds} s, {summary.tokens_per_s or 0:,.0f} tokens/s; "
-          f"last training loss {summary.loss:.4f}")
+    print(
+        f"done: {summary.step} steps in {summary.seconds} s, {summary.tokens_per_s or 0:,.0f} tokens/s; "
+        f"last training loss {summary.loss:.4f}"
+    )
     if summary.eval:
         print("held-out: " + ", ".join(f"{k} {v:.4f}" for k, v in summary.eval.items()))
-    logs = "".join(f", {name}" for name, on in (("metrics.csv", "csv" in cfg.log_to),
-                                                ("tensorboard/", "tensorboard" in cfg.log_to)) if on)
+    logs = "".join(
+        f", {name}"
+        for name, on in (("metrics.csv", "csv" in cfg.log_to), ("tensorboard/", "tensorboard" in cfg.log_to))
+        if on
+    )
     print(f"model, tokenizer, settings.yaml, metrics.jsonl{logs} and loss.png in {cfg.out}")
     return 0

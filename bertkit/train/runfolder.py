@@ -40,14 +40,33 @@ from .loop import TrainConfig, TrainingError, pick_device, setup_distributed
 T = TypeVar("T")
 LOCK = ".lock"
 # what a pretraining or fine-tuning run leaves in its folder; any of these means "an earlier run is here"
-RUN_FILES = ("metrics.jsonl", "checkpoint", "model.safetensors", "config.json", "tokenizer", "vocab.txt",
-             "eval_report.json", "loss.png", "confusion_matrix.png", "data", "plans", "settings.yaml")
+RUN_FILES = (
+    "metrics.jsonl",
+    "checkpoint",
+    "model.safetensors",
+    "config.json",
+    "tokenizer",
+    "vocab.txt",
+    "eval_report.json",
+    "loss.png",
+    "confusion_matrix.png",
+    "data",
+    "plans",
+    "settings.yaml",
+)
 SETTINGS = "settings.yaml"  # the run's settings: `bertkit COMMAND --config <out>/settings.yaml --out NEW` reruns it
 
 
 @contextlib.contextmanager
-def claim(out: str, *, resume: bool, overwrite: bool, rank: int = 0, world: int = 1,
-          inputs: dict[str, str | None] | None = None):
+def claim(
+    out: str,
+    *,
+    resume: bool,
+    overwrite: bool,
+    rank: int = 0,
+    world: int = 1,
+    inputs: dict[str, str | None] | None = None,
+):
     """Own `out` for the length of the `with` block (see the module docstring); the lock goes on any exit.
     inputs: the run's input paths by flag ({"--train": ...}), which --overwrite must not move aside."""
     if resume and overwrite:
@@ -91,8 +110,14 @@ def take_lock(out: str) -> str:
         raise TrainingError(f"--out {out}: is a file, not a folder; pass a folder (it is created if missing)")
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, LOCK)
-    lock_file(path, TrainingError, f"--out {out}", "is writing there",
-              "pass another --out, or delete {path} if that run is gone", takeover="taking the folder over")
+    lock_file(
+        path,
+        TrainingError,
+        f"--out {out}",
+        "is writing there",
+        "pass another --out, or delete {path} if that run is gone",
+        takeover="taking the folder over",
+    )
     return path
 
 
@@ -103,18 +128,28 @@ def check_earlier_run(out: str, resume: bool, overwrite: bool, inputs: dict[str,
     found = describe_run(out)
     if resume:
         if not saved:
-            raise TrainingError(f"--resume: {os.path.join(out, 'checkpoint')} holds no training state" + (
-                f"; the run in {out} stopped before its first save ({', '.join(found)}): start it over with "
-                "--overwrite instead of --resume (what is there is moved aside)" if found else
-                "; run without --resume first"))
+            raise TrainingError(
+                f"--resume: {os.path.join(out, 'checkpoint')} holds no training state"
+                + (
+                    f"; the run in {out} stopped before its first save ({', '.join(found)}): start it over with "
+                    "--overwrite instead of --resume (what is there is moved aside)"
+                    if found
+                    else "; run without --resume first"
+                )
+            )
         return
     if not found:
         return
     if not overwrite:
-        raise TrainingError(f"{out} already holds a run: {', '.join(found)}; " + (
-            "pass --resume to continue it, " if saved else
-            "it stopped before its first save, so there is nothing to --resume; pass ") +
-            "--overwrite to move it aside and start over, or another --out")
+        raise TrainingError(
+            f"{out} already holds a run: {', '.join(found)}; "
+            + (
+                "pass --resume to continue it, "
+                if saved
+                else "it stopped before its first save, so there is nothing to --resume; pass "
+            )
+            + "--overwrite to move it aside and start over, or another --out"
+        )
     check_movable(out, inputs)
     move_aside(out, keep=(LOCK,), what="the earlier run", found=", ".join(found))
 
@@ -140,8 +175,9 @@ def describe_run(out: str) -> list[str]:
 def saved_step(state_dir: str) -> int | None:
     """The step of the training state in `state_dir`, read without loading its tensors; None if unreadable."""
     try:
-        return int(torch.load(os.path.join(state_dir, TRAIN_STATE), map_location="cpu", weights_only=True,
-                              mmap=True)["step"])
+        return int(
+            torch.load(os.path.join(state_dir, TRAIN_STATE), map_location="cpu", weights_only=True, mmap=True)["step"]
+        )
     except Exception:
         return None
 
@@ -162,6 +198,9 @@ def remove_stale_temp_files(out: str) -> list[str]:
     for path in stale:
         os.remove(path)
     if stale:
-        print(f"removed {len(stale)} temp file(s) of a save that did not finish: "
-              + ", ".join(os.path.relpath(p, out) for p in stale), file=sys.stderr)
+        print(
+            f"removed {len(stale)} temp file(s) of a save that did not finish: "
+            + ", ".join(os.path.relpath(p, out) for p in stale),
+            file=sys.stderr,
+        )
     return stale

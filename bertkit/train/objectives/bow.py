@@ -44,13 +44,19 @@ class BagOfWordsPretraining(nn.Module):
 
     def forward(self, input_ids, attention_mask, token_type_ids, labels, **_):
         out = self.mlm.bert(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
-        logits, loss, where = mlm_logits_and_loss(self.mlm.cls, out.last_hidden_state, labels,
-                                                  self.mlm.config.vocab_size, True, True)
+        logits, loss, where = mlm_logits_and_loss(
+            self.mlm.cls, out.last_hidden_state, labels, self.mlm.config.vocab_size, True, True
+        )
         return loss, logits, where, self.mlm.cls(out.pooler_output)  # ..., (B, V)
 
 
-def bag_of_words_loss(bow_logits: torch.Tensor, input_ids: torch.Tensor, labels: torch.Tensor,
-                      attention_mask: torch.Tensor, special_ids: torch.Tensor) -> torch.Tensor:
+def bag_of_words_loss(
+    bow_logits: torch.Tensor,
+    input_ids: torch.Tensor,
+    labels: torch.Tensor,
+    attention_mask: torch.Tensor,
+    special_ids: torch.Tensor,
+) -> torch.Tensor:
     """Mean over rows of the cross-entropy between softmax(bow_logits) (B, V) and each row's distribution of its
     original tokens (the label where a token was selected, else the input; padding and specials left out)."""
     original = torch.where(labels != IGNORE, labels, input_ids)  # (B, S)
@@ -83,8 +89,10 @@ class MaskedLMWithBagOfWords(MaskedLM):
         mlm, report = BertForMaskedLM.from_pretrained(folder, output_loading_info=True)
         names = report.unexpected_under("bert.pooler.")
         if len(names) != 2:
-            raise TrainingError(f"--init-from {folder}: no trained pooler (bert.pooler.*) in its weights; "
-                                "--objective mlm-bow continues a run of mlm-bow")
+            raise TrainingError(
+                f"--init-from {folder}: no trained pooler (bert.pooler.*) in its weights; "
+                "--objective mlm-bow continues a run of mlm-bow"
+            )
         report.unexpected = [k for k in report.unexpected if k not in names]  # the pooler is read below
         report.warn()
         state = read_weights(folder)
@@ -100,8 +108,13 @@ class MaskedLMWithBagOfWords(MaskedLM):
 
     def loss(self, model, batch: dict, weights: LossWeights) -> torch.Tensor:
         mlm, _, _, bow_logits = model(**batch)
-        bow = bag_of_words_loss(bow_logits, batch["input_ids"], batch["labels"], batch["attention_mask"],
-                                self._special(batch["input_ids"].device))
+        bow = bag_of_words_loss(
+            bow_logits,
+            batch["input_ids"],
+            batch["labels"],
+            batch["attention_mask"],
+            self._special(batch["input_ids"].device),
+        )
         return mlm * weights.tokens + self.cfg.bow_weight * bow * weights.rows
 
     @torch.no_grad()
@@ -112,8 +125,11 @@ class MaskedLMWithBagOfWords(MaskedLM):
             batch = {k: v.to(device) for k, v in batch.items()}
             _, logits, where, bow_logits = model(**batch)
             score.add(logits, batch["labels"][where])  # (N, V), (N,)
-            bow += float(bag_of_words_loss(bow_logits, batch["input_ids"], batch["labels"],
-                                           batch["attention_mask"], self._special(device))) * len(positions)
+            bow += float(
+                bag_of_words_loss(
+                    bow_logits, batch["input_ids"], batch["labels"], batch["attention_mask"], self._special(device)
+                )
+            ) * len(positions)
             count += len(positions)
         result = {**score.result(), "bow_loss": bow / max(1, count)}
         local = neighbour_attention_of(model.mlm, rows)

@@ -59,8 +59,9 @@ class ElectraOutput:
     @property
     def discriminator_loss(self) -> torch.Tensor:
         """Binary cross-entropy over the real tokens (their mean)."""
-        return F.binary_cross_entropy_with_logits(self.discriminator_logits[self.real].float(),
-                                                  self.replaced[self.real].float())
+        return F.binary_cross_entropy_with_logits(
+            self.discriminator_logits[self.real].float(), self.replaced[self.real].float()
+        )
 
 
 class ElectraPretraining(nn.Module):
@@ -77,19 +78,31 @@ class ElectraPretraining(nn.Module):
         self.generator.set_attn_implementation(name)
         self.discriminator.set_attn_implementation(name)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor,
-                labels: torch.Tensor, sample_u: torch.Tensor) -> ElectraOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        token_type_ids: torch.Tensor,
+        labels: torch.Tensor,
+        sample_u: torch.Tensor,
+    ) -> ElectraOutput:
         """input_ids (B, S) masked as MLM masks them; labels (B, S) the original ids at the selected positions,
         -100 elsewhere; sample_u (B, S) uniforms in [0, 1), one per position, that pick the samples."""
-        gen = self.generator(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
-                             labels=labels, masked_positions_only=True)
+        gen = self.generator(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            labels=labels,
+            masked_positions_only=True,
+        )
         masked = gen.masked_positions  # (B, S)
         with torch.no_grad():
             sampled = sample(gen.logits, sample_u[masked])  # (N,)
         discriminator_ids = input_ids.masked_scatter(masked, sampled)  # the originals, samples where selected
         replaced = torch.zeros_like(masked).masked_scatter(masked, sampled != labels[masked])
-        logits = self.discriminator(input_ids=discriminator_ids, attention_mask=attention_mask,
-                                    token_type_ids=token_type_ids).logits  # (B, S)
+        logits = self.discriminator(
+            input_ids=discriminator_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+        ).logits  # (B, S)
         return ElectraOutput(gen.loss, gen.logits, masked, logits, replaced, attention_mask > 0)
 
 
@@ -126,8 +139,9 @@ def generator_config(config: BertConfig, size: float) -> BertConfig:
     of the discriminator's head width or less), as many layers, the discriminator's embedding width."""
     heads = max(1, round(config.num_attention_heads * size))
     hidden = max(heads, round(config.hidden_size * size / heads) * heads)
-    return config.replace(hidden_size=hidden, num_attention_heads=heads,
-                          intermediate_size=max(1, round(config.intermediate_size * size)))
+    return config.replace(
+        hidden_size=hidden, num_attention_heads=heads, intermediate_size=max(1, round(config.intermediate_size * size))
+    )
 
 
 class Electra(MaskingObjective):
@@ -157,10 +171,13 @@ class Electra(MaskingObjective):
     def load(self, folder: str) -> nn.Module:
         generator = os.path.join(folder, GENERATOR)
         if not os.path.isdir(generator):
-            raise TrainingError(f"--init-from {folder}: no {GENERATOR}/ folder; --objective electra continues a run "
-                                "that saved its generator there (bertkit pretrain --objective electra)")
-        return ElectraPretraining(ElectraForMaskedLM.from_pretrained(generator),
-                                  ElectraForPreTraining.from_pretrained(folder))
+            raise TrainingError(
+                f"--init-from {folder}: no {GENERATOR}/ folder; --objective electra continues a run "
+                "that saved its generator there (bertkit pretrain --objective electra)"
+            )
+        return ElectraPretraining(
+            ElectraForMaskedLM.from_pretrained(generator), ElectraForPreTraining.from_pretrained(folder)
+        )
 
     def batches(self, rows, sampler: StepSampler) -> ElectraBatches:
         return ElectraBatches(rows, self.collator, sampler, self.cfg.seed)
@@ -183,10 +200,13 @@ class Electra(MaskingObjective):
             truth.append(out.replaced[out.real].cpu())
         generator = score.result()
         logits, replaced = torch.cat(scores).numpy(), torch.cat(truth).numpy()
-        result = {"loss": generator["loss"], "mlm_accuracy": generator["mlm_accuracy"],
-                  "replaced_auc": roc_auc(replaced, logits),
-                  "replaced_accuracy": float(((logits > 0) == replaced).mean()),
-                  "replaced_share": float(replaced.mean())}
+        result = {
+            "loss": generator["loss"],
+            "mlm_accuracy": generator["mlm_accuracy"],
+            "replaced_auc": roc_auc(replaced, logits),
+            "replaced_accuracy": float(((logits > 0) == replaced).mean()),
+            "replaced_share": float(replaced.mean()),
+        }
         local = neighbour_attention_of(model.discriminator, rows)
         if local is not None:
             result["neighbour_attention"] = local
@@ -200,10 +220,12 @@ class Electra(MaskingObjective):
     def describe(self, model: ElectraPretraining) -> str:
         d, g = model.discriminator.config, model.generator.config
         shared = sum(p.numel() for p in model.discriminator.electra.embeddings.parameters())
-        return (f"ElectraForPreTraining (hidden {d.hidden_size}, {_heads(d)}), "
-                f"{model.discriminator.num_parameters():,} parameters + generator ElectraForMaskedLM (hidden "
-                f"{g.hidden_size}, {_heads(g)}), "
-                f"{model.generator.num_parameters() - shared:,} more (the embeddings shared)")
+        return (
+            f"ElectraForPreTraining (hidden {d.hidden_size}, {_heads(d)}), "
+            f"{model.discriminator.num_parameters():,} parameters + generator ElectraForMaskedLM (hidden "
+            f"{g.hidden_size}, {_heads(g)}), "
+            f"{model.generator.num_parameters() - shared:,} more (the embeddings shared)"
+        )
 
 
 def _heads(config: BertConfig) -> str:

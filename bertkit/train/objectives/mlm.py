@@ -1,10 +1,10 @@
 """Masked-language modelling as BERT does it (--objective mlm), and with next-sentence prediction (mlm-nsp).
 
-    rows (packed, or sentence pairs) -> MaskingCollator: mlm_probability of the ordinary tokens selected,
-    80% [MASK] / 10% random / 10% kept -> BertForMaskedLM (BertForPreTraining with NSP), the vocabulary
-    projection only at the selected positions -> cross-entropy over them (+ NSP's over rows)
-    held out: MLM loss, accuracy and perplexity at 15% masking (+ NSP accuracy), and how local the most
-    local head is
+rows (packed, or sentence pairs) -> MaskingCollator: mlm_probability of the ordinary tokens selected,
+80% [MASK] / 10% random / 10% kept -> BertForMaskedLM (BertForPreTraining with NSP), the vocabulary
+projection only at the selected positions -> cross-entropy over them (+ NSP's over rows)
+held out: MLM loss, accuracy and perplexity at 15% masking (+ NSP accuracy), and how local the most
+local head is
 """
 
 from __future__ import annotations
@@ -56,9 +56,15 @@ class MaskingObjective(Objective):
     def __init__(self, setup: Setup):
         super().__init__(setup)
         tok = self.tokenizer
-        self.collator = MaskingCollator(vocab_size=tok.vocab_size, mask_id=tok.mask_token_id, pad_id=tok.pad_token_id,
-                                        special_ids=tuple(tok.all_special_ids), mlm_probability=setup.mlm_probability,
-                                        wwm=self.cfg.wwm, seed=self.cfg.seed)
+        self.collator = MaskingCollator(
+            vocab_size=tok.vocab_size,
+            mask_id=tok.mask_token_id,
+            pad_id=tok.pad_token_id,
+            special_ids=tuple(tok.all_special_ids),
+            mlm_probability=setup.mlm_probability,
+            wwm=self.cfg.wwm,
+            seed=self.cfg.seed,
+        )
         self.heldout_collator = dataclasses.replace(self.collator, mlm_probability=EVAL_MLM_PROBABILITY)
 
     def batches(self, rows, sampler: StepSampler) -> PretrainBatches:
@@ -110,8 +116,13 @@ def masked_lm_forward(model, batch: dict):
     Its output holds .loss, the mean cross-entropy over those tokens (computed by the head; MLM only, the NSP
     labels are not passed), their logits (N_selected, V), and .masked_positions (B, S) saying where they are.
     """
-    return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                 token_type_ids=batch["token_type_ids"], labels=batch["labels"], masked_positions_only=True)
+    return model(
+        input_ids=batch["input_ids"],
+        attention_mask=batch["attention_mask"],
+        token_type_ids=batch["token_type_ids"],
+        labels=batch["labels"],
+        masked_positions_only=True,
+    )
 
 
 def selected_logits(out) -> torch.Tensor:
@@ -144,8 +155,11 @@ class MLMScore:
 
     def result(self) -> dict[str, float]:
         loss = self.total / max(1, self.selected)
-        return {"loss": loss, "mlm_accuracy": self.correct / max(1, self.selected),
-                "perplexity": math.exp(min(loss, 50.0))}
+        return {
+            "loss": loss,
+            "mlm_accuracy": self.correct / max(1, self.selected),
+            "perplexity": math.exp(min(loss, 50.0)),
+        }
 
 
 @torch.no_grad()
@@ -179,6 +193,9 @@ def neighbour_attention_of(model, rows, count: int = 16) -> float | None:
     if not len(full) or batch.input_ids.shape[1] < 8:
         return None
     device = next(model.parameters()).device
-    out = model(input_ids=torch.from_numpy(batch.input_ids[full]).to(device),
-                token_type_ids=torch.from_numpy(batch.token_type_ids[full]).to(device), output_attentions=True)
+    out = model(
+        input_ids=torch.from_numpy(batch.input_ids[full]).to(device),
+        token_type_ids=torch.from_numpy(batch.token_type_ids[full]).to(device),
+        output_attentions=True,
+    )
     return neighbour_attention(out.attentions)
