@@ -120,7 +120,7 @@ def data_for(name: str, tok_dir: str, data: str) -> str:
 
 def pretrain(name: str, seed: int, data: str, steps: int | None = None) -> dict:
     """`bertkit pretrain` in a process of its own; its wall time and last held-out evaluation."""
-    from bertkit.train.metrics_log import read_metrics
+    from bertkit.train.runlog import read_metrics
 
     _, flags, default_steps = ATTEMPTS[name]
     out = os.path.join(RUNS, f"{name}-seed{seed}")

@@ -243,7 +243,7 @@ def learn_tokenizer() -> str:
 
 
 def run_recipe(name: str, recipe: Recipe, tokenizer: str, seed: int) -> dict:
-    from bertkit.train.metrics_log import read_metrics
+    from bertkit.train.runlog import read_metrics
     from bertkit.train.pretrain import RECIPES as USED
     from bertkit.train.pretrain import run
 

@@ -3,7 +3,7 @@
     input_ids (B, S)
       -> Embeddings: word + token type (+ absolute position), LayerNorm, dropout      (B, S, E)
       -> embeddings_project (ELECTRA only, where E = embedding_size != H): Linear E -> H   (B, S, H)
-      -> Encoder: num_hidden_layers Layers, one AFTER another; in each:
+      -> BertEncoder: num_hidden_layers Layers, one AFTER another; in each:
            Attention: SelfAttention splits H into `heads` parallel heads of head_dim = H / heads,
                       each attends over all positions; SelfOutput merges them, residual + LayerNorm
            (decoders with add_cross_attention: a second Attention over the encoder's output)
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor, nn
@@ -28,6 +28,7 @@ from torch.utils.checkpoint import checkpoint
 from . import attention, kernels, padding
 from .activations import ACT2FN
 from .config import BertConfig
+from .deprecated import moved
 from .errors import ConfigError, InputError
 
 KVCache = tuple[tuple[Tensor, ...], ...]  # per layer: (self_k, self_v[, cross_k, cross_v]), each (B, heads, T, d)
@@ -396,7 +397,7 @@ class Layer(nn.Module):
         return self.output(self.intermediate(hidden_states), hidden_states)
 
 
-class Encoder(nn.Module):
+class BertEncoder(nn.Module):
     """num_hidden_layers Layers applied in sequence: layer i+1 reads layer i's output."""
 
     def __init__(self, config: BertConfig):
@@ -614,7 +615,7 @@ class BertModel(BertPreTrainedModel):
         self.embeddings = Embeddings(config)
         E, H = config.embedding_width, config.hidden_size
         self.embeddings_project = nn.Linear(E, H) if E != H else None
-        self.encoder = Encoder(config)
+        self.encoder = BertEncoder(config)
         self.pooler = Pooler(config) if add_pooling_layer else None
         self.post_init()
 
@@ -1014,3 +1015,7 @@ def _read_once(questions: dict) -> dict:
     for key, q in questions.items():
         answers[key], at = values[at : at + q.numel()], at + q.numel()
     return answers
+
+
+if not TYPE_CHECKING:  # old names, for one release
+    __getattr__ = moved(__name__, {"Encoder": "bertkit.model:BertEncoder"})

@@ -211,7 +211,7 @@ def main(argv: list[str]) -> int:
         out,
     )
 
-    from .train.metrics_log import read_metrics
+    from .train.runlog import read_metrics
 
     curve = [r for r in read_metrics(os.path.join(pt_dir, "metrics.jsonl")) if r.get("split") == "eval"]
     labels = label_efficiency(few, base, test)

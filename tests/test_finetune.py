@@ -17,7 +17,7 @@ from bertkit.tasks.classify import aggregate_windows
 from bertkit.tasks.qa import QAFeature, answer_tokens, best_span, qa_predictions
 from bertkit.train.finetune import FinetuneConfig, run
 from bertkit.train.loop import TrainingError
-from bertkit.train.metrics_log import read_metrics
+from bertkit.train.runlog import read_metrics
 
 transformers = pytest.importorskip("transformers")
 

@@ -21,7 +21,7 @@ import torch
 from safetensors.torch import load_file
 
 from bertkit import BertConfig
-from bertkit.train.metrics_log import read_metrics
+from bertkit.train.runlog import read_metrics
 
 pytestmark = pytest.mark.slow  # every test here kills a training subprocess and resumes it
 

@@ -722,7 +722,7 @@ def test_undefined_metrics_become_null_in_json(tmp_path):
     import json
 
     from bertkit.metrics import finite_or_none, regression_report
-    from bertkit.train.metrics_log import append_row, read_metrics
+    from bertkit.train.runlog import append_row, read_metrics
 
     report = regression_report([1.0, 2.0, 3.0], [0.5, 0.5, 0.5])  # constant predictions: no correlation
     assert any(isinstance(v, float) and v != v for v in report.values())  # nan somewhere

@@ -1,4 +1,4 @@
-"""--log-to: metrics.csv and TensorBoard event files beside metrics.jsonl (bertkit/train/metrics_log.py), and the
+"""--log-to: metrics.csv and TensorBoard event files beside metrics.jsonl (bertkit/train/runlog.py), and the
 loss curve's evaluation panel and whole-step ticks.
 
 Real pretraining runs of a tiny model on People's Daily text (CPU, seconds), as in test_runfolder.py. The event
@@ -17,7 +17,7 @@ from conftest import torch_threads
 from bertkit.cli import main
 from bertkit.train import loop
 from bertkit.train.loop import TrainingError
-from bertkit.train.metrics_log import RunLog, read_metrics
+from bertkit.train.runlog import RunLog, read_metrics
 from bertkit.train.pretrain import PretrainConfig, run
 
 STEPS, SAVE_EVERY = 8, 4
@@ -157,7 +157,7 @@ def test_resume_after_a_crash_logs_each_step_once_everywhere(
 
 
 def test_resume_drops_metrics_csv_lines_after_the_saved_step_and_a_cut_last_line(tmp_path):
-    from bertkit.train.metrics_log import truncate_csv
+    from bertkit.train.runlog import truncate_csv
 
     path = tmp_path / "metrics.csv"
     path.write_text(
@@ -272,7 +272,7 @@ def fake_rows(steps: int, eval_at: list[int]) -> list[dict]:
 def test_loss_png_shows_the_evaluation_beside_the_loss_on_whole_steps(steps, eval_at):
     import matplotlib.pyplot as plt
 
-    from bertkit.train.metrics_log import loss_figure
+    from bertkit.train.runlog import loss_figure
 
     fig = loss_figure(fake_rows(steps, eval_at))
     try:
@@ -297,7 +297,7 @@ def test_loss_png_shows_the_evaluation_beside_the_loss_on_whole_steps(steps, eva
 def test_loss_png_without_evaluations_is_the_loss_alone():
     import matplotlib.pyplot as plt
 
-    from bertkit.train.metrics_log import loss_figure
+    from bertkit.train.runlog import loss_figure
 
     fig = loss_figure(fake_rows(5, []))
     try:

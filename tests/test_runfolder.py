@@ -18,7 +18,7 @@ import torch
 from bertkit import BertConfig, BertForMaskedLM
 from bertkit.errors import BertkitError
 from bertkit.train.loop import TrainingError
-from bertkit.train.metrics_log import read_metrics
+from bertkit.train.runlog import read_metrics
 from bertkit.train.pretrain import PretrainConfig, run
 
 

@@ -386,11 +386,11 @@ class FakeConnection:
 
 
 def test_connection_cap_closes_the_oldest_idle_connection_then_refuses():
-    from bertkit.serve.app import Metrics
+    from bertkit.serve.app import PrometheusSeries
     from bertkit.serve.connections import Guard
     from bertkit.serve.settings import ServeConfig
 
-    metrics = Metrics()
+    metrics = PrometheusSeries()
     guard = Guard(ServeConfig(model="m", max_connections=3), metrics)
     busy, old_idle, young_idle = FakeConnection(False), FakeConnection(True), FakeConnection(True)
     assert all(guard.admit(c) for c in (busy, old_idle, young_idle))

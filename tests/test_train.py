@@ -18,7 +18,7 @@ from bertkit import BertConfig
 from bertkit.cli import main
 from bertkit.train import pretrain as pretrain_module
 from bertkit.train.loop import TrainConfig, TrainingError, lr_factor, make_optimizer
-from bertkit.train.metrics_log import read_metrics
+from bertkit.train.runlog import read_metrics
 from bertkit.train.objectives.mlm import MaskedLM
 from bertkit.train.pretrain import PretrainConfig, run
 
@@ -184,17 +184,17 @@ def test_data_and_corpus_give_the_same_run(tmp_path, corpus_file, tiny_config_fi
     import bertkit.data.encode as encode
 
     calls = {"n": 0}
-    real = encode.Encoder.encode
+    real = encode.DocumentEncoder.encode
 
     def counted(self, *a, **kw):
         calls["n"] += 1
         return real(self, *a, **kw)
 
-    encode.Encoder.encode = counted
+    encode.DocumentEncoder.encode = counted
     try:
         run(from_data(tmp_path / "data", prepared, tiny_config_file))
     finally:
-        encode.Encoder.encode = real
+        encode.DocumentEncoder.encode = real
     assert calls["n"] == 0  # nothing was tokenized
     drop_time = lambda out: [
         {k: v for k, v in r.items() if k not in ("tokens_per_s", "elapsed_s")}

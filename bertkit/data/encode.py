@@ -24,10 +24,12 @@ import logging
 import re
 import unicodedata
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from tokenizers import pre_tokenizers
 
+from ..deprecated import moved
 from ..errors import ConfigError
 from ..text import CJK_IDEOGRAPHS, CLOSERS, SENTENCE_FINAL
 
@@ -58,7 +60,7 @@ def plain_backend(tokenizer):
     return backend
 
 
-class Encoder:
+class DocumentEncoder:
     """Tokenizes whole documents with a `tokenizers` backend, and marks them (encode_documents).
 
     Speed-up for text made mostly of single-character words (Chinese): BERT makes every CJK ideograph and
@@ -152,7 +154,7 @@ class Encoder:
 
 
 class _CharacterTable:
-    """What each character is to Encoder._fast, learned from the backend the first time the character is seen:
+    """What each character is to DocumentEncoder._fast, learned from the backend the first time it is seen:
     SINGLE characters are one-token words in any company ("a" + c + "a" gives "a", c's own token, "a"), SPACE
     ones only separate (tab, line ends, Unicode spaces), WHOLE ones send their document to the backend whole
     (control and format characters, combining marks, unassigned code points, U+FFFD), RUN ones go to it in runs."""
@@ -181,14 +183,15 @@ class _CharacterTable:
         alone = self.backend.encode_batch(texts, add_special_tokens=False)
         a = self.letter
         for c, category, e, own in zip(chars, categories, between, alone):
-            kind = Encoder.RUN
+            kind = DocumentEncoder.RUN
             if a is None or category in self.WHOLE_CATEGORIES or c == 0xFFFD:
-                kind = Encoder.WHOLE
+                kind = DocumentEncoder.WHOLE
             elif category == "Zs" or c in (9, 10, 13):
                 if e.ids == [a, a] and e.offsets == [(0, 1), (2, 3)]:
-                    kind = Encoder.SPACE
+                    kind = DocumentEncoder.SPACE
             elif e.offsets == [(0, 1), (1, 2), (2, 3)] and e.ids == [a, *own.ids, a]:
-                kind, self.single_id[c] = Encoder.SINGLE, e.ids[1]  # a word of its own: "a" after it starts anew
+                # a word of its own: "a" after it starts anew
+                kind, self.single_id[c] = DocumentEncoder.SINGLE, e.ids[1]
             self.kind[c] = kind
 
 
@@ -218,8 +221,9 @@ def continuation_table(backend) -> np.ndarray:
 
 def encode_documents(backend, texts: list[str], *, chinese_words: bool = False, fast: bool = True) -> Encoded:
     """Tokenize `texts` with a `tokenizers.Tokenizer` (no special tokens, no truncation) and mark them. For many
-    calls, make one Encoder(backend) and call its encode(): it keeps what it learned about each character."""
-    return Encoder(backend, fast=fast).encode(texts, chinese_words=chinese_words)
+    calls, make one DocumentEncoder(backend) and call its encode(): it keeps what it learned about each
+    character."""
+    return DocumentEncoder(backend, fast=fast).encode(texts, chinese_words=chinese_words)
 
 
 def _marks(code, lengths, ids, start, end, continuation, jieba_marks):
@@ -293,3 +297,7 @@ def _jieba():
         ) from None
     jieba.setLogLevel(logging.WARNING)  # no "Building prefix dict..." on every run
     return jieba.cut
+
+
+if not TYPE_CHECKING:  # old names, for one release
+    __getattr__ = moved(__name__, {"Encoder": "bertkit.data.encode:DocumentEncoder"})

@@ -41,7 +41,7 @@ from ..tokenizer import Tokenizer, vocab_digest
 from .builtin import BUILTIN_CORPORA
 from .corpus import DOC_SEPS, Source, is_heldout, iter_documents, resolve, source
 from .dataset import FORMAT, MANIFEST, SPLITS, TOKENIZER, VERSION, DataError, PretrainingData, SplitWriter, ids_dtype
-from .encode import Encoder, plain_backend
+from .encode import DocumentEncoder, plain_backend
 from .rows import pair_options, walk_documents
 
 BLOCK_CHARS = 1 << 19  # characters of text per block sent to a worker (about 1.5 MB of Chinese)
@@ -349,7 +349,7 @@ def _start_worker(backend_json: str, wwm: bool) -> None:
     from tokenizers import Tokenizer as Backend
 
     backend = Backend.from_str(backend_json)
-    _worker.update(encoder=Encoder(backend), wwm=wwm)
+    _worker.update(encoder=DocumentEncoder(backend), wwm=wwm)
 
 
 def _start_pool_worker(parent: int, backend_json: str, wwm: bool) -> None:

@@ -105,7 +105,7 @@ def _walk(module: nn.Module, path: str, depth: int, ctx: _Context, rows: list[Ro
         child_path = _join(path, name)
         if isinstance(child, _SILENT):
             continue
-        if isinstance(child, nn.ModuleList) and isinstance(module, M.Encoder):
+        if isinstance(child, nn.ModuleList) and isinstance(module, M.BertEncoder):
             _layer_groups(child, child_path, depth, ctx, rows)
             continue
         rows.append(
@@ -172,10 +172,10 @@ def _describe(name: str, m: nn.Module, parent: nn.Module, path: str, ctx: _Conte
         return _describe_embedding(name, m, cfg)
     if isinstance(m, nn.LayerNorm):
         return f"LayerNorm({m.normalized_shape[0]}): a scale and a shift per dimension"
-    if isinstance(m, M.Encoder):
+    if isinstance(m, M.BertEncoder):
         n = len(m.layer)
         return (
-            f"Encoder: {n} layers run in SEQUENCE, one after another: each reads the output of the "
+            f"BertEncoder: {n} layers run in SEQUENCE, one after another: each reads the output of the "
             f"one before (num_hidden_layers={n})"
         )
     if isinstance(m, M.Attention):

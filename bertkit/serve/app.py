@@ -71,7 +71,7 @@ DRAIN_BYTES = 16 << 20  # a body over --max-body-bytes is read (and dropped) up 
 log = logging.getLogger("uvicorn.error")
 
 
-class Metrics:
+class PrometheusSeries:
     """The Prometheus series /metrics shows (a registry per app, so that several apps can live in one process)."""
 
     def __init__(self):
@@ -138,7 +138,7 @@ class Metrics:
 class MetricsMiddleware:
     """Counts every answer by route and status and times it (unknown paths count as route "other")."""
 
-    def __init__(self, app, metrics: Metrics, routes: set[str]):
+    def __init__(self, app, metrics: PrometheusSeries, routes: set[str]):
         self.app, self.metrics, self.routes = app, metrics, routes
 
     async def __call__(self, scope, receive, send):
@@ -266,7 +266,9 @@ class Call:
     """One POST request on its way through a route: where its tokenizer work runs (inline when it is small),
     and its rows' trip through the batcher."""
 
-    def __init__(self, request: Request, size: int, tokenizer: TokenizerThread, batcher: Batcher, metrics: Metrics):
+    def __init__(
+        self, request: Request, size: int, tokenizer: TokenizerThread, batcher: Batcher, metrics: PrometheusSeries
+    ):
         self.request, self.small = request, size <= INLINE_BYTES
         self.tokenizer, self.batcher, self.metrics = tokenizer, batcher, metrics
 
@@ -305,7 +307,7 @@ def build_app(engine: Engine, settings: ServeConfig, routes=ROUTES) -> tuple[Met
     """The app serving `engine` on `routes` (routes.py's table, and the GET routes), its batcher (for the caller
     to run `batcher.work()` in the thread that loaded the model) and the HTTP protocol for uvicorn's
     Config(http=...). The app's shutdown stops the batcher once every request in flight was answered."""
-    metrics = Metrics()
+    metrics = PrometheusSeries()
     batcher = Batcher(
         engine.run,
         max_batch_tokens=settings.max_batch_tokens,

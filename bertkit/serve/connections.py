@@ -39,7 +39,7 @@ def raw_error(status: int, kind: str, message: str) -> bytes:
 class Guard:
     """What the protocol of every connection shares: the open connections, oldest first, and the limits."""
 
-    def __init__(self, settings: ServeConfig, metrics):  # metrics: app.py's Metrics
+    def __init__(self, settings: ServeConfig, metrics):  # metrics: app.py's PrometheusSeries
         self.settings, self.metrics = settings, metrics
         self.open: dict[GuardedHttp, None] = {}  # insertion order: oldest first
         self.stopping = False  # SIGTERM: uvicorn is shutting the connections down

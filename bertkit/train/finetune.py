@@ -41,8 +41,8 @@ from .loop import (
     train,
     with_default,
 )
-from .metrics_log import check_log_to, read_metrics
 from .runfolder import keep_settings, run_claimed
+from .runlog import check_log_to, read_metrics
 
 
 @dataclass

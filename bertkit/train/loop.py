@@ -8,7 +8,7 @@
                                       for each: loss_fn(model, batch, weights).backward()
                                       all processes agree on the loss and on a stop signal (one sync);
                                       skip the step if the loss is not finite; clip; optimizer.step(); scheduler.step()
-        after_step(run)               every log_every:  a row in metrics.jsonl (step, loss, lr, tokens/s: metrics_log)
+        after_step(run)               every log_every:  a row in metrics.jsonl (step, loss, lr, tokens/s: runlog)
                                                         and in --log-to's: metrics.csv, TensorBoard
                                       every eval_every: evaluate(model) -> a row in the same logs; KeepBest: a new
                                                         best model is saved, patience may stop the run
@@ -48,7 +48,7 @@ from ..config import AttnImplementation
 from ..data.seeded import Permutation
 from ..errors import TrainingError
 from ..options import may_change_on_resume, opt
-from .metrics_log import RunLog, check_log_to, plot_losses
+from .runlog import RunLog, check_log_to, plot_losses
 
 
 @dataclass

@@ -40,9 +40,9 @@ from ..errors import stop_note
 from ..options import opt, parse
 from ..tokenizer import MIN_FREQUENCY, Tokenizer, train_vocab, vocab_digest, vocab_shortfall
 from .loop import StepSampler, TrainConfig, TrainingError, TrainSummary, train, with_default
-from .metrics_log import check_log_to
 from .objectives import OBJECTIVES, Setup
 from .runfolder import keep_settings, run_claimed
+from .runlog import check_log_to
 
 
 @dataclass(frozen=True)
