@@ -243,9 +243,9 @@ def learn_tokenizer() -> str:
 
 
 def run_recipe(name: str, recipe: Recipe, tokenizer: str, seed: int) -> dict:
-    from bertkit.train.runlog import read_metrics
     from bertkit.train.pretrain import RECIPES as USED
     from bertkit.train.pretrain import run
+    from bertkit.train.runlog import read_metrics
 
     cfg = recipe_config(name, recipe, tokenizer, seed)
     start = time.perf_counter()

@@ -19,10 +19,10 @@ from bertkit.cli import main
 from bertkit.heads import BertForTokenClassification
 from bertkit.init import initialise
 from bertkit.train.loop import LOSS_UNITS, LossWeights, loss_weights
-from bertkit.train.runlog import read_metrics
 from bertkit.train.objectives import OBJECTIVES, Objective
 from bertkit.train.objectives.electra import Electra, ElectraPretraining, generator_config, sample
 from bertkit.train.objectives.mlm import PretrainBatches
+from bertkit.train.runlog import read_metrics
 
 transformers = pytest.importorskip("transformers")
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tiny models trained in this process

@@ -17,8 +17,8 @@ from conftest import torch_threads
 from bertkit.cli import main
 from bertkit.train import loop
 from bertkit.train.loop import TrainingError
-from bertkit.train.runlog import RunLog, read_metrics
 from bertkit.train.pretrain import PretrainConfig, run
+from bertkit.train.runlog import RunLog, read_metrics
 
 STEPS, SAVE_EVERY = 8, 4
 

@@ -18,8 +18,8 @@ import torch
 from bertkit import BertConfig, BertForMaskedLM
 from bertkit.errors import BertkitError
 from bertkit.train.loop import TrainingError
-from bertkit.train.runlog import read_metrics
 from bertkit.train.pretrain import PretrainConfig, run
+from bertkit.train.runlog import read_metrics
 
 
 def settings(out, corpus, tokenizer, **kw):

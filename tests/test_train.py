@@ -18,9 +18,9 @@ from bertkit import BertConfig
 from bertkit.cli import main
 from bertkit.train import pretrain as pretrain_module
 from bertkit.train.loop import TrainConfig, TrainingError, lr_factor, make_optimizer
-from bertkit.train.runlog import read_metrics
 from bertkit.train.objectives.mlm import MaskedLM
 from bertkit.train.pretrain import PretrainConfig, run
+from bertkit.train.runlog import read_metrics
 
 transformers = pytest.importorskip("transformers")
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # the runs here train tiny models in this process
