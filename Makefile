@@ -36,11 +36,15 @@ demo: $(VENV)/.core
 
 test: $(VENV)/.dev $(TF5)/.installed
 	$(BIN)/ruff check bertkit tests bench
+	$(BIN)/ruff format --check bertkit tests bench
+	$(BIN)/mypy
 	BERTKIT_TF5_PATH=$(abspath $(TF5)) $(BIN)/python -m pytest -q
 
 # the same tests without the ones marked slow (whole runs, subprocesses, compile, benchmarks): under 2 minutes
 test-fast: $(VENV)/.dev $(TF5)/.installed
 	$(BIN)/ruff check bertkit tests bench
+	$(BIN)/ruff format --check bertkit tests bench
+	$(BIN)/mypy
 	BERTKIT_TF5_PATH=$(abspath $(TF5)) $(BIN)/python -m pytest -q -m "not slow"
 
 clean:

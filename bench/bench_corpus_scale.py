@@ -148,7 +148,7 @@ def tokenizer_dir(work: str) -> str:
     path = os.path.join(work, "tokenizer")
     if not os.path.exists(os.path.join(path, "vocab.txt")):
         from bertkit.data.builtin import builtin_documents
-        from bertkit.tokenizer import train_vocab
+        from bertkit.vocab import train_vocab
 
         train_vocab(texts=list(builtin_documents("builtin:peoples-daily")), vocab_size=21128).save_pretrained(path)
     return path
@@ -321,7 +321,7 @@ def batch_cost(data: str, tokenizer: str, steps: int = 200) -> dict:
     from bertkit.data.masking import MaskingCollator
     from bertkit.data.rows import make_rows
     from bertkit.tokenizer import Tokenizer
-    from bertkit.train.loop import StepSampler
+    from bertkit.train.batches import StepSampler
     from bertkit.train.objectives.mlm import PretrainBatches
 
     tok = Tokenizer.from_pretrained(tokenizer)

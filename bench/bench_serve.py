@@ -173,7 +173,10 @@ def free_port() -> int:
 
 
 def bertkit_serve_available() -> bool:
-    """Whether this checkout has `bertkit serve` (bertkit/serve/__init__.py or serve.py with serve_main)."""
+    """Whether this checkout has `bertkit serve`: bertkit/commands/serve.py, or in an older checkout
+    bertkit/serve/__init__.py or serve.py with serve_main."""
+    if os.path.exists(os.path.join(ROOT, "bertkit", "commands", "serve.py")):
+        return True
     for path in (os.path.join(ROOT, "bertkit", "serve", "__init__.py"), os.path.join(ROOT, "bertkit", "serve.py")):
         if os.path.exists(path):
             with open(path, encoding="utf-8") as fh:
@@ -728,7 +731,7 @@ def throughput_runs(args, texts, routes, servers_done, rows, accuracy, notes, ch
                     rows.append(bare_ort(model, texts, args))
                 continue
             if name != "baseline" and not bertkit_serve_available():
-                note = f"{name} skipped: this checkout has no bertkit serve (bertkit/serve/ with serve_main)"
+                note = f"{name} skipped: this checkout has no bertkit serve (bertkit/commands/serve.py)"
                 if note not in notes:
                     notes.append(note)
                 continue
@@ -1042,7 +1045,7 @@ def main(argv=None) -> dict:
         args._logs = folder
         if args.soak:
             if not bertkit_serve_available():
-                raise SystemExit("--soak runs bertkit serve: this checkout has none (bertkit/serve/ with serve_main)")
+                raise SystemExit("--soak runs bertkit serve: this checkout has none (bertkit/commands/serve.py)")
             for route, model in routes.items():
                 result = with_server(
                     "bertkit",

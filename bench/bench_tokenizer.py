@@ -21,7 +21,8 @@ import torch
 import transformers
 
 from bertkit.data.builtin import peoples_daily_texts
-from bertkit.tokenizer import Tokenizer, train_vocab
+from bertkit.tokenizer import Tokenizer
+from bertkit.vocab import train_vocab
 
 SETTINGS = {
     "lists, no padding": dict(),

@@ -82,7 +82,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 import bertkit  # noqa: E402
 from bertkit.files import atomic_write_text  # noqa: E402
-from bertkit.train.loop import TrainConfig, make_optimizer  # noqa: E402
+from bertkit.train.optim import make_optimizer  # noqa: E402
+from bertkit.train.settings import TrainConfig  # noqa: E402
 
 CONTENDERS = ("transformers-eager", "transformers-sdpa", "bertkit", "bertkit-defaults", "bertkit-varlen-dense")
 TRAIN_ONLY = ("bertkit-varlen-dense",)  # in inference it is "bertkit"

@@ -32,7 +32,7 @@ def probe(variant: str, steps: int) -> list[tuple[int, float, float]]:
     from bertkit.data.rows import make_rows
     from bertkit.metrics import roc_auc
     from bertkit.tokenizer import Tokenizer
-    from bertkit.train.loop import StepSampler
+    from bertkit.train.batches import StepSampler
     from bertkit.train.objectives import OBJECTIVES, Setup
     from bertkit.train.pretrain import PretrainConfig, build_model_config, set_dropout
 

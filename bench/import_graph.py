@@ -1,12 +1,17 @@
-"""The import graph of the bertkit package, and its cycles (none is the rule).
+"""The import graph of the bertkit package: its cycles and its floors (none going up is the rule).
 
-    python bench/import_graph.py            # every cycle, or "no import cycle among N modules"
+    python bench/import_graph.py            # every cycle and every import that goes up a floor, or "none"
     python bench/import_graph.py --edges    # also each module's bertkit imports
+    python bench/import_graph.py --floors   # also the modules of each floor
 
 Every import counts, at the top of a module or inside a function: a cycle there is a design knot
 even when Python's lazy import lets it run. Importing bertkit.a.b also runs bertkit/a/__init__.py,
 so that edge counts too, except from inside that package (its __init__ is already running) and for
-the root package (every module would reach it).
+the root package (every module would reach it). Imports under `if TYPE_CHECKING:` never run and are
+not counted: an annotation may name a type of a higher floor.
+
+FLOORS puts every module on a floor, from the bottom: a module imports modules of its own floor or of
+floors below it, never above (and no cycle within a floor). A new module gets a floor here.
 """
 
 from __future__ import annotations
@@ -16,6 +21,69 @@ import os
 import sys
 
 PACKAGE = "bertkit"
+
+# bottom to top; an entry names a module, or a package and everything in it ("bertkit.data")
+FLOORS = [
+    (
+        "foundation: errors, files, text, flags",
+        [
+            "bertkit",
+            "bertkit.errors",
+            "bertkit.deprecated",
+            "bertkit.labels",
+            "bertkit.text",
+            "bertkit.threads",
+            "bertkit.files",
+            "bertkit.finite",
+            "bertkit.outfolder",
+            "bertkit.fonts",
+            "bertkit.options",
+            "bertkit.activations",
+        ],
+    ),
+    (
+        "the model",
+        [
+            "bertkit.config",
+            "bertkit.padding",
+            "bertkit.grouping",
+            "bertkit.kernels",
+            "bertkit.attention",
+            "bertkit.checkpoint",
+            "bertkit.model",
+            "bertkit.heads",
+            "bertkit.electra",
+            "bertkit.init",
+            "bertkit.pooling",
+        ],
+    ),
+    (
+        "text and data: the tokenizer, vocabularies, corpora, datasets, rows",
+        ["bertkit.tokenizer", "bertkit.vocab", "bertkit.data"],
+    ),
+    (
+        "tasks, scores and inference",
+        [
+            "bertkit.metrics",
+            "bertkit.tasks",
+            "bertkit.quantize",
+            "bertkit.inference",
+            "bertkit.model_dir",
+            "bertkit.export",
+            "bertkit.engines",
+            "bertkit.embed",
+            "bertkit.evaluation",
+            "bertkit.explain",
+            "bertkit.baseline",
+        ],
+    ),
+    ("training", ["bertkit.train", "bertkit.quickstart"]),
+    ("serving", ["bertkit.serve"]),
+    (
+        "entry points: commands, the Python API, old addresses",
+        ["bertkit.commands", "bertkit.api", "bertkit.cli", "bertkit.__main__", "bertkit.info", "bertkit.inference_cli"],
+    ),
+]
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", PACKAGE)
 
 
@@ -39,8 +107,11 @@ def imports(module: str, path: str, known: set[str]) -> set[str]:
     here = module.split(".") if is_package else module.split(".")[:-1]
     with open(path, encoding="utf-8") as fh:
         tree = ast.parse(fh.read(), path)
+    skipped = {id(n) for block in ast.walk(tree) if _type_checking(block) for b in block.body for n in ast.walk(b)}
     targets = set()
     for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
         if isinstance(node, ast.Import):
             targets |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -58,6 +129,41 @@ def imports(module: str, path: str, known: set[str]) -> set[str]:
             if name in known and (n == len(parts) or not inside) and name != module:
                 edges.add(name)
     return edges
+
+
+def _type_checking(node: ast.AST) -> bool:
+    """An `if TYPE_CHECKING:` (or `if typing.TYPE_CHECKING:`) block."""
+    if not isinstance(node, ast.If):
+        return False
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def floor_of(module: str) -> int | None:
+    """The FLOORS index of `module`: its own entry, else its nearest package's; None where FLOORS has neither."""
+    parts = module.split(".")
+    for n in range(len(parts), 0 if module == PACKAGE else 1, -1):  # the root package's entry is for itself only
+        name = ".".join(parts[:n])
+        for i, (_, names) in enumerate(FLOORS):
+            if name in names:
+                return i
+    return None
+
+
+def floor_problems(edges: dict[str, set[str]]) -> list[str]:
+    """Every module without a floor, and every import from a floor to a higher one."""
+    problems = [f"{m}: no floor in FLOORS (bench/import_graph.py)" for m in edges if floor_of(m) is None]
+    for module, targets in sorted(edges.items()):
+        here = floor_of(module)
+        for target in sorted(targets):
+            there = floor_of(target)
+            if here is not None and there is not None and there > here:
+                problems.append(
+                    f"{module} (floor {here}: {FLOORS[here][0]}) imports {target} (floor {there}: {FLOORS[there][0]})"
+                )
+    return problems
 
 
 def graph() -> dict[str, set[str]]:
@@ -102,12 +208,17 @@ def main(argv: list[str]) -> int:
     if "--edges" in argv:
         for module, targets in edges.items():
             print(f"{module}: {', '.join(sorted(targets)) or '-'}")
-    found = cycles(edges)
+    if "--floors" in argv:
+        for i, (what, _) in enumerate(FLOORS):
+            print(f"floor {i} ({what}): {', '.join(sorted(m for m in edges if floor_of(m) == i))}")
+    found, upward = cycles(edges), floor_problems(edges)
     for component in found:
         print("import cycle: " + " <-> ".join(component))
-    if not found:
-        print(f"no import cycle among {len(edges)} modules")
-    return 1 if found else 0
+    for problem in upward:
+        print("up a floor: " + problem)
+    if not found and not upward:
+        print(f"no import cycle and no import up a floor among {len(edges)} modules on {len(FLOORS)} floors")
+    return 1 if found or upward else 0
 
 
 if __name__ == "__main__":

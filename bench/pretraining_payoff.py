@@ -89,7 +89,8 @@ def tokenizer_and_data() -> tuple[str, str]:
     """One vocabulary (21,128, as the quickstart learns) and one prepared People's Daily for every attempt."""
     from bertkit.data.corpus import Corpus
     from bertkit.data.prepare import prepare
-    from bertkit.tokenizer import Tokenizer, train_vocab
+    from bertkit.tokenizer import Tokenizer
+    from bertkit.vocab import train_vocab
 
     tok_dir, data = os.path.join(RUNS, "tokenizer"), os.path.join(RUNS, "data")
     if not os.path.exists(os.path.join(tok_dir, "vocab.txt")):

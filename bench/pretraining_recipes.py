@@ -233,7 +233,7 @@ def pd_heldout_accuracy(model_dir: str, mlm_probability: float = 0.15) -> float:
 def learn_tokenizer() -> str:
     """One vocabulary for every recipe, learned once on the training documents of the corpus."""
     from bertkit.data.corpus import read_corpus, split_heldout
-    from bertkit.tokenizer import train_vocab
+    from bertkit.vocab import train_vocab
 
     path = os.path.join(RUNS, "tokenizer")
     if not os.path.exists(os.path.join(path, "vocab.txt")):

@@ -4,8 +4,36 @@ Names load on first use (PEP 562), so commands that need no model (`bertkit prep
 and the worker processes of `bertkit prepare` start without importing torch.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from .errors import BertkitError, BertkitWarning, CheckpointError, ConfigError, InputError, NonFiniteError
 from .threads import wait_quietly
+
+if TYPE_CHECKING:  # what the lazy names below are, for type checkers and editors (never run)
+    from .api import evaluate, finetune, predict, pretrain
+    from .config import PRESETS, BertConfig
+    from .electra import (
+        ElectraForMaskedLM,
+        ElectraForMultipleChoice,
+        ElectraForPreTraining,
+        ElectraForPreTrainingOutput,
+        ElectraForQuestionAnswering,
+        ElectraForSequenceClassification,
+        ElectraForTokenClassification,
+        ElectraModel,
+    )
+    from .embed import Encoder, encode
+    from .heads import (
+        BertForMaskedLM,
+        BertForMultipleChoice,
+        BertForNextSentencePrediction,
+        BertForPreTraining,
+        BertForQuestionAnswering,
+        BertForSequenceClassification,
+        BertForTokenClassification,
+        BertLMHeadModel,
+    )
+    from .model import BertModel, BertModelOutput, BertPreTrainedModel
 
 wait_quietly()  # before anything loads torch: its OpenMP threads do not spin long (threads.py)
 
@@ -82,15 +110,17 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str):
-    if name in _LAZY:
-        import importlib
+if not TYPE_CHECKING:  # the names load on first use
 
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value  # looked up once
-        return value
-    raise AttributeError(f"module 'bertkit' has no attribute {name!r}")
+    def __getattr__(name: str) -> Any:
+        if name in _LAZY:
+            import importlib
+
+            value = getattr(importlib.import_module(_LAZY[name]), name)
+            globals()[name] = value  # looked up once
+            return value
+        raise AttributeError(f"module 'bertkit' has no attribute {name!r}")
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))

@@ -5,10 +5,13 @@ ACT2FN["gelu"](x)   x (any shape) -> same shape; the names and numbers of transf
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 
-ACT2FN = {
+ACT2FN: dict[str, Callable[[Tensor], Tensor]] = {
     "gelu": F.gelu,
     "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
     "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),

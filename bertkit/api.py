@@ -17,18 +17,24 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING, Any
 
 from .options import settings_of
 
+if TYPE_CHECKING:
+    from .evaluation import EvaluateConfig, PredictConfig
+    from .train.finetune import FinetuneConfig, FinetuneSummary
+    from .train.pretrain import PretrainConfig, PretrainSummary
 
-def pretrain(settings=None, /, **kwargs):
+
+def pretrain(settings: PretrainConfig | None = None, /, **kwargs: Any) -> PretrainSummary:
     """`bertkit pretrain` (bertkit.train.pretrain.PretrainConfig): returns its PretrainSummary."""
     from .train.pretrain import PretrainConfig, run
 
     return run(settings_of(PretrainConfig, settings, where="bertkit.pretrain", **kwargs))
 
 
-def finetune(settings=None, /, **kwargs):
+def finetune(settings: FinetuneConfig | None = None, /, **kwargs: Any) -> FinetuneSummary:
     """`bertkit finetune` (bertkit.train.finetune.FinetuneConfig): returns its FinetuneSummary (the best
     evaluation in .best, signs that nothing was learned in .warnings, printed with .advice as the command
     prints them, the resolved settings in .settings)."""
@@ -41,17 +47,17 @@ def finetune(settings=None, /, **kwargs):
     return summary
 
 
-def evaluate(settings=None, /, **kwargs) -> dict:
-    """`bertkit evaluate` (bertkit.inference_cli.EvaluateConfig): returns the report (the metrics, per class
+def evaluate(settings: EvaluateConfig | None = None, /, **kwargs: Any) -> dict:
+    """`bertkit evaluate` (bertkit.evaluation.EvaluateConfig): returns the report (the metrics, per class
     or entity type where the task has them); json= also writes it."""
-    from .inference_cli import EvaluateConfig, run_evaluate
+    from .evaluation import EvaluateConfig, run_evaluate
 
     return run_evaluate(settings_of(EvaluateConfig, settings, where="bertkit.evaluate", **kwargs))
 
 
-def predict(settings=None, /, **kwargs) -> list[dict]:
-    """`bertkit predict` (bertkit.inference_cli.PredictConfig): returns one row (a dict) per input, in order;
+def predict(settings: PredictConfig | None = None, /, **kwargs: Any) -> list[dict]:
+    """`bertkit predict` (bertkit.evaluation.PredictConfig): returns one row (a dict) per input, in order;
     output= also writes them as JSON lines."""
-    from .inference_cli import PredictConfig, run_predict
+    from .evaluation import PredictConfig, run_predict
 
     return run_predict(settings_of(PredictConfig, settings, where="bertkit.predict", **kwargs))

@@ -38,13 +38,15 @@ AttentionPath (a varlen_attention called on its own, without a layout, reads cu_
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from . import padding
+from . import grouping, padding
 
 
 def eager_attention(
@@ -57,7 +59,7 @@ def eager_attention(
     scale: float | None = None,
     head_mask: Tensor | None = None,
     position_scores: tuple[Tensor, ...] | None = None,
-):
+) -> tuple[Tensor, Tensor]:
     scores = torch.matmul(q, k.transpose(-1, -2))  # (B, heads, S, T): one S x T score table per head
     for term in position_scores or ():
         scores = scores + term  # relative positions enter before scaling, as in BERT
@@ -83,7 +85,7 @@ def sdpa_attention(
     scale: float | None = None,
     head_mask: Tensor | None = None,
     position_scores: tuple[Tensor, ...] | None = None,
-):
+) -> tuple[Tensor, None]:
     if head_mask is not None or position_scores is not None:
         raise ValueError("sdpa attention takes no head_mask or position scores; padded_backend() chooses eager")
     if mask is not None and mask.dtype != q.dtype:
@@ -93,7 +95,8 @@ def sdpa_attention(
     return context, None
 
 
-BACKENDS = {"eager": eager_attention, "sdpa": sdpa_attention}
+# name -> backend: (q, k, v, mask, *, dropout_p, scale, head_mask, position_scores) -> (context, probabilities or None)
+BACKENDS: dict[str, Callable[..., tuple[Tensor, Tensor | None]]] = {"eager": eager_attention, "sdpa": sdpa_attention}
 
 
 def padded_backend(implementation: str, *, need_probs: bool, head_mask: bool, relative: bool) -> str:
@@ -135,7 +138,7 @@ def relative_position_scores(
     cols = torch.arange(T, dtype=torch.long, device=q.device).view(1, -1)
     distance = rows - cols  # (S, T), in (-max_positions, max_positions)
     table = distance_embedding(distance + max_positions - 1).to(q.dtype)  # (S, T, head_dim)
-    terms = (torch.einsum("bhsd,std->bhst", q, table),)  # query . distance, (B, heads, S, T)
+    terms: tuple[Tensor, ...] = (torch.einsum("bhsd,std->bhst", q, table),)  # query . distance, (B, heads, S, T)
     if kind == "relative_key_query":
         terms += (torch.einsum("bhtd,std->bhst", k, table),)  # key . distance
     return terms  # added to the scores one by one, in transformers' order
@@ -173,30 +176,33 @@ def cross_attention_mask(encoder_attention_mask: Tensor, dtype: torch.dtype) -> 
 
 
 # ----- the unpadded (varlen) path ----------------------------------------------------------------
-def _varlen_kernel():
+def _varlen_kernel() -> Callable[..., Tensor] | None:
     try:
         from torch.nn.attention.varlen import varlen_attn
     except ImportError:  # torch without it
         return None
-    return varlen_attn
+    # typed Tensor | tuple: the tuple only with return_aux, which varlen_attention never passes
+    return cast("Callable[..., Tensor]", varlen_attn)
 
 
-def varlen_layout(bounds: list[int], *, device, dtype: torch.dtype, dropout_p: float, grad: bool) -> padding.Layout:
+def varlen_layout(
+    bounds: list[int], *, device: torch.device | str, dtype: torch.dtype, dropout_p: float, grad: bool
+) -> padding.Layout:
     """How varlen_attention runs, for one forward pass (dtype: what q will be, autocast included).
 
     On CUDA in bf16/fp16 without attention dropout: torch's variable-length flash kernel. Otherwise
     SDPA itself: without gradients on a CPU, once per run of equal-length sequences (views, no
     copies: a call costs little there); when training, on groups of sequences of similar length,
-    each padded to its longest member (`padding.group_plan`: a call with its backward costs about
-    as much as padding.CALL_COST query-key pairs of work); on CUDA, as one padded call. A batch
+    each padded to its longest member (`grouping.group_plan`: a call with its backward costs about
+    as much as grouping.CALL_COST query-key pairs of work); on CUDA, as one padded call. A batch
     without padding is one call in every case. Only Python ints are looked at: no device read.
     """
     cuda = torch.device(device).type == "cuda"
     if cuda and dtype in (torch.float16, torch.bfloat16) and dropout_p == 0.0 and _varlen_kernel() is not None:
         return padding.Layout("kernel")
     if not cuda and not grad:
-        return padding.Layout("runs", tuple(padding.equal_length_runs(bounds)))
-    return padding.Layout("groups", tuple(padding.cached_group_plan(tuple(bounds), device, cuda)))
+        return padding.Layout("runs", tuple(grouping.equal_length_runs(bounds)))
+    return padding.Layout("groups", tuple(grouping.cached_group_plan(tuple(bounds), device, cuda)))
 
 
 def varlen_attention(
@@ -226,14 +232,16 @@ def varlen_attention(
             grad=q.requires_grad and torch.is_grad_enabled(),
         )
     if layout.how == "kernel":
-        return _varlen_kernel()(q, k, v, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen)
+        kernel = _varlen_kernel()
+        assert kernel is not None, "varlen_layout chooses the kernel only where torch has it"
+        return kernel(q, k, v, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen)
     if layout.how == "runs":
         return _per_run_attention(q, k, v, layout.plan, dropout_p)
     groups = layout.plan
     if len(groups) == 1 and groups[0][0] is None:  # every sequence the same length: a reshape, one call
         n = groups[0][2].shape[0]
 
-        def heads(x):  # (n * L, heads, d) -> (n, heads, L, d)
+        def heads(x: Tensor) -> Tensor:  # (n * L, heads, d) -> (n, heads, L, d)
             return x.view(n, x.shape[0] // n, *x.shape[1:]).transpose(1, 2)
 
         context = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), dropout_p=dropout_p)
@@ -242,7 +250,8 @@ def varlen_attention(
     for source, slots, keep, full in groups:  # source: the group's token rows; slots: their places in (n_g * L)
         n_g, L = keep.shape
 
-        def pad(x, source=source, slots=slots, n_g=n_g, L=L):  # (N, heads, d) -> (n_g, heads, L, d), zeros at padding
+        # (N, heads, d) -> (n_g, heads, L, d), zeros at padding
+        def pad(x: Tensor, source: Tensor = source, slots: Tensor = slots, n_g: int = n_g, L: int = L) -> Tensor:
             return (
                 x.new_zeros(n_g * L, *x.shape[1:])
                 .index_copy(0, slots, x.index_select(0, source))
@@ -259,11 +268,13 @@ def varlen_attention(
     return q.new_empty(q.shape).index_copy(0, torch.cat(sources), torch.cat(contexts))
 
 
-def _per_run_attention(q: Tensor, k: Tensor, v: Tensor, runs, dropout_p: float) -> Tensor:
+def _per_run_attention(
+    q: Tensor, k: Tensor, v: Tensor, runs: Sequence[tuple[int, int, int]], dropout_p: float
+) -> Tensor:
     out = []
-    for start, end, n in runs:  # n sequences of equal length (padding.equal_length_runs): one batched call
-
-        def heads(x, start=start, end=end, n=n):  # (n * L, heads, d) -> (n, heads, L, d)
+    for start, end, n in runs:  # n sequences of equal length (grouping.equal_length_runs): one batched call
+        # (n * L, heads, d) -> (n, heads, L, d)
+        def heads(x: Tensor, start: int = start, end: int = end, n: int = n) -> Tensor:
             return x[start:end].view(n, (end - start) // n, *x.shape[1:]).transpose(1, 2)
 
         context = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), dropout_p=dropout_p)

@@ -31,9 +31,9 @@ import json
 import os
 import re
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, TypeVar, cast, overload
 
 import torch
 
@@ -41,6 +41,11 @@ from .config import BertConfig
 from .errors import BertkitWarning, CheckpointError, ConfigError, NonFiniteError
 from .files import atomic_write
 from .finite import check_weights
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self from Python 3.11
+
+    from .config import ModelType
 
 SAFE_WEIGHTS = "model.safetensors"
 SAFE_INDEX = "model.safetensors.index.json"
@@ -55,6 +60,35 @@ _RENAMES = [
     (re.compile(r"^cls\.predictions\.decoder\.bias$"), "cls.predictions.bias"),
 ]
 _DERIVED_BUFFERS = re.compile(r"(^|\.)embeddings\.(position_ids|token_type_ids)$")
+
+
+class PretrainedModel(Protocol):
+    """What checkpoint IO uses of a model: model.BertPreTrainedModel and its subclasses are the ones there are.
+    model.py imports this module, so it is named here by its shape (an import would close a cycle)."""
+
+    model_type: str  # read from the class too (model_class_for), so not a property
+    base_model_prefix: str
+
+    @property
+    def config(self) -> BertConfig: ...
+    @property
+    def _missing_ok(self) -> tuple[str, ...]: ...
+    def __init__(self, config: BertConfig, **kwargs: Any) -> None: ...
+    def tied_weights(self) -> dict[str, str]: ...
+    def tie_weights(self) -> None: ...
+
+    # nn.Module's, as load_pretrained and save_pretrained call them
+    def state_dict(self) -> dict[str, Any]: ...
+    def parameters(self, recurse: bool = True) -> Iterator[torch.nn.Parameter]: ...
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> object: ...
+    @overload
+    def to(self, device: torch.device | str, /) -> Self: ...
+    @overload
+    def to(self, dtype: torch.dtype, /) -> Self: ...
+    def eval(self) -> Self: ...
+
+
+ModelT = TypeVar("ModelT", bound=PretrainedModel)
 
 
 # ----- reading weights ---------------------------------------------------------------------------
@@ -123,7 +157,7 @@ def map_keys(state: dict[str, torch.Tensor], model_keys: set[str], prefix: str) 
     return mapped
 
 
-def _shape(t) -> str:
+def _shape(t: Iterable[int]) -> str:
     return "(" + ", ".join(str(d) for d in t) + ")"
 
 
@@ -140,7 +174,7 @@ _INFO_KEYS = ("missing_keys", "unexpected_keys", "mismatched_keys")
 
 
 @dataclass(eq=False)
-class LoadReport(Mapping):
+class LoadReport(Mapping[str, Any]):
     """What matching a checkpoint's tensors to a model found, before anything is loaded.
 
     missing     model tensors the checkpoint lacks: they keep their fresh initialisation
@@ -188,7 +222,7 @@ class LoadReport(Mapping):
         return [k for k in names if k.startswith(prefixes) or k.removeprefix(self.encoder_prefix).startswith(prefixes)]
 
     # ----- transformers' loading-info dict -----------------------------------------------------
-    def __getitem__(self, key: str):
+    def __getitem__(self, key: str) -> list[str] | list[tuple[str, tuple[int, ...], tuple[int, ...]]]:
         if key == "missing_keys":
             return self.missing
         if key == "unexpected_keys":
@@ -268,7 +302,7 @@ class LoadReport(Mapping):
 
 # ----- loading -----------------------------------------------------------------------------------
 def match_weights(
-    model, state: dict[str, torch.Tensor], directory: str, *, ignore_mismatched_sizes: bool = False
+    model: PretrainedModel, state: dict[str, torch.Tensor], directory: str, *, ignore_mismatched_sizes: bool = False
 ) -> LoadReport:
     """Compare checkpoint tensors (named as the model names them: see map_keys) with the model's.
 
@@ -326,9 +360,38 @@ def drop_tied_copies(
 _USER = 4  # a warning's stacklevel, in a function load_pretrained calls, that names the from_pretrained call
 
 
+@overload
 def load_pretrained(
-    cls,
-    path,
+    cls: type[ModelT],
+    path: str | os.PathLike[str],
+    *,
+    config: BertConfig | None = None,
+    dtype: torch.dtype | str | None = None,
+    device: torch.device | str | None = None,
+    ignore_mismatched_sizes: bool = False,
+    output_loading_info: Literal[True],
+    **kwargs: Any,
+) -> tuple[ModelT, LoadReport]: ...
+
+
+@overload
+def load_pretrained(
+    cls: type[ModelT],
+    path: str | os.PathLike[str],
+    *,
+    config: BertConfig | None = None,
+    dtype: torch.dtype | str | None = None,
+    device: torch.device | str | None = None,
+    ignore_mismatched_sizes: bool = False,
+    output_loading_info: Literal[False] = False,
+    **kwargs: Any,
+) -> ModelT: ...
+
+
+@overload
+def load_pretrained(
+    cls: type[ModelT],
+    path: str | os.PathLike[str],
     *,
     config: BertConfig | None = None,
     dtype: torch.dtype | str | None = None,
@@ -336,7 +399,20 @@ def load_pretrained(
     ignore_mismatched_sizes: bool = False,
     output_loading_info: bool = False,
     **kwargs: Any,
-):
+) -> ModelT | tuple[ModelT, LoadReport]: ...
+
+
+def load_pretrained(
+    cls: type[ModelT],
+    path: str | os.PathLike[str],
+    *,
+    config: BertConfig | None = None,
+    dtype: torch.dtype | str | None = None,
+    device: torch.device | str | None = None,
+    ignore_mismatched_sizes: bool = False,
+    output_loading_info: bool = False,
+    **kwargs: Any,
+) -> ModelT | tuple[ModelT, LoadReport]:
     """Build `cls` from a local HF model directory. See the module docstring for the rules.
 
     Keyword arguments `cls.__init__` takes (e.g. add_pooling_layer) go to the model; BertConfig
@@ -380,10 +456,10 @@ def load_pretrained(
 MODEL_TYPE_CLASSES = {"electra": ("bertkit.electra", "ELECTRA_CLASSES")}
 
 
-def model_class_for(cls, model_type: str, directory: str = "the model"):
+def model_class_for(cls: type[ModelT], model_type: str, directory: str = "the model") -> type[ModelT]:
     """The class that loads a directory whose config.json says `model_type`: `cls` when it builds that type; a BERT
     class's counterpart of that type (BertForSequenceClassification -> ElectraForSequenceClassification for
-    "electra"); otherwise a CheckpointError naming the class to use."""
+    "electra"); otherwise a CheckpointError naming the class to use. A counterpart subclasses its BERT class."""
     if model_type == cls.model_type:
         return cls
     kind = model_type if model_type != "bert" else cls.model_type  # the type other than BERT's
@@ -404,16 +480,16 @@ def model_class_for(cls, model_type: str, directory: str = "the model"):
     )
 
 
-def _warn_not_finite(model, directory: str) -> None:
+def _warn_not_finite(model: PretrainedModel, directory: str) -> None:
     """The Python API returns a model with NaN / Infinity weights (it may be loaded to be inspected), with one
     warning naming the first such tensor: the refusal every command gives, by the same check (finite.py)."""
     try:
-        check_weights(model, directory)
+        check_weights(cast(torch.nn.Module, model), directory)  # every PretrainedModel is an nn.Module
     except NonFiniteError as e:
         warnings.warn(str(e), BertkitWarning, stacklevel=_USER)
 
 
-def _split_kwargs(cls, kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def _split_kwargs(cls: type[PretrainedModel], kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """from_pretrained's extra keywords -> (cls.__init__ arguments, BertConfig overrides)."""
     init_params = set(inspect.signature(cls.__init__).parameters) - {"self", "config"}
     model_kwargs = {k: v for k, v in kwargs.items() if k in init_params}
@@ -428,7 +504,7 @@ def _split_kwargs(cls, kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str
     return model_kwargs, config_overrides
 
 
-def _model_directory(path) -> str:
+def _model_directory(path: str | os.PathLike[str]) -> str:
     directory = os.fspath(path)
     if not os.path.isdir(directory):
         what = "not a directory" if os.path.exists(directory) else "no such directory"
@@ -449,7 +525,7 @@ def _read_config(directory: str, config: BertConfig | None, overrides: dict[str,
         raise CheckpointError(str(e)) from None
 
 
-def _resolve_dtype(dtype, state) -> torch.dtype:
+def _resolve_dtype(dtype: torch.dtype | str, state: dict[str, torch.Tensor]) -> torch.dtype:
     if dtype == "auto":
         floats = [t.dtype for t in state.values() if t.is_floating_point()]
         return floats[0] if floats else torch.float32
@@ -464,7 +540,7 @@ def _resolve_dtype(dtype, state) -> torch.dtype:
 
 
 # ----- saving ------------------------------------------------------------------------------------
-def save_pretrained(model, path) -> None:
+def save_pretrained(model: PretrainedModel, path: str | os.PathLike[str]) -> None:
     """config.json + model.safetensors (metadata format=pt, as transformers requires)."""
     from safetensors.torch import save_file
 
@@ -474,7 +550,8 @@ def save_pretrained(model, path) -> None:
     os.makedirs(directory, exist_ok=True)
     config = model.config
     config.architectures = [type(model).__name__]
-    config.model_type = model.model_type  # what transformers' AutoConfig reads ("bert", "electra")
+    # what transformers' AutoConfig reads ("bert", "electra"); a model class's model_type is one of config.MODEL_TYPES
+    config.model_type = cast("ModelType", model.model_type)
     dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
     config.extra["torch_dtype"] = dtype  # what transformers' dtype="auto" reads (5.x also reads "dtype")
     if "dtype" in config.extra:

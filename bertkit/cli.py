@@ -1,4 +1,4 @@
-"""`bertkit` / `python -m bertkit`: one table of commands, each calling a module's main()."""
+"""`bertkit` / `python -m bertkit`: one table of commands, each run by main() of its module in bertkit/commands/."""
 
 from __future__ import annotations
 
@@ -7,49 +7,51 @@ import importlib
 import os
 import signal
 import sys
+from collections.abc import Callable
+from types import FrameType
+from typing import Any, NoReturn, TextIO
 
 from .errors import BertkitError, Stopped
 
-# name -> (module, function, one line of help); modules load only when their command runs
+# what signal.signal() returns: a handler, SIG_DFL / SIG_IGN, or None for one set outside Python
+Handler = Callable[[int, FrameType | None], Any] | int | None
+
+# name -> one line of help; a command's module (command_module) loads only when the command runs
 COMMANDS = {
-    "info": ("bertkit.info", "info_main", "Build or load a model, show its heads, count parameters, run one pass."),
-    "tokenize": ("bertkit.tokenizer", "tokenize_main", "Show how a text becomes tokens and ids (a table)."),
-    "tokenizer": ("bertkit.tokenizer", "tokenizer_main", "`bertkit tokenizer train` learns a WordPiece vocabulary."),
-    "prepare": (
-        "bertkit.data.prepare",
-        "main",
-        "Tokenize a corpus once into a dataset folder pretrain reads by memory map.",
-    ),
-    "pretrain": ("bertkit.train.pretrain", "main", "Masked-language-model pretraining from a raw corpus."),
-    "finetune": ("bertkit.train.finetune", "main", "Fine-tune for classify / tag / qa / choice; keep the best."),
-    "evaluate": ("bertkit.inference_cli", "evaluate_main", "Score a fine-tuned model on labelled data."),
-    "predict": ("bertkit.inference_cli", "predict_main", "Predict for texts or a file; JSON lines out."),
-    "fill-mask": ("bertkit.inference_cli", "fill_mask_main", "Top-k predictions for each [MASK] in a text."),
-    "embed": ("bertkit.embed", "embed_main", "Sentence embeddings of texts or a file: .npy or JSON lines out."),
-    "export": ("bertkit.export", "main", "A model folder as an ONNX graph + its config and tokenizer (ONNX Runtime)."),
-    "serve": (
-        "bertkit.serve",
-        "serve_main",
-        "An HTTP server: /embed, /predict, /fill-mask, ... with dynamic batching.",
-    ),
-    "explain": ("bertkit.explain.cli", "explain_main", "Show the inside: heads, parameters, --trace, --mlm."),
-    "attention": ("bertkit.explain.cli", "attention_main", "Attention maps: layers x heads PNG, HTML viewer."),
-    "quickstart": ("bertkit.quickstart", "main", "Pretrain, fine-tune, compare with from-scratch, explain: a report."),
+    "info": "Build or load a model, show its heads, count parameters, run one pass.",
+    "tokenize": "Show how a text becomes tokens and ids (a table).",
+    "tokenizer": "`bertkit tokenizer train` learns a WordPiece vocabulary.",
+    "prepare": "Tokenize a corpus once into a dataset folder pretrain reads by memory map.",
+    "pretrain": "Masked-language-model pretraining from a raw corpus.",
+    "finetune": "Fine-tune for classify / tag / qa / choice; keep the best.",
+    "evaluate": "Score a fine-tuned model on labelled data.",
+    "predict": "Predict for texts or a file; JSON lines out.",
+    "fill-mask": "Top-k predictions for each [MASK] in a text.",
+    "embed": "Sentence embeddings of texts or a file: .npy or JSON lines out.",
+    "export": "A model folder as an ONNX graph + its config and tokenizer (ONNX Runtime).",
+    "serve": "An HTTP server: /embed, /predict, /fill-mask, ... with dynamic batching.",
+    "explain": "Show the inside: heads, parameters, --trace, --mlm.",
+    "attention": "Attention maps: layers x heads PNG, HTML viewer.",
+    "quickstart": "Pretrain, fine-tune, compare with from-scratch, explain: a report.",
 }
+
+
+def command_module(name: str) -> str:
+    """The module whose main(argv) runs command `name`: bertkit/commands/<name>.py (fill-mask: fill_mask.py)."""
+    return "bertkit.commands." + name.replace("-", "_")
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
         print("usage: bertkit COMMAND [ARGS]   (bertkit COMMAND --help for its flags)\n\ncommands:")
-        for name, (_, _, text) in COMMANDS.items():
+        for name, text in COMMANDS.items():
             print(f"  {name:10s} {text}")
         return 0 if not argv or argv[0] in ("-h", "--help") else 2
-    module, function, _ = COMMANDS[argv[0]]
     stdout = sys.stdout = _Stdout(sys.stdout)
     handlers = _stop_on_signals()
     try:
-        code = getattr(importlib.import_module(module), function)(argv[1:])
+        code = importlib.import_module(command_module(argv[0])).main(argv[1:])
         sys.stdout.flush()  # the last rows: a full device fails here, not in the interpreter's exit
         return code
     except BertkitError as e:
@@ -81,14 +83,14 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signum, handler if handler is not None else signal.SIG_DFL)  # None: one set outside Python
 
 
-def _stop_on_signals() -> dict:
+def _stop_on_signals() -> dict[signal.Signals, Handler]:
     """SIGTERM and SIGINT raise Stopped in the main thread while a command runs, so that it stops as on Ctrl-C:
     its `finally` and `except BaseException` blocks run (a partial folder removed, a lock released, worker
     processes ended) and main() prints one line instead of a traceback. Where a command handles them itself (the
     training loop saves and stops at a step boundary; serve drains), its own handlers take over meanwhile.
     A second signal of the same kind ends the process at once, should the way out hang. Returns the handlers
     to put back (none when not in the main thread, where signal handlers cannot be set)."""
-    old = {}
+    old: dict[signal.Signals, Handler] = {}
     for signum in (signal.SIGINT, signal.SIGTERM):
         try:
             old[signum] = signal.signal(signum, _raise_stopped)
@@ -97,7 +99,7 @@ def _stop_on_signals() -> dict:
     return old
 
 
-def _raise_stopped(signum, frame):
+def _raise_stopped(signum: int, frame: FrameType | None) -> NoReturn:
     signal.signal(signum, signal.SIG_DFL)  # the second one ends the process (the workers die with it)
     raise Stopped(signum)
 
@@ -106,8 +108,9 @@ class _Stdout:
     """sys.stdout while a command runs: remembers the error of a write or flush that failed (a full device,
     a closed pipe), so main() tells it from other OSErrors; everything else is the stream's own."""
 
-    def __init__(self, stream):
-        self.stream, self.failed = stream, None
+    def __init__(self, stream: TextIO) -> None:
+        self.stream: TextIO = stream
+        self.failed: OSError | None = None
 
     def write(self, text: str) -> int:
         try:
@@ -123,11 +126,11 @@ class _Stdout:
             self.failed = e
             raise
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self.stream, name)
 
 
-def _discard(stream) -> None:
+def _discard(stream: TextIO) -> None:
     """Point the stream's file descriptor at /dev/null, so the rows still buffered do not fail again (and
     print "Exception ignored ... BrokenPipeError") when the interpreter flushes stdout at exit."""
     try:

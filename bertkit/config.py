@@ -258,7 +258,7 @@ class BertConfig:
         return out
 
     @classmethod
-    def from_json(cls, path: str | os.PathLike, **overrides: Any) -> BertConfig:
+    def from_json(cls, path: str | os.PathLike[str], **overrides: Any) -> BertConfig:
         """Read an HF config.json (a file, or a directory holding one)."""
         path = os.fspath(path)
         if os.path.isdir(path):
@@ -281,7 +281,7 @@ class BertConfig:
         except ConfigError as e:
             raise ConfigError(f"{path}: {e}") from None
 
-    def to_json(self, path: str | os.PathLike | None = None) -> str:
+    def to_json(self, path: str | os.PathLike[str] | None = None) -> str:
         """The config as JSON text; written to `path` (atomically) when given."""
         text = json.dumps(self.to_dict(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
         if path is not None:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import replace
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -69,9 +70,9 @@ class ElectraModel(BertModel):
 
     base_model_prefix = "electra"
     model_type = "electra"
-    _missing_ok = ()
+    _missing_ok: tuple[str, ...] = ()
 
-    def __init__(self, config: BertConfig, add_pooling_layer: bool = False):
+    def __init__(self, config: BertConfig, add_pooling_layer: bool = False) -> None:
         """add_pooling_layer is there for BertModel's callers (`BertModel.from_pretrained(d, add_pooling_layer=False)`
         of an ELECTRA directory); ELECTRA has no pooler, so True is refused."""
         if add_pooling_layer:
@@ -82,21 +83,28 @@ class ElectraModel(BertModel):
             )
         super().__init__(electra_config(config), add_pooling_layer=False)
 
-    def forward(self, *args, return_dict: bool | None = None, **kwargs) -> BertModelOutput:
+    def forward(self, *args: Any, return_dict: bool | None = None, **kwargs: Any) -> BertModelOutput | tuple[Any, ...]:
         """BertModel.forward (the same arguments); return_dict=False leaves the missing pooler_output out of the
         tuple, as transformers' ElectraModel does: (last_hidden_state, [past_key_values, hidden_states, ...])."""
-        out = super().forward(*args, **kwargs)
+        # return_dict is taken here, not passed on: BertModel.forward returns its dataclass
+        out = cast(BertModelOutput, super().forward(*args, **kwargs))
         return out.to_tuple() if return_dict is False else out
 
 
-class _ElectraHead:
+if TYPE_CHECKING:
+    _HeadBase = BertPreTrainedModel  # to mypy: what every class mixing _ElectraHead in is (its self's attributes)
+else:
+    _HeadBase = object
+
+
+class _ElectraHead(_HeadBase):
     """What ELECTRA's heads share, placed before the BERT head class they subclass: the encoder at self.electra
     (an ElectraModel) where BERT's heads have self.bert. Each head builds its own layers after it."""
 
     base_model_prefix = "electra"
     model_type = "electra"
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig) -> None:
         # BertPreTrainedModel's __init__ alone: the BERT head's layers are not built, the subclass builds ELECTRA's
         BertPreTrainedModel.__init__(self, electra_config(config))
         self.electra = ElectraModel(self.config)
@@ -108,7 +116,7 @@ class _ElectraHead:
                 child.apply(self._init_weights)
         self.tie_weights()
 
-    def _encode(self, *inputs, **extra):
+    def _encode(self, *inputs: Tensor | bool | None, **extra: Any) -> BertModelOutput:
         """The heads' one encoder call, on self.electra. inputs: input_ids, attention_mask, token_type_ids,
         position_ids, head_mask, inputs_embeds (ElectraModel's first six), output_attentions, output_hidden_states."""
         *tensors, output_attentions, output_hidden_states = inputs
@@ -121,7 +129,7 @@ class _ElectraHead:
 class DiscriminatorPredictions(nn.Module):
     """transformers' ElectraDiscriminatorPredictions: (B, S, H) -> dense, hidden_act, dense_prediction -> (B, S)."""
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig) -> None:
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.activation = ACT2FN[config.hidden_act]
@@ -161,26 +169,26 @@ def replaced_token_loss(logits: Tensor, labels: Tensor, attention_mask: Tensor |
 class ElectraForPreTraining(_ElectraHead, BertPreTrainedModel):
     """ELECTRA's discriminator: for every token, was it replaced (by the generator's sample)? logits (B, S)."""
 
-    _missing_ok = ("discriminator_predictions.",)
+    _missing_ok: tuple[str, ...] = ("discriminator_predictions.",)
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig) -> None:
         super().__init__(config)
         self.discriminator_predictions = DiscriminatorPredictions(self.config)
         self.post_init()
 
     def forward(
         self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        head_mask=None,
-        inputs_embeds=None,
-        labels=None,
-        output_attentions=None,
-        output_hidden_states=None,
-        return_dict=None,
-    ) -> ElectraForPreTrainingOutput:
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        head_mask: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        labels: Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+    ) -> ElectraForPreTrainingOutput | tuple[Any, ...]:
         check_tensors(labels=labels)
         out = self._encode(
             input_ids,
@@ -201,7 +209,7 @@ class ElectraForPreTraining(_ElectraHead, BertPreTrainedModel):
 class GeneratorPredictions(nn.Module):
     """transformers' ElectraGeneratorPredictions: (..., H) -> dense to E, gelu (whatever hidden_act), LayerNorm."""
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig) -> None:
         super().__init__()
         self.activation = ACT2FN["gelu"]
         self.LayerNorm = nn.LayerNorm(config.embedding_width, eps=config.layer_norm_eps)
@@ -215,10 +223,10 @@ class ElectraForMaskedLM(_ElectraHead, BertForMaskedLM):
     """ELECTRA's generator: the token at every position (B, S, V). The forward is BertForMaskedLM's, with
     masked_positions_only (logits (N_masked, V) only where labels != -100, and .masked_positions (B, S))."""
 
-    _missing_ok = ("generator_predictions.", "generator_lm_head.")
+    _missing_ok: tuple[str, ...] = ("generator_predictions.", "generator_lm_head.")
     _tied_weights = {"generator_lm_head.weight": "electra.embeddings.word_embeddings.weight"}
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig) -> None:
         super().__init__(config)
         if self.config.is_decoder:
             warnings.warn("ElectraForMaskedLM wants bidirectional attention: set is_decoder=False", stacklevel=2)
@@ -238,11 +246,12 @@ class ElectraForMaskedLM(_ElectraHead, BertForMaskedLM):
 class ClassificationHead(nn.Module):
     """transformers' ElectraClassificationHead: the first token -> dropout, dense, gelu, dropout, out_proj."""
 
-    def __init__(self, config: BertConfig, dropout_p: float):
+    def __init__(self, config: BertConfig, dropout_p: float) -> None:
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.activation = ACT2FN["gelu"]  # BERT's pooler has tanh; ELECTRA's authors used gelu here
         self.dropout = nn.Dropout(dropout_p)
+        assert config.num_labels is not None  # BertConfig.__post_init__ sets it
         self.out_proj = nn.Linear(config.hidden_size, config.num_labels)
 
     def forward(self, hidden_states: Tensor) -> Tensor:
@@ -253,11 +262,11 @@ class ClassificationHead(nn.Module):
 class ElectraForSequenceClassification(_ElectraHead, BertForSequenceClassification):
     """The first token -> ClassificationHead -> (B, num_labels); the loss by problem_type, as BERT's."""
 
-    _missing_ok = ("classifier.",)
+    _missing_ok: tuple[str, ...] = ("classifier.",)
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig) -> None:
         super().__init__(config)
-        self.num_labels = self.config.num_labels
+        self.num_labels = self._label_count()
         self.classifier = ClassificationHead(self.config, self._dropout_p())
         self.post_init()
 
@@ -268,9 +277,9 @@ class ElectraForSequenceClassification(_ElectraHead, BertForSequenceClassificati
 class ElectraForTokenClassification(_ElectraHead, BertForTokenClassification):
     """Every token -> dropout -> (B, S, num_labels), as BERT's; labels -100 are skipped."""
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig) -> None:
         super().__init__(config)
-        self.num_labels = self.config.num_labels
+        self.num_labels = self._label_count()
         self.dropout = nn.Dropout(self._dropout_p())
         self.classifier = nn.Linear(self.config.hidden_size, self.num_labels)
         self.post_init()
@@ -279,9 +288,9 @@ class ElectraForTokenClassification(_ElectraHead, BertForTokenClassification):
 class ElectraForQuestionAnswering(_ElectraHead, BertForQuestionAnswering):
     """A start and an end score per token, as BERT's (qa_outputs)."""
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig) -> None:
         super().__init__(config)
-        self.num_labels = self.config.num_labels
+        self.num_labels = self._label_count()
         if self.num_labels != 2:
             warnings.warn(
                 f"ElectraForQuestionAnswering splits its output into start/end: num_labels should be 2, "
@@ -293,7 +302,7 @@ class ElectraForQuestionAnswering(_ElectraHead, BertForQuestionAnswering):
 
 
 # ElectraConfig's summary_* settings (a config.json's own win: config.extra); transformers' defaults
-SUMMARY_DEFAULTS = dict(
+SUMMARY_DEFAULTS: dict[str, Any] = dict(
     summary_type="first",
     summary_use_proj=True,
     summary_proj_to_labels=False,
@@ -309,7 +318,7 @@ class SequenceSummary(nn.Module):
     summary (a dense layer, or none), activation, last_dropout. With ElectraConfig's defaults: the first token ->
     dense H -> H -> gelu -> dropout 0.1."""
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig) -> None:
         super().__init__()
         s = {**SUMMARY_DEFAULTS, **{k: v for k, v in config.extra.items() if k in SUMMARY_DEFAULTS}}
         if s["summary_type"] not in SUMMARY_TYPES:
@@ -322,6 +331,7 @@ class SequenceSummary(nn.Module):
                 f"summary_activation must be one of {', '.join(ACT2FN)} or null, got {s['summary_activation']!r}"
             )
         self.summary_type = s["summary_type"]
+        assert config.num_labels is not None  # BertConfig.__post_init__ sets it
         width = config.num_labels if s["summary_proj_to_labels"] and config.num_labels > 0 else config.hidden_size
         self.summary = nn.Linear(config.hidden_size, width) if s["summary_use_proj"] else nn.Identity()
         self.activation = ACT2FN[s["summary_activation"]] if s["summary_activation"] else nn.Identity()
@@ -339,16 +349,16 @@ class ElectraForMultipleChoice(_ElectraHead, BertForMultipleChoice):
     """(B, choices, S) flattened to (B * choices, S); the sequence summary of each -> one score -> (B, choices).
     The forward is BertForMultipleChoice's: the summary stands where BERT's pooler output does."""
 
-    _missing_ok = ("sequence_summary.", "classifier.")
+    _missing_ok: tuple[str, ...] = ("sequence_summary.", "classifier.")
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig) -> None:
         super().__init__(config)
         self.sequence_summary = SequenceSummary(self.config)
         self.dropout = nn.Identity()  # BERT's dropout before the classifier: ELECTRA's is the summary's last_dropout
         self.classifier = nn.Linear(self.config.hidden_size, 1)
         self.post_init()
 
-    def _encode(self, *inputs, **extra) -> BertModelOutput:
+    def _encode(self, *inputs: Tensor | bool | None, **extra: Any) -> BertModelOutput:
         out = super()._encode(*inputs, **extra)
         return replace(out, pooler_output=self.sequence_summary(out.last_hidden_state))  # (B * choices, H)
 

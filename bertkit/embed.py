@@ -27,29 +27,27 @@ is used, its head is not) pools by the mean, unnormalized, unless flags say othe
 
 from __future__ import annotations
 
-import io
 import os
-import sys
-from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .engines import ENGINE_HELP, AutoModel, Engine, load_graph, require_onnxruntime, resolve
+from .deprecated import moved
+from .engines import AutoModel, load_graph, require_onnxruntime, resolve
 from .errors import BertkitError, CheckpointError
 from .finite import check_outputs, check_weights
-from .inference import calibration, check_output, encoder_forward, to_json
-from .options import opt, parse
+from .inference import calibration, encoder_forward
 from .pooling import POOLING_MODES, Pooling, PoolingConfigError, pool, pooling_settings, read_pooling  # noqa: F401 (bertkit.embed's names too)
-from .quantize import CHOICES as QUANTIZE_CHOICES
-from .quantize import FLAG_HELP as QUANTIZE_HELP
 from .quantize import quantize as quantize_model
 from .text import is_empty_text
 
-OUTPUT_SUFFIXES = (".npy", ".jsonl")
-DATA_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json")  # (+ .gz) --file rows read as `bertkit predict --file` reads them
+if TYPE_CHECKING:
+    from .model import BertPreTrainedModel, InferenceModel
+    from .tokenizer import Tokenizer
+
 # what an EmptyText says of the text it names
 EMPTY_TEXT = (
     "is empty (no text once whitespace, zero-width and control characters are left out): there is nothing to embed"
@@ -59,7 +57,7 @@ EMPTY_TEXT = (
 class EmptyText(BertkitError, ValueError):
     """A text with nothing to embed (text.is_empty_text): refused rather than embedded as [CLS] [SEP]."""
 
-    def __init__(self, index: int, where: str | None = None):
+    def __init__(self, index: int, where: str | None = None) -> None:
         super().__init__(f"{where or f'texts[{index}]'} {EMPTY_TEXT}")
         self.index = index
 
@@ -67,7 +65,7 @@ class EmptyText(BertkitError, ValueError):
 class TooLong(BertkitError, ValueError):
     """A text with more tokens than the encoder takes (and truncation was not allowed)."""
 
-    def __init__(self, tokens: int, limit: int):
+    def __init__(self, tokens: int, limit: int) -> None:
         super().__init__(
             f"the text has {tokens} tokens with [CLS] and [SEP]; the limit is {limit}: shorten it or allow truncation"
         )
@@ -79,7 +77,9 @@ class TooLong(BertkitError, ValueError):
 class Encoder:
     """A BertModel + Tokenizer + Pooling: texts -> one vector each."""
 
-    def __init__(self, model, tokenizer, pooling: Pooling, model_dir: str | None = None):
+    def __init__(
+        self, model: InferenceModel, tokenizer: Tokenizer, pooling: Pooling, model_dir: str | None = None
+    ) -> None:
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.pooling = pooling
@@ -96,13 +96,13 @@ class Encoder:
     @classmethod
     def from_pretrained(
         cls,
-        model_dir,
+        model_dir: str | os.PathLike[str],
         *,
         pooling: str | None = None,
         normalize: bool | None = None,
         quantize: str | None = None,
         device: str | torch.device | None = None,
-        model=None,
+        model: InferenceModel | None = None,
         engine: str = "torch",
     ) -> Encoder:
         """The encoder of a model folder: a plain BertModel, a sentence-transformers folder, or a
@@ -133,7 +133,9 @@ class Encoder:
                 model.to(device)
             model = quantize_model(model, quantize, calibration(quantize, tokenizer))  # None: as it is
         if engine == "auto":
-            model = AutoModel(model, load_graph(model_dir, "encoder"))
+            # the torch side is a BertModel (quantized in place or not): loaded above, or a torch model's encoder
+            # (its .base_model) given; a graph is never given here (the onnx engine loads its own)
+            model = AutoModel(cast("BertPreTrainedModel", model), load_graph(model_dir, "encoder"))
         return cls(model, tokenizer, settings, model_dir)
 
     def token_ids(self, text: str, *, truncate: bool = True, limit: int | None = None) -> list[int]:
@@ -183,7 +185,7 @@ class Encoder:
         return out
 
 
-def _check_texts(texts) -> list[str]:
+def _check_texts(texts: object) -> list[str]:
     if isinstance(texts, str) or not isinstance(texts, (list, tuple)):
         raise BertkitError(f"texts must be a list of strings, got {type(texts).__name__}")
     for i, text in enumerate(texts):
@@ -192,18 +194,18 @@ def _check_texts(texts) -> list[str]:
     return list(texts)
 
 
-def _check_batch_size(batch_size) -> None:
+def _check_batch_size(batch_size: object) -> None:
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise BertkitError(f"batch_size must be a positive integer, got {batch_size!r}")
 
 
 def encode(
-    model,
-    texts,
+    model: str | os.PathLike[str] | Encoder | BertPreTrainedModel,
+    texts: str | list[str] | tuple[str, ...],
     batch_size: int = 32,
     normalize: bool | None = None,
     pooling: str | None = None,
-    tokenizer=None,
+    tokenizer: Tokenizer | str | os.PathLike[str] | None = None,
     engine: str = "torch",
 ) -> np.ndarray:
     """Sentence vectors: one string -> (H,), a list -> (n, H) float32, in input order.
@@ -247,107 +249,13 @@ def encode(
     return vectors[0] if single else vectors
 
 
-# ----- bertkit embed -----------------------------------------------------------------------------
-@dataclass
-class EmbedConfig:
-    """Sentence embeddings of texts (arguments, or --file: a text per line, or a .csv / .tsv / .jsonl column): .npy
-    or JSON lines."""
-
-    model: str = opt(
-        "", "a model folder: sentence-transformers, plain BERT, or bertkit finetune's --out", required=True
+if not TYPE_CHECKING:  # old names, for one release
+    __getattr__ = moved(
+        __name__,
+        {
+            "embed_main": "bertkit.commands.embed:main",
+            "EmbedConfig": "bertkit.commands.embed:EmbedConfig",
+            "OUTPUT_SUFFIXES": "bertkit.commands.embed:OUTPUT_SUFFIXES",
+            "DATA_SUFFIXES": "bertkit.commands.embed:DATA_SUFFIXES",
+        },
     )
-    texts: list[str] = opt(list, "texts, one per argument", positional=True, nargs="*")
-    file: str | None = opt(
-        None,
-        "one text per line (UTF-8; no empty lines); .csv / .tsv (a header row) or .jsonl / "
-        ".json (an object per line), also .gz: the --text-field of each row, as `bertkit "
-        "predict --file` reads them",
-    )
-    text_field: str = opt("text", "--file .csv / .tsv / .jsonl: the column / field with the texts")
-    output: str = opt(
-        "",
-        'where to write: .npy (an (n, H) float32 array) or .jsonl ({"index": i, "embedding": [...]} per line)',
-        required=True,
-    )
-    batch_size: int = opt(32, "texts per forward pass")
-    pooling: str | None = opt(
-        None, "default: from the folder (1_Pooling/config.json), else mean", choices=list(POOLING_MODES)
-    )
-    normalize: bool | None = opt(
-        None, "L2-normalize each vector; None: as the folder says (a sentence-transformers Normalize module), else not"
-    )  # None: the folder decides
-    quantize: str | None = opt(None, QUANTIZE_HELP, choices=QUANTIZE_CHOICES)
-    engine: Engine = opt("torch", ENGINE_HELP)
-
-    def problem(self) -> str | None:
-        if bool(self.texts) == bool(self.file):
-            return "pass texts as arguments or --file FILE (one of them)"
-        if not self.output.endswith(OUTPUT_SUFFIXES):
-            return f"argument --output: {self.output} must end in .npy or .jsonl"
-        if self.batch_size < 1:
-            return f"argument --batch-size: must be a positive integer, got {self.batch_size}"
-        return None
-
-
-def _read_texts(path: str, text_field: str) -> list[tuple[int, str]]:
-    """(line number, text) of --file: the `text_field` of each row of a .csv / .tsv / .jsonl / .json file (the
-    records `bertkit predict --file` reads; a blank line is an empty text), else every line."""
-    from .data import records
-    from .data.corpus import read_lines
-
-    if not os.path.exists(path):
-        raise BertkitError(f"--file {path}: no such file")
-    if (path[:-3] if path.endswith(".gz") else path).lower().endswith(DATA_SUFFIXES):
-        fmt = records.file_format(path, "embed", ("csv", "tsv", "jsonl"))
-        table = records.table(path, records.file_lines(path), fmt, keep_empty=True)
-        table.require(path, text_field, "text", "text_field")
-        rows = [
-            (n, "" if r is None else records.string(path, n, r, text_field, "text_field", required=True))
-            for n, r in table.records
-        ]
-    else:
-        rows = list(enumerate(read_lines(path), 1))
-    if not rows:
-        raise BertkitError(f"--file {path}: the file is empty: there is nothing to embed")
-    return rows
-
-
-def embed_main(argv: list[str]) -> int:
-    from .files import atomic_write, atomic_write_text
-
-    cfg = parse(EmbedConfig, argv, prog="bertkit embed")
-    check_output(cfg.output, "--output", [cfg.file])
-    if cfg.file:
-        lines = _read_texts(cfg.file, cfg.text_field)
-        texts, where = [text for _, text in lines], [f"--file {cfg.file}: line {n}" for n, _ in lines]
-    else:
-        texts, where = cfg.texts, [f"text {i + 1}" for i in range(len(cfg.texts))]
-    for i, text in enumerate(texts):  # before the model loads
-        if is_empty_text(text):
-            raise EmptyText(i, where[i])
-    encoder = Encoder.from_pretrained(
-        cfg.model, pooling=cfg.pooling, normalize=cfg.normalize, quantize=cfg.quantize, engine=cfg.engine
-    )
-    try:
-        vectors = encoder.encode(texts, cfg.batch_size)
-    except EmptyText as e:  # by the tokenizer's own normaliser: e.g. only accents, which an uncased one drops
-        raise EmptyText(e.index, where[e.index]) from None
-    if cfg.output.endswith(".npy"):
-        buffer = io.BytesIO()
-        np.save(buffer, vectors)
-
-        def write(tmp: str) -> None:
-            with open(tmp, "wb") as fh:
-                fh.write(buffer.getvalue())
-
-        atomic_write(cfg.output, write)
-    else:
-        atomic_write_text(
-            cfg.output, "".join(to_json({"index": i, "embedding": v.tolist()}) + "\n" for i, v in enumerate(vectors))
-        )
-    print(
-        f"embedded {len(texts)} text(s) -> {vectors.shape[1]}-dim vectors ({encoder.pooling.mode} pooling"
-        f"{', normalized' if encoder.pooling.normalize else ''}; {encoder.pooling.source}) -> {cfg.output}",
-        file=sys.stderr,
-    )
-    return 0

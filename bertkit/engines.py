@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import os
 import warnings
-from types import SimpleNamespace
-from typing import Literal, get_args
+from collections.abc import Iterator
+from types import ModuleType, SimpleNamespace
+from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 
 import numpy as np
 import torch
@@ -37,6 +38,12 @@ from .errors import BertkitError, BertkitWarning
 from .export import INPUTS, ONNX_FILE, export
 from .files import digest
 from .finite import check_outputs
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from .inference import TaskModel
+    from .model import BertModel, BertPreTrainedModel, InferenceModel
 
 Engine = Literal["torch", "onnx", "auto"]  # the --engine flag's type (options.py reads the choices from it)
 ENGINES = get_args(Engine)
@@ -47,7 +54,7 @@ ENGINE_HELP = (
 )
 
 
-def require_onnxruntime(quantize: str | None = None, device=None):
+def require_onnxruntime(quantize: str | None = None, device: torch.device | str | None = None) -> ModuleType:
     """The onnxruntime module; an error naming the extra that installs it, or the torch engine's flags given."""
     if quantize is not None or (device is not None and torch.device(device).type != "cpu"):
         raise BertkitError(
@@ -65,7 +72,7 @@ def require_onnxruntime(quantize: str | None = None, device=None):
     return onnxruntime
 
 
-def resolve(engine: str, quantize: str | None = None, device=None) -> str:
+def resolve(engine: str, quantize: str | None = None, device: torch.device | str | None = None) -> str:
     """The engine that runs for --engine `engine` (see the module's docstring)."""
     if engine != "auto":
         return engine
@@ -126,7 +133,7 @@ class OnnxModel:
 
     training = False
 
-    def __init__(self, folder: str, threads: int | None = None):
+    def __init__(self, folder: str, threads: int | None = None) -> None:
         from .config import BertConfig
 
         ort = require_onnxruntime()
@@ -151,7 +158,7 @@ class OnnxModel:
     def train(self, mode: bool = True) -> OnnxModel:  # nothing trains here
         return self
 
-    def parameters(self):
+    def parameters(self) -> Iterator[torch.Tensor]:
         """What callers read the device from: the CPU."""
         yield torch.empty(0)
 
@@ -160,13 +167,15 @@ class OnnxModel:
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.Tensor | None = None,
-        **_,
+        **_: object,
     ) -> SimpleNamespace:
         """The graph's outputs, by name, as tensors: logits (B, ...) or start_logits / end_logits, or
         last_hidden_state and sentence_embedding."""
-        given = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
-        given["attention_mask"] = torch.ones_like(input_ids) if attention_mask is None else attention_mask
-        given["token_type_ids"] = torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids
+        given = {
+            "input_ids": input_ids,
+            "attention_mask": torch.ones_like(input_ids) if attention_mask is None else attention_mask,
+            "token_type_ids": torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids,
+        }
         values = self.session.run(self.outputs, {k: given[k].cpu().numpy().astype(np.int64) for k in INPUTS})
         out = {name: torch.from_numpy(v) for name, v in zip(self.outputs, values)}
         check_outputs(self.folder, "outputs", *[out[k] for k in ("logits", "start_logits", "end_logits") if k in out])
@@ -184,7 +193,7 @@ class AutoModel:
 
     training = False
 
-    def __init__(self, torch_model, graph: OnnxModel):
+    def __init__(self, torch_model: BertPreTrainedModel, graph: OnnxModel) -> None:
         self.torch, self.onnx = torch_model.eval(), graph
         self.config = torch_model.config
         self.runs = {"torch": 0, "onnx": 0}
@@ -195,11 +204,11 @@ class AutoModel:
     def train(self, mode: bool = True) -> AutoModel:  # nothing trains here
         return self
 
-    def parameters(self):
+    def parameters(self) -> Iterator[nn.Parameter]:
         return self.torch.parameters()
 
     @property
-    def base_model(self):
+    def base_model(self) -> BertModel:
         """The torch model's encoder (serve's /embed shares it)."""
         return self.torch.base_model
 
@@ -214,15 +223,17 @@ class AutoModel:
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.Tensor | None = None,
-        **_,
-    ):
+        **_: object,
+    ) -> Any:  # the outputs of the engine that ran (a SimpleNamespace, or the torch model's), read by field name
         name = self.engine_for(input_ids, attention_mask)
         self.runs[name] += 1
         model = self.onnx if name == "onnx" else self.torch
         return model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
 
 
-def load_task_model(model_dir: str, task: str | None = None, *, quantize: str | None = None, engine: str = "torch"):
+def load_task_model(
+    model_dir: str, task: str | None = None, *, quantize: str | None = None, engine: str = "torch"
+) -> TaskModel:
     """inference.load_task_model on the engine named (TaskModel: the task, the model, the tokenizer)."""
     from . import inference
 
@@ -238,14 +249,16 @@ def load_task_model(model_dir: str, task: str | None = None, *, quantize: str | 
     found = get_task(task or task_of(model_dir))
     if engine == "auto":  # the torch model first: its refusals (a head that would be random) before any export
         loaded = inference.load_task_model(model_dir, found.name)
-        return inference.TaskModel(found, AutoModel(loaded.model, load_graph(model_dir, found.name)), loaded.tokenizer)
+        # the torch engine's model is a BertFor*; AutoModel and OnnxModel stand in for one (InferenceModel)
+        auto = AutoModel(cast("BertPreTrainedModel", loaded.model), load_graph(model_dir, found.name))
+        return inference.TaskModel(found, auto, loaded.tokenizer)
     model = load_graph(model_dir, found.name)
     if found.labelled(model.config):
         inference.check_label_ids(model_dir, model.config)
     return inference.TaskModel(found, model, Tokenizer.from_pretrained(model_dir))
 
 
-def load_mlm(model_dir: str, *, quantize: str | None = None, engine: str = "torch"):
+def load_mlm(model_dir: str, *, quantize: str | None = None, engine: str = "torch") -> InferenceModel:
     """inference.load_mlm on the engine named."""
     from . import inference
 

@@ -1,6 +1,7 @@
 """Errors a user can cause. Each message says what was wrong, where, and what to do."""
 
 import contextlib
+from collections.abc import Iterator
 
 
 class BertkitError(Exception):
@@ -37,18 +38,18 @@ class Stopped(KeyboardInterrupt):
     processes ended. A KeyboardInterrupt, so that code which handles Ctrl-C handles SIGTERM alike.
     `note` (set by stop_note) says what the stop left behind and what to do."""
 
-    def __init__(self, signum: int):
+    def __init__(self, signum: int) -> None:
         super().__init__(signum)
         self.signum = signum
 
 
 @contextlib.contextmanager
-def stop_note(note: str):
+def stop_note(note: str) -> Iterator[None]:
     """A stop (Stopped, or a plain KeyboardInterrupt) inside the block is reported with `note` (the innermost
     block's note wins: it knows most)."""
     try:
         yield
     except KeyboardInterrupt as e:
         if getattr(e, "note", None) is None:
-            e.note = note
+            e.note = note  # type: ignore[attr-defined]  # any exception takes an attribute; typeshed lists none
         raise

@@ -1,4 +1,4 @@
-"""`bertkit export MODEL --format onnx --out DIR`: a model folder as an ONNX graph, in a folder of its own.
+"""ONNX export (`bertkit export MODEL --out DIR`): a model folder as an ONNX graph, in a folder of its own.
 
     MODEL (any folder bertkit loads) -> loaded as its command loads it (embed, fill-mask, predict) -> Graph: the
     model with the inputs and outputs below -> torch.onnx.export (TorchScript tracing; batch, choice and sequence
@@ -27,19 +27,24 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-import sys
 import warnings
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .deprecated import moved
 from .errors import BertkitError
-from .options import opt, parse
+from .options import opt
 from .outfolder import check_out, move_aside
 from .tasks import TASKS
+
+if TYPE_CHECKING:
+    from .config import BertConfig
+    from .pooling import Pooling
+    from .tokenizer import Tokenizer
 
 KINDS = ["auto", "encoder", "mlm", *TASKS]  # a registry: its keys are the choices (options.py)
 
@@ -102,16 +107,19 @@ class ExportConfig:
 class Graph(nn.Module):
     """A loaded model as the graph runs it: the inputs' tensors in, outputs(kind) out, in that order."""
 
-    def __init__(self, model: nn.Module, kind: str, pooling=None):
+    def __init__(self, model: nn.Module, kind: str, pooling: Pooling | None = None) -> None:
         super().__init__()
         self.model, self.kind, self.pooling = model, kind, pooling
 
-    def forward(self, input_ids, attention_mask, token_type_ids) -> tuple[torch.Tensor, ...]:
+    def forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor
+    ) -> tuple[torch.Tensor, ...]:
         out = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
         if self.kind != "encoder":
             return tuple(getattr(out, name) for name in outputs(self.kind))
         from .pooling import pool
 
+        assert self.pooling is not None, "an encoder's Graph is made with its pooling (load)"
         hidden = out.last_hidden_state  # (B, S, H)
         vectors = pool(hidden, attention_mask, self.pooling.mode)  # (B, H)
         return hidden, F.normalize(vectors, p=2, dim=1) if self.pooling.normalize else vectors
@@ -129,7 +137,7 @@ def kind_of(model_dir: str) -> str:
         return "mlm" if any(a in MLM_CLASSES for a in architectures) else "encoder"
 
 
-def load(model_dir: str, kind: str):
+def load(model_dir: str, kind: str) -> tuple[Graph, Tokenizer, Pooling | None]:
     """(Graph, tokenizer, pooling or None): the folder loaded as embed, fill-mask or predict loads it, with the
     same refusals (a task head or MLM head that would be random weights, weights that are not finite)."""
     from .inference import load_mlm, load_task_model
@@ -148,13 +156,14 @@ def load(model_dir: str, kind: str):
     if kind == "mlm":
         return Graph(load_mlm(model_dir), kind), Tokenizer.from_pretrained(model_dir), None
     found = load_task_model(model_dir, kind)
+    assert isinstance(found.model, nn.Module)  # inference's own loader: the torch BertFor* model
     return Graph(found.model, kind), found.tokenizer, None
 
 
-def sample_batches(tokenizer, kind: str) -> list[dict[str, torch.Tensor]]:
+def sample_batches(tokenizer: Tokenizer, kind: str) -> list[dict[str, torch.Tensor]]:
     """Padded batches of the built-in calibration texts in this model's tokens: one text; three of different
     lengths; eight of up to 128 tokens. choice: each batch's rows as (B, 2, S) questions of two choices."""
-    from .data.masking import id_batch
+    from .data.batching import id_batch
     from .quantize import calibration_rows
 
     rows = calibration_rows(tokenizer, per_language=8)
@@ -253,17 +262,20 @@ def _exported(name: str) -> bool:
     return name.startswith(ONNX_FILE) or name in ("config.json", *TOKENIZER_FILES, *SENTENCE_TRANSFORMERS_FILES)
 
 
-def export(model_dir: str, out: str, *, kind: str = "auto", opset: int = OPSET, overwrite: bool = False) -> dict:
+def export(
+    model_dir: str, out: str, *, kind: str = "auto", opset: int = OPSET, overwrite: bool = False
+) -> dict[str, Any]:
     """Export `model_dir` to the folder `out` (see the module's docstring); returns what was written and checked.
     The folder is built beside `out` and renamed into place once the check passed: `out` is never half written."""
     if not os.path.isdir(model_dir):
         what = "not a directory" if os.path.exists(model_dir) else "no such directory"
         raise ExportError(f"{model_dir}: {what}; pass a model folder (config.json and weights)")
+    inputs: dict[str, str | None] = {"MODEL": model_dir}
     entries = check_out(
         out,
         ExportError,
         overwrite=overwrite,
-        inputs={"MODEL": model_dir},
+        inputs=inputs,
         ours=_exported,
         what="an export",
         renamed=True,
@@ -291,7 +303,8 @@ def export(model_dir: str, out: str, *, kind: str = "auto", opset: int = OPSET, 
         if pooling is not None and not os.path.exists(os.path.join(building, "modules.json")):
             from .pooling import write_pooling
 
-            write_pooling(building, pooling, graph.model.config.hidden_size)
+            config = cast("BertConfig", graph.model.config)  # nn.Module types no attributes: a BertModel holds it
+            write_pooling(building, pooling, config.hidden_size)
         difference = largest_difference(graph, os.path.join(building, ONNX_FILE), batches)
         if difference is not None and difference > TOLERANCE:
             raise ExportError(
@@ -315,17 +328,10 @@ def export(model_dir: str, out: str, *, kind: str = "auto", opset: int = OPSET, 
     }
 
 
-def main(argv: list[str]) -> int:
-    cfg = parse(ExportConfig, argv, prog="bertkit export")
-    done = export(cfg.model, cfg.out, kind=cfg.kind, opset=cfg.opset, overwrite=cfg.overwrite)
-    checked = (
-        "not checked: onnxruntime is not installed (pip install 'bertkit[onnx]')"
-        if done["difference"] is None
-        else f"ONNX Runtime's outputs equal bertkit's (largest difference {done['difference']:.1e})"
+if not TYPE_CHECKING:  # old names, for one release
+    __getattr__ = moved(
+        __name__,
+        {
+            "main": "bertkit.commands.export:main",
+        },
     )
-    print(
-        f"exported {cfg.model} ({done['kind']}: {', '.join(done['outputs'])}) -> {os.path.join(cfg.out, ONNX_FILE)} "
-        f"({done['bytes'] / 2**20:.1f} MiB); {checked}",
-        file=sys.stderr,
-    )
-    return 0

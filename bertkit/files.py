@@ -1,10 +1,13 @@
-"""File helpers every part of bertkit shares: atomic writes, and reading UTF-8 text files.
+"""File helpers every part of bertkit shares: atomic writes, reading UTF-8 text and JSON files, output paths.
 
     atomic_write(path, write)       write to a temp file beside `path`, then rename it over `path`
     atomic_write_text(path, text)   the same for a UTF-8 string
     write_problem(error, folder)    a one-line reason for a failed write (full disk, no permission)
     read_text(path, error, ...)     a UTF-8 file's text; a bad byte is an error naming file and line
     text_lines(text)                its lines, split at "\\n" only, line ends removed
+    read_json(path, error, ...)     a UTF-8 JSON file's value; bad JSON is an error naming file, line and column
+    check_output(path, flag, ...)   an output file refused before any work (a folder, no such folder, an input)
+    to_json(value)                  JSON text that never holds NaN / Infinity
     digest(items)                   a short fingerprint of a sequence of strings
     lock_file(path, ...)            create a lock file holding our pid and host (a dead holder's is taken over)
 
@@ -20,6 +23,7 @@ import contextlib
 import errno
 import gzip
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -27,9 +31,10 @@ import socket
 import sys
 import tempfile
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Any
 
-from .errors import CheckpointError
+from .errors import BertkitError, CheckpointError
 
 
 # ----- atomic writes -----------------------------------------------------------------------------
@@ -149,12 +154,28 @@ def _read_bytes(
         with open(path, "rb") as fh:
             return fh.read()
     except (gzip.BadGzipFile, EOFError, zlib.error) as e:
+        assert bad_gzip is not None, "only the gunzipping read (bad_gzip given) raises these"
         raise error(f"{path}: " + bad_gzip.format(error=e)) from None
     except OSError as e:
         words = missing if isinstance(e, FileNotFoundError) else folder if isinstance(e, IsADirectoryError) else None
         if words is not None:
             raise error(f"{path}: {words}") from None
         raise error(f"{path}: " + cannot_read.format(error=e, reason=e.strerror or e)) from e
+
+
+def read_json(path: str, error: type[BertkitError] = BertkitError, *, should_hold: str | None = None) -> Any:
+    """The JSON value in file `path` (UTF-8). A file that cannot be read, is not UTF-8 or is not valid JSON raises
+    `error` naming the path (and the line and column of bad JSON; `should_hold` says what the file is for)."""
+    hint = f"; it should hold {should_hold}" if should_hold else ""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except json.JSONDecodeError as e:
+        raise error(f"{path}: line {e.lineno}, column {e.colno}: not valid JSON ({e.msg}){hint}") from None
+    except UnicodeDecodeError as e:
+        raise error(f"{path}: not UTF-8 text (byte {e.start}){hint}") from None
+    except OSError as e:
+        raise error(f"{path}: cannot read ({e.strerror or e})") from None
 
 
 def text_lines(text: str) -> list[str]:
@@ -167,7 +188,7 @@ def text_lines(text: str) -> list[str]:
     return [line.rstrip("\r") for line in lines]
 
 
-def digest(items) -> str:
+def digest(items: Iterable[str]) -> str:
     """A short fingerprint of a sequence of strings (a vocabulary in id order, training texts)."""
     h = hashlib.sha256()
     for item in items:
@@ -231,3 +252,31 @@ def release_lock(path: str) -> None:
     if read_lock(path)[0] == os.getpid():
         with contextlib.suppress(FileNotFoundError):
             os.remove(path)
+
+
+# ----- output paths and JSON out -----------------------------------------------------------------
+def check_output(path: str | None, flag: str, inputs: list[str | None]) -> None:
+    """Refuse an output path that cannot be written (or would overwrite an input) before any work."""
+    if path is None:
+        return
+    for source in inputs:
+        if source and os.path.exists(source) and os.path.realpath(source) == os.path.realpath(path):
+            raise BertkitError(
+                f"{flag} {path} is the input file {source}: it would be overwritten; choose another output path"
+            )
+    if os.path.isdir(path):
+        example = os.path.join(path, "report.json" if flag == "--json" else "predictions.jsonl")
+        raise BertkitError(f"{flag} {path}: is a folder; name a file in it, e.g. {example}")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise BertkitError(f"{flag} {path}: the folder {folder} does not exist; create it first")
+    if not os.access(folder, os.W_OK):
+        raise BertkitError(f"{flag} {path}: cannot write in the folder {folder}; choose another output path")
+
+
+def to_json(value: Any, **kw: Any) -> str:
+    """JSON text that never holds NaN / Infinity (a non-finite float is a bug: say so in one line)."""
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, **kw)
+    except ValueError as e:
+        raise BertkitError(f"output holds a value JSON cannot carry ({e}); nothing was written") from None

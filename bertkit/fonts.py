@@ -20,6 +20,7 @@ import glob
 import importlib.util
 import os
 import warnings
+from collections.abc import Iterable
 
 from .errors import BertkitWarning
 
@@ -82,7 +83,7 @@ def _covers(path: str, chars: str) -> bool:
     return all(font.get_char_index(ord(c)) != 0 for c in chars)
 
 
-def font_for(texts, *, warn: bool = True) -> str | None:
+def font_for(texts: Iterable[str], *, warn: bool = True) -> str | None:
     """Path of a font with glyphs for every character of `texts`, or None (with a warning)."""
     chars = "".join(sorted({c for t in texts for c in t if not c.isspace()}))
     if not chars:

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import warnings
 from abc import ABCMeta, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar, cast
 
 import torch
 import torch.nn.functional as F
@@ -28,7 +30,7 @@ from .activations import ACT2FN
 from .config import BertConfig
 from .errors import InputError
 from .labels import IGNORE
-from .model import BertModel, BertPreTrainedModel, KVCache, ModelOutput, check_tensors
+from .model import BertModel, BertModelOutput, BertPreTrainedModel, KVCache, LegacyCache, ModelOutput, check_tensors
 
 
 # ----- outputs -----------------------------------------------------------------------------------
@@ -89,7 +91,7 @@ QuestionAnsweringModelOutput = QuestionAnsweringOutput
 class PredictionHeadTransform(nn.Module):
     """dense -> activation -> LayerNorm, before the vocabulary projection."""
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig) -> None:
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.transform_act_fn = ACT2FN[config.hidden_act]
@@ -102,7 +104,7 @@ class PredictionHeadTransform(nn.Module):
 class LMPredictionHead(nn.Module):
     """(..., H) -> (..., V): transform, then the (tied) word-embedding matrix plus a bias per token."""
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig) -> None:
         super().__init__()
         self.transform = PredictionHeadTransform(config)
         self.decoder = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
@@ -113,7 +115,7 @@ class LMPredictionHead(nn.Module):
 
 
 class OnlyMLMHead(nn.Module):
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig) -> None:
         super().__init__()
         self.predictions = LMPredictionHead(config)
 
@@ -122,7 +124,7 @@ class OnlyMLMHead(nn.Module):
 
 
 class OnlyNSPHead(nn.Module):
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig) -> None:
         super().__init__()
         self.seq_relationship = nn.Linear(config.hidden_size, 2)
 
@@ -131,7 +133,7 @@ class OnlyNSPHead(nn.Module):
 
 
 class PreTrainingHeads(nn.Module):
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig) -> None:
         super().__init__()
         self.predictions = LMPredictionHead(config)
         self.seq_relationship = nn.Linear(config.hidden_size, 2)
@@ -148,6 +150,8 @@ DECODER_TIED_TO_EMBEDDINGS = {"cls.predictions.decoder.weight": "bert.embeddings
 class _HeadModel(BertPreTrainedModel):
     """An encoder at `self.bert` plus a head; the encoder call is shared by all heads."""
 
+    bert: BertModel  # set by each head's __init__ (ELECTRA's heads have self.electra instead)
+
     def _init_weights(self, module: nn.Module) -> None:
         super()._init_weights(module)
         if isinstance(module, LMPredictionHead):
@@ -161,20 +165,21 @@ class _HeadModel(BertPreTrainedModel):
         self.tie_weights()
 
     def get_output_embeddings(self) -> nn.Linear | None:
-        return self.cls.predictions.decoder if hasattr(self, "cls") and hasattr(self.cls, "predictions") else None
+        predictions = getattr(getattr(self, "cls", None), "predictions", None)  # an MLM head's LMPredictionHead
+        return predictions.decoder if predictions is not None else None
 
     def _encode(
         self,
-        input_ids,
-        attention_mask,
-        token_type_ids,
-        position_ids,
-        head_mask,
-        inputs_embeds,
-        output_attentions,
-        output_hidden_states,
-        **extra,
-    ):
+        input_ids: Tensor | None,
+        attention_mask: Tensor | None,
+        token_type_ids: Tensor | None,
+        position_ids: Tensor | None,
+        head_mask: Tensor | None,
+        inputs_embeds: Tensor | None,
+        output_attentions: bool | None,
+        output_hidden_states: bool | None,
+        **extra: Any,
+    ) -> BertModelOutput:
         return self.bert(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -191,6 +196,11 @@ class _HeadModel(BertPreTrainedModel):
         cfg = self.config
         return cfg.classifier_dropout if cfg.classifier_dropout is not None else cfg.hidden_dropout_prob
 
+    def _label_count(self) -> int:
+        """config.num_labels: never None once the config is built (__post_init__ counts id2label)."""
+        assert self.config.num_labels is not None, "BertConfig.__post_init__ sets num_labels"
+        return self.config.num_labels
+
 
 class _LabelledHead(_HeadModel, metaclass=ABCMeta):
     """A head whose forward is: encode -> logits(out) -> loss(logits, labels) -> ClassifierOutput.
@@ -201,17 +211,17 @@ class _LabelledHead(_HeadModel, metaclass=ABCMeta):
 
     def forward(
         self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        head_mask=None,
-        inputs_embeds=None,
-        labels=None,
-        output_attentions=None,
-        output_hidden_states=None,
-        return_dict=None,
-    ) -> ClassifierOutput:
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        head_mask: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        labels: Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+    ) -> ClassifierOutput | tuple[Any, ...]:
         check_tensors(labels=labels)
         out = self._encode(
             input_ids,
@@ -230,7 +240,7 @@ class _LabelledHead(_HeadModel, metaclass=ABCMeta):
         return _returned(ClassifierOutput(loss, logits, out.hidden_states, out.attentions), return_dict)
 
     @abstractmethod
-    def logits(self, out: ModelOutput) -> Tensor:
+    def logits(self, out: BertModelOutput) -> Tensor:
         """The head's logits from the encoder output."""
 
     @abstractmethod
@@ -242,12 +252,13 @@ class _TokenPredictionHead(_HeadModel):
     """An encoder without pooler + the MLM head (cls.predictions), its decoder tied to the word
     embeddings: BertForMaskedLM reads in both directions, BertLMHeadModel left to right."""
 
-    _missing_ok = ("cls.",)
+    _missing_ok: tuple[str, ...] = ("cls.",)
     _tied_weights = DECODER_TIED_TO_EMBEDDINGS
     _is_decoder: bool  # the config.is_decoder the subclass is built for
     _wrong_attention: str  # the warning when the config says otherwise
+    cls: Callable[[Tensor], Tensor]  # (..., H) -> (..., V): OnlyMLMHead here, ELECTRA's generator its own method
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig) -> None:
         super().__init__(config)
         if bool(config.is_decoder) != self._is_decoder:
             warnings.warn(self._wrong_attention, stacklevel=2)
@@ -256,13 +267,18 @@ class _TokenPredictionHead(_HeadModel):
         self.post_init()
 
 
-def _returned(out: ModelOutput, return_dict: bool | None):
+_Output = TypeVar("_Output", bound=ModelOutput)
+
+
+def _returned(out: _Output, return_dict: bool | None) -> _Output | tuple[Any, ...]:
     """The output dataclass, or its fields as a tuple when return_dict=False (as transformers returns them)."""
     return out.to_tuple() if return_dict is False else out
 
 
 # ----- label checks ------------------------------------------------------------------------------
-def _check_class_labels(name: str, labels: Tensor, shape: tuple, num_classes: int, ignore: bool = False) -> None:
+def _check_class_labels(
+    name: str, labels: Tensor, shape: tuple[int, ...], num_classes: int, ignore: bool = False
+) -> None:
     """Integer labels of `shape` in [0, num_classes) (or IGNORE where allowed)."""
     if tuple(labels.shape) != tuple(shape):
         raise InputError(f"{name} must have shape {tuple(shape)}, got {tuple(labels.shape)}")
@@ -293,13 +309,13 @@ def mlm_loss(logits: Tensor, labels: Tensor) -> Tensor:
 
 
 def mlm_logits_and_loss(
-    head: nn.Module,
+    head: Callable[[Tensor], Tensor],
     hidden: Tensor,
     labels: Tensor | None,
     vocab_size: int,
     masked_positions_only: bool | None,
     training: bool,
-):
+) -> tuple[Tensor, Tensor | None, Tensor | None]:
     """-> (logits, loss or None, masked positions or None).
 
     Dense: logits (B, S, V). With masked_positions_only: logits (N_masked, V) computed only at the
@@ -332,10 +348,10 @@ def nsp_loss(logits: Tensor, labels: Tensor, name: str) -> Tensor:
 class BertForPreTraining(_HeadModel):
     """BERT's pretraining: masked-token prediction and next-sentence prediction, losses summed."""
 
-    _missing_ok = ("cls.", "bert.pooler.")
+    _missing_ok: tuple[str, ...] = ("cls.", "bert.pooler.")
     _tied_weights = DECODER_TIED_TO_EMBEDDINGS
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig) -> None:
         super().__init__(config)
         self.bert = BertModel(config)
         self.cls = PreTrainingHeads(config)
@@ -343,19 +359,19 @@ class BertForPreTraining(_HeadModel):
 
     def forward(
         self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        head_mask=None,
-        inputs_embeds=None,
-        labels=None,
-        next_sentence_label=None,
-        output_attentions=None,
-        output_hidden_states=None,
-        return_dict=None,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        head_mask: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        labels: Tensor | None = None,
+        next_sentence_label: Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
         masked_positions_only: bool | None = None,
-    ) -> BertForPreTrainingOutput:
+    ) -> BertForPreTrainingOutput | tuple[Any, ...]:
         check_tensors(labels=labels, next_sentence_label=next_sentence_label)
         out = self._encode(
             input_ids,
@@ -379,7 +395,9 @@ class BertForPreTraining(_HeadModel):
         losses = [mlm] if mlm is not None else []
         if next_sentence_label is not None:
             losses.append(nsp_loss(nsp_logits, next_sentence_label, "next_sentence_label"))
-        loss = sum(losses) if losses else None  # MLM + NSP (either alone when only its labels are given)
+        # MLM + NSP (either alone when only its labels are given): a sum of one or two tensors, a Tensor (typeshed
+        # says Tensor | 0, the start value sum returns for an empty list)
+        loss = cast(Tensor, sum(losses)) if losses else None
         return _returned(
             BertForPreTrainingOutput(loss, prediction_logits, nsp_logits, out.hidden_states, out.attentions, where),
             return_dict,
@@ -401,20 +419,20 @@ class BertForMaskedLM(_TokenPredictionHead):
 
     def forward(
         self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        head_mask=None,
-        inputs_embeds=None,
-        encoder_hidden_states=None,
-        encoder_attention_mask=None,
-        labels=None,
-        output_attentions=None,
-        output_hidden_states=None,
-        return_dict=None,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        head_mask: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        encoder_hidden_states: Tensor | None = None,
+        encoder_attention_mask: Tensor | None = None,
+        labels: Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
         masked_positions_only: bool | None = None,
-    ) -> MaskedLMOutput:
+    ) -> MaskedLMOutput | tuple[Any, ...]:
         check_tensors(labels=labels)
         out = self._encode(
             input_ids,
@@ -437,15 +455,15 @@ class BertForMaskedLM(_TokenPredictionHead):
 class BertForNextSentencePrediction(_LabelledHead):
     """Is sentence B the real continuation of A? logits (B, 2); label 0 = real next, 1 = random."""
 
-    _missing_ok = ("cls.", "bert.pooler.")
+    _missing_ok: tuple[str, ...] = ("cls.", "bert.pooler.")
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig) -> None:
         super().__init__(config)
         self.bert = BertModel(config)
         self.cls = OnlyNSPHead(config)
         self.post_init()
 
-    def logits(self, out: ModelOutput) -> Tensor:
+    def logits(self, out: BertModelOutput) -> Tensor:
         return self.cls(out.pooler_output)  # (B, 2)
 
     def loss(self, logits: Tensor, labels: Tensor) -> Tensor:
@@ -461,17 +479,17 @@ class BertForSequenceClassification(_LabelledHead):
     multi_label_classification (float 0/1 labels (B, num_labels)): BCE with logits.
     """
 
-    _missing_ok = ("classifier.", "bert.pooler.")
+    _missing_ok: tuple[str, ...] = ("classifier.", "bert.pooler.")
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig) -> None:
         super().__init__(config)
-        self.num_labels = config.num_labels
+        self.num_labels = self._label_count()
         self.bert = BertModel(config)
         self.dropout = nn.Dropout(self._dropout_p())
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.classifier: nn.Module = nn.Linear(config.hidden_size, self.num_labels)  # ELECTRA's: ClassificationHead
         self.post_init()
 
-    def logits(self, out: ModelOutput) -> Tensor:
+    def logits(self, out: BertModelOutput) -> Tensor:
         return self.classifier(self.dropout(out.pooler_output))  # (B, num_labels)
 
     def loss(self, logits: Tensor, labels: Tensor) -> Tensor:
@@ -512,17 +530,17 @@ class BertForSequenceClassification(_LabelledHead):
 class BertForTokenClassification(_LabelledHead):
     """Every token -> dropout -> (B, S, num_labels); labels -100 (padding, sub-words) are skipped."""
 
-    _missing_ok = ("classifier.",)
+    _missing_ok: tuple[str, ...] = ("classifier.",)
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig) -> None:
         super().__init__(config)
-        self.num_labels = config.num_labels
+        self.num_labels = self._label_count()
         self.bert = BertModel(config, add_pooling_layer=False)
         self.dropout = nn.Dropout(self._dropout_p())
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.classifier = nn.Linear(config.hidden_size, self.num_labels)
         self.post_init()
 
-    def logits(self, out: ModelOutput) -> Tensor:
+    def logits(self, out: BertModelOutput) -> Tensor:
         return self.classifier(self.dropout(out.last_hidden_state))  # (B, S, num_labels)
 
     def loss(self, logits: Tensor, labels: Tensor) -> Tensor:
@@ -535,11 +553,11 @@ class BertForQuestionAnswering(_HeadModel):
     input are clamped to S and ignored in the loss (answers cut off by a window); negative ones are
     clamped to 0, the [CLS] token, which is how "no answer here" is trained."""
 
-    _missing_ok = ("qa_outputs.",)
+    _missing_ok: tuple[str, ...] = ("qa_outputs.",)
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig) -> None:
         super().__init__(config)
-        self.num_labels = config.num_labels
+        self.num_labels = self._label_count()
         if config.num_labels != 2:
             warnings.warn(
                 f"BertForQuestionAnswering splits its output into start/end: num_labels should be 2, "
@@ -547,23 +565,23 @@ class BertForQuestionAnswering(_HeadModel):
                 stacklevel=2,
             )
         self.bert = BertModel(config, add_pooling_layer=False)
-        self.qa_outputs = nn.Linear(config.hidden_size, config.num_labels)
+        self.qa_outputs = nn.Linear(config.hidden_size, self.num_labels)
         self.post_init()
 
     def forward(
         self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        head_mask=None,
-        inputs_embeds=None,
-        start_positions=None,
-        end_positions=None,
-        output_attentions=None,
-        output_hidden_states=None,
-        return_dict=None,
-    ) -> QuestionAnsweringOutput:
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        head_mask: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        start_positions: Tensor | None = None,
+        end_positions: Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+    ) -> QuestionAnsweringOutput | tuple[Any, ...]:
         check_tensors(start_positions=start_positions, end_positions=end_positions)
         out = self._encode(
             input_ids,
@@ -581,6 +599,7 @@ class BertForQuestionAnswering(_HeadModel):
         if (start_positions is None) != (end_positions is None):
             raise InputError("pass both start_positions and end_positions, or neither")
         if start_positions is not None:
+            assert end_positions is not None  # both or neither, checked above
             B, S = start_logits.shape
             positions = []
             for name, pos in (("start_positions", start_positions), ("end_positions", end_positions)):
@@ -602,28 +621,28 @@ class BertForQuestionAnswering(_HeadModel):
 class BertForMultipleChoice(_HeadModel):
     """(B, choices, S) inputs are flattened to (B * choices, S); one score per choice -> (B, choices)."""
 
-    _missing_ok = ("classifier.", "bert.pooler.")
+    _missing_ok: tuple[str, ...] = ("classifier.", "bert.pooler.")
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig) -> None:
         super().__init__(config)
         self.bert = BertModel(config)
-        self.dropout = nn.Dropout(self._dropout_p())
+        self.dropout: nn.Module = nn.Dropout(self._dropout_p())  # ELECTRA's: nn.Identity
         self.classifier = nn.Linear(config.hidden_size, 1)
         self.post_init()
 
     def forward(
         self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        head_mask=None,
-        inputs_embeds=None,
-        labels=None,
-        output_attentions=None,
-        output_hidden_states=None,
-        return_dict=None,
-    ) -> ClassifierOutput:
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        head_mask: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        labels: Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+    ) -> ClassifierOutput | tuple[Any, ...]:
         check_tensors(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -643,7 +662,9 @@ class BertForMultipleChoice(_HeadModel):
             raise InputError("pass input_ids (batch, num_choices, seq_len) or inputs_embeds")
         B, C, S = first.shape[:3]
 
-        def flat(t):  # (..., S) -> (B * C, S): every choice becomes its own row; (1, S) stays broadcastable
+        def flat(
+            t: Tensor | None,
+        ) -> Tensor | None:  # (..., S) -> (B * C, S): every choice becomes its own row; (1, S) stays broadcastable
             return t.reshape(-1, t.shape[-1]) if t is not None else None
 
         out = self._encode(
@@ -676,21 +697,21 @@ class BertLMHeadModel(_TokenPredictionHead):
 
     def forward(
         self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        head_mask=None,
-        inputs_embeds=None,
-        encoder_hidden_states=None,
-        encoder_attention_mask=None,
-        labels=None,
-        past_key_values=None,
-        use_cache=None,
-        output_attentions=None,
-        output_hidden_states=None,
-        return_dict=None,
-    ) -> CausalLMOutput:
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        head_mask: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        encoder_hidden_states: Tensor | None = None,
+        encoder_attention_mask: Tensor | None = None,
+        labels: Tensor | None = None,
+        past_key_values: KVCache | LegacyCache | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+    ) -> CausalLMOutput | tuple[Any, ...]:
         check_tensors(labels=labels)
         if labels is not None:
             use_cache = False

@@ -1,5 +1,5 @@
-"""Loading a model and running it: the one home the commands (evaluate, predict, fill-mask, embed), `bertkit
-serve` and explain share.
+"""Loading a model and running it: the one home of that for the commands (evaluate, predict, fill-mask, embed),
+`bertkit serve` and explain.
 
     model dir --load_task_model--> TaskModel(task, model, tokenizer), in eval mode, quantized if asked; refused
                                    when its head would be random weights or its id2label has gaps
@@ -15,34 +15,40 @@ serve` and explain share.
                                    forward pass (mlm_logits -> mask_fills); an id the tokenizer does not have
                                    (a vocabulary smaller than the model's) reads "<id N>" wherever it is shown
     ids --encoder_forward--> last_hidden_state (B, S, H) and the mask of real tokens (embed.py pools them)
-    --output / --json paths --check_output--> refused before any work; results --to_json--> never NaN
 
-    from bertkit.inference import load_task_model, predict, windows
+    from bertkit.inference import load_task_model, predict, with_windows
     from bertkit.tasks import TaskOptions
     loaded = load_task_model("runs/sent")
-    opts = windows(TaskOptions(), loaded.tokenizer, loaded.model)  # the windows it was fine-tuned with
+    opts = with_windows(TaskOptions(), loaded.tokenizer, loaded.model)  # the windows it was fine-tuned with
     rows = predict(loaded.task, loaded.model, loaded.tokenizer, loaded.task.from_texts(["质量很好"]), opts)
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import warnings
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import torch
 from torch import Tensor, nn
 
-from .data.masking import id_batch
+from .data.batching import id_batch
+from .deprecated import moved
 from .errors import BertkitError, BertkitWarning
 from .finite import check_outputs, check_weights, finite
 from .quantize import calibration_rows
 from .quantize import quantize as quantize_model
 from .tasks import Task, default_stride, evaluate, get_task, predict, run_model, task_of
 from .tokenizer import Tokenizer
+
+if TYPE_CHECKING:
+    from .config import BertConfig
+    from .model import BertPreTrainedModel, InferenceModel
+    from .tasks.base import Windows
+
+WindowsT = TypeVar("WindowsT", bound="Windows")  # the settings with_windows fills in: TaskOptions, or a command's
 
 __all__ = [
     "TaskModel",
@@ -52,7 +58,7 @@ __all__ = [
     "finite",
     "check_weights",
     "check_outputs",
-    "windows",
+    "with_windows",
     "evaluate",
     "predict",
     "run_model",
@@ -65,8 +71,6 @@ __all__ = [
     "token_text",
     "filled_text",
     "encoder_forward",
-    "check_output",
-    "to_json",
 ]
 
 
@@ -76,7 +80,7 @@ class TaskModel:
     """A fine-tuned model directory loaded for inference."""
 
     task: Task
-    model: nn.Module  # the task's BertFor* model, in eval mode
+    model: InferenceModel  # the task's BertFor* model in eval mode, or an engine's stand-in for it
     tokenizer: Tokenizer
 
 
@@ -99,15 +103,15 @@ def load_task_model(model_dir: str, task: str | None = None, quantize: str | Non
     check_weights(model, model_dir)
     _check_logits(model, model_dir)
     tok = Tokenizer.from_pretrained(model_dir)
-    model = quantize_model(model.eval(), quantize, calibration(quantize, tok))  # in place: the hook stays
-    return TaskModel(found, model, tok)
+    quantized = quantize_model(model.eval(), quantize, calibration(quantize, tok))  # in place: the hook stays
+    return TaskModel(found, quantized, tok)
 
 
 # The tensors of a masked-language model's head, by config.json's model_type
 MLM_HEADS = {"bert": ("cls.",), "electra": ("generator_predictions.", "generator_lm_head.")}
 
 
-def load_mlm(model_dir: str, quantize: str | None = None) -> nn.Module:
+def load_mlm(model_dir: str, quantize: str | None = None) -> BertPreTrainedModel:
     """A masked-language model with trained MLM head weights, in eval mode: a BertForMaskedLM (cls.*), or an
     ElectraForMaskedLM (an ELECTRA generator: generator_predictions.*, generator_lm_head.*); refused when they would
     be random."""
@@ -138,8 +142,9 @@ def calibration(quantize: str | None, tok: Tokenizer) -> list[list[int]] | None:
     return calibration_rows(tok) if quantize == "int8" else None
 
 
-def check_label_ids(model_dir: str, config) -> None:
+def check_label_ids(model_dir: str, config: BertConfig) -> None:
     """id2label must number the classifier's outputs 0..num_labels-1, without gaps."""
+    assert config.num_labels is not None, "BertConfig.__post_init__ sets num_labels"
     ids = sorted(config.id2label)
     if ids != list(range(config.num_labels)):
         raise BertkitError(
@@ -153,14 +158,14 @@ def check_label_ids(model_dir: str, config) -> None:
 def _check_logits(model: nn.Module, model_dir: str) -> None:
     """Every forward pass of a task / MLM model checks its logits (check_outputs)."""
 
-    def check(module, inputs, output) -> None:
+    def check(module: nn.Module, inputs: tuple[Any, ...], output: Any) -> None:
         logits = [getattr(output, name, None) for name in ("logits", "start_logits", "end_logits")]
         check_outputs(model_dir, "outputs", *[t for t in logits if isinstance(t, torch.Tensor)])
 
     model.register_forward_hook(check)
 
 
-def windows(opts, tok: Tokenizer, model):
+def with_windows(opts: WindowsT, tok: Tokenizer, model: InferenceModel) -> WindowsT:
     """`opts` with the windows long inputs are cut into, as a transformers user expects them:
         --seq-len given          it wins (8 .. max_position_embeddings); a BertkitWarning says so when it differs
                                  from model_max_length (tokenizer_config.json: the length bertkit finetune trained
@@ -168,7 +173,8 @@ def windows(opts, tok: Tokenizer, model):
         no --seq-len             model_max_length, never past max_position_embeddings (a warning when it would
                                  be); one under 8 tokens is an error (windows of [CLS] [SEP] and next to no text)
     Without --stride, windows overlap by a quarter of their length, at most 32 tokens."""
-    limit, recorded = model.config.max_position_embeddings, tok.model_max_length
+    config = model.config
+    limit, recorded = config.max_position_embeddings, tok.model_max_length
     if opts.seq_len is not None:
         if not 8 <= opts.seq_len <= limit:
             raise BertkitError(
@@ -236,7 +242,7 @@ def filled_text(tok: Tokenizer, ids: list[int], position: int, token_id: int) ->
 
 @torch.no_grad()
 def mlm_logits(
-    model: nn.Module, rows: list[list[int]], pad_id: int, token_type_ids: list[list[int]] | None = None
+    model: InferenceModel, rows: list[list[int]], pad_id: int, token_type_ids: list[list[int]] | None = None
 ) -> Tensor:
     """ONE forward pass of a masked-language model over rows of ids padded to the longest: logits (B, S, V)."""
     device = next(model.parameters()).device
@@ -267,14 +273,14 @@ def mask_fills(logits: Tensor, ids: list[int], tok: Tokenizer, top_k: int) -> li
     return fills
 
 
-def fill_mask(model: nn.Module, tok: Tokenizer, rows: list[list[int]], top_k: int = 5) -> list[list[MaskFill]]:
+def fill_mask(model: InferenceModel, tok: Tokenizer, rows: list[list[int]], top_k: int = 5) -> list[list[MaskFill]]:
     """Per row of ids, per [MASK] in it: the top_k candidates, from one forward pass over all rows."""
     logits = mlm_logits(model, rows, tok.pad_token_id)  # (B, S, V)
     return [mask_fills(logits[b], ids, tok, top_k) for b, ids in enumerate(rows)]
 
 
 # ----- embeddings --------------------------------------------------------------------------------
-def encoder_forward(model: nn.Module, rows: list[list[int]], pad_id: int) -> tuple[Tensor, Tensor]:
+def encoder_forward(model: InferenceModel, rows: list[list[int]], pad_id: int) -> tuple[Tensor, Tensor]:
     """One forward pass of an encoder (a BertModel) over rows of ids padded to the longest: last_hidden_state
     (B, S, H) in float32 and the attention mask (B, S) of the real tokens, on the model's device."""
     device = next(model.parameters()).device
@@ -284,29 +290,12 @@ def encoder_forward(model: nn.Module, rows: list[list[int]], pad_id: int) -> tup
         return model(**batch).last_hidden_state.float(), batch["attention_mask"]
 
 
-# ----- what goes out -----------------------------------------------------------------------------
-def check_output(path: str | None, flag: str, inputs: list[str | None]) -> None:
-    """Refuse an output path that cannot be written (or would overwrite an input) before any work."""
-    if path is None:
-        return
-    for source in inputs:
-        if source and os.path.exists(source) and os.path.realpath(source) == os.path.realpath(path):
-            raise BertkitError(
-                f"{flag} {path} is the input file {source}: it would be overwritten; choose another output path"
-            )
-    if os.path.isdir(path):
-        example = os.path.join(path, "report.json" if flag == "--json" else "predictions.jsonl")
-        raise BertkitError(f"{flag} {path}: is a folder; name a file in it, e.g. {example}")
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise BertkitError(f"{flag} {path}: the folder {folder} does not exist; create it first")
-    if not os.access(folder, os.W_OK):
-        raise BertkitError(f"{flag} {path}: cannot write in the folder {folder}; choose another output path")
-
-
-def to_json(value, **kw) -> str:
-    """JSON text that never holds NaN / Infinity (a non-finite float is a bug: say so in one line)."""
-    try:
-        return json.dumps(value, ensure_ascii=False, allow_nan=False, **kw)
-    except ValueError as e:
-        raise BertkitError(f"output holds a value JSON cannot carry ({e}); nothing was written") from None
+if not TYPE_CHECKING:  # old names, for one release
+    __getattr__ = moved(
+        __name__,
+        {
+            "windows": "bertkit.inference:with_windows",
+            "check_output": "bertkit.files:check_output",
+            "to_json": "bertkit.files:to_json",
+        },
+    )

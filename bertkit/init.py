@@ -28,12 +28,19 @@ pair); at i + d +- dims its logit is negative. The output bias starts at log tok
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar, cast
 
 import torch
-from torch import nn
 
 from .errors import ConfigError
+
+if TYPE_CHECKING:
+    from .model import BertPreTrainedModel, Layer
+
+# any BertModel or BertFor*: the recipes hand back the model they were given, its class kept
+ModelT = TypeVar("ModelT", bound="BertPreTrainedModel")
 
 INITS = ("local", "bert")
 
@@ -65,7 +72,7 @@ def default_heads(num_layers: int, num_heads: int) -> tuple[tuple[int, int, int]
     return tuple(out)
 
 
-def initialise(model: nn.Module, init: str, token_counts: torch.Tensor | None = None) -> nn.Module:
+def initialise(model: ModelT, init: str, token_counts: torch.Tensor | None = None) -> ModelT:
     """Apply an initialisation recipe by name to a freshly built model (any BertModel or BertFor*).
     token_counts (vocab_size,): how often each id occurs in the training data (for prior_bias)."""
     if init == "bert":
@@ -80,7 +87,7 @@ def initialise(model: nn.Module, init: str, token_counts: torch.Tensor | None = 
 
 
 @torch.no_grad()
-def prior_bias(model: nn.Module, token_counts: torch.Tensor) -> None:
+def prior_bias(model: BertPreTrainedModel, token_counts: torch.Tensor) -> None:
     """Start the MLM output bias at log p(token): before it learns anything, the model predicts the
     corpus's frequencies instead of a uniform guess (the "unigram plateau" is where it starts)."""
     head = getattr(getattr(model, "cls", None), "predictions", None)
@@ -97,7 +104,7 @@ def log_frequencies(token_counts: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def seed_locality(model: nn.Module, seed: LocalitySeed) -> nn.Module:
+def seed_locality(model: ModelT, seed: LocalitySeed) -> ModelT:
     """Write the position code into the embeddings and point the chosen heads at their offsets."""
     bert = model.base_model
     cfg = bert.config
@@ -113,7 +120,7 @@ def seed_locality(model: nn.Module, seed: LocalitySeed) -> nn.Module:
             f"locality seeding needs at least 2 position dims in a head; head_dim is {d_head}, "
             f"dims={seed.dims}: use init 'bert'"
         )
-    layers = bert.encoder.layer
+    layers = cast("Sequence[Layer]", bert.encoder.layer)  # an nn.ModuleList of Layer, whose items mypy sees as Module
     chosen = seed.heads if seed.heads is not None else default_heads(len(layers), cfg.num_attention_heads)
     for layer, head, _offset in chosen:
         if not (0 <= layer < len(layers) and 0 <= head < layers[layer].attention.self.num_attention_heads):

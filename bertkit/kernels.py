@@ -32,6 +32,7 @@ from __future__ import annotations
 import os
 import platform
 import weakref
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -42,15 +43,19 @@ from .errors import ConfigError
 
 KERNELS = ("onednn", "torch")
 # CPU kinds (torch.backends.cpu.get_cpu_capability()) where the packed oneDNN products are faster than torch's
-# default (MKL) ones (bench/results/engines.md; the AVX-512 figures are issue 35's)
+# default (MKL) ones (bench/results/engines.md measures them side by side, AVX2 and AVX-512 machines)
 ONEDNN_CPUS = ("AVX2", "AVX512")
 _FUSED_ACTS = {"gelu": "gelu"}  # hidden_act -> the oneDNN post-op computing it (erf GELU, as ACT2FN["gelu"])
 
 PRIMITIVE_CACHE = 64  # ideep's cache of oneDNN primitives (one per input shape); see the module docstring
 os.environ.setdefault("LRU_CACHE_CAPACITY", str(PRIMITIVE_CACHE))
 
+# (id, data pointer, version) of each weight and bias: what says a packed weight is stale
+_ParamsKey = tuple[tuple[int, int, int], ...]
 # first layer -> {the layers' ids: (their parameters' key, packed weight, bias)}
-_packed: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_packed: weakref.WeakKeyDictionary[nn.Module, dict[tuple[int, ...], tuple[_ParamsKey, Tensor, Tensor | None]]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def choice() -> str:
@@ -105,11 +110,12 @@ def linear(x: Tensor, *layers: nn.Module, act: str | None = None) -> Tensor:
     after (fused into the packed product where oneDNN has it), or None. A layer with forward hooks (explain's
     recorder, a user's) is called as a module, so its hooks see its own input and output."""
     plain = all(type(layer) is nn.Linear and not _hooked(layer) for layer in layers)
-    if plain and packs(x) and all(layer.weight.dtype == torch.float32 for layer in layers):
-        packed = _packed_weight(layers)
+    linears = cast("tuple[nn.Linear, ...]", layers)  # what they are where `plain` holds (read only there)
+    if plain and packs(x) and all(layer.weight.dtype == torch.float32 for layer in linears):
+        packed = _packed_weight(linears)
         if packed is not None:
             weight, bias = packed
-            fused = _FUSED_ACTS.get(act)
+            fused = _FUSED_ACTS.get(act) if act is not None else None
             y = torch.ops.mkldnn._linear_pointwise(x, weight, bias, fused or "none", [], "none" if fused else "")
             return y if fused or act is None else ACT2FN[act](y)
     if len(layers) == 1:
@@ -117,8 +123,8 @@ def linear(x: Tensor, *layers: nn.Module, act: str | None = None) -> Tensor:
     elif plain:
         y = F.linear(
             x,
-            torch.cat([layer.weight for layer in layers]),
-            torch.cat([layer.bias for layer in layers]) if layers[0].bias is not None else None,
+            torch.cat([layer.weight for layer in linears]),
+            torch.cat([layer.bias for layer in linears]) if linears[0].bias is not None else None,
         )
     else:
         y = torch.cat([layer(x) for layer in layers], dim=-1)
@@ -142,7 +148,7 @@ def forget(model: nn.Module) -> None:
         _packed.pop(module, None)
 
 
-def _packed_weight(layers: tuple[nn.Module, ...]) -> tuple[Tensor, Tensor | None] | None:
+def _packed_weight(layers: tuple[nn.Linear, ...]) -> tuple[Tensor, Tensor | None] | None:
     """The layers' weights side by side in oneDNN's layout, and their biases: packed on first use and again
     whenever a weight or bias changed. None where a parameter cannot say whether it changed (an inference tensor
     has no version counter)."""

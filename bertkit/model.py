@@ -17,9 +17,11 @@ sdpa or the unpadded varlen path, and how); every layer reads that AttentionPath
 
 from __future__ import annotations
 
+import os
 import warnings
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, fields, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeVar, cast, overload
 
 import torch
 from torch import Tensor, nn
@@ -27,20 +29,36 @@ from torch.utils.checkpoint import checkpoint
 
 from . import attention, kernels, padding
 from .activations import ACT2FN
-from .config import BertConfig
+from .config import AttnImplementation, BertConfig
 from .deprecated import moved
 from .errors import ConfigError, InputError
 
+if TYPE_CHECKING:
+    from dataclasses import Field
+
+    from .checkpoint import LoadReport
+
 KVCache = tuple[tuple[Tensor, ...], ...]  # per layer: (self_k, self_v[, cross_k, cross_v]), each (B, heads, T, d)
+_Model = TypeVar("_Model", bound="BertPreTrainedModel")
+
+
+class LegacyCache(Protocol):
+    """transformers' Cache objects, as far as bertkit reads them: their tuple form (BertModel takes either)."""
+
+    def to_legacy_cache(self) -> KVCache: ...
 
 
 class ModelOutput:
     """Base of the output dataclasses: fields by name, or by index over the fields that are set."""
 
-    def to_tuple(self) -> tuple:
+    if TYPE_CHECKING:  # every subclass is a dataclass: fields(self) reads its fields
+        __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
+
+    def to_tuple(self) -> tuple[Any, ...]:
         return tuple(v for v in (getattr(self, f.name) for f in fields(self)) if v is not None)
 
-    def __getitem__(self, key):  # out["logits"], or out[0] = the first field that is set, as in transformers
+    # out["logits"], or out[0] = the first field that is set, as in transformers
+    def __getitem__(self, key: str | int | slice) -> Any:
         return getattr(self, key) if isinstance(key, str) else self.to_tuple()[key]
 
 
@@ -83,7 +101,9 @@ class Embeddings(nn.Module):
 
     E = config.embedding_width wide: hidden_size in BERT, ELECTRA's embedding_size (BertModel then projects)."""
 
-    def __init__(self, config: BertConfig):
+    position_ids: Tensor  # (1, max_position_embeddings) 0, 1, 2, ...: a buffer, not saved
+
+    def __init__(self, config: BertConfig) -> None:
         super().__init__()
         E = config.embedding_width
         self.word_embeddings = nn.Embedding(config.vocab_size, E, padding_idx=config.pad_token_id)
@@ -122,7 +142,7 @@ class SelfAttention(nn.Module):
     cross-attention, from `encoder_hidden_states`.
     """
 
-    def __init__(self, config: BertConfig, position_embedding_type: str | None = None):
+    def __init__(self, config: BertConfig, position_embedding_type: str | None = None) -> None:
         super().__init__()
         self.num_attention_heads = config.num_attention_heads  # shrinks when heads are pruned
         self.attention_head_size = config.hidden_size // config.num_attention_heads  # head_dim
@@ -153,11 +173,13 @@ class SelfAttention(nn.Module):
         attention_mask: Tensor | None = None,
         head_mask: Tensor | None = None,
         encoder_hidden_states: Tensor | None = None,
-        past_key_value: tuple[Tensor, Tensor] | None = None,
+        past_key_value: tuple[Tensor, ...] | None = None,
         output_attentions: bool = False,
         path: attention.AttentionPath | None = None,
-    ):
-        """`path` is the attention BertModel chose for the whole forward pass; a SelfAttention called on
+    ) -> tuple[Tensor, Tensor | None, tuple[Tensor, ...] | None]:
+        """-> (context, attention probabilities (eager) or None, this layer's keys and values (decoders) or None).
+
+        `path` is the attention BertModel chose for the whole forward pass; a SelfAttention called on
         its own (no model around it) takes the padded backend its attn_implementation names."""
         is_cross = encoder_hidden_states is not None
         relative = self.position_embedding_type != "absolute"
@@ -180,7 +202,7 @@ class SelfAttention(nn.Module):
             if is_cross and past_key_value is not None:
                 k, v = past_key_value  # the encoder output does not change while decoding: reuse
             else:
-                source = encoder_hidden_states if is_cross else hidden_states
+                source = encoder_hidden_states if encoder_hidden_states is not None else hidden_states  # is_cross
                 k = self.split_heads(kernels.linear(source, self.key))  # (B, heads, T, head_dim)
                 v = self.split_heads(kernels.linear(source, self.value))
         if not is_cross and past_key_value is not None:  # self-attention cache grows by S positions
@@ -195,6 +217,7 @@ class SelfAttention(nn.Module):
                 q, k, self.distance_embedding, self.position_embedding_type, past_length
             )
         name = path.cross if is_cross else path.backend
+        assert name is not None, "an AttentionPath for cross-attention names its backend (path.cross)"
         context, probs = attention.BACKENDS[name](
             q,
             k,
@@ -234,7 +257,7 @@ class SelfAttention(nn.Module):
 class ResidualOutput(nn.Module):
     """The end of both sub-blocks: dense (in_features -> H), dropout, + residual, LayerNorm."""
 
-    def __init__(self, config: BertConfig, in_features: int):
+    def __init__(self, config: BertConfig, in_features: int) -> None:
         super().__init__()
         self.dense = nn.Linear(in_features, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
@@ -247,20 +270,20 @@ class ResidualOutput(nn.Module):
 class SelfOutput(ResidualOutput):
     """Mix the concatenated heads back to H, dropout, residual + LayerNorm."""
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig) -> None:
         super().__init__(config, config.hidden_size)
 
 
 class Attention(nn.Module):
     """SelfAttention + SelfOutput, and head pruning."""
 
-    def __init__(self, config: BertConfig, position_embedding_type: str | None = None):
+    def __init__(self, config: BertConfig, position_embedding_type: str | None = None) -> None:
         super().__init__()
         self.self = SelfAttention(config, position_embedding_type)
         self.output = SelfOutput(config)
         self.pruned_heads: set[int] = set()  # original head numbers already removed
 
-    def prune_heads(self, heads) -> None:
+    def prune_heads(self, heads: Iterable[int]) -> None:
         """Remove heads (original numbering) from query/key/value rows and output.dense columns."""
         heads = set(heads) - self.pruned_heads
         if not heads:
@@ -280,14 +303,14 @@ class Attention(nn.Module):
 
     def forward(
         self,
-        hidden_states,
-        attention_mask=None,
-        head_mask=None,
-        encoder_hidden_states=None,
-        past_key_value=None,
-        output_attentions=False,
-        path=None,
-    ):
+        hidden_states: Tensor,
+        attention_mask: Tensor | None = None,
+        head_mask: Tensor | None = None,
+        encoder_hidden_states: Tensor | None = None,
+        past_key_value: tuple[Tensor, ...] | None = None,
+        output_attentions: bool = False,
+        path: attention.AttentionPath | None = None,
+    ) -> tuple[Tensor, Tensor | None, tuple[Tensor, ...] | None]:
         context, probs, present = self.self(
             hidden_states, attention_mask, head_mask, encoder_hidden_states, past_key_value, output_attentions, path
         )
@@ -310,7 +333,7 @@ def _prune_linear(layer: nn.Linear, index: Tensor, dim: int) -> nn.Linear:
 class Intermediate(nn.Module):
     """Feed-forward up: H -> I (intermediate_size, usually 4H), then the activation (hidden_act)."""
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig) -> None:
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
         self.intermediate_act_fn = ACT2FN[config.hidden_act]
@@ -328,7 +351,7 @@ class Intermediate(nn.Module):
 class Output(ResidualOutput):
     """Feed-forward down: I -> H, dropout, residual + LayerNorm."""
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig) -> None:
         super().__init__(config, config.intermediate_size)
 
 
@@ -336,7 +359,7 @@ class Output(ResidualOutput):
 class Layer(nn.Module):
     """One transformer block: attention (+ cross-attention in decoders), then feed-forward."""
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig) -> None:
         super().__init__()
         self.chunk_size_feed_forward = config.chunk_size_feed_forward
         self.attention = Attention(config)
@@ -348,15 +371,15 @@ class Layer(nn.Module):
 
     def forward(
         self,
-        hidden_states,
-        attention_mask=None,
-        head_mask=None,
-        encoder_hidden_states=None,
-        encoder_attention_mask=None,
-        past_key_value=None,
-        output_attentions=False,
-        path=None,
-    ):
+        hidden_states: Tensor,
+        attention_mask: Tensor | None = None,
+        head_mask: Tensor | None = None,
+        encoder_hidden_states: Tensor | None = None,
+        encoder_attention_mask: Tensor | None = None,
+        past_key_value: tuple[Tensor, ...] | None = None,
+        output_attentions: bool = False,
+        path: attention.AttentionPath | None = None,
+    ) -> tuple[Tensor, Tensor | None, Tensor | None, tuple[Tensor, ...] | None]:
         """hidden_states (B, S, H), or (N, H) unpadded tokens when path.tokens says where sequences are."""
         self_past = past_key_value[:2] if past_key_value is not None else None
         hidden_states, self_probs, present = self.attention(
@@ -400,28 +423,38 @@ class Layer(nn.Module):
 class BertEncoder(nn.Module):
     """num_hidden_layers Layers applied in sequence: layer i+1 reads layer i's output."""
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig) -> None:
         super().__init__()
         self.layer = nn.ModuleList([Layer(config) for _ in range(config.num_hidden_layers)])
         self.gradient_checkpointing = False
 
     def forward(
         self,
-        hidden_states,
-        attention_mask=None,
-        head_mask=None,
-        encoder_hidden_states=None,
-        encoder_attention_mask=None,
-        past_key_values=None,
-        use_cache=False,
-        output_attentions=False,
-        output_hidden_states=False,
-        path=None,
-    ):
-        all_hidden = (hidden_states,) if output_hidden_states else None
-        all_attn = () if output_attentions else None
-        all_cross = () if output_attentions and encoder_hidden_states is not None else None
-        presents = () if use_cache else None
+        hidden_states: Tensor,
+        attention_mask: Tensor | None = None,
+        head_mask: Tensor | None = None,
+        encoder_hidden_states: Tensor | None = None,
+        encoder_attention_mask: Tensor | None = None,
+        past_key_values: KVCache | None = None,
+        use_cache: bool = False,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+        path: attention.AttentionPath | None = None,
+    ) -> tuple[
+        Tensor,
+        tuple[tuple[Tensor, ...] | None, ...] | None,
+        tuple[Tensor, ...] | None,
+        tuple[Tensor | None, ...] | None,
+        tuple[Tensor | None, ...] | None,
+    ]:
+        """-> (last hidden states, every layer's keys and values (use_cache), the hidden states
+        (output_hidden_states), every layer's attention and cross-attention probabilities (output_attentions))."""
+        all_hidden: tuple[Tensor, ...] | None = (hidden_states,) if output_hidden_states else None
+        all_attn: tuple[Tensor | None, ...] | None = () if output_attentions else None
+        all_cross: tuple[Tensor | None, ...] | None = (
+            () if output_attentions and encoder_hidden_states is not None else None
+        )
+        presents: tuple[tuple[Tensor, ...] | None, ...] | None = () if use_cache else None
         for i, layer in enumerate(self.layer):
             args = (
                 hidden_states,
@@ -438,13 +471,13 @@ class BertEncoder(nn.Module):
                 hidden_states, probs, cross_probs, present = checkpoint(layer, *args, use_reentrant=False)
             else:
                 hidden_states, probs, cross_probs, present = layer(*args)
-            if use_cache:
+            if presents is not None:  # use_cache
                 presents = presents + (present,)
-            if output_attentions:
+            if all_attn is not None:  # output_attentions
                 all_attn = all_attn + (probs,)
                 if all_cross is not None:
                     all_cross = all_cross + (cross_probs,)
-            if output_hidden_states:
+            if all_hidden is not None:  # output_hidden_states
                 all_hidden = all_hidden + (hidden_states,)
         return hidden_states, presents, all_hidden, all_attn, all_cross
 
@@ -452,7 +485,7 @@ class BertEncoder(nn.Module):
 class Pooler(nn.Module):
     """tanh(dense(h[CLS])): the sentence vector NSP and classification heads start from."""
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig) -> None:
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.activation = nn.Tanh()
@@ -462,6 +495,22 @@ class Pooler(nn.Module):
 
 
 # ----- the models --------------------------------------------------------------------------------
+class InferenceModel(Protocol):
+    """What inference needs of a model: a bertkit model (BertModel, a BertFor* head) or a stand-in that runs in its
+    place (engines.py: an exported ONNX graph, or the graph and the torch model batch by batch)."""
+
+    training: bool
+    config: BertConfig
+
+    def eval(self) -> Any: ...
+
+    def train(self, mode: bool = True) -> Any: ...
+
+    def parameters(self) -> Iterator[Tensor]: ...  # where the inputs go: the first one's device
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
 class BertPreTrainedModel(nn.Module):
     """What every bertkit model shares: init, checkpoints, pruning, gradient checkpointing."""
 
@@ -474,7 +523,7 @@ class BertPreTrainedModel(nn.Module):
     # heads with an MLM decoder tie it to the word embeddings. The loader reads a tied pair once.
     _tied_weights: dict[str, str] = {}
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig) -> None:
         super().__init__()
         if not isinstance(config, BertConfig):
             raise TypeError(f"config must be a bertkit.BertConfig, got {type(config).__name__}")
@@ -535,7 +584,8 @@ class BertPreTrainedModel(nn.Module):
 
     @property
     def base_model(self) -> BertModel:
-        return getattr(self, self.base_model_prefix, self)
+        # the encoder at self.bert (self.electra); a BertModel is its own
+        return cast("BertModel", getattr(self, self.base_model_prefix, self))
 
     @property
     def device(self) -> torch.device:
@@ -548,7 +598,7 @@ class BertPreTrainedModel(nn.Module):
     def num_parameters(self, trainable_only: bool = False) -> int:
         return sum(p.numel() for p in self.parameters() if p.requires_grad or not trainable_only)
 
-    def prune_heads(self, heads_to_prune: dict[int, list[int]]) -> None:
+    def prune_heads(self, heads_to_prune: Mapping[int, Iterable[int]]) -> None:
         """Remove attention heads, e.g. {0: [1, 2]}; recorded in config.pruned_heads for saving."""
         base = self.base_model
         for layer, heads in heads_to_prune.items():
@@ -560,7 +610,7 @@ class BertPreTrainedModel(nn.Module):
                     f"prune_heads({{{layer}: {sorted(heads)}}}): the model has layers "
                     f"0..{len(base.encoder.layer) - 1} and heads 0..{self.config.num_attention_heads - 1}"
                 )
-            attn = base.encoder.layer[layer].attention
+            attn = cast(Layer, base.encoder.layer[layer]).attention  # the encoder's ModuleList holds Layers
             if len(attn.pruned_heads | heads) >= self.config.num_attention_heads:
                 raise InputError(f"prune_heads: layer {layer} would lose all its heads; keep at least one")
             attn.prune_heads(heads)
@@ -572,10 +622,11 @@ class BertPreTrainedModel(nn.Module):
 
         if name not in ATTN_IMPLEMENTATIONS:
             raise InputError(f"attn_implementation must be one of {', '.join(ATTN_IMPLEMENTATIONS)}, got {name!r}")
-        self.config.attn_implementation = name
+        implementation = cast(AttnImplementation, name)  # one of ATTN_IMPLEMENTATIONS, checked above
+        self.config.attn_implementation = implementation
         for module in self.modules():
             if isinstance(module, SelfAttention):
-                module.attn_implementation = name
+                module.attn_implementation = implementation
 
     def gradient_checkpointing_enable(self) -> None:
         """Trade compute for memory: layers recompute their activations in backward."""
@@ -587,14 +638,35 @@ class BertPreTrainedModel(nn.Module):
     def get_input_embeddings(self) -> nn.Embedding:
         return self.base_model.embeddings.word_embeddings
 
+    @overload
     @classmethod
-    def from_pretrained(cls, path, **kwargs: Any):
-        """Load an HF-layout directory (config.json + model.safetensors or pytorch_model.bin)."""
+    def from_pretrained(
+        cls: type[_Model], path: str | os.PathLike[str], *, output_loading_info: Literal[True], **kwargs: Any
+    ) -> tuple[_Model, LoadReport]: ...
+
+    @overload
+    @classmethod
+    def from_pretrained(
+        cls: type[_Model], path: str | os.PathLike[str], *, output_loading_info: Literal[False] = False, **kwargs: Any
+    ) -> _Model: ...
+
+    @overload
+    @classmethod
+    def from_pretrained(
+        cls: type[_Model], path: str | os.PathLike[str], *, output_loading_info: bool, **kwargs: Any
+    ) -> _Model | tuple[_Model, LoadReport]: ...
+
+    @classmethod
+    def from_pretrained(
+        cls: type[_Model], path: str | os.PathLike[str], **kwargs: Any
+    ) -> _Model | tuple[_Model, LoadReport]:
+        """Load an HF-layout directory (config.json + model.safetensors or pytorch_model.bin); with
+        output_loading_info=True, (model, the LoadReport: the tensors missing, unexpected, mismatched)."""
         from .checkpoint import load_pretrained
 
         return load_pretrained(cls, path, **kwargs)
 
-    def save_pretrained(self, path) -> None:
+    def save_pretrained(self, path: str | os.PathLike[str]) -> None:
         """Write config.json + model.safetensors that bertkit and transformers both load."""
         from .checkpoint import save_pretrained
 
@@ -608,9 +680,9 @@ class BertModel(BertPreTrainedModel):
     layers (embedding_size E != hidden_size H), embeddings_project (E -> H) runs between them; else it is None.
     """
 
-    _missing_ok = ("pooler.",)
+    _missing_ok: tuple[str, ...] = ("pooler.",)
 
-    def __init__(self, config: BertConfig, add_pooling_layer: bool = True):
+    def __init__(self, config: BertConfig, add_pooling_layer: bool = True) -> None:
         super().__init__(config)
         self.embeddings = Embeddings(config)
         E, H = config.embedding_width, config.hidden_size
@@ -629,12 +701,13 @@ class BertModel(BertPreTrainedModel):
         inputs_embeds: Tensor | None = None,
         encoder_hidden_states: Tensor | None = None,
         encoder_attention_mask: Tensor | None = None,
-        past_key_values=None,
+        past_key_values: KVCache | LegacyCache | None = None,
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
-    ) -> BertModelOutput:
+    ) -> BertModelOutput | tuple[Any, ...]:
+        """-> BertModelOutput; with return_dict=False, transformers' tuple of it (the fields that are set)."""
         cfg = self.config
         output_attentions = cfg.output_attentions if output_attentions is None else output_attentions
         output_hidden_states = cfg.output_hidden_states if output_hidden_states is None else output_hidden_states
@@ -660,7 +733,9 @@ class BertModel(BertPreTrainedModel):
         # shapes and dtypes: the host knows them, nothing is read from the device
         B, S = self._check_inputs(input_ids, inputs_embeds, past_key_values)
         past = past_key_values[0][0].shape[2] if past_key_values is not None else 0
-        device = input_ids.device if input_ids is not None else inputs_embeds.device
+        given = input_ids if input_ids is not None else inputs_embeds
+        assert given is not None  # _check_inputs: exactly one of the two
+        device = given.device
         self._check_length(B, S, past, position_ids)
         if token_type_ids is not None:
             _check_ids("token_type_ids", token_type_ids, (B, S))
@@ -687,6 +762,7 @@ class BertModel(BertPreTrainedModel):
         if attention_mask is None and cfg.is_decoder:
             attention_mask = torch.ones((B, past + S), device=device)  # the causal part still applies
         if facts.packed:  # numbers 1, 2, ... = documents packed into a row
+            assert attention_mask is not None  # the numbers were read from it
             if cfg.is_decoder or attention_mask.shape[1] != S:
                 raise InputError(
                     "attention_mask numbers above 1 mean packed documents, which only an encoder "
@@ -706,6 +782,7 @@ class BertModel(BertPreTrainedModel):
             hidden = path.tokens.remove(hidden)  # (N, H): only the real tokens go through the layers
         elif attention_mask is not None:  # None when every position is visible: SDPA's fastest kernels
             if facts.packed and not torch.compiler.is_compiling():  # the rule unpad checks on the varlen path
+                assert facts.lengths is not None  # read with the 2-D mask's numbers (_read_inputs)
                 padding.check_documents(attention_mask, facts.lengths, facts.largest)
             keep = padding.document_keep(attention_mask) if facts.packed else attention_mask
             mask = attention.self_attention_mask(keep, S, cfg.is_decoder, hidden.dtype)
@@ -734,6 +811,7 @@ class BertModel(BertPreTrainedModel):
         elif facts.lengths is not None and 0 in facts.lengths:  # the read told whether a row is empty
             # a row with no token to attend to is all zeros in every backend (as varlen leaves it; the
             # padded path would average the padding's values there, as transformers does)
+            assert attention_mask is not None  # the lengths were read from it
             empty = ~attention_mask.bool().any(dim=1)[:, None, None]  # (B, 1, 1)
             hidden = hidden.masked_fill(empty, 0.0)
             all_hidden = None if all_hidden is None else tuple(h.masked_fill(empty, 0.0) for h in all_hidden)
@@ -787,14 +865,18 @@ class BertModel(BertPreTrainedModel):
         ):
             return attention.AttentionPath(backend)
         B, S = hidden.shape[:2]
-        if attention_mask is None or (not facts.packed and all(n == S for n in facts.lengths)):  # nothing to remove
+        # nothing to remove (a 2-D mask's lengths are always read, _read_inputs; without them unpad reads them)
+        if attention_mask is None or (
+            not facts.packed and facts.lengths is not None and all(n == S for n in facts.lengths)
+        ):
             if impl == "auto":
                 return attention.AttentionPath("sdpa")
             tokens = padding.Unpadded.full(B, S, hidden.device)
         else:
             tokens = padding.unpad(attention_mask, facts.lengths, facts.largest)
         where = hidden.device.type
-        attentions = [layer.attention.self for layer in self.encoder.layer]
+        # the encoder's ModuleList holds Layers (typed as plain Modules)
+        attentions = [layer.attention.self for layer in cast("Iterable[Layer]", self.encoder.layer)]
         trains = hidden.requires_grad or any(p.requires_grad for p in self.encoder.parameters())
         layout = attention.varlen_layout(
             tokens.bounds,
@@ -837,8 +919,9 @@ class BertModel(BertPreTrainedModel):
         if mask is not None and mask.dim() == 2:
             questions["lengths", ""] = (mask != 0).sum(-1)  # (B,)
         answers = _read_once(questions)
-        ranges = {name: tuple(v) for (kind, name), v in answers.items() if kind == "range"}
-        largest = ranges["attention_mask"][1] if "attention_mask" in ranges and mask.dim() == 2 else 1
+        ranges = {name: (v[0], v[1]) for (kind, name), v in answers.items() if kind == "range"}  # (min, max)
+        two_d = "attention_mask" in ranges and mask is not None and mask.dim() == 2  # in ranges: the mask is given
+        largest = ranges["attention_mask"][1] if two_d else 1
         return InputFacts(
             ranges,
             odd=[name for (kind, name), v in answers.items() if kind == "odd" and v[0]],
@@ -859,7 +942,9 @@ class BertModel(BertPreTrainedModel):
                     f"{name} holds values in [{lo}, {hi}], but must be in [0, {limits[name]}): "
                     f"check the tokenizer / vocabulary matches the model"
                 )
-            two_d = tensors[name].dim() == 2
+            given = tensors[name]
+            assert given is not None  # a range is read only from a tensor that was given
+            two_d = given.dim() == 2
             if name not in limits and (lo < 0 or (hi > 1 and not two_d)) and not torch.compiler.is_compiling():
                 raise InputError(
                     f"{name} holds values in [{lo}, {hi}]: 1 attends, 0 ignores"
@@ -867,6 +952,7 @@ class BertModel(BertPreTrainedModel):
                 )
         for name in facts.odd:
             mask = tensors[name]
+            assert mask is not None  # odd values are read only from a tensor that was given
             value = mask[(mask != 0) & (mask != 1)][0].item()  # a second read, on the way to an error only
             raise InputError(
                 f"{name} holds {value:g} where only 0 (ignore) and 1 (attend) are allowed; "
@@ -874,7 +960,9 @@ class BertModel(BertPreTrainedModel):
             )
 
     # ----- input checks: clear errors instead of index errors deep inside -------------------
-    def _check_inputs(self, input_ids, inputs_embeds, past_key_values) -> tuple[int, int]:
+    def _check_inputs(
+        self, input_ids: Tensor | None, inputs_embeds: Tensor | None, past_key_values: KVCache | None
+    ) -> tuple[int, int]:
         cfg = self.config
         if (input_ids is None) == (inputs_embeds is None):
             raise InputError("pass exactly one of input_ids (B, S) or inputs_embeds (B, S, hidden)")
@@ -884,6 +972,7 @@ class BertModel(BertPreTrainedModel):
             _check_ids("input_ids", input_ids, tuple(input_ids.shape))
             B, S = input_ids.shape
         else:
+            assert inputs_embeds is not None  # exactly one of the two, checked above
             if inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != cfg.embedding_width:
                 width = "hidden_size" if cfg.embedding_size is None else "embedding_size"
                 raise InputError(
@@ -900,7 +989,8 @@ class BertModel(BertPreTrainedModel):
                 raise InputError(
                     f"past_key_values has {len(past_key_values)} layers, the model {len(self.encoder.layer)}"
                 )
-            for i, (layer, cache) in enumerate(zip(self.encoder.layer, past_key_values)):
+            layers = cast("Iterable[Layer]", self.encoder.layer)  # the encoder's ModuleList holds Layers
+            for i, (layer, cache) in enumerate(zip(layers, past_key_values)):
                 sa = layer.attention.self
                 want = (B, sa.num_attention_heads, sa.attention_head_size)
                 got = (cache[0].shape[0], cache[0].shape[1], cache[0].shape[3]) if cache[0].dim() == 4 else None
@@ -963,7 +1053,7 @@ class BertModel(BertPreTrainedModel):
         return head_mask.to(dtype)[:, None, :, None, None]
 
 
-def _legacy_cache(past_key_values):
+def _legacy_cache(past_key_values: KVCache | LegacyCache | None) -> KVCache | None:
     """Accept transformers' Cache objects too; bertkit's cache is a tuple of per-layer tuples."""
     if past_key_values is None:
         return None
@@ -974,7 +1064,7 @@ def _legacy_cache(past_key_values):
     return tuple(tuple(t for t in layer) for layer in past_key_values)
 
 
-def check_tensors(**inputs) -> None:
+def check_tensors(**inputs: object) -> None:
     """Every input given is a torch.Tensor, as in transformers: a list or a NumPy array is an error naming it
     (not an AttributeError deep inside); the tokenizer gives tensors with return_tensors="pt"."""
     for name, value in inputs.items():
@@ -987,7 +1077,7 @@ def check_tensors(**inputs) -> None:
             )
 
 
-def _check_ids(name: str, ids: Tensor, shape) -> None:
+def _check_ids(name: str, ids: Tensor, shape: tuple[int, ...] | None) -> None:
     """Shape and dtype; the values are checked with the other inputs' after the one read (_read_inputs)."""
     if shape is not None and tuple(ids.shape) != tuple(shape):
         raise InputError(f"{name} must have shape {tuple(shape)} like the input, got {tuple(ids.shape)}")
@@ -1005,13 +1095,14 @@ def _check_mask(name: str, mask: Tensor, B: int, S: int, T: int) -> None:
         )
 
 
-def _read_once(questions: dict) -> dict:
+def _read_once(questions: dict[tuple[str, str], Tensor]) -> dict[tuple[str, str], list[int]]:
     """{key: integer tensor on the device} -> {key: its values as a list of ints}, in ONE read."""
     if not questions:
         return {}
     # THE host read of a forward pass: the host waits here until the device has computed the answers
     values = torch.cat([q.reshape(-1).long() for q in questions.values()]).tolist()
-    answers, at = {}, 0
+    answers: dict[tuple[str, str], list[int]] = {}
+    at = 0
     for key, q in questions.items():
         answers[key], at = values[at : at + q.numel()], at + q.numel()
     return answers

@@ -42,9 +42,13 @@ import os
 import sys
 import types
 import typing
-from typing import Any, Literal
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from .errors import ConfigError
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 _OURS = ("help", "positional", "may_change_on_resume", "exclusive")  # metadata keys that are not argparse's
 _BOOL_WORDS = {"true", "false", "yes", "no"}  # a word after a bool flag that must be meant as its value
@@ -52,6 +56,34 @@ CONFIG_HELP = (
     "read settings from this YAML file (keys: the flags' names, e.g. seq_len: 256; a run folder's "
     "settings.yaml reruns that run); flags given here win over the file"
 )
+
+
+T = TypeVar("T")
+SettingsT = TypeVar("SettingsT", bound="DataclassInstance")  # a settings dataclass
+
+
+@overload
+def opt(
+    default: Callable[[], T],
+    help: str,
+    *,
+    positional: bool = False,
+    may_change_on_resume: bool = False,
+    exclusive: str | None = None,
+    **argparse_kwargs: Any,
+) -> T: ...
+
+
+@overload
+def opt(
+    default: T,
+    help: str,
+    *,
+    positional: bool = False,
+    may_change_on_resume: bool = False,
+    exclusive: str | None = None,
+    **argparse_kwargs: Any,
+) -> T: ...
 
 
 def opt(
@@ -62,7 +94,7 @@ def opt(
     may_change_on_resume: bool = False,
     exclusive: str | None = None,
     **argparse_kwargs: Any,
-):
+) -> Any:
     """A dataclass field with the one line of help its flag shows.
 
     positional: an argument without a flag (e.g. the texts of `bertkit predict`); a callable
@@ -84,7 +116,7 @@ def opt(
     return dataclasses.field(default=default, metadata=meta)
 
 
-def may_change_on_resume(cls) -> set[str]:
+def may_change_on_resume(cls: type[DataclassInstance]) -> set[str]:
     """The fields of settings dataclass `cls` a resumed run may change (opt(..., may_change_on_resume=True))."""
     return {f.name for f in dataclasses.fields(cls) if f.metadata.get("may_change_on_resume")}
 
@@ -100,7 +132,7 @@ class FlagKind:
     many: bool = False  # list[X]
 
 
-def flag_kind(annotation) -> FlagKind:
+def flag_kind(annotation: object) -> FlagKind:
     """The flag of a field annotated `annotation` (see the module docstring); TypeError for one no flag can parse."""
     optional = False
     if _is_union(annotation):
@@ -131,7 +163,9 @@ def flag_kind(annotation) -> FlagKind:
 class _Parser(argparse.ArgumentParser):
     """argparse, refusing `--flag false` for a switch (it would set --flag and pass "false" on as a text)."""
 
-    def parse_known_args(self, args=None, namespace=None):
+    def parse_known_args(  # one signature for argparse's overloads: the namespace passes on as given
+        self, args: Iterable[str] | None = None, namespace: Any = None
+    ) -> tuple[Any, list[str]]:
         args = sys.argv[1:] if args is None else list(args)
         for word, after in zip(args, args[1:]):
             if word == "--":
@@ -163,11 +197,17 @@ class _Parser(argparse.ArgumentParser):
 class _ToEnum(argparse.Action):
     """Stores the Enum member of a word (argparse has checked the word against the values)."""
 
-    def __init__(self, *args, enum_type: type[enum.Enum], **kwargs):
+    def __init__(self, *args: Any, enum_type: type[enum.Enum], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.enum_type = enum_type
 
-    def __call__(self, parser, namespace, values, option_string=None):
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
         convert = self.enum_type
         value = (
             None if values is None else [convert(v) for v in values] if isinstance(values, list) else convert(values)
@@ -175,7 +215,7 @@ class _ToEnum(argparse.Action):
         setattr(namespace, self.dest, value)
 
 
-def parser_for(cls, *, prog: str, **parser_kwargs: Any) -> argparse.ArgumentParser:
+def parser_for(cls: type[DataclassInstance], *, prog: str, **parser_kwargs: Any) -> argparse.ArgumentParser:
     """The argparse parser of the dataclass `cls`: --flag per field, positionals where marked; the
     description is the class docstring unless parser_kwargs say otherwise (epilog, usage, ...)."""
     parser_kwargs.setdefault("description", (cls.__doc__ or "").strip())
@@ -187,7 +227,12 @@ def parser_for(cls, *, prog: str, **parser_kwargs: Any) -> argparse.ArgumentPars
         if exclusive and exclusive not in groups:
             groups[exclusive] = parser.add_mutually_exclusive_group()
         target = groups[exclusive] if exclusive else parser
-        default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+        if f.default is not dataclasses.MISSING:
+            default = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        else:  # opt() gives every field a default or a default factory
+            raise TypeError(f"{cls.__name__}.{f.name}: no default; declare the field with opt()")
         name = f.name if f.metadata.get("positional") else "--" + f.name.replace("_", "-")
         target.add_argument(name, **_argument(cls, f, hints[f.name], default))
     if "config" in hints:
@@ -196,7 +241,9 @@ def parser_for(cls, *, prog: str, **parser_kwargs: Any) -> argparse.ArgumentPars
     return parser
 
 
-def _argument(cls, f: dataclasses.Field, annotation, default) -> dict[str, Any]:
+def _argument(
+    cls: type[DataclassInstance], f: dataclasses.Field[Any], annotation: object, default: Any
+) -> dict[str, Any]:
     """add_argument's keywords for field `f` of `cls`."""
     where = f"{cls.__name__}.{f.name}"
     try:
@@ -232,7 +279,7 @@ def _argument(cls, f: dataclasses.Field, annotation, default) -> dict[str, Any]:
     return dict(help=help_text + suffix, **keywords)
 
 
-def parse(cls, argv: list[str], *, prog: str, **parser_kwargs: Any):
+def parse(cls: type[SettingsT], argv: list[str], *, prog: str, **parser_kwargs: Any) -> SettingsT:
     """Parse argv into an instance of the dataclass `cls`. With --config FILE the file's settings
     (read_settings) are the defaults and the flags given win over them (one of an exclusive group given
     as a flag drops the file's others). A settings class may have a method `problem()` returning what is
@@ -289,7 +336,7 @@ def _given(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
 
 
 # ----- settings from a file or from Python -------------------------------------------------------
-def read_settings(cls, path: str) -> dict[str, Any]:
+def read_settings(cls: type[DataclassInstance], path: str) -> dict[str, Any]:
     """The settings of YAML file `path` for dataclass `cls`, checked (check_settings); ConfigError naming
     the file for one that is missing, not YAML, or not a mapping of settings."""
     import yaml
@@ -318,13 +365,13 @@ def read_settings(cls, path: str) -> dict[str, Any]:
     return check_settings(cls, values, where)
 
 
-def check_settings(cls, values: dict, where: str) -> dict[str, Any]:
+def check_settings(cls: type[DataclassInstance], values: dict[Any, Any], where: str) -> dict[str, Any]:
     """{field: value} of `values` (keys: field names or their flags' spellings, seq-len), each checked as
     its flag would parse it: a known key, a value of the field's type, one of its choices (an Enum's
     value becomes its member). ConfigError naming `where` and the key otherwise."""
     fields = {f.name: f for f in dataclasses.fields(cls)}
     hints = typing.get_type_hints(cls)
-    out = {}
+    out: dict[str, Any] = {}
     for key, value in values.items():
         name = str(key).removeprefix("--").replace("-", "_")
         if name not in fields:
@@ -345,7 +392,7 @@ def check_settings(cls, values: dict, where: str) -> dict[str, Any]:
     return out
 
 
-def _checked(f: dataclasses.Field, annotation, value: Any, where: str) -> Any:
+def _checked(f: dataclasses.Field[Any], annotation: object, value: Any, where: str) -> Any:
     """`value` as field `f` holds it, or a ConfigError saying what the field takes."""
     kind = flag_kind(annotation)
     if value is None:
@@ -359,7 +406,7 @@ def _checked(f: dataclasses.Field, annotation, value: Any, where: str) -> Any:
     return _one(f, kind, value, where)
 
 
-def _one(f: dataclasses.Field, kind: FlagKind, value: Any, where: str) -> Any:
+def _one(f: dataclasses.Field[Any], kind: FlagKind, value: Any, where: str) -> Any:
     expected = kind.type.__name__
     if kind.type is bool:
         ok = isinstance(value, bool)
@@ -385,7 +432,7 @@ def _one(f: dataclasses.Field, kind: FlagKind, value: Any, where: str) -> Any:
     return kind.enum(value) if kind.enum is not None else value
 
 
-def settings_of(cls, settings=None, /, *, where: str, **values: Any):
+def settings_of(cls: type[SettingsT], settings: SettingsT | None = None, /, *, where: str, **values: Any) -> SettingsT:
     """An instance of settings dataclass `cls` from Python: `settings` (an instance, or None for the
     defaults) with `values` (keyword arguments named as its fields) checked as a settings file's are;
     fields whose flag is required must be given; problem() raises. ConfigError naming `where` otherwise."""
@@ -404,7 +451,7 @@ def settings_of(cls, settings=None, /, *, where: str, **values: Any):
     return out
 
 
-def settings_dict(cfg, leave_out: tuple[str, ...] = ()) -> dict[str, Any]:
+def settings_dict(cfg: DataclassInstance, leave_out: tuple[str, ...] = ()) -> dict[str, Any]:
     """{field: value} of settings `cfg` as a settings file holds them (an Enum as its value)."""
     return {f.name: _plain(getattr(cfg, f.name)) for f in dataclasses.fields(cfg) if f.name not in leave_out}
 
@@ -415,7 +462,7 @@ def _plain(value: Any) -> Any:
     return [_plain(v) for v in value] if isinstance(value, (list, tuple)) else value
 
 
-def write_settings(cfg, path: str, *, command: str, leave_out: tuple[str, ...] = ()) -> str:
+def write_settings(cfg: DataclassInstance, path: str, *, command: str, leave_out: tuple[str, ...] = ()) -> str:
     """Settings `cfg` as a YAML file that `bertkit COMMAND --config path` reads back to the same settings
     (written atomically); returns the path."""
     import yaml
@@ -431,5 +478,5 @@ def write_settings(cfg, path: str, *, command: str, leave_out: tuple[str, ...] =
     return path
 
 
-def _is_union(annotation) -> bool:
+def _is_union(annotation: object) -> bool:
     return typing.get_origin(annotation) in (typing.Union, types.UnionType)

@@ -11,27 +11,27 @@
 
     packed rows: document_keep(documents) (B, S, S), document_positions (B, S)
 
-    bounds -> how the varlen fallback lays sequences out for SDPA calls (a Layout, chosen once per
-    forward pass by attention.varlen_layout):
-      equal_length_runs(bounds)   runs of equal-length sequences: each run is a reshape, no copy
-      group_plan(bounds, ...)     groups of similar length, each padded to its longest member
+    Layout: how attention runs over the sequences, chosen once per forward pass by attention.varlen_layout
+    (the runs or groups of grouping.py, or one kernel call)
 
 Host reads: the tokens per row and the mask's largest number come with BertModel's one read of its
 inputs; unpad reads nothing more for a 0/1 mask, and once more (the document offsets) for packed
-documents. Everything after that is Python ints: bounds, layouts and plans read nothing.
+documents. Everything after that is Python ints: bounds and layouts read nothing.
 
-Only bookkeeping lives here: which rows hold which tokens. The attention over them is attention.py.
+Only bookkeeping lives here: which rows hold which tokens. How the fallback groups them for SDPA calls is
+grouping.py; the attention over them is attention.py.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from itertools import accumulate
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
+from .deprecated import moved
 from .errors import InputError
 
 
@@ -85,7 +85,7 @@ class Unpadded:
     layout: Layout | None = None  # how attention runs over the sequences; set with the attention path
 
     @classmethod
-    def full(cls, B: int, S: int, device) -> Unpadded:
+    def full(cls, B: int, S: int, device: torch.device | str) -> Unpadded:
         bounds = list(range(0, (B + 1) * S, S))  # known without reading the device
         cu_seqlens = torch.arange(0, (B + 1) * S, S, dtype=torch.int32, device=device)
         return cls(None, cu_seqlens, S, (B, S), bounds)
@@ -115,6 +115,7 @@ def unpad(attention_mask: Tensor, lengths: list[int] | None = None, largest: int
     device = attention_mask.device
     if lengths is None:  # called on its own: a host read of what BertModel's one read holds
         *lengths, largest = torch.cat([(attention_mask != 0).sum(-1), attention_mask.max()[None].long()]).tolist()
+    assert largest is not None, "lengths and largest come together (BertModel's one read)"
     N = sum(lengths)
     indices = torch.nonzero_static(attention_mask.reshape(-1), size=N).view(-1)  # (N,): nonzero, no read
     if largest <= 1:  # one sequence per row with tokens: the lengths say where, nothing more is read
@@ -170,77 +171,13 @@ def _refuse_split(attention_mask: Tensor, at: int) -> None:
         )
 
 
-# ----- laying sequences out for padded SDPA calls ------------------------------------------------
-def equal_length_runs(bounds: list[int]) -> list[tuple[int, int, int]]:
-    """Sequence offsets -> (first token, end token, how many sequences) per run of equal lengths."""
-    runs: list[tuple[int, int, int]] = []
-    for a, b in zip(bounds[:-1], bounds[1:]):
-        if b == a:
-            continue
-        if runs and (runs[-1][1] - runs[-1][0]) // runs[-1][2] == b - a and runs[-1][1] == a:
-            runs[-1] = (runs[-1][0], b, runs[-1][2] + 1)
-        else:
-            runs.append((a, b, 1))
-    return runs
-
-
-# What one more SDPA call costs on a CPU, in units of one query-key pair of attention work: a group
-# is split off only when the padding it saves is worth more than that (a small call, forward and
-# backward, costs about as much as 64 x 64 pairs of work; see README "Speed").
-CALL_COST = 64 * 64
-
-_PLANS: dict = {}  # a plan is built once per (bounds, device, single) and reused by later batches
-
-
-def cached_group_plan(bounds: tuple[int, ...], device, single: bool):
-    """group_plan, computed once per (bounds, device, single) and reused by later forward passes."""
-    if torch.compiler.is_compiling():
-        return group_plan(bounds, device, single)
-    key = (bounds, str(device), single)
-    if key not in _PLANS:
-        if len(_PLANS) >= 16:
-            _PLANS.clear()
-        with torch.inference_mode(False):  # plain tensors, usable by a later call that trains
-            _PLANS[key] = group_plan(bounds, device, single)
-    return _PLANS[key]
-
-
-def group_plan(bounds: tuple[int, ...], device, single: bool = False):
-    """Sequence offsets -> groups of sequences for padded SDPA calls: [(source, slots, keep, full)].
-
-    Sequences sorted by length are cut into consecutive groups, chosen (dynamic programming) to
-    minimise  calls x CALL_COST + sum over groups of (sequences x longest^2), the attention work
-    padding included. source (T_g,): the group's token rows; slots (T_g,): their rows in the
-    group's (n_g * L) padded layout; keep (n_g, L): True at real tokens; full: no padding in the
-    group. A batch of equal lengths is [(None, None, keep, True)]. `single`: one group (CUDA, where a call
-    costs little). Built on the host from Python ints (nothing is read from the device) and copied
-    over without waiting.
-    """
-    lengths = [b - a for a, b in zip(bounds[:-1], bounds[1:])]
-    real = [i for i, n in enumerate(lengths) if n > 0]
-    if real and all(lengths[i] == lengths[real[0]] for i in real) and len(real) == len(lengths):
-        return [(None, None, torch.ones(len(lengths), lengths[0], dtype=torch.bool), True)]
-    order = sorted(real, key=lambda i: lengths[i])
-    n = len(order)
-    best = [0.0] + [math.inf] * n  # best[j]: cost of grouping the j shortest sequences
-    cut = [0] * (n + 1)
-    for j in range(1, n + 1):
-        longest = lengths[order[j - 1]] ** 2
-        for i in [0] if single else range(j):  # group = order[i:j]
-            cost = best[i] + CALL_COST + (j - i) * longest
-            if cost < best[j]:
-                best[j], cut[j] = cost, i
-    spans, j = [], n
-    while j > 0:
-        spans.append((cut[j], j))
-        j = cut[j]
-    groups = []
-    for i, j in reversed(spans):
-        members = order[i:j]
-        L = max(lengths[m] for m in members)
-        source = torch.cat([torch.arange(bounds[m], bounds[m + 1]) for m in members])
-        keep = torch.arange(L)[None, :] < torch.tensor([lengths[m] for m in members])[:, None]  # (n_g, L)
-        slots = torch.cat([torch.arange(g * L, g * L + lengths[m]) for g, m in enumerate(members)])  # keep's Trues
-        full = all(lengths[m] == L for m in members)
-        groups.append(tuple(t.to(device, non_blocking=True) for t in (source, slots, keep)) + (full,))
-    return groups
+if not TYPE_CHECKING:  # old names, for one release
+    __getattr__ = moved(
+        __name__,
+        {
+            "equal_length_runs": "bertkit.grouping:equal_length_runs",
+            "CALL_COST": "bertkit.grouping:CALL_COST",
+            "cached_group_plan": "bertkit.grouping:cached_group_plan",
+            "group_plan": "bertkit.grouping:group_plan",
+        },
+    )

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from torch import Tensor
 
 from .errors import BertkitError
+from .files import read_json
 
 POOLING_MODES = ("mean", "cls", "max", "mean_sqrt_len")
 # sentence-transformers' mode names (pooling_mode / pooling_mode_*_token(s) keys) -> bertkit's
@@ -53,20 +54,6 @@ class Pooling:
 
 
 # ----- reading a sentence-transformers folder ----------------------------------------------------
-def _read_json(path: str, what: str):
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
-    except json.JSONDecodeError as e:
-        raise PoolingConfigError(
-            f"{path}: not valid JSON ({e.msg}, line {e.lineno} column {e.colno}); it should hold {what}"
-        ) from None
-    except UnicodeDecodeError:
-        raise PoolingConfigError(f"{path}: not UTF-8 text; it should hold {what}") from None
-    except OSError as e:
-        raise PoolingConfigError(f"{path}: cannot read ({e.strerror or e})") from None
-
-
 def read_pooling(model_dir: str | os.PathLike) -> Pooling | None:
     """The pooling a sentence-transformers folder declares; None when `model_dir` has no modules.json.
 
@@ -80,7 +67,7 @@ def read_pooling(model_dir: str | os.PathLike) -> Pooling | None:
     modules_path = os.path.join(model_dir, "modules.json")
     if not os.path.isfile(modules_path):
         return None
-    modules = _read_json(modules_path, "a list of the sentence-transformers modules")
+    modules = read_json(modules_path, PoolingConfigError, should_hold="a list of the sentence-transformers modules")
     if not isinstance(modules, list) or not all(
         isinstance(m, dict) and isinstance(m.get("type"), str) for m in modules
     ):
@@ -147,7 +134,8 @@ def write_pooling(folder: str, pooling: Pooling, hidden_size: int) -> None:
 def _pooling_mode(path: str) -> str:
     if not os.path.isfile(path):
         raise PoolingConfigError(f"{path}: no such file; modules.json names a Pooling module there")
-    config = _read_json(path, "the pooling settings (pooling_mode_mean_tokens: true, ...)")
+    settings = "the pooling settings (pooling_mode_mean_tokens: true, ...)"
+    config = read_json(path, PoolingConfigError, should_hold=settings)
     if not isinstance(config, dict):
         raise PoolingConfigError(f"{path}: expected a JSON object of pooling settings, got a {type(config).__name__}")
     if "pooling_mode" in config:  # sentence-transformers 5: "mean" or a list of modes
@@ -177,12 +165,13 @@ def _pooling_mode(path: str) -> str:
         raise PoolingConfigError(
             f"{path}: unknown pooling mode {mode!r}; sentence-transformers' modes are " + ", ".join(_ST_MODES)
         )
-    if _ST_MODES[mode] is None:
+    ours = _ST_MODES[mode]
+    if ours is None:
         raise PoolingConfigError(
             f"{path}: pooling mode {mode!r} is not implemented by bertkit (it has "
             f"{', '.join(POOLING_MODES)}); pass --pooling to pick one of them"
         )
-    return _ST_MODES[mode]
+    return ours
 
 
 def _max_seq_length(transformer_dir: str, model_dir: str) -> int | None:
@@ -190,7 +179,7 @@ def _max_seq_length(transformer_dir: str, model_dir: str) -> int | None:
         path = os.path.join(folder, "sentence_bert_config.json")
         if not os.path.isfile(path):
             continue
-        config = _read_json(path, "the Transformer module's settings (max_seq_length)")
+        config = read_json(path, PoolingConfigError, should_hold="the Transformer module's settings (max_seq_length)")
         if not isinstance(config, dict):
             raise PoolingConfigError(f"{path}: expected a JSON object, got a {type(config).__name__}")
         value = config.get("max_seq_length")

@@ -18,9 +18,9 @@
       -> embeddings, LayerNorms, attention, GELU, the tied MLM decoder, the first layer's feed-forward down
          projection (FLOAT_LINEAR): float32, unchanged
 
-Why per token, 8 by 7 bits: torch's dynamic int8 (one 7-bit activation scale for the whole batch) moved
-all-MiniLM-L6-v2 sentence vectors to cosine 0.90 of float32 at worst (now 0.992); a token's scale is its own (its
-batch-mates no longer change its vector), and x86 CPUs without VNNI multiply uint8 x int8 in pairs summed
+Why per token, 8 by 7 bits: with torch's dynamic int8 (one 7-bit activation scale for the whole batch)
+all-MiniLM-L6-v2 sentence vectors are at cosine 0.90 of float32 at worst, with this scheme 0.992; a token's scale
+is its own (its batch-mates do not change its vector), and x86 CPUs without VNNI multiply uint8 x int8 in pairs summed
 in int16, which saturates with 8-bit activations and 8-bit weights (relative error 0.23 against 0.043)
 but not with 7-bit weights. Measured by bench/bench_int8_accuracy.py (bench/results/int8_accuracy.md).
 
@@ -44,6 +44,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import warnings
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 from torch import Tensor, nn
@@ -53,6 +55,9 @@ from .errors import BertkitError
 from .finite import check_weights
 from .model import BertModel, SelfAttention
 
+if TYPE_CHECKING:
+    from .tokenizer import Tokenizer
+
 CHOICES = ("int8", "bf16")
 # the --quantize flag of evaluate, predict, embed and serve
 FLAG_HELP = (
@@ -61,12 +66,14 @@ FLAG_HELP = (
 )
 LARGE_ROWS = 256  # calls with this many tokens or more use the oneDNN packing where there is one
 
+ModuleT = TypeVar("ModuleT", bound=nn.Module)  # quantize() hands back the model it was given, changed in place
+
 
 class QuantizeError(BertkitError, ValueError):
     """Quantization asked for in a way that cannot work (unknown kind, GPU model, training mode)."""
 
 
-def quantize(model: nn.Module, how: str | None, calibration: list[list[int]] | None = None) -> nn.Module:
+def quantize(model: ModuleT, how: str | None, calibration: list[list[int]] | None = None) -> ModuleT:
     """`model` for CPU inference with its Linear layers in int8 (how="int8"), with every weight and activation
     in bfloat16 (how="bf16"; outputs handed back in float32), or unchanged (how=None). calibration: rows of
     token ids run through the float32 model first, one at a time, to smooth int8's activations (see above;
@@ -123,7 +130,7 @@ def calibration_texts(per_language: int = 32) -> list[str]:
     return peoples_daily_texts()[::97][:per_language] + list(english_sentences()[::53][:per_language])
 
 
-def calibration_rows(tokenizer, per_language: int = 32, max_length: int = 128) -> list[list[int]]:
+def calibration_rows(tokenizer: Tokenizer, per_language: int = 32, max_length: int = 128) -> list[list[int]]:
     """calibration_texts as token-id rows of `tokenizer`, [CLS] ... [SEP], at most max_length tokens each."""
     return [tokenizer.encode(t, truncation=True, max_length=max_length) for t in calibration_texts(per_language)]
 
@@ -136,14 +143,14 @@ def _smoothing(model: nn.Module, names: set[str], calibration: list[list[int]]) 
     of factors (their weights' largest)."""
     seen: dict[str, Tensor] = {}
 
-    def record(name):
-        def hook(module, args):
+    def record(name: str) -> Callable[[nn.Module, tuple[Any, ...]], None]:
+        def hook(module: nn.Module, args: tuple[Any, ...]) -> None:
             x = args[0].detach().reshape(-1, args[0].shape[-1]).abs().amax(0)  # (in_features,)
             seen[name] = torch.maximum(seen[name], x) if name in seen else x
 
         return hook
 
-    trios = {}  # a self-attention's name -> the names of its query, key and value
+    trios: dict[str, list[str]] = {}  # a self-attention's name -> the names of its query, key and value
     for name, module in model.named_modules():
         if type(module) is SelfAttention:
             trios[name] = [f"{name}.{c}" if name else c for c in ("query", "key", "value")]
@@ -162,26 +169,27 @@ def _smoothing(model: nn.Module, names: set[str], calibration: list[list[int]]) 
             for t in trio:
                 seen[t] = seen[name]
                 groups[t] = trio
-    out = {}
+    out: dict[str, Tensor] = {}
     for name, group in groups.items():
         x_max = torch.stack([seen[n] for n in group]).amax(0).clamp_min(1e-5)
-        w_max = torch.stack([model.get_submodule(n).weight.abs().amax(0) for n in group]).amax(0).clamp_min(1e-5)
+        w_max = torch.stack([model.get_parameter(f"{n}.weight").abs().amax(0) for n in group]).amax(0).clamp_min(1e-5)
         out[name] = (x_max**SMOOTHING_ALPHA / w_max ** (1 - SMOOTHING_ALPHA)).clamp_min(1e-5).float()
     return out
 
 
-def _bfloat16(model: nn.Module) -> nn.Module:
+def _bfloat16(model: ModuleT) -> ModuleT:
     """Weights and activations in bfloat16 (AMX / AVX-512 BF16 units run its matrix products several times
     faster than float32 on large batches); the outputs' tensors back in float32 for what reads them."""
     model.to(torch.bfloat16)
 
-    def to_float32(module, inputs, output):
+    def to_float32(module: nn.Module, inputs: tuple[Any, ...], output: object) -> object:
         for name, value in vars(output).items() if hasattr(output, "__dict__") else ():
             if isinstance(value, Tensor) and value.is_floating_point():
                 setattr(output, name, value.float())
         return output
 
-    model._bf16_outputs = model.register_forward_hook(to_float32)
+    # torch types Module.__setattr__'s value as Tensor | Module; a hook handle is stored as any other value
+    model._bf16_outputs = model.register_forward_hook(to_float32)  # type: ignore[assignment]
     return model
 
 
@@ -190,7 +198,12 @@ class Int8Linear(nn.Module):
     per token; packed for the default engine and, on CPUs with AMX, also for oneDNN, which then takes the calls of
     LARGE_ROWS tokens or more."""
 
-    def __init__(self, linear: nn.Linear, smooth: Tensor | None = None):
+    # buffers (register_buffer), which nn.Module's typing does not see
+    smooth_inv: Tensor | None
+    bias: Tensor | None
+    span: Tensor
+
+    def __init__(self, linear: nn.Linear, smooth: Tensor | None = None) -> None:
         super().__init__()
         self.in_features, self.out_features = linear.in_features, linear.out_features
         weight = linear.weight.detach().float()  # (out, in)
@@ -240,14 +253,14 @@ class Int8Linear(nn.Module):
 WEIGHT_MAX = 63  # 7-bit weights: uint8 x int8 pairs summed in int16 (AVX2 without VNNI) cannot saturate
 
 
-def _packed(weight, engine: str):
+def _packed(weight: Tensor, engine: str) -> torch.ScriptObject:
     """A quantized weight packed for `engine`'s dynamic int8 matrix multiply (no bias: added after the scaling)."""
     with _engine(engine):
         return torch.ops.quantized.linear_prepack(weight, None)
 
 
 @contextlib.contextmanager
-def _engine(name: str):
+def _engine(name: str) -> Iterator[None]:
     """torch's quantized engine set to `name` while weights are packed (the packing remembers it)."""
     before = torch.backends.quantized.engine
     torch.backends.quantized.engine = name

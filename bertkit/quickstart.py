@@ -29,12 +29,27 @@ import shlex
 import shutil
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Literal
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from .deprecated import moved
 from .errors import BertkitError
 from .metrics import finite_or_none
 from .options import opt, parse
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from .tasks.classify import ClassifyExample
+    from .train.finetune import FinetuneConfig
+    from .train.loop import TrainSummary
+    from .train.pretrain import PretrainConfig
+    from .train.settings import TrainConfig
+
+Settings = TypeVar("Settings", bound="TrainConfig")  # PretrainConfig, FinetuneConfig
 
 
 class QuickstartError(BertkitError, ValueError):
@@ -131,7 +146,7 @@ OUTPUTS = ("report.md", "summary.json", DATA, "labels.png", PRETRAIN, FINETUNE, 
 MARKER = ".bertkit-quickstart"
 
 
-def say(*parts) -> None:
+def say(*parts: object) -> None:
     print(*parts, file=sys.stderr, flush=True)
 
 
@@ -147,10 +162,10 @@ class QuickstartConfig:
     progress: bool = opt(True, "show progress bars")
 
 
-def main(argv: list[str]) -> int:
-    settings = parse(QuickstartConfig, argv, prog="bertkit quickstart")
+def run(settings: QuickstartConfig, argv: list[str]) -> int:
+    """Every stage in order, the report written; argv: the command line, shown in the report to rerun it."""
 
-    from .train.loop import pick_device
+    from .train.devices import pick_device
 
     device = pick_device(settings.device).type  # --device cuda without a GPU is an error here, before any work
     profile = "tiny" if settings.tiny else device
@@ -263,10 +278,12 @@ class Stages:
     """Runs the stages in turn: a header, the wall time, the commands each stage ran. What a stage prints
     goes to stderr with its progress bars; stdout gets only the results at the end."""
 
-    def __init__(self):
-        self.seconds, self.commands, self.number = {}, {}, 0
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self.commands: dict[str, list[str]] = {}
+        self.number = 0
 
-    def __call__(self, name: str, title: str, work, *args, **kwargs) -> dict:
+    def __call__(self, name: str, title: str, work: Callable[..., dict], *args: Any, **kwargs: Any) -> dict:
         self.number += 1
         say(f"\n== {self.number}. {title} ==")
         start = time.perf_counter()
@@ -382,10 +399,11 @@ def pretrain(argv: list[str]) -> dict:
     return {**result, **vocabulary(result["cfg"])}
 
 
-def vocabulary(cfg) -> dict:
+def vocabulary(cfg: PretrainConfig) -> dict:
     """The size of the vocabulary pretraining learned (the quickstart passes no --tokenizer), and why it is smaller
     than --vocab-size asked, if it is: People's Daily has fewer distinct pieces, 5,837 of 21,128."""
-    from .tokenizer import MIN_FREQUENCY, Tokenizer, vocab_shortfall
+    from .tokenizer import Tokenizer
+    from .vocab import MIN_FREQUENCY, vocab_shortfall
 
     tok = Tokenizer.from_pretrained(cfg.out)  # pretraining said the shortfall as it learned the vocabulary
     return {"vocab_size": tok.vocab_size, "vocab_shortfall": vocab_shortfall(tok, cfg.vocab_size, MIN_FREQUENCY)}
@@ -397,7 +415,7 @@ def machine(device: str) -> dict:
     bf16 training pay (cpu_precision picks it where one is there); on a GPU, its name. Cheap: no benchmark."""
     import torch
 
-    from .train.loop import autocast_dtype
+    from .train.devices import autocast_dtype
 
     def has(probe: str) -> bool:  # torch's own probes, private: looked up with care (as cpu_has_native_bf16)
         check = getattr(torch.cpu, probe, None)
@@ -447,7 +465,7 @@ def machine_line(host: dict) -> str:
 def cpu_precision(device: str) -> list[str]:
     """Training in bf16 autocast on a CPU that has it natively (AVX-512 BF16 / AMX): faster, and the same
     held-out MLM accuracy as float32 (measured: bench/results/pretraining_recipes.md)."""
-    from .train.loop import cpu_has_native_bf16
+    from .train.devices import cpu_has_native_bf16
 
     return ["--precision", "bf16"] if device == "cpu" and cpu_has_native_bf16() else []
 
@@ -495,7 +513,9 @@ def finetune(argv: list[str], control: bool = False) -> dict:
     return {**result, "facts": list(summary.warnings)}
 
 
-def _train(command: str, config_class, run, argv: list[str]) -> dict:
+def _train(
+    command: str, config_class: type[Settings], run: Callable[[Settings], TrainSummary], argv: list[str]
+) -> dict:
     """`bertkit <command> <argv>` in this process; a stop (Ctrl-C) names the command that resumes it."""
     cfg = parse(config_class, argv, prog=f"bertkit {command}")
     summary = run(cfg)
@@ -534,7 +554,7 @@ def few_labels(budget: Budget, data: dict, out: str, common: list[str], seed: in
     folder = os.path.join(out, LABELS)
     os.makedirs(folder)
     builtin = data["train"].startswith("builtin:")
-    train = read_task("classify", data["train"], **({"split": "train"} if builtin else {}))
+    train = read_task("classify", data["train"], split="train" if builtin else None)
     pt_dir = os.path.join(out, PRETRAIN)
     result: dict = {"commands": [], "sizes": {}, "facts": {}}
     for n, steps in budget.few_labels:
@@ -577,8 +597,8 @@ def bag_of_chars(data: dict, few: dict) -> dict:
     from .baseline import BagOfChars
     from .tasks import read_task
 
-    def read_reviews(spec: str, split: str):
-        return read_task("classify", spec, **({"split": split} if spec.startswith("builtin:") else {}))
+    def read_reviews(spec: str, split: str) -> list:
+        return read_task("classify", spec, split=split if spec.startswith("builtin:") else None)
 
     dev, test = read_reviews(data["dev"] or data["train"], "dev"), read_reviews(data["test"], "test")
     result: dict = {"commands": []}
@@ -592,8 +612,8 @@ def bag_of_chars(data: dict, few: dict) -> dict:
 # ----- 6. the test split -------------------------------------------------------------------------
 def evaluate_all(budget: Budget, data: dict, out: str, few: dict) -> dict:
     """`bertkit evaluate` on every fine-tuned model; a confusion matrix picture of the two full-set ones."""
-    from .inference_cli import evaluate_main
-    from .metrics import plot_confusion_matrix
+    from .evaluation import EvaluateConfig, run_evaluate
+    from .metrics import format_report, plot_confusion_matrix
 
     folder = os.path.join(out, TEST)
     os.makedirs(folder)
@@ -609,7 +629,7 @@ def evaluate_all(budget: Budget, data: dict, out: str, few: dict) -> dict:
             + ["--seq-len", str(budget.finetune_seq_len), "--json", report_path]
         )
         say(f"{name}:")
-        evaluate_main(argv)
+        print(format_report(run_evaluate(parse(EvaluateConfig, argv, prog="bertkit evaluate"))))
         with open(report_path, encoding="utf-8") as fh:
             result[name] = json.load(fh)
         if name in ("pretrained", "scratch"):
@@ -647,12 +667,12 @@ def label_efficiency(few: dict, base: dict, test: dict) -> list[dict]:
 
 
 # ----- 7. inside --------------------------------------------------------------------------------
-def look_inside(budget: Budget, data: dict, ft_cfg, out: str) -> dict:
+def look_inside(budget: Budget, data: dict, ft_cfg: FinetuneConfig, out: str) -> dict:
     """One short test review: the pretrained model's attention on it (its most local head named), the
     fine-tuned model's prediction, architecture and attention."""
     from . import explain
+    from .evaluation import PredictConfig, run_predict
     from .heads import BertForMaskedLM, BertForSequenceClassification
-    from .inference_cli import predict_main
     from .metrics import offset_mass
     from .tasks import get_task, read_examples
     from .tokenizer import Tokenizer
@@ -670,7 +690,7 @@ def look_inside(budget: Budget, data: dict, ft_cfg, out: str) -> dict:
         prediction_path,
         example.text,
     ]
-    predict_main(predict_argv)
+    run_predict(parse(PredictConfig, predict_argv, prog="bertkit predict"))
     with open(prediction_path, encoding="utf-8") as fh:
         prediction = json.loads(fh.readline())
     tokenizer = Tokenizer.from_pretrained(model_dir)
@@ -729,13 +749,13 @@ def look_inside(budget: Budget, data: dict, ft_cfg, out: str) -> dict:
     }
 
 
-def divmod_3d(index: int, shape) -> tuple[int, int, int]:
+def divmod_3d(index: int, shape: Sequence[int]) -> tuple[int, int, int]:
     """(i, j, k) of a flat index into a tensor of `shape` (three axes)."""
     i, rest = divmod(index, shape[1] * shape[2])
     return (i, *divmod(rest, shape[2]))
 
 
-def pick_review(examples: list):
+def pick_review(examples: list[ClassifyExample]) -> ClassifyExample:
     """The first review of 10 to 30 characters (its attention maps stay readable); else the shortest.
     Not one starting with "-": on a command line it would read as a flag."""
     usable = [e for e in examples if not e.text.startswith("-")] or examples
@@ -760,7 +780,7 @@ def control_curve() -> list[dict] | None:
     return runs[0]["curve"] if runs else None
 
 
-def _pyplot():
+def _pyplot() -> ModuleType:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -814,7 +834,7 @@ def plot_label_efficiency(rows: list[dict], path: str) -> str:
     return _save(plt, fig, (ax,), path, legend_size=8)
 
 
-def _save(plt, fig, axes, path: str, legend_size: int) -> str:
+def _save(plt: ModuleType, fig: Figure, axes: Sequence[Axes], path: str, legend_size: int) -> str:
     """A grid and a legend on every panel, then the PNG."""
     for ax in axes:
         ax.grid(alpha=0.3)
@@ -846,7 +866,7 @@ def results_table(summary: dict) -> str:
     return "\n".join(lines)
 
 
-def _num(value) -> str:
+def _num(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.4f}"
 
 
@@ -1021,3 +1041,12 @@ def write_report(out: str, summary: dict, architecture: str) -> str:
     with open(path, "w", encoding="utf-8") as fh:
         fh.write("\n".join(lines))
     return path
+
+
+if not TYPE_CHECKING:  # old names, for one release
+    __getattr__ = moved(
+        __name__,
+        {
+            "main": "bertkit.commands.quickstart:main",
+        },
+    )

@@ -28,6 +28,12 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer as Backend
+    from tokenizers.normalizers import Normalizer
 
 # ----- CJK characters ----------------------------------------------------------------------------
 CJK_IDEOGRAPHS = (
@@ -50,7 +56,7 @@ def is_cjk(char: str) -> bool:
     return any(lo <= cp <= hi for lo, hi in CJK_IDEOGRAPHS)
 
 
-def char_class(ranges) -> str:
+def char_class(ranges: Iterable[tuple[int, int]]) -> str:
     """((0x4E00, 0x9FFF), ...) -> "\\u4e00-\\u9fff...", the inside of a regex character class."""
     return "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in ranges)
 
@@ -77,7 +83,15 @@ def pad(text: str, width: int) -> str:
 _CONTENT = re.compile(r"[\w!-/:-@\[-`{-~]")
 
 
-def is_empty_text(text: str, tokenizer=None) -> bool:
+class HasBackend(Protocol):
+    """What is_empty_text reads of a tokenizer: a bertkit Tokenizer's `backend` (a tokenizers.Tokenizer, whose
+    normaliser decides). Named by its shape: tokenizer.py imports this module."""
+
+    @property
+    def backend(self) -> Backend: ...
+
+
+def is_empty_text(text: str, tokenizer: HasBackend | None = None) -> bool:
     """Whether `text` is an "empty input": "", whitespace, or only characters BERT's normaliser deletes, i.e.
     control and format characters (U+200B zero-width space, U+00AD soft hyphen, U+FEFF byte-order mark, ...),
     private-use characters and U+FFFD, so that the tokenizer gives no token besides [CLS] / [SEP].
@@ -94,7 +108,7 @@ def is_empty_text(text: str, tokenizer=None) -> bool:
 
 
 @functools.cache
-def _bert_normalizer():
+def _bert_normalizer() -> Normalizer:
     from tokenizers import normalizers
 
     return normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=False, strip_accents=False, lowercase=False)

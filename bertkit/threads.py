@@ -15,11 +15,12 @@ bertkit starts (prepare's workers, torchrun's ranks) inherit the setting through
 from __future__ import annotations
 
 import os
+from collections.abc import MutableMapping
 
 SPIN_ROUNDS = 1000  # libgomp's GOMP_SPINCOUNT: rounds a waiting OpenMP thread spins before it sleeps
 
 
-def wait_quietly(environ=os.environ) -> bool:
+def wait_quietly(environ: MutableMapping[str, str] = os.environ) -> bool:
     """Set GOMP_SPINCOUNT to SPIN_ROUNDS unless the user chose how OpenMP threads wait. Returns whether it did."""
     if "OMP_WAIT_POLICY" in environ or "GOMP_SPINCOUNT" in environ:
         return False

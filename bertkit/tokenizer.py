@@ -9,7 +9,7 @@
          --template--> [CLS] A [SEP] (B [SEP]), token_type_ids 0 for A, 1 for B
 
 The pipeline is the one transformers' BertTokenizerFast builds, so ids, type ids, masks and
-offsets are the same; this class adds clear errors, CJK-friendly decoding and vocab training. The
+offsets are the same; this class adds clear errors and CJK-friendly decoding (vocabulary training: vocab.py). The
 settings that build the pipeline (do_lower_case, strip_accents, tokenize_chinese_chars, never_split)
 rebuild it when set; the special tokens are fixed when the tokenizer is built.
 Chinese text is split per character because BERT's vocabularies (bert-base-chinese: 21128
@@ -25,22 +25,22 @@ import os
 import re
 import sys
 import warnings
-from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, cast, overload
 
-from tokenizers import AddedToken, Regex, decoders, normalizers, pre_tokenizers, processors, trainers
+from tokenizers import AddedToken, Encoding, Regex, decoders, normalizers, pre_tokenizers, processors
 from tokenizers import Tokenizer as Backend
 from tokenizers.models import WordPiece
 
-from .data.builtin import BUILTIN_CORPORA
-from .data.corpus import DOC_SEPS
+from .deprecated import moved
 from .errors import BertkitError, BertkitWarning
-from .files import atomic_write_text, digest, read_text, text_lines
-from .options import opt, parse
-from .outfolder import check_out, move_aside
-from .text import WIDE_TEXT, char_class, is_cjk, pad
+from .files import atomic_write_text, digest, read_json, read_text, text_lines
+from .text import WIDE_TEXT, char_class
+
+if TYPE_CHECKING:
+    import numpy as np
+    from torch import Tensor
 
 VOCAB_FILE, TOKENIZER_FILE, CONFIG_FILE, SPECIAL_MAP_FILE = (
     "vocab.txt",
@@ -58,11 +58,6 @@ DEFAULT_SPECIALS = {
     "mask_token": "[MASK]",
 }
 MAX_CHARS_PER_WORD = 100  # BERT: longer words are [UNK]
-MIN_FREQUENCY = 2  # train_vocab joins two pieces into a new one only where they stand side by side this often
-# Every vocabulary we learn holds these, whatever the corpus: BERT's own vocabularies have every
-# printable ASCII character, and without them a Chinese news corpus (full-width ，０１Ａ only) gives a
-# vocabulary in which the half-width digits, Latin letters and punctuation of web text are [UNK].
-ASCII_ALPHABET = "".join(chr(c) for c in range(33, 127))
 TRUNCATION = ("longest_first", "only_first", "only_second")
 PIPELINE_SETTINGS = ("do_lower_case", "strip_accents", "tokenize_chinese_chars", "never_split")
 # A call that truncates single texts (no pairs, overflow or stride) first cuts each text to about CUT_CHARS_PER_TOKEN
@@ -73,6 +68,12 @@ CUT_CHARS_PER_TOKEN = 2
 CHUNK_ROWS = 2048  # a batch is encoded this many rows at a time: the backend's encodings of one chunk live at once
 WHOLE_TEXT_CHARS = 100_000  # bertkit tokenize shows longer texts piece by piece (memory does not grow with them)
 log = logging.getLogger(__name__)
+# __call__'s `text` (and `text_pair`): one text, a batch of texts, or a batch of (text, text_pair) pairs (texts alone
+# mixed in); with is_split_into_words, one text's words or a batch of word lists
+_TextInput = str | Sequence[str] | Sequence[Sequence[str]]
+# one input of the backend (tokenizers' EncodeInput): a text or a pair of texts; with is_split_into_words, one text's
+# words or a pair of word lists
+_EncodeInput = str | tuple[str, str] | Sequence[str] | tuple[Sequence[str], Sequence[str]]
 
 
 class TokenizerError(BertkitError, ValueError):
@@ -107,28 +108,34 @@ def write_vocab(path: str, vocab: dict[str, int]) -> None:
 
 
 # ----- encodings ---------------------------------------------------------------------------------
-class BatchEncoding(dict):
+class BatchEncoding(dict[str, Any]):
     """input_ids, token_type_ids, attention_mask, ... by key (or attribute), plus per-row details."""
 
-    def __init__(self, data: dict[str, Any], encodings, ids_to_tokens: dict[int, str], retrack=None):
+    def __init__(
+        self,
+        data: dict[str, Any],
+        encodings: list[Encoding] | None,
+        ids_to_tokens: dict[int, str],
+        retrack: Callable[[], list[Encoding]] | None = None,
+    ) -> None:
         super().__init__(data)
         self._encodings = encodings  # tokenizers.Encoding per row; None: made again when asked for (a big batch)
         self._ids_to_tokens = ids_to_tokens
         self._retrack = retrack  # set when the encodings were made without word/offset tracking
 
     @property
-    def encodings(self):
+    def encodings(self) -> list[Encoding]:
         """The backend's tokenizers.Encoding of every row. A batch of more than CHUNK_ROWS rows (without offsets)
         does not keep them, so that its memory is that of the lists: they are made again on the first use."""
         return self._encodings if self._encodings is not None else self._tracked()
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         try:
             return self[name]
         except KeyError:
             raise AttributeError(name) from None
 
-    def _tracked(self):
+    def _tracked(self) -> list[Encoding]:
         if self._retrack is not None:
             tracked = self._retrack()
             ids = [e.ids for e in self._encodings] if self._encodings is not None else self._row_ids()
@@ -139,6 +146,7 @@ class BatchEncoding(dict):
                     "pass return_offsets_mapping=True, which keeps them from the start)"
                 )
             self._encodings, self._retrack = tracked, None
+        assert self._encodings is not None  # a batch made without its encodings can make them again (_retrack)
         return self._encodings
 
     def _row_ids(self) -> list[list[int]]:
@@ -189,10 +197,10 @@ def _fixed_special(name: str) -> property:
     template, padding and added tokens hold it; setting it is an error rather than a change that does nothing."""
     role = name.removesuffix("_id")
 
-    def get(self):
+    def get(self: Tokenizer) -> str | int:
         return self.vocab[self.specials[role]] if name.endswith("_id") else self.specials[role]
 
-    def refuse(self, value):
+    def refuse(self: Tokenizer, value: object) -> NoReturn:
         raise TokenizerError(
             f"{name} cannot change after the tokenizer is built (the backend's template, padding and "
             f"special tokens hold it); build a new one: Tokenizer.from_pretrained(path, {role}=...) "
@@ -288,7 +296,7 @@ class Tokenizer:
         self._settings = settings
         self._configure_backend()
 
-    def _checked_never_split(self, words) -> tuple[str, ...]:
+    def _checked_never_split(self, words: object) -> tuple[str, ...]:
         if isinstance(words, str) or not isinstance(words, Iterable):
             raise TokenizerError(f"never_split must be a list of words, got {type(words).__name__} {words!r:.40}")
         words = tuple(words)
@@ -346,7 +354,7 @@ class Tokenizer:
             )
         settings: dict[str, Any] = {}
         for name in (SPECIAL_MAP_FILE, CONFIG_FILE):  # the config wins over the special-token map
-            settings.update(_read_json(os.path.join(directory, name)))
+            settings.update(_read_settings(os.path.join(directory, name)))
         kwargs = {
             k: settings[k]
             for k in (*PIPELINE_SETTINGS, "model_max_length", "clean_up_tokenization_spaces")
@@ -410,13 +418,13 @@ class Tokenizer:
     def get_vocab(self) -> dict[str, int]:
         return dict(self.vocab)
 
-    def convert_tokens_to_ids(self, tokens: str | Sequence[str]):
+    def convert_tokens_to_ids(self, tokens: str | Sequence[str]) -> int | list[int]:
         unk = self.unk_token_id
         if isinstance(tokens, str):
             return self.vocab.get(tokens, unk)
         return [self.vocab.get(t, unk) for t in tokens]
 
-    def convert_ids_to_tokens(self, ids: int | Sequence[int]):
+    def convert_ids_to_tokens(self, ids: int | Sequence[int]) -> str | list[str]:
         if isinstance(ids, int):
             return self.ids_to_tokens[ids]
         return [self.ids_to_tokens[int(i)] for i in ids]
@@ -434,8 +442,8 @@ class Tokenizer:
     # ----- encoding --------------------------------------------------------------------------
     def __call__(
         self,
-        text: str | Sequence[str],
-        text_pair: str | Sequence[str] | None = None,
+        text: _TextInput,
+        text_pair: _TextInput | None = None,
         *,
         add_special_tokens: bool = True,
         padding: bool | str = False,
@@ -476,7 +484,7 @@ class Tokenizer:
             specials=(3 if pairs else 2) if add_special_tokens else 0,
         )
 
-        def encode(texts: list, track: bool, plan: _Plan = plan):
+        def encode(texts: list[_EncodeInput], track: bool, plan: _Plan = plan) -> list[Encoding]:
             """The backend's encodings; offsets and word ids only when `track` (its fast path skips them)."""
             run = (
                 self.backend.encode_batch
@@ -568,7 +576,7 @@ class Tokenizer:
             None if full else lambda: encode(inputs, True),
         )
 
-    def _cut_pattern(self) -> re.Pattern | None:
+    def _cut_pattern(self) -> re.Pattern[str] | None:
         """Where a text may be cut without changing any token before the cut (None: nowhere): before ASCII
         whitespace (a separator to BERT's pre-tokenizer), after a CJK ideograph (tokenize_chinese_chars puts spaces
         around it), and, with BERT's own pre-tokenizer (no never_split), after a punctuation mark (a word of its
@@ -583,12 +591,13 @@ class Tokenizer:
             not self._settings["never_split"],
         )
 
-    def _pad_lists(self, data: dict[str, list], plan: _Plan) -> None:
+    def _pad_lists(self, data: dict[str, list[Any]], plan: _Plan) -> None:
         """Pad rows as the backend pads a batch (tokenizers' pad_encodings: to the longest row or max_length, then
         up to a multiple of pad_to_multiple_of; rows already as long are left alone; on the right)."""
         target = (
             plan.max_length if plan.padding == "max_length" else max((len(r) for r in data["input_ids"]), default=0)
         )
+        assert target is not None  # _plan gives padding="max_length" a max_length
         if plan.pad_to_multiple_of and target % plan.pad_to_multiple_of:
             target += plan.pad_to_multiple_of - target % plan.pad_to_multiple_of
         fill = {
@@ -616,7 +625,15 @@ class Tokenizer:
             raise TokenizerError(f"encode_batch takes a list of texts, got {type(texts).__name__}")
         return self(list(texts), list(pairs) if pairs is not None else None, **kwargs)
 
-    def _plan(self, padding, truncation, max_length, stride, pad_to_multiple_of, specials: int) -> _Plan:
+    def _plan(
+        self,
+        padding: bool | str,
+        truncation: bool | str | None,
+        max_length: int | None,
+        stride: int,
+        pad_to_multiple_of: int | None,
+        specials: int,
+    ) -> _Plan:
         """One call's truncation and padding by transformers' rules, with its warnings; `specials` = how many
         [CLS]/[SEP] each row gets. Only truncation truncates, and max_length without padding implies it."""
         if padding not in (False, True, "longest", "max_length", "do_not_pad"):
@@ -645,17 +662,19 @@ class Tokenizer:
                 stacklevel=3,
             )
         truncation = "longest_first" if truncation is True else truncation
-        padding = {True: "longest", "do_not_pad": False}.get(padding, padding)
+        names: dict[bool | str, bool | str] = {True: "longest", "do_not_pad": False}  # transformers' other names
+        padding = names.get(padding, padding)
         if (truncation or padding == "max_length") and max_length is None:
             max_length = self.model_max_length
         if max_length is not None and (not isinstance(max_length, int) or max_length < 1):
             raise TokenizerError(f"max_length must be a positive integer, got {max_length!r}")
-        if pad_to_multiple_of is not None and truncation and padding and max_length % pad_to_multiple_of:
-            raise TokenizerError(
-                f"max_length={max_length} is not a multiple of pad_to_multiple_of="
-                f"{pad_to_multiple_of}: rows could not be both"
-            )
         if truncation:
+            assert max_length is not None  # set above: truncation always has a length
+            if pad_to_multiple_of is not None and padding and max_length % pad_to_multiple_of:
+                raise TokenizerError(
+                    f"max_length={max_length} is not a multiple of pad_to_multiple_of="
+                    f"{pad_to_multiple_of}: rows could not be both"
+                )
             if max_length < specials:
                 raise TokenizerError(
                     f"max_length={max_length} is shorter than the {specials} special tokens "
@@ -686,7 +705,7 @@ class Tokenizer:
         else:
             b.no_padding()
 
-    def _check_model_length(self, encodings) -> None:
+    def _check_model_length(self, encodings: list[Encoding]) -> None:
         """Say (once) that a row is longer than the model takes, as transformers does when no length was asked for."""
         longer = next((len(e) for e in encodings if len(e) > self.model_max_length), None)
         if longer is not None:
@@ -742,7 +761,7 @@ class Tokenizer:
     # ----- decoding --------------------------------------------------------------------------
     def decode(
         self,
-        ids,
+        ids: Sequence[int] | Tensor | np.ndarray,
         skip_special_tokens: bool = False,
         clean_up_tokenization_spaces: bool | None = None,
         cjk_spaces: bool = False,
@@ -768,7 +787,7 @@ class Tokenizer:
 
     def batch_decode(
         self,
-        rows,
+        rows: Sequence[Sequence[int]] | Tensor | np.ndarray,
         skip_special_tokens: bool = False,
         clean_up_tokenization_spaces: bool | None = None,
         cjk_spaces: bool = False,
@@ -787,174 +806,22 @@ class Tokenizer:
         return text if cjk_spaces else _join_cjk(text)
 
 
-def vocab_digest(tokenizer) -> str:
+def vocab_digest(tokenizer: Tokenizer) -> str:
     """The fingerprint of a tokenizer's vocabulary, tokens in id order (16 hex digits)."""
     vocab = tokenizer.get_vocab()
-    return digest(sorted(vocab, key=vocab.get))
-
-
-# ----- vocabulary training -----------------------------------------------------------------------
-def train_vocab(
-    files: str | os.PathLike | Sequence[str | os.PathLike] | None = None,
-    *,
-    texts: Iterable[str] | None = None,
-    vocab_size: int = 21128,
-    min_frequency: int = MIN_FREQUENCY,
-    do_lower_case: bool = True,
-    strip_accents: bool | None = None,
-    tokenize_chinese_chars: bool = True,
-    limit_alphabet: int | None = None,
-    base_alphabet: str = ASCII_ALPHABET,
-    show_progress: bool = False,
-    model_max_length: int = 512,
-) -> Tokenizer:
-    """Learn a WordPiece vocabulary from text `files` or an iterable of `texts` (read several times: a one-shot
-    iterator is listed first; a re-iterable such as bertkit.data.corpus.Corpus is streamed on each pass).
-
-    Special tokens come first ([PAD] [UNK] [CLS] [SEP] [MASK] = ids 0..4). With
-    tokenize_chinese_chars every CJK character is its own word, so Chinese is learned per
-    character, as in bert-base-chinese. limit_alphabet (default: what vocab_size leaves after
-    the specials) keeps only the most frequent characters, so the vocabulary stays within vocab_size.
-    Every character of base_alphabet (default: printable ASCII, lower-cased with do_lower_case) is
-    in the vocabulary even when the corpus lacks it, letters and digits with their "##" forms too,
-    so such text is never [UNK]; the least frequent learned pieces make room when vocab_size is full.
-    """
-    if (files is None) == (texts is None):
-        raise TokenizerError("pass exactly one of files=... (paths) or texts=... (strings)")
-    if vocab_size <= len(DEFAULT_SPECIALS):
-        raise TokenizerError(f"vocab_size must be larger than the {len(DEFAULT_SPECIALS)} special tokens")
-    backend = Backend(WordPiece(unk_token=DEFAULT_SPECIALS["unk_token"], max_input_chars_per_word=MAX_CHARS_PER_WORD))
-    backend.normalizer = normalizers.BertNormalizer(
-        clean_text=True,
-        handle_chinese_chars=tokenize_chinese_chars,
-        strip_accents=strip_accents,
-        lowercase=do_lower_case,
-    )
-    backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    if files is not None:
-        paths = [os.fspath(files)] if isinstance(files, (str, os.PathLike)) else [os.fspath(f) for f in files]
-        missing = [p for p in paths if not os.path.isfile(p)]
-        if missing or not paths:
-            raise TokenizerError(f"corpus file(s) not found: {', '.join(missing) or '(none given)'}")
-    elif iter(texts) is texts:
-        texts = list(texts)  # read more than once below; a re-iterable (data.corpus.Corpus) streams each time
-
-    def learn(alphabet: list[str], specials: list[str]) -> dict[str, int]:
-        trainer = trainers.WordPieceTrainer(
-            vocab_size=vocab_size,
-            min_frequency=min_frequency,
-            special_tokens=specials,
-            limit_alphabet=len(alphabet),
-            initial_alphabet=alphabet,
-            continuing_subword_prefix="##",
-            show_progress=show_progress,
-        )
-        if files is not None:
-            backend.train(paths, trainer)
-        else:
-            backend.train_from_iterator(texts, trainer)
-        return backend.get_vocab(with_added_tokens=False)
-
-    # The tokenizers trainer breaks ties by hash order, which changes from process to process
-    # (huggingface/tokenizers#1794): which characters a limit keeps, and the ids of the "##c" pieces, which
-    # decide between merges of equal count. So the alphabet is chosen here (most frequent first, ties by code
-    # point) and handed over as initial_alphabet, and a second pass gives the "##c" pieces the first one found
-    # fixed ids (as special tokens, in sorted order): the same corpus gives the same vocab.txt in every process.
-    counts = _char_counts(backend.normalizer, _lines(paths) if files is not None else texts)
-    ranked = sorted(counts, key=lambda c: (-counts[c], c))
-    base = base_alphabet.lower() if do_lower_case else base_alphabet
-    size = limit_alphabet or vocab_size - len(DEFAULT_SPECIALS)
-    specials = list(DEFAULT_SPECIALS.values())
-    for _ in range(4):  # the trainer keeps the whole alphabet (+ "##" forms): shrink it until the vocab fits
-        alphabet = ranked[:size]
-        vocab = learn(alphabet, specials)
-        singles = [t for t in vocab if _is_single(t)]  # what _with_base_alphabet cannot drop
-        excess = len(DEFAULT_SPECIALS) + len(singles) + len(_missing_base(vocab, base)) - vocab_size
-        if excess <= 0 or limit_alphabet:
-            break
-        size = max(1, size - excess)
-    pieces = sorted(t for t in singles if t.startswith("##"))
-    if pieces:
-        vocab = learn(alphabet, specials + pieces)
-        # back to the trainer's own layout: specials, characters, "##" characters, then the merges
-        order = [t for t in sorted(vocab, key=vocab.get) if t not in set(pieces)]
-        chars = len(specials) + sum(1 for t in order[len(specials) :] if len(t) == 1)
-        order = order[:chars] + pieces + order[chars:]
-        vocab = {t: i for i, t in enumerate(order)}
-    if len(vocab) <= len(DEFAULT_SPECIALS):
-        raise TokenizerError("the corpus is empty: no vocabulary could be learned")
-    vocab = _with_base_alphabet(vocab, base, vocab_size)
-    return Tokenizer(
-        vocab,
-        do_lower_case=do_lower_case,
-        strip_accents=strip_accents,
-        tokenize_chinese_chars=tokenize_chinese_chars,
-        model_max_length=model_max_length,
-    )
-
-
-def vocab_shortfall(tok: Tokenizer, asked: int, min_frequency: int) -> str | None:
-    """Why a vocabulary train_vocab learned has fewer than the `asked` entries, in a line (None: it has them all).
-
-    The WordPiece trainer starts from every character of the corpus, then again and again joins the two pieces
-    that stand side by side inside one word most often into a new piece; it stops when the vocabulary is full or
-    when the most frequent pair occurs fewer than min_frequency times. With tokenize_chinese_chars every CJK
-    character is a word of its own, so Chinese text gives characters but never a longer piece."""
-    if tok.vocab_size >= asked:
-        return None
-    pieces = [t for t in tok.vocab if t not in tok.specials.values()]
-    chars = [t for t in pieces if len(t) == 1]
-    longer = sum(len(t.removeprefix("##")) > 1 for t in pieces)
-    cjk = tok.tokenize_chinese_chars and any(is_cjk(c) for c in chars)
-    return (
-        f"the vocabulary has {tok.vocab_size:,} entries, not the {asked:,} asked: the corpus gives no "
-        f"more. It holds {len(chars):,} distinct characters, {len(pieces) - len(chars) - longer:,} '##' forms "
-        f"of them and {longer:,} longer pieces, each a pair of pieces that stood side by side inside a word at "
-        f"least min_frequency = {min_frequency} times; the trainer stops when no pair is that frequent"
-        + (
-            ", and CJK characters are words of their own, so Chinese text gives characters, never longer pieces"
-            if cjk
-            else ""
-        )
-        + ". A larger corpus gives more."
-    )
+    return digest(sorted(vocab, key=vocab.__getitem__))
 
 
 # ----- helpers -----------------------------------------------------------------------------------
-def _lines(paths: list[str]) -> Iterable[str]:
-    for path in paths:
-        try:
-            with open(path, encoding="utf-8") as fh:
-                yield from fh
-        except UnicodeDecodeError as e:
-            raise TokenizerError(
-                f"{path}: not UTF-8 text (byte {e.start}); convert it first, e.g. iconv -f GBK -t UTF-8 {path}"
-            ) from None
-        except OSError as e:
-            raise TokenizerError(f"{path}: cannot read ({e})") from e
-
-
-def _char_counts(normalizer, texts: Iterable[str]) -> Counter:
-    """How often each character occurs in the normalized texts, outside whitespace: the trainer's alphabet."""
-    counts: Counter = Counter()
-    for i, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise TokenizerError(f"texts[{i}] must be a string, got {type(text).__name__}")
-        counts.update(normalizer.normalize_str(text))
-    for space in [c for c in counts if c.isspace()]:
-        del counts[space]
-    return counts
-
-
 def _check_same_vocab(directory: str, from_txt: dict[str, int], from_json: dict[str, int]) -> None:
     """vocab.txt and tokenizer.json must hold the same ids: transformers' slow tokenizer reads the
     first and the fast one the second, so a mismatch tokenizes the same text two ways."""
     if from_txt == from_json:
         return
-    txt, js = sorted(from_txt, key=from_txt.get), sorted(from_json, key=from_json.get)
+    txt, js = sorted(from_txt, key=from_txt.__getitem__), sorted(from_json, key=from_json.__getitem__)
     first = next((i for i, (a, b) in enumerate(zip(txt, js)) if a != b), min(len(txt), len(js)))
 
-    def shown(tokens):
+    def shown(tokens: list[str]) -> str:
         return repr(tokens[first]) if first < len(tokens) else "(end)"
 
     raise TokenizerError(
@@ -964,39 +831,7 @@ def _check_same_vocab(directory: str, from_txt: dict[str, int], from_json: dict[
     )
 
 
-def _is_single(token: str) -> bool:
-    """One character, or "##" and one character (not a special token)."""
-    return len(token.removeprefix("##")) == 1
-
-
-def _missing_base(vocab: dict[str, int], alphabet: str) -> list[str]:
-    """The tokens of `alphabet` not in `vocab`: each character, and for letters and digits also "##c",
-    since they continue words (punctuation is always a word of its own)."""
-    wanted = (t for c in dict.fromkeys(alphabet) for t in ((c, "##" + c) if c.isalnum() else (c,)))
-    return [t for t in wanted if t not in vocab]
-
-
-def _with_base_alphabet(vocab: dict[str, int], alphabet: str, vocab_size: int) -> dict[str, int]:
-    """`vocab` plus the `alphabet` tokens it lacks. Room is made by dropping the pieces learned last,
-    the least frequent ones; specials and single characters stay."""
-    missing = _missing_base(vocab, alphabet)
-    if not missing:
-        return vocab
-    tokens = sorted(vocab, key=vocab.get)
-    droppable = [i for i, t in enumerate(tokens) if not _is_single(t) and t not in DEFAULT_SPECIALS.values()]
-    excess = len(tokens) + len(missing) - vocab_size
-    if excess > len(droppable):
-        raise TokenizerError(
-            f"vocab_size {vocab_size} is too small for the corpus's characters plus "
-            f"{len(missing)} base-alphabet tokens (printable ASCII); raise it (--vocab-size), "
-            "or in Python pass train_vocab(..., base_alphabet='')"
-        )
-    dropped = set(droppable[len(droppable) - max(0, excess) :])
-    tokens = [t for i, t in enumerate(tokens) if i not in dropped] + missing
-    return {t: i for i, t in enumerate(tokens)}
-
-
-_FIELDS = {
+_FIELDS: dict[str, Callable[[Encoding], Any]] = {
     "input_ids": lambda e: e.ids,
     "token_type_ids": lambda e: e.type_ids,
     "attention_mask": lambda e: e.attention_mask,
@@ -1007,7 +842,7 @@ _FIELDS = {
 
 
 @functools.lru_cache(maxsize=16)
-def _cut_regex(added: frozenset, chinese: bool, punctuation: bool) -> re.Pattern:
+def _cut_regex(added: frozenset[str], chinese: bool, punctuation: bool) -> re.Pattern[str]:
     """Tokenizer._cut_pattern: a greedy match whose end is the last place in the window a text may be cut."""
 
     def allowed(chars: str) -> str:
@@ -1030,16 +865,19 @@ class _Cut:
     encodings), where every text cut gave a full row (max_length tokens with [CLS] / [SEP]), so its tokens are the
     first ones of the whole text and truncation keeps exactly those."""
 
-    def __init__(self, plan: _Plan, pattern: re.Pattern | None):
+    def __init__(self, plan: _Plan, pattern: re.Pattern[str] | None) -> None:
         self.plan, self.pattern = plan, pattern
         self.limit = CUT_CHARS_PER_TOKEN * (plan.max_length or 0) + 16  # grows when cuts keep falling short
 
-    def encode(self, texts: list, run):
+    def encode(
+        self, texts: list[_EncodeInput], run: Callable[[list[_EncodeInput]], list[Encoding]]
+    ) -> tuple[list[_EncodeInput], list[Encoding]]:
         if self.pattern is None:
             return texts, run(texts)
-        originals, texts = texts, list(texts)
-        limits = {}
-        for i, text in enumerate(texts):
+        # __call__ gives a pattern only for single texts (no pairs, no word lists): every input is a str
+        originals, texts = cast("list[str]", texts), list(texts)
+        limits: dict[int, int] = {}
+        for i, text in enumerate(originals):
             if len(text) > self.limit:
                 texts[i], limits[i] = self.cut(text, self.limit), self.limit
         while True:
@@ -1061,6 +899,7 @@ class _Cut:
         """text[:p] for the last allowed place p in (limit / 2, limit]; else the first one after limit; else all."""
         if len(text) <= limit:
             return text
+        assert self.pattern is not None  # encode cuts only with a pattern
         found = self.pattern.match(text, limit // 2, limit)
         if found and found.end() > limit // 2:
             return text[: found.end()]
@@ -1068,7 +907,7 @@ class _Cut:
         return text[: found.end()] if found and found.end() > limit else text
 
 
-def _check_surrogates(texts: list, batched: bool, split: bool = False) -> None:
+def _check_surrogates(texts: Sequence[_EncodeInput], batched: bool, split: bool = False) -> None:
     """Raise a TokenizerError naming the first text (and word) with a lone surrogate, if any: the backend takes
     only text that UTF-8 can hold, and says so in words of its own (a TypeError, or a panic)."""
     for i, item in enumerate(texts):
@@ -1090,22 +929,22 @@ def _check_surrogates(texts: list, batched: bool, split: bool = False) -> None:
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _inputs(text, text_pair, split: bool) -> tuple[bool, list, bool]:
+def _inputs(text: _TextInput, text_pair: _TextInput | None, split: bool) -> tuple[bool, list[_EncodeInput], bool]:
     """(batched, the backend's inputs, any pair among them) of one call, as transformers reads its arguments: one
     text (or pair); a batch of texts, with text_pair a list of as many; or a batch of (text, text_pair) tuples
     (2-item lists too), texts alone mixed in. With `split` a text is a list (or tuple) of words, and a batch
     is a list of them: a tuple in it is one text's words, not a pair."""
-    check = _check_words if split else _check_text
+    check: Callable[[object, str], str | Sequence[str]] = _check_words if split else _check_text
     batched = isinstance(text, (list, tuple)) and (not split or (bool(text) and isinstance(text[0], (list, tuple))))
     if not batched:
         if not split and isinstance(text_pair, (list, tuple)):
             raise TokenizerError("text is one string but text_pair is a list; pass lists for both to batch")
         if isinstance(text_pair, (str, list, tuple)) and not text_pair:
             text_pair = None  # as transformers' fast tokenizer: an empty second text is no pair
-        check(text, "text")
+        one = check(text, "text")
         if text_pair is None:
-            return False, [text], False
-        return False, [(text, check(text_pair, "text_pair"))], True
+            return False, [one], False
+        return False, [(one, check(text_pair, "text_pair"))], True
     if text_pair is not None:
         if not isinstance(text_pair, (list, tuple)):
             raise TokenizerError(
@@ -1119,7 +958,7 @@ def _inputs(text, text_pair, split: bool) -> tuple[bool, list, bool]:
             [(check(a, f"text[{i}]"), check(b, f"text_pair[{i}]")) for i, (a, b) in enumerate(zip(text, text_pair))],
             bool(text),
         )
-    inputs = []
+    inputs: list[_EncodeInput] = []
     for i, item in enumerate(text):
         if split or not isinstance(item, (list, tuple)):
             inputs.append(check(item, f"text[{i}]"))
@@ -1132,13 +971,17 @@ def _inputs(text, text_pair, split: bool) -> tuple[bool, list, bool]:
     return True, inputs, any(isinstance(x, tuple) for x in inputs) and not split
 
 
-def _check_text(text, name: str, optional: bool = False):
-    if not isinstance(text, str) and not (optional and text is None):
-        raise TokenizerError(f"{name} must be a string, got {type(text).__name__}")
-    return text
+@overload
+def _check_text(text: object, name: str, optional: Literal[False] = ...) -> str: ...
+@overload
+def _check_text(text: object, name: str, optional: bool) -> str | None: ...
+def _check_text(text: object, name: str, optional: bool = False) -> str | None:
+    if isinstance(text, str) or (optional and text is None):
+        return text
+    raise TokenizerError(f"{name} must be a string, got {type(text).__name__}")
 
 
-def _check_words(words, name: str):
+def _check_words(words: object, name: str) -> Sequence[str]:
     if not isinstance(words, (list, tuple)) or not all(isinstance(w, str) for w in words):
         pairs = isinstance(words, (list, tuple)) and any(isinstance(w, (list, tuple)) for w in words)
         raise TokenizerError(
@@ -1148,7 +991,11 @@ def _check_words(words, name: str):
     return words
 
 
-def _check_ids(ids, name: str, optional: bool = False) -> list[int] | None:
+@overload
+def _check_ids(ids: object, name: str, optional: Literal[False] = ...) -> list[int]: ...
+@overload
+def _check_ids(ids: object, name: str, optional: bool) -> list[int] | None: ...
+def _check_ids(ids: object, name: str, optional: bool = False) -> list[int] | None:
     if ids is None and optional:
         return None
     if hasattr(ids, "tolist"):
@@ -1158,7 +1005,7 @@ def _check_ids(ids, name: str, optional: bool = False) -> list[int] | None:
     return list(ids)
 
 
-def _pre_tokenizer(never_split: Sequence[str]):
+def _pre_tokenizer(never_split: Sequence[str]) -> pre_tokenizers.PreTokenizer:
     """BERT's pre-tokenizer: split on whitespace, then around every punctuation mark. With never_split words the
     same splits come from one regex that first takes a piece between spaces which is all one of the words (after
     the normalizer has lower-cased it), as BERT's BasicTokenizer: "[unused1]" stays whole, "[unused1]." does not."""
@@ -1220,22 +1067,17 @@ def _without_vocabulary_added_tokens(backend: Backend) -> Backend:
     return Backend.from_str(json.dumps(data))
 
 
-def _read_json(path: str) -> dict:
+def _read_settings(path: str) -> dict[str, Any]:
+    """A tokenizer folder's JSON settings file as a dict; {} where there is none."""
     if not os.path.exists(path):
         return {}
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except json.JSONDecodeError as e:
-        raise TokenizerError(f"{path}: line {e.lineno}, column {e.colno}: not valid JSON ({e.msg})") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise TokenizerError(f"{path}: cannot read ({e})") from e
+    data = read_json(path, TokenizerError)
     if not isinstance(data, dict):
         raise TokenizerError(f"{path}: expected a JSON object")
     return data
 
 
-def _token_text(value) -> str:
+def _token_text(value: object) -> str:
     return value["content"] if isinstance(value, dict) else str(value)
 
 
@@ -1248,12 +1090,12 @@ def _as_tensors(data: dict[str, Any], return_tensors: str | None, batched: bool,
         raise TokenizerError(f"return_tensors must be 'pt', 'np' or None, got {return_tensors!r}")
     import numpy as np
 
-    out = {}
+    out: dict[str, Any] = {}
     for key, value in data.items():
         rows = value if batched else [value]
         if key not in ("overflow_to_sample_mapping", "length") and len({len(r) for r in rows}) > 1:
             raise TokenizerError(f"rows have different lengths {sorted({len(r) for r in rows})}: {unequal}")
-        array = np.asarray(rows, dtype=np.int64)
+        array: np.ndarray | Tensor = np.asarray(rows, dtype=np.int64)
         if return_tensors == "pt":
             import torch
 
@@ -1282,76 +1124,15 @@ _CLEAN_UP = (
 )
 
 
-def clean_up_tokenization(text: str) -> str:
-    """Decoded text without the spaces WordPiece leaves inside English punctuation: "can ' t ." -> "can't."."""
-    for old, new in _CLEAN_UP:
-        text = text.replace(old, new)
-    return text
-
-
-def _join_cjk(text: str) -> str:
-    """Drop the spaces decoding puts next to CJK characters: "今 天 好 。" -> "今天好。"."""
-    return _SPACE_BY_WIDE.sub("", text)
-
-
-# ----- command line ------------------------------------------------------------------------------
-@dataclass
-class TokenizeConfig:
-    """Show how a text becomes tokens and ids: one row per token with its type id and text span."""
-
-    model: str = opt("", "a tokenizer or model directory (vocab.txt / tokenizer.json)", required=True)
-    text: str = opt("", "the text to tokenize", positional=True)
-    pair: str | None = opt(None, "a second text (sentence B)")
-
-
-@dataclass
-class VocabTrainConfig:
-    """Learn a WordPiece vocabulary from a corpus (streamed, as often as the trainer needs) and save a tokenizer."""
-
-    corpus: list[str] = opt(
-        list,
-        f"text files (one text per line), folders, JSONL, Parquet, .gz, or {', '.join(BUILTIN_CORPORA)}",
-        nargs="+",
-        required=True,
-    )
-    vocab_size: int = opt(21128, "entries in the vocabulary, specials included")
-    min_frequency: int = opt(
-        MIN_FREQUENCY,
-        "two pieces side by side inside a word become one only where seen this often (every character is kept)",
-    )
-    out: str = opt("", "directory to write vocab.txt, tokenizer.json, ...", required=True)
-    lower_case: bool = opt(True, "lowercase and strip accents (--no-lower-case: a cased vocabulary)")
-    chinese_chars: bool = opt(True, "split CJK text per character (--no-chinese-chars: do not)")
-    doc_sep: str = opt("line", "plain text: one text per line, or texts separated by blank lines", choices=DOC_SEPS)
-    text_field: str = opt("text", "JSONL field / Parquet column holding the text")
-    vocab_sample: str | None = opt(
-        None, "learn from a seeded sample spread over the corpus: 200MB, 2GB or 50000docs (default: all of it)"
-    )
-    seed: int = opt(0, "seed of the sample")
-    overwrite: bool = opt(
-        False, "replace a vocabulary already in --out: it is moved to <out>.replaced-<time> first (nothing is deleted)"
-    )
-
-
-def tokenize_main(argv: list[str]) -> int:
-    args = parse(TokenizeConfig, argv, prog="bertkit tokenize")
-    tok = Tokenizer.from_pretrained(args.model)
-    print(f"{'#':>3}  {pad('token', 14)} {'id':>6}  type  text")
-    count = 0
-    for count, (token, token_id, type_id, span) in enumerate(_token_rows(tok, args.text, args.pair), 1):
-        print(f"{count - 1:>3}  {pad(token, 14)} {token_id:>6}  {type_id:>4}  {span}")
-    print(f"{count} tokens; vocabulary of {tok.vocab_size}")
-    return 0
-
-
-def _token_rows(tok: Tokenizer, text: str, pair: str | None):
-    """(token, id, type id, its text) of every token of `text` (and `pair`) with [CLS] / [SEP]. A text longer than
-    WHOLE_TEXT_CHARS is tokenized piece by piece, cut where no token can change (Tokenizer._cut_pattern), so memory
-    does not grow with it; where a run of WHOLE_TEXT_CHARS characters has no such place it is cut there all the
-    same, and a note on stderr says so (the tokens next to that cut may differ from the whole text's)."""
+def token_rows(tok: Tokenizer, text: str, pair: str | None = None) -> Iterator[tuple[str, int, int, str]]:
+    """What `bertkit tokenize` shows: (token, id, type id, its text) of every token of `text` (and `pair`) with
+    [CLS] / [SEP]. A text longer than WHOLE_TEXT_CHARS is tokenized piece by piece, cut where no token can change
+    (Tokenizer._cut_pattern), so memory does not grow with it; where a run of WHOLE_TEXT_CHARS characters has no
+    such place it is cut there all the same, and a note on stderr says so (the tokens next to that cut may differ
+    from the whole text's)."""
     if len(text) + len(pair or "") <= WHOLE_TEXT_CHARS:
         enc = tok(text, pair, return_offsets_mapping=True)
-        sources = [text, pair]
+        sources = [text, pair or ""]  # sequence 1 (the pair's tokens) only where there is a pair
         for token, token_id, type_id, (start, end), seq in zip(
             enc.tokens(), enc["input_ids"], enc["token_type_ids"], enc["offset_mapping"], enc.sequence_ids()
         ):
@@ -1384,62 +1165,31 @@ def _token_rows(tok: Tokenizer, text: str, pair: str | None):
         yield tok.sep_token, tok.sep_token_id, type_id, ""
 
 
-def train_main(argv: list[str]) -> int:
-    from .data.corpus import Corpus
+def clean_up_tokenization(text: str) -> str:
+    """Decoded text without the spaces WordPiece leaves inside English punctuation: "can ' t ." -> "can't."."""
+    for old, new in _CLEAN_UP:
+        text = text.replace(old, new)
+    return text
 
-    args = parse(VocabTrainConfig, argv, prog="bertkit tokenizer train")
-    earlier = earlier_vocabulary(args.out, args.overwrite, args.corpus)  # before the training: refusals come first
-    texts = Corpus(
-        args.corpus, text_field=args.text_field, doc_sep=args.doc_sep, sample=args.vocab_sample, seed=args.seed
+
+def _join_cjk(text: str) -> str:
+    """Drop the spaces decoding puts next to CJK characters: "今 天 好 。" -> "今天好。"."""
+    return _SPACE_BY_WIDE.sub("", text)
+
+
+if not TYPE_CHECKING:  # old names, for one release
+    __getattr__ = moved(
+        __name__,
+        {
+            "train_vocab": "bertkit.vocab:train_vocab",
+            "vocab_shortfall": "bertkit.vocab:vocab_shortfall",
+            "MIN_FREQUENCY": "bertkit.vocab:MIN_FREQUENCY",
+            "ASCII_ALPHABET": "bertkit.vocab:ASCII_ALPHABET",
+            "earlier_vocabulary": "bertkit.vocab:earlier_vocabulary",
+            "TokenizeConfig": "bertkit.commands.tokenize:TokenizeConfig",
+            "tokenize_main": "bertkit.commands.tokenize:main",
+            "VocabTrainConfig": "bertkit.commands.tokenizer:VocabTrainConfig",
+            "train_main": "bertkit.commands.tokenizer:train",
+            "tokenizer_main": "bertkit.commands.tokenizer:main",
+        },
     )
-    tok = train_vocab(
-        texts=texts,
-        vocab_size=args.vocab_size,
-        min_frequency=args.min_frequency,
-        show_progress=True,
-        do_lower_case=args.lower_case,
-        tokenize_chinese_chars=args.chinese_chars,
-    )
-    if earlier:
-        move_aside(args.out, what="the earlier vocabulary", found=", ".join(earlier))
-    tok.save_pretrained(args.out)
-    shortfall = vocab_shortfall(tok, args.vocab_size, args.min_frequency)
-    if shortfall:
-        print(f"note: {shortfall}", file=sys.stderr)
-    print(f"vocabulary of {tok.vocab_size} written to {args.out}")
-    return 0
-
-
-def earlier_vocabulary(out: str, overwrite: bool, corpus: list[str]) -> list[str]:
-    """The tokenizer files already in `out`, which a new vocabulary would replace: refused without --overwrite (a
-    model trained with them would no longer match), and with it where `out` also holds other files (a model, a
-    user's files) or the corpus, or is the working directory (outfolder.py); what it replaces is moved aside."""
-    entries = check_out(
-        out, TokenizerError, overwrite=False, inputs={}, ours=TOKENIZER_FILES.__contains__, what="a vocabulary"
-    )
-    earlier = [n for n in entries if n in TOKENIZER_FILES]
-    if earlier and not overwrite:
-        raise TokenizerError(
-            f"--out {out}: already holds a vocabulary ({', '.join(earlier)}); a model trained with "
-            "it would no longer match a new one: pass --overwrite to move it aside (to "
-            f"{os.path.basename(os.path.normpath(out))}.replaced-<time>, not deleted), or another "
-            "--out"
-        )
-    if earlier:
-        check_out(
-            out,
-            TokenizerError,
-            overwrite=True,
-            inputs=[("--corpus", c) for c in corpus],
-            ours=TOKENIZER_FILES.__contains__,
-            what="a vocabulary",
-        )
-    return earlier
-
-
-def tokenizer_main(argv: list[str]) -> int:
-    """Tokenizer tools: `bertkit tokenizer train ...`."""
-    if not argv or argv[0] != "train":
-        print("usage: bertkit tokenizer train --corpus SPEC... --vocab-size N --out DIR [--vocab-sample 200MB]")
-        return 0 if argv and argv[0] in ("-h", "--help") else 2
-    return train_main(argv[1:])

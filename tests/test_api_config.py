@@ -11,8 +11,8 @@ import yaml
 
 import bertkit
 from bertkit.cli import COMMANDS, main
+from bertkit.commands.explain import ExplainConfig
 from bertkit.errors import ConfigError
-from bertkit.explain.cli import ExplainConfig
 from bertkit.options import parse, read_settings
 from bertkit.train.finetune import FinetuneConfig
 from bertkit.train.pretrain import PretrainConfig
@@ -41,7 +41,7 @@ def test_the_file_gives_settings_and_flags_win(tmp_path):
 
 
 def test_a_file_satisfies_required_flags_and_exclusive_flags_follow_the_command_line(tmp_path):
-    from bertkit.inference_cli import EvaluateConfig
+    from bertkit.evaluation import EvaluateConfig
 
     path = write(tmp_path, "model: m\ndata: d.jsonl\n")
     cfg = parse(EvaluateConfig, ["--config", path], prog="bertkit evaluate")
@@ -114,7 +114,7 @@ def test_the_functions_are_not_shadowed_by_submodules():
 
     for name in ("pretrain", "finetune", "evaluate", "predict"):
         assert importlib.util.find_spec(f"bertkit.{name}") is None, name
-    for module in ("bertkit.inference_cli", "bertkit.train.finetune", "bertkit.train.pretrain", "bertkit.cli"):
+    for module in ("bertkit.evaluation", "bertkit.train.finetune", "bertkit.train.pretrain", "bertkit.cli"):
         importlib.import_module(module)
     assert all(callable(getattr(bertkit, name)) for name in ("pretrain", "finetune", "evaluate", "predict"))
 
@@ -127,7 +127,7 @@ def test_evaluate_and_predict_from_python_return_what_the_commands_print(clf_dir
     capsys.readouterr()
     assert main(["predict", "--model", clf_dir, "这本书很好看", "质量太差了"]) == 0
     assert [json.loads(line) for line in capsys.readouterr().out.splitlines()] == json.loads(json.dumps(rows))
-    from bertkit.inference_cli import PredictConfig
+    from bertkit.evaluation import PredictConfig
 
     settings = PredictConfig(model=clf_dir, texts=["质量太差了"])
     assert bertkit.predict(settings, texts=["这本书很好看"]) == rows[:1]  # the keyword replaces the field

@@ -11,7 +11,7 @@ import torch
 from bertkit.config import BertConfig
 from bertkit.data.corpus import read_corpus, split_heldout
 from bertkit.heads import BertForMaskedLM
-from bertkit.tokenizer import train_vocab
+from bertkit.vocab import train_vocab
 
 SCRIPT = Path(__file__).resolve().parent.parent / "bench" / "attention_locality.py"
 spec = importlib.util.spec_from_file_location("attention_locality", SCRIPT)

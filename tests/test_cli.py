@@ -114,7 +114,7 @@ def test_an_oserror_of_a_command_is_not_taken_for_stdout(monkeypatch):
         print("a row")
         raise OSError(errno.ENOSPC, "No space left on device", "elsewhere.bin")
 
-    monkeypatch.setattr("bertkit.info.info_main", fails)
+    monkeypatch.setattr("bertkit.commands.info.main", fails)
     with pytest.raises(OSError, match="elsewhere.bin"):
         main(["info"])
 
@@ -324,7 +324,7 @@ def test_every_settings_class_builds_its_parser_and_shows_its_choices():
     assert {
         "bertkit.train.pretrain.PretrainConfig",
         "bertkit.serve.settings.ServeConfig",
-        "bertkit.embed.EmbedConfig",
+        "bertkit.commands.embed.EmbedConfig",
     } <= set(classes)
     for name, cls in classes.items():
         text = help_of(cls)
@@ -340,8 +340,8 @@ def test_choice_lists_are_their_registries():
     from bertkit.data.corpus import DOC_SEPS
     from bertkit.data.rows import PACKINGS
     from bertkit.serve.settings import ServeConfig
-    from bertkit.train.loop import TrainConfig
     from bertkit.train.pretrain import RECIPES, PretrainConfig
+    from bertkit.train.settings import TrainConfig
 
     pretrain = choices_of(PretrainConfig)
     assert pretrain["recipe"] == tuple(RECIPES)

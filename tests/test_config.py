@@ -343,7 +343,7 @@ def test_train_attention_flag_is_the_config_s_attn_implementation():
     import typing
 
     from bertkit.config import ATTN_IMPLEMENTATIONS
-    from bertkit.train.loop import TrainConfig
+    from bertkit.train.settings import TrainConfig
 
     assert typing.get_type_hints(TrainConfig)["attention"] == typing.get_type_hints(BertConfig)["attn_implementation"]
     from bertkit.options import parser_for

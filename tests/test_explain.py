@@ -28,7 +28,8 @@ from bertkit import (
     explain,
     fonts,
 )
-from bertkit.explain.cli import attention_main, explain_main
+from bertkit.commands.attention import main as attention_main
+from bertkit.commands.explain import main as explain_main
 
 PRUNED = {0: [1, 3], 1: [0]}  # layer 0 keeps heads 0, 2; layer 1 keeps 1, 2, 3
 TEXT = "今天[MASK]气很好"

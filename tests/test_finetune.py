@@ -650,8 +650,8 @@ def test_a_micro_batch_without_a_labelled_token_adds_nothing_not_nan():
     """A tagging batch whose windows hold only continuation pieces has no labelled token: the head's mean over
     no tokens is nan; its share of the step is 0, so the step stays finite (it used to be skipped as NaN)."""
     from bertkit import BertForTokenClassification
+    from bertkit.train.batches import LossWeights, loss_weights
     from bertkit.train.finetune import task_loss
-    from bertkit.train.loop import LossWeights, loss_weights
 
     torch.manual_seed(0)
     model = BertForTokenClassification(BertConfig.from_preset("tiny", vocab_size=3000, num_labels=3))

@@ -300,30 +300,30 @@ def test_embed_file_reads_the_text_column_of_csv_tsv_and_jsonl(name, content, di
 
 # ----- model_max_length and --seq-len ----------------------------------------------------------------
 def test_seq_len_wins_over_model_max_length_and_says_so(dirs):
-    from bertkit.inference import load_task_model, windows
+    from bertkit.inference import load_task_model, with_windows
     from bertkit.tasks import TaskOptions
 
     loaded = load_task_model(dirs["clf16"])  # fine-tuned with 16-token windows; 128 positions
     task, tok, model = loaded.task, loaded.tokenizer, loaded.model
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the default and an equal --seq-len say nothing
-        assert windows(TaskOptions(), tok, model).seq_len == 16
-        assert windows(TaskOptions(seq_len=16), tok, model).seq_len == 16
+        assert with_windows(TaskOptions(), tok, model).seq_len == 16
+        assert with_windows(TaskOptions(seq_len=16), tok, model).seq_len == 16
     with pytest.warns(BertkitWarning, match="windows of 48 tokens .* model_max_length 16"):
-        opts = windows(TaskOptions(seq_len=48), tok, model)
+        opts = with_windows(TaskOptions(seq_len=48), tok, model)
     assert (opts.seq_len, opts.stride) == (48, 12)
     features = task.encode(tok, task.from_texts([LONG]), opts.seq_len, opts.stride, None, None)
     assert max(len(f.input_ids) for f in features) == 48 and len(features) > 1
 
 
 def test_model_max_length_past_the_positions_or_too_short(dirs, tmp_path, capsys):
-    from bertkit.inference import load_task_model, windows
+    from bertkit.inference import load_task_model, with_windows
     from bertkit.tasks import TaskOptions
 
     long_config = make(tmp_path / "long", BertForSequenceClassification, model_max_length=512, **LABELS)
     loaded = load_task_model(long_config)
     with pytest.warns(BertkitWarning, match="windows of 128 tokens .* model_max_length 512"):
-        assert windows(TaskOptions(), loaded.tokenizer, loaded.model).seq_len == 128
+        assert with_windows(TaskOptions(), loaded.tokenizer, loaded.model).seq_len == 128
     short = make(tmp_path / "short", BertForSequenceClassification, model_max_length=2, **LABELS)
     code, out, err = run(["predict", "--model", short, REVIEWS[0]], capsys)
     one_line_error(code, err, "model_max_length", "is 2", "--seq-len")

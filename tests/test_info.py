@@ -8,8 +8,8 @@ from conftest import tiny
 
 from bertkit import BertForMaskedLM
 from bertkit.cli import main
+from bertkit.commands.info import main as info_main
 from bertkit.errors import BertkitError
-from bertkit.info import info_main
 
 HOW_TO_GET_ONE = (
     'hf download google-bert/bert-base-chinese --include "*.json" vocab.txt model.safetensors '

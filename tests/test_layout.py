@@ -1,4 +1,5 @@
-"""The package's shape: no bertkit module imports another that imports it back (bench/import_graph.py)."""
+"""The package's shape (bench/import_graph.py): no import cycle, no import up a floor, no private name used across
+modules, a docstring naming each module's job, old names that warn and answer from their new home."""
 
 import ast
 import importlib.util
@@ -19,6 +20,41 @@ def test_no_import_cycle_between_bertkit_modules():
     edges = graph.graph()
     assert "bertkit.model" in edges and "bertkit.config" in edges["bertkit.model"]  # the graph is read at all
     assert graph.cycles(edges) == []
+
+
+def test_no_import_goes_up_a_floor():
+    """bench/import_graph.py's FLOORS: the foundation, the model, text and data, tasks and inference, training,
+    serving, entry points; each module imports from its floor or below, and every module has a floor."""
+    graph = _import_graph()
+    edges = graph.graph()
+    # the import that once ran back up: the tokenizer needs no corpus now that vocabulary training is vocab.py's
+    assert not any(t.startswith("bertkit.data") for t in edges["bertkit.tokenizer"])
+    assert graph.floor_problems(edges) == []
+
+
+def test_the_floor_check_finds_an_import_up_a_floor_and_a_module_without_a_floor():
+    graph = _import_graph()
+    problems = graph.floor_problems(
+        {"bertkit.tokenizer": {"bertkit.train.loop"}, "bertkit.train.loop": {"bertkit.tokenizer"}, "bertkit.zz": set()}
+    )
+    assert problems == [
+        "bertkit.zz: no floor in FLOORS (bench/import_graph.py)",
+        "bertkit.tokenizer (floor 2: text and data: the tokenizer, vocabularies, corpora, datasets, rows) imports "
+        "bertkit.train.loop (floor 4: training)",
+    ]
+
+
+def test_imports_for_annotations_only_are_not_counted(tmp_path):
+    graph = _import_graph()
+    path = tmp_path / "m.py"
+    path.write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from bertkit.train.loop import Run\n"
+        "from bertkit.errors import BertkitError\n",
+        encoding="utf-8",
+    )
+    assert graph.imports("bertkit.m", str(path), {"bertkit.errors", "bertkit.train.loop", "bertkit.train"}) == {
+        "bertkit.errors"
+    }
 
 
 def test_the_cycle_finder_finds_a_cycle():
@@ -110,3 +146,80 @@ def test_the_private_name_finder_finds_each_form():
         "line 6: embed._read_json (bertkit.embed)",
         "line 7: p._json (bertkit.inference_cli)",
     ]
+
+
+# ----- every module says its one job -------------------------------------------------------------
+def test_every_module_has_a_docstring_that_names_its_job():
+    missing = {}
+    for module, path in sorted(bertkit_modules().items()):
+        with open(path, encoding="utf-8") as fh:
+            doc = ast.get_docstring(ast.parse(fh.read())) or ""
+        first = doc.split("\n\n")[0].strip()
+        if len(first) < 20:  # a sentence at least, not a placeholder
+            missing[module] = first
+    assert missing == {}, f"modules whose docstring does not say what they are for: {missing}"
+
+
+# ----- old names: one release of warnings, then gone -----------------------------------------------
+def moved_tables() -> dict[str, dict[str, str]]:
+    """Old module -> {old name: "new.module:new_name"}, from every bertkit module whose __getattr__ is a moved()."""
+    import importlib
+
+    from bertkit.deprecated import moved
+
+    tables = {}
+    for module in sorted(bertkit_modules()):
+        if module.endswith("__main__"):
+            continue
+        getter = getattr(importlib.import_module(module), "__getattr__", None)
+        if isinstance(getter, moved):
+            tables[module] = getter.names
+    return tables
+
+
+def test_every_moved_name_warns_once_read_and_is_the_new_object():
+    import importlib
+    import warnings
+
+    tables = moved_tables()
+    assert "bertkit.tokenizer" in tables and tables["bertkit.tokenizer"]["train_vocab"] == "bertkit.vocab:train_vocab"
+    for old_module, names in tables.items():
+        module = importlib.import_module(old_module)
+        for name, target in names.items():
+            new_module, new_name = target.split(":")
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                value = getattr(module, name)
+            assert value is getattr(importlib.import_module(new_module), new_name), f"{old_module}.{name}"
+            assert [w.category for w in caught] == [DeprecationWarning], f"{old_module}.{name}"
+            assert f"is now {new_module}.{new_name}" in str(caught[0].message)
+
+
+def test_an_unknown_name_is_still_an_attribute_error():
+    import bertkit.tokenizer
+
+    try:
+        bertkit.tokenizer.no_such_name  # noqa: B018
+    except AttributeError as e:
+        assert "no_such_name" in str(e)
+    else:
+        raise AssertionError("an unknown name was answered")
+
+
+def test_no_bertkit_module_uses_an_old_name():
+    """The package imports every moved name from its new home: the old addresses are for users' code only."""
+    tables = moved_tables()
+    modules = bertkit_modules()
+    found = []
+    for module, path in sorted(modules.items()):
+        package = module.split(".") if path.endswith("__init__.py") else module.split(".")[:-1]
+        with open(path, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                stem = node.module.split(".") if node.module else []
+                base = ".".join(package[: len(package) - node.level + 1] + stem) if node.level else node.module
+                for alias in node.names:
+                    if alias.name in tables.get(base, {}):
+                        found.append(f"{module} line {node.lineno}: {base}.{alias.name}")
+    assert found == []

@@ -105,7 +105,7 @@ def test_predict_keeps_one_row_per_input_line(tmp_path, clf_dir, capsys):
 
 # 2 ------------------------------------------------------------------------------------------------
 def test_output_is_checked_before_any_work(tmp_path, clf_dir, dev_file, monkeypatch):
-    import bertkit.inference_cli as predict
+    import bertkit.evaluation as predict
 
     txt = tmp_path / "in.txt"
     txt.write_text("\n".join(REVIEWS) + "\n", encoding="utf-8")
@@ -132,10 +132,10 @@ def test_output_is_checked_before_any_work(tmp_path, clf_dir, dev_file, monkeypa
 
 
 def main_raising(argv):
-    """An inference_cli.py command called directly, so its BertkitError reaches the test."""
-    import bertkit.inference_cli as predict
+    """A command of bertkit/commands/ called directly, so its BertkitError reaches the test."""
+    from bertkit.commands import evaluate, predict
 
-    return {"predict": predict.predict_main, "evaluate": predict.evaluate_main}[argv[0]](argv[1:])
+    return {"predict": predict.main, "evaluate": evaluate.main}[argv[0]](argv[1:])
 
 
 # 3 ------------------------------------------------------------------------------------------------
@@ -161,7 +161,7 @@ def test_non_finite_outputs_stop_with_an_error(tmp_path, clf_dir, base_dir, dev_
     one_line_error(cli("fill-mask", "--model", broken_mlm, "今天天气很[MASK]。"), broken_mlm, "not finite")
     # the backstop: a NaN never becomes JSON
     from bertkit.errors import BertkitError
-    from bertkit.inference import to_json
+    from bertkit.files import to_json
 
     with pytest.raises(BertkitError):
         to_json({"score": math.nan})

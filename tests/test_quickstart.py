@@ -215,12 +215,12 @@ def test_a_stopped_stage_names_the_command_that_resumes_it(tmp_path, monkeypatch
 
 
 def test_training_takes_bf16_only_on_a_cpu_that_has_it_natively(monkeypatch):
-    import bertkit.train.loop as loop
+    import bertkit.train.devices as devices
     from bertkit.quickstart import cpu_precision
 
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False, raising=False)
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False, raising=False)
-    assert not loop.cpu_has_native_bf16() and cpu_precision("cpu") == []
+    assert not devices.cpu_has_native_bf16() and cpu_precision("cpu") == []
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True, raising=False)
     assert cpu_precision("cpu") == ["--precision", "bf16"]
     assert cpu_precision("cuda") == []  # a GPU: --precision auto already picks bf16 / fp16
@@ -229,7 +229,7 @@ def test_training_takes_bf16_only_on_a_cpu_that_has_it_natively(monkeypatch):
 # ----- what the report and stderr say, tested without a whole quickstart -----------------------------
 def test_machine_line_names_this_cpu_and_the_precision_it_decides(monkeypatch):
     """The CPU's model name, the cores and torch's threads, the two bf16 features and the precision they decide."""
-    import bertkit.train.loop as loop
+    import bertkit.train.devices as devices
     from bertkit.quickstart import cpu_precision, machine, machine_line
 
     host = machine("cpu")
@@ -246,7 +246,7 @@ def test_machine_line_names_this_cpu_and_the_precision_it_decides(monkeypatch):
     yes = lambda probe: "yes" if getattr(torch.cpu, probe, lambda: False)() else "no"
     assert f"AVX-512 BF16: {yes('_is_avx512_bf16_supported')}, AMX: {yes('_is_amx_tile_supported')} -> " in line
     precision = "bf16 (autocast)" if cpu_precision("cpu") else "float32"
-    assert line.endswith(f"-> {precision} training") and (precision != "float32") == loop.cpu_has_native_bf16()
+    assert line.endswith(f"-> {precision} training") and (precision != "float32") == devices.cpu_has_native_bf16()
     # the other machines, as cpu_precision sees them
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False, raising=False)
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False, raising=False)
@@ -260,7 +260,7 @@ def still_model(tmp_path_factory):
     """A tiny classifier-to-be without dropout and two labelled reviews: at a learning rate of 1e-9 every step
     sees the same batch and the same loss, so finetune warns that the loss did not fall."""
     from bertkit import BertConfig, BertForMaskedLM
-    from bertkit.tokenizer import train_vocab
+    from bertkit.vocab import train_vocab
 
     folder = tmp_path_factory.mktemp("still")
     reviews = ["这本书很好看，推荐", "质量太差了"]
@@ -329,7 +329,7 @@ def test_vocabulary_says_the_size_written_and_why_it_is_smaller(tmp_path, capsys
 
     from bertkit.data.builtin import peoples_daily_texts
     from bertkit.quickstart import vocabulary
-    from bertkit.tokenizer import train_vocab
+    from bertkit.vocab import train_vocab
 
     tok = train_vocab(texts=peoples_daily_texts()[:50], vocab_size=21128)
     tok.save_pretrained(tmp_path)

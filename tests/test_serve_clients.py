@@ -273,13 +273,13 @@ def rerank_dir(tmp_path_factory, base_dir):
 
 def predicted(model_dir, inputs) -> list[dict]:
     """`bertkit predict`'s rows for inputs (strings as its lines, objects as its --file records)."""
-    from bertkit.inference import load_task_model, windows
-    from bertkit.inference_cli import InferenceOptions
+    from bertkit.evaluation import InferenceOptions
+    from bertkit.inference import load_task_model, with_windows
     from bertkit.tasks import predict
 
     loaded = load_task_model(model_dir)
     task = loaded.task
-    opts = windows(InferenceOptions(model=model_dir), loaded.tokenizer, loaded.model)
+    opts = with_windows(InferenceOptions(model=model_dir), loaded.tokenizer, loaded.model)
     examples = [task.example_from(x, i) if isinstance(x, dict) else task.from_line(x, i) for i, x in enumerate(inputs)]
     return predict(task, loaded.model, loaded.tokenizer, examples, opts)
 

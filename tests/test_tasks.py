@@ -506,7 +506,7 @@ def test_the_entity_scheme_and_qa_language_options_reach_the_reports(monkeypatch
 
     import torch
 
-    from bertkit.inference_cli import InferenceOptions
+    from bertkit.evaluation import InferenceOptions
     from bertkit.tasks import get_task, qa
     from bertkit.tasks.tag import TagFeature
 

@@ -17,10 +17,12 @@ from safetensors.torch import load_file
 from bertkit import BertConfig
 from bertkit.cli import main
 from bertkit.train import pretrain as pretrain_module
-from bertkit.train.loop import TrainConfig, TrainingError, lr_factor, make_optimizer
+from bertkit.train.loop import TrainingError
 from bertkit.train.objectives.mlm import MaskedLM
+from bertkit.train.optim import lr_factor, make_optimizer
 from bertkit.train.pretrain import PretrainConfig, run
 from bertkit.train.runlog import read_metrics
+from bertkit.train.settings import TrainConfig
 
 transformers = pytest.importorskip("transformers")
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # the runs here train tiny models in this process
@@ -260,7 +262,7 @@ def test_bf16_autocast_on_cpu_when_asked(tmp_path, corpus_file, tiny_config_file
     assert runs["auto"] == runs["fp32"]
     diffs = [abs(runs["bf16"][k] - runs["fp32"][k]) for k in runs["fp32"]]
     assert max(diffs) > 1e-4 and max(diffs) < 0.05, diffs
-    from bertkit.train.loop import autocast_dtype
+    from bertkit.train.devices import autocast_dtype
 
     assert autocast_dtype("bf16", torch.device("cpu")) == torch.bfloat16
     assert autocast_dtype("auto", torch.device("cpu")) is None

@@ -4,7 +4,7 @@ import pytest
 import torch
 from conftest import hf_twin, max_diff, padded_batch, parity, random_model
 
-from bertkit import attention, padding
+from bertkit import attention, grouping, padding
 from bertkit.errors import InputError
 from bertkit.heads import BertForMaskedLM, BertForSequenceClassification, BertForTokenClassification
 
@@ -159,7 +159,7 @@ def test_grouped_padded_sdpa_equals_attention_per_sequence(lengths, single, monk
     cu[1:] = lengths.cumsum(0)
     q, k, v = (torch.randn(int(lengths.sum()), 2, 8, requires_grad=True) for _ in range(3))
     if single:
-        monkeypatch.setattr(padding, "cached_group_plan", lambda b, d, _: padding.group_plan(b, d, True))
+        monkeypatch.setattr(grouping, "cached_group_plan", lambda b, d, _: grouping.group_plan(b, d, True))
     got = attention.varlen_attention(q, k, v, cu, int(lengths.max()), dropout_p=0.0)
     want = torch.cat(
         [
@@ -180,7 +180,7 @@ def test_grouped_padded_sdpa_equals_attention_per_sequence(lengths, single, monk
 
 def test_group_plan_pads_little_and_calls_few_times():
     def shape(bounds, **kw):
-        return [tuple(keep.shape) for _, _, keep, _ in padding.group_plan(tuple(bounds), "cpu", **kw)]
+        return [tuple(keep.shape) for _, _, keep, _ in grouping.group_plan(tuple(bounds), "cpu", **kw)]
 
     assert shape([0, 4, 8, 12]) == [(3, 4)]  # equal lengths: one call, no padding
     assert shape([0, 2, 2, 4]) == [(2, 2)]  # an empty sequence has no tokens: skipped
@@ -314,9 +314,9 @@ def test_mlm_training_mode_with_labels_projects_only_the_masked_positions():
 
 
 def test_equal_length_runs():
-    assert padding.equal_length_runs([0, 4, 8, 12]) == [(0, 12, 3)]
-    assert padding.equal_length_runs([0, 4, 8, 9, 10, 13]) == [(0, 8, 2), (8, 10, 2), (10, 13, 1)]
-    assert padding.equal_length_runs([0, 2, 2, 4]) == [(0, 4, 2)]  # an empty sequence has no tokens: skipped
+    assert grouping.equal_length_runs([0, 4, 8, 12]) == [(0, 12, 3)]
+    assert grouping.equal_length_runs([0, 4, 8, 9, 10, 13]) == [(0, 8, 2), (8, 10, 2), (10, 13, 1)]
+    assert grouping.equal_length_runs([0, 2, 2, 4]) == [(0, 4, 2)]  # an empty sequence has no tokens: skipped
 
 
 # ----- attention_mask values: one meaning in every backend ------------------------------------------

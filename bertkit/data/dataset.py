@@ -25,9 +25,12 @@ import contextlib
 import hashlib
 import json
 import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ..errors import BertkitError
 
@@ -59,24 +62,24 @@ def ids_dtype(vocab_size: int) -> np.dtype:
 class _File:
     """An output file that hashes what it writes; a failed write (full disk, ...) is an OSError naming it."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str) -> None:
         self.path, self.fh, self.sha256, self.bytes = path, open(path, "wb"), hashlib.sha256(), 0
 
     @contextlib.contextmanager
-    def _named(self):
+    def _named(self) -> Iterator[None]:
         try:
             yield
         except OSError as e:  # a buffered write's error names no file
             raise OSError(e.errno, e.strerror, self.path) from e
 
-    def write(self, data) -> None:
-        data = memoryview(np.ascontiguousarray(data)).cast("B")
+    def write(self, data: npt.ArrayLike) -> None:
+        view = np.ascontiguousarray(data).data.cast("B")  # the array's bytes (ndarray.data: its memoryview)
         with self._named():
-            self.fh.write(data)
-        self.sha256.update(data)
-        self.bytes += len(data)
+            self.fh.write(view)
+        self.sha256.update(view)
+        self.bytes += len(view)
 
-    def close(self) -> dict:
+    def close(self) -> dict[str, Any]:
         with self._named():
             self.fh.flush()
             os.fsync(self.fh.fileno())
@@ -87,7 +90,7 @@ class _File:
 class _Bits:
     """A bit file written a few tokens at a time: whole bytes go out, the last < 8 bits wait for the next call."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str) -> None:
         self.file, self.pending = _File(path), np.zeros(0, dtype=bool)
 
     def write(self, flags: np.ndarray) -> None:
@@ -96,7 +99,7 @@ class _Bits:
         self.file.write(np.packbits(flags[:whole], bitorder="little"))
         self.pending = flags[whole:]
 
-    def close(self) -> dict:
+    def close(self) -> dict[str, Any]:
         if len(self.pending):
             self.file.write(np.packbits(self.pending, bitorder="little"))
         return self.file.close()
@@ -105,7 +108,7 @@ class _Bits:
 class SplitWriter:
     """Appends documents to one split's files (in a folder being prepared)."""
 
-    def __init__(self, folder: str, vocab_size: int, pairs: bool = False):
+    def __init__(self, folder: str, vocab_size: int, pairs: bool = False) -> None:
         os.makedirs(folder, exist_ok=True)
         self.pairs = _File(os.path.join(folder, "pairs.bin")) if pairs else None
         self.pair_rows = 0
@@ -132,6 +135,7 @@ class SplitWriter:
         if len(ids) and int(ids.max()) >= self.vocab_size:
             raise DataError(f"token id {int(ids.max())} is outside the vocabulary of {self.vocab_size}")
         if self.pairs is not None:
+            assert pairs is not None, "a split written with pairs=True is given each batch's pair plan"
             pairs = pairs.copy()
             pairs["a_start"] += self.tokens
             pairs["b_start"][pairs["b_start"] >= 0] += self.tokens  # a random B (-1) is found when read
@@ -145,7 +149,7 @@ class SplitWriter:
         self.tokens += int(lengths.sum())
         self.docs += len(lengths)
 
-    def close(self) -> dict:
+    def close(self) -> dict[str, Any]:
         counts = _File(self.counts_path)
         counts.write(self.counts)
         files = {
@@ -173,7 +177,7 @@ class Split:
     sentence_bits: np.ndarray
     token_counts: np.ndarray  # (vocab,) int64
     pairs: np.ndarray | None = None  # (rows,) PAIR_PLAN: the stored pair plan, if the dataset has one
-    pair_options: dict | None = None  # what it was walked for (rows.pair_options)
+    pair_options: dict[str, Any] | None = None  # what it was walked for (rows.pair_options)
 
     @property
     def documents(self) -> int:
@@ -203,8 +207,8 @@ class PretrainingData:
     """A dataset folder, checked and mapped (PretrainingData.open)."""
 
     folder: str
-    manifest: dict
-    splits: dict  # name -> Split
+    manifest: dict[str, Any]  # manifest.json as read
+    splits: dict[str, Split]  # name -> Split
 
     @property
     def tokenizer_dir(self) -> str:
@@ -242,7 +246,7 @@ class PretrainingData:
         manifest = read_manifest(folder)
         vocab_size = int(manifest["tokenizer"]["vocab_size"])
         dtype = np.dtype(manifest["tokenizer"]["ids_dtype"])
-        splits = {}
+        splits: dict[str, Split] = {}
         pair_options = manifest.get("options", {}).get("pairs")
         for name, info in manifest["splits"].items():
             paths = {key: os.path.join(folder, name, info["files"][key]["name"]) for key in FILES}
@@ -278,7 +282,7 @@ class PretrainingData:
 _REPREPARE = "the folder is damaged or was changed: prepare it again (bertkit prepare ... --out {folder} --overwrite)"
 
 
-def read_manifest(folder: str) -> dict:
+def read_manifest(folder: str) -> dict[str, Any]:
     path = os.path.join(folder, MANIFEST)
     if not os.path.isdir(folder):
         raise DataError(
@@ -331,7 +335,7 @@ def read_manifest(folder: str) -> dict:
     return manifest
 
 
-def _check_counts(manifest: dict, path: str, folder: str) -> None:
+def _check_counts(manifest: dict[str, Any], path: str, folder: str) -> None:
     """Every file's size in the manifest must be what its counts say (tokens, documents, vocabulary, id type)."""
     vocab_size = int(manifest["tokenizer"]["vocab_size"])
     dtype = np.dtype(manifest["tokenizer"]["ids_dtype"])
@@ -364,7 +368,7 @@ def _check_counts(manifest: dict, path: str, folder: str) -> None:
                 )
 
 
-def _map(path: str, dtype, count: int) -> np.ndarray:
+def _map(path: str, dtype: npt.DTypeLike, count: int) -> np.ndarray:
     if count == 0:
         return np.zeros(0, dtype=dtype)
     return np.memmap(path, dtype=dtype, mode="r", shape=(count,))
@@ -382,13 +386,13 @@ def _check_size(path: str, expected: int, folder: str) -> None:
         )
 
 
-def _blocks(path: str, itemsize: int = 1):
+def _blocks(path: str, itemsize: int = 1) -> Iterator[bytes]:
     with open(path, "rb") as fh:  # plain reads: the page cache, not this process's memory
         while block := fh.read(_BLOCK - _BLOCK % itemsize):
             yield block
 
 
-def _check_hash(path: str, info: dict, folder: str, each=None) -> None:
+def _check_hash(path: str, info: dict[str, Any], folder: str, each: Callable[[bytes], None] | None = None) -> None:
     h = hashlib.sha256()
     for block in _blocks(path, 8):
         h.update(block)
@@ -401,10 +405,10 @@ def _check_hash(path: str, info: dict, folder: str, each=None) -> None:
         )
 
 
-def _check_ids(path: str, info: dict, dtype: np.dtype, vocab_size: int, folder: str) -> None:
+def _check_ids(path: str, info: dict[str, Any], dtype: np.dtype, vocab_size: int, folder: str) -> None:
     top = [-1]
 
-    def each(block):
+    def each(block: bytes) -> None:
         if block:
             top[0] = max(top[0], int(np.frombuffer(block, dtype=dtype).max()))
 
@@ -415,19 +419,22 @@ def _check_ids(path: str, info: dict, dtype: np.dtype, vocab_size: int, folder: 
         )
 
 
-def _check_offsets(path: str, info: dict, tokens: int, folder: str) -> None:
-    state = {"last": None, "first": None, "ok": True}
+def _check_offsets(path: str, info: dict[str, Any], tokens: int, folder: str) -> None:
+    first: int | None = None
+    last: int | None = None
+    ok = True
 
-    def each(block):
+    def each(block: bytes) -> None:
+        nonlocal first, last, ok
         offsets = np.frombuffer(block, dtype=np.int64)
-        if state["first"] is None and len(offsets):
-            state["first"] = int(offsets[0])
-        joined = offsets if state["last"] is None else np.concatenate([[state["last"]], offsets])
-        state["ok"] &= bool(np.all(np.diff(joined) > 0))  # documents are never empty
-        state["last"] = int(offsets[-1]) if len(offsets) else state["last"]
+        if first is None and len(offsets):
+            first = int(offsets[0])
+        joined = offsets if last is None else np.concatenate([[last], offsets])
+        ok &= bool(np.all(np.diff(joined) > 0))  # documents are never empty
+        last = int(offsets[-1]) if len(offsets) else last
 
     _check_hash(path, info, folder, each)
-    if state["first"] != 0 or state["last"] != tokens or not state["ok"]:
+    if first != 0 or last != tokens or not ok:
         raise DataError(
             f"{path}: document offsets out of order or not ending at {tokens} tokens; "
             + _REPREPARE.format(folder=folder)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import re
 import unicodedata
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -32,6 +33,12 @@ from tokenizers import pre_tokenizers
 from ..deprecated import moved
 from ..errors import ConfigError
 from ..text import CJK_IDEOGRAPHS, CLOSERS, SENTENCE_FINAL
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer as Backend
+
+    from ..tokenizer import Tokenizer
+    from .dataset import DataError
 
 _SPACES = np.array([c for c in range(0x3100) if chr(c).isspace()], dtype=np.uint32)  # str.isspace's set
 _FINAL = np.array(sorted(map(ord, SENTENCE_FINAL)), dtype=np.uint32)
@@ -49,7 +56,7 @@ class Encoded:
     lengths: np.ndarray  # (D,) int64, tokens of each document (0: it gave none)
 
 
-def plain_backend(tokenizer):
+def plain_backend(tokenizer: Tokenizer) -> Backend:
     """A copy of a bertkit Tokenizer's `tokenizers` backend that neither truncates nor pads (a tokenizer.json may
     say to), for whole documents."""
     from tokenizers import Tokenizer as Backend
@@ -72,13 +79,13 @@ class DocumentEncoder:
     the backend's. A document holding a character whose normalisation could reach past its neighbours
     (control and format characters, combining marks, unassigned code points), the text of a special or
     added token ("[MASK]", matched whole by the backend), or many short runs (English: a run per word),
-    goes to the backend whole. tests/test_data.py checks the equality on real corpora and
+    goes to the backend whole. tests/test_encode.py checks the equality on real corpora and
     random text; bench/results/corpus_scale.md has the speed (People's Daily: about 4x the backend's).
     """
 
     RUN, SINGLE, SPACE, WHOLE = 0, 1, 2, 3  # what each character is to the table
 
-    def __init__(self, backend, *, fast: bool = True):
+    def __init__(self, backend: Backend, *, fast: bool = True) -> None:
         self.backend = backend
         self.continuation = continuation_table(backend)
         # the table knows BERT's own pre-tokenizer; never_split words (a pre-tokenizer of their own) can hold
@@ -111,7 +118,9 @@ class DocumentEncoder:
         )
         return Encoded(ids=ids, word_starts=words, sentence_starts=sentences, lengths=lengths)
 
-    def _backend(self, texts: list[str], first_char: np.ndarray):
+    def _backend(
+        self, texts: list[str], first_char: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(ids, start, end, lengths): tokens of the texts by the backend, offsets moved by first_char."""
         encodings = self.backend.encode_batch(texts, add_special_tokens=False)
         lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(texts))
@@ -123,8 +132,12 @@ class DocumentEncoder:
         base = np.repeat(first_char, lengths)
         return ids, offsets[:, 0] + base, offsets[:, 1] + base, lengths
 
-    def _fast(self, texts, joined, code, first_char):
-        kind = self.table.lookup(code)
+    def _fast(
+        self, texts: list[str], joined: str, code: np.ndarray, first_char: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        table = self.table
+        assert table is not None  # encode() takes this way only with a table
+        kind = table.lookup(code)
         kind[first_char[1:] - 1] = self.SPACE  # the "\0" between documents separates like a space
         doc_of = lambda position: np.searchsorted(first_char, position, side="right") - 1  # noqa: E731
         run = np.concatenate([[False], kind == self.RUN, [False]])
@@ -139,7 +152,7 @@ class DocumentEncoder:
             whole[doc_of(np.array([m.start() for m in self.added.finditer(joined)], dtype=np.int64))] = True
         at = np.flatnonzero(kind == self.SINGLE)
         at = at[~whole[doc_of(at)]]
-        parts = [(self.table.single_id[code[at]], at, at + 1)]  # single-character words: their id from the table
+        parts = [(table.single_id[code[at]], at, at + 1)]  # single-character words: their id from the table
         keep = ~whole[doc_of(begins)]
         if keep.any():  # runs of other characters: short texts for the backend, their offsets moved into place
             parts.append(self._backend([joined[b:e] for b, e in zip(begins[keep], ends[keep])], begins[keep])[:3])
@@ -162,7 +175,7 @@ class _CharacterTable:
     UNKNOWN = -1
     WHOLE_CATEGORIES = ("Cc", "Cf", "Cs", "Co", "Cn", "Mn", "Mc", "Me", "Zl", "Zp")
 
-    def __init__(self, backend):
+    def __init__(self, backend: Backend) -> None:
         self.backend = backend
         self.kind = np.full(0x110000, self.UNKNOWN, dtype=np.int8)
         self.single_id = np.zeros(0x110000, dtype=np.uint32)
@@ -195,7 +208,7 @@ class _CharacterTable:
             self.kind[c] = kind
 
 
-def _surrogate_error(texts: list[str], at: int):
+def _surrogate_error(texts: list[str], at: int) -> DataError:
     """The DataError for a lone surrogate at `at` in the texts joined with "\\0": which text, which character."""
     from .dataset import DataError
 
@@ -210,7 +223,7 @@ def _surrogate_error(texts: list[str], at: int):
     )
 
 
-def continuation_table(backend) -> np.ndarray:
+def continuation_table(backend: Backend) -> np.ndarray:
     """(V,) bool: the ids of "##" pieces (they continue the word of the token before them)."""
     vocab = backend.get_vocab(with_added_tokens=False)
     table = np.zeros(max(vocab.values()) + 1, dtype=bool)
@@ -219,14 +232,22 @@ def continuation_table(backend) -> np.ndarray:
     return table
 
 
-def encode_documents(backend, texts: list[str], *, chinese_words: bool = False, fast: bool = True) -> Encoded:
+def encode_documents(backend: Backend, texts: list[str], *, chinese_words: bool = False, fast: bool = True) -> Encoded:
     """Tokenize `texts` with a `tokenizers.Tokenizer` (no special tokens, no truncation) and mark them. For many
     calls, make one DocumentEncoder(backend) and call its encode(): it keeps what it learned about each
     character."""
     return DocumentEncoder(backend, fast=fast).encode(texts, chinese_words=chinese_words)
 
 
-def _marks(code, lengths, ids, start, end, continuation, jieba_marks):
+def _marks(
+    code: np.ndarray,
+    lengths: np.ndarray,
+    ids: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    continuation: np.ndarray,
+    jieba_marks: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray]:
     """(word_starts, sentence_starts) of every token. The documents' characters are laid end to end in `code`
     (one separator between documents) and start / end are the tokens' places there, so every rule is an array
     operation over the whole batch."""
@@ -265,7 +286,7 @@ def _marks(code, lengths, ids, start, end, continuation, jieba_marks):
     return first | ~same, sentence
 
 
-def _in_ranges(code: np.ndarray, ranges) -> np.ndarray:
+def _in_ranges(code: np.ndarray, ranges: Iterable[tuple[int, int]]) -> np.ndarray:
     out = np.zeros(code.shape, dtype=bool)
     for lo, hi in ranges:
         out |= (code >= lo) & (code <= hi)
@@ -276,7 +297,7 @@ def _jieba_words(texts: list[str]) -> np.ndarray:
     """Per character of the joined texts ("\\0" between them): the number of the multi-character jieba word
     it is in (unique over the batch), or -1."""
     segment = _jieba()
-    marks = []
+    marks: list[np.ndarray | list[int]] = []
     number = 0
     for text in texts:
         words = list(segment(text))
@@ -288,7 +309,7 @@ def _jieba_words(texts: list[str]) -> np.ndarray:
     return np.concatenate(marks).astype(np.int64)
 
 
-def _jieba():
+def _jieba() -> Callable[[str], Iterable[str]]:
     try:
         import jieba
     except ImportError:

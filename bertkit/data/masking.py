@@ -1,9 +1,4 @@
-"""Batches for the model: rows of ids padded to one array (pad_rows), and masked-language-model masking.
-
-    pad_rows    rows of different lengths -> one (B, S) array, each row followed by a fill value: the one
-                padding of lists into a batch (task collators, tag's labels, choice's (B, C, S), fill-mask,
-                embeddings)
-    id_batch    rows of token ids -> the model's input_ids / token_type_ids / attention_mask (B, S)
+"""Masked-language-model masking of pretraining rows (MaskingCollator), as BERT does it.
 
 Masking picks tokens to predict in padded rows (rows.py) and corrupts them as BERT does:
 
@@ -24,29 +19,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
+from ..deprecated import moved
 from ..errors import ConfigError
 from ..labels import IGNORE
-from .rows import pad_rows
 from .seeded import integers, uniform
 
+if TYPE_CHECKING:
+    from .rows import RowBatch
+
 SELECT, CORRUPT, REPLACE = 11, 12, 13  # the seeded streams of the three draws
-
-
-def id_batch(
-    ids: Sequence[Sequence[int]], pad_id: int, token_type_ids: Sequence[Sequence[int]] | None = None
-) -> dict[str, torch.Tensor]:
-    """The model's inputs for rows of token ids, padded to the longest: input_ids (pad_id after each row),
-    token_type_ids (0 where not given), attention_mask (1 on each row's tokens, 0 on its padding); (B, S) int64."""
-    types = token_type_ids if token_type_ids is not None else [[0] * len(r) for r in ids]
-    return {
-        "input_ids": torch.from_numpy(pad_rows(ids, pad_id)),
-        "token_type_ids": torch.from_numpy(pad_rows(types, 0)),
-        "attention_mask": torch.from_numpy(pad_rows([[1] * len(r) for r in ids], 0)),
-    }
 
 
 @dataclass
@@ -64,7 +50,7 @@ class MaskingCollator:
     _random_ids: np.ndarray = field(init=False, repr=False, compare=False)
     _special: np.ndarray = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not 0.0 < self.mlm_probability < 1.0:
             raise ConfigError(f"mlm_probability must be in (0, 1), got {self.mlm_probability}")
         for name in ("mask_id", "pad_id"):
@@ -77,7 +63,7 @@ class MaskingCollator:
         if len(self._random_ids) == 0:
             raise ConfigError("the vocabulary holds only special tokens: no random replacement is possible")
 
-    def __call__(self, rows, step: int, positions) -> dict[str, torch.Tensor]:
+    def __call__(self, rows: RowBatch, step: int, positions: Sequence[int] | np.ndarray) -> dict[str, torch.Tensor]:
         """Mask `rows` (a rows.RowBatch), the rows at `positions` (B,) of the global batch of `step`."""
         input_ids = rows.input_ids
         if input_ids.size == 0:
@@ -106,7 +92,15 @@ class MaskingCollator:
             batch["next_sentence_label"] = rows.next_sentence_label
         return {k: torch.from_numpy(np.ascontiguousarray(v, dtype=np.int64)) for k, v in batch.items()}
 
-    def _select(self, input_ids, attention_mask, word_ids, step, row, column) -> np.ndarray:
+    def _select(
+        self,
+        input_ids: np.ndarray,
+        attention_mask: np.ndarray,
+        word_ids: np.ndarray | None,
+        step: int,
+        row: np.ndarray,
+        column: np.ndarray,
+    ) -> np.ndarray:
         """(B, S) bool: the positions to predict."""
         candidate = (attention_mask > 0) & ~self._special[input_ids]
         if word_ids is None:
@@ -126,3 +120,12 @@ class MaskingCollator:
             else:
                 selected[b] = candidate[b] & (word_ids[b] == word_ids[b, pick])
         return selected
+
+
+if not TYPE_CHECKING:  # old names, for one release
+    __getattr__ = moved(
+        __name__,
+        {
+            "id_batch": "bertkit.data.batching:id_batch",
+        },
+    )

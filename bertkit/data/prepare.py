@@ -1,4 +1,4 @@
-"""`bertkit prepare`: a corpus -> a dataset folder of token ids and marks (bertkit/data/dataset.py), once.
+"""Preparing a corpus: a corpus -> a dataset folder of token ids and marks (bertkit/data/dataset.py), once.
 
     corpus (streamed: iter_documents) -> blocks of documents -> worker processes: tokenize and mark
     (encode.py) -> back in corpus order -> each document to train/ or heldout/ (one seeded draw per
@@ -29,22 +29,30 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import BertkitError, stop_note
-from ..files import atomic_write_text, lock_file, release_lock, write_problem
-from ..options import opt, parse
+from ..deprecated import moved
+from ..errors import BertkitError
+from ..files import atomic_write_text, lock_file, read_json, release_lock, write_problem
+from ..options import opt
 from ..outfolder import check_out, move_aside
 from ..tokenizer import Tokenizer, vocab_digest
 from .builtin import BUILTIN_CORPORA
-from .corpus import DOC_SEPS, Source, is_heldout, iter_documents, resolve, source
+from .corpus import DOC_SEPS, CorpusSpec, Source, is_heldout, iter_documents, resolve, source
 from .dataset import FORMAT, MANIFEST, SPLITS, TOKENIZER, VERSION, DataError, PretrainingData, SplitWriter, ids_dtype
-from .encode import DocumentEncoder, plain_backend
+from .encode import DocumentEncoder, Encoded, plain_backend
 from .rows import pair_options, walk_documents
 
 BLOCK_CHARS = 1 << 19  # characters of text per block sent to a worker (about 1.5 MB of Chinese)
+
+Say = Callable[[str], None]  # where a one-line message goes
+Walk = tuple[int, int, float]  # what a block's pair plan is walked with: (seed, max_tokens, short_seq_prob)
+# a block encoded: its documents, and their pair plan (PAIR_PLAN rows, each row's document in the block) or None
+EncodedBlock = tuple[Encoded, tuple[np.ndarray, np.ndarray] | None]
 
 
 def default_workers() -> int:
@@ -52,7 +60,7 @@ def default_workers() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
 
 
-def usable_workers(asked: int, say=None) -> int:
+def usable_workers(asked: int, say: Say | None = None) -> int:
     """The worker processes a run uses: 0 means one per usable CPU; more than the usable CPUs are capped there,
     with a one-line warning through `say` (None: a BertkitWarning). More processes than CPUs would not go faster,
     and each holds a tokenizer and up to 2 blocks: --workers 100000 forked thousands and took all the memory."""
@@ -118,14 +126,14 @@ class PrepareConfig:
 class PrepareSummary:
     """What prepare did: the manifest written, whether the folder was already there, the time it took."""
 
-    manifest: dict
+    manifest: dict[str, Any]
     reused: bool
     seconds: float
     text_bytes: int
 
 
 def prepare(
-    corpus,
+    corpus: CorpusSpec,
     tokenizer: Tokenizer | str,
     out: str,
     *,
@@ -138,7 +146,7 @@ def prepare(
     workers: int = 0,
     overwrite: bool = False,
     progress: bool = False,
-    say=None,
+    say: Say | None = None,
 ) -> PrepareSummary:
     """Write the dataset folder `out` (module doc). A complete folder made from the same sources (by sha256),
     options and vocabulary is kept as it is (reused=True); another one needs overwrite=True."""
@@ -150,7 +158,7 @@ def prepare(
         tokenizer_path = os.fspath(tokenizer)
         tokenizer = Tokenizer.from_pretrained(tokenizer)
     names = resolve(corpus, doc_sep)
-    options = {
+    options: dict[str, Any] = {  # JSON, kept in the manifest
         "doc_sep": doc_sep,
         "text_field": text_field,
         "words": "jieba" if wwm else "wordpiece",
@@ -203,11 +211,14 @@ def prepare(
     return PrepareSummary(manifest, False, seconds, manifest["text_bytes"])
 
 
-def _same_dataset(out: str, identity: dict, names: list[str]) -> dict | None:
+def _same_dataset(out: str, identity: dict[str, Any], names: list[str]) -> dict[str, Any] | None:
     """The manifest of a complete, undamaged dataset in `out` made from the same sources (sha256), options and
     vocabulary; None otherwise."""
-    old = _read_json(os.path.join(out, MANIFEST))
-    if old is None or any(old.get(k) != v for k, v in identity.items()):
+    try:  # an earlier manifest that cannot be read is no dataset to reuse
+        old = read_json(os.path.join(out, MANIFEST), DataError)
+    except DataError:
+        return None
+    if not isinstance(old, dict) or any(old.get(k) != v for k, v in identity.items()):
         return None
     if old.get("sources") != [asdict(source(n)) for n in names]:
         return None
@@ -218,7 +229,7 @@ def _same_dataset(out: str, identity: dict, names: list[str]) -> dict | None:
     return old
 
 
-def _tokenizer_info(tokenizer: Tokenizer) -> dict:
+def _tokenizer_info(tokenizer: Tokenizer) -> dict[str, Any]:
     return {
         "vocab_size": tokenizer.vocab_size,
         "fingerprint": vocab_digest(tokenizer),
@@ -227,7 +238,16 @@ def _tokenizer_info(tokenizer: Tokenizer) -> dict:
 
 
 # ----- the work ----------------------------------------------------------------------------------
-def _write(names, tokenizer, folder, options, wwm, workers, progress, say) -> dict:
+def _write(
+    names: list[str],
+    tokenizer: Tokenizer,
+    folder: str,
+    options: dict[str, Any],
+    wwm: bool,
+    workers: int,
+    progress: bool,
+    say: Say,
+) -> dict[str, Any]:
     pairs = options["pairs"]
     writers = {
         split: SplitWriter(os.path.join(folder, split), tokenizer.vocab_size, pairs=bool(pairs))
@@ -239,9 +259,10 @@ def _write(names, tokenizer, folder, options, wwm, workers, progress, say) -> di
     stats = {"documents_read": 0, "empty_documents": 0, "text_bytes": 0}
     bar = _bar(progress, names)
 
-    last = []  # the last training document so far, held back: see below
+    # the last training document so far (SplitWriter.append's arguments), held back: see below
+    last: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]] = []
 
-    def write(first: int, texts_bytes: int, block) -> None:
+    def write(first: int, texts_bytes: int, block: EncodedBlock) -> None:
         encoded, plan = block
         held = is_heldout(np.arange(first, first + len(encoded.lengths)), options["heldout"], options["seed"])
         keep = encoded.lengths > 0
@@ -302,7 +323,7 @@ def _write(names, tokenizer, folder, options, wwm, workers, progress, say) -> di
     return {"sources": [asdict(s) for s in sources], "splits": splits, **stats}
 
 
-def _pairs_of(plan, lengths: np.ndarray, docs: np.ndarray):
+def _pairs_of(plan: tuple[np.ndarray, np.ndarray] | None, lengths: np.ndarray, docs: np.ndarray) -> np.ndarray | None:
     """The plan rows of the block's documents `docs` (ascending), their token positions counted from the first of
     them as if only they were written, back to back; None when no pairs are planned."""
     if plan is None:
@@ -318,7 +339,7 @@ def _pairs_of(plan, lengths: np.ndarray, docs: np.ndarray):
     return picked
 
 
-def _blocks(documents, stats):
+def _blocks(documents: Iterable[str], stats: dict[str, int]) -> Iterator[tuple[int, list[str], int]]:
     """(index of the first document, its texts, their UTF-8 bytes) of about BLOCK_CHARS characters each."""
     texts, chars, first = [], 0, 0
     for doc in documents:
@@ -331,14 +352,14 @@ def _blocks(documents, stats):
         yield first, texts, _utf8_size(texts, stats)
 
 
-def _utf8_size(texts: list[str], stats: dict) -> int:
+def _utf8_size(texts: list[str], stats: dict[str, int]) -> int:
     size = sum(len(t.encode("utf-8")) for t in texts)
     stats["documents_read"] += len(texts)
     stats["text_bytes"] += size
     return size
 
 
-_worker: dict = {}
+_worker: dict[str, Any] = {}  # this worker's encoder (DocumentEncoder) and wwm (bool)
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 MANAGER_JOIN_SECONDS = 5.0  # how long a stop waits for the pool's thread to notice dead workers by itself
 PARENT_CHECK_SECONDS = 0.5  # how often a worker without prctl (not Linux) looks whether its parent is there
@@ -405,7 +426,7 @@ def _end_now() -> None:
 
 
 @contextlib.contextmanager
-def _stop_signals_held():
+def _stop_signals_held() -> Iterator[None]:
     """Hold SIGINT / SIGTERM in this thread while pool workers may be started (inside submit): a forked worker
     inherits the mask, so a Ctrl-C to the process group before its initializer has set its own handlers waits
     (and is then ignored) instead of raising in it; here they arrive on leaving the block. The pool's threads,
@@ -451,11 +472,11 @@ def _stop_workers(pool: futures.ProcessPoolExecutor) -> None:
         manager.join()
 
 
-def _encode_block(first: int, texts: list[str], walk):
+def _encode_block(first: int, texts: list[str], walk: Walk | None) -> EncodedBlock:
     """texts tokenized, and their pair plan when `walk` = (seed, max_tokens, short_seq_prob): (Encoded, (PAIR_PLAN
     rows with positions in the block, each row's document in the block) or None). Documents are keyed by their
     place in the corpus (first + i), so the plan is the same for every block size and worker count."""
-    encoded = _worker["encoder"].encode(texts, chinese_words=_worker["wwm"])
+    encoded: Encoded = _worker["encoder"].encode(texts, chinese_words=_worker["wwm"])
     if walk is None:
         return encoded, None
     seed, max_tokens, short_seq_prob = walk
@@ -465,14 +486,16 @@ def _encode_block(first: int, texts: list[str], walk):
 
 
 @contextlib.contextmanager
-def _encoder(tokenizer: Tokenizer, wwm: bool, workers: int, walk=None):
+def _encoder(
+    tokenizer: Tokenizer, wwm: bool, workers: int, walk: Walk | None = None
+) -> Iterator[Callable[[Iterable[tuple[int, list[str], int]]], Iterator[tuple[int, int, EncodedBlock]]]]:
     """encode(blocks) -> (first, size, Encoded) in order: in this process (1 worker) or in a pool, with at most
     2 blocks per worker in flight (the reader waits for the writer, so memory stays flat)."""
     backend_json = plain_backend(tokenizer).to_str()
     if workers == 1:
         _start_worker(backend_json, wwm)
 
-        def encode_here(blocks):
+        def encode_here(blocks: Iterable[tuple[int, list[str], int]]) -> Iterator[tuple[int, int, EncodedBlock]]:
             for first, texts, size in blocks:
                 yield first, size, _encode_block(first, texts, walk)
 
@@ -487,8 +510,10 @@ def _encoder(tokenizer: Tokenizer, wwm: bool, workers: int, walk=None):
             workers, mp_context=context, initializer=_start_pool_worker, initargs=(os.getpid(), backend_json, wwm)
         ) as pool:
 
-            def encode_pool(blocks):
-                pending: deque = deque()
+            def encode_pool(
+                blocks: Iterable[tuple[int, list[str], int]],
+            ) -> Iterator[tuple[int, int, EncodedBlock]]:
+                pending: deque[tuple[int, int, futures.Future[EncodedBlock]]] = deque()
                 for first, texts, size in blocks:
                     with _stop_signals_held():  # workers start inside submit (the first one, with fork)
                         job = pool.submit(_encode_block, first, texts, walk)
@@ -517,7 +542,7 @@ def _encoder(tokenizer: Tokenizer, wwm: bool, workers: int, walk=None):
             os.environ["TOKENIZERS_PARALLELISM"] = saved
 
 
-def _bar(progress: bool, names: list[str]):
+def _bar(progress: bool, names: list[str]) -> Any:  # a tqdm bar or None (tqdm is imported only when one is shown)
     if not progress:
         return None
     from tqdm.auto import tqdm
@@ -532,7 +557,7 @@ def _sibling(out: str, kind: str) -> str:
 
 
 @contextlib.contextmanager
-def _locked(out: str):
+def _locked(out: str) -> Iterator[None]:
     """Hold `.NAME.lock` beside the folder (our pid and host) for the length of the block; a lock whose process
     has died on this host is taken over."""
     path = _sibling(out, "lock")
@@ -567,43 +592,10 @@ def _dataset_entry(name: str) -> bool:
     return name in (MANIFEST, TOKENIZER, *SPLITS)
 
 
-def _read_json(path: str) -> dict | None:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
-    except (OSError, ValueError):
-        return None
-
-
-# ----- command line ------------------------------------------------------------------------------
-def main(argv: list[str]) -> int:
-    cfg = parse(PrepareConfig, argv, prog="bertkit prepare")
-    say = lambda *a: print(*a, file=sys.stderr)  # noqa: E731
-    with stop_note(f"nothing was written to --out {cfg.out} (run it again to start over)"):
-        result = prepare(
-            cfg.corpus,
-            cfg.tokenizer,
-            cfg.out,
-            doc_sep=cfg.doc_sep,
-            text_field=cfg.text_field,
-            wwm=cfg.wwm,
-            heldout=cfg.heldout,
-            seed=cfg.seed,
-            nsp_seq_len=cfg.nsp_seq_len,
-            workers=cfg.workers,
-            overwrite=cfg.overwrite,
-            progress=cfg.progress,
-            say=say,
-        )
-    m = result.manifest
-    if not result.reused:
-        train, held = m["splits"]["train"], m["splits"]["heldout"]
-        rate = result.text_bytes / 1e6 / max(result.seconds, 1e-9)
-        print(
-            f"{cfg.out}: {train['documents']:,} documents ({train['tokens']:,} tokens) to train on, "
-            f"{held['documents']:,} ({held['tokens']:,} tokens) held out; {result.text_bytes / 1e6:,.1f} MB of text "
-            f"in {result.seconds:,.1f} s ({rate:.2f} MB/s, {usable_workers(cfg.workers, lambda *a: None)} workers)"
-        )
-        if m["empty_documents"]:
-            print(f"{m['empty_documents']:,} documents gave no token and were left out")
-    return 0
+if not TYPE_CHECKING:  # old names, for one release
+    __getattr__ = moved(
+        __name__,
+        {
+            "main": "bertkit.commands.prepare:main",
+        },
+    )

@@ -21,10 +21,15 @@ import json
 import os
 import sys
 import warnings
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from ..errors import BertkitError, BertkitWarning
 from ..text import is_empty_text
 from .corpus import CorpusError, jsonl_records, read_lines
+
+if TYPE_CHECKING:
+    from types import FrameType
 
 MULTI_LABEL_SEP = "|"  # "a|b": a multi-label cell (classify), or the choices of a CSV cell (choice)
 _SUFFIXES = {
@@ -37,6 +42,7 @@ _SUFFIXES = {
     ".iob": "conll",
 }
 _MAX_SHOWN = 8  # field names listed in an error
+Record = dict[str, Any]  # one record: a JSON object, a CSV row by column, a CoNLL sentence (tokens, tags, lines)
 
 
 class TaskDataError(BertkitError, ValueError):
@@ -76,7 +82,9 @@ class Table:
     """Records of a CSV / TSV / JSONL / CoNLL file: (line number, record) and the CSV header, if any.
     A record is None for a blank line that is kept (keep_empty)."""
 
-    def __init__(self, fmt: str, records: list[tuple[int, object]], columns: list[str] | None = None):
+    def __init__(
+        self, fmt: str, records: Sequence[tuple[int, Record | None]], columns: list[str] | None = None
+    ) -> None:
         self.fmt, self.records, self.columns = fmt, records, columns
 
     def has(self, field: str) -> bool:
@@ -97,9 +105,9 @@ class Table:
 
 def table(path: str, lines: list[str], fmt: str, keep_empty: bool = False) -> Table:
     if fmt == "jsonl":
-        records = list(jsonl_records(path, lines, TaskDataError))
+        records: list[tuple[int, Record | None]] = list(jsonl_records(path, lines, TaskDataError))
         if keep_empty:
-            blanks = [(n, None) for n, line in enumerate(lines, 1) if not line.strip()]
+            blanks: list[tuple[int, Record | None]] = [(n, None) for n, line in enumerate(lines, 1) if not line.strip()]
             records = sorted(records + blanks, key=lambda r: r[0])
         return Table(fmt, records)
     if fmt == "conll":
@@ -137,7 +145,7 @@ def _csv(path: str, lines: list[str], fmt: str, keep_empty: bool = False) -> Tab
         raise TaskDataError(
             f"{path}: line {header_line}: the header names {', '.join(map(repr, duplicates))} more than once"
         )
-    records = []
+    records: list[tuple[int, Record | None]] = []
     for number, row in rows[1:]:
         if _blank(row):
             records.append((number, None))
@@ -154,9 +162,13 @@ def _csv(path: str, lines: list[str], fmt: str, keep_empty: bool = False) -> Tab
     return Table(fmt, records, columns)
 
 
-def _conll(path: str, lines: list[str]) -> list[tuple[int, dict]]:
+def _conll(path: str, lines: list[str]) -> list[tuple[int, Record]]:
     """CoNLL: one token per line, its tag in the last column; blank lines end sentences."""
-    records, tokens, tags, start, lines_of = [], [], [], 0, []
+    records: list[tuple[int, Record]] = []
+    tokens: list[str] = []
+    tags: list[str | None] = []
+    lines_of: list[int] = []
+    start = 0
     for number, line in enumerate(lines + [""], 1):
         cells = line.split()
         if cells and cells[0] == "-DOCSTART-":
@@ -194,7 +206,8 @@ def at(path: str, number: int | None) -> str:
     return path if number is None else f"{path}: line {number}"
 
 
-def get(path, number, record: dict, field, kwarg):
+def get(path: str, number: int | None, record: Record, field: str, kwarg: str) -> Any:
+    """The value of a record's field (any JSON value but null); a missing field or a null is an error."""
     if field not in record:
         keys = ", ".join(map(repr, list(record)[:_MAX_SHOWN])) or "none"
         raise TaskDataError(
@@ -206,7 +219,24 @@ def get(path, number, record: dict, field, kwarg):
     return value
 
 
-def string(path, number, record, field, kwarg, *, required: bool, strip: bool = True) -> str | None:
+@overload
+def string(
+    path: str,
+    number: int | None,
+    record: Record,
+    field: str,
+    kwarg: str,
+    *,
+    required: Literal[True],
+    strip: bool = True,
+) -> str: ...
+@overload
+def string(
+    path: str, number: int | None, record: Record, field: str, kwarg: str, *, required: bool, strip: bool = True
+) -> str | None: ...
+def string(
+    path: str, number: int | None, record: Record, field: str, kwarg: str, *, required: bool, strip: bool = True
+) -> str | None:
     """A text field, stripped (a QA context is kept as it is: answer offsets count into it)."""
     if not required and record.get(field) is None:
         return None
@@ -218,14 +248,15 @@ def string(path, number, record, field, kwarg, *, required: bool, strip: bool = 
     return value.strip() if strip else value
 
 
-def show(value) -> str:
+def show(value: object) -> str:
     text = json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list, int, float, bool)) else repr(value)
     return f"a {type(value).__name__} ({text[:40]}{'...' if len(text) > 40 else ''})"
 
 
 def warn(message: str) -> None:
     """Warn at the caller's line (the first frame outside the task readers: this module and bertkit.tasks)."""
-    frame, level = sys._getframe(0), 1
+    frame: FrameType | None = sys._getframe(0)
+    level = 1
     while frame is not None and frame.f_globals.get("__name__", "").startswith((__name__, "bertkit.tasks")):
         frame, level = frame.f_back, level + 1
     warnings.warn(message, BertkitWarning, stacklevel=level)

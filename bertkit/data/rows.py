@@ -17,7 +17,6 @@ when a batch asks for it, so nothing of the corpus's size is held in Python obje
 
     rows = make_rows(split, "stream", seq_len=128, cls_id=2, sep_id=3)
     len(rows); rows.batch(np.array([7, 3, 12]), words=True) -> RowBatch (padded arrays)
-    pad_rows(rows of different lengths, value) -> (B, S): the one padding function (tasks, fill-mask, here)
 
 RowBatch.word_ids numbers the whole words of a row from 0 (tokens of one word share a number) and is -1 at
 [CLS] / [SEP] / padding; the masking collator uses it to mask whole words. A row's first token, and the first
@@ -31,25 +30,35 @@ import os
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
 from ..errors import ConfigError
 from ..files import atomic_write
+from .batching import pad_rows
 from .dataset import PAIR_PLAN, Split
 from .seeded import hash64
 
 PACKINGS = ("stream", "documents")
 
 
-def pad_rows(rows: Sequence[Sequence[int]], value: int = 0, dtype=np.int64) -> np.ndarray:
-    """Rows of different lengths (lists or 1-D arrays) -> one (B, S) array, S the longest row, each row
-    followed by `value` (pad id, 0, -100, ...). Nested rows (a batch of choices) are flattened first by the
-    caller and reshaped after: pad_rows(all choices).reshape(B, C, -1)."""
-    out = np.full((len(rows), max((len(r) for r in rows), default=0)), value, dtype=dtype)
-    for b, row in enumerate(rows):
-        out[b, : len(row)] = row
-    return out
+def most_rows(kind: str, docs: int, tokens: int, pieces: int, chunk: int) -> int:
+    """At most how many rows of `kind` (a PACKINGS entry, or "pairs") `docs` documents of at most `tokens` tokens in
+    all make, `pieces` being the sum of each document's ceil(tokens / chunk): the counts of the row classes below,
+    on bounds (pretraining refuses a corpus too small for one batch with it before a token is made)."""
+    if kind == "stream":  # StreamRows: the documents joined by [SEP], cut every chunk
+        return stream_rows(tokens + max(0, docs - 1), chunk)
+    if kind == "documents":  # DocumentRows: each document's full chunks, and its tail in at most one row
+        return pieces
+    return tokens if docs >= 2 else 0  # PairRows: each row takes a sentence (a token at least) of its own
+
+
+def stream_rows(length: int, chunk: int) -> int:
+    """Rows of `chunk` tokens a stream of `length` tokens is cut into; a last, shorter row counts when it holds at
+    least half a chunk."""
+    full, tail = divmod(length, chunk)
+    return full + (1 if tail and 2 * tail >= chunk else 0)
 
 
 @dataclass
@@ -63,6 +72,10 @@ class RowBatch:
     next_sentence_label: np.ndarray | None  # (B,) 0 = B follows A, 1 = B is random; None: no NSP
 
 
+# one row, unpadded: (ids, token type ids, attention mask, word ids or None), each (length,) int64
+Row = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]
+
+
 def make_rows(
     split: Split,
     kind: str,
@@ -73,7 +86,7 @@ def make_rows(
     seed: int = 0,
     short_seq_prob: float = 0.1,
     plan_file: str | None = None,
-):
+) -> _Rows:
     """The rows of a split: kind "stream" / "documents" (MLM) or "pairs" (NSP). Pairs come from the plan the split
     holds for this seq_len (walked by bertkit prepare), else are walked here seeded by `seed`; plan_file: where
     that plan is kept (read if it is there, else written), so a resumed run or another process of the same run
@@ -90,7 +103,9 @@ def make_rows(
 class _Rows:
     """What every kind shares: the split, the special ids, and turning segments into a padded batch."""
 
-    def __init__(self, split: Split, seq_len: int, cls_id: int, sep_id: int, smallest: int):
+    count: int  # how many rows (set by each kind)
+
+    def __init__(self, split: Split, seq_len: int, cls_id: int, sep_id: int, smallest: int) -> None:
         if seq_len < smallest:
             raise ConfigError(f"seq_len must be >= {smallest} for these rows, got {seq_len}")
         self.split, self.seq_len, self.cls_id, self.sep_id = split, seq_len, cls_id, sep_id
@@ -98,7 +113,11 @@ class _Rows:
     def __len__(self) -> int:
         return self.count
 
-    def batch(self, indices, words: bool = False) -> RowBatch:
+    def row(self, i: int, words: bool) -> Row:
+        """Row i, unpadded (word ids None unless `words`)."""
+        raise NotImplementedError
+
+    def batch(self, indices: Sequence[int] | np.ndarray, words: bool = False) -> RowBatch:
         """The rows at `indices` (any order, repeats allowed), padded to the longest."""
         indices = np.asarray(indices, dtype=np.int64)
         if not indices.size:
@@ -106,8 +125,11 @@ class _Rows:
         if indices.min() < 0 or indices.max() >= self.count:
             raise IndexError(f"row indices must be in [0, {self.count})")
         rows = [self.row(int(i), words) for i in indices]  # (ids, types, mask, word ids) each
-        ids, types, mask = (pad_rows([r[k] for r in rows], 0) for k in range(3))
-        word_ids = pad_rows([r[3] for r in rows], -1) if words else None
+        ids = pad_rows([r[0] for r in rows], 0)
+        types = pad_rows([r[1] for r in rows], 0)
+        mask = pad_rows([r[2] for r in rows], 0)
+        # words=True: every row came with its word ids (row() gives None only without words)
+        word_ids = pad_rows(cast("list[np.ndarray]", [r[3] for r in rows]), -1) if words else None
         labels = np.array([self.label(int(i)) for i in indices], dtype=np.int64) if self.pairs else None
         return RowBatch(ids, types, mask, word_ids, labels)
 
@@ -120,12 +142,11 @@ class _Rows:
 
 # ----- the stream --------------------------------------------------------------------------------
 class StreamRows(_Rows):
-    def __init__(self, split: Split, seq_len: int, cls_id: int, sep_id: int):
+    def __init__(self, split: Split, seq_len: int, cls_id: int, sep_id: int) -> None:
         super().__init__(split, seq_len, cls_id, sep_id, smallest=3)
         self.chunk = seq_len - 2
         self.length = split.tokens + max(0, split.documents - 1)  # the stream, with a [SEP] between documents
-        full, tail = divmod(self.length, self.chunk)
-        self.count = full + (1 if tail and 2 * tail >= self.chunk else 0)
+        self.count = stream_rows(self.length, self.chunk)
 
     def _document_at(self, position: int) -> int:
         """The document whose stream span (its tokens and the [SEP] after it) holds `position`."""
@@ -139,10 +160,12 @@ class StreamRows(_Rows):
                 hi = mid - 1
         return lo
 
-    def row(self, i: int, words: bool):
+    def row(self, i: int, words: bool) -> Row:
         start, end = i * self.chunk, min((i + 1) * self.chunk, self.length)
         offsets, d = self.split.offsets, self._document_at(start)
-        text = []  # the stream's content between start and end, as (token start, token end) or None for a [SEP]
+        text: list[
+            tuple[int, int] | None
+        ] = []  # the stream's content between start and end, as (token start, token end) or None for a [SEP]
         position = start
         while position < end:
             begin = int(offsets[d]) + d
@@ -157,7 +180,7 @@ class StreamRows(_Rows):
             d += 1
         return self._row(text, words)
 
-    def _row(self, text: list, words: bool):
+    def _row(self, text: list[tuple[int, int] | None], words: bool) -> Row:
         ids, flags = [np.array([self.cls_id])], [np.array([-1])]
         for part in text:
             if part is None:
@@ -178,13 +201,13 @@ class StreamRows(_Rows):
 
 def _number_words(flags: list[np.ndarray]) -> np.ndarray:
     """Word starts (1), continuations (0) and specials (-1) -> word numbers 0, 1, ... and -1."""
-    flags = np.concatenate(flags)
-    return np.where(flags >= 0, np.cumsum(np.maximum(flags, 0)) - 1, -1)
+    flat = np.concatenate(flags)
+    return np.where(flat >= 0, np.cumsum(np.maximum(flat, 0)) - 1, -1)
 
 
 # ----- documents apart ---------------------------------------------------------------------------
 class DocumentRows(_Rows):
-    def __init__(self, split: Split, seq_len: int, cls_id: int, sep_id: int):
+    def __init__(self, split: Split, seq_len: int, cls_id: int, sep_id: int) -> None:
         super().__init__(split, seq_len, cls_id, sep_id, smallest=3)
         self.chunk = chunk = seq_len - 2
         lengths = np.diff(np.asarray(split.offsets))
@@ -198,7 +221,7 @@ class DocumentRows(_Rows):
         self.members = np.concatenate(members).astype(np.int64) if members else np.zeros(0, dtype=np.int64)
         self.count = self.full + len(members)
 
-    def row(self, i: int, words: bool):
+    def row(self, i: int, words: bool) -> Row:
         offsets, chunk = self.split.offsets, self.chunk
         if i < self.full:  # the i-th full piece, in document order: one row
             d = int(np.searchsorted(self.full_before, i, side="right"))
@@ -297,7 +320,7 @@ class PairRows(_Rows):
         seed: int = 0,
         short_seq_prob: float = SHORT_SEQ_PROB,
         plan_file: str | None = None,
-    ):
+    ) -> None:
         super().__init__(split, seq_len, cls_id, sep_id, smallest=5)
         if not 0.0 <= short_seq_prob <= 1.0:
             raise ConfigError(f"short_seq_prob must be in [0, 1], got {short_seq_prob}")
@@ -343,7 +366,7 @@ class PairRows(_Rows):
                     break
         return truncate_pair(a0, a_n, b0, b_n, self.max_tokens, rng)
 
-    def row(self, i: int, words: bool):
+    def row(self, i: int, words: bool) -> Row:
         a0, a_n, b0, b_n = self.spans(i)
         a1, b1 = a0 + a_n, b0 + b_n
         ids = np.concatenate(
@@ -351,7 +374,7 @@ class PairRows(_Rows):
         ).astype(np.int64)
         types = np.zeros(len(ids), dtype=np.int64)
         types[a_n + 2 :] = 1
-        row_words = None
+        row_words: np.ndarray | None = None
         if words:
             fa, fb = self.split.word_starts(a0, a1).astype(np.int64), self.split.word_starts(b0, b1).astype(np.int64)
             fa[:1], fb[:1] = 1, 1
@@ -359,12 +382,14 @@ class PairRows(_Rows):
         return ids, types, np.ones(len(ids), dtype=np.int64), row_words
 
 
-def pair_options(seq_len: int, short_seq_prob: float = SHORT_SEQ_PROB) -> dict:
+def pair_options(seq_len: int, short_seq_prob: float = SHORT_SEQ_PROB) -> dict[str, int | float]:
     """What a pair plan depends on besides the documents and the seed (kept in a dataset's manifest)."""
     return {"seq_len": int(seq_len), "short_seq_prob": float(short_seq_prob)}
 
 
-def truncate_pair(a0: int, a_n: int, b0: int, b_n: int, max_tokens: int, rng: random.Random):
+def truncate_pair(
+    a0: int, a_n: int, b0: int, b_n: int, max_tokens: int, rng: random.Random
+) -> tuple[int, int, int, int]:
     """Google's truncate_seq_pair in closed form: while the pair is longer than max_tokens, one token goes from the
     longer side (B on a tie), from its front or back by a fair coin; the coins of a side are counted at once."""
     excess = a_n + b_n - max_tokens
@@ -386,10 +411,10 @@ def document_rng(seed: int, key: int) -> random.Random:
 
 def walk_document(
     starts: list[int], lengths: list[int], rng: random.Random, max_tokens: int, short_seq_prob: float
-) -> list[tuple]:
+) -> list[tuple[int, int, int, int, int, int]]:
     """The plan rows of one document, given its sentences (token start, length): PairRows' walk, in PAIR_PLAN's
     fields; a random B's document and sentence are left to the row's draw."""
-    rows = []
+    rows: list[tuple[int, int, int, int, int, int]] = []
     target = max_tokens
     if rng.random() < short_seq_prob:
         target = rng.randint(2, max_tokens)
@@ -421,7 +446,12 @@ def walk_document(
 
 
 def walk_documents(
-    sentence_starts: np.ndarray, lengths: np.ndarray, keys, seed: int, max_tokens: int, short_seq_prob: float
+    sentence_starts: np.ndarray,
+    lengths: np.ndarray,
+    keys: np.ndarray,
+    seed: int,
+    max_tokens: int,
+    short_seq_prob: float,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Plan rows of documents given back to back (sentence_starts: (T,) bool marks, lengths: (D,) tokens each,
     keys: (D,) each document's key): (PAIR_PLAN records with token positions from the first document's start,
@@ -429,7 +459,9 @@ def walk_documents(
     ends = np.cumsum(lengths)
     begins = ends - lengths
     marks = np.flatnonzero(sentence_starts).tolist()
-    rows, docs, m = [], [], 0
+    rows: list[tuple[int, int, int, int, int, int]] = []
+    docs: list[int] = []
+    m = 0
     for d, (begin, end) in enumerate(zip(begins.tolist(), ends.tolist())):
         while m < len(marks) and marks[m] < begin:
             m += 1
@@ -454,7 +486,8 @@ def walk_documents(
 
 def walk_split(split: Split, max_tokens: int, seed: int, short_seq_prob: float) -> np.ndarray:
     """The plan of a whole split (each document keyed by its place in the split), a block of documents at a time."""
-    plans, offsets = [], np.asarray(split.offsets)
+    plans: list[np.ndarray] = []
+    offsets = np.asarray(split.offsets)
     for lo in range(0, split.documents, WALK_BLOCK):
         hi = min(lo + WALK_BLOCK, split.documents)
         start, end = int(offsets[lo]), int(offsets[hi])

@@ -15,7 +15,10 @@ vectorised in numpy: a batch of draws costs a few array operations, whatever the
 
 from __future__ import annotations
 
+from typing import overload
+
 import numpy as np
+import numpy.typing as npt
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
@@ -29,7 +32,7 @@ def _mix(x: np.ndarray) -> np.ndarray:
     return x ^ (x >> np.uint64(31))
 
 
-def hash64(seed: int, stream: int, *counters) -> np.ndarray:
+def hash64(seed: int, stream: int, *counters: npt.ArrayLike) -> np.ndarray:
     """uint64 hashes of (seed, stream, counters...), broadcast over the counters' shapes."""
     with np.errstate(over="ignore"):
         h = _mix(np.asarray([(int(seed) * 0x9E3779B1 + int(stream)) & 0xFFFFFFFFFFFFFFFF], dtype=np.uint64))
@@ -38,14 +41,18 @@ def hash64(seed: int, stream: int, *counters) -> np.ndarray:
     return h
 
 
-def uniform(seed: int, stream: int, *counters):
+@overload
+def uniform(seed: int, stream: int, *counters: int | np.integer) -> float: ...
+@overload
+def uniform(seed: int, stream: int, *counters: npt.ArrayLike) -> float | np.ndarray: ...
+def uniform(seed: int, stream: int, *counters: npt.ArrayLike) -> float | np.ndarray:
     """Floats in [0, 1) (53 random bits each), one per element of the broadcast counters; a float for ints."""
     h = hash64(seed, stream, *counters)
     out = (h >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
     return float(out[0]) if all(np.ndim(c) == 0 for c in counters) else out
 
 
-def integers(seed: int, stream: int, n: int, *counters) -> np.ndarray:
+def integers(seed: int, stream: int, n: int, *counters: npt.ArrayLike) -> np.ndarray:
     """Integers in [0, n) (int64), one per element of the broadcast counters (bias below 2**-40 for n < 2**24)."""
     return (hash64(seed, stream, *counters) % np.uint64(n)).astype(np.int64)
 
@@ -53,7 +60,7 @@ def integers(seed: int, stream: int, n: int, *counters) -> np.ndarray:
 class Permutation:
     """A seeded bijection of range(n): p(i) for an array of positions, with O(1) memory whatever n is."""
 
-    def __init__(self, n: int, seed: int):
+    def __init__(self, n: int, seed: int) -> None:
         if n < 1:
             raise ValueError(f"a permutation needs n >= 1, got {n}")
         self.n = int(n)
@@ -68,7 +75,7 @@ class Permutation:
                 left, right = right, left ^ (_mix(right ^ np.uint64(key)) & self.mask)
         return (left << np.uint64(self.half)) | right
 
-    def __call__(self, positions) -> np.ndarray:
+    def __call__(self, positions: npt.ArrayLike) -> np.ndarray:
         x = np.asarray(positions, dtype=np.int64)
         if x.size and (x.min() < 0 or x.max() >= self.n):
             raise IndexError(f"positions must be in [0, {self.n})")

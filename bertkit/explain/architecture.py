@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import textwrap
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from torch import nn
@@ -21,7 +22,7 @@ from torch import nn
 from .. import heads as H
 from .. import model as M
 from ..config import BertConfig
-from .common import base_model, count, shape_str
+from .common import PrettyPrinter, base_model, count, encoder_layers, shape_str
 
 # modules that hold no parameters and add nothing to the picture
 _SILENT = (nn.Dropout, nn.Tanh, nn.Identity)
@@ -50,11 +51,11 @@ class Architecture:
     def __str__(self) -> str:
         return format_architecture(self)
 
-    def _repr_pretty_(self, printer, cycle) -> None:  # IPython / notebooks show the text
+    def _repr_pretty_(self, printer: PrettyPrinter, cycle: bool) -> None:  # IPython / notebooks show the text
         printer.text(str(self))
 
 
-def architecture(model: nn.Module) -> Architecture:
+def architecture(model: M.BertPreTrainedModel) -> Architecture:
     """Describe `model` (a BertModel or any BertFor* head): tree, heads, parameter counts."""
     base = base_model(model)
     cfg = model.config
@@ -63,7 +64,7 @@ def architecture(model: nn.Module) -> Architecture:
     ctx = _Context(cfg, counts, owners)
     rows = [Row("", type(model).__name__, 0, _describe_root(model, cfg), counts[""])]
     _walk(model, "", 1, ctx, rows)
-    heads = [layer.attention.self.num_attention_heads for layer in base.encoder.layer]
+    heads = [layer.attention.self.num_attention_heads for layer in encoder_layers(base.encoder.layer)]
     return Architecture(type(model).__name__, cfg, rows, dict(counts), counts[""], heads)
 
 
@@ -106,7 +107,7 @@ def _walk(module: nn.Module, path: str, depth: int, ctx: _Context, rows: list[Ro
         if isinstance(child, _SILENT):
             continue
         if isinstance(child, nn.ModuleList) and isinstance(module, M.BertEncoder):
-            _layer_groups(child, child_path, depth, ctx, rows)
+            _layer_groups(encoder_layers(child), child_path, depth, ctx, rows)
             continue
         rows.append(
             Row(child_path, name, depth, _describe(name, child, module, child_path, ctx), ctx.counts[child_path])
@@ -119,13 +120,13 @@ def _walk(module: nn.Module, path: str, depth: int, ctx: _Context, rows: list[Ro
             rows.append(Row(p_path, name, depth, f"{name} {shape_str(p.shape)}", ctx.counts[p_path]))
 
 
-def _layer_signature(layer: M.Layer) -> tuple:
+def _layer_signature(layer: M.Layer) -> tuple[tuple[tuple[str, tuple[int, ...]], ...], tuple[int, ...]]:
     """Two layers look alike when their tensors have the same shapes and the same heads were pruned."""
     shapes = tuple((n, tuple(p.shape)) for n, p in layer.named_parameters())
     return shapes, tuple(sorted(layer.attention.pruned_heads))
 
 
-def _layer_groups(layers: nn.ModuleList, path: str, depth: int, ctx: _Context, rows: list[Row]) -> None:
+def _layer_groups(layers: Sequence[M.Layer], path: str, depth: int, ctx: _Context, rows: list[Row]) -> None:
     """Runs of identical layers become one row ("layer 0-11, 12 alike") described once."""
     start = 0
     while start < len(layers):

@@ -11,14 +11,23 @@ import html
 import importlib
 import warnings
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from ..files import atomic_write
 from ..text import display_width
 from . import html_view
-from .common import ExplainError, base_model
+from .common import ExplainError, base_model, encoder_layers
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+    from matplotlib.font_manager import FontProperties
+
+    from ..model import BertPreTrainedModel
+    from ..tokenizer import Tokenizer
 
 MAX_LABELLED_TOKENS = 48  # beyond this, tick labels would overlap: the heatmaps go unlabelled
 
@@ -47,7 +56,7 @@ class AttentionMaps:
             text = text[:57] + "..."
         return f"attention: {text}" if text else "attention"
 
-    def save_png(self, path: str, **kwargs) -> PngLayout:
+    def save_png(self, path: str, **kwargs: Any) -> PngLayout:
         return attention_png(self, path, **kwargs)
 
     def to_html(self, title: str | None = None) -> str:
@@ -64,7 +73,7 @@ class AttentionMaps:
 
 
 def attention_maps_ids(
-    model: nn.Module,
+    model: BertPreTrainedModel,
     input_ids: Tensor,
     token_type_ids: Tensor | None = None,
     tokens: list[str] | None = None,
@@ -87,7 +96,7 @@ def attention_maps_ids(
     maps = [a[0].detach().float().cpu() for a in out.attentions]  # each (heads, S, S)
     head_ids = [
         [h for h in range(model.config.num_attention_heads) if h not in layer.attention.pruned_heads]
-        for layer in base.encoder.layer
+        for layer in encoder_layers(base.encoder.layer)
     ]
     S = input_ids.shape[1]
     types = token_type_ids[0].tolist() if token_type_ids is not None else [0] * S
@@ -95,7 +104,9 @@ def attention_maps_ids(
     return AttentionMaps(tokens, types, maps, head_ids, model.config.num_attention_heads, text, text_pair)
 
 
-def attention_maps(model: nn.Module, tokenizer, text: str, text_pair: str | None = None) -> AttentionMaps:
+def attention_maps(
+    model: BertPreTrainedModel, tokenizer: Tokenizer, text: str, text_pair: str | None = None
+) -> AttentionMaps:
     """Tokenize `text` (and `text_pair`) and collect every layer's attention maps."""
     enc = tokenizer(text, text_pair, return_tensors="pt")
     return attention_maps_ids(model, enc["input_ids"], enc["token_type_ids"], enc.tokens(), text, text_pair)
@@ -186,7 +197,7 @@ def attention_png(maps: AttentionMaps, path: str, *, dpi: int = 100) -> PngLayou
     return PngLayout(path, (L, n_heads), _pixels(fig), _cells(fig), font_path)
 
 
-def _ticks(ax, tokens: list[str], font, size: float, labelled: bool, x: bool, y: bool) -> None:
+def _ticks(ax: Axes, tokens: list[str], font: FontProperties, size: float, labelled: bool, x: bool, y: bool) -> None:
     S = len(tokens)
     ax.set_xticks(range(S))
     ax.set_yticks(range(S))
@@ -197,12 +208,12 @@ def _ticks(ax, tokens: list[str], font, size: float, labelled: bool, x: bool, y:
     ax.tick_params(length=0, pad=1)
 
 
-def _pixels(fig) -> tuple[int, int]:
+def _pixels(fig: Figure) -> tuple[int, int]:
     w, h = fig.canvas.get_width_height()
     return int(w), int(h)
 
 
-def _cells(fig) -> dict[tuple[int, int], tuple[int, int, int, int]]:
+def _cells(fig: Figure) -> dict[tuple[int, int], tuple[int, int, int, int]]:
     """Pixel boxes of the heatmaps (top-left origin), from the axes' real positions."""
     fig.canvas.draw()
     _, height = _pixels(fig)

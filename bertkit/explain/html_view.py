@@ -15,15 +15,40 @@ from __future__ import annotations
 import html
 import json
 import re
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..files import atomic_write_text
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 DECIMALS = 4  # attention weights are written with this many decimals
 
 
 # `maps` below is an attention_view.AttentionMaps; this module reads its fields and imports nothing
 # from there (attention_view imports this one for AttentionMaps.to_html / save_html).
-def page_data(maps, title: str) -> dict:
+class Maps(Protocol):
+    """The fields of an attention_view.AttentionMaps this module reads."""
+
+    @property
+    def tokens(self) -> list[str]: ...
+    @property
+    def token_type_ids(self) -> list[int]: ...
+    @property
+    def maps(self) -> list[Tensor]: ...
+    @property
+    def head_ids(self) -> list[list[int]]: ...
+    @property
+    def num_heads(self) -> int: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def text_pair(self) -> str | None: ...
+    @property
+    def title(self) -> str: ...
+
+
+def page_data(maps: Maps, title: str) -> dict[str, Any]:
     """What the page's script reads: tokens, segment ids and every head's (S, S) map."""
     layers = [
         {"heads": heads, "maps": [[[round(float(x), DECIMALS) for x in row] for row in m.tolist()] for m in layer_maps]}
@@ -40,13 +65,13 @@ def page_data(maps, title: str) -> dict:
     }
 
 
-def _script_json(data: dict) -> str:
+def _script_json(data: dict[str, Any]) -> str:
     """JSON that cannot end its <script> element early: <, > and & become \\u escapes."""
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def attention_html(maps, title: str | None = None) -> str:
+def attention_html(maps: Maps, title: str | None = None) -> str:
     """The viewer page for `maps` (an AttentionMaps), as one string."""
     title = title or maps.title
     L = len(maps.maps)
@@ -61,7 +86,7 @@ def attention_html(maps, title: str | None = None) -> str:
     return re.sub(r"\{\{(TITLE|SUMMARY|DATA)\}\}", lambda m: fields[m.group(1)], _PAGE)  # one pass
 
 
-def save_html(maps, path: str, title: str | None = None) -> str:
+def save_html(maps: Maps, path: str, title: str | None = None) -> str:
     """Write the viewer page for `maps` (an AttentionMaps) to `path`; returns the page."""
     page = attention_html(maps, title)
     atomic_write_text(path, page)

@@ -14,19 +14,18 @@ from dataclasses import dataclass, field
 
 import torch
 from tokenizers import normalizers, pre_tokenizers
-from torch import nn
 
 from ..config import BertConfig
 from ..finite import check_weights
 from ..heads import BertForMaskedLM
-from ..model import BertModel
+from ..model import BertModel, BertPreTrainedModel
 from ..tokenizer import DEFAULT_SPECIALS, Tokenizer, TokenizerError
 from .common import ExplainError
 
 _SPECIAL_RE = re.compile("(" + "|".join(re.escape(t) for t in DEFAULT_SPECIALS.values()) + ")")
 
 
-def char_tokenizer(*texts: str) -> Tokenizer:
+def char_tokenizer(*texts: str | None) -> Tokenizer:
     """A WordPiece tokenizer whose vocabulary is the 5 specials + the characters of `texts`.
 
     Inside a word, later characters get BERT's "##" form ("hello" -> h ##e ##l ##l ##o); CJK
@@ -47,13 +46,16 @@ def char_tokenizer(*texts: str) -> Tokenizer:
     return Tokenizer(vocab)
 
 
-HEADS = {"mlm": BertForMaskedLM, "base": BertModel}  # explain --head: the model class of each
+HEADS: dict[str, type[BertPreTrainedModel]] = {
+    "mlm": BertForMaskedLM,
+    "base": BertModel,
+}  # explain --head: the model class of each
 MLM_HEADS = ("cls.predictions", "generator_predictions", "generator_lm_head")  # BERT's MLM head, ELECTRA's
 
 
 @dataclass
 class Loaded:
-    model: nn.Module
+    model: BertPreTrainedModel
     tokenizer: Tokenizer | None
     notes: list[str] = field(default_factory=list)  # what a reader must know about what was loaded
 
@@ -77,6 +79,7 @@ def load(
     if model_dir is not None:
         model = _from_directory(model_class, model_dir, notes)
     else:
+        assert preset is not None, "load() needs a model directory or a preset"
         config = BertConfig.from_preset(preset)
         if weights_needed:
             torch.manual_seed(seed)
@@ -95,7 +98,7 @@ def load(
     return Loaded(model, tokenizer, notes)
 
 
-def _from_directory(model_class, model_dir: str, notes: list[str]) -> nn.Module:
+def _from_directory(model_class: type[BertPreTrainedModel], model_dir: str, notes: list[str]) -> BertPreTrainedModel:
     """The checkpoint's model; what it lacks or holds beyond the model becomes a note or a warning. Weights that
     are not finite are a NonFiniteError (pictures and probabilities of NaN would show nothing)."""
     model, report = model_class.from_pretrained(model_dir, output_loading_info=True)
@@ -134,7 +137,11 @@ def _from_directory(model_class, model_dir: str, notes: list[str]) -> nn.Module:
 
 
 def _tokenizer(
-    model: nn.Module, model_dir: str | None, tokenizer_dir: str | None, texts: tuple[str | None, ...], notes: list[str]
+    model: BertPreTrainedModel,
+    model_dir: str | None,
+    tokenizer_dir: str | None,
+    texts: tuple[str | None, ...],
+    notes: list[str],
 ) -> Tokenizer:
     vocab_size = model.config.vocab_size
     if tokenizer_dir is not None:

@@ -13,15 +13,20 @@ and gives the same loss.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
 from ..heads import IGNORE, BertForMaskedLM
 from ..inference import MaskFill, mask_fills, mlm_logits
 from ..text import pad
-from .common import ExplainError, shape_str
+from .common import ExplainError, PrettyPrinter, shape_str
+
+if TYPE_CHECKING:
+    from ..model import BertPreTrainedModel
+    from ..tokenizer import Tokenizer
 
 
 @dataclass
@@ -39,11 +44,13 @@ class MLMExplanation:
     def __str__(self) -> str:
         return format_mlm(self)
 
-    def _repr_pretty_(self, printer, cycle) -> None:
+    def _repr_pretty_(self, printer: PrettyPrinter, cycle: bool) -> None:
         printer.text(str(self))
 
 
-def explain_mlm(model: nn.Module, tokenizer, text: str, text_pair: str | None = None, top_k: int = 5) -> MLMExplanation:
+def explain_mlm(
+    model: BertPreTrainedModel, tokenizer: Tokenizer, text: str, text_pair: str | None = None, top_k: int = 5
+) -> MLMExplanation:
     """Predict the [MASK] tokens of `text` and show which positions a training loss would use."""
     if not isinstance(model, BertForMaskedLM):
         raise ExplainError(

@@ -16,13 +16,26 @@ replaced, and the hooks are removed when the pass ends.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor, nn
 
 from ..text import display_width, pad
-from .common import ExplainError, base_model, shape_str
+from .common import ExplainError, PrettyPrinter, base_model, encoder_layers, shape_str
+
+if TYPE_CHECKING:
+    from torch.utils.hooks import RemovableHandle
+
+    from ..model import BertPreTrainedModel, SelfAttention
+    from ..tokenizer import Tokenizer
+
+# a module's output (a tensor, or a tuple holding one: what the module returns) -> the tensor to record
+Pick = Callable[[Any], Tensor]
+# a forward hook, as nn.Module.register_forward_hook calls it: (module, positional inputs, output)
+OutputHook = Callable[[nn.Module, tuple[Any, ...], Any], None]
 
 
 @dataclass
@@ -52,7 +65,7 @@ class Trace:
     def __str__(self) -> str:
         return format_trace(self)
 
-    def _repr_pretty_(self, printer, cycle) -> None:
+    def _repr_pretty_(self, printer: PrettyPrinter, cycle: bool) -> None:
         printer.text(str(self))
 
 
@@ -60,7 +73,7 @@ class Trace:
 class _Recorder:
     """Collects steps; keeps the last query / key / value outputs for the per-head tensors."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.steps: list[Step] = []
         self.latest: dict[str, Tensor] = {}  # "query" / "key" / "value" -> (B, S, heads*head_dim)
 
@@ -74,17 +87,21 @@ class _Recorder:
         self.steps.append(Step(name, module, tuple(tensor.shape), layer))
 
 
-def _output_hook(recorder: _Recorder, name: str, path: str, layer: int | None, pick=lambda out: out):
-    def hook(module, args, output):
+def _output_hook(
+    recorder: _Recorder, name: str, path: str, layer: int | None, pick: Pick = lambda out: out
+) -> OutputHook:
+    def hook(module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
         recorder.add(name, path, pick(output), layer)
 
     return hook
 
 
-def _heads_hook(recorder: _Recorder, path: str, layer: int):
+def _heads_hook(
+    recorder: _Recorder, path: str, layer: int
+) -> Callable[[SelfAttention, tuple[Any, ...], tuple[Tensor, Tensor | None]], None]:
     """After a SelfAttention ran: q, k, v, scores, weights, context per head, from its own tensors."""
 
-    def hook(module, args, output):
+    def hook(module: SelfAttention, args: tuple[Any, ...], output: tuple[Tensor, Tensor | None]) -> None:
         context, probs = output[0], output[1]  # (B, S, heads*head_dim), (B, heads, S, T)
         q, k, v = (module.split_heads(recorder.latest[name]) for name in ("query", "key", "value"))
         for name, tensor in (("q", q), ("k", k), ("v", v)):
@@ -97,13 +114,13 @@ def _heads_hook(recorder: _Recorder, path: str, layer: int):
     return hook
 
 
-def _hooks(model: nn.Module, recorder: _Recorder) -> list:
+def _hooks(model: BertPreTrainedModel, recorder: _Recorder) -> list[RemovableHandle]:
     """Register the forward hooks; returns their handles."""
     base = base_model(model)
     prefix = model.base_model_prefix + "." if base is not model else ""
     handles = []
 
-    def on(module: nn.Module, name: str, path: str, layer: int | None = None, pick=lambda out: out):
+    def on(module: nn.Module, name: str, path: str, layer: int | None = None, pick: Pick = lambda out: out) -> None:
         handles.append(module.register_forward_hook(_output_hook(recorder, name, prefix + path, layer, pick)))
 
     emb = base.embeddings
@@ -113,7 +130,7 @@ def _hooks(model: nn.Module, recorder: _Recorder) -> list:
         on(emb.position_embeddings, "position_embeddings", "embeddings.position_embeddings")
     on(emb.token_type_embeddings, "token_type_embeddings", "embeddings.token_type_embeddings")
     on(emb, "embeddings", "embeddings")
-    for i, layer in enumerate(base.encoder.layer):
+    for i, layer in enumerate(encoder_layers(base.encoder.layer)):
         p = f"encoder.layer.{i}"
         sa = layer.attention.self
         for name in ("query", "key", "value"):
@@ -141,8 +158,8 @@ def _hooks(model: nn.Module, recorder: _Recorder) -> list:
     return handles
 
 
-def _input_ids_hook(recorder: _Recorder, path: str):
-    def hook(module, args):  # Embeddings.forward(input_ids, token_type_ids, ...)
+def _input_ids_hook(recorder: _Recorder, path: str) -> Callable[[nn.Module, tuple[Any, ...]], None]:
+    def hook(module: nn.Module, args: tuple[Any, ...]) -> None:  # Embeddings.forward(input_ids, token_type_ids, ...)
         if args and isinstance(args[0], Tensor):
             recorder.add("input_ids", path, args[0], None)
 
@@ -150,7 +167,7 @@ def _input_ids_hook(recorder: _Recorder, path: str):
 
 
 def trace_ids(
-    model: nn.Module,
+    model: BertPreTrainedModel,
     input_ids: Tensor,
     token_type_ids: Tensor | None = None,
     attention_mask: Tensor | None = None,
@@ -180,7 +197,7 @@ def trace_ids(
     return Trace(tokens, input_ids, recorder.steps, type(model).__name__, _sizes(model, input_ids))
 
 
-def _add_outputs(recorder: _Recorder, model: nn.Module, out) -> None:
+def _add_outputs(recorder: _Recorder, model: BertPreTrainedModel, out: object) -> None:
     """The model's own outputs: whatever its head returns."""
     for name in ("logits", "prediction_logits", "seq_relationship_logits", "start_logits", "end_logits"):
         value = getattr(out, name, None)
@@ -188,15 +205,15 @@ def _add_outputs(recorder: _Recorder, model: nn.Module, out) -> None:
             recorder.add(name, "output", value, None)
 
 
-def trace(model: nn.Module, tokenizer, text: str, text_pair: str | None = None) -> Trace:
+def trace(model: BertPreTrainedModel, tokenizer: Tokenizer, text: str, text_pair: str | None = None) -> Trace:
     """Tokenize `text` (and `text_pair`), run one forward pass, and return every step's shape."""
     enc = tokenizer(text, text_pair, return_tensors="pt")
     return trace_ids(model, enc["input_ids"], enc["token_type_ids"], enc["attention_mask"], tokens=enc.tokens())
 
 
-def _sizes(model: nn.Module, input_ids: Tensor) -> dict[str, int | str]:
+def _sizes(model: BertPreTrainedModel, input_ids: Tensor) -> dict[str, int | str]:
     cfg = model.config
-    heads = [layer.attention.self.num_attention_heads for layer in base_model(model).encoder.layer]
+    heads = [layer.attention.self.num_attention_heads for layer in encoder_layers(base_model(model).encoder.layer)]
     per_layer = heads[0] if len(set(heads)) == 1 else "/".join(map(str, heads)) + " (per layer, pruned)"
     return {
         "B": input_ids.shape[0],

@@ -41,6 +41,7 @@ then the process exits 0.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ipaddress
 import os
@@ -48,18 +49,21 @@ import signal
 import socket
 import sys
 import threading
+from types import FrameType
+from typing import TYPE_CHECKING, cast
 
-from ..options import parse
+from ..deprecated import moved
 from .settings import ServeConfig
 
 
-def serve_main(argv: list[str]) -> int:
+def run(cfg: ServeConfig) -> int:
+    """Load the model, serve until SIGTERM / Ctrl-C, answer what is in flight; the exit status (2: uvicorn could
+    not start, e.g. the port is in use)."""
     import uvicorn
 
     from .app import build_app
     from .engine import Engine
 
-    cfg = parse(ServeConfig, argv, prog="bertkit serve")
     # oneDNN keeps a compiled kernel per input shape (default: up to 1024); batches of every length would
     # grow the server's memory for hours. 16 bounds it at no measured cost (bench/results/serve_attempts.md)
     os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "16")
@@ -93,7 +97,7 @@ def serve_main(argv: list[str]) -> int:
             host=cfg.host,
             port=cfg.port,
             log_level=cfg.log_level,
-            http=protocol,
+            http=cast("type[asyncio.Protocol]", protocol),  # a factory of GuardedHttp: uvicorn calls it as the class
             access_log=False,
             lifespan="on",
             timeout_graceful_shutdown=30,
@@ -106,7 +110,9 @@ def serve_main(argv: list[str]) -> int:
         finally:
             batcher.stop()  # also when uvicorn could not start (a port in use): nothing is left waiting
 
-    def drain(sig, frame) -> None:  # SIGTERM / Ctrl-C: stop accepting, answer what is in flight, shut down
+    def drain(
+        sig: int, frame: FrameType | None
+    ) -> None:  # SIGTERM / Ctrl-C: stop accepting, answer what is in flight, shut down
         server.force_exit = server.should_exit and sig == signal.SIGINT  # a second Ctrl-C: now
         server.should_exit = True
 
@@ -122,7 +128,7 @@ def serve_main(argv: list[str]) -> int:
 def is_loopback(host: str) -> bool:
     """Whether every address `host` names is a loopback one (127.0.0.0/8, ::1; "localhost")."""
     try:
-        addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
+        addresses = {str(info[4][0]) for info in socket.getaddrinfo(host, None)}
     except (OSError, UnicodeError):
         return False
     return bool(addresses) and all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addresses)
@@ -150,3 +156,12 @@ def enough_file_descriptors(connections: int) -> None:
             file=sys.stderr,
             flush=True,
         )
+
+
+if not TYPE_CHECKING:  # old names, for one release
+    __getattr__ = moved(
+        __name__,
+        {
+            "serve_main": "bertkit.commands.serve:main",
+        },
+    )

@@ -33,9 +33,9 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -54,14 +54,19 @@ from starlette.routing import Route as StarletteRoute
 
 from .. import __version__
 from ..errors import BertkitError, NonFiniteError
-from .batcher import Batcher, BatchStats, QueueFull
+from .batcher import Batcher, BatchStats, Key, QueueFull
 from .compat import tei_info
 from .connections import Guard, GuardedHttp
 from .engine import Engine, InputProblem, Prepared, json_type
 from .openapi import docs_html, openapi
 from .routes import NEEDS, NON_FINITE, ROUTES, Route, bertkit_error
-from .schemas import parse_body
+from .schemas import Body, parse_body
 from .settings import ServeConfig
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+T = TypeVar("T")
 
 INLINE_BYTES = 2048  # a body up to this size is worked on inline on the event loop (tokenizing ~700 CJK
 # characters: about 1 ms) when the tokenizer thread is idle; a larger one in that thread (a hop costs 0.1-0.2 ms)
@@ -74,7 +79,7 @@ log = logging.getLogger("uvicorn.error")
 class PrometheusSeries:
     """The Prometheus series /metrics shows (a registry per app, so that several apps can live in one process)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         disable_created_metrics()  # no *_created series: counters and histograms only
         self.registry = CollectorRegistry()
         self.requests = Counter(
@@ -138,17 +143,17 @@ class PrometheusSeries:
 class MetricsMiddleware:
     """Counts every answer by route and status and times it (unknown paths count as route "other")."""
 
-    def __init__(self, app, metrics: PrometheusSeries, routes: set[str]):
+    def __init__(self, app: ASGIApp, metrics: PrometheusSeries, routes: set[str]) -> None:
         self.app, self.metrics, self.routes = app, metrics, routes
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         route = scope["path"] if scope["path"] in self.routes else "other"
         start = time.perf_counter()
         status = 500
 
-        async def send_status(message):
+        async def send_status(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
@@ -170,7 +175,13 @@ class EndsConnection(InputProblem):
     or the server is stopping."""
 
 
-def error(status: int, kind: str, message: str, close: bool = False, shape: Callable = bertkit_error) -> JSONResponse:
+def error(
+    status: int,
+    kind: str,
+    message: str,
+    close: bool = False,
+    shape: Callable[[int, str, str], dict] = bertkit_error,
+) -> JSONResponse:
     """A refusal or failure as JSON: bertkit's {"error", "type"} (or a route's own shape: OpenAI's)."""
     return JSONResponse(
         shape(status, kind, message), status_code=status, headers={"Connection": "close"} if close else None
@@ -183,18 +194,18 @@ class TokenizerThread:
     that two calls never share the tokenizer's settings; inline on the event loop for small work while the
     thread is idle (nothing of the thread's then runs at the same time)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="bertkit-tokenizer")
         self.pending = 0  # calls submitted to the thread and not finished there
 
-    async def run(self, inline: bool, fn: Callable, *args) -> Any:
+    async def run(self, inline: bool, fn: Callable[..., T], *args: Any) -> T:
         if inline and self.pending == 0:
             return fn(*args)
         loop = asyncio.get_running_loop()
         self.pending += 1
         work = self.pool.submit(fn, *args)  # counted until it has finished, even if its request is gone
 
-        def count_done(_):
+        def count_done(_: Future[T]) -> None:
             with contextlib.suppress(RuntimeError):  # the loop is closed (a forced exit): nobody counts any more
                 loop.call_soon_threadsafe(self.finished)
 
@@ -205,7 +216,7 @@ class TokenizerThread:
         self.pending -= 1
 
 
-def json_answer(answer) -> Response:
+def json_answer(answer: Any) -> Response:
     """The answer as JSON (as JSONResponse writes it); NaN or Infinity: NonFiniteError."""
     try:
         return Response(dumps(answer).encode("utf-8"), media_type="application/json")
@@ -213,7 +224,7 @@ def json_answer(answer) -> Response:
         raise NonFiniteError(NON_FINITE) from None
 
 
-def dumps(value) -> str:
+def dumps(value: Any) -> str:
     """JSON of `value`, a long list written PIECE items at a time: json.dumps holds the GIL throughout, and one
     call on a 1 MB /tokenize request's answer (28 MB) held the event loop 0.7 s from the tokenizer thread."""
     if isinstance(value, list) and value and isinstance(value[0], list):  # per input
@@ -267,12 +278,17 @@ class Call:
     and its rows' trip through the batcher."""
 
     def __init__(
-        self, request: Request, size: int, tokenizer: TokenizerThread, batcher: Batcher, metrics: PrometheusSeries
-    ):
+        self,
+        request: Request,
+        size: int,
+        tokenizer: TokenizerThread,
+        batcher: Batcher[Key],
+        metrics: PrometheusSeries,
+    ) -> None:
         self.request, self.small = request, size <= INLINE_BYTES
         self.tokenizer, self.batcher, self.metrics = tokenizer, batcher, metrics
 
-    async def tokenize(self, fn: Callable, *args) -> Any:
+    async def tokenize(self, fn: Callable[..., T], *args: Any) -> T:
         """fn(*args) where the tokenizer may run (see TokenizerThread)."""
         return await self.tokenizer.run(self.small, fn, *args)
 
@@ -303,7 +319,9 @@ async def disconnect(request: Request) -> None:
         pass
 
 
-def build_app(engine: Engine, settings: ServeConfig, routes=ROUTES) -> tuple[MetricsMiddleware, Batcher, Callable]:
+def build_app(
+    engine: Engine, settings: ServeConfig, routes: Sequence[Route] = ROUTES
+) -> tuple[MetricsMiddleware, Batcher[Key], Callable[..., GuardedHttp]]:
     """The app serving `engine` on `routes` (routes.py's table, and the GET routes), its batcher (for the caller
     to run `batcher.work()` in the thread that loaded the model) and the HTTP protocol for uvicorn's
     Config(http=...). The app's shutdown stops the batcher once every request in flight was answered."""
@@ -340,8 +358,8 @@ def build_app(engine: Engine, settings: ServeConfig, routes=ROUTES) -> tuple[Met
     async def read(request: Request) -> bytes:
         """The body; past --max-body-bytes, 413 once the body was read and dropped up to `drain` bytes (a client
         that sends Expect: 100-continue gets the 413 at once, and need not send the body)."""
-        declared = request.headers.get("content-length", "")
-        declared = int(declared) if declared.isdigit() else None
+        header = request.headers.get("content-length", "")
+        declared = int(header) if header.isdigit() else None
         if (
             declared is not None
             and declared > limit
@@ -380,7 +398,7 @@ def build_app(engine: Engine, settings: ServeConfig, routes=ROUTES) -> tuple[Met
             message = message.replace(path, engine.name)
         return message
 
-    def count(request) -> int:
+    def count(request: Body) -> int:
         """How many inputs a checked request holds; 413 past --max-inputs."""
         items, _ = request.items()
         if len(items) > settings.max_inputs:
@@ -396,7 +414,7 @@ def build_app(engine: Engine, settings: ServeConfig, routes=ROUTES) -> tuple[Met
         """A POST route: its body read and checked against its model, refusals and errors -> JSON, inputs
         counted."""
 
-        async def answer(request: Request):
+        async def answer(request: Request) -> Response:
             shape = route.error_body
             try:
                 raw = await read_body(request)  # read first: a refusal with the body unread resets the client
@@ -435,10 +453,10 @@ def build_app(engine: Engine, settings: ServeConfig, routes=ROUTES) -> tuple[Met
 
         return StarletteRoute(route.path, answer, methods=["POST"])
 
-    async def health(request):
+    async def health(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok"})
 
-    async def info(request):
+    async def info(request: Request) -> JSONResponse:
         return JSONResponse(
             {
                 "model": engine.name,
@@ -470,11 +488,12 @@ def build_app(engine: Engine, settings: ServeConfig, routes=ROUTES) -> tuple[Met
             }
         )  # TEI's field names beside bertkit's
 
-    async def prometheus(request):
+    async def prometheus(request: Request) -> Response:
         metrics.queue_depth.set(batcher.depth())
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
-    async def http_error(request, exc: HTTPException):  # unknown route (404), wrong method (405)
+    async def http_error(request: Request, exc: Exception) -> JSONResponse:  # unknown route (404), wrong method (405)
+        assert isinstance(exc, HTTPException)  # the handler of HTTPException only
         if exc.status_code == 404:
             return error(
                 404,
@@ -491,7 +510,7 @@ def build_app(engine: Engine, settings: ServeConfig, routes=ROUTES) -> tuple[Met
         return error(exc.status_code, "http_error", str(exc.detail))
 
     @contextlib.asynccontextmanager
-    async def lifespan(app):
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
         batcher.stop()  # uvicorn ends the lifespan after answering every request in flight
         tokenizer.pool.shutdown(wait=False)
@@ -499,13 +518,19 @@ def build_app(engine: Engine, settings: ServeConfig, routes=ROUTES) -> tuple[Met
     document = openapi(routes, GET_ROUTES, f"bertkit serve: {engine.name}", __version__)
     page = docs_html(document)
 
-    async def openapi_json(request):
+    async def openapi_json(request: Request) -> JSONResponse:
         return JSONResponse(document)
 
-    async def docs(request):
+    async def docs(request: Request) -> HTMLResponse:
         return HTMLResponse(page)
 
-    gets = {"/health": health, "/info": info, "/metrics": prometheus, "/openapi.json": openapi_json, "/docs": docs}
+    gets: dict[str, Callable[[Request], Awaitable[Response]]] = {
+        "/health": health,
+        "/info": info,
+        "/metrics": prometheus,
+        "/openapi.json": openapi_json,
+        "/docs": docs,
+    }
     table = [endpoint(r) for r in routes] + [StarletteRoute(path, fn) for path, fn in gets.items()]
     app = Starlette(routes=table, exception_handlers={HTTPException: http_error}, lifespan=lifespan)
     return MetricsMiddleware(app, metrics, {r.path for r in table}), batcher, functools.partial(GuardedHttp, guard)

@@ -41,7 +41,9 @@ import time
 from collections import deque
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)  # what kind of batch rows go in: a Key, or any hashable the caller's run takes
 
 
 class QueueFull(Exception):
@@ -65,7 +67,7 @@ class Handlers:
     Batcher(handlers, ...)                   # a batch of `key` runs handlers.table[key.kind](rows)
     """
 
-    def __init__(self, table: Mapping[str, Callable[[list], list]]):
+    def __init__(self, table: Mapping[str, Callable[[list], list]]) -> None:
         self.table = dict(table)
 
     def key(self, kind: str, group: Hashable = None) -> Key:
@@ -77,7 +79,7 @@ class Handlers:
         """The results of a batch of `key` (a Key, or a kind's name for a kind without groups)."""
         return self._handler(key.kind if isinstance(key, Key) else key)(rows)
 
-    def _handler(self, kind) -> Callable[[list], list]:
+    def _handler(self, kind: str) -> Callable[[list], list]:
         try:
             return self.table[kind]
         except (KeyError, TypeError):  # TypeError: an unhashable key
@@ -87,18 +89,18 @@ class Handlers:
 
 
 @dataclass
-class Job:
-    key: Hashable
+class Job(Generic[K]):
+    key: K
     rows: list
     tokens: list[int]  # real tokens of each row
-    future: asyncio.Future
+    future: asyncio.Future[list]
     loop: asyncio.AbstractEventLoop
     arrived: float = field(default_factory=time.monotonic)
     next: int = 0  # the next row to put in a batch
     left: int = 0  # rows not computed yet
     results: list = field(default_factory=list)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.left = len(self.rows)
         self.results = [None] * len(self.rows)
 
@@ -110,13 +112,13 @@ class BatchStats:
     seconds: float
 
 
-class Batcher:
+class Batcher(Generic[K]):
     """A worker running `run(key, rows) -> one result per row` on batches of submitted rows: in a thread of its
     own, or (thread=False) in whichever thread calls `work()`, until `stop()`."""
 
     def __init__(
         self,
-        run: Callable[[Hashable, list], list],
+        run: Callable[[K, list], list],
         *,
         max_batch_tokens: int,
         max_wait_ms: float,
@@ -124,14 +126,14 @@ class Batcher:
         batching: bool = True,
         on_batch: Callable[[BatchStats], None] | None = None,
         thread: bool = True,
-    ):
+    ) -> None:
         self.run = run
         self.max_batch_tokens = max_batch_tokens
         self.max_wait = max_wait_ms / 1000
         self.max_queue = max_queue
         self.batching = batching
         self.on_batch = on_batch
-        self.waiting: deque[Job] = deque()  # jobs with rows not yet in a batch, oldest first
+        self.waiting: deque[Job[K]] = deque()  # jobs with rows not yet in a batch, oldest first
         self.in_flight = 0  # jobs submitted and not answered
         self.last_rows = 0  # rows of the last batch: more than one, and a free worker waits for company
         self.cond = threading.Condition()
@@ -141,7 +143,7 @@ class Batcher:
             self.thread.start()
 
     # ----- the event loop's side ----------------------------------------------------------------
-    async def submit(self, key: Hashable, rows: list, tokens: list[int]) -> list:
+    async def submit(self, key: K, rows: list, tokens: list[int]) -> list:
         """One result per row, in order, once every row has been through the model."""
         loop = asyncio.get_running_loop()
         job = Job(key, rows, tokens, loop.create_future(), loop)
@@ -183,8 +185,9 @@ class Batcher:
                 if not self.waiting:  # stopping and nothing left
                     return
                 self._wait_for_more()
-                key, picked = self._take()
-            self._run(key, picked)
+                taken = self._take()
+            if taken is not None:
+                self._run(*taken)
 
     def _wait_for_more(self) -> None:
         """Up to max_wait after the oldest job arrived, while the waiting rows do not fill a batch."""
@@ -196,18 +199,19 @@ class Batcher:
                 return
             self.cond.wait(left)
 
-    def _waiting_tokens(self, key) -> int:
+    def _waiting_tokens(self, key: K) -> int:
         return sum(sum(job.tokens[job.next :]) for job in self.waiting if job.key == key)
 
-    def _take(self) -> tuple[Hashable, list[tuple[Job, int]]]:
-        """(key, [(job, row index), ...]): round-robin over the waiting jobs of the oldest job's key."""
+    def _take(self) -> tuple[K, list[tuple[Job[K], int]]] | None:
+        """(key, [(job, row index), ...]): round-robin over the waiting jobs of the oldest job's key (None: no job
+        waits, all were cancelled)."""
         for job in [job for job in self.waiting if job.future.done()]:  # cancelled: its client is gone
             self.waiting.remove(job)
         if not self.waiting:
-            return None, []
+            return None
         key = self.waiting[0].key
         jobs = [job for job in self.waiting if job.key == key] if self.batching else [self.waiting[0]]
-        picked: list[tuple[Job, int]] = []
+        picked: list[tuple[Job[K], int]] = []
         used = 0
         while jobs:
             for job in jobs:
@@ -224,7 +228,7 @@ class Batcher:
                 self.waiting.remove(job)
         return key, picked
 
-    def _run(self, key, picked: list[tuple[Job, int]]) -> None:
+    def _run(self, key: K, picked: list[tuple[Job[K], int]]) -> None:
         if not picked:
             return
         self.last_rows = len(picked)
@@ -253,13 +257,14 @@ class Batcher:
                     if job in self.waiting:
                         self.waiting.remove(job)
                 continue
+            assert results is not None  # the batch ran without an error
             job.results[i] = results[n]
             job.left -= 1
             if job.left == 0:
                 _notify(job, job.results, None)
 
 
-def _notify(job: Job, value: Any, error: BaseException | None) -> None:
+def _notify(job: Job[Any], value: list | None, error: BaseException | None) -> None:
     """Settle the job's future on its event loop (gone when uvicorn was forced to stop: nobody waits then)."""
     try:
         job.loop.call_soon_threadsafe(_settle, job.future, value, error)
@@ -267,10 +272,11 @@ def _notify(job: Job, value: Any, error: BaseException | None) -> None:
         pass
 
 
-def _settle(future: asyncio.Future, value: Any, error: BaseException | None) -> None:
+def _settle(future: asyncio.Future[list], value: list | None, error: BaseException | None) -> None:
     if future.done():  # the client went away and the handler was cancelled
         return
     if error is not None:
         future.set_exception(error)
     else:
+        assert value is not None  # a job without an error is settled with its results
         future.set_result(value)

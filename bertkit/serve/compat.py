@@ -17,10 +17,14 @@ from __future__ import annotations
 
 import base64
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .engine import InputProblem
+from .engine import Engine, InputProblem
+
+if TYPE_CHECKING:
+    from .settings import ServeConfig
 
 # bertkit's task -> the Hugging Face task a model with that head answers on POST / (choice has none)
 HF_TASKS = {"classify": "text-classification", "tag": "token-classification", "qa": "question-answering"}
@@ -95,7 +99,10 @@ def label_scores(labels: list[str], scores: list[float], top_k: int | None = Non
 
 
 def hf_entities(
-    row: dict, word_scores: list, strategy: str | None = None, ignore_labels: list[str] | None = None
+    row: dict,
+    word_scores: list[float | None] | None,
+    strategy: str | None = None,
+    ignore_labels: list[str] | None = None,
 ) -> list[dict]:
     """token_classification's answer for one tag row (Engine.predictions) and its words' tag probabilities
     (Engine.tag_scores). Grouped (strategy simple / first / average / max, the default "simple"): the row's
@@ -104,6 +111,7 @@ def hf_entities(
     character offsets into the text (a plain string is tagged per character, so they index the string sent);
     ignore_labels (default ["O"]) leaves out entity types (grouped) or tags ("none")."""
     _answered(row)
+    assert word_scores is not None  # an input with text has its words' scores (Engine.tag_scores)
     strategy = "simple" if strategy is None else strategy
     if strategy not in AGGREGATIONS:
         raise InputProblem(
@@ -125,7 +133,7 @@ def hf_entities(
         if e["type"] in ignore:
             continue
         scores = [
-            word_scores[j] for j, s in enumerate(starts) if e["start"] <= s < e["end"] and word_scores[j] is not None
+            score for j, s in enumerate(starts) if e["start"] <= s < e["end"] and (score := word_scores[j]) is not None
         ]
         out.append(
             {
@@ -205,13 +213,15 @@ def tei_tokens(tokens: list[dict]) -> list[dict]:
     ]
 
 
-def tei_info(engine, settings, version: str) -> dict:
+def tei_info(engine: Engine, settings: ServeConfig, version: str) -> dict:
     """TEI's /info fields for `engine` served with `settings` (a ServeConfig), for clients that read them (e.g.
     InferenceClient.get_endpoint_info); bertkit's /info may hold them beside its own."""
     if engine.task is not None and engine.task.labelled_outputs:  # classify, tag; regression: a re-ranker
+        assert engine.task_model is not None  # loaded with its task
         config = engine.task_model.config
+        assert config.label2id is not None  # BertConfig derives it from id2label
         labels = {"id2label": {str(i): n for i, n in config.id2label.items()}, "label2id": dict(config.label2id)}
-        kind = {"reranker" if config.problem_type == "regression" else "classifier": labels}
+        kind: dict[str, dict] = {"reranker" if config.problem_type == "regression" else "classifier": labels}
     else:  # TEI has no other kind: every bertkit model serves /embed
         kind = {"embedding": {"pooling": engine.encoder.pooling.mode}}
     return {
@@ -237,7 +247,7 @@ def openai_embeddings(vectors: list[list[float]], encoding_format: str, model: s
     """/v1/embeddings' answer. base64: each vector's float32 little-endian bytes (the client decodes them as
     float32; it asks for base64 when the caller names no format)."""
 
-    def packed(v):
+    def packed(v: list[float]) -> list[float] | str:
         return v if encoding_format == "float" else base64.b64encode(np.asarray(v, "<f4").tobytes()).decode()
 
     return {

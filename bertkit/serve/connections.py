@@ -17,10 +17,14 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from .settings import ServeConfig
+
+if TYPE_CHECKING:
+    from .app import PrometheusSeries
 
 STATUS_PHRASES = {408: "Request Timeout", 503: "Service Unavailable"}
 
@@ -39,7 +43,7 @@ def raw_error(status: int, kind: str, message: str) -> bytes:
 class Guard:
     """What the protocol of every connection shares: the open connections, oldest first, and the limits."""
 
-    def __init__(self, settings: ServeConfig, metrics):  # metrics: app.py's PrometheusSeries
+    def __init__(self, settings: ServeConfig, metrics: PrometheusSeries) -> None:
         self.settings, self.metrics = settings, metrics
         self.open: dict[GuardedHttp, None] = {}  # insertion order: oldest first
         self.stopping = False  # SIGTERM: uvicorn is shutting the connections down
@@ -72,7 +76,7 @@ class GuardedHttp(HttpToolsProtocol):
 
     uvicorn builds one per connection: Config(http=functools.partial(GuardedHttp, guard))."""
 
-    def __init__(self, guard: Guard, **kwargs):
+    def __init__(self, guard: Guard, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.guard = guard
         self.timer: asyncio.TimerHandle | None = None
@@ -83,7 +87,8 @@ class GuardedHttp(HttpToolsProtocol):
         """No request under way: nothing of one received yet, or every answer sent."""
         return not self.reading_headers and (self.cycle is None or self.cycle.response_complete) and not self.pipeline
 
-    def connection_made(self, transport) -> None:
+    # a stream's Transport, as uvicorn's HttpToolsProtocol narrows asyncio's BaseTransport (ignoring it the same way)
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         if not self.guard.admit(self):
             self.refused = True  # answered at once; what the client sends is never read
@@ -100,7 +105,7 @@ class GuardedHttp(HttpToolsProtocol):
             return
         self.arm(self.guard.settings.header_timeout, self.headers_late)
 
-    def connection_lost(self, exc) -> None:
+    def connection_lost(self, exc: Exception | None) -> None:
         self.disarm()
         self.guard.forget(self)
         super().connection_lost(exc)

@@ -29,29 +29,31 @@ import functools
 import json
 import os
 from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 from ..config import BertConfig
 from ..embed import Encoder, TooLong
-from ..engines import load_mlm, load_task_model, resolve
+from ..engines import AutoModel, load_mlm, load_task_model, resolve
 from ..errors import BertkitError
-from ..inference import fill_mask, filled_text, mask_positions, run_model, windows
-from ..tasks import Field, TaskDataError, TaskOptions, task_of
+from ..inference import fill_mask, filled_text, mask_positions, run_model, with_windows
+from ..model import BertPreTrainedModel, InferenceModel
+from ..tasks import Field, Task, TaskDataError, TaskOptions, task_of
 from ..tasks.classify import aggregate_windows
 from ..text import is_empty_text
 from .batcher import Handlers, Key
+from .settings import PREDICT_MAX_TOKENS
 
 MLM_ARCHITECTURES = ("BertForMaskedLM", "BertForPreTraining", "ElectraForMaskedLM")
-PREDICT_MAX_TOKENS = 2048  # tokens per /predict input without --max-input-tokens (longer inputs run as windows)
 FILL_MASK_MAX_TOP_K = 20  # the largest "top_k" a /fill-mask request may ask for
 
 
 class InputProblem(BertkitError):
     """A request the server refuses: an HTTP status (4xx), a type for clients to switch on, a message."""
 
-    def __init__(self, status: int, kind: str, message: str):
+    def __init__(self, status: int, kind: str, message: str) -> None:
         super().__init__(message)
         self.status, self.kind = status, kind
 
@@ -79,7 +81,7 @@ class Engine:
         normalize: bool | None = None,
         max_input_tokens: int | None = None,
         engine: str = "torch",
-    ):
+    ) -> None:
         if not os.path.isdir(model_dir):
             raise BertkitError(
                 f"--model {model_dir}: not a directory; pass a model folder (bertkit finetune / "
@@ -91,7 +93,9 @@ class Engine:
         self.architecture = (config.architectures or ["BertModel"])[0]
         engine = resolve(engine, quantize)  # once: "auto" without ONNX Runtime warns once
         self.quantize, self.engine_name = quantize, engine
-        self.task = self.task_model = self.mlm = None
+        self.task: Task | None = None
+        self.task_model: InferenceModel | None = None  # a BertFor* model, or AutoModel / OnnxModel in its place
+        self.mlm: InferenceModel | None = None
         try:
             task_name = task_of(model_dir)
         except TaskDataError:
@@ -99,13 +103,16 @@ class Engine:
         if task_name is not None:
             loaded = load_task_model(model_dir, task_name, quantize=quantize, engine=engine)
             self.task, self.task_model = loaded.task, loaded.model
-            self.opts = windows(TaskOptions(), loaded.tokenizer, self.task_model)  # as `bertkit predict` cuts them
+            self.opts = with_windows(TaskOptions(), loaded.tokenizer, self.task_model)  # as `bertkit predict` cuts them
         elif self.architecture in MLM_ARCHITECTURES:
             self.mlm = load_mlm(model_dir, quantize=quantize, engine=engine)
         # the torch task / MLM model's encoder serves /embed too: one copy of the weights (a graph has no encoder
         # to share: the onnx engine runs the encoder's own graph, auto shares the torch encoder beside it)
-        loaded = self.task_model if self.task_model is not None else self.mlm
-        shared = loaded.base_model if loaded is not None and engine != "onnx" else None
+        headed = self.task_model if self.task_model is not None else self.mlm
+        shared = None
+        if headed is not None and engine != "onnx":
+            assert isinstance(headed, (BertPreTrainedModel, AutoModel))  # a graph alone only on the onnx engine
+            shared = headed.base_model
         self.encoder = Encoder.from_pretrained(
             model_dir, pooling=pooling, normalize=normalize, quantize=quantize, model=shared, engine=engine
         )
@@ -166,7 +173,9 @@ class Engine:
     def labels(self) -> list[str] | None:
         if self.task is None or not self.task.labelled_outputs:
             return None
+        assert self.task_model is not None  # loaded with its task
         config = self.task_model.config
+        assert config.num_labels is not None  # BertConfig sets it from id2label
         return [config.id2label[i] for i in range(config.num_labels)]
 
     # ----- inputs -> rows (tokenizer thread) -------------------------------------------------------
@@ -177,7 +186,8 @@ class Engine:
     def rows_for_predict(self, inputs: list, truncate: bool) -> Prepared:
         """inputs: strings (as lines of `bertkit predict --file`) or objects of the task's input fields."""
         task = self.task
-        examples = []
+        assert task is not None and self.task_model is not None  # /predict needs a task head (routes.NEEDS)
+        examples: list = []
         for i, value in enumerate(inputs):
             if isinstance(value, str):
                 # a character is at most one WordPiece token: count tokens only when the text could be too long
@@ -212,10 +222,16 @@ class Engine:
         blank = [task.is_empty(e, self.tokenizer) for e in examples]
         empty = [i for i, b in enumerate(blank) if b]
         kept = [e for e, b in zip(examples, blank) if not b]
+        assert self.opts.seq_len is not None and self.opts.stride is not None  # with_windows settled both
         try:
             features = (
                 task.encode(
-                    self.tokenizer, kept, self.opts.seq_len, self.opts.stride, None, self.task_model.config.problem_type
+                    self.tokenizer,
+                    kept,
+                    self.opts.seq_len,
+                    self.opts.stride,
+                    None,
+                    self.task_model.config.problem_type,
                 )
                 if kept
                 else []
@@ -226,7 +242,8 @@ class Engine:
         return Prepared(self.handlers.key("predict", group), features, [f.tokens for f in features], examples, empty)
 
     def rows_for_fill_mask(self, texts: list[str]) -> Prepared:
-        rows = []
+        assert self.mlm is not None  # /fill-mask needs an MLM head (routes.NEEDS)
+        rows: list[list[int]] = []
         for i, text in enumerate(texts):
             ids = self.tokenizer.encode(text)
             if not mask_positions(ids, self.tokenizer):
@@ -361,15 +378,20 @@ class Engine:
         return self.raw_encoder.embed_ids(rows).tolist()
 
     def _predict(self, rows: list) -> list:
+        assert self.task is not None and self.task_model is not None  # a "predict" handler only with a task head
         return run_model(self.task, self.task_model, rows, self.tokenizer.pad_token_id, batch_size=len(rows))
 
-    def _fill_mask(self, rows: list[list[int]]) -> list:  # the most a request may ask for; fill_mask_answers
-        return fill_mask(self.mlm, self.tokenizer, rows, top_k=FILL_MASK_MAX_TOP_K)  # keeps its top_k
+    def _fill_mask(self, rows: list[list[int]]) -> list:
+        assert self.mlm is not None  # a "fill-mask" handler only with an MLM head
+        # the most a request may ask for; fill_mask_answers keeps its top_k
+        return fill_mask(self.mlm, self.tokenizer, rows, top_k=FILL_MASK_MAX_TOP_K)
 
     # ----- results -> answers (tokenizer thread) ---------------------------------------------------
     def predictions(self, prepared: Prepared, outputs: list) -> list[dict]:
         """One row per input, as `bertkit predict` writes them (empty inputs: the task's empty row)."""
         task, examples = self.task, prepared.examples
+        assert task is not None and self.task_model is not None  # /predict needs a task head (routes.NEEDS)
+        assert examples is not None and prepared.empty is not None  # rows_for_predict's
         rows = [task.empty_row(e) for e in examples]
         empty = set(prepared.empty)
         kept = [i for i in range(len(examples)) if i not in empty]
@@ -422,7 +444,8 @@ class Engine:
         if self.task is None or self.task.name != "tag":
             raise BertkitError(f"tag_scores needs a tagger; {self.name} is {self.architecture}")
         kept = _with_text(prepared)
-        scores = [[None] * len(prepared.examples[i].tokens) for i in kept]
+        assert prepared.examples is not None  # rows_for_predict's
+        scores: list[list[float | None]] = [[None] * len(prepared.examples[i].tokens) for i in kept]
         for f, logits in zip(prepared.rows, outputs):
             best = logits.softmax(-1).max(-1).values.tolist()
             for j, w in enumerate(f.words):
@@ -432,7 +455,7 @@ class Engine:
 
     def decode(self, id_lists: list[list[int]], skip_special_tokens: bool = True) -> list[str]:
         """TEI's /decode: each list of ids as text (bertkit's tokenizer: no spaces beside CJK characters)."""
-        texts = []
+        texts: list[str] = []
         for i, ids in enumerate(id_lists):
             try:
                 texts.append(self.tokenizer.decode(ids, skip_special_tokens=skip_special_tokens))
@@ -444,7 +467,7 @@ class Engine:
         enc = self.tokenizer(
             texts, return_offsets_mapping=True, return_special_tokens_mask=True, add_special_tokens=add_special_tokens
         )
-        out = []
+        out: list[list[dict]] = []
         for i, text in enumerate(texts):
             ids, offsets, special = enc["input_ids"][i], enc["offset_mapping"][i], enc["special_tokens_mask"][i]
             out.append(
@@ -465,13 +488,15 @@ class Engine:
 
 def _with_text(prepared: Prepared) -> list[int]:
     """The /predict inputs that have text (the others are answered without the model), in order."""
+    assert prepared.examples is not None and prepared.empty is not None  # rows_for_predict's
     empty = set(prepared.empty)
     return [i for i in range(len(prepared.examples)) if i not in empty]
 
 
 def _per_input(prepared: Prepared, kept: list[int], values: list) -> list:
     """`values` of the inputs `kept`, placed at their inputs; None at the inputs without text."""
-    out = [None] * len(prepared.examples)
+    assert prepared.examples is not None  # rows_for_predict's
+    out: list = [None] * len(prepared.examples)
     for i, value in zip(kept, values):
         out[i] = value
     return out
@@ -481,7 +506,7 @@ def _too_long(i: int, tokens: int, limit: int, hint: str = 'send "truncate": tru
     return InputProblem(413, "too_long", f"inputs[{i}] has {tokens} tokens, more than the limit of {limit}; {hint}")
 
 
-def _fields(i: int, value, fields: tuple[Field, ...]) -> dict:
+def _fields(i: int, value: Any, fields: tuple[Field, ...]) -> dict:
     """An input object's values, checked against the task's input fields (their kinds say what each holds)."""
     names = ", ".join(f.name for f in fields)
     if not isinstance(value, dict):
@@ -493,7 +518,7 @@ def _fields(i: int, value, fields: tuple[Field, ...]) -> dict:
         raise InputProblem(
             422, "wrong_type", f"inputs[{i}] has unknown field(s) {', '.join(unknown)}; this model takes {names}"
         )
-    values = {}
+    values: dict[str, Any] = {}
     for field in fields:
         v = value.get(field.name)
         if v is None:
@@ -508,9 +533,9 @@ def _fields(i: int, value, fields: tuple[Field, ...]) -> dict:
     return values
 
 
-def json_type(value) -> str:
+def json_type(value: Any) -> str:
     """How a JSON value is called in an error message."""
-    names = {
+    names: dict[type, str] = {
         bool: "a boolean",
         int: "a number",
         float: "a number",

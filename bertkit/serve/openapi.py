@@ -10,8 +10,13 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from pydantic.json_schema import models_json_schema
+
+if TYPE_CHECKING:
+    from .routes import Route
 
 ERROR = {
     "type": "object",
@@ -33,7 +38,7 @@ REFUSALS = {
 }
 
 
-def openapi(routes, get_routes: dict[str, str], title: str, version: str) -> dict:
+def openapi(routes: Sequence[Route], get_routes: dict[str, str], title: str, version: str) -> dict:
     """The OpenAPI document of POST `routes` (routes.Route) and GET `get_routes` ({path: summary})."""
     refs, schemas = models_json_schema(
         [(r.request, "validation") for r in routes], ref_template="#/components/schemas/{model}"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,6 +30,9 @@ from .schemas import (
     RerankRequest,
     TokenizeRequest,
 )
+
+if TYPE_CHECKING:
+    from .app import Call
 
 NON_FINITE = (
     "the model's output holds NaN or Infinity, so nothing was answered; its weights (or --quantize) are "
@@ -55,7 +58,7 @@ class Route:
 
     path: str
     request: type[Body]
-    handle: Callable[[Engine, Any, Any], Awaitable[tuple[Any, int]]]
+    handle: Callable[[Engine, Any, Call], Awaitable[tuple[Any, int]]]  # Any: the route's own request model
     summary: str  # one line for /openapi.json and /docs: what the answer is
     needs: str | None = None  # "task" / "mlm": the Engine attribute the route needs (None: the encoder)
     error_body: Callable[[int, str, str], dict] = bertkit_error  # (status, kind, message) -> a refusal's JSON
@@ -68,7 +71,7 @@ def finite(vectors: list) -> list:
     return vectors
 
 
-async def embed(engine: Engine, request: EmbedRequest, call) -> tuple[Any, int]:
+async def embed(engine: Engine, request: EmbedRequest, call: Call) -> tuple[Any, int]:
     texts, _ = request.items()
     if request.tei():  # TEI's fields: a prompt, the left end cut, normalization asked for
         prepared = await call.tokenize(
@@ -84,7 +87,7 @@ async def embed(engine: Engine, request: EmbedRequest, call) -> tuple[Any, int]:
     return finite(await call.model(prepared)), len(texts)
 
 
-async def openai_embeddings(engine: Engine, request: OpenAIEmbedRequest, call) -> tuple[Any, int]:
+async def openai_embeddings(engine: Engine, request: OpenAIEmbedRequest, call: Call) -> tuple[Any, int]:
     inputs, _ = request.items()
     if request.dimensions not in (None, engine.dim):
         raise InputProblem(
@@ -103,8 +106,9 @@ async def openai_embeddings(engine: Engine, request: OpenAIEmbedRequest, call) -
     return compat.openai_embeddings(vectors, request.encoding_format, engine.name, sum(prepared.tokens)), len(inputs)
 
 
-async def predict(engine: Engine, request: PredictRequest, call) -> tuple[Any, int]:
+async def predict(engine: Engine, request: PredictRequest, call: Call) -> tuple[Any, int]:
     inputs, single = request.items()
+    assert engine.task is not None  # the route needs a task head (app.py refuses it otherwise)
     if request.raw_scores and engine.task.name != "classify":
         raise InputProblem(
             422, "invalid_input", f"'raw_scores' is for a classifier; {engine.name} is a {engine.task.name} model"
@@ -120,7 +124,7 @@ async def predict(engine: Engine, request: PredictRequest, call) -> tuple[Any, i
     return (rows[0] if single else rows), len(inputs)
 
 
-async def fill_mask(engine: Engine, request: FillMaskRequest, call) -> tuple[Any, int]:
+async def fill_mask(engine: Engine, request: FillMaskRequest, call: Call) -> tuple[Any, int]:
     texts, single = request.items()
     prepared = await call.tokenize(engine.rows_for_fill_mask, texts)
     answers = await call.tokenize(engine.fill_mask_answers, prepared.rows, await call.model(prepared), request.top_k)
@@ -128,13 +132,13 @@ async def fill_mask(engine: Engine, request: FillMaskRequest, call) -> tuple[Any
     return (rows[0] if single else rows), len(texts)
 
 
-async def tokenize(engine: Engine, request: TokenizeRequest, call) -> tuple[Any, int]:
+async def tokenize(engine: Engine, request: TokenizeRequest, call: Call) -> tuple[Any, int]:
     texts, single = request.items()
     answers = await call.tokenize(engine.tokenize, texts, request.add_special_tokens)
     return (answers[0] if single else answers), len(texts)
 
 
-async def rerank(engine: Engine, request: RerankRequest, call) -> tuple[Any, int]:
+async def rerank(engine: Engine, request: RerankRequest, call: Call) -> tuple[Any, int]:
     if engine.task is None or engine.task.name != "classify":
         raise InputProblem(
             400,
@@ -148,12 +152,12 @@ async def rerank(engine: Engine, request: RerankRequest, call) -> tuple[Any, int
     return compat.tei_rerank(rows, request.texts, request.raw_scores, request.return_text), len(request.texts)
 
 
-async def decode(engine: Engine, request: DecodeRequest, call) -> tuple[Any, int]:
+async def decode(engine: Engine, request: DecodeRequest, call: Call) -> tuple[Any, int]:
     ids, _ = request.items()
     return await call.tokenize(engine.decode, ids, request.skip_special_tokens), len(ids)
 
 
-async def inference(engine: Engine, request: InferenceRequest, call) -> tuple[Any, int]:
+async def inference(engine: Engine, request: InferenceRequest, call: Call) -> tuple[Any, int]:
     """POST /: the Hugging Face inference API, answered by the served model's kind (compat.hf_task)."""
     body = request.model_dump(exclude_none=True)
     task = compat.hf_task(body, engine.task.name if engine.task else None, engine.mlm is not None)
@@ -185,7 +189,7 @@ async def inference(engine: Engine, request: InferenceRequest, call) -> tuple[An
             raise InputProblem(422, "wrong_type", f"'top_k' must be at most {FILL_MASK_MAX_TOP_K}, got {top_k}")
         prepared = await call.tokenize(engine.rows_for_fill_mask, inputs)
         answers = await call.tokenize(engine.fill_mask_answers, prepared.rows, await call.model(prepared), top_k)
-        out = [compat.hf_fill_mask(a) for a in answers]
+        out: list = [compat.hf_fill_mask(a) for a in answers]
         return (out[0] if single else out), len(inputs)
     prepared = await call.tokenize(engine.rows_for_predict, inputs, False)
     outputs = await call.model(prepared)

@@ -7,12 +7,13 @@ from dataclasses import dataclass
 
 from uvicorn.config import LOG_LEVELS
 
-from ..embed import POOLING_MODES
 from ..engines import ENGINE_HELP, Engine
 from ..options import opt
+from ..pooling import POOLING_MODES
 from ..quantize import CHOICES as QUANTIZE_CHOICES
 from ..quantize import FLAG_HELP as QUANTIZE_HELP
-from .engine import PREDICT_MAX_TOKENS
+
+PREDICT_MAX_TOKENS = 2048  # tokens per /predict input without --max-input-tokens (longer inputs run as windows)
 
 
 @dataclass

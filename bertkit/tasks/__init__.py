@@ -17,22 +17,46 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from typing import TYPE_CHECKING, Any
 
 from ..config import BertConfig
 from ..data.records import TaskDataError
 from ..electra import ELECTRA_CLASSES
-from .base import EMPTY_INPUT, Feature, Field, Head, Task, default_stride, evaluate, predict, run_model, task_options
+from .base import (
+    EMPTY_INPUT,
+    ExampleT,
+    Feature,
+    Field,
+    Head,
+    Opts,
+    Task,
+    Windows,
+    default_stride,
+    evaluate,
+    predict,
+    run_model,
+    task_options,
+)
 from .choice import CHOICE, ChoiceExample
 from .classify import CLASSIFY, ClassifyExample
 from .qa import QA_TASK, QAExample
 from .tag import TAG, TagExample
 
-TASKS: dict[str, Task] = {task.name: task for task in (CLASSIFY, TAG, QA_TASK, CHOICE)}
+TASKS: dict[str, Task[Any, Any]] = {task.name: task for task in (CLASSIFY, TAG, QA_TASK, CHOICE)}
 
-TaskOptions = task_options(TASKS.values())  # a dataclass: the windows, each task's options and field columns
+if TYPE_CHECKING:
+
+    class TaskOptions(Windows):
+        """What a type checker knows of TaskOptions: the windows' fields; each task's options and --NAME-field
+        columns are made at run time from TASKS, so they read as Any."""
+
+        def __getattr__(self, name: str) -> Any: ...
+
+else:  # a dataclass: the windows, each task's options and field columns, made from TASKS
+    TaskOptions = task_options(TASKS.values())
 
 
-def get_task(name: str) -> Task:
+def get_task(name: str) -> Task[Any, Any]:
     """The task called `name`; an unknown name is an error listing the known ones."""
     if name not in TASKS:
         raise TaskDataError(f"unknown task {name!r}; choose one of: {', '.join(TASKS)}")
@@ -40,8 +64,8 @@ def get_task(name: str) -> Task:
 
 
 def read_task(
-    task: str, spec: str | os.PathLike, *, split: str | None = None, labeled: bool = True, **settings
-) -> list:
+    task: str, spec: str | os.PathLike[str], *, split: str | None = None, labeled: bool = True, **settings: Any
+) -> list[Any]:
     """Examples of `task` (classify | tag | qa | choice) from a file or a builtin:NAME.
 
     settings: the columns of the task's fields, NAME_field= (text_field, text_pair_field, label_field,
@@ -53,7 +77,9 @@ def read_task(
     return _read(get_task(task), spec, split=split, labeled=labeled, **settings)
 
 
-def read_examples(task: Task, opts, spec: str, split: str | None, **settings) -> list:
+def read_examples(
+    task: Task[ExampleT, Any], opts: Opts, spec: str, split: str | None, **settings: Any
+) -> list[ExampleT]:
     """The examples of `spec` read with a command's settings: the columns of the task's fields (its
     --NAME-field flags), a built-in data set's `split`, and reading settings (None: not given)."""
     if spec.startswith("builtin:"):
@@ -61,7 +87,7 @@ def read_examples(task: Task, opts, spec: str, split: str | None, **settings) ->
     return _read(task, spec, **task.columns(opts), **settings)
 
 
-def check_task_options(task: Task, opts, whose: str) -> None:
+def check_task_options(task: Task[Any, Any], opts: Opts, whose: str) -> None:
     """Refuse another task's own option (--entity-scheme, --qa-language, --max-answer-length, ...) set on a
     command for `task`: it would change nothing (as _read refuses another task's reading setting by name). Set
     means away from its default (a default is what it would run with anyway). whose: where the task comes from,
@@ -82,7 +108,7 @@ def check_task_options(task: Task, opts, whose: str) -> None:
             )
 
 
-def _read(task: Task, spec, **settings) -> list:
+def _read(task: Task[ExampleT, Any], spec: str | os.PathLike[str], **settings: Any) -> list[ExampleT]:
     """task.read(spec, **settings); a setting of another task is refused by name (None: not given, dropped)."""
     own = {"split", "labeled", *task.read_settings, *(f.option for f in task.fields)}
     for key in [k for k in settings if k not in own]:
@@ -95,7 +121,7 @@ def _read(task: Task, spec, **settings) -> list:
     return task.read(spec, **settings)
 
 
-def label_list(examples: list) -> list[str]:
+def label_list(examples: list[Any]) -> list[str]:
     """The distinct labels of classify examples (sorted; numerically when all are integers) or the tags of
     tag examples ("O" first, then by entity type, B- before I-, then E-, S-)."""
     if not examples:

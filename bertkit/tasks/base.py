@@ -23,18 +23,24 @@ from __future__ import annotations
 import dataclasses
 import os
 from abc import ABC, abstractmethod
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 import torch
 
 from ..data import records
+from ..data.batching import id_batch
 from ..data.builtin import BUILTIN_TASKS, TASK_SPLITS
-from ..data.masking import id_batch
 from ..data.records import TaskDataError
 from ..errors import TrainingError
 from ..options import opt
 from ..text import is_empty_text
+
+if TYPE_CHECKING:
+    from ..config import BertConfig
+    from ..model import BertPreTrainedModel, InferenceModel
+    from ..tokenizer import Tokenizer
 
 EMPTY_INPUT = "empty input"  # the "error" of a predict row whose input has no text (text.is_empty_text)
 
@@ -45,6 +51,9 @@ EXPECTS = {
     "optional_text": "a string or null",
     "label": "a label",
 }  # what a /predict object must hold in a field of each kind
+# A command's settings: a TaskOptions instance, or any object with its attributes (seq_len, stride, each task's
+# options and --NAME-field columns). TaskOptions is a dataclass made at run time (task_options): no static type.
+Opts = Any
 
 
 @dataclass(frozen=True)
@@ -80,13 +89,13 @@ class Field:
     def expects(self) -> str:
         return EXPECTS[self.kind]
 
-    def accepts(self, value) -> bool:
+    def accepts(self, value: object) -> bool:
         """Whether a request's value fits this field (None, absent, is the caller's to judge)."""
         if self.kind == "texts":
             return isinstance(value, list) and bool(value) and all(isinstance(x, str) for x in value)
         return isinstance(value, str)
 
-    def texts(self, value) -> list[str]:
+    def texts(self, value: str | list[str] | None) -> list[str]:
         """The strings a value of this field holds (to count its tokens, to see whether it is blank)."""
         return [] if value is None else list(value) if isinstance(value, list) else [value]
 
@@ -101,7 +110,7 @@ class Windows:
     )
 
 
-def task_options(tasks) -> type:
+def task_options(tasks: Iterable[Task[Any, Any]]) -> type:
     """The settings dataclass fine-tuning, evaluation and prediction share (TaskOptions): the windows, every
     task's own options dataclass, and a --NAME-field flag for each field of each task (its help says which
     tasks read it; qa and choice share --question-field)."""
@@ -137,12 +146,17 @@ class Feature:
     input_ids: list[int]
     token_type_ids: list[int]
     example: int  # the index of its example in the list that was encoded
-    labels: int | float | list | None = None  # what the loss compares the output with (None: not labelled)
+    # what the loss compares the output with (None: not labelled): a label's index, a number (regression), a vector
+    labels: int | float | list[int] | list[float] | None = None
 
     @property
     def tokens(self) -> int:
         """Its real tokens (serve bounds a batch by them)."""
         return len(self.input_ids)
+
+
+ExampleT = TypeVar("ExampleT")  # a task's example dataclass
+FeatureT = TypeVar("FeatureT", bound=Feature)  # a task's Feature (or its own subclass of it)
 
 
 @dataclass
@@ -153,12 +167,13 @@ class Head:
     problem_type: str | None = None  # config.problem_type (classify: regression / single- / multi-label)
 
 
-class Task(ABC):
-    """One fine-tuning task: its fields, data, model class, features, metrics, predictions and hooks."""
+class Task(ABC, Generic[ExampleT, FeatureT]):
+    """One fine-tuning task: its fields, data, model class, features, metrics, predictions and hooks. Its type
+    parameters: the dataclass of its examples and its features' class (classify: Task[ClassifyExample, Feature])."""
 
     name: str
-    example: type  # the dataclass of one example
-    model_class: type
+    example: type[ExampleT]  # the dataclass of one example
+    model_class: type[BertPreTrainedModel]
     metric: str  # the number that picks the best model (higher is better)
     formats: tuple[str, ...]  # file formats its reader takes (records.file_format's names)
     formats_note: str = ""  # what else it reads, for the error that lists the formats
@@ -170,14 +185,14 @@ class Task(ABC):
     loss_over_tokens: bool = False  # the loss is a mean over the labelled tokens (label != -100), not the rows
 
     # ----- settings -----------------------------------------------------------------------------
-    def columns(self, opts) -> dict[str, str | None]:
+    def columns(self, opts: Opts) -> dict[str, str | None]:
         """Where its fields are in data records, from a command's --NAME-field settings (a field the command
         has no setting for, as with a task registered after the command's flags were made: its own name)."""
         return {f.option: getattr(opts, f.option, f.name) for f in self.fields}
 
-    def settings(self, opts):
-        """Its own options (the `options` dataclass) as a command's settings hold them; one they lack keeps its
-        default."""
+    def settings(self, opts: Opts) -> Any:
+        """Its own options (an instance of its `options` dataclass; None: it has none) as a command's settings
+        hold them; one they lack keeps its default."""
         if self.options is None:
             return None
         return self.options(
@@ -190,7 +205,9 @@ class Task(ABC):
         return tuple(f for f in self.fields if f.is_input)
 
     # ----- data ---------------------------------------------------------------------------------
-    def read(self, spec: str | os.PathLike, *, split: str | None = None, labeled: bool = True, **settings) -> list:
+    def read(
+        self, spec: str | os.PathLike[str], *, split: str | None = None, labeled: bool = True, **settings: Any
+    ) -> list[ExampleT]:
         """Examples from a file or a builtin:NAME (the task module's docstring says what each file holds).
         settings: its fields' columns (text_field="body", ...; default: each field's name), and read_settings."""
         columns = {f.option: f.name for f in self.fields}
@@ -206,6 +223,7 @@ class Task(ABC):
             raise TaskDataError(f"task data is a file path or a builtin:NAME string, got {type(spec).__name__}")
         if isinstance(spec, str) and spec.startswith("builtin:"):
             self._check_builtin(spec, split)
+            assert split is not None  # _check_builtin refuses a missing split
             return self.builtin_examples(split, labeled, **extra)
         path = os.fspath(spec)
         if split is not None:
@@ -228,29 +246,31 @@ class Task(ABC):
             raise TaskDataError(f"{spec}: unknown split {split!r}; choose one of: {', '.join(TASK_SPLITS)}")
 
     @abstractmethod
-    def parse(self, path: str, lines: list[str], fmt: str, columns: dict, *, labeled: bool, **settings) -> list:
-        """The file's lines -> examples (each task reads its own records; columns: NAME_field -> column)."""
+    def parse(self, path: str, lines: list[str], fmt: str, columns: dict[str, Any], *, labeled: bool) -> list[ExampleT]:
+        """The file's lines -> examples (each task reads its own records; columns: NAME_field -> column, None
+        where a setting turned an optional field off). A task with read_settings takes them as further keywords
+        of its own (classify: problem_type=, keep_empty=); so does its builtin_examples."""
 
-    def builtin_examples(self, split: str, labeled: bool, **settings) -> list:
+    def builtin_examples(self, split: str, labeled: bool) -> list[ExampleT]:
         raise TaskDataError(f"the {self.name} task has no built-in data set")
 
-    def read_to_predict(self, path: str, columns: dict) -> list:
+    def read_to_predict(self, path: str, columns: dict[str, str | None]) -> list[ExampleT]:
         """A data file to predict on (labels not read); classify keeps every row, empty ones too, in its place."""
         return self.read(path, labeled=False, **columns)
 
-    def evaluation_read(self, config) -> dict:
+    def evaluation_read(self, config: BertConfig) -> dict[str, Any]:
         """read()'s settings that read evaluation labels the way the model was trained (classify: numbers for a
         regression model)."""
         return {}
 
-    def label_names(self, examples: list) -> list[str] | None:
+    def label_names(self, examples: list[ExampleT]) -> list[str] | None:
         """The model's outputs are named after these labels (None: the task's outputs are not labels)."""
         return None
 
     def head(
         self,
-        train: list,
-        evaluation: list,
+        train: list[ExampleT],
+        evaluation: list[ExampleT],
         problem_type: str | None = None,
         *,
         train_from: str = "the training data",
@@ -262,7 +282,11 @@ class Task(ABC):
         if not self.labelled_outputs:
             return Head(None)
         labels = self.label_names(train)
-        unseen = sorted(set(self.label_names(evaluation)) - set(labels)) if evaluation else []
+        unseen: list[str] = []
+        if evaluation:
+            seen = self.label_names(evaluation)
+            assert labels is not None and seen is not None, "a task with labelled outputs names them (label_names)"
+            unseen = sorted(set(seen) - set(labels))
         if unseen:
             raise TrainingError(
                 f"{eval_from}: labels {unseen} never occur in {train_from}; the model could never "
@@ -271,16 +295,16 @@ class Task(ABC):
             )
         return Head(labels)
 
-    def labelled(self, config) -> bool:
+    def labelled(self, config: BertConfig) -> bool:
         """Whether config.id2label names the model's outputs (one output per label)."""
         return self.labelled_outputs
 
     # ----- inputs to predict on -------------------------------------------------------------------
-    def from_texts(self, texts: list[str]) -> list:
+    def from_texts(self, texts: list[str]) -> list[ExampleT]:
         """Examples from plain inputs (command-line arguments, lines of a text file): see from_line."""
         return [self.from_line(text, i) for i, text in enumerate(texts)]
 
-    def from_line(self, line: str, index: int):
+    def from_line(self, line: str, index: int) -> ExampleT:
         """The example of one plain input (an argument, a line, a /predict string): its required input fields
         TAB-separated in field order (qa: question<TAB>context); a texts field is the part's characters
         (Chinese tagging works per character). A blank line is an empty input (its row says so)."""
@@ -300,74 +324,85 @@ class Task(ABC):
             parts += [""] * (len(fields) - len(parts))
         return self.example_from({f.name: list(p) if f.kind == "texts" else p for f, p in zip(fields, parts)}, index)
 
-    def example_from(self, values: dict, index: int):
+    def example_from(self, values: dict[str, Any], index: int) -> ExampleT:
         """The example of input number `index` from its input fields' values (types already checked: a /predict
         object, or a plain line's parts); unlabelled."""
         return self.example(**values)
 
-    def is_empty(self, example, tok=None) -> bool:
+    def is_empty(self, example: ExampleT, tok: Tokenizer | None = None) -> bool:
         """An input with nothing to predict on: a required input field with no text the model can read ("",
         whitespace, zero-width or control characters: text.is_empty_text, by `tok`'s normaliser when given)."""
         return any(is_empty_text("".join(f.texts(getattr(example, f.name))), tok) for f in self.fields if f.required)
 
-    def empty_row(self, example) -> dict:
+    def empty_row(self, example: ExampleT) -> dict[str, Any]:
         """The predict row of an empty input: what it was, no prediction, and why."""
         return {"answer": None, "error": EMPTY_INPUT}
 
     # ----- features and batches -----------------------------------------------------------------
     @abstractmethod
     def encode(
-        self, tok, examples: list, seq_len: int, stride: int, label2id: dict | None, problem_type: str | None
-    ) -> list[Feature]:
+        self,
+        tok: Tokenizer,
+        examples: list[ExampleT],
+        seq_len: int,
+        stride: int,
+        label2id: dict[str, int] | None,
+        problem_type: str | None,
+    ) -> list[FeatureT]:
         """Examples -> features: several windows per long example, each knowing its example."""
 
-    def collate(self, features: list[Feature], pad_id: int) -> dict[str, torch.Tensor]:
+    def collate(self, features: list[FeatureT], pad_id: int) -> dict[str, torch.Tensor]:
         """The model's inputs padded to the longest feature of the batch, and the labels as they are."""
         batch = model_inputs(features, pad_id)
         if features[0].labels is not None:
             batch["labels"] = torch.tensor([f.labels for f in features])
         return batch
 
-    def outputs(self, features: list[Feature], out) -> list:
-        """The model's output for each feature, on the CPU in float32."""
+    def outputs(self, features: list[FeatureT], out: Any) -> list[Any]:
+        """The model's output for each feature, on the CPU in float32 (out: what the model returned, a ModelOutput
+        or, from ONNX Runtime, a namespace of the same tensors)."""
         return list(out.logits.float().cpu())
 
-    def batch_group(self, feature: Feature):
+    def batch_group(self, feature: FeatureT) -> Hashable:
         """Features of one group can share a batch (serve batches a request's features with others of its group;
         choice: features with as many choices)."""
         return None
 
     # ----- results ------------------------------------------------------------------------------
     @abstractmethod
-    def report(self, config, features: list[Feature], outputs: list, examples: list, opts) -> dict:
+    def report(
+        self, config: BertConfig, features: list[FeatureT], outputs: list[Any], examples: list[ExampleT], opts: Opts
+    ) -> dict[str, Any]:
         """The task's metrics on labelled examples."""
 
-    def score(self, report: dict, problem_type: str | None) -> float:
+    def score(self, report: dict[str, Any], problem_type: str | None) -> float:
         """The number that picks the best model: the report's main metric (higher is better)."""
         return report[self.metric]
 
     @abstractmethod
-    def predictions(self, config, features: list[Feature], outputs: list, examples: list, opts) -> list[dict]:
+    def predictions(
+        self, config: BertConfig, features: list[FeatureT], outputs: list[Any], examples: list[ExampleT], opts: Opts
+    ) -> list[dict[str, Any]]:
         """One JSON-ready row per (non-empty) example, in order."""
 
-    def learning_warning(self, report: dict | None) -> str | None:
+    def learning_warning(self, report: dict[str, Any] | None) -> str | None:
         """A sign in the last evaluation that the run learned nothing, as a fact (None: no such sign);
         fine-tuning adds what to try."""
         return None
 
-    def write_report_files(self, report: dict, labels: list[str] | None, folder: str) -> list[str]:
+    def write_report_files(self, report: dict[str, Any], labels: list[str] | None, folder: str) -> list[str]:
         """Files beside the best model that show its evaluation `report` (classify: the confusion matrix PNG);
         the paths written."""
         return []
 
 
 # ----- what every task shares ---------------------------------------------------------------------
-def model_inputs(features: list[Feature], pad_id: int) -> dict[str, torch.Tensor]:
+def model_inputs(features: Sequence[Feature], pad_id: int) -> dict[str, torch.Tensor]:
     """input_ids / token_type_ids / attention_mask (B, S) of features, padded to the longest."""
     return id_batch([f.input_ids for f in features], pad_id, [f.token_type_ids for f in features])
 
 
-def label_id(name, label2id) -> int:
+def label_id(name: object, label2id: dict[str, int]) -> int:
     """The output index of label `name`; a label the model was not trained on is an error."""
     if str(name) not in label2id:
         raise TrainingError(
@@ -381,11 +416,13 @@ MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 
 
 @torch.no_grad()
-def run_model(task: Task, model, features: list[Feature], pad_id: int, batch_size: int = 32) -> list:
+def run_model(
+    task: Task[Any, FeatureT], model: InferenceModel, features: list[FeatureT], pad_id: int, batch_size: int = 32
+) -> list[Any]:
     """The model's raw output per feature (task.outputs: logits, or (start, end) logits for qa)."""
     model.eval()
     device = next(model.parameters()).device
-    outputs = []
+    outputs: list[Any] = []
     for i in range(0, len(features), batch_size):
         rows = features[i : i + batch_size]
         batch = {k: v.to(device) for k, v in task.collate(rows, pad_id).items() if k in MODEL_INPUTS}
@@ -393,14 +430,18 @@ def run_model(task: Task, model, features: list[Feature], pad_id: int, batch_siz
     return outputs
 
 
-def evaluate(task: Task, model, tok, examples: list, opts) -> dict:
+def evaluate(
+    task: Task[ExampleT, Any], model: InferenceModel, tok: Tokenizer, examples: list[ExampleT], opts: Opts
+) -> dict[str, Any]:
     """The task's metrics of `model` on labelled examples (opts: seq_len, stride, the task's options)."""
     config = model.config
     features = task.encode(tok, examples, opts.seq_len, opts.stride, config.label2id, config.problem_type)
     return task.report(config, features, run_model(task, model, features, tok.pad_token_id), examples, opts)
 
 
-def predict(task: Task, model, tok, examples: list, opts) -> list[dict]:
+def predict(
+    task: Task[ExampleT, Any], model: InferenceModel, tok: Tokenizer, examples: list[ExampleT], opts: Opts
+) -> list[dict[str, Any]]:
     """One JSON-ready row per example, in order; an empty input (no text the model can read: Task.is_empty) gets
     a row with "error": "empty input" (and label / answer null) instead of a prediction."""
     keep = [i for i, e in enumerate(examples) if not task.is_empty(e, tok)]

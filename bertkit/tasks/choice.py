@@ -13,15 +13,20 @@ index; any other string must be one of the choices. Every example needs the same
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ..data import records
-from ..data.masking import id_batch
+from ..data.batching import id_batch
 from ..data.records import TaskDataError
 from ..errors import TrainingError
 from ..heads import BertForMultipleChoice
-from .base import Feature, Field, Task
+from .base import Feature, Field, Opts, Task
+
+if TYPE_CHECKING:
+    from ..config import BertConfig
+    from ..tokenizer import Tokenizer
 
 
 @dataclass
@@ -33,8 +38,10 @@ class ChoiceExample:
 
 @dataclass(kw_only=True)
 class ChoiceFeature(Feature):
-    input_ids: list[list[int]]  # one row per choice: [CLS] question [SEP] choice [SEP]
-    token_type_ids: list[list[int]]
+    # one row per choice: [CLS] question [SEP] choice [SEP]. Not Feature's one flat row (hence the ignores): only
+    # Choice's own collate and tokens read them, never the base's
+    input_ids: list[list[int]]  # type: ignore[assignment]
+    token_type_ids: list[list[int]]  # type: ignore[assignment]
     labels: int | None = None  # the right choice's index
 
     @property
@@ -42,7 +49,7 @@ class ChoiceFeature(Feature):
         return sum(len(ids) for ids in self.input_ids)
 
 
-class Choice(Task):
+class Choice(Task[ChoiceExample, ChoiceFeature]):
     """One of several answers: a score per (question, choice) pair."""
 
     name, example, model_class = "choice", ChoiceExample, BertForMultipleChoice
@@ -54,7 +61,9 @@ class Choice(Task):
     )
     reads_lines = False  # a question and its choices do not fit on a plain line
 
-    def parse(self, path, lines, fmt, columns, *, labeled):
+    def parse(
+        self, path: str, lines: list[str], fmt: str, columns: dict[str, Any], *, labeled: bool
+    ) -> list[ChoiceExample]:
         return _read(
             path,
             records.table(path, lines, fmt),
@@ -64,7 +73,15 @@ class Choice(Task):
             labeled,
         )
 
-    def encode(self, tok, examples, seq_len, stride, label2id, problem_type):
+    def encode(
+        self,
+        tok: Tokenizer,
+        examples: list[ChoiceExample],
+        seq_len: int,
+        stride: int,
+        label2id: dict[str, int] | None,
+        problem_type: str | None,
+    ) -> list[ChoiceFeature]:
         counts = {len(e.choices) for e in examples}
         if len(counts) > 1:
             raise TrainingError(
@@ -80,7 +97,7 @@ class Choice(Task):
             )
         return features
 
-    def collate(self, features, pad_id):
+    def collate(self, features: list[ChoiceFeature], pad_id: int) -> dict[str, torch.Tensor]:
         """(batch, choices, longest choice): every choice of the batch padded as one row, then regrouped."""
         B, C = len(features), len(features[0].input_ids)
         flat = id_batch(
@@ -93,13 +110,27 @@ class Choice(Task):
             batch["labels"] = torch.tensor([f.labels for f in features])
         return batch
 
-    def batch_group(self, feature):
+    def batch_group(self, feature: ChoiceFeature) -> int:
         return len(feature.input_ids)  # a batch is (B, C, S): its features have as many choices
 
-    def report(self, config, features, outputs, examples, opts):
+    def report(
+        self,
+        config: BertConfig,
+        features: list[ChoiceFeature],
+        outputs: list[torch.Tensor],
+        examples: list[ChoiceExample],
+        opts: Opts,
+    ) -> dict[str, Any]:
         return {"accuracy": sum(int(lg.argmax()) == e.answer for lg, e in zip(outputs, examples)) / len(examples)}
 
-    def predictions(self, config, features, outputs, examples, opts):
+    def predictions(
+        self,
+        config: BertConfig,
+        features: list[ChoiceFeature],
+        outputs: list[torch.Tensor],
+        examples: list[ChoiceExample],
+        opts: Opts,
+    ) -> list[dict[str, Any]]:
         return [
             {
                 "answer": int(lg.argmax()),
@@ -111,9 +142,11 @@ class Choice(Task):
 
 
 # ----- reading -----------------------------------------------------------------------------------
-def _read(path, table: records.Table, question_field, choices_field, answer_field, labeled):
+def _read(
+    path: str, table: records.Table, question_field: str, choices_field: str, answer_field: str, labeled: bool
+) -> list[ChoiceExample]:
     table.require(path, question_field, "question", "question_field")
-    numbered = []
+    numbered: list[str] = []
     if table.fmt != "jsonl" and not table.has(choices_field):
         while table.has(f"{choices_field}{len(numbered)}"):
             numbered.append(f"{choices_field}{len(numbered)}")
@@ -121,8 +154,9 @@ def _read(path, table: records.Table, question_field, choices_field, answer_fiel
             table.require(path, choices_field, "choices", "choices_field")
     if labeled:
         table.require(path, answer_field, "answer", "answer_field")
-    examples = []
+    examples: list[ChoiceExample] = []
     for number, record in table.records:
+        assert record is not None  # a blank line is a None record only with keep_empty
         question = records.string(path, number, record, question_field, "question_field", required=True)
         if numbered:
             choices = [record[c].strip() for c in numbered if record[c].strip()]
@@ -141,7 +175,7 @@ def _read(path, table: records.Table, question_field, choices_field, answer_fiel
                 f"{path}: line {number}: {len(choices)} choice(s), or an empty one; a question needs "
                 "at least two non-empty choices"
             )
-        answer = None
+        answer: int | None = None
         if labeled:
             answer = _answer_index(
                 f"{path}: line {number}: answer {answer_field!r}",
@@ -152,7 +186,7 @@ def _read(path, table: records.Table, question_field, choices_field, answer_fiel
     return examples
 
 
-def _answer_index(where: str, value, choices: list[str]) -> int:
+def _answer_index(where: str, value: Any, choices: list[str]) -> int:
     index = None
     if isinstance(value, int) and not isinstance(value, bool):
         index = value

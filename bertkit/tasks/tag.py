@@ -16,18 +16,23 @@ file is a BertkitWarning, not an error. Plain text to predict on is tagged per c
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
 from ..data import records
+from ..data.batching import pad_rows
 from ..data.builtin import peoples_daily_ner
 from ..data.records import TaskDataError
-from ..data.rows import pad_rows
 from ..heads import IGNORE, BertForTokenClassification
 from ..metrics import ENTITY_SCHEMES, bio_entities, entity_report
 from ..options import opt
 from ..text import is_empty_text
-from .base import EMPTY_INPUT, Feature, Field, Task, label_id, model_inputs
+from .base import EMPTY_INPUT, Feature, Field, Opts, Task, label_id, model_inputs
+
+if TYPE_CHECKING:
+    from ..config import BertConfig
+    from ..tokenizer import Tokenizer
 
 TAG_PREFIXES = ("B", "I", "E", "S")
 
@@ -55,7 +60,7 @@ class TagOptions:
     )
 
 
-class Tag(Task):
+class Tag(Task[TagExample, TagFeature]):
     """A tag per token: each token's vector -> logits over the tags."""
 
     name, example, model_class = "tag", TagExample, BertForTokenClassification
@@ -66,13 +71,15 @@ class Tag(Task):
     loss_over_tokens = True
 
     # ----- data ---------------------------------------------------------------------------------
-    def parse(self, path, lines, fmt, columns, *, labeled):
+    def parse(
+        self, path: str, lines: list[str], fmt: str, columns: dict[str, Any], *, labeled: bool
+    ) -> list[TagExample]:
         return _read(path, records.table(path, lines, fmt), columns["tokens_field"], columns["tags_field"], labeled)
 
-    def builtin_examples(self, split, labeled):
+    def builtin_examples(self, split: str, labeled: bool) -> list[TagExample]:
         return [TagExample(chars, tags if labeled else None) for chars, tags in peoples_daily_ner(split)]
 
-    def label_names(self, examples):
+    def label_names(self, examples: list[TagExample]) -> list[str]:
         """ "O" first, then by entity type, B- before I- (then E-, S-). Every entity type gets all the tags of
         its scheme (B- and I-; and E-, S- when the data uses IOBES) even when one never occurs."""
         found = {tag for ex in examples for tag in ex.tags or []}
@@ -82,13 +89,22 @@ class Tag(Task):
         prefixes = TAG_PREFIXES if any(tag[0] in "ES" for tag in found if tag != "O") else TAG_PREFIXES[:2]
         return ["O"] + [f"{p}-{kind}" for kind in sorted(types) for p in prefixes]
 
-    def empty_row(self, example):
+    def empty_row(self, example: TagExample) -> dict[str, Any]:
         return {"tokens": example.tokens, "tags": None, "entities": [], "error": EMPTY_INPUT}
 
     # ----- features -----------------------------------------------------------------------------
-    def encode(self, tok, examples, seq_len, stride, label2id, problem_type):
+    def encode(
+        self,
+        tok: Tokenizer,
+        examples: list[TagExample],
+        seq_len: int,
+        stride: int,
+        label2id: dict[str, int] | None,
+        problem_type: str | None,
+    ) -> list[TagFeature]:
         enc = tok(
-            [e.tokens for e in examples],
+            # a batch of word lists (is_split_into_words), which Tokenizer.__call__'s `text` type does not spell out
+            cast(Any, [e.tokens for e in examples]),
             is_split_into_words=True,
             truncation=True,
             max_length=seq_len,
@@ -104,7 +120,10 @@ class Tag(Task):
                 for w, off in zip(enc.word_ids(i), enc["offset_mapping"][i])
             ]
             tags = examples[sample].tags  # the first piece of each word carries its tag; the rest are skipped
-            labels = None if tags is None else [label_id(tags[w], label2id) if w is not None else IGNORE for w in words]
+            labels = None
+            if tags is not None:
+                assert label2id is not None  # labelled examples are encoded with the model's label2id
+                labels = [label_id(tags[w], label2id) if w is not None else IGNORE for w in words]
             features.append(
                 TagFeature(
                     input_ids=enc["input_ids"][i],
@@ -116,26 +135,43 @@ class Tag(Task):
             )
         return features
 
-    def collate(self, features, pad_id):
+    def collate(self, features: list[TagFeature], pad_id: int) -> dict[str, torch.Tensor]:
         batch = model_inputs(features, pad_id)
         if features[0].labels is not None:  # per token: padded with IGNORE, which no loss counts
-            batch["labels"] = torch.from_numpy(pad_rows([f.labels for f in features], IGNORE))
+            rows = cast("list[list[int]]", [f.labels for f in features])  # a batch is labelled, or not, as a whole
+            batch["labels"] = torch.from_numpy(pad_rows(rows, IGNORE))
         return batch
 
-    def outputs(self, features, out):
+    def outputs(self, features: list[TagFeature], out: Any) -> list[torch.Tensor]:
         return [lg[: f.tokens].float().cpu() for f, lg in zip(features, out.logits)]
 
     # ----- results ------------------------------------------------------------------------------
-    def report(self, config, features, outputs, examples, opts):
+    def report(
+        self,
+        config: BertConfig,
+        features: list[TagFeature],
+        outputs: list[torch.Tensor],
+        examples: list[TagExample],
+        opts: Opts,
+    ) -> dict[str, Any]:
         return entity_report(
-            [e.tags for e in examples],
+            cast("list[list[str]]", [e.tags for e in examples]),  # examples to evaluate on are labelled
             tag_predictions(features, outputs, examples, config.id2label),
             scheme=self.settings(opts).entity_scheme,
         )
 
-    def predictions(self, config, features, outputs, examples, opts):
+    def predictions(
+        self,
+        config: BertConfig,
+        features: list[TagFeature],
+        outputs: list[torch.Tensor],
+        examples: list[TagExample],
+        opts: Opts,
+    ) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]]
         scheme, rows = self.settings(opts).entity_scheme, []
         for e, tags in zip(examples, tag_predictions(features, outputs, examples, config.id2label)):
+            offsets: list[int]
             offsets, pos = [], 0  # character offsets of each token in the joined text (characters: no spaces)
             for token in e.tokens:
                 offsets.append(pos)
@@ -153,15 +189,17 @@ class Tag(Task):
             rows.append({"tokens": e.tokens, "tags": tags, "entities": ents})
         return rows
 
-    def learning_warning(self, report):
+    def learning_warning(self, report: dict[str, Any] | None) -> str | None:
         if report and report.get("n_true", 0) > 0 and report.get("n_pred", 1) == 0:
             return f"the last evaluation found no entity at all (the data has {report['n_true']})"
         return None
 
 
-def tag_predictions(features: list[TagFeature], outputs, examples: list[TagExample], id2label) -> list[list[str]]:
+def tag_predictions(
+    features: list[TagFeature], outputs: list[torch.Tensor], examples: list[TagExample], id2label: dict[int, str]
+) -> list[list[str]]:
     """Each word's tag from its first piece; a word seen in several windows keeps the first window's."""
-    preds = [[None] * len(e.tokens) for e in examples]
+    preds: list[list[str | None]] = [[None] * len(e.tokens) for e in examples]
     for f, logits in zip(features, outputs):
         best = logits.argmax(-1).tolist()
         for j, w in enumerate(f.words):  # only first pieces carry a word index
@@ -171,15 +209,16 @@ def tag_predictions(features: list[TagFeature], outputs, examples: list[TagExamp
 
 
 # ----- reading -----------------------------------------------------------------------------------
-def _read(path, table: records.Table, tokens_field, tags_field, labeled):
+def _read(path: str, table: records.Table, tokens_field: str, tags_field: str, labeled: bool) -> list[TagExample]:
     if table.fmt == "conll":
         tokens_field, tags_field = "tokens", "tags"
     else:
         table.require(path, tokens_field, "tokens", "tokens_field")
         if labeled:
             table.require(path, tags_field, "tags", "tags_field")
-    examples = []
+    examples: list[TagExample] = []
     for number, record in table.records:
+        assert record is not None  # a blank line is a None record only with keep_empty
         if table.fmt == "conll":
             tokens, tags = record["tokens"], record["tags"]
             if labeled and (tags is None or None in tags):
@@ -211,14 +250,14 @@ def _read(path, table: records.Table, tokens_field, tags_field, labeled):
                     "an entity type, e.g. B-PER"
                 )
         examples.append(TagExample(list(tokens), list(tags)))
-    if labeled and all(tag == "O" for ex in examples for tag in ex.tags):
+    if labeled and all(tag == "O" for ex in examples for tag in ex.tags or ()):  # labelled: tags never None
         records.warn(
             f"{path}: every tag is 'O': there is no entity to learn; check {records.option('tags_field')} and the file"
         )
     return examples
 
 
-def _sequence(path, number, record, field, kwarg, fmt) -> list[str]:
+def _sequence(path: str, number: int, record: dict[str, Any], field: str, kwarg: str, fmt: str) -> list[str]:
     value = records.get(path, number, record, field, kwarg)
     if fmt != "jsonl":
         return value.split()

@@ -20,29 +20,28 @@ import math
 import os
 import sys
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
+from torch import nn
 
 from ..config import PRESETS, BertConfig, ProblemType
+from ..deprecated import moved
 from ..files import atomic_write_text, digest
 from ..heads import IGNORE
-from ..metrics import finite_or_none, format_report
-from ..options import opt, parse
+from ..metrics import finite_or_none
+from ..model import BertPreTrainedModel
+from ..options import opt
 from ..tasks import TASKS, TaskOptions, check_task_options, default_stride, evaluate, get_task, read_examples
 from ..tokenizer import Tokenizer, vocab_digest
-from .loop import (
-    LOSS_UNITS,
-    KeepBest,
-    LossWeights,
-    StepSampler,
-    TrainConfig,
-    TrainingError,
-    TrainSummary,
-    train,
-    with_default,
-)
+from .batches import LOSS_UNITS, LossWeights, StepSampler
+from .loop import KeepBest, TrainingError, TrainSummary, train
 from .runfolder import keep_settings, run_claimed
 from .runlog import check_log_to, read_metrics
+from .settings import TrainConfig, with_default
+
+if TYPE_CHECKING:
+    from ..tasks import Task
 
 
 @dataclass
@@ -60,7 +59,7 @@ class FinetuneConfig(TaskOptions, TrainConfig):
     seq_len: int = opt(128, "tokens per window")
     epochs: float = opt(0.0, "train for this many passes over the data (overrides --steps when > 0)")
     patience: int = opt(0, "stop after this many evaluations without improvement (0: never)")
-    lr: float | None = opt(
+    lr: float | None = opt(  # type: ignore[assignment]  # None until settled() resolves it; the loop gets a float
         None,
         "peak learning rate; default 5e-5 x 768 / hidden size (BERT-base's 5e-5, "
         "more for smaller models: mini 1.5e-4, tiny 1e-3)",
@@ -85,18 +84,18 @@ class FinetuneSummary(TrainSummary):
 class FinetuneBatches:
     """The batches of optimizer step `step` (the shared loop's Batches): the sampler's rows, collated by the task."""
 
-    def __init__(self, features, pad_id: int, task, sampler: StepSampler):
+    def __init__(self, features: list[Any], pad_id: int, task: Task, sampler: StepSampler) -> None:
         self.features, self.pad_id, self.task, self.sampler = features, pad_id, task, sampler
 
-    def batch(self, step: int, micro: int) -> dict:
+    def batch(self, step: int, micro: int) -> dict[str, Any]:
         rows = [self.features[i] for i in self.sampler.indices(step, micro)]
-        out = self.task.collate(rows, self.pad_id)
+        out: dict[str, Any] = dict(self.task.collate(rows, self.pad_id))  # tensors, and the loop's LOSS_UNITS
         if self.task.loss_over_tokens:  # the loop weighs the batch by its labelled tokens (LossWeights)
             out[LOSS_UNITS] = int((out["labels"] != IGNORE).sum())
         return out
 
 
-def task_loss(model, batch: dict, weights: LossWeights) -> torch.Tensor:
+def task_loss(model: nn.Module, batch: dict[str, Any], weights: LossWeights) -> torch.Tensor:
     """This micro-batch's share of the step's loss. weights.tokens is the share of a mean over the labelled
     tokens of the whole step for a task whose batches count them (tagging), and equals weights.rows for
     the others, whose heads average over rows."""
@@ -116,7 +115,7 @@ def default_lr(config: BertConfig) -> float:
     return min(1e-3, 5e-5 * 768 / config.hidden_size)
 
 
-def learning_warnings(task, report: dict | None, losses: list[float]) -> list[str]:
+def learning_warnings(task: Task, report: dict | None, losses: list[float]) -> list[str]:
     """Signs that a run learned nothing, as facts: the task's own (one class predicted for everything, no entity
     found), a loss that did not fall."""
     warnings = [w for w in [task.learning_warning(report)] if w]
@@ -129,7 +128,7 @@ def learning_warnings(task, report: dict | None, losses: list[float]) -> list[st
     return warnings
 
 
-def learning_advice(cfg) -> str:
+def learning_advice(cfg: FinetuneConfig) -> str:
     """What to change in a run of one's own that learned nothing."""
     return (
         f"the likely cause is the learning rate (--lr {cfg.lr:g}: try 3x larger or smaller) or too few "
@@ -137,7 +136,9 @@ def learning_advice(cfg) -> str:
     )
 
 
-def load_base(cfg: FinetuneConfig, labels: list[str] | None, problem_type: str | None):
+def load_base(
+    cfg: FinetuneConfig, labels: list[str] | None, problem_type: str | None
+) -> tuple[BertPreTrainedModel, Tokenizer]:
     """The task model on the pretrained encoder (or random from a preset), and its tokenizer."""
     model_class = get_task(cfg.task).model_class
     kw = {}
@@ -198,6 +199,7 @@ def run_in(cfg: FinetuneConfig, rank: int, world: int) -> FinetuneSummary:
         + (f"; labels {labels}" if labels and len(labels) <= 20 else "")
     )
 
+    assert cfg.stride is not None  # set just above
     features = task.encode(tok, train_examples, cfg.seq_len, cfg.stride, model.config.label2id, problem_type)
     if task.loss_over_tokens:  # a window inside one long word has no labelled token: nothing to learn, a 0/0 loss
         labelled = [f for f in features if any(label != IGNORE for label in f.labels)]
@@ -216,8 +218,11 @@ def run_in(cfg: FinetuneConfig, rank: int, world: int) -> FinetuneSummary:
     if cfg.patience and not eval_examples:
         raise TrainingError("--patience needs evaluation data: pass --eval FILE")
 
-    def save(m, out):
-        m.save_pretrained(out)
+    def evaluate_dev(m: nn.Module) -> dict:
+        return evaluate(task, cast(BertPreTrainedModel, m), tok, eval_examples, cfg)  # the model load_base made
+
+    def save(m: nn.Module, out: str) -> None:
+        cast(BertPreTrainedModel, m).save_pretrained(out)  # the task model load_base made
         tok.model_max_length = cfg.seq_len  # evaluate / predict cut windows as long as the ones trained on
         tok.save_pretrained(out)
 
@@ -235,7 +240,7 @@ def run_in(cfg: FinetuneConfig, rank: int, world: int) -> FinetuneSummary:
         data,
         cfg,
         task_loss,
-        evaluate=(lambda m: evaluate(task, m, tok, eval_examples, cfg)) if eval_examples else None,
+        evaluate=evaluate_dev if eval_examples else None,
         save_model=save,
         keep_best=keep,
         identity={"vocab": vocab_digest(tok), "labels": labels, "data": digest(map(repr, train_examples))},
@@ -269,19 +274,10 @@ def settled(cfg: FinetuneConfig, model_config: BertConfig, n_features: int, worl
     return dataclasses.replace(cfg, lr=lr, steps=steps)
 
 
-def main(argv: list[str]) -> int:
-    cfg = parse(FinetuneConfig, argv, prog="bertkit finetune")
-    summary = run(cfg)
-    if int(os.environ.get("RANK", "0")) != 0:
-        return 0
-    for line in summary.warning_lines():
-        print(line, file=sys.stderr)
-    if summary.interrupted:
-        print(f"stopped at step {summary.step}; continue with the same flags and --resume")
-        return 130
-    print(f"done: {summary.step} steps in {summary.seconds} s; last training loss {summary.loss:.4f}")
-    if summary.best:
-        print("best evaluation:\n" + format_report(summary.best))
-    # "best" only where evaluations compared models; without --eval the model is the last step's
-    print(f"{'best' if summary.best else 'final'} model and tokenizer in {cfg.out}")
-    return 0
+if not TYPE_CHECKING:  # old names, for one release
+    __getattr__ = moved(
+        __name__,
+        {
+            "main": "bertkit.commands.finetune:main",
+        },
+    )

@@ -22,98 +22,42 @@
 Data is addressed by step: `data.batch(step, micro)` must return the same batch for the same
 step, so a resumed run sees exactly what the uninterrupted one saw. Under torchrun each process
 gets its share of the global batch from `data`, DDP averages the gradients, and only rank 0 writes.
+
+What the loop calls lives beside it, one job to a module: settings.py (TrainConfig), batches.py (what a step's
+micro-batches hold: the data order, the loss weights), devices.py (device, processes, autocast dtype),
+optim.py (AdamW and the schedule), state.py (the training state saved and resumed), runlog.py (the logs).
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import math
 import os
 import signal
 import sys
 import time
 import warnings
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, Protocol
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import TYPE_CHECKING, Any, cast
 
-import numpy as np
 import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
 from ..checkpoint import load_training_state, save_training_state
-from ..config import AttnImplementation
-from ..data.seeded import Permutation
+from ..deprecated import REMOVED_IN, moved
 from ..errors import TrainingError
-from ..options import may_change_on_resume, opt
+from .batches import LOSS_UNITS, LossWeights, loss_weights
+from .devices import agree, autocast_dtype, barrier, pick_device, setup_distributed, threading_main
+from .optim import lr_factor, make_optimizer
 from .runlog import RunLog, check_log_to, plot_losses
+from .state import check_identity, restore, training_state
 
-
-@dataclass
-class TrainConfig:
-    """Settings of the shared training loop. Those marked may_change_on_resume do not change what a
-    resumed run computes; --resume refuses a new value of any other."""
-
-    out: str = opt(
-        "runs/run", "run folder: metrics.jsonl, training state, loss curve, final model", may_change_on_resume=True
-    )
-    steps: int = opt(300, "optimizer steps", may_change_on_resume=True)
-    batch_size: int = opt(32, "examples per micro-batch on each process (x --grad-accum per step)")
-    grad_accum: int = opt(1, "micro-batches per optimizer step (a larger batch in the same memory)")
-    lr: float = opt(1e-3, "peak learning rate")
-    weight_decay: float = opt(0.01, "AdamW weight decay (never on biases and LayerNorm)")
-    warmup: float = opt(0.06, "fraction of the steps over which the learning rate rises linearly")
-    schedule: Literal["linear", "cosine", "constant"] = opt("linear", "decay after warm-up")
-    max_grad_norm: float = opt(1.0, "clip the gradient norm to this (0: no clipping)")
-    seed: int = opt(0, "seed of initialisation, data order, masking and dropout")
-    log_every: int = opt(10, "steps between metrics rows", may_change_on_resume=True)
-    log_to: list[Literal["tensorboard", "csv"]] = opt(
-        list,
-        "log every metrics row here too, beside metrics.jsonl: tensorboard (event files in <out>/tensorboard/; "
-        "pip install 'bertkit[tensorboard]'), csv (<out>/metrics.csv, one line step,split,name,value per number)",
-        nargs="*",
-        may_change_on_resume=True,
-    )
-    eval_every: int = opt(100, "steps between evaluations (0: only at the end)", may_change_on_resume=True)
-    save_every: int = opt(100, "steps between saved training states (0: only at the end)", may_change_on_resume=True)
-    device: str = opt("auto", "cpu, cuda, cuda:N, or auto (cuda when there is one)", may_change_on_resume=True)
-    precision: Literal["auto", "fp32", "bf16", "fp16"] = opt(
-        "auto",
-        "autocast dtype: auto is bf16 (or fp16) on a GPU and float32 on a CPU; bf16 is also taken on a CPU "
-        "(faster where it has AVX-512 BF16 or AMX)",
-        may_change_on_resume=True,
-    )
-    compile: bool = opt(False, "torch.compile the model", may_change_on_resume=True)
-    attention: AttnImplementation = opt(
-        "auto",
-        "attention implementation: auto (varlen where a batch has padding "
-        "or packed documents, else sdpa), varlen (padding always removed), sdpa, "
-        "eager",
-        may_change_on_resume=True,
-    )
-    resume: bool = opt(False, "continue from the training state saved in --out", may_change_on_resume=True)
-    overwrite: bool = opt(
-        False,
-        "start over in an --out that holds an earlier run: it is moved to "
-        "<out>.replaced-<time> first (nothing is deleted)",
-        may_change_on_resume=True,
-    )
-    max_bad_steps: int = opt(5, "stop after this many non-finite losses in a row", may_change_on_resume=True)
-    progress: bool = opt(True, "show a progress bar", may_change_on_resume=True)
-
-
-def with_default(name: str, default: Any, help: str | None = None):
-    """TrainConfig's setting `name` with a command's own default (and help): the same flag and resume rule.
-
-    class PretrainConfig(TrainConfig):
-        steps: int = with_default("steps", 2000)
-    """
-    metadata = dict(TrainConfig.__dataclass_fields__[name].metadata)
-    if help is not None:
-        metadata["help"] = help
-    return dataclasses.field(default=default, metadata=metadata)
+if TYPE_CHECKING:
+    from .batches import Batches
+    from .settings import TrainConfig
 
 
 @dataclass
@@ -125,183 +69,14 @@ class TrainSummary:
     seconds: float  # wall time of this part of the run
     interrupted: bool  # stopped by SIGINT / SIGTERM before the last step (the state is saved: --resume)
     tokens_per_s: float | None = None  # over the last logged window; None before the first metrics row
-    eval: dict = field(default_factory=dict)  # the last evaluation ({} if none ran)
+    eval: dict[str, float] = field(default_factory=dict)  # the last evaluation ({} if none ran)
     stopped_early: int | None = None  # the step at which KeepBest's patience ended the run
 
 
-class Batches(Protocol):
-    def batch(self, step: int, micro: int) -> dict[str, Tensor]:
-        """This process's share of micro-batch `micro` of optimizer step `step` (deterministic). A batch
-        whose loss is a mean over counted tokens (MLM's masked ones, tagging's labelled ones) says how many
-        under "loss_units": an int, or {unit name: count} for a loss that sums means over several kinds
-        (ELECTRA: masked tokens and real tokens); see LossWeights."""
-
-
-LOSS_UNITS = "loss_units"
-TOKENS = "tokens"  # the unit an int "loss_units" counts
-
-
-@dataclass(frozen=True)
-class LossWeights:
-    """What a micro-batch's mean losses are multiplied by, so that the step's gradient (summed over the
-    micro-batches, averaged over the processes by DDP) is the gradient of one mean over the whole step,
-    as one process holding every row would compute it.
-
-    rows:   for a mean over rows: 1 / grad_accum (every micro-batch of every process holds as many rows)
-    tokens: for a mean over counted tokens: units x world / (the units of the step, all processes), since
-            micro-batches hold different numbers of them (2 processes x 4 rows then equal 1 x 8 rows);
-            1 / grad_accum, as rows, when the batches do not count their units
-    units:  the same weight for each named unit when "loss_units" is a dict (units["tokens"] is `tokens`)
-    """
-
-    rows: float
-    tokens: float
-    units: dict[str, float] = field(default_factory=dict)
-
-    def of(self, unit: str) -> float:
-        """The weight of a mean over `unit` (a name the batch counted; rows' weight if it counted none)."""
-        return self.units.get(unit, self.tokens if unit == TOKENS else self.rows)
-
-
-def loss_weights(units: list[int | dict[str, int]], grad_accum: int, world: int) -> list[LossWeights]:
-    """The weights of a step's micro-batches, given how many units each holds on this process (one
-    all-reduce of one integer per unit name under torchrun)."""
-    counts = [u if isinstance(u, dict) else {TOKENS: u} for u in units]
-    names = sorted(counts[0])
-    totals = all_processes([sum(int(c[n]) for c in counts) for n in names], world)
-    weights = []
-    for c in counts:
-        per = {n: int(c[n]) * world / max(1, total) for n, total in zip(names, totals)}
-        weights.append(LossWeights(rows=1 / grad_accum, tokens=per.get(TOKENS, 1 / grad_accum), units=per))
-    return weights
-
-
-def all_processes(counts: list[int], world: int) -> list[int]:
-    """Each count summed over the processes (a sync: one small all-reduce under torchrun)."""
-    if world == 1:
-        return list(counts)
-    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else None
-    total = torch.tensor(counts, dtype=torch.int64, device=device)
-    dist.all_reduce(total)
-    return [int(t) for t in total]
-
-
-class StepSampler:
-    """Which examples make up global micro-batch `index`: a seeded order per epoch, walked in turn.
-
-    Every process walks the same global batches (batch_size x world) and takes its own rows, so a run with
-    2 processes of batch 4 sees what 1 process of batch 8 sees, and a resumed run sees what the
-    uninterrupted one saw. The order of an epoch is a seeded permutation (data/seeded.py) evaluated only at
-    the positions asked for: no list of the data's size is ever made, whatever the number of examples.
-    """
-
-    def __init__(self, n: int, batch_size: int, grad_accum: int, seed: int, rank: int = 0, world: int = 1):
-        self.n, self.batch_size, self.grad_accum, self.seed = n, batch_size, grad_accum, seed
-        self.rank, self.world = rank, world
-        self.global_batch = batch_size * world
-        if n < self.global_batch:
-            raise TrainingError(
-                f"the data gives {n} examples, fewer than one batch of {self.global_batch}: "
-                "lower --batch-size, or add data"
-            )
-        self._order: tuple[int, Permutation | None] = (-1, None)
-
-    def order(self, epoch: int) -> Permutation:
-        if self._order[0] != epoch:
-            self._order = (epoch, Permutation(self.n, self.seed * 1_000_003 + epoch))
-        return self._order[1]
-
-    def own_rows(self) -> np.ndarray:
-        """This process's rows of a global batch: rank r holds places r x batch_size onwards."""
-        return self.rank * self.batch_size + np.arange(self.batch_size)
-
-    def indices(self, step: int, micro: int) -> np.ndarray:
-        """The examples of this process's rows of micro-batch `micro` of step `step` (batch_size,)."""
-        start = (step * self.grad_accum + micro) * self.global_batch
-        epoch, place = np.divmod(start + self.own_rows(), self.n)
-        out = np.empty(self.batch_size, dtype=np.int64)
-        for e in np.unique(epoch):  # a batch spans at most two epochs
-            out[epoch == e] = self.order(int(e))(place[epoch == e])
-        return out
-
-
-# ----- setup -------------------------------------------------------------------------------------
-def pick_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(name)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise TrainingError(f"--device {name}: no CUDA device is available here; use --device cpu")
-    return device
-
-
-def setup_distributed(device: torch.device) -> tuple[int, int, torch.device]:
-    """(rank, world size, device) under torchrun; (0, 1, device) otherwise."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world == 1:
-        return 0, 1, device
-    if device.type == "cuda":
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-        torch.cuda.set_device(device)
-    if not dist.is_initialized():
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
-    return dist.get_rank(), world, device
-
-
-def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
-    """None = plain float32. auto: bf16 on a GPU that has it, else fp16; float32 on a CPU.
-    On a CPU, bf16 autocast only when asked: it is faster on a CPU with AVX-512 BF16 / AMX
-    (cpu_has_native_bf16; README, Speed), and CPUs without native bf16 may be slower."""
-    if precision == "fp32":
-        return None
-    if device.type != "cuda":
-        if precision == "fp16":
-            warnings.warn(
-                f"--precision fp16 is for GPUs; training in float32 on {device} (bf16 works on CPUs)", stacklevel=2
-            )
-        return torch.bfloat16 if precision == "bf16" else None
-    if precision == "fp16":
-        return torch.float16
-    if precision == "bf16" or torch.cuda.is_bf16_supported():
-        return torch.bfloat16
-    return torch.float16
-
-
-def cpu_has_native_bf16() -> bool:
-    """Whether this CPU computes bf16 natively (AVX-512 BF16 or AMX), where --precision bf16 is faster."""
-    for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"):
-        check = getattr(torch.cpu, name, None)  # torch's own probes (private, so looked up with care)
-        if check is not None and check():
-            return True
-    return False
-
-
-def make_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device) -> torch.optim.Optimizer:
-    """AdamW; biases and LayerNorm weights get no weight decay (as in BERT)."""
-    decay, no_decay = [], []
-    for name, p in model.named_parameters():
-        if p.requires_grad:
-            (no_decay if name.endswith("bias") or "LayerNorm" in name else decay).append(p)
-    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    fused = device.type == "cuda"  # one kernel for all parameters
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.999), eps=1e-6, fused=fused)
-
-
-def lr_factor(step: int, cfg: TrainConfig) -> float:
-    """Multiplier of the peak lr at `step`: linear warm-up, then linear / cosine decay to 0."""
-    warm = max(1, int(cfg.warmup * cfg.steps)) if cfg.warmup > 0 else 0
-    if step < warm:
-        return (step + 1) / warm
-    if cfg.schedule == "constant":
-        return 1.0
-    progress = (step - warm) / max(1, cfg.steps - warm)
-    if cfg.schedule == "cosine":
-        return 0.5 * (1.0 + math.cos(math.pi * progress))
-    return max(0.0, 1.0 - progress)
-
-
 # ----- the loop ----------------------------------------------------------------------------------
-LossFn = Callable[[nn.Module, dict, LossWeights], Tensor]  # (model, batch, its weights) -> the weighted loss
+LossFn = Callable[[nn.Module, dict[str, Any], LossWeights], Tensor]  # (model, batch, its weights) -> the weighted loss
+Evaluate = Callable[[nn.Module], dict[str, Any]]  # model -> a report: numbers (logged), and tables
+SaveModel = Callable[[nn.Module, str], None]  # (model, folder): write the model there
 
 
 def train(
@@ -309,10 +84,10 @@ def train(
     data: Batches,
     cfg: TrainConfig,
     loss_fn: LossFn,
-    evaluate: Callable[[nn.Module], dict] | None = None,
-    save_model: Callable[[nn.Module, str], None] | None = None,
+    evaluate: Evaluate | None = None,
+    save_model: SaveModel | None = None,
     keep_best: KeepBest | None = None,
-    identity: dict | None = None,
+    identity: dict[str, Any] | None = None,
 ) -> TrainSummary:
     """Train `model` for cfg.steps optimizer steps (the module docstring, in code); returns a TrainSummary.
 
@@ -340,15 +115,15 @@ class KeepBest:
     `patience` evaluations in a row without a new best stop the run (0: never). Its progress is saved with
     the training state, so --resume goes on from it."""
 
-    score: Callable[[dict], float]
+    score: Callable[[dict[str, Any]], float]
     patience: int = 0
-    on_best: Callable[[dict], None] | None = None
+    on_best: Callable[[dict[str, Any]], object] | None = None  # what it returns is not used
     best: float = -math.inf  # progress: the best score so far, its report, evaluations since, the last report
-    report: dict | None = None
+    report: dict[str, Any] | None = None
     since: int = 0
-    last: dict | None = None
+    last: dict[str, Any] | None = None
 
-    def update(self, report: dict) -> bool:
+    def update(self, report: dict[str, Any]) -> bool:
         """Take an evaluation's report; True when it is a new best."""
         self.last = report
         score = self.score(report)
@@ -357,12 +132,17 @@ class KeepBest:
         return better
 
     def patience_ran_out(self) -> bool:
+        """Whether `patience` evaluations in a row brought no new best (never with patience 0)."""
         return self.patience > 0 and self.since >= self.patience
 
-    def state(self) -> dict:  # the keys the training state has always held them under
+    def state(self) -> dict[str, Any]:
+        """The progress saved with the training state (as "extra"): "score" (the best score so far), "report"
+        (its report), "since" (evaluations since). load() reads these keys back; saved states on disk use
+        them, so they stay even where a field's name differs (best)."""
         return {"score": self.best, "report": self.report, "since": self.since}
 
-    def load(self, state: dict) -> None:
+    def load(self, state: dict[str, Any]) -> None:
+        """Go on from the progress state() saved ({}: from the start)."""
         self.best, self.report, self.since = state.get("score", -math.inf), state.get("report"), state.get("since", 0)
 
 
@@ -374,9 +154,11 @@ class Throughput:
     start: float = field(default_factory=time.perf_counter)
 
     def add(self, tokens: int) -> None:
+        """Count a step's tokens (all ranks')."""
         self.tokens += tokens
 
     def rate(self) -> float:
+        """Tokens per second since the window started."""
         return self.tokens / max(time.perf_counter() - self.start, 1e-9)
 
     def restart(self) -> float:
@@ -402,7 +184,7 @@ class Run:
     world: int
     step: int  # optimizer steps done
     keep_best: KeepBest | None
-    identity: dict | None
+    identity: dict[str, Any] | None
     stop: _StopFlag = field(default_factory=lambda: _StopFlag())
     bar: Any = None  # the progress bar (rank 0, --progress)
     log: RunLog | None = None  # metrics.jsonl and --log-to's loggers (rank 0)
@@ -412,31 +194,43 @@ class Run:
     window: Throughput = field(default_factory=Throughput)
     run_start: float = field(default_factory=time.perf_counter)
     tokens_per_s: float | None = None  # of the last metrics row
-    eval: dict = field(default_factory=dict)  # the last evaluation
+    eval: dict[str, float] = field(default_factory=dict)  # the last evaluation
     stopped_early: int | None = None
 
     @property
-    def main(self) -> bool:
+    def is_main(self) -> bool:
+        """Whether this process is rank 0: the one that writes (logs, models, the training state)."""
         return self.rank == 0
 
     @property
+    def main(self) -> bool:
+        """Deprecated: Run.is_main (kept for one release)."""
+        warnings.warn(
+            f"Run.main is now Run.is_main; the old name goes in bertkit {REMOVED_IN}", DeprecationWarning, stacklevel=2
+        )
+        return self.is_main
+
+    @property
     def metrics_path(self) -> str:
+        """The run's metrics.jsonl."""
         return os.path.join(self.cfg.out, "metrics.jsonl")
 
     @property
     def state_dir(self) -> str:
+        """Where the training state is saved (checkpoint.py writes it)."""
         return os.path.join(self.cfg.out, "checkpoint")
 
 
-def start(model: nn.Module, cfg: TrainConfig, keep_best: KeepBest | None, identity: dict | None) -> Run:
+def start(model: nn.Module, cfg: TrainConfig, keep_best: KeepBest | None, identity: dict[str, Any] | None) -> Run:
     """Device and processes, the seed, optimizer, schedule and AMP scaler, the resumed state if any, then the
     DDP / compile wrapping. The order is the run's RNG order: a change here changes what every run computes."""
     _check(cfg)
     rank, world, device = setup_distributed(pick_device(cfg.device))
     torch.manual_seed(cfg.seed)
     model.to(device)
-    if hasattr(model, "set_attn_implementation"):
-        model.set_attn_implementation(cfg.attention)
+    set_attention = getattr(model, "set_attn_implementation", None)  # bertkit's models; any nn.Module trains
+    if set_attention is not None:
+        set_attention(cfg.attention)
     optimizer = make_optimizer(model, cfg, device)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, cfg))
     amp = autocast_dtype(cfg.precision, device)
@@ -458,7 +252,7 @@ def start(model: nn.Module, cfg: TrainConfig, keep_best: KeepBest | None, identi
     )
     if cfg.resume:
         resume(run)
-    elif run.main and os.path.exists(run.metrics_path):  # pretrain / finetune claim --out first (runfolder.py)
+    elif run.is_main and os.path.exists(run.metrics_path):  # pretrain / finetune claim --out first (runfolder.py)
         raise TrainingError(
             f"{run.metrics_path}: an earlier run's log is there; pass resume=True to continue it, "
             "or use another out (bertkit.train.runfolder.claim moves an old run aside)"
@@ -467,10 +261,10 @@ def start(model: nn.Module, cfg: TrainConfig, keep_best: KeepBest | None, identi
         ids = [device.index] if device.type == "cuda" else None
         run.model = nn.parallel.DistributedDataParallel(model, device_ids=ids)
     if cfg.compile:
-        run.model = torch.compile(run.model)
-    if run.main:  # on --resume, each log drops what a killed run wrote after the saved step
+        run.model = cast(nn.Module, torch.compile(run.model))  # typed as a callable; of a Module, a Module
+    if run.is_main:  # on --resume, each log drops what a killed run wrote after the saved step
         run.log = RunLog(cfg.out, cfg.log_to, resumed_at=run.step if cfg.resume else None)
-    run.bar = _progress(cfg, run.step) if run.main else None
+    run.bar = _progress(cfg, run.step) if run.is_main else None
     run.window, run.run_start = Throughput(), time.perf_counter()  # the clock starts with the first step
     return run
 
@@ -480,11 +274,11 @@ def resume(run: Run) -> None:
     state = load_training_state(run.state_dir)
     if state is None:
         raise TrainingError(f"--resume: {run.state_dir} holds no training state; run without --resume first")
-    note = _check_identity(state.get("identity") or {}, run.identity or {}, run.state_dir)
-    run.step = _restore(state, run.raw_model, run.optimizer, run.scheduler, run.scaler, run.cfg, run.world)
+    note = check_identity(state.get("identity") or {}, run.identity or {}, run.state_dir)
+    run.step = restore(state, run.raw_model, run.optimizer, run.scheduler, run.scaler, run.cfg, run.world)
     if run.keep_best is not None:
         run.keep_best.load(state.get("extra", {}))  # fine-tuning's best score so far
-    if run.main:
+    if run.is_main:
         if note:
             print(note, file=sys.stderr)
         print(f"resuming {run.cfg.out} at step {run.step}", file=sys.stderr)
@@ -507,7 +301,8 @@ def optimizer_step(run: Run, data: Batches, loss_fn: LossFn) -> tuple[float, boo
         batch = {k: v.to(run.device, non_blocking=True) if isinstance(v, Tensor) else v for k, v in batch.items()}
         sync = micro == cfg.grad_accum - 1 or run.world == 1  # DDP averages gradients once, at the last one
         with (
-            contextlib.nullcontext() if sync else run.model.no_sync(),
+            # not sync: world > 1, so run.model is DDP's wrapper (or torch.compile's of it, which passes no_sync on)
+            contextlib.nullcontext() if sync else cast(nn.parallel.DistributedDataParallel, run.model).no_sync(),
             torch.autocast(run.device.type, dtype=run.amp, enabled=run.amp is not None),
         ):
             loss = loss_fn(run.model, batch, weight)
@@ -526,7 +321,7 @@ def optimizer_step(run: Run, data: Batches, loss_fn: LossFn) -> tuple[float, boo
         run.window.add(step_tokens * run.world)
     else:  # skip the update; the step still counts (logging, evaluation and saving go on)
         run.bad_in_a_row += 1
-        if run.main:
+        if run.is_main:
             warnings.warn(
                 f"step {run.step}: loss is {loss_value}; skipping this step", stacklevel=3
             )  # shown at the line that called train()
@@ -558,8 +353,8 @@ def after_step(
     run: Run,
     loss: float,
     signalled: bool,
-    evaluate: Callable[[nn.Module], dict] | None,
-    save_model: Callable[[nn.Module, str], None] | None,
+    evaluate: Evaluate | None,
+    save_model: SaveModel | None,
 ) -> None:
     """What is due after step `run.step`: the progress bar, a metrics row, an evaluation (whose KeepBest may
     end the run), then whether the run stops (the one place that decides it), the training state."""
@@ -575,10 +370,10 @@ def after_step(
     if early:
         run.stopped_early = step
     if run.stopping or step == cfg.steps or (cfg.save_every and step % cfg.save_every == 0):
-        if run.main:
+        if run.is_main:
             save_training_state(
                 run.state_dir,
-                _state(
+                training_state(
                     run.raw_model,
                     run.optimizer,
                     run.scheduler,
@@ -586,14 +381,15 @@ def after_step(
                     step,
                     cfg,
                     run.world,
-                    run.keep_best,
+                    run.keep_best.state() if run.keep_best is not None else None,
                     run.identity,
                 ),
             )
-        _barrier(run.world)
+        barrier(run.world)
 
 
 def _show_progress(run: Run, loss: float) -> None:
+    """The bar's step, and the loss, lr and tokens/s beside it."""
     run.bar.update(1)
     rate = run.window.rate()
     run.bar.set_postfix(loss=f"{loss:.3f}", lr=f"{run.scheduler.get_last_lr()[0]:.2e}", tok_s=f"{rate:,.0f}")
@@ -601,7 +397,7 @@ def _show_progress(run: Run, loss: float) -> None:
 
 def _log_row(run: Run, loss: float) -> None:
     """A training row in the logs (rank 0); tokens/s over the window since the last row, all ranks' tokens."""
-    row = {
+    row: dict[str, Any] = {
         "step": run.step,
         "loss": round(loss, 6),
         "lr": run.scheduler.get_last_lr()[0],
@@ -609,11 +405,11 @@ def _log_row(run: Run, loss: float) -> None:
         "elapsed_s": round(time.perf_counter() - run.run_start, 2),
     }
     run.tokens_per_s = row["tokens_per_s"]
-    if run.main:
+    if run.log is not None:  # rank 0's (start)
         run.log.row(row)
 
 
-def _evaluate_and_keep_best(run: Run, evaluate, save_model) -> bool:
+def _evaluate_and_keep_best(run: Run, evaluate: Evaluate, save_model: SaveModel | None) -> bool:
     """Rank 0 evaluates and writes the row; with KeepBest it saves a new best model. Returns whether the
     run stops early (KeepBest's patience ran out: decided on rank 0, agreed by every rank)."""
     report = _evaluate(evaluate, run.raw_model, run.step, run.log, run.world)
@@ -624,16 +420,16 @@ def _evaluate_and_keep_best(run: Run, evaluate, save_model) -> bool:
     keep = run.keep_best
     if keep is None:
         return False
-    if run.main and keep.update(report):
+    if run.is_main and keep.update(report):
         if save_model is not None:
             save_model(run.raw_model, run.cfg.out)  # the best model so far, at the top of --out
         if keep.on_best is not None:
             keep.on_best(report)
-    _barrier(run.world)
-    return keep.patience > 0 and _agree(run.main and keep.patience_ran_out(), run.world, run.device)
+    barrier(run.world)
+    return keep.patience > 0 and agree(run.is_main and keep.patience_ran_out(), run.world, run.device)
 
 
-def finish(run: Run, save_model: Callable[[nn.Module, str], None] | None) -> TrainSummary:
+def finish(run: Run, save_model: SaveModel | None) -> TrainSummary:
     """Close the bar; unless a signal cut the run: the final model (save_model) and loss.png. Returns the summary."""
     if run.bar is not None:
         run.bar.close()
@@ -646,16 +442,17 @@ def finish(run: Run, save_model: Callable[[nn.Module, str], None] | None) -> Tra
         eval=run.eval,
         stopped_early=run.stopped_early,
     )
-    if run.main and not summary.interrupted:
+    if run.is_main and not summary.interrupted:
         if save_model is not None and run.keep_best is None:  # with KeepBest the best model is there already
             save_model(run.raw_model, run.cfg.out)
         plot_losses(run.metrics_path, os.path.join(run.cfg.out, "loss.png"))
-    _barrier(run.world)
+    barrier(run.world)
     return summary
 
 
 # ----- pieces of the loop ------------------------------------------------------------------------
 def _check(cfg: TrainConfig) -> None:
+    """The settings no run can start with (an error on every process, before any work)."""
     for name in ("steps", "batch_size", "grad_accum", "log_every"):
         if getattr(cfg, name) < 1:
             raise TrainingError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(cfg, name)}")
@@ -664,145 +461,26 @@ def _check(cfg: TrainConfig) -> None:
     check_log_to(cfg.log_to)  # every process, before any work: e.g. tensorboard not installed
 
 
-def _state(
-    model,
-    optimizer,
-    scheduler,
-    scaler,
-    step: int,
-    cfg: TrainConfig,
-    world: int,
-    keep_best: KeepBest | None,
-    identity: dict | None = None,
-) -> dict:
-    settings = {k: v for k, v in asdict(cfg).items() if v is None or isinstance(v, (int, float, str, bool))}
-    state = {
-        "step": step,
-        "model": model.state_dict(),
-        "optimizer": optimizer.state_dict(),
-        "scheduler": scheduler.state_dict(),
-        "torch_rng": torch.get_rng_state(),
-        "config": {**settings, "world_size": world},
-    }
-    if torch.cuda.is_available():
-        state["cuda_rng"] = torch.cuda.get_rng_state_all()
-    if scaler is not None:
-        state["scaler"] = scaler.state_dict()
-    if keep_best is not None:
-        state["extra"] = keep_best.state()
-    if identity:
-        state["identity"] = identity
-    return state
-
-
-def _check_identity(saved: dict, now: dict, state_dir: str) -> str | None:
-    """--resume continues the same model: the same vocabulary and labels; new training data only warns.
-
-    A dataset named by a flag (identity "data_from": "--data PATH", with "data_parts": what it holds, by name) is
-    known by its content, not its path: a copy at another path continues the run (the note returned says so);
-    another dataset under another path is refused, naming the parts that differ; new content under the same
-    path is new training data (a warning, as above)."""
-    if saved.get("vocab") and now.get("vocab") and saved["vocab"] != now["vocab"]:
-        raise TrainingError(
-            f"--resume: {state_dir} was trained with another vocabulary (fingerprint {saved['vocab']}, "
-            f"now {now['vocab']}); its embeddings fit only that one: resume with the run's own "
-            "tokenizer (its tokenizer/ folder, or --tokenizer as before), or start a new run"
-        )
-    if saved.get("objective") and now.get("objective") and saved["objective"] != now["objective"]:
-        raise TrainingError(
-            f"--resume: {state_dir} was pretrained with --objective {saved['objective']}, not "
-            f"{now['objective']}; its models and their state belong to that objective: resume with "
-            f"--objective {saved['objective']}, or start a new run (--overwrite, or another --out)"
-        )
-    if "labels" in saved and "labels" in now and saved["labels"] != now["labels"]:
-        raise TrainingError(
-            f"--resume: {state_dir} was trained with the labels {saved['labels']}, the data now "
-            f"gives {now['labels']}; the classifier has one output per label: train on the old "
-            "label set, or start a new run (--overwrite)"
-        )
-    moved = bool(now.get("data_from")) and now["data_from"] != saved.get("data_from")
-    if moved and saved.get("data") and now.get("data") and saved["data"] != now["data"]:
-        was, parts = saved.get("data_parts") or {}, now.get("data_parts") or {}
-        differ = [
-            f"{part} was {was.get(part, '?')}, now {value}" for part, value in parts.items() if was.get(part) != value
-        ]
-        raise TrainingError(
-            f"--resume: {now['data_from']} is another dataset than the one the run trained on "
-            f"({saved.get('data_from', 'unnamed')}; fingerprint {saved['data']}, now {now['data']}): "
-            f"{'; '.join(differ) or 'their contents differ'}; resume with the run's dataset (or a "
-            "copy of it), or start a new run (--overwrite, or another --out)"
-        )
-    if moved and saved.get("data") == now.get("data"):
-        return (
-            f"note: --resume: {now['data_from']} holds the same dataset as the run's "
-            f"{saved.get('data_from', 'data')} (fingerprint {now['data']}): continuing on it"
-        )
-    if saved.get("data") and now.get("data") and saved["data"] != now["data"]:
-        warnings.warn(
-            f"--resume: the training data differ from the run's first part (fingerprint {saved['data']}, "
-            f"now {now['data']}); continuing on the new data",
-            stacklevel=5,
-        )  # shown at the line that called train() (train -> start -> resume -> here)
-
-
-def _restore(state: dict, model, optimizer, scheduler, scaler, cfg: TrainConfig, world: int) -> int:
-    saved = dict(state.get("config", {}))
-    if saved.pop("world_size", world) != world:
-        raise TrainingError(
-            f"--resume: the run had {state['config']['world_size']} processes, now {world}: the "
-            "data order depends on it; resume with the same number of processes"
-        )
-    free = may_change_on_resume(type(cfg))  # opt(..., may_change_on_resume=True) in the settings
-    changed = [k for k, v in saved.items() if k not in free and getattr(cfg, k, v) != v]
-    if changed:
-        raise TrainingError(
-            "--resume needs the settings of the run it continues; these differ: "
-            + ", ".join(f"--{k.replace('_', '-')} was {saved[k]}, now {getattr(cfg, k)}" for k in changed)
-        )
-    model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
-    scheduler.load_state_dict(state["scheduler"])
-    torch.set_rng_state(state["torch_rng"])
-    if "cuda_rng" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda_rng"])
-    if scaler is not None and "scaler" in state:
-        scaler.load_state_dict(state["scaler"])
-    return int(state["step"])
-
-
-def _evaluate(evaluate, model, step: int, log: RunLog | None, world: int) -> dict:
+def _evaluate(evaluate: Evaluate, model: nn.Module, step: int, log: RunLog | None, world: int) -> dict[str, Any]:
     """Rank 0 (the one with the logs) evaluates (the model is the same on every rank) and logs its numbers;
     the others wait and get {}."""
-    report: dict = {}
+    report: dict[str, Any] = {}
     if log is not None:
         model.eval()
         with torch.no_grad():
             report = dict(evaluate(model))
         log.row({"step": step, "split": "eval", **{k: round(v, 6) for k, v in _numbers(report).items()}})
-    _barrier(world)
+    barrier(world)
     return report
 
 
-def _numbers(report: dict) -> dict[str, float]:
+def _numbers(report: dict[str, Any]) -> dict[str, float]:
     """The numbers of an evaluation report (not its tables: per class, confusion matrix)."""
     return {k: float(v) for k, v in report.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
-def _agree(decision: bool, world: int, device: torch.device) -> bool:
-    """True on every rank when it is True on any rank."""
-    if world == 1:
-        return bool(decision)
-    flag = torch.tensor([float(decision)], device=device)
-    dist.all_reduce(flag)
-    return bool(flag > 0)
-
-
-def _barrier(world: int) -> None:
-    if world > 1:
-        dist.barrier()
-
-
-def _progress(cfg: TrainConfig, start: int):
+def _progress(cfg: TrainConfig, start: int) -> Any:  # a tqdm bar (tqdm is imported only when one is shown)
+    """Rank 0's progress bar (--progress), from step `start`; None without one."""
     if not cfg.progress:
         return None
     from tqdm.auto import tqdm
@@ -813,14 +491,15 @@ def _progress(cfg: TrainConfig, start: int):
 class _StopFlag:
     """SIGINT / SIGTERM ask the loop to save and stop after the current step."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.requested = False
 
-    def _handler(self, signum, frame):
+    def _handler(self, signum: int, frame: FrameType | None) -> None:
         self.requested = True
 
     @contextlib.contextmanager
-    def installed(self):
+    def installed(self) -> Iterator[_StopFlag]:
+        """The handlers set while the loop runs (only the main thread may set them), the old ones put back."""
         if threading_main():
             old = {s: signal.signal(s, self._handler) for s in (signal.SIGINT, signal.SIGTERM)}
             try:
@@ -832,7 +511,18 @@ class _StopFlag:
             yield self
 
 
-def threading_main() -> bool:
-    import threading
-
-    return threading.current_thread() is threading.main_thread()
+# Old names, for one release. Those the loop itself still uses (LossWeights, pick_device, make_optimizer, ...) stay
+# attributes of this module, as imports; these are the ones it no longer has.
+if not TYPE_CHECKING:
+    __getattr__ = moved(
+        __name__,
+        {
+            "TrainConfig": "bertkit.train.settings:TrainConfig",
+            "with_default": "bertkit.train.settings:with_default",
+            "Batches": "bertkit.train.batches:Batches",
+            "TOKENS": "bertkit.train.batches:TOKENS",
+            "StepSampler": "bertkit.train.batches:StepSampler",
+            "all_processes": "bertkit.train.devices:all_processes",
+            "cpu_has_native_bf16": "bertkit.train.devices:cpu_has_native_bf16",
+        },
+    )

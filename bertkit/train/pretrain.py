@@ -23,26 +23,35 @@ from __future__ import annotations
 import os
 import sys
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from torch import nn
 
 from ..config import PRESETS, BertConfig
 from ..data.builtin import BUILTIN_CORPORA
 from ..data.corpus import DOC_SEPS, Corpus
 from ..data.dataset import PretrainingData
 from ..data.prepare import prepare
-from ..data.rows import PACKINGS, make_rows, pair_options
+from ..data.rows import PACKINGS, make_rows, most_rows, pair_options
+from ..deprecated import moved
 from ..errors import stop_note
-from ..options import opt, parse
-from ..tokenizer import MIN_FREQUENCY, Tokenizer, train_vocab, vocab_digest, vocab_shortfall
-from .loop import StepSampler, TrainConfig, TrainingError, TrainSummary, train, with_default
+from ..options import opt
+from ..tokenizer import Tokenizer, vocab_digest
+from ..vocab import MIN_FREQUENCY, train_vocab, vocab_shortfall
+from .batches import StepSampler
+from .loop import TrainingError, TrainSummary, train
 from .objectives import OBJECTIVES, Setup
 from .runfolder import keep_settings, run_claimed
 from .runlog import check_log_to
+from .settings import TrainConfig, with_default
+
+Say = Callable[..., object]  # where a run's notes go: print to stderr, or nowhere
 
 
 @dataclass(frozen=True)
@@ -205,7 +214,7 @@ def encoder_config(cfg: PretrainConfig) -> BertConfig:
     return config
 
 
-def build_model_config(cfg: PretrainConfig, tokenizer: Tokenizer, say=lambda *a: None) -> BertConfig:
+def build_model_config(cfg: PretrainConfig, tokenizer: Tokenizer, say: Say = lambda *a: None) -> BertConfig:
     """encoder_config with the tokenizer's vocabulary. A preset is a shape: it takes the tokenizer's size. A
     --model-config file's own vocab_size is honoured as transformers honours it (run_mlm.py): a larger one is
     kept (embedding rows past the tokenizer's ids are legal padding, e.g. to a multiple of 64), a smaller one
@@ -276,18 +285,7 @@ def row_kind(cfg: PretrainConfig) -> str:
     return "pairs" if OBJECTIVES[cfg.objective].pairs else cfg.packing
 
 
-def most_rows(kind: str, docs: int, tokens: int, pieces: int, chunk: int) -> int:
-    """At most how many rows of `kind` documents of at most `tokens` tokens make, `pieces` being the sum of each
-    document's ceil(tokens / chunk): the counts of data/rows.py, on bounds."""
-    if kind == "stream":  # StreamRows: the documents joined by [SEP], cut every chunk; a tail of half a chunk counts
-        full, tail = divmod(tokens + max(0, docs - 1), chunk)
-        return full + (1 if tail and 2 * tail >= chunk else 0)
-    if kind == "documents":  # DocumentRows: each document's full chunks, and its tail in at most one row
-        return pieces
-    return tokens if docs >= 2 else 0  # PairRows: each row takes a sentence (a token at least) of its own
-
-
-def load_or_learn_tokenizer(cfg: PretrainConfig, rank: int, world: int, say) -> Tokenizer:
+def load_or_learn_tokenizer(cfg: PretrainConfig, rank: int, world: int, say: Say) -> Tokenizer:
     """--tokenizer (or --init-from) if given; else the one this run learned before (resume); else learn one on
     the training documents of --corpus (its held-out ones left out; a --vocab-sample of them if asked).
 
@@ -295,7 +293,7 @@ def load_or_learn_tokenizer(cfg: PretrainConfig, rank: int, world: int, say) -> 
     loads that file: learning is deterministic, but only rank 0 spends the time on it.
     """
     if cfg.tokenizer or cfg.init_from:
-        return Tokenizer.from_pretrained(cfg.tokenizer or cfg.init_from)
+        return Tokenizer.from_pretrained(cfg.tokenizer or cfg.init_from or "")  # one of them is given
     saved = os.path.join(cfg.out, "tokenizer")
     if not (cfg.resume and os.path.exists(os.path.join(saved, "vocab.txt"))):
         if rank == 0:
@@ -318,7 +316,7 @@ def load_or_learn_tokenizer(cfg: PretrainConfig, rank: int, world: int, say) -> 
     return Tokenizer.from_pretrained(saved)
 
 
-def load_data(cfg: PretrainConfig, rank: int, world: int, say) -> tuple[PretrainingData, Tokenizer]:
+def load_data(cfg: PretrainConfig, rank: int, world: int, say: Say) -> tuple[PretrainingData, Tokenizer]:
     """The dataset and its tokenizer: --data as it is (its own tokenizer unless --tokenizer / --init-from, which
     must have the same vocabulary); --corpus prepared into <out>/data by rank 0 first (kept if it is already
     there from the same corpus, vocabulary and options: a resumed run does not tokenize again)."""
@@ -383,7 +381,7 @@ def load_data(cfg: PretrainConfig, rank: int, world: int, say) -> tuple[Pretrain
     return data, tokenizer
 
 
-def pretraining_rows(cfg: PretrainConfig, data: PretrainingData, tokenizer: Tokenizer, say=None) -> dict:
+def pretraining_rows(cfg: PretrainConfig, data: PretrainingData, tokenizer: Tokenizer, say: Say | None = None) -> dict:
     """{"train": rows, "heldout": rows} of the kind the flags ask for ("heldout" missing when its documents cannot
     make any). NSP pairs come from the data's own plan when bertkit prepare walked it for this --seq-len; else they
     are walked here and kept in <out>/plans, named by the data's fingerprint, --seq-len and the seed."""
@@ -503,14 +501,19 @@ def run_in(cfg: PretrainConfig, rank: int, world: int) -> PretrainSummary:
         f"{mlm_probability:.0%} of tokens masked, dropout {_dropout_of(model)}"
     )
 
-    def evaluate(m):
+    def evaluate(m: nn.Module) -> dict:
+        assert heldout_rows is not None  # train() is given evaluate only where there are held-out rows
         return objective.evaluate(m, heldout_rows)
 
-    def save(m, out):
+    def save(m: nn.Module, out: str) -> None:
         objective.save(m, out)
         tokenizer.save_pretrained(out)
 
-    identity = {"vocab": vocab_digest(tokenizer), "data": data.fingerprint, "objective": cfg.objective}
+    identity: dict[str, object] = {
+        "vocab": vocab_digest(tokenizer),
+        "data": data.fingerprint,
+        "objective": cfg.objective,
+    }
     if cfg.data:  # known by its content on --resume: a copy at another path continues the run
         identity.update(data_from=f"--data {cfg.data}", data_parts=data.parts)
     if rank == 0:
@@ -532,27 +535,11 @@ def run_in(cfg: PretrainConfig, rank: int, world: int) -> PretrainSummary:
     )
 
 
-def main(argv: list[str]) -> int:
-    cfg = parse(PretrainConfig, argv, prog="bertkit pretrain")
-    summary = run(cfg)
-    return report(summary, cfg) if int(os.environ.get("RANK", "0")) == 0 else 0  # rank 0 speaks for the run
-
-
-def report(summary: PretrainSummary, cfg: PretrainConfig) -> int:
-    """What `bertkit pretrain` prints at the end; its exit status (130: stopped by a signal, --resume continues)."""
-    if summary.interrupted:
-        print(f"stopped at step {summary.step}; the training state is in {cfg.out}/checkpoint: continue with --resume")
-        return 130
-    print(
-        f"done: {summary.step} steps in {summary.seconds} s, {summary.tokens_per_s or 0:,.0f} tokens/s; "
-        f"last training loss {summary.loss:.4f}"
+if not TYPE_CHECKING:  # old names, for one release
+    __getattr__ = moved(
+        __name__,
+        {
+            "main": "bertkit.commands.pretrain:main",
+            "report": "bertkit.commands.pretrain:report",
+        },
     )
-    if summary.eval:
-        print("held-out: " + ", ".join(f"{k} {v:.4f}" for k, v in summary.eval.items()))
-    logs = "".join(
-        f", {name}"
-        for name, on in (("metrics.csv", "csv" in cfg.log_to), ("tensorboard/", "tensorboard" in cfg.log_to))
-        if on
-    )
-    print(f"model, tokenizer, settings.yaml, metrics.jsonl{logs} and loss.png in {cfg.out}")
-    return 0

@@ -25,19 +25,22 @@ import contextlib
 import glob
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 import torch
 import torch.distributed as dist
 
 from ..checkpoint import TRAIN_STATE
+from ..errors import TrainingError
 from ..files import lock_file, release_lock
 from ..options import write_settings
 from ..outfolder import check_out, move_aside
-from .loop import TrainConfig, TrainingError, pick_device, setup_distributed
+from .devices import pick_device, setup_distributed
+from .settings import TrainConfig
 
 T = TypeVar("T")
+ConfigT = TypeVar("ConfigT", bound=TrainConfig)  # a command's settings: PretrainConfig, FinetuneConfig
 LOCK = ".lock"
 # what a pretraining or fine-tuning run leaves in its folder; any of these means "an earlier run is here"
 RUN_FILES = (
@@ -66,7 +69,7 @@ def claim(
     rank: int = 0,
     world: int = 1,
     inputs: dict[str, str | None] | None = None,
-):
+) -> Iterator[str]:
     """Own `out` for the length of the `with` block (see the module docstring); the lock goes on any exit.
     inputs: the run's input paths by flag ({"--train": ...}), which --overwrite must not move aside."""
     if resume and overwrite:
@@ -88,7 +91,7 @@ def claim(
                     os.rmdir(out)
 
 
-def run_claimed(cfg: TrainConfig, run_in: Callable[[TrainConfig, int, int], T], inputs: dict[str, str | None]) -> T:
+def run_claimed(cfg: ConfigT, run_in: Callable[[ConfigT, int, int], T], inputs: dict[str, str | None]) -> T:
     """run_in(cfg, rank, world) with cfg.out claimed for it: `bertkit pretrain` / `finetune` after their own checks.
     inputs: the paths the run reads, by flag. Under torchrun every process joins first (rank, world size);
     (0, 1) otherwise."""

@@ -22,12 +22,16 @@ import json
 import os
 import sys
 import warnings
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import TrainingError
 from ..files import atomic_write, atomic_write_text, write_problem
 from ..metrics import finite_or_none
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+    from torch.utils.tensorboard import SummaryWriter
 
 LOGGERS = ("tensorboard", "csv")  # what --log-to may add to metrics.jsonl
 CSV_HEADER = ("step", "split", "name", "value")
@@ -38,7 +42,7 @@ class RunLog:
     `log_to`, each row to each with the same step. resumed_at: the step a resumed run continues from; what a
     killed run logged after it goes (the resumed run logs those steps again)."""
 
-    def __init__(self, out: str, log_to: list[str] | tuple = (), resumed_at: int | None = None):
+    def __init__(self, out: str, log_to: Sequence[str] = (), resumed_at: int | None = None) -> None:
         check_log_to(log_to)
         self.jsonl_path = os.path.join(out, "metrics.jsonl")
         self.csv_path = os.path.join(out, "metrics.csv")
@@ -47,7 +51,7 @@ class RunLog:
         if resumed_at is not None:
             truncate_metrics(self.jsonl_path, resumed_at)
             truncate_csv(self.csv_path, resumed_at)  # also when this part does not log to it: no step twice
-        self.tensorboard = None
+        self.tensorboard: SummaryWriter | None = None
         if "tensorboard" in log_to:
             # purge_step: TensorBoard hides the earlier event files' events from the step after the saved one on
             # (those a killed run logged after its last save), as truncate_metrics drops those rows
@@ -74,7 +78,7 @@ class RunLog:
                 writer.close()
 
 
-def check_log_to(log_to: list[str] | tuple) -> None:
+def check_log_to(log_to: Sequence[str]) -> None:
     """A TrainingError, before any work, for a logger that is not one or cannot be opened here."""
     if isinstance(log_to, str):
         raise TrainingError(f"log_to={log_to!r}: a list of loggers, e.g. log_to=[{log_to!r}]")
@@ -88,7 +92,7 @@ def check_log_to(log_to: list[str] | tuple) -> None:
         summary_writer()
 
 
-def summary_writer():
+def summary_writer() -> type[SummaryWriter]:
     """torch's TensorBoard SummaryWriter class (it needs the tensorboard package, an optional extra)."""
     try:
         from torch.utils.tensorboard import SummaryWriter
@@ -110,7 +114,7 @@ def numbers(row: dict[str, Any]) -> dict[str, float]:
 
 
 @contextlib.contextmanager
-def _writing(path: str):
+def _writing(path: str) -> Iterator[None]:
     """Writes to `path` inside: a full disk (or no permission) is one TrainingError naming it, with what to do."""
     try:
         yield
@@ -124,7 +128,7 @@ def _writing(path: str):
         ) from None
 
 
-def _append(path: str, write: Callable[[Any], Any]) -> None:
+def _append(path: str, write: Callable[[TextIO], object]) -> None:
     """Open `path` to append, write(fh), close: the lines are in the file, not in a buffer, once this returns."""
     with _writing(path):
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -144,7 +148,7 @@ def append_csv(path: str, row: dict[str, Any]) -> None:
     split = row.get("split", "train")
     lines = [(row["step"], split, name, finite_or_none(value)) for name, value in numbers(row).items()]
 
-    def write(fh):
+    def write(fh: TextIO) -> None:
         out = csv.writer(fh, lineterminator="\n")
         if fh.tell() == 0:  # a new file
             out.writerow(CSV_HEADER)
@@ -232,7 +236,7 @@ def eval_curves(rows: list[dict]) -> tuple[dict[str, list], dict[str, list]]:
     return losses, others
 
 
-def loss_figure(rows: list[dict]):
+def loss_figure(rows: list[dict]) -> Figure:
     """The figure of loss.png: the training loss per logged step with the held-out losses (left) and, where the
     evaluation gives other numbers (accuracy, F1, ...), those on the same steps (right). Steps are whole numbers."""
     import matplotlib

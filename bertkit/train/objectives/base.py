@@ -17,21 +17,37 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Protocol, cast
 
+import numpy as np
 import torch
 from torch import nn
 
 from ...config import BertConfig
 from ...tokenizer import Tokenizer
-from ..loop import Batches, LossWeights, StepSampler
+from ..batches import Batches, LossWeights, StepSampler
+
+if TYPE_CHECKING:
+    from ...data.rows import RowBatch
+    from ...model import BertPreTrainedModel
+    from ..pretrain import PretrainConfig
+
+
+class Rows(Protocol):
+    """What an objective reads of a split's rows (data/rows.py: StreamRows, DocumentRows, PairRows)."""
+
+    pairs: bool  # rows with a next-sentence label (PairRows)
+
+    def __len__(self) -> int: ...
+
+    def batch(self, indices: np.ndarray, words: bool = False) -> RowBatch: ...
 
 
 @dataclass
 class Setup:
     """What every objective is built from."""
 
-    cfg: Any  # the run's PretrainConfig
+    cfg: PretrainConfig  # the run's options
     tokenizer: Tokenizer
     init: str  # the recipe's starting weights (bertkit.init): "local" or "bert"
     mlm_probability: float  # share of tokens selected (masked, or replaced) in training rows
@@ -44,7 +60,7 @@ class Objective(ABC):
     name: ClassVar[str]
     pairs: ClassVar[bool] = False  # trains on sentence pairs (data/rows.py PairRows) instead of --packing rows
 
-    def __init__(self, setup: Setup):
+    def __init__(self, setup: Setup) -> None:
         self.setup, self.cfg, self.tokenizer = setup, setup.cfg, setup.tokenizer
 
     @abstractmethod
@@ -57,20 +73,21 @@ class Objective(ABC):
         """The weights a run continues from (--init-from): a folder an earlier run of this objective saved."""
 
     @abstractmethod
-    def batches(self, rows, sampler: StepSampler) -> Batches:
+    def batches(self, rows: Rows, sampler: StepSampler) -> Batches:
         """Step-addressed batches cut from `rows` (data/rows.py), this process's rows of each global batch."""
 
     @abstractmethod
-    def loss(self, model: nn.Module, batch: dict, weights: LossWeights) -> torch.Tensor:
+    def loss(self, model: nn.Module, batch: dict[str, torch.Tensor], weights: LossWeights) -> torch.Tensor:
         """This micro-batch's share of the step's loss (weights: loop.LossWeights)."""
 
     @abstractmethod
-    def evaluate(self, model: nn.Module, rows) -> dict[str, float]:
+    def evaluate(self, model: nn.Module, rows: Rows) -> dict[str, float]:
         """Held-out metrics on the first --eval-rows rows of `rows`, the same rows and masks every time."""
 
     def save(self, model: nn.Module, folder: str) -> None:
         """Write the trained model at the top of --out (the run adds its tokenizer)."""
-        model.save_pretrained(folder)
+        # a bertkit model saves itself; an objective whose model is another module overrides save
+        cast("BertPreTrainedModel", model).save_pretrained(folder)
 
     def describe(self, model: nn.Module) -> str:
         """One line on the model(s) for the run's log."""

@@ -22,11 +22,12 @@ from torch import nn
 
 from ...checkpoint import read_weights
 from ...config import BertConfig
+from ...errors import TrainingError
 from ...heads import IGNORE, BertForMaskedLM, mlm_logits_and_loss
 from ...init import initialise
 from ...model import Pooler
-from ..loop import LossWeights, TrainingError
-from .base import Setup
+from ..batches import LossWeights
+from .base import Rows, Setup
 from .mlm import MaskedLM, MLMScore, neighbour_attention_of
 
 
@@ -34,7 +35,7 @@ class BagOfWordsPretraining(nn.Module):
     """BertForMaskedLM whose encoder has BERT's pooler, and the forward both losses read: (MLM loss over the
     selected tokens, their logits (N, V), where they are (B, S), bag-of-words logits of the pooled vector (B, V))."""
 
-    def __init__(self, mlm: BertForMaskedLM, pooler: Pooler):
+    def __init__(self, mlm: BertForMaskedLM, pooler: Pooler) -> None:
         super().__init__()
         self.mlm = mlm
         mlm.bert.pooler = pooler  # saved with the encoder as bert.pooler.*
@@ -42,11 +43,19 @@ class BagOfWordsPretraining(nn.Module):
     def set_attn_implementation(self, name: str) -> None:
         self.mlm.set_attn_implementation(name)
 
-    def forward(self, input_ids, attention_mask, token_type_ids, labels, **_):
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        token_type_ids: torch.Tensor,
+        labels: torch.Tensor,
+        **_: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         out = self.mlm.bert(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
         logits, loss, where = mlm_logits_and_loss(
             self.mlm.cls, out.last_hidden_state, labels, self.mlm.config.vocab_size, True, True
         )
+        assert loss is not None and where is not None  # labels given, masked_positions_only
         return loss, logits, where, self.mlm.cls(out.pooler_output)  # ..., (B, V)
 
 
@@ -71,7 +80,7 @@ class MaskedLMWithBagOfWords(MaskedLM):
 
     name = "mlm-bow"
 
-    def __init__(self, setup: Setup):
+    def __init__(self, setup: Setup) -> None:
         super().__init__(setup)
         if not self.cfg.bow_weight > 0:
             raise TrainingError(f"--bow-weight must be > 0, got {self.cfg.bow_weight}")
@@ -100,13 +109,13 @@ class MaskedLMWithBagOfWords(MaskedLM):
         pooler.load_state_dict({k.removeprefix("bert.pooler."): state[k] for k in names})
         return BagOfWordsPretraining(mlm, pooler)
 
-    def _special(self, device) -> torch.Tensor:
+    def _special(self, device: torch.device) -> torch.Tensor:
         """(K,) the tokenizer's special ids on `device`, made once per device."""
         if self._special_ids.device != torch.device(device):
             self._special_ids = self._special_ids.to(device)
         return self._special_ids
 
-    def loss(self, model, batch: dict, weights: LossWeights) -> torch.Tensor:
+    def loss(self, model: nn.Module, batch: dict[str, torch.Tensor], weights: LossWeights) -> torch.Tensor:
         mlm, _, _, bow_logits = model(**batch)
         bow = bag_of_words_loss(
             bow_logits,
@@ -118,8 +127,9 @@ class MaskedLMWithBagOfWords(MaskedLM):
         return mlm * weights.tokens + self.cfg.bow_weight * bow * weights.rows
 
     @torch.no_grad()
-    def evaluate(self, model: BagOfWordsPretraining, rows) -> dict[str, float]:
+    def evaluate(self, model: nn.Module, rows: Rows) -> dict[str, float]:
         """evaluate_mlm's numbers and the mean bag-of-words loss over the held-out rows, from one forward pass."""
+        assert isinstance(model, BagOfWordsPretraining)  # what build and load made (the loop passes it unwrapped)
         device, score, bow, count = next(model.parameters()).device, MLMScore(), 0.0, 0
         for positions, batch in self.heldout_batches(rows):
             batch = {k: v.to(device) for k, v in batch.items()}
@@ -137,8 +147,10 @@ class MaskedLMWithBagOfWords(MaskedLM):
             result["neighbour_attention"] = local
         return result
 
-    def save(self, model: BagOfWordsPretraining, folder: str) -> None:
+    def save(self, model: nn.Module, folder: str) -> None:
+        assert isinstance(model, BagOfWordsPretraining)  # what build and load made
         model.mlm.save_pretrained(folder)
 
-    def describe(self, model: BagOfWordsPretraining) -> str:
+    def describe(self, model: nn.Module) -> str:
+        assert isinstance(model, BagOfWordsPretraining)  # what build and load made
         return f"BertForMaskedLM + pooler, {sum(p.numel() for p in model.parameters()):,} parameters"

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -32,12 +33,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from ...config import BertConfig
+from ...data.masking import MaskingCollator
 from ...data.seeded import uniform
 from ...electra import ElectraForMaskedLM, ElectraForPreTraining
+from ...errors import TrainingError
 from ...init import initialise, log_frequencies
 from ...metrics import roc_auc
-from ..loop import LOSS_UNITS, TOKENS, LossWeights, StepSampler, TrainingError
-from .base import Setup
+from ..batches import LOSS_UNITS, TOKENS, LossWeights, StepSampler
+from .base import Rows, Setup
 from .mlm import EVAL_STEP, MaskingObjective, MLMScore, PretrainBatches, neighbour_attention_of
 
 SAMPLE = 14  # the seeded stream of the generator's samples (masking draws from 11-13)
@@ -68,7 +71,7 @@ class ElectraPretraining(nn.Module):
     """Generator and discriminator as one module: what the loop trains, checkpoints, resumes and wraps (DDP,
     torch.compile) as it does any model. The generator uses the discriminator's embeddings module itself."""
 
-    def __init__(self, generator: ElectraForMaskedLM, discriminator: ElectraForPreTraining):
+    def __init__(self, generator: ElectraForMaskedLM, discriminator: ElectraForPreTraining) -> None:
         super().__init__()
         self.generator, self.discriminator = generator, discriminator
         generator.electra.embeddings = discriminator.electra.embeddings  # token, position and type embeddings
@@ -117,11 +120,11 @@ class ElectraBatches(PretrainBatches):
     """MLM's batches + the uniforms of the generator's samples, and the real tokens counted for the
     discriminator's mean (a second loss unit: LossWeights.of(REAL))."""
 
-    def __init__(self, rows, collator, sampler: StepSampler, seed: int):
+    def __init__(self, rows: Rows, collator: MaskingCollator, sampler: StepSampler, seed: int) -> None:
         super().__init__(rows, collator, sampler)
         self.seed = seed
 
-    def batch(self, step: int, micro: int) -> dict:
+    def batch(self, step: int, micro: int) -> dict[str, Any]:
         out = super().batch(step, micro)
         out["sample_u"] = sample_uniforms(self.seed, step, self.places(micro), out["input_ids"].shape[1])
         out[LOSS_UNITS] = {TOKENS: out[LOSS_UNITS], REAL: int((out["attention_mask"] > 0).sum())}
@@ -149,7 +152,7 @@ class Electra(MaskingObjective):
 
     name = "electra"
 
-    def __init__(self, setup: Setup):
+    def __init__(self, setup: Setup) -> None:
         super().__init__(setup)
         if not 0.0 < self.cfg.generator_size <= 1.0:
             raise TrainingError(f"--generator-size must be in (0, 1], got {self.cfg.generator_size}")
@@ -179,16 +182,17 @@ class Electra(MaskingObjective):
             ElectraForMaskedLM.from_pretrained(generator), ElectraForPreTraining.from_pretrained(folder)
         )
 
-    def batches(self, rows, sampler: StepSampler) -> ElectraBatches:
+    def batches(self, rows: Rows, sampler: StepSampler) -> ElectraBatches:
         return ElectraBatches(rows, self.collator, sampler, self.cfg.seed)
 
-    def loss(self, model, batch: dict, weights: LossWeights) -> torch.Tensor:
+    def loss(self, model: nn.Module, batch: dict[str, torch.Tensor], weights: LossWeights) -> torch.Tensor:
         out = model(**batch)
         generator, discriminator = out.generator_loss * weights.of(TOKENS), out.discriminator_loss * weights.of(REAL)
         return generator + self.cfg.disc_weight * discriminator
 
     @torch.no_grad()
-    def evaluate(self, model: ElectraPretraining, rows) -> dict[str, float]:
+    def evaluate(self, model: nn.Module, rows: Rows) -> dict[str, float]:
+        assert isinstance(model, ElectraPretraining)  # what build and load made (the loop passes it unwrapped)
         device = next(model.parameters()).device
         score, scores, truth = MLMScore(), [], []
         for positions, batch in self.heldout_batches(rows):
@@ -212,12 +216,14 @@ class Electra(MaskingObjective):
             result["neighbour_attention"] = local
         return result
 
-    def save(self, model: ElectraPretraining, folder: str) -> None:
+    def save(self, model: nn.Module, folder: str) -> None:
+        assert isinstance(model, ElectraPretraining)  # what build and load made
         model.discriminator.save_pretrained(folder)
         model.generator.save_pretrained(os.path.join(folder, GENERATOR))
         self.tokenizer.save_pretrained(os.path.join(folder, GENERATOR))  # bertkit fill-mask reads it there
 
-    def describe(self, model: ElectraPretraining) -> str:
+    def describe(self, model: nn.Module) -> str:
+        assert isinstance(model, ElectraPretraining)  # what build and load made
         d, g = model.discriminator.config, model.generator.config
         shared = sum(p.numel() for p in model.discriminator.electra.embeddings.parameters())
         return (

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 import numpy as np
 import torch
@@ -19,11 +21,11 @@ from torch import nn
 
 from ...config import BertConfig
 from ...data.masking import MaskingCollator
-from ...heads import IGNORE, BertForMaskedLM, BertForPreTraining
+from ...heads import IGNORE, BertForMaskedLM, BertForPreTraining, BertForPreTrainingOutput, MaskedLMOutput
 from ...init import initialise
 from ...metrics import neighbour_attention
-from ..loop import LOSS_UNITS, LossWeights, StepSampler
-from .base import Objective, Setup
+from ..batches import LOSS_UNITS, LossWeights, StepSampler
+from .base import Objective, Rows, Setup
 
 EVAL_STEP = 10**9  # masks of held-out batches come from steps no training batch uses: fixed across evals
 EVAL_MLM_PROBABILITY = 0.15  # held-out tokens are masked as BERT does, whatever --mlm-probability trains with
@@ -35,7 +37,7 @@ class PretrainBatches:
     together mask exactly what one process would. Each batch counts its selected tokens (LOSS_UNITS), so the
     loop weighs each process's MLM mean into the mean over the whole step, as one process would compute it."""
 
-    def __init__(self, rows, collator: MaskingCollator, sampler: StepSampler):
+    def __init__(self, rows: Rows, collator: MaskingCollator, sampler: StepSampler) -> None:
         self.rows, self.collator, self.sampler = rows, collator, sampler
 
     def places(self, micro: int) -> np.ndarray:
@@ -43,9 +45,10 @@ class PretrainBatches:
         row): draws keyed by them are the same whatever the split of the step into processes and micro-batches."""
         return micro * self.sampler.global_batch + self.sampler.own_rows()
 
-    def batch(self, step: int, micro: int) -> dict:
+    def batch(self, step: int, micro: int) -> dict[str, Any]:
+        """The masked tensors, and LOSS_UNITS: the count of selected tokens (an int)."""
         rows = self.rows.batch(self.sampler.indices(step, micro), words=self.collator.wwm)
-        out = self.collator(rows, step=step, positions=self.places(micro))
+        out: dict[str, Any] = self.collator(rows, step=step, positions=self.places(micro))
         out[LOSS_UNITS] = int((out["labels"] != IGNORE).sum())
         return out
 
@@ -53,7 +56,7 @@ class PretrainBatches:
 class MaskingObjective(Objective):
     """What the masking objectives share: the training and held-out collators, and their batches."""
 
-    def __init__(self, setup: Setup):
+    def __init__(self, setup: Setup) -> None:
         super().__init__(setup)
         tok = self.tokenizer
         self.collator = MaskingCollator(
@@ -67,15 +70,17 @@ class MaskingObjective(Objective):
         )
         self.heldout_collator = dataclasses.replace(self.collator, mlm_probability=EVAL_MLM_PROBABILITY)
 
-    def batches(self, rows, sampler: StepSampler) -> PretrainBatches:
+    def batches(self, rows: Rows, sampler: StepSampler) -> PretrainBatches:
         return PretrainBatches(rows, self.collator, sampler)
 
-    def heldout_batches(self, rows):
+    def heldout_batches(self, rows: Rows) -> Iterator[tuple[np.ndarray, dict[str, torch.Tensor]]]:
         """The first --eval-rows held-out rows, masked at 15%, --batch-size at a time (heldout_batches)."""
         return heldout_batches(rows, self.heldout_collator, self.cfg.batch_size, self.cfg.eval_rows)
 
 
-def heldout_batches(rows, collator: MaskingCollator, batch_size: int, count: int = 0):
+def heldout_batches(
+    rows: Rows, collator: MaskingCollator, batch_size: int, count: int = 0
+) -> Iterator[tuple[np.ndarray, dict[str, torch.Tensor]]]:
     """(row positions, masked batch) pairs over the first `count` rows (0: all); the masks are the same at
     every evaluation (drawn for a step no training batch has)."""
     count = min(count or len(rows), len(rows))
@@ -88,7 +93,7 @@ class MaskedLM(MaskingObjective):
     """BERT's masked-language model: a loss on the selected tokens only."""
 
     name = "mlm"
-    model_class: type[nn.Module] = BertForMaskedLM
+    model_class: type[BertForMaskedLM] | type[BertForPreTraining] = BertForMaskedLM
 
     def build(self, config: BertConfig, token_counts: torch.Tensor) -> nn.Module:
         return initialise(self.model_class(config), self.setup.init, token_counts=token_counts)
@@ -96,11 +101,11 @@ class MaskedLM(MaskingObjective):
     def load(self, folder: str) -> nn.Module:
         return self.model_class.from_pretrained(folder)
 
-    def loss(self, model, batch: dict, weights: LossWeights) -> torch.Tensor:
+    def loss(self, model: nn.Module, batch: dict[str, torch.Tensor], weights: LossWeights) -> torch.Tensor:
         return pretraining_loss(model, batch, weights)
 
     @torch.no_grad()
-    def evaluate(self, model, rows) -> dict[str, float]:
+    def evaluate(self, model: nn.Module, rows: Rows) -> dict[str, float]:
         return evaluate_mlm(model, rows, self.heldout_batches(rows))
 
 
@@ -110,7 +115,7 @@ class MaskedLMWithNSP(MaskedLM):
     name, pairs, model_class = "mlm-nsp", True, BertForPreTraining
 
 
-def masked_lm_forward(model, batch: dict):
+def masked_lm_forward(model: nn.Module, batch: dict[str, torch.Tensor]) -> MaskedLMOutput | BertForPreTrainingOutput:
     """The model on a masked batch, projecting to the vocabulary only at the selected tokens (labels != -100).
 
     Its output holds .loss, the mean cross-entropy over those tokens (computed by the head; MLM only, the NSP
@@ -125,25 +130,36 @@ def masked_lm_forward(model, batch: dict):
     )
 
 
-def selected_logits(out) -> torch.Tensor:
+def selected_logits(out: MaskedLMOutput | BertForPreTrainingOutput) -> torch.Tensor:
     """(N_selected, V): the MLM logits of masked_lm_forward's output (BertForMaskedLM or BertForPreTraining)."""
-    return out.logits if hasattr(out, "logits") else out.prediction_logits
+    logits = out.logits if hasattr(out, "logits") else out.prediction_logits
+    assert logits is not None  # the heads always return their MLM logits
+    return logits
 
 
-def pretraining_loss(model, batch: dict, weights: LossWeights) -> torch.Tensor:
+def pretraining_loss(model: nn.Module, batch: dict[str, torch.Tensor], weights: LossWeights) -> torch.Tensor:
     """This micro-batch's share of the step's loss: the mean cross-entropy over the selected tokens of the
     whole step (all micro-batches, all processes; weights.tokens), + NSP's mean over rows when labelled."""
     out = masked_lm_forward(model, batch)
+    assert out.loss is not None  # labels were passed
     loss = out.loss * weights.tokens  # no selected token here: the head's loss is a 0 with a graph
     if "next_sentence_label" in batch:
-        loss = loss + F.cross_entropy(out.seq_relationship_logits.float(), batch["next_sentence_label"]) * weights.rows
+        nsp = _nsp_logits(out)
+        loss = loss + F.cross_entropy(nsp.float(), batch["next_sentence_label"]) * weights.rows
     return loss
+
+
+def _nsp_logits(out: MaskedLMOutput | BertForPreTrainingOutput) -> torch.Tensor:
+    """(B, 2): the next-sentence logits of masked_lm_forward's output on sentence pairs."""
+    # only the pairs objective (mlm-nsp) has rows with a next-sentence label, and its model is BertForPreTraining
+    assert isinstance(out, BertForPreTrainingOutput) and out.seq_relationship_logits is not None
+    return out.seq_relationship_logits
 
 
 class MLMScore:
     """Held-out MLM numbers summed over batches: loss (the mean over all selected tokens), accuracy, perplexity."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.total, self.correct, self.selected = 0.0, 0, 0
 
     def add(self, logits: torch.Tensor, targets: torch.Tensor) -> None:
@@ -163,7 +179,9 @@ class MLMScore:
 
 
 @torch.no_grad()
-def evaluate_mlm(model, rows, batches) -> dict[str, float]:
+def evaluate_mlm(
+    model: nn.Module, rows: Rows, batches: Iterable[tuple[np.ndarray, dict[str, torch.Tensor]]]
+) -> dict[str, float]:
     """Held-out MLM loss, accuracy over selected tokens, perplexity (and NSP accuracy) on `batches`
     ((positions, masked batch) pairs: MaskingObjective.heldout_batches), and the most local head."""
     device = next(model.parameters()).device
@@ -171,10 +189,11 @@ def evaluate_mlm(model, rows, batches) -> dict[str, float]:
     for positions, batch in batches:
         batch = {k: v.to(device) for k, v in batch.items()}
         out = masked_lm_forward(model, batch)
+        assert out.masked_positions is not None  # masked_positions_only: where the selected tokens are
         score.add(selected_logits(out), batch["labels"][out.masked_positions])  # (N, V), (N,)
         count += len(positions)
         if "next_sentence_label" in batch:
-            nsp_correct += int((out.seq_relationship_logits.argmax(-1) == batch["next_sentence_label"]).sum())
+            nsp_correct += int((_nsp_logits(out).argmax(-1) == batch["next_sentence_label"]).sum())
     result = score.result()
     if rows.pairs:
         result["nsp_accuracy"] = nsp_correct / max(1, count)
@@ -185,7 +204,7 @@ def evaluate_mlm(model, rows, batches) -> dict[str, float]:
 
 
 @torch.no_grad()
-def neighbour_attention_of(model, rows, count: int = 16) -> float | None:
+def neighbour_attention_of(model: nn.Module, rows: Rows, count: int = 16) -> float | None:
     """The most any head attends to one neighbouring offset (+-1, +-2) on the first held-out rows that are full
     (no padding, one document): 1/S for uniform heads, 0.99 for a real BERT's previous-token head."""
     batch = rows.batch(np.arange(min(len(rows), 4 * count)))
