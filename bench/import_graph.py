@@ -68,6 +68,7 @@ FLOORS = [
             "bertkit.tasks",
             "bertkit.quantize",
             "bertkit.inference",
+            "bertkit.masked_lm",
             "bertkit.model_dir",
             "bertkit.export",
             "bertkit.engines",

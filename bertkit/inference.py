@@ -11,9 +11,7 @@
               task / MLM logits: a hook; embeddings: Encoder.embed_ids)
     examples --evaluate / predict--> the task's report / one row per example (tasks/base.py: encode ->
                                    collate -> run_model -> outputs -> report / predictions)
-    ids with [MASK] --fill_mask--> per [MASK] the top-k Candidates (token, id, probability, logit), from ONE
-                                   forward pass (mlm_logits -> mask_fills); an id the tokenizer does not have
-                                   (a vocabulary smaller than the model's) reads "<id N>" wherever it is shown
+    what an MLM predicts for each [MASK] (fill-mask): masked_lm.py
     ids --encoder_forward--> last_hidden_state (B, S, H) and the mask of real tokens (embed.py pools them)
 
     from bertkit.inference import load_task_model, predict, with_windows
@@ -29,7 +27,7 @@ import dataclasses
 import os
 import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 from torch import Tensor, nn
@@ -62,14 +60,6 @@ __all__ = [
     "evaluate",
     "predict",
     "run_model",
-    "Candidate",
-    "MaskFill",
-    "fill_mask",
-    "mlm_logits",
-    "mask_fills",
-    "mask_positions",
-    "token_text",
-    "filled_text",
     "encoder_forward",
 ]
 
@@ -206,79 +196,6 @@ def with_windows(opts: WindowsT, tok: Tokenizer, model: InferenceModel) -> Windo
     return dataclasses.replace(opts, seq_len=seq_len, stride=stride)
 
 
-# ----- fill-mask ---------------------------------------------------------------------------------
-class Candidate(NamedTuple):
-    """One token a [MASK] could be (a named tuple: candidate.token_id or candidate[1])."""
-
-    token: str  # its vocabulary entry; "<id N>" for an id the tokenizer does not have
-    token_id: int
-    probability: float
-    logit: float
-
-
-@dataclass
-class MaskFill:
-    position: int  # of the [MASK] in its row of ids
-    candidates: list[Candidate]  # best first
-
-
-def mask_positions(ids: list[int], tok: Tokenizer) -> list[int]:
-    return [p for p, t in enumerate(ids) if t == tok.mask_token_id]
-
-
-def token_text(tok: Tokenizer, token_id: int) -> str:
-    """The token of an id; an id the tokenizer does not have (the model's vocabulary is larger, as a preset's with a
-    character vocabulary) as <id N>."""
-    return tok.ids_to_tokens.get(token_id, f"<id {token_id}>")
-
-
-def filled_text(tok: Tokenizer, ids: list[int], position: int, token_id: int) -> str:
-    """The text of `ids` with `token_id` at `position`, special tokens ([CLS], other [MASK]s) left out; an id the
-    tokenizer does not have reads <id N>."""
-    special = set(tok.all_special_ids)
-    filled = [token_id if j == position else t for j, t in enumerate(ids)]
-    return tok.convert_tokens_to_string([token_text(tok, t) for t in filled if t not in special])
-
-
-@torch.no_grad()
-def mlm_logits(
-    model: InferenceModel, rows: list[list[int]], pad_id: int, token_type_ids: list[list[int]] | None = None
-) -> Tensor:
-    """ONE forward pass of a masked-language model over rows of ids padded to the longest: logits (B, S, V)."""
-    device = next(model.parameters()).device
-    batch = {k: v.to(device) for k, v in id_batch(rows, pad_id, token_type_ids).items()}
-    was_training = model.training
-    model.eval()
-    try:
-        return model(**batch).logits
-    finally:
-        model.train(was_training)
-
-
-def mask_fills(logits: Tensor, ids: list[int], tok: Tokenizer, top_k: int) -> list[MaskFill]:
-    """The top_k candidates at each [MASK] of one row: logits (S', V) of the row (S' >= len(ids); padding unused)."""
-    fills = []
-    for position in mask_positions(ids, tok):
-        scores = logits[position].float()  # (V,)
-        best = scores.softmax(-1).topk(min(top_k, scores.shape[-1]))
-        fills.append(
-            MaskFill(
-                position,
-                [
-                    Candidate(token_text(tok, int(i)), int(i), float(p), float(scores[i]))
-                    for p, i in zip(best.values, best.indices)
-                ],
-            )
-        )
-    return fills
-
-
-def fill_mask(model: InferenceModel, tok: Tokenizer, rows: list[list[int]], top_k: int = 5) -> list[list[MaskFill]]:
-    """Per row of ids, per [MASK] in it: the top_k candidates, from one forward pass over all rows."""
-    logits = mlm_logits(model, rows, tok.pad_token_id)  # (B, S, V)
-    return [mask_fills(logits[b], ids, tok, top_k) for b, ids in enumerate(rows)]
-
-
 # ----- embeddings --------------------------------------------------------------------------------
 def encoder_forward(model: InferenceModel, rows: list[list[int]], pad_id: int) -> tuple[Tensor, Tensor]:
     """One forward pass of an encoder (a BertModel) over rows of ids padded to the longest: last_hidden_state
@@ -295,6 +212,14 @@ if not TYPE_CHECKING:  # old names, for one release
         __name__,
         {
             "windows": "bertkit.inference:with_windows",
+            "Candidate": "bertkit.masked_lm:Candidate",
+            "MaskFill": "bertkit.masked_lm:MaskFill",
+            "mask_positions": "bertkit.masked_lm:mask_positions",
+            "token_text": "bertkit.masked_lm:token_text",
+            "filled_text": "bertkit.masked_lm:filled_text",
+            "mlm_logits": "bertkit.masked_lm:mlm_logits",
+            "mask_fills": "bertkit.masked_lm:mask_fills",
+            "fill_mask": "bertkit.masked_lm:fill_mask",
             "check_output": "bertkit.files:check_output",
             "to_json": "bertkit.files:to_json",
         },

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from ..engines import ENGINE_HELP, Engine, load_mlm
 from ..errors import BertkitError
-from ..inference import fill_mask, filled_text, mask_positions
+from ..masked_lm import fill_mask, filled_text, mask_positions
 from ..options import opt, parse
 from ..tokenizer import Tokenizer
 

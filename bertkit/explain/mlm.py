@@ -5,8 +5,8 @@ the true token id in `labels` at the masked positions and -100 everywhere else, 
 rows enter the cross-entropy; `masked_positions_only=True` computes just those rows, (N_masked, V),
 and gives the same loss.
 
-    text --tokenizer--> ids (1, S) --inference.mlm_logits: ONE forward pass--> logits (1, S, V)
-         --inference.mask_fills--> top-k per [MASK] (as `bertkit fill-mask` and serve's /fill-mask)
+    text --tokenizer--> ids (1, S) --masked_lm.mlm_logits: ONE forward pass--> logits (1, S, V)
+         --masked_lm.mask_fills--> top-k per [MASK] (as `bertkit fill-mask` and serve's /fill-mask)
          --cross_entropy(logits, labels)--> the loss;  logits[labels != -100] (N_masked, V) --> the same loss
 """
 
@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..heads import IGNORE, BertForMaskedLM
-from ..inference import MaskFill, mask_fills, mlm_logits
+from ..masked_lm import MaskFill, mask_fills, mlm_logits
 from ..text import pad
 from .common import ExplainError, PrettyPrinter, shape_str
 

@@ -38,7 +38,8 @@ from ..config import BertConfig
 from ..embed import Encoder, TooLong
 from ..engines import AutoModel, load_mlm, load_task_model, resolve
 from ..errors import BertkitError
-from ..inference import fill_mask, filled_text, mask_positions, run_model, with_windows
+from ..inference import run_model, with_windows
+from ..masked_lm import fill_mask, filled_text, mask_positions
 from ..model import BertPreTrainedModel, InferenceModel
 from ..tasks import Field, Task, TaskDataError, TaskOptions, task_of
 from ..tasks.classify import aggregate_windows
