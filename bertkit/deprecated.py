@@ -25,9 +25,11 @@ class moved:
         if target is None:
             raise AttributeError(f"module {self.old_module!r} has no attribute {name!r}")
         module, _, new_name = target.partition(":")
-        warnings.warn(
-            f"{self.old_module}.{name} is now {module}.{new_name}; the old name goes in bertkit {REMOVED_IN}",
-            DeprecationWarning,
-            stacklevel=2,
-        )
+        warn(f"{self.old_module}.{name}", f"{module}.{new_name}")
         return getattr(importlib.import_module(module), new_name)
+
+
+def warn(old: str, new: str) -> None:
+    """The DeprecationWarning of an old name read: where it is now, and when it goes. Called from the code that
+    answers for the old name, so the warning shows the line that read it."""
+    warnings.warn(f"{old} is now {new}; the old name goes in bertkit {REMOVED_IN}", DeprecationWarning, stacklevel=3)

@@ -28,7 +28,7 @@ is used, its head is not) pools by the mean, unnormalized, unless flags say othe
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -45,7 +45,7 @@ from .quantize import quantize as quantize_model
 from .text import is_empty_text
 
 if TYPE_CHECKING:
-    from .model import BertPreTrainedModel, InferenceModel
+    from .model import BertModel, BertPreTrainedModel, InferenceModel
     from .tokenizer import Tokenizer
 
 # what an EmptyText says of the text it names
@@ -102,7 +102,7 @@ class Encoder:
         normalize: bool | None = None,
         quantize: str | None = None,
         device: str | torch.device | None = None,
-        model: InferenceModel | None = None,
+        model: BertModel | None = None,
         engine: str = "torch",
     ) -> Encoder:
         """The encoder of a model folder: a plain BertModel, a sentence-transformers folder, or a
@@ -133,9 +133,8 @@ class Encoder:
                 model.to(device)
             model = quantize_model(model, quantize, calibration(quantize, tokenizer))  # None: as it is
         if engine == "auto":
-            # the torch side is a BertModel (quantized in place or not): loaded above, or a torch model's encoder
-            # (its .base_model) given; a graph is never given here (the onnx engine loads its own)
-            model = AutoModel(cast("BertPreTrainedModel", model), load_graph(model_dir, "encoder"))
+            # the torch side is the BertModel (quantized in place or not) loaded above, or the one given
+            return cls(AutoModel(model, load_graph(model_dir, "encoder")), tokenizer, settings, model_dir)
         return cls(model, tokenizer, settings, model_dir)
 
     def token_ids(self, text: str, *, truncate: bool = True, limit: int | None = None) -> list[int]:

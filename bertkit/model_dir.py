@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import os
 
 from .config import MODEL_TYPES
-from .errors import CheckpointError
+from .errors import BertkitError, CheckpointError
+from .files import read_json
 
 # how to get a model folder: bertkit itself never downloads (the README's tour has the same command)
 GET_A_MODEL = (
@@ -49,9 +49,8 @@ def not_a_model(path: str) -> str | None:
     if not os.path.isfile(config):
         return "no config.json here, so not a model directory"
     try:
-        with open(config, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        data = read_json(config)
+    except BertkitError:  # a config.json that cannot be read: loading says why
         return None
     model_type = data.get("model_type", "bert") if isinstance(data, dict) else "bert"  # no field: BERT's default
     if model_type in MODEL_TYPES:

@@ -1,5 +1,5 @@
 """The rules every command that writes a folder (--out) follows: pretrain and finetune (train/runfolder.py),
-prepare (data/prepare.py) and tokenizer train (tokenizer.py).
+prepare (data/prepare.py) and tokenizer train (vocab.py).
 
     check_out(out, error, ...)   before any work: --out is not a file, not the working directory or a folder
                                  above it; what --overwrite would replace holds only the command's own output

@@ -115,7 +115,8 @@ def unpad(attention_mask: Tensor, lengths: list[int] | None = None, largest: int
     device = attention_mask.device
     if lengths is None:  # called on its own: a host read of what BertModel's one read holds
         *lengths, largest = torch.cat([(attention_mask != 0).sum(-1), attention_mask.max()[None].long()]).tolist()
-    assert largest is not None, "lengths and largest come together (BertModel's one read)"
+    if largest is None:
+        raise TypeError("unpad: give lengths and largest together (BertModel's one read), or neither")
     N = sum(lengths)
     indices = torch.nonzero_static(attention_mask.reshape(-1), size=N).view(-1)  # (N,): nonzero, no read
     if largest <= 1:  # one sequence per row with tokens: the lengths say where, nothing more is read

@@ -212,7 +212,7 @@ def _fixed_special(name: str) -> property:
 
 # ----- the tokenizer -----------------------------------------------------------------------------
 class Tokenizer:
-    """BERT WordPiece tokenizer. Build with from_pretrained(dir), from_vocab(path or dict) or train_vocab()."""
+    """BERT WordPiece tokenizer. Build with from_pretrained(dir), from_vocab(path or dict) or vocab.train_vocab()."""
 
     do_lower_case = _pipeline_setting(
         "do_lower_case", "lower-case the text (and strip accents, unless strip_accents=False)"

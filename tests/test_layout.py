@@ -27,7 +27,7 @@ def test_no_import_goes_up_a_floor():
     serving, entry points; each module imports from its floor or below, and every module has a floor."""
     graph = _import_graph()
     edges = graph.graph()
-    # the import that once ran back up: the tokenizer needs no corpus now that vocabulary training is vocab.py's
+    # the tokenizer needs no corpus: learning a vocabulary from one is vocab.py's job
     assert not any(t.startswith("bertkit.data") for t in edges["bertkit.tokenizer"])
     assert graph.floor_problems(edges) == []
 
@@ -223,3 +223,50 @@ def test_no_bertkit_module_uses_an_old_name():
                     if alias.name in tables.get(base, {}):
                         found.append(f"{module} line {node.lineno}: {base}.{alias.name}")
     assert found == []
+
+
+def test_commands_that_need_no_model_start_without_torch():
+    """`bertkit prepare` (and its worker processes, which import the same modules), `bertkit tokenize` and
+    `bertkit tokenizer train` never load torch: bertkit/__init__.py's promise, kept across the moves."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "import bertkit.commands.prepare, bertkit.commands.tokenize, bertkit.commands.tokenizer\n"
+        "import bertkit.data.prepare, bertkit.data.rows, bertkit.data.encode\n"
+        "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_the_lazy_names_of_bertkit_are_what_type_checkers_are_told():
+    """bertkit/__init__.py loads its names on first use (_LAZY) and names the same ones, from the same modules,
+    under `if TYPE_CHECKING:` for type checkers and editors: the two lists agree."""
+    import bertkit
+
+    path = bertkit_modules()["bertkit"]
+    with open(path, encoding="utf-8") as fh:
+        tree = ast.parse(fh.read())
+    told = {}
+    for node in tree.body:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            for imp in node.body:
+                assert isinstance(imp, ast.ImportFrom) and imp.level == 1
+                told.update({alias.name: f"bertkit.{imp.module}" for alias in imp.names})
+    assert told == bertkit._LAZY
+    assert all(getattr(bertkit, name) is not None for name in told)
+
+
+def test_run_main_warns_and_answers_as_is_main():
+    import warnings
+
+    from bertkit.train.loop import Run
+
+    run = Run.__new__(Run)
+    run.rank = 1
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert run.main is False and run.is_main is False
+    assert [str(w.message) for w in caught] == ["Run.main is now Run.is_main; the old name goes in bertkit 0.2"]

@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 if TYPE_CHECKING:
     import numpy.typing as npt
+    import torch
 
 
 def pad_rows(rows: Sequence[Sequence[int] | np.ndarray], value: int = 0, dtype: npt.DTypeLike = np.int64) -> np.ndarray:
@@ -32,6 +32,8 @@ def id_batch(
 ) -> dict[str, torch.Tensor]:
     """The model's inputs for rows of token ids, padded to the longest: input_ids (pad_id after each row),
     token_type_ids (0 where not given), attention_mask (1 on each row's tokens, 0 on its padding); (B, S) int64."""
+    import torch  # here, not at the top: pretraining rows and `bertkit prepare`'s workers pad without torch
+
     types = token_type_ids if token_type_ids is not None else [[0] * len(r) for r in ids]
     return {
         "input_ids": torch.from_numpy(pad_rows(ids, pad_id)),

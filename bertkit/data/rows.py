@@ -28,6 +28,7 @@ from __future__ import annotations
 import heapq
 import os
 import random
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
@@ -100,7 +101,7 @@ def make_rows(
     raise ConfigError(f"unknown kind of rows {kind!r}: stream, documents or pairs")
 
 
-class _Rows:
+class _Rows(ABC):
     """What every kind shares: the split, the special ids, and turning segments into a padded batch."""
 
     count: int  # how many rows (set by each kind)
@@ -113,9 +114,9 @@ class _Rows:
     def __len__(self) -> int:
         return self.count
 
+    @abstractmethod
     def row(self, i: int, words: bool) -> Row:
-        """Row i, unpadded (word ids None unless `words`)."""
-        raise NotImplementedError
+        """Row i, unpadded (word ids None unless `words`): each kind cuts it its own way."""
 
     def batch(self, indices: Sequence[int] | np.ndarray, words: bool = False) -> RowBatch:
         """The rows at `indices` (any order, repeats allowed), padded to the longest."""

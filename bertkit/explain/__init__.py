@@ -13,7 +13,7 @@
     maps.save_png("attention.png"); maps.save_html("attention.html")
     maps                                                # in a notebook: the interactive viewer
 
-The command line is `bertkit explain ...` and `bertkit attention ...` (explain/cli.py).
+The command line is `bertkit explain ...` and `bertkit attention ...` (bertkit/commands/).
 """
 
 from .architecture import Architecture, architecture

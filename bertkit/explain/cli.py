@@ -6,6 +6,7 @@ __getattr__ = moved(
     __name__,
     {
         "Source": "bertkit.commands.explain:Source",
+        "ExplainError": "bertkit.explain.common:ExplainError",
         "ExplainConfig": "bertkit.commands.explain:ExplainConfig",
         "explain_main": "bertkit.commands.explain:main",
         "AttentionConfig": "bertkit.commands.attention:AttentionConfig",

@@ -16,6 +16,7 @@ import torch
 from tokenizers import normalizers, pre_tokenizers
 
 from ..config import BertConfig
+from ..errors import ConfigError
 from ..finite import check_weights
 from ..heads import BertForMaskedLM
 from ..model import BertModel, BertPreTrainedModel
@@ -79,7 +80,8 @@ def load(
     if model_dir is not None:
         model = _from_directory(model_class, model_dir, notes)
     else:
-        assert preset is not None, "load() needs a model directory or a preset"
+        if preset is None:
+            raise ConfigError("load() needs a model directory or a preset")
         config = BertConfig.from_preset(preset)
         if weights_needed:
             torch.manual_seed(seed)

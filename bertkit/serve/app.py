@@ -53,6 +53,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route as StarletteRoute
 
 from .. import __version__
+from ..deprecated import moved
 from ..errors import BertkitError, NonFiniteError
 from .batcher import Batcher, BatchStats, Key, QueueFull
 from .compat import tei_info
@@ -543,3 +544,7 @@ GET_ROUTES = {
     "/openapi.json": "this description of the routes",
     "/docs": "the routes as a page to read",
 }
+
+
+if not TYPE_CHECKING:  # old names, for one release
+    __getattr__ = moved(__name__, {"Metrics": "bertkit.serve.app:PrometheusSeries"})

@@ -103,8 +103,7 @@ class Tag(Task[TagExample, TagFeature]):
         problem_type: str | None,
     ) -> list[TagFeature]:
         enc = tok(
-            # a batch of word lists (is_split_into_words), which Tokenizer.__call__'s `text` type does not spell out
-            cast(Any, [e.tokens for e in examples]),
+            [e.tokens for e in examples],  # a batch of word lists (is_split_into_words)
             is_split_into_words=True,
             truncation=True,
             max_length=seq_len,

@@ -27,6 +27,7 @@ from torch import nn
 
 from ..config import PRESETS, BertConfig, ProblemType
 from ..deprecated import moved
+from ..errors import TrainingError
 from ..files import atomic_write_text, digest
 from ..heads import IGNORE
 from ..metrics import finite_or_none
@@ -35,7 +36,7 @@ from ..options import opt
 from ..tasks import TASKS, TaskOptions, check_task_options, default_stride, evaluate, get_task, read_examples
 from ..tokenizer import Tokenizer, vocab_digest
 from .batches import LOSS_UNITS, LossWeights, StepSampler
-from .loop import KeepBest, TrainingError, TrainSummary, train
+from .loop import KeepBest, TrainSummary, train
 from .runfolder import keep_settings, run_claimed
 from .runlog import check_log_to, read_metrics
 from .settings import TrainConfig, with_default

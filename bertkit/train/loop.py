@@ -46,8 +46,9 @@ import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
+from .. import deprecated
 from ..checkpoint import load_training_state, save_training_state
-from ..deprecated import REMOVED_IN, moved
+from ..deprecated import moved
 from ..errors import TrainingError
 from .batches import LOSS_UNITS, LossWeights, loss_weights
 from .devices import agree, autocast_dtype, barrier, pick_device, setup_distributed, threading_main
@@ -205,9 +206,7 @@ class Run:
     @property
     def main(self) -> bool:
         """Deprecated: Run.is_main (kept for one release)."""
-        warnings.warn(
-            f"Run.main is now Run.is_main; the old name goes in bertkit {REMOVED_IN}", DeprecationWarning, stacklevel=2
-        )
+        deprecated.warn("Run.main", "Run.is_main")
         return self.is_main
 
     @property
@@ -511,8 +510,8 @@ class _StopFlag:
             yield self
 
 
-# Old names, for one release. Those the loop itself still uses (LossWeights, pick_device, make_optimizer, ...) stay
-# attributes of this module, as imports; these are the ones it no longer has.
+# Old names, for one release: the ones this module does not import itself (those it imports, such as LossWeights,
+# pick_device and make_optimizer, are attributes of it as any import is).
 if not TYPE_CHECKING:
     __getattr__ = moved(
         __name__,

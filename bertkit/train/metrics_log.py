@@ -6,6 +6,8 @@ __getattr__ = moved(
     __name__,
     {
         "RunLog": "bertkit.train.runlog:RunLog",
+        "LOGGERS": "bertkit.train.runlog:LOGGERS",
+        "CSV_HEADER": "bertkit.train.runlog:CSV_HEADER",
         "check_log_to": "bertkit.train.runlog:check_log_to",
         "summary_writer": "bertkit.train.runlog:summary_writer",
         "numbers": "bertkit.train.runlog:numbers",

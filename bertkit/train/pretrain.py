@@ -40,12 +40,12 @@ from ..data.dataset import PretrainingData
 from ..data.prepare import prepare
 from ..data.rows import PACKINGS, make_rows, most_rows, pair_options
 from ..deprecated import moved
-from ..errors import stop_note
+from ..errors import TrainingError, stop_note
 from ..options import opt
 from ..tokenizer import Tokenizer, vocab_digest
 from ..vocab import MIN_FREQUENCY, train_vocab, vocab_shortfall
 from .batches import StepSampler
-from .loop import TrainingError, TrainSummary, train
+from .loop import TrainSummary, train
 from .objectives import OBJECTIVES, Setup
 from .runfolder import keep_settings, run_claimed
 from .runlog import check_log_to
@@ -78,7 +78,7 @@ class PretrainConfig(TrainConfig):
     """bertkit pretrain: masked-language-model pretraining from a prepared dataset (--data) or a raw corpus."""
 
     # may change on --resume: a dataset is known by its content (its manifest's fingerprint), not by its path,
-    # so a copy elsewhere continues the run; another dataset is refused by the identity check (loop.py)
+    # so a copy elsewhere continues the run; another dataset is refused by the identity check (state.py)
     data: str | None = opt(
         None, "a dataset folder made by bertkit prepare (read by memory map; no tokenizing)", may_change_on_resume=True
     )
