@@ -12,8 +12,12 @@ loading is a plain `load_state_dict` after a small rename table:
 Loading never half-succeeds silently: a wrong shape or a missing tensor raises CheckpointError
 with a table of names and shapes; head weights a checkpoint lacks are initialised and named in
 one warning; checkpoint tensors the model has no place for are named in one warning. Loading is
-    read_weights -> map_keys -> drop_tied_copies -> match_weights (a LoadReport) -> raise or warn -> load
-    -> finite.check_weights (a NaN / Infinity weight: one warning naming the tensor)
+    check_sizes -> read_weights -> map_keys -> drop_tied_copies -> match_weights (a LoadReport) -> raise or warn
+    -> load -> finite.check_weights (a NaN / Infinity weight: one warning naming the tensor)
+check_sizes runs before anything is allocated: the config's sizes against the weights file's tensor shapes (read
+from its header: weight_shapes), one line naming the field, its value and the tensor; then BertConfig.validate()'s
+bound on memory, for what no weights file says (a config.json whose hidden_size is 1,000,000 would otherwise ask
+for terabytes, layer by layer).
 A directory's config.json model_type picks the class (model_class_for): a BERT class asked to load an "electra"
 directory builds its ELECTRA counterpart (bertkit.electra.ELECTRA_CLASSES), so
 `BertForSequenceClassification.from_pretrained(d)` loads an ELECTRA discriminator as an
@@ -73,6 +77,8 @@ class PretrainedModel(Protocol):
     def config(self) -> BertConfig: ...
     @property
     def _missing_ok(self) -> tuple[str, ...]: ...
+    @property
+    def _unexpected_ok(self) -> tuple[str, ...]: ...
     def __init__(self, config: BertConfig, **kwargs: Any) -> None: ...
     def tied_weights(self) -> dict[str, str]: ...
     def tie_weights(self) -> None: ...
@@ -123,15 +129,108 @@ def _read_file(path: str) -> dict[str, torch.Tensor]:
 
 
 def _read_sharded(index_path: str) -> dict[str, torch.Tensor]:
+    state: dict[str, torch.Tensor] = {}
+    for shard in _shards(index_path):
+        state.update(_read_file(shard))
+    return state
+
+
+def _shards(index_path: str) -> list[str]:
+    """The paths of the shard files a sharded checkpoint's .index.json names."""
     try:
         with open(index_path, encoding="utf-8") as fh:
             weight_map = json.load(fh)["weight_map"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
+        return [os.path.join(os.path.dirname(index_path), shard) for shard in sorted(set(weight_map.values()))]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise CheckpointError(f"{index_path}: not a valid shard index ({e})") from e
-    state: dict[str, torch.Tensor] = {}
-    for shard in sorted(set(weight_map.values())):
-        state.update(_read_file(os.path.join(os.path.dirname(index_path), shard)))
-    return state
+
+
+# ----- the config's sizes against the weights, before anything is built --------------------------
+# The config field each dimension of a tensor shows, by the tensor's name in the encoder; "E" is the embedding width:
+# embedding_size where the config sets it (ELECTRA), else hidden_size
+_SIZED_TENSORS = {
+    "embeddings.word_embeddings.weight": ("vocab_size", "E"),
+    "embeddings.position_embeddings.weight": ("max_position_embeddings", "E"),
+    "embeddings.token_type_embeddings.weight": ("type_vocab_size", "E"),
+    "embeddings_project.weight": ("hidden_size", "E"),
+    "encoder.layer.0.intermediate.dense.weight": ("intermediate_size", "hidden_size"),
+}
+_LAYER = re.compile(r"(^|\.)encoder\.layer\.(\d+)\.")
+
+
+def weight_shapes(directory: str) -> tuple[str, dict[str, tuple[int, ...]]]:
+    """A model directory's weights file and the shape of each tensor in it (names renamed as map_keys reads them),
+    without reading a tensor: a safetensors header, or a pytorch_model.bin mapped into memory (weights_only) and
+    not read. ("", {}) without weights, and {} for weights that cannot be read so: read_weights then says why."""
+    name = next((n for n in (SAFE_WEIGHTS, SAFE_INDEX, TORCH_WEIGHTS, TORCH_INDEX) if _exists(directory, n)), "")
+    if not name:
+        return "", {}
+    path = os.path.join(directory, name)
+    shapes: dict[str, tuple[int, ...]] = {}
+    try:
+        for file in _shards(path) if name.endswith(".index.json") else [path]:
+            shapes.update(_file_shapes(file))
+    except Exception:  # corrupt, truncated, an old-format .bin that cannot be mapped: read_weights says which
+        return name, {}
+    return name, {_rename(k): v for k, v in shapes.items()}
+
+
+def _exists(directory: str, name: str) -> bool:
+    return os.path.exists(os.path.join(directory, name))
+
+
+def _file_shapes(path: str) -> dict[str, tuple[int, ...]]:
+    if path.endswith(".safetensors"):
+        from safetensors import safe_open
+
+        with safe_open(path, framework="pt") as f:  # reads the JSON header only
+            return {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
+    state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)  # tensors mapped, not read
+    return {k: tuple(v.shape) for k, v in state.items()}
+
+
+def check_sizes(config: BertConfig, directory: str, source: str = CONFIG, *, tensors: bool = True) -> None:
+    """Every loader's check before it builds a module: the sizes of `config` (read from `source`) must be those of
+    the directory's weights, else a CheckpointError naming each field, its value and the tensor that says otherwise
+    (tensors=False: the number of layers only, for ignore_mismatched_sizes, which re-initialises the rest); then
+    BertConfig.validate()'s bound on memory, for what no weights file says."""
+    weights, shapes = weight_shapes(directory)
+    problems = _size_mismatches(config, shapes, weights, source, tensors=tensors)
+    if problems:
+        raise CheckpointError(
+            f"{directory}: {'; '.join(problems)}; {source} does not describe these weights: correct it, or pass "
+            "the folder the weights belong to"
+        )
+    try:
+        config.validate()
+    except ConfigError as e:
+        raise CheckpointError(f"{os.path.join(directory, CONFIG) if source == CONFIG else directory}: {e}") from None
+
+
+def _size_mismatches(
+    config: BertConfig, shapes: dict[str, tuple[int, ...]], weights: str, source: str, *, tensors: bool
+) -> list[str]:
+    """One phrase per config field whose value the weights' shapes contradict (the first tensor that does)."""
+    said: dict[str, str] = {}
+    for suffix, fields in _SIZED_TENSORS.items() if tensors else ():
+        key = next((k for k in shapes if k == suffix or k.endswith("." + suffix)), "")
+        for field_name, size in zip(fields, shapes.get(key, ())):
+            if field_name == "E":
+                field_name = "embedding_size" if config.embedding_size is not None else "hidden_size"
+            value = getattr(config, field_name)
+            if value != size and field_name not in said:
+                said[field_name] = (
+                    f"{field_name} is {value} in {source}, but {weights} has {key} {_shape(shapes[key])}: "
+                    f"{field_name} {size}"
+                )
+    layers = {k: int(m.group(2)) for k in shapes if (m := _LAYER.search(k))}
+    last = max(layers.values(), default=-1)
+    if layers and config.num_hidden_layers != last + 1:
+        said["num_hidden_layers"] = (
+            f"num_hidden_layers is {config.num_hidden_layers} in {source}, but {weights} has {last + 1} layers "
+            f"(the last holds {min(k for k, n in layers.items() if n == last)})"
+        )
+    return list(said.values())
 
 
 # ----- matching checkpoint names to the model ----------------------------------------------------
@@ -182,7 +281,11 @@ class LoadReport(Mapping[str, Any]):
     mismatched  tensors both have, in different shapes
     Some of them stop the load (`fatal`, `raise_if_fatal()`): a missing tensor the class does not
     list in `_missing_ok` (its head, its pooler), an unused encoder tensor, and a wrong shape unless
-    ignore_mismatched_sizes=True. The rest are news for the caller: `warn()` says it.
+    ignore_mismatched_sizes=True. The rest are news for the caller: `warn()` says it. As transformers does, unused
+    tensors are said only when the checkpoint was saved from this very class (config.json's architectures name it,
+    or name nothing): a pretraining run's MLM head going unused in a classifier is what loading another class means
+    (`from_another_class`). Nor are those the class lists in `_unexpected_ok` (a pooler, in a class that builds
+    none: bertkit's pretraining saves a trained one beside the MLM head). Both stay listed in `unexpected`.
 
     It also reads as transformers' loading-info dict, so code written for
     `from_pretrained(..., output_loading_info=True)` works unchanged: report["missing_keys"],
@@ -198,6 +301,8 @@ class LoadReport(Mapping[str, Any]):
     fatal_unexpected: dict[str, tuple[int, ...]] = field(default_factory=dict)  # name -> the checkpoint's shape
     mismatched_fatal: bool = True  # False under ignore_mismatched_sizes: those are re-initialised instead
     encoder_prefix: str = ""  # "bert." in a task model; "" in BertModel, which is all encoder
+    from_another_class: bool = False  # saved as another class (architectures): unused tensors are expected
+    unexpected_ok: tuple[str, ...] = ()  # the class's _unexpected_ok: unused tensors it does not need
 
     # ----- what a caller reads -----------------------------------------------------------------
     @property
@@ -282,9 +387,11 @@ class LoadReport(Mapping[str, Any]):
             )
 
     def warn_unexpected(self, *, stacklevel: int = 2) -> None:
-        if self.unexpected:
+        """The unused tensors that are news (see the class docstring for those that are not)."""
+        news = [] if self.from_another_class else [k for k in self.unexpected if not k.startswith(self.unexpected_ok)]
+        if news:
             warnings.warn(
-                f"{self.directory}: checkpoint tensors not used by {self.class_name}: " + ", ".join(self.unexpected),
+                f"{self.directory}: checkpoint tensors not used by {self.class_name}: " + ", ".join(news),
                 BertkitWarning,
                 stacklevel=stacklevel,
             )
@@ -315,6 +422,7 @@ def match_weights(
     prefix = model.base_model_prefix + "."
     prefix = prefix if any(k.startswith(prefix) for k in shapes) else ""
     no_cross = not any(".crossattention." in k for k in state)
+    saved_as = model.config.architectures or ()  # the classes config.json says the checkpoint was saved from
 
     def may_be_missing(key: str) -> bool:
         return key.startswith(tuple(model._missing_ok)) or (no_cross and ".crossattention." in key)
@@ -334,6 +442,8 @@ def match_weights(
         fatal_missing={k: shapes[k] for k in missing if not may_be_missing(k)},
         mismatched_fatal=not ignore_mismatched_sizes,
         encoder_prefix=prefix,
+        from_another_class=bool(saved_as) and type(model).__name__ not in saved_as,
+        unexpected_ok=tuple(model._unexpected_ok),
     )
     report.fatal_unexpected = {k: tuple(state[k].shape) for k in unexpected if report._in_encoder_body(k)}
     return report
@@ -424,8 +534,9 @@ def load_pretrained(
     """
     model_kwargs, config_overrides = _split_kwargs(cls, kwargs)
     directory = _model_directory(path)
-    config = _read_config(directory, config, config_overrides)
+    config, source = _read_config(directory, config, config_overrides)
     cls = model_class_for(cls, config.model_type, directory)
+    check_sizes(config, directory, source, tensors=not ignore_mismatched_sizes)  # before anything is allocated
     state = read_weights(directory)
 
     model = cls(config, **model_kwargs)
@@ -515,14 +626,16 @@ def _model_directory(path: str | os.PathLike[str]) -> str:
     return directory
 
 
-def _read_config(directory: str, config: BertConfig | None, overrides: dict[str, Any]) -> BertConfig:
-    """config.json with `overrides`, or the given config object with them."""
+def _read_config(directory: str, config: BertConfig | None, overrides: dict[str, Any]) -> tuple[BertConfig, str]:
+    """config.json with `overrides`, or the given config object with them, validated but for the bound on memory
+    (check_sizes applies it once the sizes are checked against the weights); and where it comes from, in words."""
     if config is not None:
-        return config.replace(**overrides) if overrides else config
+        return (config.replace(**overrides) if overrides else config.validate(size_bound=False)), "the config given"
     try:
-        return BertConfig.from_json(os.path.join(directory, CONFIG), **overrides)
+        config = BertConfig.from_json(os.path.join(directory, CONFIG), size_bound=False, **overrides)
     except ConfigError as e:
         raise CheckpointError(str(e)) from None
+    return config, f"{CONFIG} with the arguments given" if overrides else CONFIG
 
 
 def _resolve_dtype(dtype: torch.dtype | str, state: dict[str, torch.Tensor]) -> torch.dtype:

@@ -3,6 +3,8 @@
 Field names and defaults are those of `transformers.BertConfig` (plus the generic
 `PretrainedConfig` fields BERT uses), so a `config.json` written by either library reads in the
 other. Keys this dataclass does not know are kept in `extra` and written back unchanged.
+validate() refuses sizes whose float32 weights (parameter_count) would not fit in this machine's memory
+(memory_bound), so a model that cannot be built is refused before a module is allocated.
 """
 
 from __future__ import annotations
@@ -35,6 +37,13 @@ ELECTRA_DEFAULTS = dict(embedding_size=128, hidden_size=256, num_attention_heads
 
 # Fields that are settings of this process, not of the checkpoint: never written to config.json.
 RUNTIME_FIELDS = ("attn_implementation", "extra", "num_labels")
+_MAX_SIZE = 2**62  # no size field reaches it: torch's sizes are 64-bit, and the memory bound stops far below
+
+
+def _cut(value: Any, width: int = 40) -> str:
+    """repr(value), cut to about `width` characters: a message never holds an unbounded value."""
+    text = repr(value)
+    return text if len(text) <= width else f"{text[:width]}... ({len(text)} characters)"
 
 
 def _default_id2label() -> dict[int, str]:
@@ -129,9 +138,24 @@ class BertConfig:
         """E: the width of the embeddings (ELECTRA's embedding_size), hidden_size unless set."""
         return self.embedding_size if self.embedding_size is not None else self.hidden_size
 
+    def parameter_count(self) -> int:
+        """The parameters of the encoder these sizes build: BertModel's with its pooler (pruned heads not taken
+        off; a task head adds a few more). Arithmetic only, so it can bound a model before one is allocated."""
+        H, E, P = self.hidden_size, self.embedding_width, self.max_position_embeddings
+        embeddings = (self.vocab_size + P + self.type_vocab_size) * E + 2 * E  # three tables and their LayerNorm
+        project = E * H + H if E != H else 0  # ELECTRA's embeddings_project
+        attention = 4 * (H * H + H) + 2 * H  # query, key, value, output dense and its LayerNorm
+        distances = (2 * P - 1) * self.head_dim if self.position_embedding_type != "absolute" else 0  # self only
+        feed_forward = (2 * H + 1) * self.intermediate_size + 3 * H  # intermediate, output dense and LayerNorm
+        layer = attention * (2 if self.add_cross_attention else 1) + distances + feed_forward
+        return embeddings + project + self.num_hidden_layers * layer + H * H + H  # + the pooler
+
     # ----- validation ------------------------------------------------------------------------
-    def validate(self) -> BertConfig:
-        """Raise ConfigError listing every setting that cannot work; return self when all is well."""
+    def validate(self, *, size_bound: bool = True) -> BertConfig:
+        """Raise ConfigError listing every setting that cannot work; return self when all is well.
+
+        size_bound=False leaves out the bound on memory (_size_problems): a loader first checks the sizes against
+        its weights file, which names the field that is wrong, then validates with the bound (checkpoint.py)."""
         problems = []
         for name in (
             "vocab_size",
@@ -144,7 +168,9 @@ class BertConfig:
         ):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                problems.append(f"{name} must be a positive integer, got {value!r}")
+                problems.append(f"{name} must be a positive integer, got {_cut(value)}")
+            elif value >= _MAX_SIZE:
+                problems.append(f"{name} must be below 2**62, got {_cut(value)}")
         if not problems and self.hidden_size % self.num_attention_heads != 0:
             problems.append(
                 f"hidden_size ({self.hidden_size}) is not divisible by num_attention_heads "
@@ -200,8 +226,10 @@ class BertConfig:
             or self.embedding_size <= 0
         ):
             problems.append(
-                f"embedding_size must be a positive integer or None (= hidden_size), got {self.embedding_size!r}"
+                f"embedding_size must be a positive integer or None (= hidden_size), got {_cut(self.embedding_size)}"
             )
+        elif self.embedding_size is not None and self.embedding_size >= _MAX_SIZE:
+            problems.append(f"embedding_size must be below 2**62, got {_cut(self.embedding_size)}")
         if not problems:
             for layer, heads in self.pruned_heads.items():
                 if not 0 <= layer < self.num_hidden_layers:
@@ -216,9 +244,29 @@ class BertConfig:
                     problems.append(
                         f"pruned_heads[{layer}] would remove all {self.num_attention_heads} heads; keep at least one"
                     )
+        if not problems and size_bound:
+            problems += self._size_problems()
         if problems:
             raise ConfigError("invalid BertConfig:\n  - " + "\n  - ".join(problems))
         return self
+
+    def _size_problems(self) -> list[str]:
+        """Sizes whose float32 weights would not fit in this machine's memory, said before anything is allocated
+        (a hidden_size of 1,000,000 would otherwise ask for terabytes layer by layer); [] when they fit."""
+        count = self.parameter_count()
+        memory, where = memory_bound()
+        if count * 4 <= memory:
+            return []
+        sizes = {name: getattr(self, name) for name in SIZE_FIELDS if getattr(self, name) is not None}
+        # the field most out of scale, against bert-base's (BertConfig's defaults; embedding_size: its hidden_size)
+        field = max(sizes, key=lambda name: sizes[name] / _BERT_BASE[name])
+        return [
+            f"{field}={sizes[field]} (bert-base has {_BERT_BASE[field]}) makes a model of about {count:.3g} "
+            f"parameters, {count * 4 / 2**30:,.0f} GiB in float32: more than {where} "
+            f"({memory / 2**30:,.0f} GiB); check {field} (sizes: "
+            + ", ".join(f"{k}={v}" for k, v in sizes.items())
+            + ")"
+        ]
 
     # ----- dict / JSON io --------------------------------------------------------------------
     @classmethod
@@ -258,8 +306,8 @@ class BertConfig:
         return out
 
     @classmethod
-    def from_json(cls, path: str | os.PathLike[str], **overrides: Any) -> BertConfig:
-        """Read an HF config.json (a file, or a directory holding one)."""
+    def from_json(cls, path: str | os.PathLike[str], *, size_bound: bool = True, **overrides: Any) -> BertConfig:
+        """Read an HF config.json (a file, or a directory holding one); size_bound as in validate()."""
         path = os.fspath(path)
         if os.path.isdir(path):
             path = os.path.join(path, "config.json")
@@ -277,7 +325,7 @@ class BertConfig:
         if not isinstance(data, dict):
             raise ConfigError(f"{path}: expected a JSON object of config fields, found {type(data).__name__}")
         try:
-            return cls.from_dict(data, **overrides).validate()
+            return cls.from_dict(data, **overrides).validate(size_bound=size_bound)
         except ConfigError as e:
             raise ConfigError(f"{path}: {e}") from None
 
@@ -295,6 +343,30 @@ class BertConfig:
         if name not in PRESETS:
             raise ConfigError(f"unknown preset {name!r}; choose one of: {', '.join(PRESETS)}")
         return cls(**{**PRESETS[name], **overrides}).validate()
+
+
+# The fields that size the weights (parameter_count), and bert-base's values of them
+SIZE_FIELDS = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "intermediate_size",
+    "max_position_embeddings",
+    "type_vocab_size",
+    "embedding_size",
+)
+_BERT_BASE = {name: getattr(BertConfig(), name) for name in SIZE_FIELDS} | {"embedding_size": BertConfig().hidden_size}
+# The bound where this machine's memory cannot be read (os.sysconf has no physical-memory names, e.g. on Windows)
+FALLBACK_MEMORY_BYTES = 2**40
+
+
+def memory_bound() -> tuple[int, str]:
+    """The most bytes of float32 weights validate() lets a config ask for: this machine's physical memory (a model is
+    built on the CPU before it moves to a GPU), or FALLBACK_MEMORY_BYTES where that cannot be read; and its name."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"), "this machine's memory"
+    except (AttributeError, ValueError, OSError):
+        return FALLBACK_MEMORY_BYTES, "bertkit's bound where a machine's memory is unknown"
 
 
 PRESETS: dict[str, dict[str, Any]] = {

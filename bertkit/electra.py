@@ -27,10 +27,15 @@ config.json says model_type "electra" builds an ElectraForSequenceClassification
 
 A generator sharing the discriminator's embeddings (as ELECTRA pretrains; the same embedding_size):
     gen.electra.embeddings = disc.electra.embeddings; gen.tie_weights()
+
+A pretraining run's folder (bertkit pretrain --objective electra --out RUN) holds the discriminator, and the
+generator in RUN/generator (GENERATOR_FOLDER); a discriminator has no MLM head, so what fills masks is the generator
+(discriminator_has_no_mlm_head says so, naming that folder).
 """
 
 from __future__ import annotations
 
+import os
 import warnings
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
@@ -39,6 +44,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from . import kernels
 from .activations import ACT2FN
 from .config import BertConfig
 from .errors import ConfigError, InputError
@@ -115,6 +121,7 @@ class _ElectraHead(_HeadBase):
             if name != "electra":
                 child.apply(self._init_weights)
         self.tie_weights()
+        kernels.track(self)  # as BertPreTrainedModel.post_init
 
     def _encode(self, *inputs: Tensor | bool | None, **extra: Any) -> BertModelOutput:
         """The heads' one encoder call, on self.electra. inputs: input_ids, attention_mask, token_type_ids,
@@ -204,6 +211,25 @@ class ElectraForPreTraining(_ElectraHead, BertPreTrainedModel):
         loss = replaced_token_loss(logits, labels, attention_mask) if labels is not None else None
         result = ElectraForPreTrainingOutput(loss, logits, out.hidden_states, out.attentions)
         return result.to_tuple() if return_dict is False else result
+
+
+GENERATOR_FOLDER = "generator"  # where an ELECTRA pretraining run saves its generator, inside the run's folder
+
+
+def discriminator_has_no_mlm_head(model_dir: str, command: str) -> str:
+    """Why `model_dir`, an ELECTRA discriminator, cannot predict tokens, and where its run's generator is: `command`
+    (e.g. "bertkit fill-mask --model") with <model_dir>/generator when that holds a model, else where it would be."""
+    generator = os.path.join(model_dir, GENERATOR_FOLDER)
+    what = (
+        f"{model_dir}: an ELECTRA discriminator (ElectraForPreTraining), which has no MLM head "
+        "(generator_predictions.*, generator_lm_head.*): it tells replaced tokens, the generator predicts them"
+    )
+    if os.path.isfile(os.path.join(generator, "config.json")):
+        return f"{what}; its run's generator has one: {command} {generator}"
+    return (
+        f"{what}; use the run's generator (ElectraForMaskedLM): bertkit pretrain --objective electra saves it in "
+        f"{generator}, which is not there (a copy of the discriminator alone, or a run that did not finish?)"
+    )
 
 
 class GeneratorPredictions(nn.Module):
@@ -385,6 +411,8 @@ __all__ = [
     "ELECTRA_CLASSES",
     "replaced_token_loss",
     "electra_config",
+    "GENERATOR_FOLDER",
+    "discriminator_has_no_mlm_head",
     "DiscriminatorPredictions",
     "GeneratorPredictions",
     "ClassificationHead",

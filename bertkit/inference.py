@@ -105,11 +105,14 @@ def load_mlm(model_dir: str, quantize: str | None = None) -> BertPreTrainedModel
     """A masked-language model with trained MLM head weights, in eval mode: a BertForMaskedLM (cls.*), or an
     ElectraForMaskedLM (an ELECTRA generator: generator_predictions.*, generator_lm_head.*); refused when they would
     be random."""
+    from .electra import discriminator_has_no_mlm_head
     from .heads import BertForMaskedLM
 
     if not os.path.isdir(model_dir):
         raise BertkitError(f"--model {model_dir}: not a directory; pass the folder `bertkit pretrain --out` wrote")
     model, report = BertForMaskedLM.from_pretrained(model_dir, output_loading_info=True)
+    if report.missing and report.unexpected_under("discriminator_predictions."):  # an ELECTRA discriminator
+        raise BertkitError(discriminator_has_no_mlm_head(model_dir, "bertkit fill-mask --model"))
     if report.missing:
         head = MLM_HEADS[model.model_type]
         what = (

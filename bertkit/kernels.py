@@ -3,6 +3,7 @@
     linear(x, *layers, act=None)   x (..., in) -> (..., sum of the layers' out): x through nn.Linears that share
                                    in_features, side by side (query / key / value as ONE product), then `act`
     packs(x)                       whether linear() takes the packed kernel for x
+    track(model) / forget(model)   make its Linear layers' parameters say every edit / drop its packed weights
 
 A packed product (torch.ops.mkldnn: the weight reordered once into oneDNN's blocked layout, the bias, and erf GELU
 fused into the same call) runs when all of these hold:
@@ -15,9 +16,15 @@ fused into the same call) runs when all of these hold:
 Else the product is F.linear on the layers' weights (concatenated when several).
 
 The packed weights live in a cache beside the model, not in it (no state_dict, no deepcopy or pickle of them),
-keyed by each weight's identity, storage and version counter: an optimizer step, load_state_dict or an in-place
-edit changes the version, so the next call packs again; model.train() drops them (kernels.forget). Memory: one
-more copy of the encoder's Linear weights while the model serves (all-MiniLM-L6-v2 +42 MB, BERT-base +340 MB).
+keyed by what says a weight changed: the parameter itself (a new one swapped in), its storage, its version counter
+(an optimizer step, load_state_dict, an edit under no_grad) and the version counters of the tensors its `.data`
+handed out (`p.data.mul_(-1)`, `p.data.copy_(w)`: autograd's version counter does not count writes made through
+`.data`). For the last, the Linear layers' parameters are kernels.Parameter (track(): the model's post_init, and
+any plain nn.Parameter found when packing), an nn.Parameter that remembers what its `.data` handed out; its repr,
+state_dict, optimizer steps and pickling are nn.Parameter's. The one write nothing sees is one through NumPy or a
+raw storage (`p.detach().numpy()[:] = 0`): after such an edit call kernels.forget(model). model.train() drops the
+packed weights too. Memory: one more copy of the encoder's Linear weights while the model serves (all-MiniLM-L6-v2
++42 MB, BERT-base +340 MB).
 Measured per CPU kind: bench/bench_engines.py (bench/results/engines.md).
 
 oneDNN keeps a primitive per input shape in ideep's cache (LRU_CACHE_CAPACITY entries, 1,024 by default), and
@@ -29,10 +36,11 @@ is read when oneDNN first runs, so it is set when this module loads, before any 
 
 from __future__ import annotations
 
+import itertools
 import os
 import platform
 import weakref
-from typing import cast
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -50,12 +58,56 @@ _FUSED_ACTS = {"gelu": "gelu"}  # hidden_act -> the oneDNN post-op computing it 
 PRIMITIVE_CACHE = 64  # ideep's cache of oneDNN primitives (one per input shape); see the module docstring
 os.environ.setdefault("LRU_CACHE_CAPACITY", str(PRIMITIVE_CACHE))
 
-# (id, data pointer, version) of each weight and bias: what says a packed weight is stale
-_ParamsKey = tuple[tuple[int, int, int], ...]
-# first layer -> {the layers' ids: (their parameters' key, packed weight, bias)}
-_packed: weakref.WeakKeyDictionary[nn.Module, dict[tuple[int, ...], tuple[_ParamsKey, Tensor, Tensor | None]]] = (
-    weakref.WeakKeyDictionary()
-)
+# per weight and bias: (data pointer, version, what its `.data` handed out: _handed_out())
+_ParamsKey = tuple[tuple[int, int, tuple[int, tuple[tuple[int, int], ...]]], ...]
+# first layer -> {the layers' ids: (their parameters, their key, packed weight, bias)}; the parameters are weak
+# references, so a parameter swapped in for another (even one that reuses its id and memory) packs again
+_Packed = tuple[tuple["weakref.ref[Tensor]", ...], _ParamsKey, Tensor, Tensor | None]
+_packed: weakref.WeakKeyDictionary[nn.Module, dict[tuple[int, ...], _Packed]] = weakref.WeakKeyDictionary()
+_serials = itertools.count()  # numbers the tensors parameters' `.data` hand out
+_TENSOR_DATA: Any = torch._C.TensorBase.__dict__["data"]  # the C property behind every tensor's `.data`
+
+
+class Parameter(nn.Parameter):
+    """An nn.Parameter that remembers the tensors its `.data` hands out and is given, so that a packed copy of it
+    sees writes made through them (they bump their own version counter, not the parameter's). Everything else,
+    the repr included, is nn.Parameter's; pickling gives back a plain nn.Parameter (tracked again when packed)."""
+
+    @property
+    def data(self) -> Tensor:
+        data = _TENSOR_DATA.__get__(self)
+        _remember(self, data)
+        return data
+
+    @data.setter
+    def data(self, value: Tensor) -> None:
+        _TENSOR_DATA.__set__(self, value)
+        _remember(self, value)
+
+    def __repr__(self) -> str:  # type: ignore[override]  # nn.Parameter's signature (Tensor's takes more)
+        return "Parameter containing:\n" + repr(self.detach().requires_grad_(self.requires_grad))
+
+    def __getstate__(self) -> dict[str, Any]:  # what pickle keeps: not the weak references
+        return {k: v for k, v in self.__dict__.items() if k != HANDOUTS}
+
+
+HANDOUTS = "_bertkit_handouts"  # a Parameter's [(serial, weak reference)] of the tensors handed out or given
+
+
+def _remember(param: Tensor, data: Tensor) -> None:
+    """Add `data` to what `param` handed out, dropping what was freed since."""
+    live = [(n, ref) for n, ref in param.__dict__.get(HANDOUTS, ()) if ref() is not None]
+    param.__dict__[HANDOUTS] = [*live, (next(_serials), weakref.ref(data))]
+
+
+def track(model: nn.Module) -> None:
+    """Make the parameters of `model`'s plain nn.Linear layers kernels.Parameter (in place: the same objects, so an
+    optimizer or a tied weight holding them is unaffected)."""
+    for layer in model.modules():
+        if type(layer) is nn.Linear:
+            for param in (layer.weight, layer.bias):
+                if type(param) is nn.Parameter:
+                    param.__class__ = Parameter
 
 
 def choice() -> str:
@@ -142,6 +194,16 @@ def _hooked(layer: nn.Module) -> bool:
     )
 
 
+def _handed_out(param: Tensor) -> tuple[int, tuple[tuple[int, int], ...]]:
+    """What `param`'s `.data` handed out, as a packed copy's key holds it: the serial of the latest tensor (a new
+    one may have been written and freed since: `p.data.mul_(-1)`) and (serial, version) of each one still alive
+    (one kept and written later; one freed since, written or not, changes the key too)."""
+    handed = param.__dict__.get(HANDOUTS)
+    if not handed:
+        return -1, ()
+    return handed[-1][0], tuple((n, t._version) for n, ref in handed if (t := ref()) is not None)
+
+
 def forget(model: nn.Module) -> None:
     """Drop the packed weights of `model`'s layers (model.train() calls this: training does not use them)."""
     for module in model.modules():
@@ -150,19 +212,24 @@ def forget(model: nn.Module) -> None:
 
 def _packed_weight(layers: tuple[nn.Linear, ...]) -> tuple[Tensor, Tensor | None] | None:
     """The layers' weights side by side in oneDNN's layout, and their biases: packed on first use and again
-    whenever a weight or bias changed. None where a parameter cannot say whether it changed (an inference tensor
-    has no version counter)."""
+    whenever a weight or bias changed (the module's docstring says how that is seen). None where a parameter cannot
+    say whether it changed (an inference tensor has no version counter)."""
+    # (read from _parameters: this runs for every product, and Module.__getattr__ costs a microsecond a name)
+    params = [p for layer in layers for p in layer._parameters.values() if p is not None]  # weight, bias
+    for p in params:  # a plain parameter swapped in since the model was built: edits from now on are seen
+        if type(p) is nn.Parameter:
+            p.__class__ = Parameter
     try:
-        key = tuple(
-            (id(p), p.data_ptr(), p._version) for layer in layers for p in (layer.weight, layer.bias) if p is not None
-        )
+        key = tuple((p.data_ptr(), p._version, _handed_out(p)) for p in params)
     except RuntimeError:
         return None
-    entries = _packed.setdefault(layers[0], {})
-    which = tuple(id(layer) for layer in layers)  # query alone (cross-attention) or query, key and value
+    entries = _packed.get(layers[0])
+    if entries is None:
+        entries = _packed[layers[0]] = {}
+    which = tuple(map(id, layers))  # query alone (cross-attention) or query, key and value
     cached = entries.get(which)
-    if cached is not None and cached[0] == key:
-        return cached[1], cached[2]
+    if cached is not None and cached[1] == key and all(ref() is p for ref, p in zip(cached[0], params)):
+        return cached[2], cached[3]
     with torch.no_grad():
         weight = torch.cat([layer.weight for layer in layers]) if len(layers) > 1 else layers[0].weight
         bias = (
@@ -171,5 +238,5 @@ def _packed_weight(layers: tuple[nn.Linear, ...]) -> tuple[Tensor, Tensor | None
             else (torch.cat([layer.bias for layer in layers]) if len(layers) > 1 else layers[0].bias.detach())
         )
         packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), None)
-    entries[which] = (key, packed, bias)
+    entries[which] = (tuple(weakref.ref(p) for p in params), key, packed, bias)
     return packed, bias

@@ -519,6 +519,8 @@ class BertPreTrainedModel(nn.Module):
     model_type = "bert"
     # Parameters a checkpoint may lack; they are freshly initialised and listed in a warning.
     _missing_ok: tuple[str, ...] = ()
+    # Checkpoint tensors the class does not need, left unused without a warning (a pooler, where it builds none).
+    _unexpected_ok: tuple[str, ...] = ()
     # {parameter: the parameter it shares storage with} while config.tie_word_embeddings is True;
     # heads with an MLM decoder tie it to the word embeddings. The loader reads a tied pair once.
     _tied_weights: dict[str, str] = {}
@@ -548,6 +550,7 @@ class BertPreTrainedModel(nn.Module):
         if self.config.pruned_heads:
             self.prune_heads(self.config.pruned_heads)
         self.tie_weights()
+        kernels.track(self)  # packed inference weights then see every later edit of them (kernels.py)
 
     def train(self, mode: bool = True) -> BertPreTrainedModel:
         """nn.Module.train; training drops the packed inference weights (kernels.py), which it does not use."""

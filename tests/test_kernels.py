@@ -82,6 +82,104 @@ def test_a_replaced_parameter_is_packed_again(monkeypatch):
     )
 
 
+def _edit(model, how: str, held) -> None:
+    """Negate layer 0's value weight the way `how` names (each an idiom of EMA, pruning or model surgery)."""
+    value = model.encoder.layer[0].attention.self.value
+    if how == "data":
+        value.weight.data.mul_(-1)
+    elif how == "copy through data":
+        value.weight.data.copy_(-value.weight.detach())
+    elif how == "kept data":  # a `.data` tensor taken before the weights were packed, written after
+        held.mul_(-1)
+    elif how == "kept data, then freed":  # the same, and the caller drops the tensor before the next call
+        held.mul_(-1)
+    elif how == "assigned data":
+        value.weight.data = -value.weight.detach().clone()
+    elif how == "assigned data, written":  # the tensor given to `.data` is written later
+        value.weight.data = held
+        held.mul_(-1)
+    elif how == "new parameter, same memory":  # a fresh Parameter over the same storage: same id may be reused
+        value.weight = torch.nn.Parameter(value.weight.detach().neg_())
+    elif how == "a pruned head":  # prune_heads builds new Linear layers with plain parameters
+        model.prune_heads({0: [0]})
+    elif how == "state_dict tensor":
+        model.state_dict()["encoder.layer.0.attention.self.value.weight"].mul_(-1)
+
+
+EDITS = [
+    "data",
+    "copy through data",
+    "kept data",
+    "kept data, then freed",
+    "assigned data",
+    "assigned data, written",
+    "new parameter, same memory",
+    "a pruned head",
+    "state_dict tensor",
+]
+
+
+@needs_onednn
+@pytest.mark.parametrize("how", EDITS)
+def test_every_edit_of_the_weights_is_seen(how, monkeypatch):
+    """After packed products ran, an edit made any of these ways changes the next output exactly as a fresh model
+    with the same edit computes it (`.data` writes bump no version counter of the parameter)."""
+    model = random_model()
+    ids, mask, types = padded_batch()
+    keep = mask.bool()
+    value = model.encoder.layer[0].attention.self.value
+    held = value.weight.data if "kept" in how else value.weight.detach().clone()
+    before = run(model, "onednn", monkeypatch, ids, mask, types).last_hidden_state
+    assert packed_layers(model) > 0
+    _edit(model, how, held)
+    if "freed" in how:
+        del held
+    after = run(model, "onednn", monkeypatch, ids, mask, types).last_hidden_state
+    fresh = random_model(**({"pruned_heads": {0: [0]}} if how == "a pruned head" else {}))
+    fresh.load_state_dict(model.state_dict())
+    expected = run(fresh, "torch", monkeypatch, ids, mask, types).last_hidden_state
+    assert max_diff(before[keep], expected[keep]) > 1e-3  # the edit changes the output
+    assert max_diff(after[keep], expected[keep]) < 1e-5
+
+
+@needs_onednn
+def test_weights_are_packed_once_while_nothing_changes(monkeypatch):
+    """The inference paths (model calls, encoder_forward, eval() between calls) reuse the packed weights."""
+    from bertkit.inference import encoder_forward
+
+    model = random_model()
+    ids, mask, types = padded_batch()
+    run(model, "onednn", monkeypatch, ids, mask, types)
+    packed = {id(v[2]) for m in model.modules() for v in kernels._packed.get(m, {}).values()}
+    for _ in range(2):
+        model.eval()
+        run(model, "onednn", monkeypatch, ids, mask, types)
+        encoder_forward(model, [[2, 5, 7, 3], [2, 9, 3]], 0)
+        _ = [p.grad for p in model.parameters()]  # reading parameters changes nothing
+    assert {id(v[2]) for m in model.modules() for v in kernels._packed.get(m, {}).values()} == packed
+
+
+def test_tracked_parameters_behave_as_nn_parameter(tmp_path):
+    """The Linear layers' parameters (kernels.Parameter) print, save, copy, pickle and train as nn.Parameter."""
+    import pickle
+
+    model = random_model()
+    weight = model.encoder.layer[0].attention.self.query.weight
+    assert type(weight) is kernels.Parameter and isinstance(weight, torch.nn.Parameter)
+    plain = torch.nn.Parameter(weight.detach().clone())
+    assert repr(weight) == repr(plain) and str(weight) == str(plain)
+    assert type(model.state_dict()["encoder.layer.0.attention.self.query.weight"]) is torch.Tensor
+    assert type(copy.deepcopy(model).encoder.layer[0].attention.self.query.weight) is kernels.Parameter
+    assert torch.equal(pickle.loads(pickle.dumps(weight)), weight)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    ids, mask, types = padded_batch()
+    model.train()
+    model(ids, mask, types).last_hidden_state.sum().backward()
+    before = weight.detach().clone()
+    optimizer.step()
+    assert not torch.equal(before, weight)
+
+
 @needs_onednn
 def test_training_is_untouched(monkeypatch):
     """With gradients recorded the products are torch's (bit for bit), and model.train() drops what was packed."""

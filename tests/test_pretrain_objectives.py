@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -498,8 +499,11 @@ def test_mlm_bow_trains_the_pooler_and_saves_what_transformers_loads(tmp_path, p
     enc = {k: torch.tensor(v) for k, v in tok(["中共中央总书记、国家主席江泽民", "人民日报"], padding=True).items()}
     real = enc["attention_mask"] > 0
     theirs = transformers.BertForMaskedLM.from_pretrained(out).eval()
-    with pytest.warns(BertkitWarning, match="not used by BertForMaskedLM: bert.pooler"):  # as for any BERT's pooler
+    with warnings.catch_warnings():  # the pooler BertForMaskedLM does not build goes unused without a word
+        warnings.simplefilter("error")
         ours = BertForMaskedLM.from_pretrained(out)
+    report = BertForMaskedLM.from_pretrained(out, output_loading_info=True)[1]
+    assert report["unexpected_keys"] == ["bert.pooler.dense.bias", "bert.pooler.dense.weight"]  # listed, as ever
     with torch.no_grad():
         assert (ours(**enc).logits[real] - theirs(**enc).logits[real]).abs().max().item() <= 1e-5
     # a classifier starts from the trained pooler, in transformers and in bertkit

@@ -284,6 +284,12 @@ _REPREPARE = "the folder is damaged or was changed: prepare it again (bertkit pr
 
 def read_manifest(folder: str) -> dict[str, Any]:
     path = os.path.join(folder, MANIFEST)
+    if os.path.exists(folder) and not os.path.isdir(folder):  # a corpus file given as --data, most likely
+        raise DataError(
+            f"{folder}: a file, not a folder; --data takes a dataset folder made by bertkit prepare: pretrain on "
+            f"the text with --corpus {folder}, or prepare it once: bertkit prepare --corpus {folder} --tokenizer "
+            "DIR --out FOLDER"
+        )
     if not os.path.isdir(folder):
         raise DataError(
             f"{folder}: no such folder; make a dataset with bertkit prepare --corpus ... --tokenizer ... --out {folder}"
