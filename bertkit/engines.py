@@ -7,10 +7,18 @@ and the answers stay bertkit's whichever runs.
     (embed's Encoder.from_pretrained(dir, engine=...) is the third)
     onnx_folder(dir, kind)                  the export the onnx engine runs: dir itself when it holds model.onnx,
                                             else one made on first use in the cache (BERTKIT_CACHE, default
-                                            ~/.cache/bertkit), keyed by the folder's path and its files' sizes and
-                                            times: new weights, new export. The first export loads the folder as
-                                            the torch engine does, with its refusals (a head that would be random).
+                                            ~/.cache/bertkit), keyed by the content of the files that make the
+                                            graph (content_key: weights, config, tokenizer, pooling): new weights,
+                                            new export, whatever their size and times; one line on stderr says
+                                            when a graph is built. The export loads the folder as the torch engine
+                                            does, with its refusals (a head that would be random, a --task that is
+                                            not the folder's head); it is written atomically (export.py), so
+                                            replicas that start together each run the one that lands first.
+                                            A cache that cannot be written (read-only, full, a path through a
+                                            file) is a CacheError naming the folder and BERTKIT_CACHE.
     load_graph(dir, kind)                   OnnxModel(onnx_folder(dir, kind))
+    auto_model(torch_model, dir, kind)      AutoModel(torch_model, load_graph(dir, kind)); torch_model alone, with
+                                            one warning, where the cache cannot be written
     OnnxModel(folder)                       a graph in a torch model's place: called with input_ids, attention_mask,
                                             token_type_ids tensors, it returns its outputs by name (logits,
                                             last_hidden_state, ...), so inference.py's forward passes run it
@@ -25,7 +33,10 @@ and GELU fusions) on as many threads as torch uses; the onnx engine runs float32
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import sys
 import warnings
 from collections.abc import Iterator
 from types import ModuleType, SimpleNamespace
@@ -35,9 +46,19 @@ import numpy as np
 import torch
 
 from .errors import BertkitError, BertkitWarning
-from .export import INPUTS, ONNX_FILE, export
-from .files import digest
+from .export import (
+    INPUTS,
+    ONNX_FILE,
+    OPSET,
+    SENTENCE_TRANSFORMERS_FILES,
+    ExportWriteError,
+    check_kind,
+    export,
+    failed_write,
+)
+from .files import atomic_write_text, digest
 from .finite import check_outputs
+from .tasks import TASKS
 
 if TYPE_CHECKING:
     from torch import nn
@@ -107,25 +128,130 @@ def prefers_onnx(rows: int, length: int, tokens: int) -> bool:
     return any(positions <= most and padding <= share for most, share in ONNX_TIERS)
 
 
+class CacheError(BertkitError):
+    """The onnx engine's cache cannot take a graph (a read-only or full disk, a path through a file); `what` says
+    what could not be written where, and why."""
+
+    def __init__(self, engine: str, what: str) -> None:
+        super().__init__(
+            f"--engine {engine}: {what}; set BERTKIT_CACHE to a folder that can be written, or use --engine torch"
+        )
+        self.what = what
+
+
 def cache_root() -> str:
     return os.environ.get("BERTKIT_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "bertkit")
 
 
-def onnx_folder(model_dir: str, kind: str) -> str:
-    """The folder holding the graph of `model_dir` as `kind` (see the module's docstring)."""
+def onnx_folder(model_dir: str, kind: str, engine: str = "onnx") -> str:
+    """The folder holding the graph of `model_dir` as `kind` (see the module's docstring); `engine` names the
+    --engine that asked, in what is said."""
     if os.path.isfile(os.path.join(model_dir, ONNX_FILE)):
         return model_dir
+    if kind in TASKS and os.path.isdir(model_dir):  # predict --task tag on a classifier: not its head's graph
+        check_kind(model_dir, kind, flag="--task")
     real = os.path.realpath(model_dir)
-    files = sorted(os.scandir(real), key=lambda e: e.name) if os.path.isdir(real) else []
-    key = digest([real, kind, *(f"{e.name}:{e.stat().st_size}:{e.stat().st_mtime_ns}" for e in files if e.is_file())])
+    key = content_key(real, kind) if os.path.isdir(real) else "none"  # none: export() says what is wrong
     folder = os.path.join(cache_root(), "onnx", f"{os.path.basename(real)}-{kind}-{key}")
-    if not os.path.isfile(os.path.join(folder, ONNX_FILE)):
-        try:
-            export(model_dir, folder, kind=kind)
-        except BertkitError:
-            if not os.path.isfile(os.path.join(folder, ONNX_FILE)):  # not another process's export that won
-                raise
+    if os.path.isfile(os.path.join(folder, ONNX_FILE)):
+        return folder
+    try:  # a cache that cannot be written says so before any work (a full disk: when the graph is written)
+        os.makedirs(os.path.dirname(folder), exist_ok=True)
+    except OSError as e:
+        problem = failed_write(e, os.path.dirname(folder))
+        raise CacheError(engine, f"cannot write the {kind} graph of {model_dir} to {folder}: {problem}") from None
+    print(f"--engine {engine}: exporting {model_dir} as {kind} to {folder} (once per weights)", file=sys.stderr)
+    try:
+        export(model_dir, folder, kind=kind)
+    except ExportWriteError as e:
+        raise CacheError(engine, f"cannot write the {kind} graph of {model_dir} to {folder}: {e.problem}") from None
+    except BertkitError:
+        if not os.path.isfile(os.path.join(folder, ONNX_FILE)):  # not another process's export that won
+            raise
     return folder
+
+
+# The files whose content makes the graph (export.py copies or reads them): config.json, the tokenizer's, the
+# sentence-transformers pooling (the encoder's graph applies it), and the weights, whole or in shards
+WEIGHT_ENDINGS = (".safetensors", ".bin", ".index.json")
+
+
+def graph_files(folder: str) -> list[str]:
+    """The files of `folder` that make its graph, as paths relative to it, sorted."""
+    from .tokenizer import TOKENIZER_FILES
+
+    named = {"config.json", *TOKENIZER_FILES, *SENTENCE_TRANSFORMERS_FILES}
+    found = []
+    for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+        if entry.is_file() and (entry.name in named or entry.name.endswith(WEIGHT_ENDINGS)):
+            found.append(entry.name)
+        elif entry.is_dir() and entry.name in SENTENCE_TRANSFORMERS_FILES:  # 1_Pooling/config.json, ...
+            found += [
+                f"{entry.name}/{n}"
+                for n in sorted(os.listdir(entry.path))
+                if os.path.isfile(os.path.join(entry.path, n))
+            ]
+    return found
+
+
+def content_key(folder: str, kind: str) -> str:
+    """What names the cached graph of `folder` as `kind`: a digest of the SHA-256 of each of its graph_files, of
+    bertkit's version and of the opset. A user cannot keep it equal by accident: weights rewritten with their size
+    and mtime put back (os.utime) hash differently. Hashing takes time (the 90 MB model.safetensors of
+    all-MiniLM-L6-v2: 0.15 s from the page cache, 0.4 s read from disk, on one AMD EPYC core), so each file's hash
+    is kept in a record in the cache (hashes/) beside its (device, inode, size, mtime, ctime) and computed again
+    only when one of those changed; ctime is the one os.utime cannot put back."""
+    from . import __version__
+
+    record_path = os.path.join(cache_root(), "hashes", f"{digest([folder])}.json")
+    record = _read_record(record_path)
+    sums, known = {}, {}
+    for name in graph_files(folder):
+        path = os.path.join(folder, name)
+        stamp = _stamp(path)
+        entry = record.get(name)
+        if isinstance(entry, dict) and entry.get("stat") == stamp and isinstance(entry.get("sha256"), str):
+            sums[name] = entry["sha256"]
+        else:
+            sums[name] = _sha256(path)
+        if _stamp(path) == stamp:  # not rewritten while it was read: the hash is the file's
+            known[name] = {"stat": stamp, "sha256": sums[name]}
+    if known != record:
+        try:
+            atomic_write_text(record_path, json.dumps(known, indent=1) + "\n")
+        except OSError:  # a cache that cannot be written: hashed again next time (the export says why)
+            pass
+    return digest([__version__, str(OPSET), kind, *(f"{name}:{sha}" for name, sha in sums.items())])
+
+
+def _stamp(path: str) -> list[int]:
+    """What changes when a file is written: device, inode, size, mtime and ctime (ns)."""
+    st = os.stat(path)
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def _sha256(path: str) -> str:
+    """The SHA-256 of a file, read in chunks of 1 MiB."""
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            while chunk := fh.read(2**20):
+                h.update(chunk)
+        return h.hexdigest()
+    except OSError as e:
+        raise BertkitError(
+            f"{path}: cannot read it ({e.strerror or e}); the onnx engine's graph is made from it"
+        ) from None
+
+
+def _read_record(path: str) -> dict[str, Any]:
+    """The hashes content_key recorded for a folder; empty when there is none (or it cannot be read)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            record = json.load(fh)
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
 
 
 class OnnxModel:
@@ -182,9 +308,30 @@ class OnnxModel:
         return SimpleNamespace(**out)
 
 
-def load_graph(model_dir: str, kind: str) -> OnnxModel:
+def load_graph(model_dir: str, kind: str, engine: str = "onnx") -> OnnxModel:
     """The graph of `model_dir` as `kind` in ONNX Runtime (onnx_folder: the folder's own export, or the cache's)."""
-    return OnnxModel(onnx_folder(model_dir, kind))
+    return OnnxModel(onnx_folder(model_dir, kind, engine))
+
+
+_UNWRITABLE: set[str] = set()  # the caches found unwritable: auto runs torch there without trying again
+
+
+def auto_model(torch_model: BertPreTrainedModel, model_dir: str, kind: str) -> AutoModel | BertPreTrainedModel:
+    """`torch_model` and the graph of `model_dir` as `kind` in one model's place (AutoModel); `torch_model` alone,
+    with one warning a process, where the cache cannot be written."""
+    root = cache_root()
+    if root not in _UNWRITABLE:
+        try:
+            return AutoModel(torch_model, load_graph(model_dir, kind, "auto"))
+        except CacheError as e:
+            _UNWRITABLE.add(root)
+            warnings.warn(
+                f"--engine auto: {e.what}; every batch runs on the torch engine (set BERTKIT_CACHE to a folder "
+                "that can be written)",
+                BertkitWarning,
+                stacklevel=3,
+            )
+    return torch_model
 
 
 class AutoModel:
@@ -250,7 +397,7 @@ def load_task_model(
     if engine == "auto":  # the torch model first: its refusals (a head that would be random) before any export
         loaded = inference.load_task_model(model_dir, found.name)
         # the torch engine's model is a BertFor*; AutoModel and OnnxModel stand in for one (InferenceModel)
-        auto = AutoModel(cast("BertPreTrainedModel", loaded.model), load_graph(model_dir, found.name))
+        auto = auto_model(cast("BertPreTrainedModel", loaded.model), model_dir, found.name)
         return inference.TaskModel(found, auto, loaded.tokenizer)
     model = load_graph(model_dir, found.name)
     if found.labelled(model.config):
@@ -269,5 +416,5 @@ def load_mlm(model_dir: str, *, quantize: str | None = None, engine: str = "torc
     if not os.path.isdir(model_dir):
         raise BertkitError(f"--model {model_dir}: not a directory; pass the folder `bertkit pretrain --out` wrote")
     if engine == "auto":
-        return AutoModel(inference.load_mlm(model_dir), load_graph(model_dir, "mlm"))
+        return auto_model(inference.load_mlm(model_dir), model_dir, "mlm")
     return load_graph(model_dir, "mlm")

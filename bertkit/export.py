@@ -8,6 +8,12 @@
     ORTModel classes.
     Checked before DIR appears: ONNX Runtime (when installed) runs the graph on batches of several lengths of the
     built-in calibration texts, and every output equals bertkit's float32 to 1e-4 (padding positions left out).
+    --kind must be the folder's head (config.json's architectures), or `encoder`: a classifier is not exported as a
+    tagger, an MLM not as a classifier. DIR is built in a hidden .DIR.exporting-PID@HOST beside it and renamed
+    into place: a failed write (read-only folder, full disk: one line, files.write_problem) leaves nothing, an
+    export that was killed leaves a folder the next export beside it removes (once its process is gone), and of
+    two exports into one DIR at once the first to finish wins (the other's is an ExportError; engines.py relies on
+    it). An --out that holds anything else is refused: an earlier export is replaced with --overwrite only.
 
     kind      inputs (int64)                                       outputs (float32)
     encoder   input_ids, attention_mask, token_type_ids (B, S)     last_hidden_state (B, S, H),
@@ -24,9 +30,13 @@ A row with no real token gives what the padded path gives there, not embed's zer
 
 from __future__ import annotations
 
+import errno
 import importlib.util
 import os
+import re
 import shutil
+import socket
+import sys
 import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -36,7 +46,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from .deprecated import moved
-from .errors import BertkitError
+from .errors import BertkitError, CheckpointError
+from .files import alive, write_problem
 from .options import opt
 from .outfolder import check_out, move_aside
 from .tasks import TASKS
@@ -75,6 +86,14 @@ SENTENCE_TRANSFORMERS_FILES = (
 
 class ExportError(BertkitError, ValueError):
     """An export that cannot be made or whose graph does not compute what bertkit computes."""
+
+
+class ExportWriteError(ExportError):
+    """An export folder that could not be written (a read-only folder, a full disk); `problem` says why in words."""
+
+    def __init__(self, out: str, problem: str) -> None:
+        super().__init__(f"--out {out}: {problem}; nothing was written")
+        self.out, self.problem = out, problem
 
 
 @dataclass
@@ -135,6 +154,27 @@ def kind_of(model_dir: str) -> str:
     except TaskDataError:
         architectures = BertConfig.from_json(model_dir).architectures or ()
         return "mlm" if any(a in MLM_CLASSES for a in architectures) else "encoder"
+
+
+def check_kind(model_dir: str, kind: str, flag: str = "--kind") -> None:
+    """Refuse a `kind` the folder's head is not: a head's weights would run as another head's (a sentence
+    classifier's on every token as a tagger). `encoder` fits every folder; a folder without a head (kind_of:
+    encoder) is left to load()'s refusal of a head that would be random. `flag` names the option that asked."""
+    from .config import BertConfig
+
+    head = kind_of(model_dir)
+    if kind in ("encoder", head) or head == "encoder":
+        return
+    names = ", ".join(a[:60] for a in (BertConfig.from_json(model_dir).architectures or [])[:3])
+    remedy = (
+        f"pass --kind {head} (or auto), or --kind encoder for its encoder alone"
+        if flag == "--kind"
+        else f"pass {flag} {head}, or leave {flag} out"
+    )
+    raise ExportError(
+        f"{flag} {kind}: {model_dir}: its head is {head} (config.json's architectures: {names}), not {kind}: its "
+        f"weights would run as a head they are not; {remedy}"
+    )
 
 
 def load(model_dir: str, kind: str) -> tuple[Graph, Tokenizer, Pooling | None]:
@@ -207,6 +247,8 @@ def export_onnx(graph: Graph, example: dict[str, torch.Tensor], path: str, opset
                 do_constant_folding=True,
             )
         except (RuntimeError, torch.onnx.OnnxExporterError) as e:  # an operator the opset cannot express, ...
+            if write_problem(e, os.path.dirname(path)) is not None:  # a full disk: export() says so in one line
+                raise
             raise ExportError(
                 f"torch's ONNX exporter could not write the {graph.kind} graph at opset {opset}: "
                 f"{str(e).strip().splitlines()[0][:300]}"
@@ -272,52 +314,34 @@ def export(
         raise ExportError(f"{model_dir}: {what}; pass a model folder (config.json and weights)")
     inputs: dict[str, str | None] = {"MODEL": model_dir}
     entries = check_out(
-        out,
-        ExportError,
-        overwrite=overwrite,
-        inputs=inputs,
-        ours=_exported,
-        what="an export",
-        renamed=True,
+        out, ExportError, overwrite=overwrite, inputs=inputs, ours=_exported, what="an export", renamed=True
     )
     if entries and not overwrite:
-        raise ExportError(
-            f"--out {out}: holds {', '.join(entries[:5])}{' ...' if len(entries) > 5 else ''}; pass "
-            "--overwrite to move it aside (to <out>.replaced-<time>), or a new --out"
-        )
+        refuse_entries(out, entries)
     if importlib.util.find_spec("onnx") is None:
         raise ExportError(
             "bertkit export needs the onnx package (torch's exporter writes the graph with it): "
             "pip install 'bertkit[onnx]'"
         )
     kind = kind_of(model_dir) if kind == "auto" else kind
+    check_kind(model_dir, kind)
     graph, tokenizer, pooling = load(model_dir, kind)
     batches = sample_batches(tokenizer, kind)
-    parent = os.path.dirname(os.path.abspath(out))
-    os.makedirs(parent, exist_ok=True)
-    building = os.path.join(parent, f".{os.path.basename(os.path.normpath(out))}.exporting-{os.getpid()}")
-    os.makedirs(building)
+    building = start_building(out)
     try:
-        export_onnx(graph, batches[1], os.path.join(building, ONNX_FILE), opset)
-        copy_beside(model_dir, building)
-        if pooling is not None and not os.path.exists(os.path.join(building, "modules.json")):
-            from .pooling import write_pooling
-
-            config = cast("BertConfig", graph.model.config)  # nn.Module types no attributes: a BertModel holds it
-            write_pooling(building, pooling, config.hidden_size)
+        write_folder(building, graph, batches, model_dir, pooling, opset)
         difference = largest_difference(graph, os.path.join(building, ONNX_FILE), batches)
         if difference is not None and difference > TOLERANCE:
             raise ExportError(
                 f"{model_dir}: the exported graph's outputs differ from bertkit's by {difference:.2e} "
                 f"(more than {TOLERANCE:g}); nothing was written to {out}"
             )
-        if entries:
-            move_aside(out, what="the earlier export")
-        elif os.path.isdir(out):
-            os.rmdir(out)  # empty
-        os.rename(building, out)
-    except BaseException:
+        put_in_place(building, out, bool(entries))
+    except BaseException as e:
         shutil.rmtree(building, ignore_errors=True)  # this command's own unfinished folder
+        problem = failed_write(e, os.path.dirname(building))
+        if problem is not None:
+            raise ExportWriteError(out, problem) from e
         raise
     return {
         "out": out,
@@ -326,6 +350,104 @@ def export(
         "difference": difference,
         "bytes": os.path.getsize(os.path.join(out, ONNX_FILE)),
     }
+
+
+def refuse_entries(out: str, entries: list[str]) -> None:
+    """Refuse an --out that holds something (without --overwrite): an earlier export is for --overwrite to move
+    aside; anything else it would refuse too, so that is asked to go first."""
+    foreign = [n for n in entries if not _exported(n)]
+    shown = ", ".join(n[:80] + ("/" if os.path.isdir(os.path.join(out, n)) else "") for n in (foreign or entries)[:5])
+    more = f" and {len(foreign or entries) - 5} more" if len(foreign or entries) > 5 else ""
+    if foreign:
+        raise ExportError(
+            f"--out {out}: holds files that are not an export ({shown}{more}); pass an empty or new --out, or "
+            "move them out first"
+        )
+    raise ExportError(
+        f"--out {out}: holds an export ({shown}{more}); pass --overwrite to move it aside (to "
+        "<out>.replaced-<time>), or a new --out"
+    )
+
+
+def start_building(out: str) -> str:
+    """Make the hidden folder the export is built in, .NAME.exporting-PID@HOST beside `out`, after removing those
+    of exports that were killed (clean_unfinished); an ExportWriteError when it cannot be made."""
+    parent, name = os.path.dirname(os.path.abspath(out)), os.path.basename(os.path.normpath(out))
+    building = os.path.join(parent, f".{name}.exporting-{os.getpid()}@{socket.gethostname()}")
+    clean_unfinished(parent, name)
+    try:
+        os.makedirs(parent, exist_ok=True)
+        os.makedirs(building)
+    except OSError as e:
+        problem = failed_write(e, parent)
+        assert problem is not None, "failed_write names every OSError"
+        raise ExportWriteError(out, problem) from None
+    return building
+
+
+def clean_unfinished(parent: str, name: str) -> None:
+    """Remove the .NAME.exporting-PID[@HOST] folders in `parent` that exports killed before their rename left:
+    only those whose process is gone from this host (files.alive), so an export still running is never disturbed."""
+    host = socket.gethostname()
+    try:
+        found = os.listdir(parent)
+    except OSError:  # no such folder yet, or one we cannot read: nothing of ours in it
+        return
+    for entry in found:
+        match = re.fullmatch(rf"\.{re.escape(name)}\.exporting-(\d+)(?:@(.+))?", entry)
+        if match is None or (match.group(2) or host) != host or alive(int(match.group(1))):
+            continue
+        path = os.path.join(parent, entry)
+        shutil.rmtree(path, ignore_errors=True)
+        if not os.path.exists(path):
+            print(f"removed {path}: an export that ended before it finished left it", file=sys.stderr)
+
+
+def write_folder(
+    building: str,
+    graph: Graph,
+    batches: list[dict[str, torch.Tensor]],
+    model_dir: str,
+    pooling: Pooling | None,
+    opset: int,
+) -> None:
+    """The export's files in `building`: model.onnx, the model's config and tokenizer, the pooling it applies."""
+    export_onnx(graph, batches[1], os.path.join(building, ONNX_FILE), opset)
+    copy_beside(model_dir, building)
+    if pooling is not None and not os.path.exists(os.path.join(building, "modules.json")):
+        from .pooling import write_pooling
+
+        config = cast("BertConfig", graph.model.config)  # nn.Module types no attributes: a BertModel holds it
+        write_pooling(building, pooling, config.hidden_size)
+
+
+def put_in_place(building: str, out: str, replace: bool) -> None:
+    """Rename the finished `building` to `out`, the earlier export there moved aside first when `replace`; another
+    export that renamed its own into `out` meanwhile wins (an ExportError here)."""
+    try:
+        if replace:
+            move_aside(out, what="the earlier export")
+        elif os.path.isdir(out):
+            os.rmdir(out)  # empty
+        os.rename(building, out)
+    except OSError as e:
+        if e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+            raise
+        raise ExportError(f"--out {out}: another export wrote it while this one ran; this one was not kept") from None
+
+
+def failed_write(error: BaseException, folder: str) -> str | None:
+    """A one-line reason (files.write_problem) for a write of the export that failed, else None: any OSError in
+    writing (atomic_write's CheckpointError holds one), and the ONNX writer's full disk."""
+    cause = error.__cause__ if isinstance(error, CheckpointError) else error
+    if isinstance(cause, BertkitError) or not isinstance(cause, (OSError, RuntimeError)):
+        return None
+    problem = write_problem(cause, folder)
+    if problem is not None or not isinstance(cause, OSError):
+        return problem
+    if cause.errno in (errno.ENOTDIR, errno.EEXIST):  # makedirs through a file
+        return "a part of its path is a file, not a folder"
+    return f"cannot write there ({cause.strerror or cause})"
 
 
 if not TYPE_CHECKING:  # old names, for one release

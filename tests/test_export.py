@@ -159,8 +159,10 @@ def test_export_keeps_what_is_in_out_and_writes_nothing_when_the_graph_differs(
     (out / "notes.txt").write_text("mine")
     assert main(["export", str(folder), "--out", str(out), "--overwrite"]) == 2
     assert "holds files that are not an export (notes.txt)" in capsys.readouterr().err
-    assert main(["export", str(folder), "--out", str(out)]) == 2
-    assert "--overwrite" in capsys.readouterr().err and (out / "notes.txt").read_text() == "mine"
+    assert main(["export", str(folder), "--out", str(out)]) == 2  # not a flag that would then be refused
+    err = capsys.readouterr().err
+    assert "holds files that are not an export (notes.txt)" in err and "--overwrite" not in err, err
+    assert (out / "notes.txt").read_text() == "mine"
     (out / "notes.txt").unlink()
 
     assert main(["export", str(folder), "--out", str(out)]) == 0  # an empty folder takes it
@@ -182,10 +184,82 @@ def test_export_keeps_what_is_in_out_and_writes_nothing_when_the_graph_differs(
 def test_export_names_what_is_wrong_with_its_model(tmp_path, capsys, base_dir):
     assert main(["export", str(tmp_path / "nowhere"), "--out", str(tmp_path / "o")]) == 2
     assert "nowhere: no such directory" in capsys.readouterr().err
-    # a pretrained MLM asked for a task head it does not have: refused as predict refuses it
+    # a pretrained MLM asked for a task head it does not have: refused, naming the head it has
     assert main(["export", base_dir, "--kind", "classify", "--out", str(tmp_path / "o")]) == 2
-    assert "has no trained classify head" in capsys.readouterr().err
+    assert f"--kind classify: {base_dir}: its head is mlm" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_a_kind_that_is_not_the_folders_head_is_refused_naming_both(tmp_path, tokenizer_dir, capsys):
+    from bertkit import heads as h
+
+    classifier = tiny_folder(tmp_path, tokenizer_dir, h.BertForSequenceClassification, num_labels=2)
+    out = tmp_path / "o"
+    for kind in ("tag", "qa", "choice", "mlm"):  # a per-token tagger would run the sentence head on every token
+        assert main(["export", str(classifier), "--kind", kind, "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert f"--kind {kind}: {classifier}: its head is classify (config.json's architectures: " in err, err
+        assert "pass --kind classify (or auto), or --kind encoder" in err and not out.exists()
+    tagger = tiny_folder(tmp_path, tokenizer_dir, h.BertForTokenClassification, num_labels=3)
+    assert main(["export", str(tagger), "--kind", "classify", "--out", str(out)]) == 2
+    assert (
+        "its head is tag (config.json's architectures: BertForTokenClassification), not classify"
+        in capsys.readouterr().err
+        and not out.exists()
+    )
+    # the encoder part of a task model is a graph of its own
+    assert main(["export", str(classifier), "--kind", "encoder", "--out", str(out)]) == 0
+    assert [o.name for o in session(out).get_outputs()] == ["last_hidden_state", "sentence_embedding"]
+
+
+def test_an_out_that_cannot_be_written_is_one_line_and_nothing_is_left(tmp_path, tokenizer_dir, capsys, monkeypatch):
+    """A read-only folder or a full disk cannot be made for real (the tests may run as root): the one call that
+    writes the graph fails as it would; a parent that is a file fails for real."""
+    import errno
+
+    from bertkit import BertModel
+
+    folder = tiny_folder(tmp_path, tokenizer_dir, BertModel)
+    (tmp_path / "afile").write_text("not a folder")
+    assert main(["export", str(folder), "--out", str(tmp_path / "afile" / "onnx")]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err.count("\n") == 1
+        and f"--out {tmp_path / 'afile' / 'onnx'}: a part of its path is a file, not a folder" in err
+    )
+
+    real = torch.onnx.export
+    for code, words in ((errno.ENOSPC, "the disk is full"), (errno.EROFS, "the file system is read-only")):
+
+        def cut_short(model, args, path, code=code, **kw):
+            with open(path, "wb") as fh:
+                fh.write(b"\x08\x07")
+            raise OSError(code, os.strerror(code))
+
+        monkeypatch.setattr(torch.onnx, "export", cut_short)
+        out = tmp_path / "out" / "onnx"
+        assert main(["export", str(folder), "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"--out {out}: {words}" in err and "nothing was written" in err, err
+        assert not out.exists() and os.listdir(tmp_path / "out") == []  # no hidden unfinished folder either
+    monkeypatch.setattr(torch.onnx, "export", real)
+
+
+def test_the_unfinished_folder_of_a_killed_export_is_removed_by_the_next_one(tmp_path, tokenizer_dir, capsys):
+    import subprocess
+
+    from bertkit import BertModel
+
+    folder = tiny_folder(tmp_path, tokenizer_dir, BertModel)
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = tmp_path / f".onnx.exporting-{int(ended.stdout)}"  # what an export killed before its rename leaves
+    live = tmp_path / f".onnx.exporting-{os.getppid()}"  # an export still running: never disturbed
+    for unfinished in (dead, live):
+        unfinished.mkdir()
+        (unfinished / "model.onnx").write_bytes(b"\x08")
+    assert main(["export", str(folder), "--out", str(tmp_path / "onnx")]) == 0
+    assert not dead.exists() and live.is_dir() and (tmp_path / "onnx" / "model.onnx").is_file()
+    assert f"removed {dead}" in capsys.readouterr().err
 
 
 def test_export_without_the_onnx_package_says_which_extra_to_install(tmp_path, capsys, monkeypatch, base_dir):
