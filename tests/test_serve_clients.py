@@ -121,21 +121,53 @@ def test_hf_fill_mask_one_mask_a_list_several_a_list_each():
     assert compat.hf_fill_mask([mask, mask[:1]]) == [one, one[:1]]
 
 
-def test_hf_task_dispatch_and_parameters():
+def test_hf_asked_reads_the_task_from_the_body_as_the_client_sends_it():
+    def asked(body):
+        return compat.hf_asked(body, "[MASK]")[0]
+
     similarity = {"inputs": {"source_sentence": "a", "sentences": ["b"]}, "parameters": {}}
-    assert compat.hf_task(similarity, "classify", False) == "sentence-similarity"
-    assert compat.hf_task({"inputs": "a", "parameters": {}}, "classify", False) == "text-classification"
-    assert compat.hf_task({"inputs": "a", "parameters": {}}, "tag", False) == "token-classification"
-    # feature_extraction never sends "parameters": vectors from any model, a classifier too
-    assert compat.hf_task({"inputs": "a"}, "classify", False) == "feature-extraction"
-    assert (
-        compat.hf_task({"inputs": {"question": "q", "context": "c"}, "parameters": {}}, "qa", False)
-        == "question-answering"
-    )
-    assert compat.hf_task({"inputs": "a [MASK]", "parameters": {}}, None, True) == "fill-mask"
-    assert compat.hf_task({"inputs": "a [MASK]", "normalize": True}, None, True) == "feature-extraction"
-    assert compat.hf_task({"inputs": "a"}, None, False) == "feature-extraction"
-    assert compat.hf_task({"inputs": "a", "parameters": {}}, "choice", False) == "feature-extraction"
+    assert asked(similarity) == ["sentence-similarity"]
+    assert asked({"inputs": {"question": "q", "context": "c"}, "parameters": {}}) == ["question-answering"]
+    assert asked({"inputs": {"query": "q", "table": {}}, "parameters": {}}) == ["table-question-answering"]
+    # feature_extraction never sends "parameters" (its own sit beside "inputs"); every other task method does
+    assert asked({"inputs": "a"}) == asked({"inputs": "a [MASK]", "normalize": True}) == ["feature-extraction"]
+    assert asked({"inputs": "a", "parameters": {"aggregation_strategy": "simple"}}) == ["token-classification"]
+    assert asked({"inputs": "a", "parameters": {"candidate_labels": ["x"]}}) == ["zero-shot-classification"]
+    assert asked({"inputs": "a", "parameters": {"src_lang": "en", "tgt_lang": "zh"}}) == ["translation"]
+    # fill_mask: a text with [MASK]; a text without one is any task but fill-mask, unless only fill-mask sends them
+    assert asked({"inputs": "a [MASK]", "parameters": {}}) == ["fill-mask"]
+    assert asked({"inputs": ["a", "b [MASK]"], "parameters": {"top_k": 3}}) == ["fill-mask"]
+    assert asked({"inputs": "a", "parameters": {"top_k": 3}}) == [
+        "text-classification",
+        "text-generation",
+        "text-to-speech",
+    ]
+    assert asked({"inputs": "a", "parameters": {"targets": ["x"]}}) == ["fill-mask"]
+    assert asked({"inputs": "a [MASK]", "parameters": {"ignore_labels": ["O"]}}) == ["token-classification"]
+    # text_classification and token_classification without parameters send the same body: each task but fill-mask
+    no_parameters = asked({"inputs": "a", "parameters": {"top_k": None}})
+    assert {"text-classification", "token-classification"} <= set(no_parameters) and "fill-mask" not in no_parameters
+    assert asked({"inputs": "a", "parameters": {"x" * 99: 1}}) == no_parameters  # no task sends it: hf_parameters says
+    assert compat.hf_asked({"inputs": "a", "parameters": {"x" * 99: 1}}, "[MASK]")[1].endswith("x...")
+
+
+def test_hf_task_is_what_the_body_asks_if_the_model_has_it(clf_dir, base_dir):
+    clf, mlm = Engine(clf_dir), Engine(base_dir)
+    assert compat.hf_served(clf) == ["feature-extraction", "sentence-similarity", "text-classification"]
+    assert compat.hf_served(mlm) == ["feature-extraction", "sentence-similarity", "fill-mask"]
+    assert compat.hf_task({"inputs": "a", "parameters": {}}, clf) == "text-classification"
+    assert compat.hf_task({"inputs": "a [MASK]", "parameters": {}}, mlm) == "fill-mask"
+    assert compat.hf_task({"inputs": "a [MASK]"}, mlm) == compat.hf_task({"inputs": "a"}, clf) == "feature-extraction"
+    with pytest.raises(
+        InputProblem, match=rf"POST / asks for fill-mask \(a text with \[MASK\] .*; {clf.name} is a Bert"
+    ) as e:
+        compat.hf_task({"inputs": "a [MASK]", "parameters": {}}, clf)
+    assert (e.value.status, e.value.kind) == (400, "not_supported") and "classify task head" in str(e.value)
+    with pytest.raises(InputProblem, match="asks for token-classification .* with an MLM head, whose POST / answers"):
+        compat.hf_task({"inputs": "a", "parameters": {"aggregation_strategy": "simple"}}, mlm)
+
+
+def test_hf_parameters_are_those_bertkit_honours():
     body = {"inputs": "a", "normalize": False, "truncate": None}  # the client drops None; so do we
     assert compat.hf_parameters("feature-extraction", body) == {"normalize": False}
     assert compat.hf_parameters("text-classification", {"inputs": "a", "parameters": {"top_k": 2}}) == {"top_k": 2}
@@ -545,6 +577,95 @@ def test_hf_endpoint_info_and_health(clf_server, embed_server):
     assert hf(embed_server, provider="hf-inference").health_check()
 
 
+# ----- the wrong task: refused, naming the task asked and the model's head ---------------------------------------
+# huggingface_hub's task methods as a user calls them; each sends what names its task (see compat.hf_task)
+HF_CALLS = {
+    "feature-extraction": lambda c: c.feature_extraction(TEXTS[0]),
+    "sentence-similarity": lambda c: c.sentence_similarity(TEXTS[0], TEXTS[1:3]),
+    "fill-mask": lambda c: c.fill_mask("今天天气很[MASK]。"),
+    "text-classification": lambda c: c.text_classification(TEXTS[0], top_k=2),
+    "token-classification": lambda c: c.token_classification(TAG_TEXT, aggregation_strategy="simple"),
+    "question-answering": lambda c: c.question_answering(question="谁在北京工作？", context="张三在北京工作。"),
+    "zero-shot-classification": lambda c: c.zero_shot_classification(TEXTS[0], candidate_labels=["好", "坏"]),
+    "translation": lambda c: c.translation(TEXTS[1], src_lang="en", tgt_lang="zh"),
+}
+EMBEDDING = {"feature-extraction", "sentence-similarity"}  # every model: its encoder embeds
+SERVED = {  # a served model: (its head, as refusals name it; the Hugging Face tasks its POST / answers)
+    "clf_server": ("classify task head", EMBEDDING | {"text-classification"}),
+    "tag_server": ("tag task head", EMBEDDING | {"token-classification"}),
+    "qa_server": ("qa task head", EMBEDDING | {"question-answering"}),
+    "mlm_server": ("MLM head", EMBEDDING | {"fill-mask"}),
+    "embed_server": ("no head", EMBEDDING),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("server", SERVED)
+def test_hf_a_task_the_model_has_not_is_refused_naming_the_task_and_its_head(request, server):
+    from huggingface_hub.errors import HfHubHTTPError
+
+    running = request.getfixturevalue(server)
+    head, answers = SERVED[server]
+    client = hf(running)
+    for task, call in HF_CALLS.items():
+        if task in answers:
+            call(client)  # answered (what the answers hold: the tests above)
+            continue
+        with pytest.raises(HfHubHTTPError) as e:
+            call(client)
+        body = e.value.response.json()
+        assert (e.value.response.status_code, body["type"]) == (400, "not_supported"), (task, body)
+        assert task in body["error"] and head in body["error"], (task, body)
+
+
+@pytest.mark.slow
+def test_hf_a_text_with_mask_is_fill_mask_and_parameters_name_their_task(clf_server, mlm_server, embed_server):
+    """The bodies no task method tells apart are the served head's task: text_classification and
+    token_classification without parameters both send {"inputs": text, "parameters": {}}."""
+    from huggingface_hub.errors import HfHubHTTPError
+
+    assert clf_server.post("/", {"inputs": TEXTS[0], "parameters": {}})[0][0]["label"] in ("neg", "pos")
+    status, body = clf_server.call("POST", "/", {"inputs": "今天天气很[MASK]。", "parameters": {"top_k": 2}})
+    assert (status, body["type"]) == (400, "not_supported") and "fill-mask" in body["error"]
+    assert "/predict" in body["error"]  # where a text holding [MASK] is classified
+    for server in (mlm_server, embed_server):  # text classification of a model that has no classifier
+        with pytest.raises(HfHubHTTPError, match="text-classification") as e:
+            hf(server).text_classification(TEXTS[0])
+        assert e.value.response.status_code == 400
+
+
+ROUTE_NEEDS = [  # (route, a body, the servers whose model has the head it needs)
+    ("/predict", {"inputs": TEXTS[0]}, {"clf_server", "tag_server", "qa_server", "rerank_server"}),
+    ("/fill-mask", {"inputs": "今天天气很[MASK]。"}, {"mlm_server"}),
+    ("/rerank", {"query": "天气", "texts": TEXTS[:2]}, {"rerank_server"}),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("server", [*SERVED, "rerank_server"])
+def test_every_route_refuses_a_model_without_its_head_naming_both(request, server):
+    running = request.getfixturevalue(server)
+    head = SERVED.get(server, ("classify task head",))[0]
+    for path, body, heads in ROUTE_NEEDS:
+        status, answer = running.call("POST", path, body)
+        if server in heads:
+            assert status == 200 or (server, status) == ("qa_server", 422), (path, answer)  # qa: an object
+            continue
+        assert (status, answer["type"]) == (400, "not_supported"), (path, answer)
+        assert path in answer["error"] and head in answer["error"], (path, answer)
+    assert running.post("/embed", {"inputs": TEXTS[:2]})  # every model embeds
+
+
+@pytest.mark.slow
+def test_openai_routes_this_server_has_not_answer_in_openai_shape(embed_server):
+    import openai
+
+    client = openai_client(embed_server)
+    with pytest.raises(openai.NotFoundError, match=r"Error code: 404 - no route /v1/chat/completions.*embeddings") as e:
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+    assert e.value.code == "unknown_route" and "no head" in e.value.message
+
+
 # ----- Text Embeddings Inference's routes -----------------------------------------------------------------------
 @pytest.mark.slow
 def test_tei_embed_fields(embed_server, embed_dir):
@@ -647,6 +768,28 @@ def test_openai_token_ids_embed_as_their_text(embed_server, embed_dir):
     many = client.embeddings.create(input=[tok.encode(t) for t in TEXTS], model="m", encoding_format="float")
     assert close([d.embedding for d in many.data], expected)
     assert many.usage.prompt_tokens == sum(len(tok.encode(t)) for t in TEXTS)
+
+
+@pytest.mark.slow
+def test_openai_one_list_of_token_ids_is_one_input_whatever_its_length(embed_server, embed_dir):
+    """A flat list of ids is ONE tokenized input: --max-inputs (64) counts inputs, not tokens."""
+    import openai
+
+    from bertkit.embed import encode
+    from bertkit.tokenizer import Tokenizer
+
+    text = " ".join(["The quick brown fox jumps over the lazy dog near the river bank"] * 6)
+    tok = Tokenizer.from_pretrained(embed_dir)
+    ids = tok.encode(text, add_special_tokens=False)
+    assert 64 < len(ids) < 254  # more ids than --max-inputs, fewer than the model's limit
+    client = openai_client(embed_server)
+    one = client.embeddings.create(input=ids, model="m", encoding_format="float")
+    assert len(one.data) == 1 and close(one.data[0].embedding, encode(embed_dir, [text])[0])
+    assert one.usage.prompt_tokens == len(ids) + 2
+    with pytest.raises(openai.APIStatusError, match="65 inputs, more than the limit of 64") as e:
+        client.embeddings.create(input=[ids[:3]] * 65, model="m")  # a list of lists: an input per list
+    assert e.value.status_code == 413 and e.value.code == "too_many_inputs"
+    assert embed_server.post("/decode", {"ids": ids}) == [tok.decode(ids)]  # TEI's /decode: one list, one input
 
 
 @pytest.mark.slow

@@ -6,7 +6,10 @@
 
 Routes (JSON in and out; app.py checks requests, engine.py runs them, batcher.py batches them):
     POST /embed            {"inputs": str | [str], "truncate": false}   -> [[float, ...], ...]
-    POST /v1/embeddings    OpenAI's request {"input": ..., "model": ...} and response shape
+    POST /v1/embeddings    OpenAI's request {"input": ..., "model": ...} and response shape (a list of token ids is
+                           one input; a list of such lists, one per list)
+    POST /                 the Hugging Face inference API (huggingface_hub's InferenceClient): the task the body
+                           asks for (compat.py's docstring says how it is read) if the model has it
     POST /predict          {"inputs": str | object | [...]}   -> a row as `bertkit predict` writes it (a list for a
                            list); objects hold the task's fields (text / text_pair, question / context, ...)
     POST /fill-mask        {"inputs": "今天天气很[MASK]。", "top_k": 5}   (a model with its MLM head)
@@ -19,7 +22,11 @@ model was loaded, while uvicorn's event loop runs in a second thread and never w
 batcher.py's docstring has the batching policy. Tokenizing a large request (and writing a large
 answer) runs in a third thread, so that a 1 MB /tokenize does not hold /health back.
 
-Answers: bad requests get a 4xx JSON error {"error", "type"}; past --max-queue waiting requests, 429.
+Answers: bad requests get a 4xx JSON error {"error", "type"} (under /v1/, OpenAI's shape); past --max-queue waiting
+requests, 429. A task the model has not is 400 "not_supported", naming the task and the model's head: /predict
+without a task head, /fill-mask without an MLM head, /rerank without a re-ranker, POST / asked for a task its head
+does not do. Embeddings (/embed, /v1/embeddings, POST / feature extraction and sentence similarity) come from
+every model: its encoder, pooled as its folder says.
 A forward pass whose outputs are not finite: 500 {"type": "non_finite_output"} (never NaN in a 200); any
 other failure is a JSON 500 too. A client that leaves before its answer is counted as status 499 in
 /metrics (as nginx does), without a traceback, and its request, if still waiting, is not run.

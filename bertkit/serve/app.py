@@ -14,7 +14,8 @@ and the app made from the route table (routes.py) with /openapi.json and /docs (
             goes away meanwhile: its job is cancelled, rows not yet run never are
         answer as JSON (NaN / Infinity: 500 non_finite_output, never in a 200)
 
-Every refusal is a 4xx JSON body {"error": message, "type": kind}; a 503 when the server is full or stopping;
+Every refusal is a 4xx JSON body {"error": message, "type": kind} (OpenAI's shape on /v1/embeddings, and for an
+unknown route or method under /v1/); a 503 when the server is full or stopping;
 a 500 is JSON too: non_finite_output (the model gave NaN / Infinity), model_error (another BertkitError while
 running a batch), internal_error (a bug in bertkit: its traceback is in the log).
 
@@ -60,7 +61,7 @@ from .compat import tei_info
 from .connections import Guard, GuardedHttp
 from .engine import Engine, InputProblem, Prepared, json_type
 from .openapi import docs_html, openapi
-from .routes import NEEDS, NON_FINITE, ROUTES, Route, bertkit_error
+from .routes import NEEDS, NON_FINITE, ROUTES, Route, bertkit_error, openai_error
 from .schemas import Body, parse_body
 from .settings import ServeConfig
 
@@ -424,8 +425,7 @@ def build_app(
                         400,
                         "not_supported",
                         f"{route.path} needs a model with {NEEDS[route.needs]}; "
-                        f"{engine.name} is a {engine.architecture} (routes here: "
-                        f"{', '.join(engine.routes)})",
+                        f"{engine.described} (routes here: {', '.join(engine.routes)})",
                         shape=shape,
                     )
                 call = Call(request, len(raw), tokenizer, batcher, metrics)
@@ -495,20 +495,25 @@ def build_app(
 
     async def http_error(request: Request, exc: Exception) -> JSONResponse:  # unknown route (404), wrong method (405)
         assert isinstance(exc, HTTPException)  # the handler of HTTPException only
+        path = request.url.path if len(request.url.path) <= 100 else request.url.path[:100] + "..."
+        openai = path.startswith("/v1/")  # OpenAI's client reads its own error shape (chat, completions, ...)
+        shape = openai_error if openai else bertkit_error
         if exc.status_code == 404:
             return error(
                 404,
                 "unknown_route",
-                f"no route {request.url.path}; routes: GET /health, /info, /metrics; POST {', '.join(engine.routes)}",
+                f"no route {path}; routes: GET /health, /info, /metrics; POST {', '.join(engine.routes)}"
+                + (f" (of OpenAI's API, embeddings only: {engine.described})" if openai else ""),
+                shape=shape,
             )
         if exc.status_code == 405:
             return error(
                 405,
                 "wrong_method",
-                f"{request.method} {request.url.path} is not allowed; use "
-                f"{'GET' if request.url.path in GET_ROUTES else 'POST'}",
+                f"{request.method} {path} is not allowed; use {'GET' if path in GET_ROUTES else 'POST'}",
+                shape=shape,
             )
-        return error(exc.status_code, "http_error", str(exc.detail))
+        return error(exc.status_code, "http_error", str(exc.detail), shape=shape)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

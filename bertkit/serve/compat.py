@@ -1,8 +1,9 @@
 """The answers other clients expect, made from bertkit's own: pure functions, no HTTP (app.py's routes call them).
 
     huggingface_hub InferenceClient(base_url=...)   POST / {"inputs": ..., "parameters": {...}}; what the body
-        asks for: hf_task; its parameters: hf_parameters; answers: hf_classification, hf_entities, hf_answer,
-        hf_fill_mask, cosine_similarities (feature-extraction answers the vectors as /embed does)
+        asks for: hf_asked, and hf_task (a task the model has not: 400); its parameters: hf_parameters; answers:
+        hf_classification, hf_entities, hf_answer, hf_fill_mask, cosine_similarities (feature-extraction answers
+        the vectors as /embed does)
     Text Embeddings Inference (TEI) routes           label_scores (/predict, raw_scores), tei_rerank, tei_tokens,
                                                      tei_info
     OpenAI's client (base_url=.../v1)                openai_embeddings, openai_error
@@ -11,6 +12,24 @@ What each client sends and parses was read from its source (huggingface_hub 0.36
 router (router/src/http/types.rs, server.rs). Rows are those of engine.py: `Engine.predictions` (a predict
 row as `bertkit predict` writes it), `Engine.fill_mask_answers`, `Engine.tokenize`. A row of an input without
 text ("error": "empty input") is refused here: these clients have no place for a row that says why.
+
+Which task POST / runs. InferenceClient(base_url=...) posts every task to the same URL with the same headers
+(no task in either): only the body tells them apart, read in this order (hf_asked):
+    inputs that are objects   {"source_sentence", "sentences"}: sentence-similarity; {"question", "context"}:
+                              question-answering; {"query", "table"}: table-question-answering
+    no "parameters"           feature-extraction (the only task method that sends its parameters beside
+                              "inputs", and none inside "parameters")
+    "parameters" {...}        the tasks whose method sends every name it holds (HF_CLIENT_PARAMETERS):
+                              aggregation_strategy is token-classification, candidate_labels zero-shot, ...;
+                              a text holding the mask token ([MASK]) is fill-mask when fill-mask sends those
+                              names, and a body with no [MASK] is not fill-mask unless only fill-mask sends them
+The model answers the first of those tasks it has; none: 400 "not_supported" naming the task asked, the model's
+head and the tasks its POST / answers. Every model answers feature-extraction and sentence-similarity (its
+encoder embeds, as on /embed and /v1/embeddings); a classifier text-classification, a tagger
+token-classification, a qa model question-answering, a model with its MLM head fill-mask; a choice model no more.
+What no server can tell apart: text_classification, token_classification, text_generation, summarization, ...
+called without parameters all send {"inputs": a text, "parameters": {}}: that body is the served head's task (a
+classifier classifies, a tagger tags), and a model without one of those heads refuses it.
 """
 
 from __future__ import annotations
@@ -37,24 +56,98 @@ HF_PARAMETERS = {
     "question-answering": (),
     "fill-mask": ("top_k",),
 }
+# what a body's inputs that are objects hold, per Hugging Face task (huggingface_hub's task methods)
+HF_INPUT_KEYS = {
+    "sentence-similarity": ("source_sentence", "sentences"),
+    "question-answering": ("question", "context"),
+    "table-question-answering": ("query", "table"),
+}
+# the names each huggingface_hub task method that posts a text may send in "parameters" (its keyword arguments)
+HF_CLIENT_PARAMETERS = {
+    "fill-mask": ("targets", "top_k"),
+    "text-classification": ("function_to_apply", "top_k"),
+    "token-classification": ("aggregation_strategy", "ignore_labels", "stride"),
+    "zero-shot-classification": ("candidate_labels", "multi_label", "hypothesis_template"),
+    "summarization": ("clean_up_tokenization_spaces", "generate_parameters", "truncation"),
+    "translation": ("src_lang", "tgt_lang", "clean_up_tokenization_spaces", "truncation", "generate_parameters"),
+    "text-generation": (
+        *("adapter_id", "best_of", "decoder_input_details", "details", "do_sample", "frequency_penalty", "grammar"),
+        *("max_new_tokens", "repetition_penalty", "return_full_text", "seed", "stop", "temperature", "top_k"),
+        *("top_n_tokens", "top_p", "truncate", "typical_p", "watermark"),
+    ),
+    "text-to-image": (
+        *("negative_prompt", "height", "width", "num_inference_steps", "guidance_scale", "scheduler", "seed"),
+    ),
+    "text-to-speech": (
+        *("do_sample", "early_stopping", "epsilon_cutoff", "eta_cutoff", "max_length", "max_new_tokens"),
+        *("min_length", "min_new_tokens", "num_beam_groups", "num_beams", "penalty_alpha", "temperature"),
+        *("top_k", "top_p", "typical_p", "use_cache"),
+    ),
+}
+# how a client asks POST / for each task bertkit answers (a refusal lists them; {mask}: the model's mask token)
+HF_ASKED_BY = {
+    "feature-extraction": 'a body without "parameters"',
+    "sentence-similarity": 'inputs {"source_sentence", "sentences"}',
+    "text-classification": 'a text and "parameters"',
+    "token-classification": 'a text and "parameters"',
+    "question-answering": 'inputs {"question", "context"}',
+    "fill-mask": "a text with {mask}",
+}
 AGGREGATIONS = ("none", "simple", "first", "average", "max")  # transformers' token-classification strategies
 
 
 # ----- huggingface_hub's InferenceClient: POST / -----------------------------------------------------------------
-def hf_task(body: dict, task: str | None, mlm: bool) -> str:
-    """Which task a POST / body asks of this model. huggingface_hub's feature_extraction sends its parameters
-    beside "inputs" and never a "parameters" object, while every other task method sends one (maybe empty): a
-    body without "parameters" is feature extraction, whatever the model (every bertkit model embeds). With it:
-    {"inputs": {"source_sentence", "sentences"}} is sentence similarity; a task head answers with its head (as
-    TEI answers with a classifier's); an MLM fills masks; any other model: feature extraction."""
+def hf_asked(body: dict, mask_token: str) -> tuple[list[str], str]:
+    """The Hugging Face tasks a POST / body may ask for (the module's docstring has the rules), and what in the
+    body says so, in words for a refusal."""
     inputs = body.get("inputs")
-    if isinstance(inputs, dict) and "source_sentence" in inputs:
-        return "sentence-similarity"
+    items = inputs if isinstance(inputs, list) else [inputs]
+    keys = {k for x in items if isinstance(x, dict) for k in x}
+    for task, shape in HF_INPUT_KEYS.items():
+        if keys & set(shape):
+            return [task], f"inputs with {', '.join(sorted(keys & set(shape)))}"
     if "parameters" not in body:
-        return "feature-extraction"
-    if task in HF_TASKS:
-        return HF_TASKS[task]
-    return "fill-mask" if mlm else "feature-extraction"
+        return ["feature-extraction"], 'a body without "parameters"'
+    given = body["parameters"] if isinstance(body["parameters"], dict) else {}
+    names = {k for k, v in given.items() if v is not None}  # the client leaves out what the caller did not set
+    tasks = [t for t, sent in HF_CLIENT_PARAMETERS.items() if names <= set(sent)] or list(HF_CLIENT_PARAMETERS)
+    why = f"'parameters' holding {listed(names)}" if names else "'parameters' empty"
+    if "fill-mask" in tasks and any(isinstance(x, str) and mask_token in x for x in items):
+        return ["fill-mask"], f"a text with {mask_token} and {why}"
+    if len(tasks) > 1 and "fill-mask" in tasks:
+        return [t for t in tasks if t != "fill-mask"], f"a text without {mask_token} and {why}"
+    return tasks, f"a text and {why}"
+
+
+def listed(names: set[str] | list[str], most: int = 5, chars: int = 40) -> str:
+    """Names a client sent, for a message: sorted, at most `most` of them, each cut at `chars` characters."""
+    shown = [n if len(n) <= chars else n[:chars] + "..." for n in sorted(names)[:most]]
+    return ", ".join(shown) + (f" (and {len(names) - most} more)" if len(names) > most else "")
+
+
+def hf_served(engine: Engine) -> list[str]:
+    """The Hugging Face tasks the served model answers on POST /: every model embeds; its head adds one."""
+    head = [HF_TASKS[engine.task.name]] if engine.task is not None and engine.task.name in HF_TASKS else []
+    return ["feature-extraction", "sentence-similarity", *head, *(["fill-mask"] if engine.mlm is not None else [])]
+
+
+def hf_task(body: dict, engine: Engine) -> str:
+    """The task a POST / body asks of the served model: the first task hf_asked reads that the model answers;
+    none: 400 not_supported naming the task asked, the model's head and what its POST / answers."""
+    mask = engine.tokenizer.mask_token
+    asked, why = hf_asked(body, mask)
+    served = hf_served(engine)
+    for task in asked:
+        if task in served:
+            return task
+    tasks = asked[0] if len(asked) == 1 else f"one of {', '.join(asked)}"
+    answers = "; ".join(f"{t} ({HF_ASKED_BY[t].replace('{mask}', mask)})" for t in served)
+    raise InputProblem(
+        400,
+        "not_supported",
+        f"POST / asks for {tasks} ({why}), which this model does not do; {engine.described}, whose POST / answers "
+        f"{answers}" + ("; /predict answers its task for any input" if engine.task is not None else ""),
+    )
 
 
 def hf_parameters(task: str, body: dict) -> dict:
@@ -73,7 +166,7 @@ def hf_parameters(task: str, body: dict) -> dict:
         raise InputProblem(
             422,
             "wrong_type",
-            f"{where} has {', '.join(unknown)}, which {task} here does not take; "
+            f"{where} has {listed(unknown)}, which {task} here does not take; "
             f"it takes {', '.join(HF_PARAMETERS[task]) or 'none'}",
         )
     top_k = given.get("top_k", 1)

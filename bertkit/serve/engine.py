@@ -167,6 +167,18 @@ class Engine:
             + (["/fill-mask"] if self.mlm else [])
         )
 
+    @property
+    def head(self) -> str:
+        """The model's head in words, as refusals name it: "a classify task head", "an MLM head", "no head"."""
+        if self.task is not None:
+            return f"a {self.task.name} task head"
+        return "an MLM head" if self.mlm is not None else "no head (the encoder alone)"
+
+    @property
+    def described(self) -> str:
+        """What a refusal says the served model is: its folder's name, architecture and head."""
+        return f"{self.name} is a {self.architecture} with {self.head}"
+
     def pooling_info(self) -> dict:
         pooling = self.encoder.pooling
         return {"mode": pooling.mode, "normalize": pooling.normalize, "from": pooling.source}

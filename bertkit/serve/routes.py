@@ -96,9 +96,7 @@ async def openai_embeddings(engine: Engine, request: OpenAIEmbedRequest, call: C
             f"'dimensions' {request.dimensions!r}: this model's embeddings "
             f"have {engine.dim} and are not cut shorter; leave dimensions out",
         )
-    if inputs and isinstance(inputs[0], int):  # one list of token ids
-        inputs = [inputs]
-    if isinstance(inputs[0], list):
+    if isinstance(inputs[0], list):  # token ids: a list per input (items() made one flat list one input)
         prepared = await call.tokenize(engine.rows_for_embed_ids, inputs, False)
     else:
         prepared = await call.tokenize(engine.rows_for_embed, inputs, False)
@@ -139,17 +137,28 @@ async def tokenize(engine: Engine, request: TokenizeRequest, call: Call) -> tupl
 
 
 async def rerank(engine: Engine, request: RerankRequest, call: Call) -> tuple[Any, int]:
-    if engine.task is None or engine.task.name != "classify":
-        raise InputProblem(
-            400,
-            "not_supported",
-            f"/rerank needs a re-ranker (a classifier with one output, "
-            f"fine-tuned on (query, text) pairs); {engine.name} is a {engine.architecture}",
-        )
+    reranker(engine)
     pairs = [{"text": request.query, "text_pair": text} for text in request.texts]
     prepared = await call.tokenize(engine.rows_for_predict, pairs, request.truncate)
     rows = await call.tokenize(engine.predictions, prepared, await call.model(prepared))
     return compat.tei_rerank(rows, request.texts, request.raw_scores, request.return_text), len(request.texts)
+
+
+def reranker(engine: Engine) -> None:
+    """Refuses (400) a model that is no re-ranker, before its rows are made: /rerank needs a classifier with one
+    output (problem_type regression), whose logit is the relevance score."""
+    task, model = engine.task, engine.task_model
+    if task is not None and task.name == "classify" and model is not None and model.config.problem_type == "regression":
+        return
+    labels = (
+        f" and labels {compat.listed(engine.labels() or [])}" if task is not None and task.name == "classify" else ""
+    )
+    raise InputProblem(
+        400,
+        "not_supported",
+        "/rerank needs a re-ranker (a classifier with one output, fine-tuned with problem_type regression on "
+        f"(query, text) pairs); {engine.described}{labels}",
+    )
 
 
 async def decode(engine: Engine, request: DecodeRequest, call: Call) -> tuple[Any, int]:
@@ -158,9 +167,10 @@ async def decode(engine: Engine, request: DecodeRequest, call: Call) -> tuple[An
 
 
 async def inference(engine: Engine, request: InferenceRequest, call: Call) -> tuple[Any, int]:
-    """POST /: the Hugging Face inference API, answered by the served model's kind (compat.hf_task)."""
+    """POST /: the Hugging Face inference API; the task is what the body asks for, if the model has it (compat.py's
+    docstring: hf_task)."""
     body = request.model_dump(exclude_none=True)
-    task = compat.hf_task(body, engine.task.name if engine.task else None, engine.mlm is not None)
+    task = compat.hf_task(body, engine)
     params = compat.hf_parameters(task, body)
     inputs, single = request.items()
     if task in ("feature-extraction", "sentence-similarity"):
@@ -228,5 +238,10 @@ ROUTES = (
     Route("/tokenize", TokenizeRequest, tokenize, "per input, its tokens with ids and character offsets"),
     Route("/rerank", RerankRequest, rerank, "TEI's: [{index, score, text?}] best first", needs="task"),
     Route("/decode", DecodeRequest, decode, "TEI's: a text per list of ids"),
-    Route("/", InferenceRequest, inference, "the Hugging Face inference API's answer for the served model's task"),
+    Route(
+        "/",
+        InferenceRequest,
+        inference,
+        "the Hugging Face inference API's answer for the task the body asks for (400: a task the model has not)",
+    ),
 )

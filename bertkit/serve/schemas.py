@@ -80,6 +80,12 @@ class OpenAIEmbedRequest(Body):
     dimensions: StrictInt | None = Field(None, description="must be the model's own size: no truncation")
     user: StrictStr | None = Field(None, description="accepted and ignored")
 
+    def items(self) -> tuple[list, bool]:
+        """A flat list of token ids is ONE input (OpenAI's tokenized input), counted as one against --max-inputs."""
+        if isinstance(self.input, list) and isinstance(self.input[0], int):
+            return [self.input], True
+        return super().items()
+
 
 class PredictRequest(Body):
     """The fine-tuned task's answer per input, as `bertkit predict` writes its rows."""
@@ -134,9 +140,9 @@ class DecodeRequest(Body):
 
 class InferenceRequest(Body):
     """The Hugging Face inference API's POST / (what huggingface_hub's InferenceClient(base_url=...) sends, and
-    Text Embeddings Inference serves): the task is the served model's (a classifier: text classification, a
-    tagger: token classification, QA: question answering, an MLM with "parameters": fill-mask, else feature
-    extraction); {"inputs": {"source_sentence", "sentences"}}: sentence similarity."""
+    Text Embeddings Inference serves): the task is the one the body asks for (compat.hf_asked: no "parameters":
+    feature extraction; {"source_sentence", "sentences"}: sentence similarity; a text with [MASK]: fill-mask;
+    the parameters' names: their task), refused (400) when the served model has not that head."""
 
     inputs: StrictStr | dict[str, Any] | Annotated[list[StrictStr | dict[str, Any]], Field(min_length=1)] = Field(
         description="a text or a list of texts; QA {question, context}; sentence similarity {source_sentence, "
