@@ -59,7 +59,7 @@ FLOORS = [
     ),
     (
         "text and data: the tokenizer, vocabularies, corpora, datasets, rows",
-        ["bertkit.tokenizer", "bertkit.vocab", "bertkit.data"],
+        ["bertkit.pieces", "bertkit.tokenizer", "bertkit.vocab", "bertkit.data"],
     ),
     (
         "tasks, scores and inference",

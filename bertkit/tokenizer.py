@@ -8,6 +8,10 @@
                         a word with no match, or over 100 characters, becomes [UNK]
          --template--> [CLS] A [SEP] (B [SEP]), token_type_ids 0 for A, 1 for B
 
+A text of more than PIECE_CHARS characters encoded whole (tokenize, or a call without truncation) goes to the backend
+in pieces cut where no token changes (pieces.py), so that the backend's memory stays that of a piece; the result is
+the whole text's, its row's encoding a JoinedEncoding.
+
 The pipeline is the one transformers' BertTokenizerFast builds, so ids, type ids, masks and
 offsets are the same; this class adds clear errors and CJK-friendly decoding (vocabulary training: vocab.py). The
 settings that build the pipeline (do_lower_case, strip_accents, tokenize_chinese_chars, never_split)
@@ -36,6 +40,7 @@ from tokenizers.models import WordPiece
 from .deprecated import moved
 from .errors import BertkitError, BertkitWarning
 from .files import atomic_write_text, digest, read_json, read_text, text_lines
+from .pieces import SEPARATORS, Pieces, Row, is_long
 from .text import WIDE_TEXT, char_class
 
 if TYPE_CHECKING:
@@ -114,9 +119,9 @@ class BatchEncoding(dict[str, Any]):
     def __init__(
         self,
         data: dict[str, Any],
-        encodings: list[Encoding] | None,
+        encodings: list[Row] | None,
         ids_to_tokens: dict[int, str],
-        retrack: Callable[[], list[Encoding]] | None = None,
+        retrack: Callable[[], list[Row]] | None = None,
     ) -> None:
         super().__init__(data)
         self._encodings = encodings  # tokenizers.Encoding per row; None: made again when asked for (a big batch)
@@ -124,9 +129,10 @@ class BatchEncoding(dict[str, Any]):
         self._retrack = retrack  # set when the encodings were made without word/offset tracking
 
     @property
-    def encodings(self) -> list[Encoding]:
-        """The backend's tokenizers.Encoding of every row. A batch of more than CHUNK_ROWS rows (without offsets)
-        does not keep them, so that its memory is that of the lists: they are made again on the first use."""
+    def encodings(self) -> list[Row]:
+        """The backend's tokenizers.Encoding of every row (a JoinedEncoding for a text encoded in pieces, over
+        PIECE_CHARS). A batch of more than CHUNK_ROWS rows (without offsets) does not keep them, so that its memory is
+        that of the lists: they are made again on the first use."""
         return self._encodings if self._encodings is not None else self._tracked()
 
     def __getattr__(self, name: str) -> Any:
@@ -135,7 +141,7 @@ class BatchEncoding(dict[str, Any]):
         except KeyError:
             raise AttributeError(name) from None
 
-    def _tracked(self) -> list[Encoding]:
+    def _tracked(self) -> list[Row]:
         if self._retrack is not None:
             tracked = self._retrack()
             ids = [e.ids for e in self._encodings] if self._encodings is not None else self._row_ids()
@@ -348,10 +354,11 @@ class Tokenizer:
         """A local HF tokenizer directory: vocab.txt and/or tokenizer.json, + tokenizer_config.json."""
         directory = os.fspath(path)
         if not os.path.isdir(directory):
-            raise TokenizerError(
-                f"{directory}: no such directory; pass a local folder holding vocab.txt "
-                "(and optionally tokenizer.json, tokenizer_config.json)"
-            )
+            what = "a file, not a folder" if os.path.exists(directory) else "no such directory"
+            hint = "a local folder holding vocab.txt (and optionally tokenizer.json, tokenizer_config.json)"
+            if os.path.basename(directory) in TOKENIZER_FILES:  # one of a tokenizer's files: its folder is meant
+                hint = f"the folder holding it, {os.path.dirname(directory) or '.'}"
+            raise TokenizerError(f"{directory}: {what}; pass {hint}")
         settings: dict[str, Any] = {}
         for name in (SPECIAL_MAP_FILE, CONFIG_FILE):  # the config wins over the special-token map
             settings.update(_read_settings(os.path.join(directory, name)))
@@ -430,11 +437,15 @@ class Tokenizer:
         return [self.ids_to_tokens[int(i)] for i in ids]
 
     def tokenize(self, text: str, text_pair: str | None = None) -> list[str]:
-        """The WordPiece tokens of a text, without [CLS] / [SEP]."""
+        """The WordPiece tokens of a text, without [CLS] / [SEP]. A text longer than PIECE_CHARS goes to the backend
+        in pieces (the same tokens, memory of a piece)."""
         self._apply(_Plan())  # no leftover truncation or padding
         text, text_pair = _check_text(text, "text"), _check_text(text_pair, "text_pair", optional=True)
         try:
-            return self.backend.encode(text, text_pair, add_special_tokens=False).tokens
+            if not is_long(text if text_pair is None else (text, text_pair)):
+                return self.backend.encode(text, text_pair, add_special_tokens=False).tokens
+            pieces = Pieces(self.backend, self._cut_pattern())
+            return [token for part in (text, text_pair) if part for token in pieces.tokens(part)]
         except TypeError:  # the backend's word for a lone surrogate: "TextInputSequence must be str"
             _check_surrogates([text] if text_pair is None else [(text, text_pair)], batched=False)
             raise
@@ -472,7 +483,8 @@ class Tokenizer:
         True / "longest" (to the longest row), "max_length", or False; padding never truncates: a row
         longer than max_length stays whole unless truncation says so. With return_overflowing_tokens,
         what truncation cuts off comes back as further rows (windows overlapping by `stride` tokens),
-        and `overflow_to_sample_mapping` says which input each row came from.
+        and `overflow_to_sample_mapping` says which input each row came from. Without truncation a text over
+        PIECE_CHARS characters goes to the backend in pieces, with the same result.
         """
         batched, inputs, pairs = _inputs(text, text_pair, is_split_into_words)
         plan = self._plan(
@@ -484,7 +496,7 @@ class Tokenizer:
             specials=(3 if pairs else 2) if add_special_tokens else 0,
         )
 
-        def encode(texts: list[_EncodeInput], track: bool, plan: _Plan = plan) -> list[Encoding]:
+        def encode(texts: list[_EncodeInput], track: bool, plan: _Plan = plan) -> list[Row]:
             """The backend's encodings; offsets and word ids only when `track` (its fast path skips them)."""
             run = (
                 self.backend.encode_batch
@@ -492,8 +504,15 @@ class Tokenizer:
                 else self.backend.encode_batch_fast
             )
             try:
-                self._apply(plan)
-                return run(texts, add_special_tokens=add_special_tokens, is_pretokenized=is_split_into_words)
+                if plan.truncation or is_split_into_words:
+                    self._apply(plan)
+                    return run(texts, add_special_tokens=add_special_tokens, is_pretokenized=is_split_into_words)
+                return self._encode_whole(
+                    cast("list[str | tuple[str, str]]", texts),
+                    plan,
+                    add_special_tokens,
+                    lambda batch: run(batch, add_special_tokens=add_special_tokens),
+                )
             except BaseException as e:  # the backend's own checks; a Rust panic is a BaseException
                 if isinstance(e, (KeyboardInterrupt, SystemExit, GeneratorExit)):
                     raise
@@ -577,8 +596,8 @@ class Tokenizer:
         )
 
     def _cut_pattern(self) -> re.Pattern[str] | None:
-        """Where a text may be cut without changing any token before the cut (None: nowhere): before ASCII
-        whitespace (a separator to BERT's pre-tokenizer), after a CJK ideograph (tokenize_chinese_chars puts spaces
+        """Where a text may be cut without changing any token before the cut (None: nowhere): before whitespace
+        (SEPARATORS, a space to BERT's normaliser), after a CJK ideograph (tokenize_chinese_chars puts spaces
         around it), and, with BERT's own pre-tokenizer (no never_split), after a punctuation mark (a word of its
         own). Characters of added tokens ([MASK], ...) are never cut at (a token could straddle the cut), and added
         tokens that take whitespace with them (lstrip / rstrip / single_word) turn cutting off."""
@@ -591,15 +610,43 @@ class Tokenizer:
             not self._settings["never_split"],
         )
 
-    def _pad_lists(self, data: dict[str, list[Any]], plan: _Plan) -> None:
-        """Pad rows as the backend pads a batch (tokenizers' pad_encodings: to the longest row or max_length, then
-        up to a multiple of pad_to_multiple_of; rows already as long are left alone; on the right)."""
-        target = (
-            plan.max_length if plan.padding == "max_length" else max((len(r) for r in data["input_ids"]), default=0)
-        )
+    def _encode_whole(
+        self,
+        texts: list[str | tuple[str, str]],
+        plan: _Plan,
+        add_special_tokens: bool,
+        run: Callable[[list[_EncodeInput]], list[Encoding]],
+    ) -> list[Row]:
+        """Texts (or pairs) encoded without truncation by `run` (the backend), except that one with a text over
+        PIECE_CHARS characters is encoded in pieces (a JoinedEncoding); all padded as the plan says."""
+        long = {i for i, item in enumerate(texts) if is_long(item)}
+        if not long:
+            self._apply(plan)
+            return list(run(list(texts)))
+        self._apply(replace(plan, padding=False))  # the backend pads only the rows it sees: padded here
+        pieces = Pieces(self.backend, self._cut_pattern())
+        specials = (self.cls_token_id, self.sep_token_id) if add_special_tokens else None
+        short = iter(run([item for i, item in enumerate(texts) if i not in long]))
+        rows = [pieces.encode(item, specials) if i in long else next(short) for i, item in enumerate(texts)]
+        if plan.padding:
+            target = self._pad_target([len(row) for row in rows], plan)
+            for row in rows:
+                row.pad(target, pad_id=self.pad_token_id, pad_type_id=0, pad_token=self.pad_token)
+        return rows
+
+    def _pad_target(self, lengths: list[int], plan: _Plan) -> int:
+        """The length the backend pads a batch to (tokenizers' pad_encodings: the longest row or max_length, then up
+        to a multiple of pad_to_multiple_of)."""
+        target = plan.max_length if plan.padding == "max_length" else max(lengths, default=0)
         assert target is not None  # _plan gives padding="max_length" a max_length
         if plan.pad_to_multiple_of and target % plan.pad_to_multiple_of:
             target += plan.pad_to_multiple_of - target % plan.pad_to_multiple_of
+        return target
+
+    def _pad_lists(self, data: dict[str, list[Any]], plan: _Plan) -> None:
+        """Pad rows as the backend pads a batch (to _pad_target; rows already as long are left alone; on the
+        right)."""
+        target = self._pad_target([len(r) for r in data["input_ids"]], plan)
         fill = {
             "input_ids": self.pad_token_id,
             "token_type_ids": 0,
@@ -705,7 +752,7 @@ class Tokenizer:
         else:
             b.no_padding()
 
-    def _check_model_length(self, encodings: list[Encoding]) -> None:
+    def _check_model_length(self, encodings: list[Row]) -> None:
         """Say (once) that a row is longer than the model takes, as transformers does when no length was asked for."""
         longer = next((len(e) for e in encodings if len(e) > self.model_max_length), None)
         if longer is not None:
@@ -831,7 +878,7 @@ def _check_same_vocab(directory: str, from_txt: dict[str, int], from_json: dict[
     )
 
 
-_FIELDS: dict[str, Callable[[Encoding], Any]] = {
+_FIELDS: dict[str, Callable[[Row], Any]] = {
     "input_ids": lambda e: e.ids,
     "token_type_ids": lambda e: e.type_ids,
     "attention_mask": lambda e: e.attention_mask,
@@ -848,7 +895,7 @@ def _cut_regex(added: frozenset[str], chinese: bool, punctuation: bool) -> re.Pa
     def allowed(chars: str) -> str:
         return "".join(re.escape(c) for c in chars if c not in added)
 
-    before = allowed(" \t\n\r")
+    before = allowed(SEPARATORS)
     after = allowed(
         "".join(chr(c) for lo, hi in ((0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF)) for c in range(lo, hi + 1))
         if chinese
@@ -870,12 +917,14 @@ class _Cut:
         self.limit = CUT_CHARS_PER_TOKEN * (plan.max_length or 0) + 16  # grows when cuts keep falling short
 
     def encode(
-        self, texts: list[_EncodeInput], run: Callable[[list[_EncodeInput]], list[Encoding]]
-    ) -> tuple[list[_EncodeInput], list[Encoding]]:
+        self, texts: list[_EncodeInput], run: Callable[[list[_EncodeInput]], list[Row]]
+    ) -> tuple[list[_EncodeInput], list[Row]]:
         if self.pattern is None:
             return texts, run(texts)
         # __call__ gives a pattern only for single texts (no pairs, no word lists): every input is a str
         originals, texts = cast("list[str]", texts), list(texts)
+        full = self.plan.max_length
+        assert full is not None  # a pattern only with truncation, which always has a length
         limits: dict[int, int] = {}
         for i, text in enumerate(originals):
             if len(text) > self.limit:
@@ -885,7 +934,7 @@ class _Cut:
             short = [
                 i
                 for i, limit in limits.items()
-                if len(texts[i]) < len(originals[i]) and sum(encodings[i].attention_mask) < self.plan.max_length
+                if len(texts[i]) < len(originals[i]) and sum(encodings[i].attention_mask) < full
             ]
             if not short:
                 return texts, encodings

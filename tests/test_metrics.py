@@ -342,6 +342,51 @@ def test_cmrc_definitions(prediction, answers, em, f1):
     assert (r["exact_match"], r["f1"]) == (em, approx(f1)) and r["scorer"] == "cmrc2018"
 
 
+# cmrc2018_evaluate.py's mixed_segmentation makes a character a segment of its own when
+# re.search(r'[\u4e00-\u9fa5]', char) matches (or it is in its punctuation list, which rm_punc=True drops first); any
+# other character joins the run that nltk.word_tokenize cuts. So the numbers below follow from the range's two ends.
+@pytest.mark.parametrize(
+    "prediction, answers, em, f1",
+    [
+        # U+4E00 and U+9FA5, the range's first and last: one segment each, 一 一 / 一 一 一 -> P 2/2, R 2/3 -> 0.8
+        ("一一", ["一一一"], 0.0, 0.8),
+        ("龥龥", ["龥龥龥"], 0.0, 0.8),
+        # U+9FA6 (past the range), U+3400 and U+4DBF (CJK Extension A), U+20000 (Extension B): not Chinese to the
+        # script, so each text is a single nltk word (龦龦 and 龦龦龦): no shared segment, F1 0
+        ("龦龦", ["龦龦龦"], 0.0, 0.0),
+        ("㐀㐀", ["㐀㐀㐀"], 0.0, 0.0),
+        ("䶿䶿", ["䶿䶿䶿"], 0.0, 0.0),
+        ("\U00020000\U00020000", ["\U00020000\U00020000\U00020000"], 0.0, 0.0),
+        # 北 is a segment, 䶿 the word nltk makes of the run after it: 北 䶿 / 北 -> P 1/2, R 1 -> 2/3
+        ("北䶿", ["北"], 0.0, 2 / 3),
+        # the space ends 䶿's run in both (segments 䶿 北), but EM keeps inner spaces: EM 0, F1 1
+        ("䶿北", ["䶿 北"], 0.0, 1.0),
+        # full-width punctuation: “ ” ： 《 》 · are in the script's list (dropped); U+FF0E (．) is not, nor is …
+        # (the list's "……" is two characters and never equals one): 北 京 ． / 北 京 -> P 2/3, R 1 -> 0.8
+        ("“北京”：", ["北京"], 1.0, 1.0),
+        ("《北京》·", ["北京"], 1.0, 1.0),
+        ("北京．", ["北京"], 0.0, 0.8),
+        ("北京…", ["北京"], 0.0, 0.8),
+        # full-width ！ is in the list, ASCII ! is not: 北 京 / 北 京 ! -> P 1, R 2/3 -> 0.8
+        ("北京！", ["北京!"], 0.0, 0.8),
+    ],
+)
+def test_cmrc_chinese_characters_are_the_official_scripts_range(prediction, answers, em, f1):
+    r = squad_scores({"q": prediction}, {"q": answers}, language="zh")
+    assert (r["exact_match"], r["f1"]) == (em, approx(f1)) and r["scorer"] == "cmrc2018"
+
+
+@pytest.mark.parametrize("char", ["\u4dbf", "\u3400", "\u9fa6", "\U00020000", "\uf900"])
+def test_answers_in_other_cjk_blocks_are_scored_as_cmrc_2018_scores_them(char):
+    # a question whose answers hold CJK ideographs outside U+4E00..U+9FA5 only (Extension A, U+9FA6.., Extension B,
+    # compatibility ideographs) is Chinese: the official CMRC 2018 script scores it (EM 0: ASCII "." is kept; F1:
+    # segments <char> . / <char>, nltk splitting the final period -> P 1/2, R 1 -> 2/3), not SQuAD's (which drops
+    # "." and would give 1 and 1)
+    r = squad_scores({"q": char + "."}, {"q": [char]})
+    assert r["scorer"] == "cmrc2018"
+    assert (r["exact_match"], r["f1"]) == (0.0, approx(2 / 3))
+
+
 def test_one_definition_for_the_whole_data_set():
     # most answers are Chinese: every question is scored as CMRC 2018 scores it, the English one too, as the
     # official script does: NBA. vs NBA: EM 0 ("." is kept), segments nba . vs nba -> P 1, R 1/2 -> 2/3

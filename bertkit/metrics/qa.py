@@ -14,6 +14,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..text import CJK_IDEOGRAPHS, char_class
 from .common import MetricError, check_choice, mean
 
 if TYPE_CHECKING:
@@ -28,6 +29,9 @@ _ARTICLES = re.compile(r"\b(a|an|the)\b")  # SQuAD's normalize_answer drops thes
 # Chinese characters, one segment each
 _CMRC_PUNCTUATION = frozenset("-:_*^/\\~`+=，。：？！“”；’《》·、「」（）－～『』")
 _CMRC_CHINESE = re.compile("[\u4e00-\u9fa5]")
+# what makes an answer Chinese to qa_language: any CJK ideograph (BERT's blocks, text.py), Extension A and B too; the
+# script's narrower range above only cuts segments
+_CJK = re.compile(f"[{char_class(CJK_IDEOGRAPHS)}]")
 
 
 def squad_scores(
@@ -41,8 +45,8 @@ def squad_scores(
 
     language "en": SQuAD's definitions (scorer "squad", see squad_question); "zh": CMRC 2018's (scorer
     "cmrc2018", see cmrc_question); "auto": "zh" when at least half of the answered questions have a
-    Chinese character in an answer, else "en". One definition scores the whole set, as the official
-    scripts do (a Chinese set's English answers too)."""
+    CJK ideograph (any block, see qa_language) in an answer, else "en". One definition scores the whole
+    set, as the official scripts do (a Chinese set's English answers too)."""
     if not references:
         raise MetricError("squad_scores: no references")
     answer_lists = {qid: [a] if isinstance(a, str) else list(a) for qid, a in references.items()}
@@ -80,11 +84,13 @@ def squad_scores(
 
 
 def qa_language(predictions: Mapping[str, str | None], references: Mapping[str, Sequence[str]]) -> str:
-    """ "zh" when at least half of the answered questions have a Chinese character in an answer (none
-    answered: half of the non-empty predictions), else "en"."""
+    """ "zh" when at least half of the answered questions have a CJK ideograph in an answer (none answered: half
+    of the non-empty predictions), else "en". Any of BERT's ideograph blocks counts (text.CJK_IDEOGRAPHS: CJK
+    Extension A and B, U+9FA6.., compatibility ideographs), not only the U+4E00..U+9FA5 that CMRC 2018's script
+    segments one by one: an answer of such characters is still Chinese, and the official script scores it."""
     texts = [" ".join(a) for a in references.values() if any(x.strip() for x in a)]
     texts = texts or [p for p in predictions.values() if p and p.strip()]
-    chinese = sum(bool(_CMRC_CHINESE.search(t)) for t in texts)
+    chinese = sum(bool(_CJK.search(t)) for t in texts)
     return "zh" if texts and 2 * chinese >= len(texts) else "en"
 
 
