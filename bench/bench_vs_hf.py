@@ -1,8 +1,8 @@
 """Training and inference throughput: bertkit vs transformers, same weights, same batches, one process.
 
     python bench/bench_vs_hf.py --device cpu|cuda [--quick] [--json FILE]
-                                [--steps N] [--warmup N] [--batch-size B] [--seq-len S] [--compile]
-                                [--workloads train,infer]
+                                [--rounds R] [--steps N] [--min-seconds T] [--warmup N]
+                                [--batch-size B] [--seq-len S] [--compile] [--workloads train,infer]
 
 What is measured, for these contenders:
 
@@ -33,11 +33,22 @@ carry an MLM label (input replaced by [MASK]), the others -100. On CUDA all cont
 bf16 autocast. Attention dropout is 0.0 for every contender (torch's flash varlen kernel has none);
 hidden dropout stays 0.1. torch.set_num_threads is left alone.
 
-Throughput counts only real (non-padding) tokens: tokens/s = real tokens of the timed steps /
-their wall time (torch.cuda.synchronize before and after on CUDA). "vs sdpa" divides by
-transformers-sdpa's tokens/s on the same (shape, workload, batch kind). Peak memory is
-torch.cuda.max_memory_allocated, reset before each contender loads (CUDA only; on CPU one process
-cannot separate the contenders, so "-").
+How it is timed (the same with and without --quick; --quick is shorter, not another kind of number):
+the contenders of a (shape, batch kind, workload) are loaded together; each runs untimed warm-up steps, at
+least one pass over the batches (a new length is a new shape: kernels are chosen on first sight), then R
+rounds follow. In a round every contender takes a turn of the same N batches (the rounds go on through the
+list), the order reversed every other round (A B C, C B A, ...), so a drift of the machine's speed (a
+neighbour's load, the clock) falls on all of them alike. N is at least --steps, and enough steps that the
+fastest contender's turn lasts --min-seconds (from its warm-up's pace). A turn's rate = its real tokens /
+its wall time (torch.cuda.synchronize before and after on CUDA); the table shows the median of the rounds'
+rates and their spread, (max - min) / median; "vs sdpa" is the median of the rounds' ratios to
+transformers-sdpa's rate in the same round (same shape, workload, batch kind): contenders that ran side by
+side in time. A difference within the spread is noise. The first line of the output says which run it was.
+
+Throughput counts only real (non-padding) tokens. Peak memory is torch.cuda.max_memory_allocated while a
+contender loads and warms up, less what was allocated before it loaded (the contenders loaded earlier sit
+idle): its own weights, optimizer state and activations (CUDA only; on CPU one process cannot separate the
+contenders, so "-").
 
 MFU (CUDA only) = useful FLOPs / time / peak, where the peak is the bf16 throughput of a few
 8192 x 8192 x 8192 matmuls measured in the same run. Useful FLOPs are the same for every contender:
@@ -56,9 +67,10 @@ work on padding, and the MLM projection at unmasked positions, count as waste, n
 
 (Inference runs the encoder only, so it has no transform or vocabulary term.)
 
-Configs: CPU: the `mini` preset (4 layers, hidden 256, 4 heads, vocab 21128) at 32 x 128
-(--quick: 16 x 64, fewer steps, well under a minute on 2 cores). CUDA: bert-base-chinese
-(12 layers, hidden 768, vocab 21128) at 256 x 128 and 64 x 512 (--quick: 256 x 128 only).
+Configs (CONFIGS): CPU: the `mini` preset (4 layers, hidden 256, 4 heads, vocab 21128) at 32 x 128, 3 rounds
+of turns >= 3 steps and >= 1 s (--quick: 16 x 64, 5 rounds of turns >= 2 steps and >= 0.1 s, about a minute
+on 2 idle cores). CUDA: bert-base-chinese (12 layers, hidden 768, vocab 21128) at 256 x 128 and 64 x 512, 3
+rounds of turns >= 10 steps and >= 1 s (--quick: 256 x 128 only, 5 rounds of >= 5 steps and >= 0.5 s).
 The table goes to stdout, progress lines to stderr; --json FILE writes {"meta", "results"}.
 """
 
@@ -69,8 +81,10 @@ import contextlib
 import gc
 import hashlib
 import json
+import math
 import os
 import platform
+import statistics
 import sys
 import tempfile
 import time
@@ -94,12 +108,13 @@ MASK_PROB = 0.15
 IGNORE = -100
 LR = 1e-4  # small enough that the loss stays sane over the timed steps
 
-# (preset, [(batch, seq_len), ...], warmup, steps) per device and --quick
+# per device and --quick: (preset, [(batch, seq_len), ...], warm-up steps, rounds, min steps per turn, min seconds
+# per turn); the distinct batches are the min steps' worth, the warm-up at least one pass over them
 CONFIGS = {
-    ("cpu", False): ("mini", [(32, 128)], 2, 8),
-    ("cpu", True): ("mini", [(16, 64)], 1, 3),
-    ("cuda", False): ("bert-base-chinese", [(256, 128), (64, 512)], 5, 20),
-    ("cuda", True): ("bert-base-chinese", [(256, 128)], 3, 10),
+    ("cpu", False): ("mini", [(32, 128)], 3, 3, 3, 1.0),
+    ("cpu", True): ("mini", [(16, 64)], 2, 5, 2, 0.1),
+    ("cuda", False): ("bert-base-chinese", [(256, 128), (64, 512)], 10, 3, 10, 1.0),
+    ("cuda", True): ("bert-base-chinese", [(256, 128)], 5, 5, 5, 0.5),
 }
 
 
@@ -275,54 +290,156 @@ def synchronize(device: torch.device) -> None:
 
 
 def free(device: torch.device) -> None:
-    """Give the last contender's memory back before the next one loads (CUDA: its peak is measured)."""
+    """Give the last group's memory back before the next group loads (CUDA: each contender's peak is measured)."""
     if device.type == "cuda":  # on CPU nothing is measured, and a full gc costs ~0.25 s with transformers loaded
         gc.collect()
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
 
 
-def measure(
-    name: str,
-    workload: str,
-    batches: list[dict],
-    warmup: int,
-    directory: str,
-    device: torch.device,
-    compile: bool = False,
-) -> dict:
-    """Load the contender, run `warmup` untimed steps, then time the remaining batches."""
+def warm_up(step, batches: list[dict], warmup: int, sync=lambda: None, clock=time.perf_counter) -> float:
+    """Untimed steps before the rounds: `warmup`, and at least one pass over `batches` (each length's kernels are
+    chosen on first sight). Returns the pace in seconds per step, the first step left out when there are more."""
+    n = max(warmup, len(batches))
+    sync()
+    start = clock()
+    step(batches[0])
+    sync()
+    first = clock()
+    for i in range(1, n):
+        step(batches[i % len(batches)])
+    sync()
+    end = clock()
+    return (end - first) / (n - 1) if n > 1 else first - start
+
+
+def turn_steps(step_seconds: float, min_steps: int, min_seconds: float) -> int:
+    """Steps of every contender's turn: at least min_steps, and enough that the fastest contender (step_seconds a
+    step) runs at least min_seconds."""
+    if step_seconds <= 0 or min_seconds <= 0:
+        return min_steps
+    return max(min_steps, math.ceil(min_seconds / step_seconds - 1e-9))
+
+
+def interleave(
+    steps: dict, batches: list[dict], rounds: int, per_turn: int, sync=lambda: None, clock=time.perf_counter
+):
+    """`rounds` rounds; in each, every contender's step runs the same `per_turn` batches (the rounds go on through
+    `batches`), the contenders' order reversed every other round. Returns {name: one dict per round: "round",
+    "position" (0: first), "batches" (indexes into `batches`), "seconds" (the turn's wall time)}."""
+    names = list(steps)
+    turns = {name: [] for name in names}
+    for r in range(rounds):
+        chosen = [(r * per_turn + i) % len(batches) for i in range(per_turn)]
+        for position, name in enumerate(names if r % 2 == 0 else names[::-1]):
+            step = steps[name]
+            sync()
+            start = clock()
+            for i in chosen:
+                step(batches[i])
+            sync()
+            turns[name].append({"round": r, "position": position, "batches": chosen, "seconds": clock() - start})
+    return turns
+
+
+def measure_group(
+    names: list[str], workload: str, batches: list[dict], timing: dict, directory: str, device, compile: bool = False
+):
+    """Load the contenders together, warm each up (its peak memory on CUDA: what it added), then the interleaved
+    rounds. timing: warmup, rounds, min_steps, min_seconds. Returns (turns by name, peak bytes by name, per_turn)."""
     free(device)
-    model = load_model(name, workload, directory, device)
-    step = make_step(name, workload, model, device, compile)
-    for batch in batches[:warmup]:
-        step(batch)
-    timed = batches[warmup:]
-    synchronize(device)
-    start = time.perf_counter()
-    for batch in timed:
-        step(batch)
-    synchronize(device)
-    seconds = time.perf_counter() - start
-    peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
-    del model, step
-    return {"seconds": seconds, "peak_mem_bytes": peak}
+    cuda = device.type == "cuda"
+    steps, models, peaks, paces = {}, [], {}, {}
+    for name in names:
+        before = torch.cuda.memory_allocated(device) if cuda else 0
+        if cuda:
+            torch.cuda.reset_peak_memory_stats(device)
+        models.append(load_model(name, workload, directory, device))
+        steps[name] = make_step(name, workload, models[-1], device, compile)
+        paces[name] = warm_up(steps[name], batches, timing["warmup"], lambda: synchronize(device))
+        peaks[name] = torch.cuda.max_memory_allocated(device) - before if cuda else None
+    per_turn = turn_steps(min(paces.values()), timing["min_steps"], timing["min_seconds"])
+    turns = interleave(steps, batches, timing["rounds"], per_turn, lambda: synchronize(device))
+    del steps, models
+    free(device)
+    return turns, peaks, per_turn
+
+
+def group_rows(
+    turns: dict,
+    peaks: dict,
+    per_turn: int,
+    stats: list[dict],
+    counts: dict,
+    peak_flops,
+    workload: str,
+    shape: tuple,
+    kind: str,
+) -> list[dict]:
+    """The table's rows of one group: per contender the median of its rounds' rates, their spread, and the
+    median of its rounds' ratios to the baseline's rate in the same round."""
+    B, S = shape
+    rates, rows = {}, []
+    for name, ts in turns.items():
+        real = [sum(stats[i]["real"] for i in t["batches"]) for t in ts]
+        rates[name] = [tokens / t["seconds"] for tokens, t in zip(real, ts)]
+    for name, ts in turns.items():
+        median = statistics.median(rates[name])
+        seconds = sum(t["seconds"] for t in ts)
+        flops = sum(useful_flops(stats[i], workload, counts) for t in ts for i in t["batches"])
+        rows.append(
+            {
+                "contender": name,
+                "workload": workload,
+                "batch": kind,
+                "batch_size": B,
+                "seq_len": S,
+                "real_tokens": sum(stats[i]["real"] for t in ts for i in t["batches"]),
+                "masked_tokens": sum(stats[i]["masked"] for t in ts for i in t["batches"]),
+                "padded_tokens": B * S * per_turn * len(ts),
+                "steps": per_turn * len(ts),
+                "rounds": len(ts),
+                "turn_steps": per_turn,
+                "seconds": seconds,
+                "tokens_per_s": median,
+                "tokens_per_s_rounds": rates[name],
+                "spread": (max(rates[name]) - min(rates[name])) / median,
+                "ratio_vs_sdpa": statistics.median(a / b for a, b in zip(rates[name], rates[BASELINE])),
+                "positions": [t["position"] for t in ts],
+                "useful_flops": flops,
+                "mfu": flops / seconds / peak_flops if peak_flops else None,
+                "peak_mem_bytes": peaks[name],
+            }
+        )
+    return rows
+
+
+def label(quick: bool, timing: dict, distinct: int) -> str:
+    """The output's first line: which run this is and how it was timed."""
+    warm = max(timing["warmup"], distinct)
+    return (
+        f"{'quick measurement (--quick)' if quick else 'full measurement'}: {timing['rounds']} rounds, the "
+        f"contenders interleaved (the order reversed every other round); each turn >= {timing['min_steps']} steps "
+        f"and >= {timing['min_seconds']:g} s after {warm} warm-up step(s) over every batch; median of the rounds, "
+        "spread = (max - min) / median, vs sdpa = median of the rounds' ratios; a difference within the spread "
+        "is noise" + ("; the full run (without --quick) is the reference" if quick else "")
+    )
 
 
 # ----- the table -----------------------------------------------------------------------------------
-def format_table(rows: list[dict], notes: list[str]) -> str:
+def format_table(rows: list[dict], notes: list[str], title: str = "") -> str:
     head = (
-        f"{'shape':<9} {'workload':<8} {'batch':<9} {'contender':<19} {'real tok/s':>12} {'vs sdpa':>8} "
-        f"{'peak mem':>12} {'MFU':>6}"
+        f"{'shape':<9} {'workload':<8} {'batch':<9} {'contender':<19} {'real tok/s':>12} {'spread':>7} "
+        f"{'vs sdpa':>8} {'peak mem':>12} {'MFU':>6}"
     )
-    lines = [head, "-" * len(head)]
+    lines = ([title, ""] if title else []) + [head, "-" * len(head)]
     for r in rows:
         mem = f"{r['peak_mem_bytes'] / 2**20:,.0f} MiB" if r["peak_mem_bytes"] is not None else "-"
         mfu = f"{100 * r['mfu']:.1f}%" if r["mfu"] is not None else "-"
         shape = f"{r['batch_size']}x{r['seq_len']}"
         lines.append(
             f"{shape:<9} {r['workload']:<8} {r['batch']:<9} {r['contender']:<19} "
-            f"{r['tokens_per_s']:>12,.0f} {r['ratio_vs_sdpa']:>7.2f}x {mem:>12} {mfu:>6}"
+            f"{r['tokens_per_s']:>12,.0f} {100 * r['spread']:>6.0f}% {r['ratio_vs_sdpa']:>7.2f}x {mem:>12} {mfu:>6}"
         )
     return "\n".join(lines + [""] + notes)
 
@@ -330,10 +447,12 @@ def format_table(rows: list[dict], notes: list[str]) -> str:
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    p.add_argument("--quick", action="store_true", help="smaller shapes and fewer steps")
+    p.add_argument("--quick", action="store_true", help="smaller shapes, more and shorter rounds (about a minute)")
     p.add_argument("--json", default=None, metavar="FILE", help="write meta and results here")
-    p.add_argument("--steps", type=int, default=None, help="timed steps per measurement")
-    p.add_argument("--warmup", type=int, default=None, help="untimed steps before them")
+    p.add_argument("--rounds", type=int, default=None, help="rounds of interleaved turns (default: CONFIGS)")
+    p.add_argument("--steps", type=int, default=None, help="timed steps per turn, at least (also: distinct batches)")
+    p.add_argument("--min-seconds", type=float, default=None, help="the fastest contender's turn lasts this, at least")
+    p.add_argument("--warmup", type=int, default=None, help="untimed steps per contender (at least one pass)")
     p.add_argument("--batch-size", type=int, default=None, help="override the batch size of every shape")
     p.add_argument("--seq-len", type=int, default=None, help="override the sequence length of every shape")
     p.add_argument("--compile", action="store_true", help="torch.compile the bertkit model")
@@ -349,14 +468,21 @@ def main(argv=None) -> dict:
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda: torch sees no CUDA device")
     device = torch.device(args.device)
-    preset, shapes, warmup, steps = CONFIGS[(args.device, args.quick)]
+    preset, shapes, warmup, rounds, steps, min_seconds = CONFIGS[(args.device, args.quick)]
     preset = args.preset or preset
-    warmup = args.warmup if args.warmup is not None else warmup
-    steps = args.steps if args.steps is not None else steps
+    timing = {
+        "warmup": args.warmup if args.warmup is not None else warmup,
+        "rounds": args.rounds if args.rounds is not None else rounds,
+        "min_steps": args.steps if args.steps is not None else steps,
+        "min_seconds": args.min_seconds if args.min_seconds is not None else min_seconds,
+    }
+    steps = timing["min_steps"]  # also the number of distinct batches of each kind
     shapes = [(args.batch_size or B, args.seq_len or S) for B, S in shapes]
     shapes = list(dict.fromkeys(shapes))  # overrides may make two shapes one
-    if steps < 1 or warmup < 0 or min(min(shape) for shape in shapes) < 1:
-        raise SystemExit("--steps, --batch-size and --seq-len must be >= 1, --warmup >= 0")
+    if steps < 1 or timing["rounds"] < 1 or timing["warmup"] < 0 or timing["min_seconds"] < 0:
+        raise SystemExit("--steps and --rounds must be >= 1, --warmup and --min-seconds >= 0")
+    if min(min(shape) for shape in shapes) < 1:
+        raise SystemExit("--batch-size and --seq-len must be >= 1")
 
     config = bertkit.BertConfig.from_preset(preset, attention_probs_dropout_prob=0.0)  # hidden dropout 0.1
     if max(S for _, S in shapes) > config.max_position_embeddings:
@@ -364,13 +490,15 @@ def main(argv=None) -> dict:
     peak = matmul_peak(device) if device.type == "cuda" else None
     if peak:
         log(f"bf16 matmul peak: {peak / 1e12:.0f} TFLOP/s")
+    title = label(args.quick, timing, steps)
     notes = [
         f"{preset}: {config.num_hidden_layers} layers, hidden {config.hidden_size}, "
         f"{config.num_attention_heads} heads, vocab {config.vocab_size}; "
-        f"{'bf16 autocast' if device.type == 'cuda' else 'float32'}; {warmup} warm-up + {steps} timed steps",
+        f"{'bf16 autocast' if device.type == 'cuda' else 'float32'}; {steps} distinct batches of each kind",
         "attention dropout 0.0 for every contender (torch's flash varlen kernel has no attention dropout); "
         "hidden dropout 0.1",
-        "tokens/s counts real (non-padding) tokens only; vs sdpa = / transformers-sdpa on the same row group",
+        "tokens/s counts real (non-padding) tokens only, the median of the rounds; spread = (max - min) / median; "
+        "vs sdpa = the median of the rounds' ratios to transformers-sdpa",
     ]
     if args.compile:
         notes.append("bertkit runs torch.compile'd (variable batches change shape every step: keep --warmup large)")
@@ -378,6 +506,7 @@ def main(argv=None) -> dict:
         notes.append("peak mem: '-' on CPU (one process cannot separate the contenders); MFU: CUDA only")
     else:
         notes.append(f"MFU: useful FLOPs (module docstring) / bf16 matmul peak {peak / 1e12:.0f} TFLOP/s")
+    log(title)
 
     rows, fingerprints = [], {}
     with tempfile.TemporaryDirectory() as directory:
@@ -388,48 +517,25 @@ def main(argv=None) -> dict:
         del reference
         for B, S in shapes:
             for kind in KINDS:
-                batches = make_batches(warmup + steps, B, S, config.vocab_size, kind == "variable", args.seed)
+                batches = make_batches(steps, B, S, config.vocab_size, kind == "variable", args.seed)
                 fingerprints[f"{B}x{S} {kind}"] = fingerprint(batches)
-                stats = [batch_stats(b) for b in batches[warmup:]]
-                real, masked = sum(s["real"] for s in stats), sum(s["masked"] for s in stats)
+                stats = [batch_stats(b) for b in batches]
                 on_device = [{k: v.to(device) for k, v in b.items() if k != "lengths"} for b in batches]
                 for workload in [w for w in WORKLOADS if w in args.workloads.split(",")]:
-                    flops = sum(useful_flops(s, workload, counts) for s in stats)
-                    group = []
-                    for name in CONTENDERS:
-                        if workload != "train" and name in TRAIN_ONLY:
-                            continue
-                        result = measure(name, workload, on_device, warmup, directory, device, args.compile)
-                        tps = real / result["seconds"]
-                        group.append(
-                            {
-                                "contender": name,
-                                "workload": workload,
-                                "batch": kind,
-                                "batch_size": B,
-                                "seq_len": S,
-                                "real_tokens": real,
-                                "masked_tokens": masked,
-                                "padded_tokens": B * S * steps,
-                                "steps": steps,
-                                "seconds": result["seconds"],
-                                "tokens_per_s": tps,
-                                "useful_flops": flops,
-                                "mfu": flops / result["seconds"] / peak if peak else None,
-                                "peak_mem_bytes": result["peak_mem_bytes"],
-                            }
-                        )
-                        log(
-                            f"{B}x{S} {workload} {kind:<8} {name:<19} {tps:>12,.0f} real tok/s "
-                            f"({steps} steps, {result['seconds']:.2f} s)"
-                        )
-                    base = next(r["tokens_per_s"] for r in group if r["contender"] == BASELINE)
+                    names = [n for n in CONTENDERS if workload == "train" or n not in TRAIN_ONLY]
+                    turns, peaks, per_turn = measure_group(
+                        names, workload, on_device, timing, directory, device, args.compile
+                    )
+                    group = group_rows(turns, peaks, per_turn, stats, counts, peak, workload, (B, S), kind)
                     for r in group:
-                        r["ratio_vs_sdpa"] = r["tokens_per_s"] / base
+                        log(
+                            f"{B}x{S} {workload} {kind:<8} {r['contender']:<19} {r['tokens_per_s']:>12,.0f} real "
+                            f"tok/s (median of {r['rounds']} rounds of {per_turn} steps, spread {r['spread']:.0%})"
+                        )
                     rows += group
                 del on_device
 
-    print(format_table(rows, notes))
+    print(format_table(rows, notes, title))
     meta = {
         "torch": torch.__version__,
         "transformers": transformers.__version__,
@@ -445,8 +551,12 @@ def main(argv=None) -> dict:
         "config_dict": config.to_dict(),
         "shapes": [list(s) for s in shapes],
         "dtype": "bfloat16 autocast" if device.type == "cuda" else "float32",
-        "warmup": warmup,
+        "mode": "quick" if args.quick else "full",
+        "warmup": timing["warmup"],
         "steps": steps,
+        "rounds": timing["rounds"],
+        "min_seconds": timing["min_seconds"],
+        "distinct_batches": steps,
         "quick": args.quick,
         "compile": args.compile,
         "seed": args.seed,

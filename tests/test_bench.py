@@ -1,7 +1,9 @@
-"""bench/bench_vs_hf.py: a tiny end-to-end run, its batches, and that both sides train the same model.
+"""bench/bench_vs_hf.py: a tiny end-to-end run, its batches, its interleaved rounds, and that both sides train the
+same model.
 
 No timing is asserted: the numbers of a shared test machine mean nothing; the shape of the
-report and the sameness of what every contender is given do.
+report, the order and number of the steps each contender runs, and the sameness of what every contender is
+given do.
 """
 
 import contextlib
@@ -9,6 +11,7 @@ import importlib.util
 import io
 import json
 import os
+import statistics
 import sys
 import tempfile
 
@@ -21,6 +24,7 @@ import bertkit  # noqa: E402
 
 BENCH_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "bench", "bench_vs_hf.py")
 B, S = 4, 16
+ROUNDS = 3
 
 
 def load_bench():
@@ -64,6 +68,11 @@ def report(tmp_path_factory):
                     "1",
                     "--steps",
                     "1",
+                    "--rounds",
+                    str(ROUNDS),
+                    "--min-seconds",
+                    "0",
+                    "--quick",
                     "--json",
                     str(path),
                 ]
@@ -91,22 +100,83 @@ def test_every_row_is_there(report):
 
 
 def test_ratios_and_rates(report):
+    """A rate is the median of the rounds' rates, its spread (max - min) / median; a ratio is the median of the
+    rounds' ratios (each round's contenders ran next to each other in time)."""
     for r in report["json"]["results"]:
-        assert r["tokens_per_s"] > 0 and r["seconds"] > 0
+        rates = r["tokens_per_s_rounds"]
+        assert len(rates) == ROUNDS and min(rates) > 0 and r["seconds"] > 0
+        assert r["tokens_per_s"] == pytest.approx(statistics.median(rates))
+        assert r["spread"] == pytest.approx((max(rates) - min(rates)) / statistics.median(rates))
+        base = next(
+            o
+            for o in report["json"]["results"]
+            if o["contender"] == bench.BASELINE
+            and (o["workload"], o["batch"], o["batch_size"], o["seq_len"])
+            == (r["workload"], r["batch"], r["batch_size"], r["seq_len"])
+        )
         if r["contender"] == bench.BASELINE:
             assert r["ratio_vs_sdpa"] == 1.0
         assert r["ratio_vs_sdpa"] == pytest.approx(
-            r["tokens_per_s"]
-            / next(
-                o["tokens_per_s"]
-                for o in report["json"]["results"]
-                if o["contender"] == bench.BASELINE
-                and (o["workload"], o["batch"], o["batch_size"], o["seq_len"])
-                == (r["workload"], r["batch"], r["batch_size"], r["seq_len"])
-            )
+            statistics.median(a / b for a, b in zip(rates, base["tokens_per_s_rounds"]))
         )
         assert r["peak_mem_bytes"] is None and r["mfu"] is None  # CPU: "-" in the table
     assert "attention dropout 0.0" in report["table"]
+
+
+def test_the_rounds_interleave_the_contenders(report):
+    """In the real run too: every contender runs once per round, the order reversed every other round."""
+    rows = report["json"]["results"]
+    for w in bench.WORKLOADS:
+        for k in bench.KINDS:
+            group = [r for r in rows if (r["workload"], r["batch"]) == (w, k)]
+            order = [sorted(group, key=lambda r: r["positions"][i]) for i in range(ROUNDS)]
+            names = [[r["contender"] for r in o] for o in order]
+            assert names[0] == [c for c in bench.CONTENDERS if w == "train" or c not in bench.TRAIN_ONLY]
+            assert names[1] == names[0][::-1] and names[2] == names[0]
+            assert {r["steps"] for r in group} == {ROUNDS * 1}  # --steps 1 per turn, each of the rounds
+
+
+def test_the_table_says_what_it_measured(report):
+    table = report["table"]
+    assert table.startswith(
+        f"quick measurement (--quick): {ROUNDS} rounds, the contenders interleaved (the order reversed every other "
+        "round); each turn >= 1 steps and >= 0 s after 1 warm-up step(s) over every batch; median of the rounds"
+    ), table
+    assert "spread" in table.splitlines()[2]  # the column header, under the label and a blank line
+    assert report["json"]["meta"]["mode"] == "quick"
+
+
+def test_interleave_runs_each_contender_the_same_batches_in_alternating_order():
+    log = []
+    steps = {name: (lambda batch, name=name: log.append((name, batch["i"]))) for name in ("a", "b", "c")}
+    batches = [{"i": i} for i in range(3)]
+    turns = bench.interleave(steps, batches, rounds=3, per_turn=2)
+    want = []
+    for r, order in enumerate(["abc", "cba", "abc"]):
+        for name in order:
+            want += [(name, (2 * r) % 3), (name, (2 * r + 1) % 3)]  # the rounds go on through the batches
+    assert log == want
+    assert [t["position"] for t in turns["a"]] == [0, 2, 0] and [t["batches"] for t in turns["a"]] == [
+        [0, 1],
+        [2, 0],
+        [1, 2],
+    ]
+    assert all(t["seconds"] >= 0 for ts in turns.values() for t in ts)
+
+
+def test_a_turn_takes_the_minimum_steps_and_the_minimum_time():
+    assert bench.turn_steps(0.01, min_steps=3, min_seconds=0.25) == 25  # the fastest contender's turn: 0.25 s
+    assert bench.turn_steps(0.5, min_steps=3, min_seconds=0.25) == 3
+    assert bench.turn_steps(0.0, min_steps=3, min_seconds=0.0) == 3
+
+
+def test_the_warm_up_runs_every_batch():
+    seen = []
+    seconds = bench.warm_up(lambda batch: seen.append(batch["i"]), [{"i": i} for i in range(4)], warmup=2)
+    assert seen == [0, 1, 2, 3] and seconds >= 0  # at least one pass: every batch's shape has run once
+    seen.clear()
+    bench.warm_up(lambda batch: seen.append(batch["i"]), [{"i": i} for i in range(2)], warmup=5)
+    assert seen == [0, 1, 0, 1, 0]
 
 
 def test_json_schema(report):
@@ -122,9 +192,14 @@ def test_json_schema(report):
         "dtype",
         "steps",
         "warmup",
+        "rounds",
+        "min_seconds",
+        "distinct_batches",
+        "mode",
     ):
         assert key in meta, key
     assert meta["config"] == "tiny" and meta["shapes"] == [[B, S]] and meta["steps"] == 1
+    assert meta["rounds"] == ROUNDS and meta["min_seconds"] == 0
     assert meta["dtype"] == "float32" and meta["attention_dropout"] == 0.0
     row_keys = {
         "contender",
@@ -141,6 +216,11 @@ def test_json_schema(report):
         "peak_mem_bytes",
         "mfu",
         "useful_flops",
+        "rounds",
+        "turn_steps",
+        "tokens_per_s_rounds",
+        "spread",
+        "positions",
     }
     for r in report["json"]["results"]:
         assert row_keys <= set(r), row_keys - set(r)
@@ -163,7 +243,7 @@ def test_batches_variable_and_identical_for_every_contender(report):
     # the batches are a pure function of the arguments: the run's fingerprints can be recomputed
     meta = report["json"]["meta"]
     for kind in bench.KINDS:
-        again = bench.make_batches(meta["warmup"] + meta["steps"], B, S, 1000, kind == "variable", meta["seed"])
+        again = bench.make_batches(meta["distinct_batches"], B, S, 1000, kind == "variable", meta["seed"])
         assert bench.fingerprint(again) == meta["batch_fingerprints"][f"{B}x{S} {kind}"]
 
 
