@@ -12,6 +12,7 @@ from types import FrameType
 from typing import Any, NoReturn, TextIO
 
 from .errors import BertkitError, Stopped
+from .options import closest, shown
 
 # what signal.signal() returns: a handler, SIG_DFL / SIG_IGN, or None for one set outside Python
 Handler = Callable[[int, FrameType | None], Any] | int | None
@@ -41,13 +42,26 @@ def command_module(name: str) -> str:
     return "bertkit.commands." + name.replace("-", "_")
 
 
+def usage() -> str:
+    """What `bertkit` alone prints: how to call it, and every command with its line of help."""
+    lines = ["usage: bertkit COMMAND [ARGS]   (bertkit COMMAND --help for its flags)", "", "commands:"]
+    return "\n".join(lines + [f"  {name:10s} {text}" for name, text in COMMANDS.items()])
+
+
+def unknown_command(name: str) -> str:
+    """The error line of a command name that is not one, with the closest command where one is close."""
+    near = closest(name, COMMANDS)
+    return f"bertkit: error: unknown command {shown(name)}" + (f"; did you mean {near!r}?" if near else "")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
-        print("usage: bertkit COMMAND [ARGS]   (bertkit COMMAND --help for its flags)\n\ncommands:")
-        for name, text in COMMANDS.items():
-            print(f"  {name:10s} {text}")
-        return 0 if not argv or argv[0] in ("-h", "--help") else 2
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage())
+        return 0
+    if argv[0] not in COMMANDS:  # as argparse does with a bad argument: the usage, then the error, on stderr
+        print(usage() + "\n" + unknown_command(argv[0]), file=sys.stderr)
+        return 2
     stdout = sys.stdout = _Stdout(sys.stdout)
     handlers = _stop_on_signals()
     try:

@@ -1,7 +1,9 @@
 """Sentence embeddings: one vector per text, pooled as sentence-transformers pools them.
 
-    from bertkit import encode
+    from bertkit import Encoder, encode
     vectors = encode("path/to/all-MiniLM-L6-v2", ["今天天气很好。", "A sentence."])   # (2, 384) float32
+    encoder = Encoder.from_pretrained("path/to/all-MiniLM-L6-v2")                  # loaded once, for many calls
+    vectors = encoder.encode(["今天天气很好。"])                                       # (1, 384)
 
     bertkit embed --model path/to/all-MiniLM-L6-v2 "今天天气很好。" "A sentence." --output vectors.npy
     bertkit embed --model runs/sent --file reviews.txt --output vectors.jsonl --pooling cls
@@ -23,12 +25,20 @@ A sentence-transformers folder (modules.json) says how to pool (1_Pooling/config
 normalize (a Normalize module) and how long a text may be (sentence_bert_config.json): read_pooling
 reads it. Any other model folder (a plain BertModel, a `bertkit finetune` output: its `bert.` encoder
 is used, its head is not) pools by the mean, unnormalized, unless flags say otherwise.
+
+encode(folder, ...) keeps the last encoders it loaded (EncoderCache: two, by the folder's real path, the settings
+and the identity of the folder's files) and reuses one while its folder's files are unchanged, so calling it in a
+loop does not load the model each time; a folder whose files were written since loads again.
 """
 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 import torch
@@ -36,15 +46,21 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .deprecated import moved
-from .engines import AutoModel, load_graph, require_onnxruntime, resolve
-from .errors import BertkitError, CheckpointError
+from .engines import ENGINE_HELP, Engine, auto_model, load_graph, require_onnxruntime, resolve
+from .errors import BertkitError, CheckpointError, ConfigError
 from .finite import check_outputs, check_weights
 from .inference import calibration, encoder_forward
+from .options import opt, settings_of, shown
 from .pooling import POOLING_MODES, Pooling, PoolingConfigError, pool, pooling_settings, read_pooling  # noqa: F401 (bertkit.embed's names too)
+from .quantize import CHOICES as QUANTIZE_CHOICES
+from .quantize import FLAG_HELP as QUANTIZE_HELP
 from .quantize import quantize as quantize_model
 from .text import is_empty_text
 
 if TYPE_CHECKING:
+    from numpy.typing import NDArray
+    from typing_extensions import Unpack
+
     from .model import BertModel, BertPreTrainedModel, InferenceModel
     from .tokenizer import Tokenizer
 
@@ -71,6 +87,52 @@ class TooLong(BertkitError, ValueError):
         )
         self.tokens = tokens
         self.limit = limit
+
+
+# ----- what encode and Encoder.from_pretrained take -------------------------------------------------
+@dataclass
+class EmbedSettings:
+    """How texts are embedded, besides the model and the texts: checked as `bertkit embed`'s flags are
+    (options.settings_of), so an unknown name or a choice not offered is a ConfigError naming the closest."""
+
+    pooling: str | None = opt(
+        None, "default: from the folder (1_Pooling/config.json), else mean", choices=list(POOLING_MODES)
+    )
+    normalize: bool | None = opt(None, "L2-normalize each vector; None: as the folder says, else not")
+    engine: Engine = opt("torch", ENGINE_HELP)
+
+
+@dataclass
+class EncoderSettings(EmbedSettings):
+    """What Encoder.from_pretrained takes besides the folder (and a model already loaded)."""
+
+    quantize: str | None = opt(None, QUANTIZE_HELP, choices=QUANTIZE_CHOICES)
+    device: str | None = opt(None, "where the model runs: cpu, cuda, cuda:N, mps; None: where it loads (the CPU)")
+
+    def problem(self) -> str | None:
+        if self.device is None:
+            return None
+        try:
+            torch.device(self.device)
+        except (RuntimeError, ValueError):  # torch's own message lists twenty device types
+            return f"device: {shown(self.device)} is not a device (cpu, cuda, cuda:N, mps)"
+        return None
+
+
+@dataclass
+class EncodeSettings(EmbedSettings):
+    """What encode takes besides the model, the texts and a tokenizer."""
+
+    batch_size: int = opt(32, "texts per forward pass")
+
+    def problem(self) -> str | None:
+        return None if self.batch_size >= 1 else f"batch_size must be a positive integer, got {self.batch_size}"
+
+
+class NoOtherSettings(TypedDict):
+    """The keyword arguments encode and Encoder.from_pretrained take besides their own: none. Typing their
+    **unknown so makes a type checker flag a misspelt name as it flags one to any function; at run time
+    settings_of makes it a ConfigError naming the closest setting."""
 
 
 # ----- the encoder -------------------------------------------------------------------------------
@@ -104,16 +166,28 @@ class Encoder:
         device: str | torch.device | None = None,
         model: BertModel | None = None,
         engine: str = "torch",
+        **unknown: Unpack[NoOtherSettings],
     ) -> Encoder:
         """The encoder of a model folder: a plain BertModel, a sentence-transformers folder, or a
         fine-tuned task model (its `bert.` weights; the head is left out). Flags override the folder.
         model: the folder's encoder already loaded (a task model's `.bert`, quantized or not as it is),
         shared instead of loading a second copy. engine "onnx": its exported graph in ONNX Runtime
-        (engines.py; float32 on the CPU); "auto": both, each batch on the faster for its shape."""
+        (engines.py; float32 on the CPU); "auto": both, each batch on the faster for its shape.
+        The settings are checked first (EncoderSettings): a misspelt name or choice is a ConfigError."""
         from .checkpoint import load_pretrained
         from .model import BertModel
         from .tokenizer import Tokenizer
 
+        settings_of(
+            EncoderSettings,
+            where="bertkit.Encoder.from_pretrained",
+            pooling=pooling,
+            normalize=normalize,
+            quantize=quantize,
+            device=str(device) if isinstance(device, torch.device) else device,
+            engine=engine,
+            **unknown,
+        )
         model_dir = os.fspath(model_dir)
         if not os.path.isdir(model_dir):
             what = "not a directory" if os.path.exists(model_dir) else "no such directory"
@@ -134,7 +208,7 @@ class Encoder:
             model = quantize_model(model, quantize, calibration(quantize, tokenizer))  # None: as it is
         if engine == "auto":
             # the torch side is the BertModel (quantized in place or not) loaded above, or the one given
-            return cls(AutoModel(model, load_graph(model_dir, "encoder")), tokenizer, settings, model_dir)
+            return cls(auto_model(model, model_dir, "encoder"), tokenizer, settings, model_dir)
         return cls(model, tokenizer, settings, model_dir)
 
     def token_ids(self, text: str, *, truncate: bool = True, limit: int | None = None) -> list[int]:
@@ -163,7 +237,7 @@ class Encoder:
             check_outputs(self.model_dir, "vectors", vectors)
         return vectors.float().cpu()
 
-    def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
+    def encode(self, texts: list[str], batch_size: int = 32) -> NDArray[np.float32]:
         """(n, H) float32 vectors in input order; batches hold texts of similar length (less padding). A text with
         nothing to embed (text.is_empty_text) is an EmptyText error naming it."""
         texts = _check_texts(texts)
@@ -206,20 +280,36 @@ def encode(
     pooling: str | None = None,
     tokenizer: Tokenizer | str | os.PathLike[str] | None = None,
     engine: str = "torch",
-) -> np.ndarray:
+    **unknown: Unpack[NoOtherSettings],
+) -> NDArray[np.float32]:
     """Sentence vectors: one string -> (H,), a list -> (n, H) float32, in input order.
 
-    model: a model folder (loaded on every call: keep an Encoder to encode many times), an Encoder,
-    or a bertkit model (BertModel or a task model: its encoder), then with `tokenizer` (a Tokenizer
-    or its folder). pooling / normalize override what the folder says (default: mean, not normalized).
+    model: a model folder (loaded on the first call and kept while its files are unchanged: ENCODERS; an
+    Encoder of one's own says when it is loaded and freed), an Encoder, or a bertkit model (BertModel or a task
+    model: its encoder), then with `tokenizer` (a Tokenizer or its folder). pooling / normalize override what
+    the folder says (default: mean, not normalized).
     engine: "torch", or "onnx" / "auto" for a model folder (Encoder.from_pretrained).
+    The settings are checked first (EncodeSettings): a misspelt name or choice is a ConfigError.
     """
     from .model import BertPreTrainedModel
     from .tokenizer import Tokenizer
 
+    settings_of(
+        EncodeSettings,
+        where="bertkit.encode",
+        batch_size=batch_size,
+        normalize=normalize,
+        pooling=pooling,
+        engine=engine,
+        **unknown,
+    )
+    if engine != "torch" and not isinstance(model, (str, os.PathLike)):
+        raise ConfigError(
+            f"bertkit.encode: engine={engine!r} is for a model folder, which encode loads; an Encoder or a model "
+            "object runs as it is (Encoder.from_pretrained(folder, engine=...) loads one on another engine)"
+        )
     single = isinstance(texts, str)
     batch = _check_texts([texts] if single else texts)
-    _check_batch_size(batch_size)
     if isinstance(model, Encoder):
         if tokenizer is not None:
             raise BertkitError("an Encoder has its own tokenizer; pass tokenizer only with a BertModel")
@@ -239,13 +329,100 @@ def encode(
     elif isinstance(model, (str, os.PathLike)):
         if tokenizer is not None:
             raise BertkitError("a model folder has its own tokenizer; pass tokenizer only with a BertModel")
-        encoder = Encoder.from_pretrained(model, pooling=pooling, normalize=normalize, engine=engine)
+        encoder = ENCODERS.get(model, pooling=pooling, normalize=normalize, engine=engine)
     else:
         raise BertkitError(
             f"model must be a model folder, an Encoder or a bertkit BertModel, got {type(model).__name__}"
         )
     vectors = encoder.encode(batch, batch_size)
     return vectors[0] if single else vectors
+
+
+# ----- the encoders encode(folder) loaded ----------------------------------------------------------
+# A file system keeps a file's times in ticks (a few ms on ext4 and tmpfs, 2 s on FAT): a file written again within
+# the tick of its last write, at the same size, keeps its identity. A folder with a file changed this recently is
+# not kept, so no second write can hide in the tick of the one that was read.
+RECENT_NS = 2 * 10**9
+FolderState = tuple[tuple[str, int, int, int, int], ...]  # (path in the folder, inode, size, mtime_ns, ctime_ns)
+CacheKey = tuple[str, str | None, bool | None, str, FolderState]  # real path, pooling, normalize, engine, files
+
+
+def folder_state(real: str) -> FolderState:
+    """The identity of each file in folder `real` and in its folders one level down (1_Pooling/config.json):
+    (path, inode, size, mtime_ns, ctime_ns), sorted. What a load reads (weights, config, tokenizer, pooling) is
+    there; a file replaced has another inode, and one written in place a new ctime, even with its mtime put back.
+    Times are of what a link names, as a load reads it."""
+    files: list[tuple[str, os.DirEntry[str]]] = []
+    for entry in os.scandir(real):
+        if entry.is_dir():
+            files += [(f"{entry.name}/{e.name}", e) for e in os.scandir(entry.path) if e.is_file()]
+        elif entry.is_file():
+            files.append((entry.name, entry))
+    stats = [(name, entry.stat()) for name, entry in files]
+    return tuple(sorted((name, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns) for name, st in stats))
+
+
+class EncoderCache:
+    """The last `size` Encoders loaded from model folders, each kept under its folder's real path, the settings
+    it was loaded with and folder_state: a folder whose files changed is loaded again, never answered from the
+    old weights. A folder with a file changed in the last `recent_ns` nanoseconds is not kept (RECENT_NS).
+    Thread-safe; `loads` counts the encoders loaded."""
+
+    def __init__(self, size: int = 2, recent_ns: int = RECENT_NS) -> None:
+        self.size, self.recent_ns = size, recent_ns
+        self.loads = 0
+        self._encoders: OrderedDict[CacheKey, Encoder] = OrderedDict()  # least recently used first
+        self._lock = threading.Lock()
+
+    def get(
+        self,
+        model_dir: str | os.PathLike[str],
+        *,
+        pooling: str | None = None,
+        normalize: bool | None = None,
+        engine: str = "torch",
+    ) -> Encoder:
+        """The Encoder of `model_dir` with these settings (Encoder.from_pretrained's): the one kept if its folder
+        is unchanged, else one loaded now, and kept if its folder did not change while it loaded."""
+        key = _key(model_dir, pooling, normalize, engine)
+        with self._lock:
+            kept = self._encoders.get(key) if key is not None else None
+            if key is not None and kept is not None:
+                self._encoders.move_to_end(key)
+                return kept
+        encoder = Encoder.from_pretrained(model_dir, pooling=pooling, normalize=normalize, engine=engine)
+        with self._lock:
+            self.loads += 1
+        if key is not None and key == _key(model_dir, pooling, normalize, engine) and self._still(key[-1]):
+            with self._lock:
+                self._encoders[key] = encoder
+                while len(self._encoders) > self.size:
+                    self._encoders.popitem(last=False)
+        return encoder
+
+    def clear(self) -> None:
+        """Forget the encoders kept (their memory is freed once nothing else holds them)."""
+        with self._lock:
+            self._encoders.clear()
+
+    def _still(self, state: FolderState) -> bool:
+        """Whether no file of `state` changed in the last recent_ns nanoseconds."""
+        newest = max((max(mtime, ctime) for *_, mtime, ctime in state), default=0)
+        return time.time_ns() - newest >= self.recent_ns
+
+
+def _key(
+    model_dir: str | os.PathLike[str], pooling: str | None, normalize: bool | None, engine: str
+) -> CacheKey | None:
+    """What an encoder is kept under; None for a folder that cannot be read (from_pretrained says why)."""
+    real = os.path.realpath(model_dir)
+    try:
+        return (real, pooling, normalize, engine, folder_state(real))
+    except OSError:
+        return None
+
+
+ENCODERS = EncoderCache()  # what encode(folder, ...) loads
 
 
 if not TYPE_CHECKING:  # old names, for one release

@@ -48,12 +48,24 @@ class EvaluateConfig(InferenceOptions):
     json: str | None = opt(None, "also write the report here")
 
 
+def file_lines_help(empty_row: str) -> str:
+    """The rule of a plain-text --file, for `bertkit predict` and `bertkit embed` alike (read_input_lines), as their
+    --file help states it; empty_row: what the command writes for an empty input."""
+    return (
+        f"one input per line, row i for line i + 1; a blank line keeps its row ({empty_row}); the newline that "
+        "ends the file starts no line"
+    )
+
+
 @dataclass
 class PredictConfig(InferenceOptions):
     """Predict for texts (arguments, or --file with one input per line; qa: question<TAB>context)."""
 
     texts: list[str] = opt(list, "inputs, one per argument", positional=True, nargs="*")
-    file: str | None = opt(None, "one input per line (or task data in the training format)")
+    file: str | None = opt(
+        None,
+        file_lines_help('"error": "empty input"') + "; or task data in the training format (.jsonl, .csv, ...)",
+    )
     output: str | None = opt(None, "write the JSONL here instead of standard output")
 
 
@@ -150,13 +162,20 @@ def _whose(cfg: InferenceOptions, task: Task[Any, Any]) -> str:
 
 
 def _read_file(task: Task[Any, Any], cfg: PredictConfig) -> list[Any]:
-    """--file as examples: task data by its suffix, else plain text with one input per line (blank lines too)."""
-    from .data.corpus import read_lines
-
+    """--file as examples: task data by its suffix, else plain text (read_input_lines)."""
     assert cfg.file is not None, "run_predict reads --file only when it is given"
 
     if cfg.file.endswith(TASK_DATA_SUFFIXES) or not task.reads_lines:
         return task.read_to_predict(cfg.file, task.columns(cfg))
-    if not os.path.exists(cfg.file):
-        raise BertkitError(f"--file {cfg.file}: no such file")
-    return task.from_texts(read_lines(cfg.file))  # one-line errors for a folder or non-UTF-8 text (iconv hint)
+    return task.from_texts(read_input_lines(cfg.file))
+
+
+def read_input_lines(path: str) -> list[str]:
+    """A plain-text --file of `bertkit predict` or `bertkit embed` (file_lines_help): one input per line, in order, a
+    blank line too: each command keeps its row, at its index, saying the input is empty; the newline that ends
+    the last line starts no line. One-line errors for a missing file, a folder or text that is not UTF-8."""
+    from .data.corpus import read_lines
+
+    if not os.path.exists(path):
+        raise BertkitError(f"--file {path}: no such file")
+    return read_lines(path)  # a folder, or text that is not UTF-8 (with an iconv hint): one line naming the file

@@ -10,6 +10,9 @@
 
 Every command (pretrain, finetune, evaluate, predict) declares its settings this way, so a
 field means the same in Python and on the command line, and a subclass shares its parent's flags.
+A misspelt flag is argparse's usage error with the closest flag named (`--lrr`: did you mean --lr?), before
+any required flag is said to be missing; closest() is the one "did you mean" rule of flags, settings files,
+keyword arguments and command names (bertkit.cli).
 
 The annotation decides how a flag parses:
     int, float, str, X | None     one value of that type; None is the default only (no flag spells it)
@@ -29,7 +32,11 @@ A settings file is YAML (JSON is YAML too): one key per field, named as the fiel
 flag (seq-len). YAML because it is what training recipes are kept in (torchtune, Lightning, Hydra),
 reads like the flags, holds comments, and PyYAML reads and writes it; TOML would need a second
 library to write it back. An unknown key, or a value the flag would refuse, is an error naming the
-file, the key and, for a misspelt key, the closest known one.
+file, the key and, for a misspelt key or choice, the closest known one. A settings file is plain setting: value
+lines, so reading one refuses what only builds more than the file says: a key given twice (seq-len and seq_len
+are one key), YAML anchors, aliases and merge keys (nine levels of nine aliases are 387 million values from
+500 bytes), values nested deeper than MAX_CONFIG_DEPTH, and files over MAX_CONFIG_BYTES (64 KB); each naming the
+file and the line. An error shows a value cut short (shown), however large the value.
 """
 
 from __future__ import annotations
@@ -38,12 +45,15 @@ import argparse
 import dataclasses
 import difflib
 import enum
+import functools
 import os
+import re
+import reprlib
 import sys
 import types
 import typing
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, TypeVar, overload
 
 from .errors import ConfigError
 
@@ -52,6 +62,9 @@ if TYPE_CHECKING:
 
 _OURS = ("help", "positional", "may_change_on_resume", "exclusive")  # metadata keys that are not argparse's
 _BOOL_WORDS = {"true", "false", "yes", "no"}  # a word after a bool flag that must be meant as its value
+MAX_CONFIG_BYTES = 1 << 16  # a settings file is a few hundred bytes (a run folder's: about 1 KB); 64 KB is not one
+MAX_CONFIG_DEPTH = 8  # a file's mapping -> a list -> its values is as deep as settings go; this leaves room, not more
+SHOWN_CHARS = 60  # what an error message shows of a value (shown) at most
 CONFIG_HELP = (
     "read settings from this YAML file (keys: the flags' names, e.g. seq_len: 256; a run folder's "
     "settings.yaml reruns that run); flags given here win over the file"
@@ -160,13 +173,25 @@ def flag_kind(annotation: object) -> FlagKind:
     return FlagKind(annotation, optional=optional, many=many)
 
 
+def closest(word: str, names: Iterable[str]) -> str | None:
+    """The known name closest to a misspelt `word` (difflib's, similarity >= 0.6), else None: the one rule for
+    "did you mean" of flags, settings files, keyword arguments and command names."""
+    found = difflib.get_close_matches(word, list(names), n=1)
+    return found[0] if found else None
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse, refusing `--flag false` for a switch (it would set --flag and pass "false" on as a text)."""
+    """argparse, refusing `--flag false` for a switch (it would set --flag and pass "false" on as a text), and
+    naming the closest flag to a misspelt one, before a required flag that is missing (it may be that one)."""
+
+    _words: tuple[str, ...] = ()  # what parse_known_args parses last: error() looks for misspelt flags in it
+    _looking = False  # error() is parsing `_words` again: an error there is argparse's own
 
     def parse_known_args(  # one signature for argparse's overloads: the namespace passes on as given
         self, args: Iterable[str] | None = None, namespace: Any = None
     ) -> tuple[Any, list[str]]:
         args = sys.argv[1:] if args is None else list(args)
+        self._words = tuple(args)
         for word, after in zip(args, args[1:]):
             if word == "--":
                 break
@@ -178,6 +203,56 @@ class _Parser(argparse.ArgumentParser):
                     "after --)"
                 )
         return super().parse_known_args(args, namespace)
+
+    def error(self, message: str) -> NoReturn:
+        """argparse's usage line and error (exit status 2); words no flag takes are named first, each misspelt flag
+        with its closest (options.closest), also where argparse would have said a required flag is missing."""
+        if message.startswith(("unrecognized arguments:", "the following arguments are required:")):
+            unknown = self._unknown()
+            if unknown:
+                message = f"unrecognized arguments: {' '.join(unknown)}{self._did_you_mean(unknown)}"
+        message += self._closest_choice(message)
+        super().error(message)
+
+    def _closest_choice(self, message: str) -> str:
+        """The "; did you mean 'classify'?" of argparse's "argument --task: invalid choice: 'clasify' ...", from the
+        flag's own choices; "" for any other message."""
+        found = re.match(r"argument (\S+): invalid choice: '?(.*?)'? \(choose from", message)
+        action = self._option_string_actions.get(found.group(1)) if found else None
+        if found is None or action is None or action.choices is None:
+            return ""
+        near = closest(found.group(2), [c for c in action.choices if isinstance(c, str)])
+        return f"; did you mean {near!r}?" if near else ""
+
+    def _unknown(self) -> list[str]:
+        """The words of the last parse that no flag or positional takes, parsed again with nothing required."""
+        if self._looking:
+            return []
+        saved = [(action, action.required) for action in self._actions]
+        self._looking = True
+        try:
+            for action in self._actions:
+                action.required = False
+            return self.parse_known_args(list(self._words))[1]
+        finally:
+            self._looking = False
+            for action, required in saved:
+                action.required = required
+
+    def _did_you_mean(self, unknown: list[str]) -> str:
+        """The "; did you mean --lr?" of unknown flags that have a close one ("--lr (for --lrr), ..." for several)."""
+        flags = {s[2:]: s for s in self._option_string_actions if s.startswith("--")}
+        pairs = []
+        for word in unknown:
+            name = word.partition("=")[0]
+            near = closest(name.lstrip("-"), flags) if name.startswith("-") and name.lstrip("-") else None
+            if near is not None:
+                pairs.append((flags[near], name))
+        if not pairs:
+            return ""
+        if len(pairs) == 1:
+            return f"; did you mean {pairs[0][0]}?"
+        return "; did you mean " + ", ".join(f"{flag} (for {typed})" for flag, typed in pairs) + "?"
 
     def _switch(self, word: str) -> argparse.Action | None:
         """The --x / --no-x action `word` names (whole, or abbreviated as argparse allows), else None."""
@@ -338,23 +413,25 @@ def _given(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
 # ----- settings from a file or from Python -------------------------------------------------------
 def read_settings(cls: type[DataclassInstance], path: str) -> dict[str, Any]:
     """The settings of YAML file `path` for dataclass `cls`, checked (check_settings); ConfigError naming
-    the file for one that is missing, not YAML, or not a mapping of settings."""
+    the file (and the line, where there is one) for one that is missing, larger than MAX_CONFIG_BYTES, not
+    YAML, not a mapping of settings, or using what _settings_loader refuses."""
     import yaml
 
     where = f"--config {path}"
+    text = _config_text(path, where)
     try:
-        with open(path, encoding="utf-8") as fh:
-            values = yaml.safe_load(fh)
-    except FileNotFoundError:
-        raise ConfigError(f"{where}: no such file") from None
-    except IsADirectoryError:
-        raise ConfigError(f"{where}: is a folder; pass the settings file (a run folder's is settings.yaml)") from None
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"{where}: not UTF-8 text (byte {e.start})") from None
+        values = yaml.load(text, Loader=_settings_loader())  # a SafeLoader taking less still
+    except _Refused as e:
+        raise ConfigError(f"{where}: line {e.line}: {e.message}") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f", line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        raise ConfigError(f"{where}{at}: not YAML ({getattr(e, 'problem', None) or e})") from None
+        problem = _cut(str(getattr(e, "problem", None) or e), 2 * SHOWN_CHARS)
+        raise ConfigError(f"{where}{at}: not YAML ({problem})") from None
+    except ValueError as e:  # a value YAML reads but Python cannot hold: an int of 5,000 digits, a 13th month
+        raise ConfigError(
+            f"{where}: a value that cannot be read ({_cut(str(e).split(';')[0], 2 * SHOWN_CHARS)})"
+        ) from None
     if values is None:
         return {}
     if not isinstance(values, dict):
@@ -363,6 +440,98 @@ def read_settings(cls: type[DataclassInstance], path: str) -> dict[str, Any]:
             "setting: value lines (e.g. lr: 3.0e-5)"
         )
     return check_settings(cls, values, where)
+
+
+def _config_text(path: str, where: str) -> str:
+    """The text of settings file `path`, read only up to MAX_CONFIG_BYTES: a larger file is refused unread."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_CONFIG_BYTES + 1)
+            size = os.fstat(fh.fileno()).st_size
+    except FileNotFoundError:
+        raise ConfigError(f"{where}: no such file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{where}: is a folder; pass the settings file (a run folder's is settings.yaml)") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(
+            f"{where}: {max(size, len(data)):,} bytes; a settings file is at most 64 KB "
+            f"({MAX_CONFIG_BYTES:,} bytes) of setting: value lines: pass the settings file, not a data file"
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{where}: not UTF-8 text (byte {e.start})") from None
+
+
+class _Refused(Exception):
+    """What _settings_loader refuses in a settings file, at `line` (counted from 1)."""
+
+    def __init__(self, mark: Any, message: str) -> None:
+        super().__init__(message)
+        self.line = mark.line + 1
+        self.message = message
+
+
+NO_ALIASES = (
+    "a settings file takes no anchors, aliases or merge keys (they can build far more than the file holds): "
+    "write each value out"
+)
+
+
+@functools.cache
+def _settings_loader() -> type:
+    """PyYAML's SafeLoader for a settings file, refusing (_Refused) anchors, aliases and merge keys, values
+    nested deeper than MAX_CONFIG_DEPTH, and a key given twice in a mapping (keys compared as setting names:
+    seq-len is seq_len). Built on first use, so that yaml loads only when a file is read."""
+    import yaml
+
+    class SettingsLoader(yaml.SafeLoader):
+        depth = 0  # of the node being composed: the document's mapping is 1
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            event = self.peek_event()
+            if isinstance(event, yaml.AliasEvent):
+                raise _Refused(event.start_mark, f"a YAML alias (*{_cut(event.anchor, 40)}): {NO_ALIASES}")
+            if event.anchor is not None:
+                raise _Refused(event.start_mark, f"a YAML anchor (&{_cut(event.anchor, 40)}): {NO_ALIASES}")
+            if self.depth == MAX_CONFIG_DEPTH:  # the composer recurses: refused long before Python's limit
+                raise _Refused(
+                    event.start_mark,
+                    f"nested deeper than {MAX_CONFIG_DEPTH} levels; a setting's value is one value or a list of them",
+                )
+            self.depth += 1
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
+        def compose_mapping_node(self, anchor: Any) -> Any:
+            node = super().compose_mapping_node(anchor)
+            _refuse_twice(node.value)
+            return node
+
+    return SettingsLoader
+
+
+def _refuse_twice(pairs: list[tuple[Any, Any]]) -> None:
+    """_Refused for a merge key (<<) among a mapping's (key node, value node) pairs, or a key given twice."""
+    seen: dict[str, Any] = {}
+    for key, _value in pairs:
+        if key.tag == "tag:yaml.org,2002:merge":
+            raise _Refused(key.start_mark, f"a YAML merge key (<<): {NO_ALIASES}")
+        if not isinstance(key.value, str):  # a list or mapping as a key: yaml refuses it when building the dict
+            continue
+        name = key.value.removeprefix("--").replace("-", "_")
+        first = seen.setdefault(name, key)
+        if first is key:
+            continue
+        lines = first.start_mark.line + 1, key.start_mark.line + 1
+        both = (
+            f"line {lines[0]} and line {lines[1]}"
+            if first.value == key.value
+            else f"line {lines[0]} as {_cut(first.value, 40)}, line {lines[1]} as {_cut(key.value, 40)}"
+        )
+        raise _Refused(key.start_mark, f"{_cut(name, 40)} is given twice ({both}); keep one")
 
 
 def check_settings(cls: type[DataclassInstance], values: dict[Any, Any], where: str) -> dict[str, Any]:
@@ -375,10 +544,10 @@ def check_settings(cls: type[DataclassInstance], values: dict[Any, Any], where: 
     for key, value in values.items():
         name = str(key).removeprefix("--").replace("-", "_")
         if name not in fields:
-            close = difflib.get_close_matches(name, list(fields), n=1)
+            close = closest(name, fields)
             raise ConfigError(
-                f"{where}: unknown setting {key!r}"
-                + (f"; did you mean {close[0]!r}?" if close else "")
+                f"{where}: unknown setting {shown(key)}"
+                + (f"; did you mean {close!r}?" if close else "")
                 + f" (known: {', '.join(fields)})"
             )
         out[name] = _checked(fields[name], hints[name], value, f"{where}: {key}")
@@ -401,12 +570,14 @@ def _checked(f: dataclasses.Field[Any], annotation: object, value: Any, where: s
         raise ConfigError(f"{where}: null, but it needs a value")
     if kind.many:
         if not isinstance(value, list):
-            raise ConfigError(f"{where}: {value!r} is not a list; write [a, b] or one '- item' line each")
+            raise ConfigError(f"{where}: {shown(value)} is not a list; write [a, b] or one '- item' line each")
         return [_one(f, kind, v, where) for v in value]
     return _one(f, kind, value, where)
 
 
 def _one(f: dataclasses.Field[Any], kind: FlagKind, value: Any, where: str) -> Any:
+    """One `value` as field `f` of kind `kind` holds it, or a ConfigError saying what it takes (and the closest
+    choice to a misspelt one)."""
     expected = kind.type.__name__
     if kind.type is bool:
         ok = isinstance(value, bool)
@@ -425,10 +596,15 @@ def _one(f: dataclasses.Field[Any], kind: FlagKind, value: Any, where: str) -> A
     else:
         ok = isinstance(value, kind.type)
     if not ok:
-        raise ConfigError(f"{where}: {value!r} is not {'a' if expected[0] not in 'aeiou' else 'an'} {expected}")
+        raise ConfigError(f"{where}: {shown(value)} is not {'a' if expected[0] not in 'aeiou' else 'an'} {expected}")
     choices = kind.choices if kind.choices is not None else f.metadata.get("choices")
     if choices is not None and value not in tuple(choices):
-        raise ConfigError(f"{where}: {value!r} is not one of {', '.join(map(repr, choices))}")
+        words = [c for c in choices if isinstance(c, str)]
+        close = closest(value, words) if isinstance(value, str) and words else None
+        raise ConfigError(
+            f"{where}: {shown(value)} is not one of {', '.join(map(repr, choices))}"
+            + (f"; did you mean {close!r}?" if close else "")
+        )
     return kind.enum(value) if kind.enum is not None else value
 
 
@@ -456,6 +632,18 @@ def settings_dict(cfg: DataclassInstance, leave_out: tuple[str, ...] = ()) -> di
     return {f.name: _plain(getattr(cfg, f.name)) for f in dataclasses.fields(cfg) if f.name not in leave_out}
 
 
+@functools.cache
+def _plain_dumper() -> type:
+    """PyYAML's SafeDumper writing every value out, never as an alias of an equal one: what read_settings takes."""
+    import yaml
+
+    class PlainDumper(yaml.SafeDumper):
+        def ignore_aliases(self, data: Any) -> bool:
+            return True
+
+    return PlainDumper
+
+
 def _plain(value: Any) -> Any:
     if isinstance(value, enum.Enum):
         return value.value
@@ -473,9 +661,35 @@ def write_settings(cfg: DataclassInstance, path: str, *, command: str, leave_out
         f"# bertkit {command} settings, as the run used them; run it again with\n"
         f"#   bertkit {command} --config {os.path.basename(path)} --out NEW_FOLDER\n"
     )
-    body = yaml.safe_dump(settings_dict(cfg, leave_out), allow_unicode=True, sort_keys=False, default_flow_style=False)
+    body = yaml.dump(
+        settings_dict(cfg, leave_out),
+        Dumper=_plain_dumper(),
+        allow_unicode=True,
+        sort_keys=False,
+        default_flow_style=False,
+    )
     atomic_write_text(path, header + body)
     return path
+
+
+_SHOWN = reprlib.Repr()  # bounded at every level: a list shows 4 items, 2 levels deep; a text 60 characters
+_SHOWN.maxlist = _SHOWN.maxtuple = _SHOWN.maxset = _SHOWN.maxdict = 4
+_SHOWN.maxlevel = 2
+_SHOWN.maxstring = _SHOWN.maxother = _SHOWN.maxlong = SHOWN_CHARS
+
+
+def shown(value: Any) -> str:
+    """repr(value) cut to about SHOWN_CHARS characters, for an error message, at a cost that does not grow with the
+    value: a list of 9 aliases of lists 9 deep (387 million items) shows as [[[...], ...], ...]."""
+    try:
+        return _cut(_SHOWN.repr(value), 2 * SHOWN_CHARS)
+    except ValueError:  # an int past Python's digit limit for str() (sys.set_int_max_str_digits)
+        return f"<{type(value).__name__}: too long to show>"
+
+
+def _cut(text: str, limit: int) -> str:
+    """`text`, or its first `limit` characters and an ellipsis."""
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _is_union(annotation: object) -> bool:

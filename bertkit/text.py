@@ -18,8 +18,8 @@ imports bertkit.
     display_width(text)  terminal columns: East Asian wide and full-width characters take two
     pad(text, width)     left-align in `width` columns
 
-    is_empty_text(text, tokenizer=None)   THE rule for an "empty input" everywhere (predict's empty row,
-                         serve's 422 empty_input, embed's and encode's refusal): nothing is left of the text once
+    is_empty_text(text, tokenizer=None)   THE rule for an "empty input" everywhere (predict's and embed's kept
+                         row, serve's 422 empty_input, encode's refusal): nothing is left of the text once
                          BERT's normaliser has run, so the tokenizer gives no token besides [CLS] / [SEP]
 """
 

@@ -216,3 +216,42 @@ def test_pretraining_keeps_its_settings_and_says_why_its_vocabulary_is_small(
     kept = read_settings(PretrainConfig, str(tmp_path / "pt" / "settings.yaml"))
     assert kept["corpus"] == corpus_file and kept["model_config"] == "tiny" and kept["steps"] == 2
     assert kept["objective"] == "mlm" and "resume" not in kept
+
+
+# ----- the choices of bertkit.encode and Encoder, checked as the other functions check theirs ---------------
+@pytest.mark.parametrize(
+    "call, kwargs, message",
+    [
+        ("encode", dict(engine="tensorrt"), "bertkit.encode: engine: 'tensorrt' is not one of 'torch', 'onnx', 'auto'"),
+        ("encode", dict(poolling="cls"), r"bertkit.encode: unknown setting 'poolling'; did you mean 'pooling'\?"),
+        ("encode", dict(pooling="clss"), r"bertkit.encode: pooling: 'clss' is not one of .*; did you mean 'cls'\?"),
+        ("encode", dict(normalize="yes"), "bertkit.encode: normalize: 'yes' is not a bool"),
+        ("encode", dict(batch_size=0), "bertkit.encode: batch_size must be a positive integer, got 0"),
+        ("Encoder", dict(engine="tensorrt"), "Encoder.from_pretrained: engine: 'tensorrt' is not one of"),
+        (
+            "Encoder",
+            dict(quantise="int8"),
+            r"Encoder.from_pretrained: unknown setting 'quantise'; did you mean 'quantize'",
+        ),
+        ("Encoder", dict(quantize="int4"), "Encoder.from_pretrained: quantize: 'int4' is not one of 'int8', 'bf16'"),
+        ("Encoder", dict(device="gpu"), "Encoder.from_pretrained: device: 'gpu' is not a device"),
+    ],
+)
+def test_encode_and_encoder_refuse_unknown_names_and_choices_as_config_errors(base_dir, call, kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        if call == "encode":
+            bertkit.encode(base_dir, ["今天天气很好"], **kwargs)
+        else:
+            bertkit.Encoder.from_pretrained(base_dir, **kwargs)
+
+
+def test_encode_refuses_an_engine_for_a_model_it_does_not_load(base_dir):
+    encoder = bertkit.Encoder.from_pretrained(base_dir, engine="torch")
+    assert bertkit.encode(encoder, ["今天天气很好"], engine="torch").shape == (1, encoder.model.config.hidden_size)
+    with pytest.raises(ConfigError, match="bertkit.encode: engine='onnx' is for a model folder"):
+        bertkit.encode(encoder, ["今天天气很好"], engine="onnx")
+
+
+def test_a_bad_choice_names_the_closest_one():
+    with pytest.raises(ConfigError, match=r"bertkit.finetune: task: 'tagg' is not one of .*; did you mean 'tag'\?"):
+        bertkit.finetune(task="tagg")

@@ -51,7 +51,81 @@ def test_missing_directory_is_a_clear_error_not_a_traceback(tmp_path, capsys):
 
 def test_unknown_command_lists_commands(capsys):
     assert main(["nonsense"]) == 2
-    assert "info" in capsys.readouterr().out
+    err = capsys.readouterr().err  # an error, so on stderr, as argparse writes its usage errors
+    assert "info" in err and "bertkit: error: unknown command 'nonsense'" in err and "did you mean" not in err
+
+
+@pytest.mark.parametrize("typed, meant", [("pretrian", "pretrain"), ("embedd", "embed"), ("fill_mask", "fill-mask")])
+def test_a_misspelt_command_names_the_closest(typed, meant, capsys):
+    assert main([typed, "--steps", "3"]) == 2
+    captured = capsys.readouterr()
+    assert f"bertkit: error: unknown command '{typed}'; did you mean '{meant}'?" in captured.err
+    assert captured.out == ""
+
+
+@pytest.mark.parametrize(
+    "argv, said", [(["trian"], "unknown tool 'trian'; did you mean 'train'?"), ([], "name a tool")]
+)
+def test_a_misspelt_or_missing_tokenizer_tool_is_a_usage_error(argv, said, capsys):
+    assert main(["tokenizer", *argv]) == 2
+    captured = capsys.readouterr()
+    assert (
+        captured.err.startswith("usage: bertkit tokenizer train")
+        and f"bertkit tokenizer: error: {said}" in captured.err
+    )
+    assert captured.out == ""
+
+
+def command_usage_error(argv, capsys) -> str:
+    """stderr of `bertkit ARGV` that argparse refuses (exit status 2, as argparse exits)."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    return capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag", ["--lrr", "--lrr=3e-5"])
+def test_a_misspelt_flag_names_the_closest(flag, capsys):
+    err = command_usage_error(["finetune", flag, *(["3e-5"] if "=" not in flag else []), "--steps", "3"], capsys)
+    assert err.startswith("usage: bertkit finetune [-h]")  # argparse's usage line stays
+    assert f"bertkit finetune: error: unrecognized arguments: {flag}" in err
+    assert "did you mean --lr?" in err
+
+
+@pytest.mark.parametrize(
+    "argv, meant",
+    [(["finetune", "--task", "clasify"], "classify"), (["pretrain", "--objective", "mlm-bwo"], "mlm-bow")],
+)
+def test_a_misspelt_choice_names_the_closest(argv, meant, capsys):
+    err = command_usage_error([*argv, "--steps", "3"], capsys)
+    assert f"invalid choice: '{argv[2]}'" in err and err.rstrip().endswith(f"; did you mean {meant!r}?")
+    assert "did you mean" not in command_usage_error(["finetune", "--task", "zzz"], capsys)
+
+
+def test_a_misspelt_required_flag_is_named_not_reported_missing(capsys):
+    err = command_usage_error(["predict", "--modle", "runs/x", "a text"], capsys)
+    assert "unrecognized arguments: --modle; did you mean --model?" in err and "are required" not in err
+
+
+def test_several_misspelt_flags_each_get_their_closest(capsys):
+    err = command_usage_error(["pretrain", "--stesp", "3", "--lrr", "1e-3"], capsys)
+    assert "unrecognized arguments: --stesp 3 --lrr 1e-3; did you mean --steps (for --stesp), --lr (for --lrr)?" in err
+
+
+def test_every_command_names_the_closest_flag(capsys):
+    """Every command's parser is built from its settings (options.py), so each suggests: here --config, which
+    every command has; a misspelt flag is named before a required one that is missing (it may be that one)."""
+    from bertkit.cli import COMMANDS
+
+    for command in COMMANDS:
+        argv = [command, "train"] if command == "tokenizer" else [command]
+        err = command_usage_error([*argv, "--confg", "run.yaml"], capsys)
+        assert "unrecognized arguments: --confg" in err and "; did you mean --config?" in err, (command, err)
+
+
+def test_an_unknown_flag_with_nothing_close_is_argparses_error(capsys):
+    err = command_usage_error(["predict", "--zzzzzz"], capsys)
+    assert err.rstrip().endswith("bertkit predict: error: unrecognized arguments: --zzzzzz")
 
 
 def test_bad_seq_len_is_a_usage_error(capsys):

@@ -113,6 +113,77 @@ def test_pooling_flags_override_the_folder(minilm_dir, encoder, texts):
     np.testing.assert_allclose(raw / np.linalg.norm(raw, axis=1, keepdims=True), encoder.encode(texts[:2]), atol=1e-5)
 
 
+# ----- encode(folder, ...) loads the folder once ----------------------------------------------------------
+def test_encode_from_a_folder_reuses_the_encoder_it_loaded(minilm_dir, encoder, texts):
+    from bertkit.embed import ENCODERS
+
+    ENCODERS.clear()
+    loads = ENCODERS.loads
+    first, second = encode(minilm_dir, texts[:3]), encode(minilm_dir, texts[3:6])
+    assert ENCODERS.loads == loads + 1  # the second call did not load the folder again
+    np.testing.assert_array_equal(first, encoder.encode(texts[:3]))  # the answers of a fresh Encoder
+    np.testing.assert_array_equal(second, encoder.encode(texts[3:6]))
+    cls = encode(minilm_dir, texts[:3], pooling="cls")  # other settings: another encoder
+    assert ENCODERS.loads == loads + 2
+    np.testing.assert_array_equal(cls, Encoder.from_pretrained(minilm_dir, pooling="cls").encode(texts[:3]))
+    encode(minilm_dir, texts[:1])
+    encode(minilm_dir + os.sep, texts[:1], pooling="cls")  # the same folder by another spelling
+    assert ENCODERS.loads == loads + 2
+
+
+@pytest.fixture
+def model_copy(classifier_dir, tmp_path):
+    path, _ = classifier_dir
+    shutil.copytree(path, tmp_path / "model")
+    return str(tmp_path / "model")
+
+
+REVIEWS = ["这本书很好看", "质量太差了，不会再买"]
+
+
+def test_a_weights_file_rewritten_in_place_loads_again(model_copy):
+    from safetensors.torch import load_file, save
+
+    from bertkit.embed import EncoderCache
+
+    cache = EncoderCache(recent_ns=0)  # no window for file systems with coarse times: only the files' identity
+    before = cache.get(model_copy).encode(REVIEWS)
+    assert cache.get(model_copy).encode(REVIEWS).tolist() == before.tolist() and cache.loads == 1
+    weights = os.path.join(model_copy, "model.safetensors")
+    state = {k: v + 0.01 if "encoder.layer.0" in k else v for k, v in load_file(weights).items()}
+    data = save(state, metadata={"format": "pt"})
+    st = os.stat(weights)
+    assert len(data) == st.st_size
+    with open(weights, "r+b") as fh:  # the same file (inode), the same size
+        fh.write(data)
+    os.utime(weights, ns=(st.st_atime_ns, st.st_mtime_ns))  # and its time put back: only its ctime says it changed
+    after = cache.get(model_copy).encode(REVIEWS)
+    assert cache.loads == 2
+    np.testing.assert_array_equal(after, Encoder.from_pretrained(model_copy).encode(REVIEWS))
+    assert np.abs(after - before).max() > 1e-3
+
+
+def test_the_cache_keeps_the_last_encoders_and_not_a_folder_changed_just_now(model_copy):
+    from bertkit.embed import EncoderCache
+
+    cache = EncoderCache(size=2, recent_ns=0)
+    for pooling in ("mean", "cls", "max", "mean"):  # mean was the least recently used when max came
+        cache.get(model_copy, pooling=pooling)
+    assert cache.loads == 4
+    cache.get(model_copy, pooling="max")
+    assert cache.loads == 4
+    config = os.path.join(model_copy, "config.json")
+    with open(config, "rb") as fh:
+        text = fh.read()
+    with open(config, "wb") as fh:  # written again, byte for byte: loaded again, as any file written is
+        fh.write(text)
+    cache.get(model_copy, pooling="max")
+    assert cache.loads == 5
+    wary = EncoderCache(recent_ns=3600 * 10**9)  # a folder written within the hour is loaded on every call
+    wary.get(model_copy), wary.get(model_copy)
+    assert wary.loads == 2
+
+
 # ----- pool() by hand ------------------------------------------------------------------------------
 def test_pool_modes_by_hand_and_padding_changes_nothing():
     hidden = torch.tensor(
@@ -315,7 +386,7 @@ def test_bad_inputs_are_clear_errors(encoder):
         encode(encoder, ["a", 1])
     with pytest.raises(BertkitError, match="batch_size must be a positive integer, got 0"):
         encode(encoder, ["a"], batch_size=0)
-    with pytest.raises(BertkitError, match="pooling must be one of"):
+    with pytest.raises(BertkitError, match="pooling: 'sum' is not one of"):
         encode(encoder, ["a"], pooling="sum")
     with pytest.raises(BertkitError, match="model must be a model folder"):
         encode(3, ["a"])
@@ -378,17 +449,12 @@ def test_embed_file_to_jsonl(minilm_dir, encoder, texts, tmp_path, capsys):
         (["a text", "--output", "out.csv"], "must end in .npy or .jsonl"),
         (["a text", "--batch-size", "0"], "must be a positive integer, got 0"),
         (["--file", "MISSING"], "missing.txt: no such file"),
-        (["--file", "EMPTY_LINE"], "line 2 is empty"),
-        (["", "--output", "x.npy"], "text 1 is empty"),
     ],
 )
 def test_embed_errors(args, message, tmp_path, capsys):
     source = tmp_path / "in.txt"
     source.write_text("好的\n\n不好\n", encoding="utf-8")
-    args = [
-        {"FILE": str(source), "EMPTY_LINE": str(source), "MISSING": str(tmp_path / "missing.txt")}.get(a, a)
-        for a in args
-    ]
+    args = [{"FILE": str(source), "MISSING": str(tmp_path / "missing.txt")}.get(a, a) for a in args]
     if "--output" not in args:
         args += ["--output", str(tmp_path / "out.npy")]
     else:
@@ -402,3 +468,33 @@ def test_embed_errors(args, message, tmp_path, capsys):
 def test_embed_output_checked_before_work(tmp_path, capsys):
     code, err = run_cli(["embed", "--model", str(tmp_path), "text", "--output", str(tmp_path / "no" / "x.npy")], capsys)
     assert code == 2 and "does not exist; create it first" in err
+
+
+@pytest.mark.parametrize("suffix", [".npy", ".jsonl"])
+def test_embed_and_predict_give_a_file_the_same_rows(clf_dir, tmp_path, capsys, suffix):
+    """One rule for both commands' --file: every line is an input at its index, a blank one too (the newline that
+    ends the file starts no line); an empty input keeps its row, without a result ("error": "empty input"; .npy:
+    a NaN row). embed used to refuse the whole file over one blank line."""
+    source = tmp_path / "in.txt"
+    source.write_text("这本书很好看\n\n质量太差了\n\n", encoding="utf-8")  # a blank line inside, one at the end
+    predictions, vectors = tmp_path / "p.jsonl", tmp_path / f"v{suffix}"
+    code, err = run_cli(["predict", "--model", clf_dir, "--file", str(source), "--output", str(predictions)], capsys)
+    assert code == 0, err
+    rows = [json.loads(line) for line in predictions.read_text(encoding="utf-8").splitlines()]
+    empty = [i for i, r in enumerate(rows) if r.get("error") == "empty input"]
+    assert len(rows) == 4 and empty == [1, 3]
+    code, err = run_cli(["embed", "--model", clf_dir, "--file", str(source), "--output", str(vectors)], capsys)
+    assert code == 0, err
+    assert "embedded 2 text(s)" in err and "2 empty input(s) (--file line 2, line 4)" in err, err
+    if suffix == ".npy":
+        array = np.load(vectors)
+        assert array.shape[0] == 4 and np.isnan(array).all(1).tolist() == [False, True, False, True]
+        assert np.isfinite(array[[0, 2]]).all()
+    else:
+        out = [json.loads(line) for line in vectors.read_text(encoding="utf-8").splitlines()]
+        assert [r["index"] for r in out] == [0, 1, 2, 3]
+        assert [i for i, r in enumerate(out) if r.get("error") == "empty input"] == empty
+        assert [r["embedding"] is None for r in out] == [False, True, False, True]
+    source.write_text("这本书很好看\n\n质量太差了\n", encoding="utf-8")  # the last line's newline: no fourth row
+    assert run_cli(["embed", "--model", clf_dir, "--file", str(source), "--output", str(vectors)], capsys)[0] == 0
+    assert (np.load(vectors).shape[0] if suffix == ".npy" else len(vectors.read_text().splitlines())) == 3

@@ -149,7 +149,9 @@ def test_serve_answers_text_with_nothing_in_it_as_empty(dirs):
     assert rows[0]["label"] in ("neg", "pos")
 
 
-def test_encode_and_embed_refuse_text_with_nothing_in_it(dirs, tmp_path, capsys):
+def test_encode_refuses_text_with_nothing_in_it_and_embed_keeps_its_row(dirs, tmp_path, capsys):
+    """The Python API refuses an empty text; `bertkit embed` keeps its row without a vector (NaN), as `bertkit
+    predict` keeps an "empty input" row: the same rows for the same file."""
     encoder = Encoder.from_pretrained(dirs["bert"])
     for texts, index in (([""], 0), ([REVIEWS[0], "\u200b"], 1), ([REVIEWS[0], " \x01 "], 1)):
         with pytest.raises(BertkitError, match=rf"texts\[{index}\] is empty"):
@@ -158,12 +160,13 @@ def test_encode_and_embed_refuse_text_with_nothing_in_it(dirs, tmp_path, capsys)
         encode(dirs["bert"], "\ufeff")
     out = tmp_path / "v.npy"
     code, _, err = run(["embed", "--model", dirs["bert"], REVIEWS[0], "\u200b", "--output", str(out)], capsys)
-    one_line_error(code, err, "text 2 is empty")
+    assert code == 0 and "1 empty input(s) (text 2) kept as NaN rows" in err, err
+    assert np.isnan(np.load(out)).all(1).tolist() == [False, True]
     source = tmp_path / "in.txt"
     source.write_text(f"{REVIEWS[0]}\n\u00ad\n", encoding="utf-8")
     code, _, err = run(["embed", "--model", dirs["bert"], "--file", str(source), "--output", str(out)], capsys)
-    one_line_error(code, err, "line 2 is empty")
-    assert not out.exists()
+    assert code == 0 and "1 empty input(s) (--file line 2) kept as NaN rows" in err, err
+    assert np.isnan(np.load(out)).all(1).tolist() == [False, True]
 
 
 # ----- NaN / Infinity: weights at load, outputs of every forward pass -------------------------------------

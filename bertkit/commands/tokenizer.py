@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ..data.builtin import BUILTIN_CORPORA
 from ..data.corpus import DOC_SEPS, Corpus
-from ..options import opt, parse
+from ..options import closest, opt, parse, shown
 from ..outfolder import move_aside
 from ..vocab import MIN_FREQUENCY, earlier_vocabulary, train_vocab, vocab_shortfall
 
@@ -65,9 +65,19 @@ def train(argv: list[str]) -> int:
     return 0
 
 
+USAGE = "usage: bertkit tokenizer train --corpus SPEC... --vocab-size N --out DIR [--vocab-sample 200MB]"
+TOOLS = ("train",)  # the tokenizer's subcommands
+
+
 def main(argv: list[str]) -> int:
     """Tokenizer tools: `bertkit tokenizer train ...`."""
-    if not argv or argv[0] != "train":
-        print("usage: bertkit tokenizer train --corpus SPEC... --vocab-size N --out DIR [--vocab-sample 200MB]")
-        return 0 if argv and argv[0] in ("-h", "--help") else 2
-    return train(argv[1:])
+    if argv and argv[0] in TOOLS:
+        return train(argv[1:])
+    if argv and argv[0] in ("-h", "--help"):
+        print(USAGE)
+        return 0
+    # as argparse says a bad argument: the usage, then the error, on stderr, exit status 2
+    what = f"unknown tool {shown(argv[0])}" if argv else f"name a tool ({', '.join(TOOLS)})"
+    near = closest(argv[0], TOOLS) if argv else None
+    print(f"{USAGE}\nbertkit tokenizer: error: {what}{f'; did you mean {near!r}?' if near else ''}", file=sys.stderr)
+    return 2
