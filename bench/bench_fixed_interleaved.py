@@ -2,8 +2,8 @@
 
     python bench/bench_fixed_interleaved.py [--rounds 12] [--steps 3] [--batch-size 32] [--seq-len 128]
 
-bench_vs_hf.py measures its contenders one after another, so a neighbour's load or the CPU's clock falls on one
-of them (two runs of the same code differed by 20%). Here the same saved `mini` model (4 layers, hidden 256) runs
+bench_vs_hf.py times training and inference of several contenders at once (interleaved rounds too); this one
+isolates fixed-length inference of the plain API. The same saved `mini` model (4 layers, hidden 256) runs
 in both, every batch all real tokens, under torch.inference_mode; each round runs `--steps` forward passes of each,
 the order turning every round, and the table reports the median round and the ratio of medians.
 """

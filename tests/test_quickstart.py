@@ -10,7 +10,7 @@ import sys
 
 import pytest
 import torch
-from conftest import window_logits
+from conftest import torch_threads, window_logits
 from test_readme import bash_commands, check_command
 
 from bertkit.cli import main
@@ -62,7 +62,10 @@ def test_summary_has_the_numbers_and_stage_times(tiny_run):
     assert [row["labels"] for row in summary["label_efficiency"]] == [16, 64]
     assert summary["label_efficiency"][-1]["pretrained"] == summary["test_accuracy_pretrained"]
     assert summary["label_efficiency"][-1]["bag_of_chars"] == summary["test_accuracy_bag_of_chars"]
-    assert [r["step"] for r in summary["pretrain_curve"]] == list(range(2, 21, 2))  # 8 or more points of 20 steps
+    # step 0 (the model before any training step, evaluated as the run's evaluations are), then 8 or more of 20 steps
+    assert [r["step"] for r in summary["pretrain_curve"]] == [0, *range(2, 21, 2)]
+    step0 = summary["locality"]["step0"]
+    assert summary["pretrain_curve"][0] == {"step": 0, **{k: step0[k] for k in ("mlm_accuracy", "neighbour_attention")}}
     head = summary["local_head"]
     assert head["offset"] in (-2, -1, 1, 2) and head["weight"] > 0.3  # a seeded head still looks at a neighbour
     assert set(STAGES) <= set(summary["stage_seconds"])
@@ -100,6 +103,9 @@ def test_report_shows_the_numbers_and_every_link_exists(tiny_run):
     assert machine_line(summary["machine"])[1:] in report  # what the time depends on (capitalised there)
     assert f"A WordPiece vocabulary of {summary['vocab_size']:,} entries" in report
     assert "try 3x" not in "".join(f for facts in summary["control_facts"].values() for f in facts)
+    assert "masked-language modelling teaches" not in report
+    seeded = [h for h in summary["locality"]["heads"] if h["seeded"]]
+    assert f"| {sum(h['step0'] for h in seeded) / len(seeded):.2f} |" in report  # the seeded heads at step 0
     links = re.findall(r"\]\(([^)\s]+)\)", report)
     images = re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", report)
     assert {
@@ -343,17 +349,19 @@ def test_vocabulary_says_the_size_written_and_why_it_is_smaller(tmp_path, capsys
     assert full == {"vocab_size": tok.vocab_size, "vocab_shortfall": None} and capsys.readouterr().err == ""
 
 
-def test_report_says_the_machine_the_vocabulary_and_the_controls_facts(tmp_path):
-    """write_report on a summary of the shape main() writes: the machine line, why the vocabulary is smaller
-    than asked, what the control runs showed (as facts, without advice)."""
+FACT = "the training loss did not fall (mean 0.6931 over the first 4 logged steps, 0.6932 over the last 4)"
+
+
+def report_summary(**changes):
+    """A summary of the shape run() writes, for write_report and results_table without a whole quickstart: the cpu
+    profile's mini (4 layers x 4 heads), its seeded heads at 0.95 at step 0 and 0.94 after, the others at 0.05."""
     from dataclasses import asdict
 
-    from bertkit.quickstart import PROFILES, machine, machine_line, write_report
+    from bertkit.quickstart import PROFILES, machine
 
     budget = asdict(PROFILES["cpu"])
     budget["vocab_size_asked"] = budget.pop("vocab_size")
     stages = ("data",) + STAGES
-    fact = "the training loss did not fall (mean 0.6931 over the first 4 logged steps, 0.6932 over the last 4)"
     shortfall = "the vocabulary has 5,837 entries, not the 21,128 asked: the corpus gives no more. It holds ..."
     summary = {
         "profile": "cpu",
@@ -374,11 +382,16 @@ def test_report_says_the_machine_the_vocabulary_and_the_controls_facts(tmp_path)
         "dev_accuracy_scratch": 0.73,
         "pretrain_steps": 1400,
         "finetune_steps": 150,
+        "pretrain_curve": [
+            {"step": 0, "mlm_accuracy": 0.01, "neighbour_attention": 0.96},
+            {"step": 1400, "mlm_accuracy": 0.3, "neighbour_attention": 0.8},
+        ],
+        "locality": locality(0.95, 0.94, 0.05, 0.06),
         "test_examples": 2000,
         "label_efficiency": [
             {"labels": n, "pretrained": 0.7, "scratch": 0.5, "bag_of_chars": 0.8} for n in (200, 1000, 13889)
         ],
-        "control_facts": {"scratch": [fact], "scratch-200": [fact], "scratch-1000": []},
+        "control_facts": {"scratch": [FACT], "scratch-200": [FACT], "scratch-1000": []},
         "review": {
             "text": "很好",
             "label": "pos",
@@ -386,11 +399,47 @@ def test_report_says_the_machine_the_vocabulary_and_the_controls_facts(tmp_path)
             "score": 0.9,
             "tokens": ["[CLS]", "很", "好", "[SEP]"],
         },
-        "local_head": {"layer": 0, "head": 1, "offset": 1, "weight": 0.92},
+        "local_head": {"layer": 0, "head": 1, "offset": 1, "weight": 0.92, "seeded_offset": 1, "step0_weight": 0.95},
         "stage_seconds": {name: 1.0 for name in stages},
         "total_seconds": float(len(stages)),
         "commands": {"quickstart": "bertkit quickstart", **{name: [] for name in stages}},
     }
+    summary.update(changes)
+    return summary
+
+
+def locality(seeded_step0, seeded_final, other_step0, other_final):
+    """summary["locality"] of mini: the heads bertkit.init seeds at seeded_*, the others at other_* (the last of them
+    at exactly that, the rest a little lower)."""
+    from bertkit.init import default_heads
+
+    seeded = {(layer, head): offset for layer, head, offset in default_heads(4, 4)}
+    others = [(layer, head) for layer in range(4) for head in range(4) if (layer, head) not in seeded]
+    heads = [
+        {"layer": layer, "head": head, "seeded": True, "offset": offset, "step0": seeded_step0, "final": seeded_final}
+        for (layer, head), offset in seeded.items()
+    ]
+    heads += [
+        {
+            "layer": layer,
+            "head": head,
+            "seeded": False,
+            "offset": -1,
+            "step0": other_step0 - 0.01 * (len(others) - 1 - n),
+            "final": other_final - 0.01 * (len(others) - 1 - n),
+        }
+        for n, (layer, head) in enumerate(others)
+    ]
+    return {"rows": 16, "tokens": 128, "step0": {"mlm_accuracy": 0.01, "neighbour_attention": 0.96}, "heads": heads}
+
+
+def test_report_says_the_machine_the_vocabulary_and_the_controls_facts(tmp_path):
+    """write_report on a summary of the shape main() writes: the machine line, why the vocabulary is smaller
+    than asked, what the control runs showed (as facts, without advice)."""
+    from bertkit.quickstart import machine_line, write_report
+
+    summary = report_summary()
+    fact = FACT
     report = open(write_report(str(tmp_path), summary, "BertForSequenceClassification(...)"), encoding="utf-8").read()
     line = machine_line(summary["machine"])
     assert f"M{line[1:]}." in report  # the sentence under the title
@@ -401,3 +450,130 @@ def test_report_says_the_machine_the_vocabulary_and_the_controls_facts(tmp_path)
     scratch, labels = report.index("### 3. The baseline"), report.index("### 4. Fewer labels")
     assert report.index(f"- `scratch`: {fact}") > scratch and report.index(f"- `scratch-200`: {fact}") > labels
     assert "`scratch-1000`" not in report and "try 3x" not in report
+
+
+# ----- what initialisation set, what training changed ------------------------------------------------------
+def report_text(tmp_path, **changes) -> str:
+    from bertkit.quickstart import write_report
+
+    return open(write_report(str(tmp_path), report_summary(**changes), "..."), encoding="utf-8").read()
+
+
+def test_report_credits_initialisation_when_training_did_not_change_the_seeded_heads(tmp_path):
+    """Seeded heads 0.95 at step 0 and 0.94 after, the others 0.05 -> 0.06: the stripes are initialisation's; the
+    report says so with the step-0 numbers and credits training with nothing."""
+    from bertkit.quickstart import results_table
+
+    report = report_text(tmp_path)
+    assert "| the 12 seeded heads: mean attention on the neighbour each was pointed at | 0.95 | 0.94 |" in report
+    assert "| the 4 other heads: the most one puts on one neighbour | 0.05 | 0.06 |" in report
+    assert "they already put 0.95 on their neighbour at step 0" in report
+    assert "training left it about there (0.94)" in report
+    assert "Training made none of the other heads local (the most local one: 0.05 at step 0, 0.06 after)" in report
+    assert "layers 0-1: every head; layers 2-3: heads 0-1" in report
+    for credit in ("masked-language modelling teaches", "sharpened", "loosened", "training made this stripe"):
+        assert credit not in report, credit
+    # the review's head: seeded there, so its stripe is initialisation's
+    assert "The `local` recipe pointed this head at the next token before training: at step 0 it already put 0.95" in (
+        report
+    )
+    assert "neighbouring token | 0.8000 (step 0, from initialisation: 0.96) |" in report
+    table = results_table(report_summary())
+    assert "most attention a head puts on one neighbour 0.8000 (step 0, from initialisation: 0.96)" in table
+    assert table.endswith(
+        "(the review in report.md: layer 0 head 1 puts 0.92 of its attention on the token at offset +1, "
+        "where the local recipe pointed it: 0.95 at step 0)"
+    )
+
+
+@pytest.mark.parametrize(
+    "numbers, says, never",
+    [
+        (
+            (0.95, 0.79, 0.05, 0.06),
+            ["training loosened it to 0.79", "Training made none of the other heads"],
+            ["Training moved other heads"],
+        ),
+        (
+            (0.80, 0.93, 0.05, 0.06),
+            ["training sharpened it to 0.93", "Training made none of the other heads"],
+            ["Training moved other heads"],
+        ),
+        (
+            (0.95, 0.96, 0.05, 0.62),
+            [
+                "training left it about there (0.96)",
+                "the most local one (layer 3 head 3, offset -1) went from 0.05 to 0.62",
+            ],
+            ["Training made none"],
+        ),
+    ],
+)
+def test_report_says_what_training_changed_as_the_numbers_say(tmp_path, numbers, says, never):
+    report = report_text(tmp_path, locality=locality(*numbers))
+    for words in says:
+        assert words in report, words
+    for words in never:
+        assert words not in report, words
+
+
+def test_report_says_training_made_the_stripe_of_a_head_the_recipe_did_not_seed(tmp_path):
+    head = {"layer": 3, "head": 3, "offset": -1, "weight": 0.7, "seeded_offset": None, "step0_weight": 0.1}
+    report = report_text(tmp_path, local_head=head, locality=locality(0.95, 0.96, 0.05, 0.62))
+    assert "The `local` recipe did not seed this head: at step 0 it put 0.10 there, so training made this stripe" in (
+        report
+    )
+
+
+def test_pretraining_plot_starts_at_step_0_and_cuts_no_title():
+    """mlm_accuracy.png: both curves from step 0 (initialisation), every title and label inside the figure."""
+    import matplotlib.pyplot as plt
+    from test_run_logging import outside_the_figure
+
+    from bertkit.quickstart import pretraining_figure
+
+    fig = pretraining_figure(report_summary())
+    try:
+        assert outside_the_figure(fig) == []
+        accuracy_ax, local_ax = fig.axes
+        assert list(accuracy_ax.get_lines()[0].get_xdata()) == [0, 1400]
+        assert list(local_ax.get_lines()[0].get_xdata()) == [0, 1400]
+        labels = [line.get_label() for line in local_ax.get_lines()]
+        assert any(label.startswith("the 12 seeded heads") for label in labels), labels
+        assert any(label.startswith("the 4 other heads") for label in labels), labels
+    finally:
+        plt.close(fig)
+
+
+@pytest.fixture(scope="module")
+def still_pretraining(tmp_path_factory, corpus_file, tokenizer_dir):
+    """One step of mlm-bow pretraining with the local recipe at a learning rate of 1e-30: its evaluation after the
+    step is the evaluation of the step-0 model (the weights cannot move by 1e-30)."""
+    from bertkit.quickstart import pretrain
+
+    out = tmp_path_factory.mktemp("still-pretraining") / "pt"
+    argv = ["--corpus", corpus_file, "--tokenizer", tokenizer_dir, "--objective", "mlm-bow", "--recipe", "local"]
+    argv += ["--model-config", "tiny", "--steps", "1", "--batch-size", "4", "--lr", "1e-30", "--seq-len", "32"]
+    argv += ["--heldout", "0.05", "--eval-rows", "32", "--eval-every", "1", "--device", "cpu", "--no-progress"]
+    with torch_threads(1):
+        return pretrain([*argv, "--out", str(out)])
+
+
+def test_step_0_is_the_run_before_its_first_step(still_pretraining):
+    """head_locality rebuilds the model pretraining started from: evaluated as the run evaluates, it gives the run's
+    own numbers (after a step that cannot move a weight); each head at step 0 and after agree; the heads it calls
+    seeded are bertkit.init's for this model (tiny: 2 layers x 4 heads)."""
+    from bertkit.init import default_heads
+    from bertkit.train.runlog import read_metrics
+
+    cfg, local = still_pretraining["cfg"], still_pretraining["locality"]
+    (logged,) = [r for r in read_metrics(f"{cfg.out}/metrics.jsonl") if r.get("split") == "eval"]
+    for key in ("loss", "mlm_accuracy", "bow_loss", "neighbour_attention"):
+        assert local["step0"][key] == pytest.approx(logged[key], abs=2e-6), key
+    assert {(h["layer"], h["head"], h["offset"]) for h in local["heads"] if h["seeded"]} == set(default_heads(2, 4))
+    assert len(local["heads"]) == 8
+    for h in local["heads"]:
+        assert h["step0"] == pytest.approx(h["final"], abs=1e-5), h
+    # the curve's measure is the most any head puts on one neighbour: at least what each head here puts
+    assert max(h["step0"] for h in local["heads"]) <= local["step0"]["neighbour_attention"] + 1e-6
+    assert local["tokens"] == 32 and 1 <= local["rows"] <= 16

@@ -268,6 +268,74 @@ def fake_rows(steps: int, eval_at: list[int]) -> list[dict]:
     ]
 
 
+def outside_the_figure(fig) -> list[str]:
+    """What of each panel (title, axis labels, tick labels, legend) the renderer draws past the figure's edges:
+    text a saved PNG cuts off. [] when everything is inside."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    edge = fig.bbox
+    cut = []
+    for n, ax in enumerate(fig.axes):
+        box = ax.get_tightbbox(renderer)
+        if box.x0 < edge.x0 - 1 or box.y0 < edge.y0 - 1 or box.x1 > edge.x1 + 1 or box.y1 > edge.y1 + 1:
+            cut.append(f"panel {n} ({ax.get_title()!r}): {box} beyond {edge}")
+    return cut
+
+
+def mlm_bow_rows(steps: int, eval_at: list[int]) -> list[dict]:
+    """Rows as mlm-bow pretraining logs them: the training objective (MLM + bag of words) near 12, the held-out
+    MLM loss near 6, and its bow_loss."""
+    rows = [{"step": s, "loss": 12.5 - s / steps, "lr": 1e-3} for s in range(1, steps + 1)]
+    return rows + [
+        {"step": s, "split": "eval", "loss": 6.1 - s / steps, "bow_loss": 6.2, "mlm_accuracy": 0.03 + s / 1000}
+        for s in eval_at
+    ]
+
+
+def test_loss_png_keeps_the_training_objective_off_the_held_out_losses_axis():
+    """mlm-bow's training loss (MLM + bag of words) and the held-out MLM loss are different numbers: each on its
+    own titled panel, never two curves on one axis as if comparable; no title or label cut off."""
+    import matplotlib.pyplot as plt
+
+    from bertkit.train.runlog import loss_figure
+
+    fig = loss_figure(mlm_bow_rows(20, [5, 10, 15, 20]))
+    try:
+        train_ax, losses_ax, others_ax = fig.axes
+        assert [line.get_label() for line in train_ax.get_lines()] == ["training loss"]
+        assert sorted(line.get_label() for line in losses_ax.get_lines()) == ["held-out bow_loss", "held-out loss"]
+        assert [line.get_label() for line in others_ax.get_lines()] == ["mlm_accuracy"]
+        assert "training" in train_ax.get_title() and all("held-out" in ax.get_title() for ax in fig.axes[1:])
+        assert outside_the_figure(fig) == []
+    finally:
+        plt.close(fig)
+
+
+def test_loss_png_shows_a_single_point_as_a_point_on_an_axis_that_takes_in_zero():
+    """A fine-tuning run with one logged step and one evaluation (accuracy 0.87, F1 0.865): each is drawn with a
+    marker, and the axis does not magnify a 0.005 difference into its whole height."""
+    import matplotlib.pyplot as plt
+
+    from bertkit.train.runlog import loss_figure
+
+    rows = [
+        {"step": 150, "loss": 0.41, "lr": 0.0},
+        {"step": 150, "split": "eval", "accuracy": 0.87, "macro_f1": 0.865, "n": 2000},
+    ]
+    fig = loss_figure(rows)
+    try:
+        train_ax, eval_ax = fig.axes
+        for ax in (train_ax, eval_ax):
+            assert all(line.get_marker() not in ("None", "", None) for line in ax.get_lines()), ax.get_title()
+            low, high = ax.get_ylim()
+            top = max(max(line.get_ydata()) for line in ax.get_lines())
+            assert low <= 0 < top < high and high - low >= top, (ax.get_title(), low, high)
+            assert list(ax.get_xticks()) == [150]  # the one step, not 149.8 and 150.2 around it
+        assert outside_the_figure(fig) == []
+    finally:
+        plt.close(fig)
+
+
 @pytest.mark.parametrize("steps, eval_at", [(30, [10, 20, 30]), (3, [2, 3])])
 def test_loss_png_shows_the_evaluation_beside_the_loss_on_whole_steps(steps, eval_at):
     import matplotlib.pyplot as plt
@@ -277,16 +345,16 @@ def test_loss_png_shows_the_evaluation_beside_the_loss_on_whole_steps(steps, eva
     fig = loss_figure(fake_rows(steps, eval_at))
     try:
         fig.canvas.draw()
-        loss_ax, eval_ax = fig.axes
-        lines = {line.get_label(): line for line in loss_ax.get_lines()}
-        assert sorted(lines) == ["held-out loss", "train loss"]
-        assert list(lines["train loss"].get_xdata()) == list(range(1, steps + 1))
-        assert list(lines["held-out loss"].get_xdata()) == eval_at
+        train_ax, loss_ax, eval_ax = fig.axes
+        assert [line.get_label() for line in train_ax.get_lines()] == ["training loss"]
+        assert list(train_ax.get_lines()[0].get_xdata()) == list(range(1, steps + 1))
+        assert [line.get_label() for line in loss_ax.get_lines()] == ["held-out loss"]
+        assert list(loss_ax.get_lines()[0].get_xdata()) == eval_at
         # the panel beside it: what the evaluation measured, not counts and not perplexity (the loss, exponentiated)
         lines = {line.get_label(): line for line in eval_ax.get_lines()}
         assert sorted(lines) == ["mlm_accuracy"]
         assert list(lines["mlm_accuracy"].get_ydata()) == [s / (2 * steps) for s in eval_at]
-        for ax in (loss_ax, eval_ax):
+        for ax in fig.axes:
             low, high = ax.get_xlim()
             ticks = [t for t in ax.get_xticks() if low <= t <= high]
             assert len(ticks) >= 2 and all(float(t).is_integer() for t in ticks), ticks
@@ -301,6 +369,6 @@ def test_loss_png_without_evaluations_is_the_loss_alone():
 
     fig = loss_figure(fake_rows(5, []))
     try:
-        assert len(fig.axes) == 1 and [line.get_label() for line in fig.axes[0].get_lines()] == ["train loss"]
+        assert len(fig.axes) == 1 and [line.get_label() for line in fig.axes[0].get_lines()] == ["training loss"]
     finally:
         plt.close(fig)

@@ -281,6 +281,12 @@ def test_resume_refuses_changed_settings_and_missing_state(tmp_path, corpus_file
 
 def pretrain_cli(data, out, capsys, *flags):
     """(exit code, stderr) of a 1-step `bertkit pretrain --data` in this process (tiny, CPU)."""
+    code, captured = pretrain_captured(data, out, capsys, *flags)
+    return code, captured.err
+
+
+def pretrain_captured(data, out, capsys, *flags):
+    """(exit code, capsys's (out, err)) of a 1-step `bertkit pretrain --data` in this process (tiny, CPU)."""
     code = main(
         [
             "pretrain",
@@ -306,7 +312,7 @@ def pretrain_cli(data, out, capsys, *flags):
             *flags,
         ]
     )
-    return code, capsys.readouterr().err
+    return code, capsys.readouterr()
 
 
 def test_a_data_folder_whose_tokenizer_was_edited_is_named_not_init_from(tmp_path, prepared, capsys):
@@ -351,6 +357,47 @@ def test_resume_knows_a_dataset_by_its_content_not_its_path(tmp_path, corpus_fil
     assert f"sources was {corpus_file} (" in err and f", now {small} (" in err, err
     assert "option heldout was 0.01, now 0.02" in err and "train split was 597 documents" in err, err
     assert "resume with the run's dataset (or a copy of it), or start a new run" in err
+
+
+def test_resume_of_a_finished_run_says_it_is_complete(tmp_path, prepared, capsys):
+    """--resume of a run that already reached its --steps trains nothing: it says so, where the model is and how to
+    train longer (which works), instead of "done: ... 0 tokens/s; last training loss nan"."""
+    out = tmp_path / "run"
+    assert pretrain_cli(prepared, out, capsys)[0] == 0
+    code, (stdout, err) = pretrain_captured(prepared, out, capsys, "--resume")
+    assert code == 0, err
+    assert "nan" not in stdout and "tokens/s" not in stdout and "done:" not in stdout, stdout
+    assert (
+        f"{out}: the run is already complete: it reached step 1 of --steps 1 before, so --resume trained nothing; "
+        f"its final model is in {out}. To train longer, pass a larger --steps with --resume"
+    ) in stdout, stdout
+    assert os.path.isfile(out / "model.safetensors")
+    code, err = pretrain_cli(prepared, out, capsys, "--steps", "2", "--resume")  # what the message advises
+    assert code == 0 and max(train_losses(out)) == 2, err
+
+
+def test_resume_of_a_finished_finetune_run_says_it_is_complete(tmp_path, clf_dir, capsys):
+    out = tmp_path / "clf"
+    shutil.copytree(clf_dir, out)
+    code = main(["finetune", "--config", str(out / "settings.yaml"), "--out", str(out), "--resume"])
+    stdout = capsys.readouterr().out
+    assert code == 0
+    assert "nan" not in stdout and "done:" not in stdout, stdout
+    assert f"it reached step 6 of --steps 6 before, so --resume trained nothing; its best model is in {out}" in stdout
+    assert "To train longer, pass a larger --steps with --resume" in stdout
+
+
+def test_resume_of_a_finished_epochs_run_says_epochs_cannot_change(tmp_path, base_dir, dev_file, capsys):
+    """--epochs may not change on --resume (a larger --steps would be overridden by it): the note says to start anew."""
+    out = tmp_path / "clf"
+    argv = ["finetune", "--model", base_dir, "--train", dev_file, "--out", str(out), "--epochs", "0.2"]
+    argv += ["--batch-size", "8", "--seq-len", "32", "--device", "cpu", "--no-progress"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    assert main([*argv, "--resume"]) == 0
+    stdout = capsys.readouterr().out
+    assert "the run is already complete" in stdout and "--resume trained nothing; its final model is in" in stdout
+    assert "To train longer, start a new run with more --epochs (--epochs 0.2 cannot change on --resume)" in stdout
 
 
 @pytest.mark.parametrize("extra", [64, -200])

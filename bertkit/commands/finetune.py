@@ -20,6 +20,9 @@ def main(argv: list[str]) -> int:
     if summary.interrupted:
         print(f"stopped at step {summary.step}; continue with the same flags and --resume")
         return 130
+    if summary.already_complete:  # no step ran: a summary of this part would say a nan loss
+        print(summary.already_complete)
+        return 0
     print(f"done: {summary.step} steps in {summary.seconds} s; last training loss {summary.loss:.4f}")
     if summary.best:
         print("best evaluation:\n" + format_report(summary.best))

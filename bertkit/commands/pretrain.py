@@ -19,6 +19,9 @@ def report(summary: PretrainSummary, cfg: PretrainConfig) -> int:
     if summary.interrupted:
         print(f"stopped at step {summary.step}; the training state is in {cfg.out}/checkpoint: continue with --resume")
         return 130
+    if summary.already_complete:  # no step ran: a summary of this part would say 0 tokens/s and a nan loss
+        print(summary.already_complete)
+        return 0
     print(
         f"done: {summary.step} steps in {summary.seconds} s, {summary.tokens_per_s or 0:,.0f} tokens/s; "
         f"last training loss {summary.loss:.4f}"

@@ -36,7 +36,7 @@ from ..options import opt
 from ..tasks import TASKS, TaskOptions, check_task_options, default_stride, evaluate, get_task, read_examples
 from ..tokenizer import Tokenizer, vocab_digest
 from .batches import LOSS_UNITS, LossWeights, StepSampler
-from .loop import KeepBest, TrainSummary, train
+from .loop import KeepBest, TrainSummary, complete_note, train
 from .runfolder import keep_settings, run_claimed
 from .runlog import check_log_to, read_metrics
 from .settings import TrainConfig, with_default
@@ -252,7 +252,11 @@ def run_in(cfg: FinetuneConfig, rank: int, world: int) -> FinetuneSummary:
         else []
     )
     best, last = (keep.report, keep.last) if keep is not None else (None, None)
-    warnings = [] if summary.interrupted else learning_warnings(task, last, losses)
+    warnings = [] if summary.interrupted or summary.already_complete else learning_warnings(task, last, losses)
+    if summary.already_complete and cfg.epochs > 0:  # --epochs, unlike --steps, may not change on --resume
+        model_word = "best model" if best is not None else "final model"
+        longer = f"start a new run with more --epochs (--epochs {cfg.epochs:g} cannot change on --resume)"
+        summary.already_complete = complete_note(cfg, summary.step, model_word, longer)
     result = FinetuneSummary(
         **vars(summary), best=best, warnings=warnings, advice=learning_advice(cfg), settings=dataclasses.asdict(cfg)
     )

@@ -72,6 +72,9 @@ class TrainSummary:
     tokens_per_s: float | None = None  # over the last logged window; None before the first metrics row
     eval: dict[str, float] = field(default_factory=dict)  # the last evaluation ({} if none ran)
     stopped_early: int | None = None  # the step at which KeepBest's patience ended the run
+    # --resume of a run that had reached its --steps: no step ran, so what to say instead of a summary of this part
+    # (complete_note); "" otherwise
+    already_complete: str = ""
 
 
 # ----- the loop ----------------------------------------------------------------------------------
@@ -197,6 +200,7 @@ class Run:
     tokens_per_s: float | None = None  # of the last metrics row
     eval: dict[str, float] = field(default_factory=dict)  # the last evaluation
     stopped_early: int | None = None
+    resumed_at: int | None = None  # the step --resume found saved
 
     @property
     def is_main(self) -> bool:
@@ -274,7 +278,9 @@ def resume(run: Run) -> None:
     if state is None:
         raise TrainingError(f"--resume: {run.state_dir} holds no training state; run without --resume first")
     note = check_identity(state.get("identity") or {}, run.identity or {}, run.state_dir)
-    run.step = restore(state, run.raw_model, run.optimizer, run.scheduler, run.scaler, run.cfg, run.world)
+    run.step = run.resumed_at = restore(
+        state, run.raw_model, run.optimizer, run.scheduler, run.scaler, run.cfg, run.world
+    )
     if run.keep_best is not None:
         run.keep_best.load(state.get("extra", {}))  # fine-tuning's best score so far
     if run.is_main:
@@ -441,12 +447,33 @@ def finish(run: Run, save_model: SaveModel | None) -> TrainSummary:
         eval=run.eval,
         stopped_early=run.stopped_early,
     )
+    if run.resumed_at is not None and run.resumed_at >= run.cfg.steps:
+        best = run.keep_best is not None and run.keep_best.report is not None
+        summary.already_complete = complete_note(run.cfg, run.resumed_at, "best model" if best else "final model")
     if run.is_main and not summary.interrupted:
-        if save_model is not None and run.keep_best is None:  # with KeepBest the best model is there already
+        # with KeepBest the best model is there already; an already complete run's final model is saved again, in
+        # case the run was stopped between its last training state and its model
+        if save_model is not None and run.keep_best is None:
             save_model(run.raw_model, run.cfg.out)
         plot_losses(run.metrics_path, os.path.join(run.cfg.out, "loss.png"))
     barrier(run.world)
     return summary
+
+
+def complete_note(
+    cfg: TrainConfig,
+    step: int,
+    model: str,
+    longer: str = "pass a larger --steps with --resume (the learning-rate schedule then spans the new --steps)",
+) -> str:
+    """What --resume of a run that had already reached its --steps says: there was nothing to train, where its
+    model is, and how to train longer (--steps may change on --resume; lr_factor then lays the schedule over the
+    new --steps, so a rate that had decayed rises again)."""
+    reached = f"step {step} of --steps {cfg.steps}" if step == cfg.steps else f"step {step}, past --steps {cfg.steps}"
+    return (
+        f"{cfg.out}: the run is already complete: it reached {reached} before, so --resume trained nothing; its "
+        f"{model} is in {cfg.out}. To train longer, {longer}"
+    )
 
 
 # ----- pieces of the loop ------------------------------------------------------------------------

@@ -36,7 +36,7 @@ from torch import nn
 from ..config import PRESETS, BertConfig
 from ..data.builtin import BUILTIN_CORPORA
 from ..data.corpus import DOC_SEPS, Corpus
-from ..data.dataset import PretrainingData
+from ..data.dataset import PretrainingData, Split
 from ..data.prepare import prepare
 from ..data.rows import PACKINGS, make_rows, most_rows, pair_options
 from ..deprecated import moved
@@ -46,7 +46,7 @@ from ..tokenizer import Tokenizer, vocab_digest
 from ..vocab import MIN_FREQUENCY, train_vocab, vocab_shortfall
 from .batches import StepSampler
 from .loop import TrainSummary, train
-from .objectives import OBJECTIVES, Setup
+from .objectives import OBJECTIVES, Objective, Setup
 from .runfolder import keep_settings, run_claimed
 from .runlog import check_log_to
 from .settings import TrainConfig, with_default
@@ -453,6 +453,25 @@ def run(cfg: PretrainConfig) -> PretrainSummary:
     )
 
 
+def starting_model(
+    cfg: PretrainConfig, tokenizer: Tokenizer, train_split: Split, say: Callable[..., None] = lambda *a: None
+) -> tuple[Objective, nn.Module]:
+    """The run's objective and its model before the first step: torch seeded with --seed, then --init-from's weights,
+    or the objective's build with the recipe's initialisation (the output bias from the training split's token
+    counts). run_in starts from it; the quickstart makes it again to measure what initialisation set."""
+    recipe = RECIPES[cfg.recipe]
+    mlm_probability = recipe.mlm_probability if cfg.mlm_probability is None else cfg.mlm_probability
+    objective = OBJECTIVES[cfg.objective](Setup(cfg, tokenizer, recipe.init, mlm_probability, say))
+    torch.manual_seed(cfg.seed)
+    if cfg.init_from:
+        return objective, objective.load(cfg.init_from)
+    counts = torch.from_numpy(np.array(train_split.token_counts))  # of the corpus, counted by bertkit prepare
+    counts[list(tokenizer.all_special_ids)] = 0  # never a target
+    config = build_model_config(cfg, tokenizer, say)
+    counts = F.pad(counts, (0, config.vocab_size - len(counts)))  # padding rows (a larger vocab_size): never seen
+    return objective, objective.build(config, counts)
+
+
 def run_in(cfg: PretrainConfig, rank: int, world: int) -> PretrainSummary:
     """The run itself, in a claimed --out (runfolder.py)."""
     say = (lambda *a: print(*a, file=sys.stderr)) if rank == 0 else (lambda *a: None)
@@ -483,16 +502,7 @@ def run_in(cfg: PretrainConfig, rank: int, world: int) -> PretrainSummary:
     recipe = RECIPES[cfg.recipe]
     mlm_probability = recipe.mlm_probability if cfg.mlm_probability is None else cfg.mlm_probability
     dropout = recipe.dropout if cfg.dropout is None else cfg.dropout
-    objective = OBJECTIVES[cfg.objective](Setup(cfg, tokenizer, recipe.init, mlm_probability, say))
-    torch.manual_seed(cfg.seed)
-    if cfg.init_from:
-        model = objective.load(cfg.init_from)
-    else:
-        counts = torch.from_numpy(np.array(train_split.token_counts))  # of the corpus, counted by bertkit prepare
-        counts[list(tokenizer.all_special_ids)] = 0  # never a target
-        config = build_model_config(cfg, tokenizer, say)
-        counts = F.pad(counts, (0, config.vocab_size - len(counts)))  # padding rows (a larger vocab_size): never seen
-        model = objective.build(config, counts)
+    objective, model = starting_model(cfg, tokenizer, train_split, say)
     if dropout is not None:
         set_dropout(model, dropout)
     say(

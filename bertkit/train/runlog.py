@@ -11,7 +11,8 @@ from the rows. The training loop writes them (rank 0, through a RunLog); quickst
     append_row(path, row)          one row of metrics.jsonl
     read_metrics(path)             -> [row, ...]
     truncate_metrics(path, step)   on --resume: drop the rows written after the saved step (truncate_csv: metrics.csv)
-    plot_losses(path, png)         loss.png: the loss per step, the held-out numbers beside it (loss_figure)
+    plot_losses(path, png)         loss.png: the training loss per step; the held-out losses and the other held-out
+                                   numbers beside it, each on its own titled panel (loss_figure)
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import json
+import math
 import os
 import sys
 import warnings
@@ -30,6 +32,7 @@ from ..files import atomic_write, atomic_write_text, write_problem
 from ..metrics import finite_or_none
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
     from torch.utils.tensorboard import SummaryWriter
 
@@ -236,44 +239,75 @@ def eval_curves(rows: list[dict]) -> tuple[dict[str, list], dict[str, list]]:
     return losses, others
 
 
-def loss_figure(rows: list[dict]) -> Figure:
-    """The figure of loss.png: the training loss per logged step with the held-out losses (left) and, where the
-    evaluation gives other numbers (accuracy, F1, ...), those on the same steps (right). Steps are whole numbers."""
+TRAIN_TITLE = "training loss: the objective minimised"
+
+
+def loss_figure(rows: list[dict], train_title: str = TRAIN_TITLE) -> Figure:
+    """The figure of loss.png, one titled panel each: the training loss per logged step; the held-out losses;
+    the evaluation's other numbers (accuracy, F1, ...), where there are. The training loss is the objective
+    (mlm-bow: MLM + bag of words, at the recipe's masking) and the held-out loss what the evaluation scores (MLM
+    at 15%): other numbers, so never on one axis. Steps are whole numbers; a panel whose values barely differ
+    (one point, say) gets an axis that takes in 0 (least_span), so noise is not drawn as a trend."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    train_rows = [r for r in rows if "loss" in r and r.get("split") != "eval"]
+    train = [(r["step"], r["loss"]) for r in rows if "loss" in r and r.get("split") != "eval"]
     losses, others = eval_curves(rows)
-    panels = 2 if others else 1
-    fig, axes = plt.subplots(1, panels, figsize=(6 * panels, 3.5), dpi=100, sharex=True, squeeze=False)
-    ax = axes[0, 0]
-    ax.plot([r["step"] for r in train_rows], [r["loss"] for r in train_rows], label="train loss")
-    for name, curve in losses.items():
-        label = "held-out loss" if name == "loss" else f"held-out {name}"
-        ax.plot(*zip(*curve), "o-", label=label)
-    ax.set_ylabel("loss")
+    panels = [(train_title, "loss", {"training loss": train})]
+    if losses:
+        named = {("held-out loss" if name == "loss" else f"held-out {name}"): c for name, c in losses.items()}
+        panels.append(("held-out losses (the evaluation's)", "loss", named))
     if others:
-        right = axes[0, 1]
-        for name, curve in others.items():
-            right.plot(*zip(*curve), "o-", label=name)
-        right.set_ylabel("held-out")
-    for ax in axes[0]:
-        ax.set_xlabel("step")
+        panels.append(("held-out numbers (the evaluation's)", "value", others))
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 3.6), dpi=100, squeeze=False)
+    for ax, (title, ylabel, curves) in zip(axes[0], panels):
+        for label, curve in curves.items():
+            if curve:
+                ax.plot(*zip(*curve), "o-" if len(curve) < 3 else "-", label=label)
+        ax.set(title=fill(title, 44), xlabel="step", ylabel=ylabel)
+        steps = {x for curve in curves.values() for x, _ in curve}
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # no step 2.5 on a short run
+        if len(steps) == 1:
+            ax.set_xticks(sorted(steps))  # one step: its tick alone (MaxNLocator would add 7.8, 8.2 around it)
+        least_span(ax, [v for curve in curves.values() for _, v in curve])
         ax.grid(alpha=0.3)
-        ax.legend()
+        ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
 
 
-def plot_losses(metrics_path: str, png_path: str) -> str | None:
-    """loss.png from a metrics.jsonl (loss_figure); None when there is no metrics.jsonl."""
+def least_span(ax: Axes, values: Sequence[float | None]) -> None:
+    """Values that span under a tenth of their size (a single point, a flat curve) get an axis that takes in 0:
+    matplotlib's own limits would stretch a 0.003 difference over the panel's height."""
+    finite = [v for v in values if v is not None and math.isfinite(v)]  # a skipped step's loss is null
+    if not finite:
+        return
+    low, high = min(finite), max(finite)
+    size = max(abs(low), abs(high))
+    if size == 0 or high - low >= 0.1 * size:
+        return
+    low, high = min(low, 0.0), max(high, 0.0)
+    margin = 0.05 * (high - low)
+    ax.set_ylim(low - (margin if low < 0 else 0.0), high + (margin if high > 0 else 0.0))
+
+
+def fill(text: str, width: int) -> str:
+    """A title wrapped at `width` characters (a panel is about that wide), so no title runs past the figure."""
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width))
+
+
+def plot_losses(metrics_path: str, png_path: str, train_title: str = TRAIN_TITLE) -> str | None:
+    """loss.png from a metrics.jsonl (loss_figure; train_title: what the training loss is, where the caller knows
+    more than "the objective"); None when there is no metrics.jsonl."""
     if not os.path.exists(metrics_path):
         return None
-    fig = loss_figure(read_metrics(metrics_path))  # (it sets matplotlib's Agg backend, then imports pyplot)
+    # loss_figure sets matplotlib's Agg backend, then imports pyplot
+    fig = loss_figure(read_metrics(metrics_path), train_title)
     import matplotlib.pyplot as plt
 
     try:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 
 from ...config import BertConfig
 from ...data.masking import MaskingCollator
@@ -203,10 +203,17 @@ def evaluate_mlm(
     return result
 
 
-@torch.no_grad()
 def neighbour_attention_of(model: nn.Module, rows: Rows, count: int = 16) -> float | None:
     """The most any head attends to one neighbouring offset (+-1, +-2) on the first held-out rows that are full
-    (no padding, one document): 1/S for uniform heads, 0.99 for a real BERT's previous-token head."""
+    (full_row_attentions): 1/S for uniform heads, 0.99 for a real BERT's previous-token head."""
+    found = full_row_attentions(model, rows, count)
+    return None if found is None else neighbour_attention(found[0])
+
+
+@torch.no_grad()
+def full_row_attentions(model: nn.Module, rows: Rows, count: int = 16) -> tuple[tuple[Tensor, ...], int, int] | None:
+    """The attention maps ((B, heads, S, S) per layer) of the first held-out rows that are full (no padding, one
+    document), up to `count` of them, with their number and length S; None where none is (or S is under 8)."""
     batch = rows.batch(np.arange(min(len(rows), 4 * count)))
     full = np.flatnonzero((batch.attention_mask == 1).all(axis=1))[:count]
     if not len(full) or batch.input_ids.shape[1] < 8:
@@ -217,4 +224,4 @@ def neighbour_attention_of(model: nn.Module, rows: Rows, count: int = 16) -> flo
         token_type_ids=torch.from_numpy(batch.token_type_ids[full]).to(device),
         output_attentions=True,
     )
-    return neighbour_attention(out.attentions)
+    return out.attentions, len(full), int(batch.input_ids.shape[1])
