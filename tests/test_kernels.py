@@ -159,6 +159,18 @@ def test_weights_are_packed_once_while_nothing_changes(monkeypatch):
     assert {id(v[2]) for m in model.modules() for v in kernels._packed.get(m, {}).values()} == packed
 
 
+@needs_onednn
+def test_a_write_through_numpy_is_seen_after_forget(monkeypatch):
+    """The one write no counter sees (NumPy's, into the same memory): kernels.forget(model), as documented."""
+    model = random_model()
+    ids, mask, types = padded_batch()
+    run(model, "onednn", monkeypatch, ids, mask, types)
+    model.encoder.layer[0].attention.self.value.weight.detach().numpy()[:] *= -1
+    kernels.forget(model)
+    after = run(model, "onednn", monkeypatch, ids, mask, types).last_hidden_state
+    assert max_diff(after, run(model, "torch", monkeypatch, ids, mask, types).last_hidden_state) < 1e-5
+
+
 def test_tracked_parameters_behave_as_nn_parameter(tmp_path):
     """The Linear layers' parameters (kernels.Parameter) print, save, copy, pickle and train as nn.Parameter."""
     import pickle

