@@ -302,7 +302,8 @@ class LoadReport(Mapping[str, Any]):
     mismatched_fatal: bool = True  # False under ignore_mismatched_sizes: those are re-initialised instead
     encoder_prefix: str = ""  # "bert." in a task model; "" in BertModel, which is all encoder
     from_another_class: bool = False  # saved as another class (architectures): unused tensors are expected
-    unexpected_ok: tuple[str, ...] = ()  # the class's _unexpected_ok: unused tensors it does not need
+    # the class's _unexpected_ok: unused tensors it does not need (prefixes, read as unexpected_under reads them)
+    unexpected_ok: tuple[str, ...] = ()
 
     # ----- what a caller reads -----------------------------------------------------------------
     @property
@@ -388,7 +389,8 @@ class LoadReport(Mapping[str, Any]):
 
     def warn_unexpected(self, *, stacklevel: int = 2) -> None:
         """The unused tensors that are news (see the class docstring for those that are not)."""
-        news = [] if self.from_another_class else [k for k in self.unexpected if not k.startswith(self.unexpected_ok)]
+        expected = set(self.unexpected_under(*self.unexpected_ok)) if self.unexpected_ok else set()
+        news = [] if self.from_another_class else [k for k in self.unexpected if k not in expected]
         if news:
             warnings.warn(
                 f"{self.directory}: checkpoint tensors not used by {self.class_name}: " + ", ".join(news),
