@@ -11,17 +11,17 @@ loading is a plain `load_state_dict` after a small rename table:
 
 Loading never half-succeeds silently: a wrong shape or a missing tensor raises CheckpointError
 with a table of names and shapes; head weights a checkpoint lacks are initialised and named in
-one warning; checkpoint tensors the model has no place for are named in one warning. Loading is
-    check_sizes -> read_weights -> map_keys -> drop_tied_copies -> match_weights (a LoadReport) -> raise or warn
+one warning; checkpoint tensors the model has no place for are named in one warning where they are news (LoadReport
+says when they are not). Loading is
+    read_weights -> check_sizes -> map_keys -> drop_tied_copies -> match_weights (a LoadReport) -> raise or warn
     -> load -> finite.check_weights (a NaN / Infinity weight: one warning naming the tensor)
-check_sizes runs before anything is allocated: the config's sizes against the weights file's tensor shapes (read
-from its header: weight_shapes), one line naming the field, its value and the tensor; then BertConfig.validate()'s
-bound on memory, for what no weights file says (a config.json whose hidden_size is 1,000,000 would otherwise ask
-for terabytes, layer by layer).
+check_sizes runs before a module is built: the config's sizes against the shapes of the tensors read, one line
+naming the field, its value and the tensor; then BertConfig.validate()'s bound on memory, for what no weights file
+says (a config.json whose hidden_size is 1,000,000 would otherwise ask for terabytes, layer by layer).
 A directory's config.json model_type picks the class (model_class_for): a BERT class asked to load an "electra"
 directory builds its ELECTRA counterpart (bertkit.electra.ELECTRA_CLASSES), so
 `BertForSequenceClassification.from_pretrained(d)` loads an ELECTRA discriminator as an
-ElectraForSequenceClassification, its unused pretraining head warned about as BERT's cls.* are.
+ElectraForSequenceClassification, its unused pretraining head listed in the report as BERT's cls.* are.
 And `output_loading_info=True` returns the LoadReport to the caller instead of warning, as transformers
 returns its info dict (the report reads as that dict too); such callers (every command's loader) run
 check_weights themselves and refuse the model, so they are not warned about NaN here either.
@@ -55,6 +55,7 @@ SAFE_WEIGHTS = "model.safetensors"
 SAFE_INDEX = "model.safetensors.index.json"
 TORCH_WEIGHTS = "pytorch_model.bin"
 TORCH_INDEX = "pytorch_model.bin.index.json"
+WEIGHT_NAMES = (SAFE_WEIGHTS, SAFE_INDEX, TORCH_WEIGHTS, TORCH_INDEX)  # the layouts, in the order they are looked for
 CONFIG = "config.json"
 
 _RENAMES = [
@@ -77,8 +78,6 @@ class PretrainedModel(Protocol):
     def config(self) -> BertConfig: ...
     @property
     def _missing_ok(self) -> tuple[str, ...]: ...
-    @property
-    def _unexpected_ok(self) -> tuple[str, ...]: ...
     def __init__(self, config: BertConfig, **kwargs: Any) -> None: ...
     def tied_weights(self) -> dict[str, str]: ...
     def tie_weights(self) -> None: ...
@@ -98,20 +97,22 @@ ModelT = TypeVar("ModelT", bound=PretrainedModel)
 
 
 # ----- reading weights ---------------------------------------------------------------------------
+def weights_file(directory: str) -> str:
+    """The name of the weights file a model directory holds, whichever of the four HF layouts it uses; "" if none."""
+    return next((n for n in WEIGHT_NAMES if os.path.exists(os.path.join(directory, n))), "")
+
+
 def read_weights(directory: str) -> dict[str, torch.Tensor]:
     """All tensors of a model directory, whichever of the four HF layouts it uses."""
-    for name in (SAFE_WEIGHTS, SAFE_INDEX, TORCH_WEIGHTS, TORCH_INDEX):
-        path = os.path.join(directory, name)
-        if not os.path.exists(path):
-            continue
-        if name.endswith(".index.json"):
-            return _read_sharded(path)
-        return _read_file(path)
-    found = ", ".join(sorted(os.listdir(directory))) or "nothing"
-    raise CheckpointError(
-        f"{directory}: no weights found; expected {SAFE_WEIGHTS} or {TORCH_WEIGHTS} "
-        f"(or a sharded .index.json), found: {found}"
-    )
+    name = weights_file(directory)
+    if not name:
+        found = ", ".join(sorted(os.listdir(directory))) or "nothing"
+        raise CheckpointError(
+            f"{directory}: no weights found; expected {SAFE_WEIGHTS} or {TORCH_WEIGHTS} "
+            f"(or a sharded .index.json), found: {found}"
+        )
+    path = os.path.join(directory, name)
+    return _read_sharded(path) if name.endswith(".index.json") else _read_file(path)
 
 
 def _read_file(path: str) -> dict[str, torch.Tensor]:
@@ -158,44 +159,21 @@ _SIZED_TENSORS = {
 _LAYER = re.compile(r"(^|\.)encoder\.layer\.(\d+)\.")
 
 
-def weight_shapes(directory: str) -> tuple[str, dict[str, tuple[int, ...]]]:
-    """A model directory's weights file and the shape of each tensor in it (names renamed as map_keys reads them),
-    without reading a tensor: a safetensors header, or a pytorch_model.bin mapped into memory (weights_only) and
-    not read. ("", {}) without weights, and {} for weights that cannot be read so: read_weights then says why."""
-    name = next((n for n in (SAFE_WEIGHTS, SAFE_INDEX, TORCH_WEIGHTS, TORCH_INDEX) if _exists(directory, n)), "")
-    if not name:
-        return "", {}
-    path = os.path.join(directory, name)
-    shapes: dict[str, tuple[int, ...]] = {}
-    try:
-        for file in _shards(path) if name.endswith(".index.json") else [path]:
-            shapes.update(_file_shapes(file))
-    except Exception:  # corrupt, truncated, an old-format .bin that cannot be mapped: read_weights says which
-        return name, {}
-    return name, {_rename(k): v for k, v in shapes.items()}
-
-
-def _exists(directory: str, name: str) -> bool:
-    return os.path.exists(os.path.join(directory, name))
-
-
-def _file_shapes(path: str) -> dict[str, tuple[int, ...]]:
-    if path.endswith(".safetensors"):
-        from safetensors import safe_open
-
-        with safe_open(path, framework="pt") as f:  # reads the JSON header only
-            return {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
-    state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)  # tensors mapped, not read
-    return {k: tuple(v.shape) for k, v in state.items()}
-
-
-def check_sizes(config: BertConfig, directory: str, source: str = CONFIG, *, tensors: bool = True) -> None:
+def check_sizes(
+    config: BertConfig,
+    directory: str,
+    state: dict[str, torch.Tensor] | None,
+    source: str = CONFIG,
+    *,
+    tensors: bool = True,
+) -> None:
     """Every loader's check before it builds a module: the sizes of `config` (read from `source`) must be those of
-    the directory's weights, else a CheckpointError naming each field, its value and the tensor that says otherwise
-    (tensors=False: the number of layers only, for ignore_mismatched_sizes, which re-initialises the rest); then
-    BertConfig.validate()'s bound on memory, for what no weights file says."""
-    weights, shapes = weight_shapes(directory)
-    problems = _size_mismatches(config, shapes, weights, source, tensors=tensors)
+    the directory's weights (`state`, read_weights'; None where there are none), else a CheckpointError naming each
+    field, its value and the tensor that says otherwise (tensors=False: the number of layers only, for
+    ignore_mismatched_sizes, which re-initialises the rest); then BertConfig.validate()'s bound on memory, for what
+    no weights file says."""
+    shapes = {_rename(k): tuple(v.shape) for k, v in (state or {}).items()}
+    problems = _size_mismatches(config, shapes, weights_file(directory), source, tensors=tensors)
     if problems:
         raise CheckpointError(
             f"{directory}: {'; '.join(problems)}; {source} does not describe these weights: correct it, or pass "
@@ -284,8 +262,8 @@ class LoadReport(Mapping[str, Any]):
     ignore_mismatched_sizes=True. The rest are news for the caller: `warn()` says it. As transformers does, unused
     tensors are said only when the checkpoint was saved from this very class (config.json's architectures name it,
     or name nothing): a pretraining run's MLM head going unused in a classifier is what loading another class means
-    (`from_another_class`). Nor are those the class lists in `_unexpected_ok` (a pooler, in a class that builds
-    none: bertkit's pretraining saves a trained one beside the MLM head). Both stay listed in `unexpected`.
+    (`from_another_class`). Nor is a pooler, in a model built without one (`without_pooler`: BertForMaskedLM from a
+    pretraining run, which saves a trained one beside the MLM head). Both stay listed in `unexpected`.
 
     It also reads as transformers' loading-info dict, so code written for
     `from_pretrained(..., output_loading_info=True)` works unchanged: report["missing_keys"],
@@ -302,8 +280,7 @@ class LoadReport(Mapping[str, Any]):
     mismatched_fatal: bool = True  # False under ignore_mismatched_sizes: those are re-initialised instead
     encoder_prefix: str = ""  # "bert." in a task model; "" in BertModel, which is all encoder
     from_another_class: bool = False  # saved as another class (architectures): unused tensors are expected
-    # the class's _unexpected_ok: unused tensors it does not need (prefixes, read as unexpected_under reads them)
-    unexpected_ok: tuple[str, ...] = ()
+    without_pooler: bool = False  # the model has no pooler: a checkpoint's is expected to go unused
 
     # ----- what a caller reads -----------------------------------------------------------------
     @property
@@ -389,7 +366,7 @@ class LoadReport(Mapping[str, Any]):
 
     def warn_unexpected(self, *, stacklevel: int = 2) -> None:
         """The unused tensors that are news (see the class docstring for those that are not)."""
-        expected = set(self.unexpected_under(*self.unexpected_ok)) if self.unexpected_ok else set()
+        expected = set(self.unexpected_under("pooler.")) if self.without_pooler else set()
         news = [] if self.from_another_class else [k for k in self.unexpected if k not in expected]
         if news:
             warnings.warn(
@@ -445,7 +422,7 @@ def match_weights(
         mismatched_fatal=not ignore_mismatched_sizes,
         encoder_prefix=prefix,
         from_another_class=bool(saved_as) and type(model).__name__ not in saved_as,
-        unexpected_ok=tuple(model._unexpected_ok),
+        without_pooler=not any(k.removeprefix(prefix).startswith("pooler.") for k in shapes),
     )
     report.fatal_unexpected = {k: tuple(state[k].shape) for k in unexpected if report._in_encoder_body(k)}
     return report
@@ -538,8 +515,10 @@ def load_pretrained(
     directory = _model_directory(path)
     config, source = _read_config(directory, config, config_overrides)
     cls = model_class_for(cls, config.model_type, directory)
-    check_sizes(config, directory, source, tensors=not ignore_mismatched_sizes)  # before anything is allocated
-    state = read_weights(directory)
+    state = read_weights(directory) if weights_file(directory) else None
+    check_sizes(config, directory, state, source, tensors=not ignore_mismatched_sizes)  # before a module is built
+    if state is None:
+        state = read_weights(directory)  # none there: its error says what was looked for
 
     model = cls(config, **model_kwargs)
     state = map_keys(state, set(model.state_dict()), cls.base_model_prefix)

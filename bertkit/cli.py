@@ -12,7 +12,7 @@ from types import FrameType
 from typing import Any, NoReturn, TextIO
 
 from .errors import BertkitError, Stopped
-from .options import closest, shown
+from .options import did_you_mean, shown
 
 # what signal.signal() returns: a handler, SIG_DFL / SIG_IGN, or None for one set outside Python
 Handler = Callable[[int, FrameType | None], Any] | int | None
@@ -50,8 +50,7 @@ def usage() -> str:
 
 def unknown_command(name: str) -> str:
     """The error line of a command name that is not one, with the closest command where one is close."""
-    near = closest(name, COMMANDS)
-    return f"bertkit: error: unknown command {shown(name)}" + (f"; did you mean {near!r}?" if near else "")
+    return f"bertkit: error: unknown command {shown(name)}{did_you_mean(name, COMMANDS)}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -156,6 +156,17 @@ class BertConfig:
 
         size_bound=False leaves out the bound on memory (_size_problems): a loader first checks the sizes against
         its weights file, which names the field that is wrong, then validates with the bound (checkpoint.py)."""
+        problems = self._dimension_problems() + self._setting_problems()
+        if not problems:
+            problems = self._pruning_problems()
+        if not problems and size_bound:
+            problems = self._size_problems()
+        if problems:
+            raise ConfigError("invalid BertConfig:\n  - " + "\n  - ".join(problems))
+        return self
+
+    def _dimension_problems(self) -> list[str]:
+        """The sizes: positive integers (below 2**62), heads that divide hidden_size, an embedding_size or None."""
         problems = []
         for name in (
             "vocab_size",
@@ -176,30 +187,37 @@ class BertConfig:
                 f"hidden_size ({self.hidden_size}) is not divisible by num_attention_heads "
                 f"({self.num_attention_heads}): each head gets hidden_size / num_attention_heads dimensions"
             )
-        if self.position_embedding_type not in POSITION_EMBEDDING_TYPES:
-            problems.append(
-                f"position_embedding_type must be one of {', '.join(POSITION_EMBEDDING_TYPES)}, "
-                f"got {self.position_embedding_type!r}"
-            )
-        if self.hidden_act not in ACTIVATIONS:
-            problems.append(f"hidden_act must be one of {', '.join(ACTIVATIONS)}, got {self.hidden_act!r}")
-        if self.attn_implementation not in ATTN_IMPLEMENTATIONS:
-            problems.append(
-                f"attn_implementation must be one of {', '.join(ATTN_IMPLEMENTATIONS)}, "
-                f"got {self.attn_implementation!r}"
-            )
+        width = self.embedding_size
+        if width is not None and (not isinstance(width, int) or isinstance(width, bool) or width <= 0):
+            problems.append(f"embedding_size must be a positive integer or None (= hidden_size), got {_cut(width)}")
+        elif width is not None and width >= _MAX_SIZE:
+            problems.append(f"embedding_size must be below 2**62, got {_cut(width)}")
+        return problems
+
+    def _setting_problems(self) -> list[str]:
+        """The other fields: choices, probabilities, positive numbers, and settings that need one another."""
+        problems = []
+        for name, value, choices in (
+            ("position_embedding_type", self.position_embedding_type, POSITION_EMBEDDING_TYPES),
+            ("hidden_act", self.hidden_act, ACTIVATIONS),
+            ("attn_implementation", self.attn_implementation, ATTN_IMPLEMENTATIONS),
+        ):
+            if value not in choices:
+                problems.append(f"{name} must be one of {', '.join(choices)}, got {_cut(value)}")
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"):
             value = getattr(self, name)
             if value is None and name == "classifier_dropout":
                 continue
             if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
-                problems.append(f"{name} must be a probability in [0, 1), got {value!r}")
+                problems.append(f"{name} must be a probability in [0, 1), got {_cut(value)}")
         if not isinstance(self.initializer_range, (int, float)) or self.initializer_range < 0:
-            problems.append(f"initializer_range must be >= 0, got {self.initializer_range!r}")
+            problems.append(f"initializer_range must be >= 0, got {_cut(self.initializer_range)}")
         if not isinstance(self.layer_norm_eps, (int, float)) or self.layer_norm_eps <= 0:
-            problems.append(f"layer_norm_eps must be > 0, got {self.layer_norm_eps!r}")
+            problems.append(f"layer_norm_eps must be > 0, got {_cut(self.layer_norm_eps)}")
         if not isinstance(self.chunk_size_feed_forward, int) or self.chunk_size_feed_forward < 0:
-            problems.append(f"chunk_size_feed_forward must be an integer >= 0, got {self.chunk_size_feed_forward!r}")
+            problems.append(
+                f"chunk_size_feed_forward must be an integer >= 0, got {_cut(self.chunk_size_feed_forward)}"
+            )
         if self.add_cross_attention and not self.is_decoder:
             problems.append(
                 "add_cross_attention=True needs is_decoder=True: cross-attention attends from a "
@@ -210,45 +228,35 @@ class BertConfig:
             and isinstance(self.vocab_size, int)
             and not (isinstance(self.pad_token_id, int) and 0 <= self.pad_token_id < self.vocab_size)
         ):
-            problems.append(f"pad_token_id must be in [0, vocab_size={self.vocab_size}), got {self.pad_token_id!r}")
+            problems.append(f"pad_token_id must be in [0, vocab_size={self.vocab_size}), got {_cut(self.pad_token_id)}")
         if self.num_labels != len(self.id2label):
             problems.append(f"num_labels={self.num_labels} but id2label has {len(self.id2label)} entries")
         if self.problem_type not in PROBLEM_TYPES:
-            problems.append(f"problem_type must be one of {PROBLEM_TYPES}, got {self.problem_type!r}")
+            problems.append(f"problem_type must be one of {PROBLEM_TYPES}, got {_cut(self.problem_type)}")
         if self.model_type not in MODEL_TYPES:
             problems.append(
-                f"model_type is {self.model_type!r}; bertkit reads BERT and ELECTRA configs (model_type "
+                f"model_type is {_cut(self.model_type)}; bertkit reads BERT and ELECTRA configs (model_type "
                 f"{' or '.join(repr(t) for t in MODEL_TYPES)})"
             )
-        if self.embedding_size is not None and (
-            not isinstance(self.embedding_size, int)
-            or isinstance(self.embedding_size, bool)
-            or self.embedding_size <= 0
-        ):
-            problems.append(
-                f"embedding_size must be a positive integer or None (= hidden_size), got {_cut(self.embedding_size)}"
-            )
-        elif self.embedding_size is not None and self.embedding_size >= _MAX_SIZE:
-            problems.append(f"embedding_size must be below 2**62, got {_cut(self.embedding_size)}")
-        if not problems:
-            for layer, heads in self.pruned_heads.items():
-                if not 0 <= layer < self.num_hidden_layers:
-                    problems.append(
-                        f"pruned_heads names layer {layer}, but the model has layers 0..{self.num_hidden_layers - 1}"
-                    )
-                elif any(not 0 <= h < self.num_attention_heads for h in heads):
-                    problems.append(
-                        f"pruned_heads[{layer}] = {heads} names heads outside 0..{self.num_attention_heads - 1}"
-                    )
-                elif len(heads) >= self.num_attention_heads:
-                    problems.append(
-                        f"pruned_heads[{layer}] would remove all {self.num_attention_heads} heads; keep at least one"
-                    )
-        if not problems and size_bound:
-            problems += self._size_problems()
-        if problems:
-            raise ConfigError("invalid BertConfig:\n  - " + "\n  - ".join(problems))
-        return self
+        return problems
+
+    def _pruning_problems(self) -> list[str]:
+        """pruned_heads naming layers and heads the sizes have, and leaving each layer a head."""
+        problems = []
+        for layer, heads in self.pruned_heads.items():
+            if not 0 <= layer < self.num_hidden_layers:
+                problems.append(
+                    f"pruned_heads names layer {layer}, but the model has layers 0..{self.num_hidden_layers - 1}"
+                )
+            elif any(not 0 <= h < self.num_attention_heads for h in heads):
+                problems.append(
+                    f"pruned_heads[{layer}] = {heads} names heads outside 0..{self.num_attention_heads - 1}"
+                )
+            elif len(heads) >= self.num_attention_heads:
+                problems.append(
+                    f"pruned_heads[{layer}] would remove all {self.num_attention_heads} heads; keep at least one"
+                )
+        return problems
 
     def _size_problems(self) -> list[str]:
         """Sizes whose float32 weights would not fit in this machine's memory, said before anything is allocated

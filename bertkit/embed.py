@@ -48,6 +48,7 @@ from torch import Tensor
 from .deprecated import moved
 from .engines import ENGINE_HELP, Engine, auto_model, load_graph, require_onnxruntime, resolve
 from .errors import BertkitError, CheckpointError, ConfigError
+from .files import file_stamp, folder_files
 from .finite import check_outputs, check_weights
 from .inference import calibration, encoder_forward
 from .options import opt, settings_of, shown
@@ -343,23 +344,14 @@ def encode(
 # the tick of its last write, at the same size, keeps its identity. A folder with a file changed this recently is
 # not kept, so no second write can hide in the tick of the one that was read.
 RECENT_NS = 2 * 10**9
-FolderState = tuple[tuple[str, int, int, int, int], ...]  # (path in the folder, inode, size, mtime_ns, ctime_ns)
+FolderState = tuple[tuple[str, tuple[int, ...]], ...]  # (path in the folder, files.file_stamp) per file
 CacheKey = tuple[str, str | None, bool | None, str, FolderState]  # real path, pooling, normalize, engine, files
 
 
 def folder_state(real: str) -> FolderState:
-    """The identity of each file in folder `real` and in its folders one level down (1_Pooling/config.json):
-    (path, inode, size, mtime_ns, ctime_ns), sorted. What a load reads (weights, config, tokenizer, pooling) is
-    there; a file replaced has another inode, and one written in place a new ctime, even with its mtime put back.
-    Times are of what a link names, as a load reads it."""
-    files: list[tuple[str, os.DirEntry[str]]] = []
-    for entry in os.scandir(real):
-        if entry.is_dir():
-            files += [(f"{entry.name}/{e.name}", e) for e in os.scandir(entry.path) if e.is_file()]
-        elif entry.is_file():
-            files.append((entry.name, entry))
-    stats = [(name, entry.stat()) for name, entry in files]
-    return tuple(sorted((name, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns) for name, st in stats))
+    """The stamp (files.file_stamp) of each file in folder `real` and in its folders one level down, sorted: what a
+    load reads (weights, config, tokenizer, pooling) is there."""
+    return tuple((name, file_stamp(os.path.join(real, name))) for name in folder_files(real))
 
 
 class EncoderCache:
@@ -407,7 +399,7 @@ class EncoderCache:
 
     def _still(self, state: FolderState) -> bool:
         """Whether no file of `state` changed in the last recent_ns nanoseconds."""
-        newest = max((max(mtime, ctime) for *_, mtime, ctime in state), default=0)
+        newest = max((max(stamp[-2:]) for _, stamp in state), default=0)  # the latest mtime or ctime
         return time.time_ns() - newest >= self.recent_ns
 
 

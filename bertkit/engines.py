@@ -56,7 +56,7 @@ from .export import (
     export,
     failed_write,
 )
-from .files import atomic_write_text, digest
+from .files import atomic_write_text, digest, file_stamp, folder_files, read_json
 from .finite import check_outputs
 from .tasks import TASKS
 
@@ -180,18 +180,10 @@ def graph_files(folder: str) -> list[str]:
     """The files of `folder` that make its graph, as paths relative to it, sorted."""
     from .tokenizer import TOKENIZER_FILES
 
-    named = {"config.json", *TOKENIZER_FILES, *SENTENCE_TRANSFORMERS_FILES}
-    found = []
-    for entry in sorted(os.scandir(folder), key=lambda e: e.name):
-        if entry.is_file() and (entry.name in named or entry.name.endswith(WEIGHT_ENDINGS)):
-            found.append(entry.name)
-        elif entry.is_dir() and entry.name in SENTENCE_TRANSFORMERS_FILES:  # 1_Pooling/config.json, ...
-            found += [
-                f"{entry.name}/{n}"
-                for n in sorted(os.listdir(entry.path))
-                if os.path.isfile(os.path.join(entry.path, n))
-            ]
-    return found
+    named = {"config.json", *TOKENIZER_FILES, *SENTENCE_TRANSFORMERS_FILES}  # 1_Pooling/... under its folder's name
+    return [
+        n for n in folder_files(folder) if n.split("/")[0] in named or ("/" not in n and n.endswith(WEIGHT_ENDINGS))
+    ]
 
 
 def content_key(folder: str, kind: str) -> str:
@@ -208,13 +200,13 @@ def content_key(folder: str, kind: str) -> str:
     sums, known = {}, {}
     for name in graph_files(folder):
         path = os.path.join(folder, name)
-        stamp = _stamp(path)
+        stamp = list(file_stamp(path))
         entry = record.get(name)
         if isinstance(entry, dict) and entry.get("stat") == stamp and isinstance(entry.get("sha256"), str):
             sums[name] = entry["sha256"]
         else:
             sums[name] = _sha256(path)
-        if _stamp(path) == stamp:  # not rewritten while it was read: the hash is the file's
+        if list(file_stamp(path)) == stamp:  # not rewritten while it was read: the hash is the file's
             known[name] = {"stat": stamp, "sha256": sums[name]}
     if known != record:
         try:
@@ -222,12 +214,6 @@ def content_key(folder: str, kind: str) -> str:
         except OSError:  # a cache that cannot be written: hashed again next time (the export says why)
             pass
     return digest([__version__, str(OPSET), kind, *(f"{name}:{sha}" for name, sha in sums.items())])
-
-
-def _stamp(path: str) -> list[int]:
-    """What changes when a file is written: device, inode, size, mtime and ctime (ns)."""
-    st = os.stat(path)
-    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
 def _sha256(path: str) -> str:
@@ -247,9 +233,8 @@ def _sha256(path: str) -> str:
 def _read_record(path: str) -> dict[str, Any]:
     """The hashes content_key recorded for a folder; empty when there is none (or it cannot be read)."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            record = json.load(fh)
-    except (OSError, ValueError):
+        record = read_json(path)
+    except BertkitError:  # none yet, or damaged: hashed again and written anew
         return {}
     return record if isinstance(record, dict) else {}
 

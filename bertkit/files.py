@@ -9,6 +9,8 @@
     check_output(path, flag, ...)   an output file refused before any work (a folder, no such folder, an input)
     to_json(value)                  JSON text that never holds NaN / Infinity
     digest(items)                   a short fingerprint of a sequence of strings
+    folder_files(folder)            a folder's files and those one level down, as sorted relative paths
+    file_stamp(path)                what changes when a file is written: device, inode, size, mtime, ctime
     lock_file(path, ...)            create a lock file holding our pid and host (a dead holder's is taken over)
 
 Callers pass their own error class and wording to read_text (a vocabulary, a corpus and a
@@ -198,6 +200,25 @@ def digest(items: Iterable[str]) -> str:
 
 
 # ----- lock files --------------------------------------------------------------------------------
+def folder_files(folder: str) -> list[str]:
+    """The files of `folder` and of its folders one level down (1_Pooling/config.json), as sorted paths relative to
+    it: what a model folder's load reads is among them."""
+    found = []
+    for entry in os.scandir(folder):
+        if entry.is_dir():
+            found += [f"{entry.name}/{e.name}" for e in os.scandir(entry.path) if e.is_file()]
+        elif entry.is_file():
+            found.append(entry.name)
+    return sorted(found)
+
+
+def file_stamp(path: str) -> tuple[int, ...]:
+    """What changes when a file is written: (device, inode, size, mtime_ns, ctime_ns) of what `path` names. A file
+    replaced has another inode; one written in place a new ctime, even with its mtime put back (os.utime)."""
+    st = os.stat(path)
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
 def lock_file(
     path: str, error: type[Exception], owner: str, doing: str, advice: str, takeover: str = "taking over"
 ) -> None:

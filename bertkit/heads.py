@@ -253,7 +253,6 @@ class _TokenPredictionHead(_HeadModel):
     embeddings: BertForMaskedLM reads in both directions, BertLMHeadModel left to right."""
 
     _missing_ok: tuple[str, ...] = ("cls.",)
-    _unexpected_ok: tuple[str, ...] = ("pooler.",)  # built without one (mlm-bow's run saves a trained one)
     _tied_weights = DECODER_TIED_TO_EMBEDDINGS
     _is_decoder: bool  # the config.is_decoder the subclass is built for
     _wrong_attention: str  # the warning when the config says otherwise
@@ -532,7 +531,6 @@ class BertForTokenClassification(_LabelledHead):
     """Every token -> dropout -> (B, S, num_labels); labels -100 (padding, sub-words) are skipped."""
 
     _missing_ok: tuple[str, ...] = ("classifier.",)
-    _unexpected_ok: tuple[str, ...] = ("pooler.",)  # built without one
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__(config)
@@ -556,7 +554,6 @@ class BertForQuestionAnswering(_HeadModel):
     clamped to 0, the [CLS] token, which is how "no answer here" is trained."""
 
     _missing_ok: tuple[str, ...] = ("qa_outputs.",)
-    _unexpected_ok: tuple[str, ...] = ("pooler.",)  # built without one
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__(config)

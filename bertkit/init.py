@@ -57,6 +57,10 @@ class LocalitySeed:
     prior_bias: bool = False  # the MLM output bias starts at log(token frequency) in the training corpus
     global_first: bool = False  # position 0 ([CLS]) gets no code: its queries keep looking everywhere
 
+    def chosen(self, num_layers: int, num_heads: int) -> tuple[tuple[int, int, int], ...]:
+        """(layer, head, offset) of the heads this seed points at a neighbour in a model of these sizes."""
+        return self.heads if self.heads is not None else default_heads(num_layers, num_heads)
+
 
 SEEDS = {"local": LocalitySeed(prior_bias=True)}
 OFFSETS = (-1, 1, -2, 2)  # the previous token, the next, the one before it, the one after the next
@@ -121,7 +125,7 @@ def seed_locality(model: ModelT, seed: LocalitySeed) -> ModelT:
             f"dims={seed.dims}: use init 'bert'"
         )
     layers = cast("Sequence[Layer]", bert.encoder.layer)  # an nn.ModuleList of Layer, whose items mypy sees as Module
-    chosen = seed.heads if seed.heads is not None else default_heads(len(layers), cfg.num_attention_heads)
+    chosen = seed.chosen(len(layers), cfg.num_attention_heads)
     for layer, head, _offset in chosen:
         if not (0 <= layer < len(layers) and 0 <= head < layers[layer].attention.self.num_attention_heads):
             raise ConfigError(

@@ -216,9 +216,6 @@ def _packed_weight(layers: tuple[nn.Linear, ...]) -> tuple[Tensor, Tensor | None
     say whether it changed (an inference tensor has no version counter)."""
     # (read from _parameters: this runs for every product, and Module.__getattr__ costs a microsecond a name)
     params = [p for layer in layers for p in layer._parameters.values() if p is not None]  # weight, bias
-    for p in params:  # a plain parameter swapped in since the model was built: edits from now on are seen
-        if type(p) is nn.Parameter:
-            p.__class__ = Parameter
     try:
         key = tuple((p.data_ptr(), p._version, _handed_out(p)) for p in params)
     except RuntimeError:
@@ -230,6 +227,9 @@ def _packed_weight(layers: tuple[nn.Linear, ...]) -> tuple[Tensor, Tensor | None
     cached = entries.get(which)
     if cached is not None and cached[1] == key and all(ref() is p for ref, p in zip(cached[0], params)):
         return cached[2], cached[3]
+    for p in params:  # a plain parameter swapped in since the model was built (a miss): edits from now on are seen
+        if type(p) is nn.Parameter:
+            p.__class__ = Parameter
     with torch.no_grad():
         weight = torch.cat([layer.weight for layer in layers]) if len(layers) > 1 else layers[0].weight
         bias = (

@@ -519,9 +519,6 @@ class BertPreTrainedModel(nn.Module):
     model_type = "bert"
     # Parameters a checkpoint may lack; they are freshly initialised and listed in a warning.
     _missing_ok: tuple[str, ...] = ()
-    # Checkpoint tensors the class does not need, left unused without a warning (a pooler, where it builds none);
-    # named as under the encoder ("pooler."), so that a task checkpoint's "bert.pooler." matches too
-    _unexpected_ok: tuple[str, ...] = ()
     # {parameter: the parameter it shares storage with} while config.tie_word_embeddings is True;
     # heads with an MLM decoder tie it to the word embeddings. The loader reads a tied pair once.
     _tied_weights: dict[str, str] = {}

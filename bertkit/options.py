@@ -180,6 +180,12 @@ def closest(word: str, names: Iterable[str]) -> str | None:
     return found[0] if found else None
 
 
+def did_you_mean(word: str, names: Iterable[str]) -> str:
+    """ "; did you mean 'name'?" with closest(word, names), or "" when nothing is close: a message's ending."""
+    near = closest(word, names)
+    return f"; did you mean {near!r}?" if near is not None else ""
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, refusing `--flag false` for a switch (it would set --flag and pass "false" on as a text), and
     naming the closest flag to a misspelt one, before a required flag that is missing (it may be that one)."""
@@ -221,8 +227,7 @@ class _Parser(argparse.ArgumentParser):
         action = self._option_string_actions.get(found.group(1)) if found else None
         if found is None or action is None or action.choices is None:
             return ""
-        near = closest(found.group(2), [c for c in action.choices if isinstance(c, str)])
-        return f"; did you mean {near!r}?" if near else ""
+        return did_you_mean(found.group(2), [c for c in action.choices if isinstance(c, str)])
 
     def _unknown(self) -> list[str]:
         """The words of the last parse that no flag or positional takes, parsed again with nothing required."""
@@ -544,11 +549,8 @@ def check_settings(cls: type[DataclassInstance], values: dict[Any, Any], where: 
     for key, value in values.items():
         name = str(key).removeprefix("--").replace("-", "_")
         if name not in fields:
-            close = closest(name, fields)
             raise ConfigError(
-                f"{where}: unknown setting {shown(key)}"
-                + (f"; did you mean {close!r}?" if close else "")
-                + f" (known: {', '.join(fields)})"
+                f"{where}: unknown setting {shown(key)}{did_you_mean(name, fields)} (known: {', '.join(fields)})"
             )
         out[name] = _checked(fields[name], hints[name], value, f"{where}: {key}")
     groups: dict[str, str] = {}
@@ -600,11 +602,8 @@ def _one(f: dataclasses.Field[Any], kind: FlagKind, value: Any, where: str) -> A
     choices = kind.choices if kind.choices is not None else f.metadata.get("choices")
     if choices is not None and value not in tuple(choices):
         words = [c for c in choices if isinstance(c, str)]
-        close = closest(value, words) if isinstance(value, str) and words else None
-        raise ConfigError(
-            f"{where}: {shown(value)} is not one of {', '.join(map(repr, choices))}"
-            + (f"; did you mean {close!r}?" if close else "")
-        )
+        close = did_you_mean(value, words) if isinstance(value, str) else ""
+        raise ConfigError(f"{where}: {shown(value)} is not one of {', '.join(map(repr, choices))}{close}")
     return kind.enum(value) if kind.enum is not None else value
 
 

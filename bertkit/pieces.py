@@ -223,9 +223,8 @@ class Pieces:
         the `context` characters on each side are each one word of more than max_input_chars_per_word characters to
         the normaliser and pre-tokeniser (which work character by character), and no added token is near."""
         near = text[cut - self.context - self.reach : cut + self.context + self.reach]
-        if any(
-            t.content in near or (t.normalized and self._normal(t.content) in self._normal(near)) for t in self.added
-        ):
+        normal = self._normal(near)
+        if any(t.content in near or (t.normalized and self._normal(t.content) in normal) for t in self.added):
             return False
         return self._one_long_word(text[cut - self.context : cut]) and self._one_long_word(
             text[cut : cut + self.context]

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from .config import BertConfig
     from .model import BertPreTrainedModel
     from .tasks.classify import ClassifyExample
+    from .tokenizer import Tokenizer
     from .train.finetune import FinetuneConfig
     from .train.loop import TrainSummary
     from .train.objectives import Objective
@@ -233,18 +234,37 @@ def run(settings: QuickstartConfig, argv: list[str]) -> int:
         pt,
     )
 
+    stages = {"pt": pt, "ft": ft, "sc": sc, "few": few, "base": base, "test": test, "inside": inside}
+    summary = summary_of(profile, device, settings.seed, budget, host, stages, run, rerun)
+    plot_pretraining(summary, os.path.join(pt_dir, "mlm_accuracy.png"))
+    plot_label_efficiency(summary["label_efficiency"], os.path.join(out, "labels.png"))
+    with open(os.path.join(out, "summary.json"), "w", encoding="utf-8") as fh:
+        json.dump(finite_or_none(summary), fh, ensure_ascii=False, indent=2, allow_nan=False)
+    report = write_report(out, summary, inside["architecture"])
+    print(results_table(summary))
+    print(f"report: {report}")
+    return 0
+
+
+def summary_of(
+    profile: str, device: str, seed: int, budget: Budget, host: dict, stages: dict[str, dict], run: Stages, rerun: str
+) -> dict:
+    """summary.json: the stages' results (`stages`: pt, ft, sc, few, base, test, inside), the pretraining curve from
+    step 0, the machine, the budget, the wall times and the commands."""
     from .train.runlog import read_metrics
 
-    curve = [r for r in read_metrics(os.path.join(pt_dir, "metrics.jsonl")) if r.get("split") == "eval"]
+    pt, ft, sc, few = stages["pt"], stages["ft"], stages["sc"], stages["few"]
+    base, test, inside = stages["base"], stages["test"], stages["inside"]
+    curve = [r for r in read_metrics(os.path.join(pt["cfg"].out, "metrics.jsonl")) if r.get("split") == "eval"]
     if pt["locality"] is not None:  # step 0: the model before any training step, evaluated as the run evaluates
         curve.insert(0, {"step": 0, **pt["locality"]["step0"]})
     labels = label_efficiency(few, base, test)
     asked = asdict(budget)
     asked["vocab_size_asked"] = asked.pop("vocab_size")  # what was asked; "vocab_size" below is what was learned
-    summary = {
+    return {
         "profile": profile,
         "device": device,
-        "seed": settings.seed,
+        "seed": seed,
         "budget": asked,
         "machine": host,
         "vocab_size": pt["vocab_size"],
@@ -274,14 +294,6 @@ def run(settings: QuickstartConfig, argv: list[str]) -> int:
         "total_seconds": round(sum(run.seconds.values()), 1),
         "commands": {"quickstart": rerun, **run.commands},
     }
-    plot_pretraining(summary, os.path.join(pt_dir, "mlm_accuracy.png"))
-    plot_label_efficiency(labels, os.path.join(out, "labels.png"))
-    with open(os.path.join(out, "summary.json"), "w", encoding="utf-8") as fh:
-        json.dump(finite_or_none(summary), fh, ensure_ascii=False, indent=2, allow_nan=False)
-    report = write_report(out, summary, inside["architecture"])
-    print(results_table(summary))
-    print(f"report: {report}")
-    return 0
 
 
 class Stages:
@@ -403,22 +415,13 @@ def pretrain_argv(budget: Budget, data: dict, out: str, common: list[str]) -> li
 
 
 def pretrain(argv: list[str]) -> dict:
-    """`bertkit pretrain argv`; then loss.png titled with what this objective's training loss is, the vocabulary
-    learned, and what initialisation set in the heads and what training changed (head_locality)."""
+    """`bertkit pretrain argv`; then the vocabulary learned, and what initialisation set in the heads and what
+    training changed (head_locality)."""
     from .train import pretrain as pt
-    from .train.runlog import plot_losses
 
     result = _train("pretrain", pt.PretrainConfig, pt.run, argv)
     cfg = result["cfg"]
-    if cfg.objective in TRAIN_LOSS:
-        plot_losses(
-            os.path.join(cfg.out, "metrics.jsonl"), os.path.join(cfg.out, "loss.png"), TRAIN_LOSS[cfg.objective]
-        )
     return {**result, **vocabulary(cfg), **head_locality(cfg)}
-
-
-# what pretraining's training loss is, by --objective (loss.png's first panel; the held-out MLM loss is MLM alone)
-TRAIN_LOSS = {"mlm-bow": "training loss: MLM on the masked tokens + bag of words on [CLS]"}
 
 
 def vocabulary(cfg: PretrainConfig) -> dict:
@@ -459,12 +462,15 @@ def head_locality(cfg: PretrainConfig) -> dict:
         with torch.no_grad():
             if name == "step0":
                 step0 = {k: round(float(v), 6) for k, v in objective.evaluate(model, rows).items()}
-            shares[name], count, tokens = offset_shares(_mlm_model(model), rows)
+            shares[name] = offset_shares(_mlm_model(model), rows)
         model.cpu()
+    if shares["step0"] is None or shares["final"] is None:  # no full held-out row to measure the heads on
+        return {"locality": None, "initial": initial, "seeded": seeded}
+    (before, count, tokens), (after, _, _) = shares["step0"], shares["final"]
     heads = [
-        head_record(layer, head, seeded.get((layer, head)), shares["step0"][layer, head], shares["final"][layer, head])
-        for layer in range(shares["step0"].shape[0])
-        for head in range(shares["step0"].shape[1])
+        head_record(layer, head, seeded.get((layer, head)), before[layer, head], after[layer, head])
+        for layer in range(before.shape[0])
+        for head in range(before.shape[1])
     ]
     locality = {"rows": count, "tokens": tokens, "step0": step0, "heads": heads}
     return {"locality": locality, "initial": initial, "seeded": seeded}
@@ -485,18 +491,16 @@ def step_zero(cfg: PretrainConfig) -> tuple[Objective, nn.Module, Rows | None]:
 
 
 def seeded_heads(recipe: str, config: BertConfig) -> dict[tuple[int, int], int]:
-    """{(layer, head): offset}: the heads `--recipe`'s initialisation points at a neighbour, read from bertkit/init.py
-    as seed_locality reads it (the seed's heads, else default_heads); {} for a recipe that seeds none (bert)."""
-    from .init import SEEDS, default_heads
+    """{(layer, head): offset}: the heads `--recipe`'s initialisation points at a neighbour (init.py's
+    LocalitySeed.chosen, as seed_locality reads them); {} for a recipe that seeds none (bert)."""
+    from .init import SEEDS
     from .train.pretrain import RECIPES
 
     seed = SEEDS.get(RECIPES[recipe].init)
     if seed is None:
         return {}
-    heads = (
-        seed.heads if seed.heads is not None else default_heads(config.num_hidden_layers, config.num_attention_heads)
-    )
-    return {(layer, head): offset for layer, head, offset in heads}
+    chosen = seed.chosen(config.num_hidden_layers, config.num_attention_heads)
+    return {(layer, head): offset for layer, head, offset in chosen}
 
 
 def _mlm_model(model: nn.Module) -> BertPreTrainedModel:
@@ -506,16 +510,17 @@ def _mlm_model(model: nn.Module) -> BertPreTrainedModel:
     return cast("BertPreTrainedModel", inner)
 
 
-def offset_shares(model: nn.Module, rows: Rows, count: int = 16) -> tuple[Tensor, int, int]:
+def offset_shares(model: nn.Module, rows: Rows, count: int = 16) -> tuple[Tensor, int, int] | None:
     """(layers, heads, 5) attention on offsets -2..+2 (offset_mass) over the held-out rows the run's
     neighbour_attention reads (train/objectives/mlm.py's full_row_attentions: the first full rows, up to `count`),
-    those rows' number and length. Its largest neighbour share is the curve's neighbour_attention (tests check)."""
+    those rows' number and length; None where no row is full. Its largest neighbour share is the curve's
+    neighbour_attention (tests check)."""
     from .metrics import offset_mass
     from .train.objectives.mlm import full_row_attentions
 
     found = full_row_attentions(model, rows, count)
     if found is None:
-        raise QuickstartError("no full held-out row (no padding, one document) to measure the heads on")
+        return None
     attentions, full, length = found
     return offset_mass(attentions).cpu(), full, length
 
@@ -800,8 +805,7 @@ def look_inside(budget: Budget, data: dict, ft_cfg: FinetuneConfig, out: str, pr
     model's prediction, architecture and attention."""
     from . import explain
     from .evaluation import PredictConfig, run_predict
-    from .heads import BertForMaskedLM, BertForSequenceClassification
-    from .metrics import offset_mass
+    from .heads import BertForSequenceClassification
     from .tasks import get_task, read_examples
     from .tokenizer import Tokenizer
 
@@ -823,32 +827,7 @@ def look_inside(budget: Budget, data: dict, ft_cfg: FinetuneConfig, out: str, pr
         prediction = json.loads(fh.readline())
     tokenizer = Tokenizer.from_pretrained(model_dir)
 
-    # the pretrained model: which head looks at a neighbour most, on this very review
-    pretrained, report = BertForMaskedLM.from_pretrained(os.path.join(out, PRETRAIN), output_loading_info=True)
-    report.warn_missing()  # an unused pooler (trained by mlm-bow for the classifier) is no news here
-    pretrained.eval()
-    pt_maps = explain.attention_maps(pretrained, tokenizer, example.text)
-    mass = offset_mass([m[None] for m in pt_maps.maps])  # (layers, heads, 5): offsets -2..+2
-    mass[..., 2] = -1.0  # the token itself is not a neighbour
-    layer, head, column = (int(i) for i in divmod_3d(int(mass.argmax()), mass.shape))
-    initial = explain.attention_maps(pretrained_run["initial"], tokenizer, example.text)  # the same head at step 0
-    local_head = {
-        "layer": layer,
-        "head": head,
-        "offset": column - 2,
-        "weight": round(float(mass[layer, head, column]), 4),
-        "seeded_offset": pretrained_run["seeded"].get((layer, head)),
-        "step0_weight": round(float(offset_mass([m[None] for m in initial.maps])[layer, head, column]), 4),
-    }
-    pt_png = os.path.join(folder, "pretrained_attention.png")
-    pt_page = os.path.join(folder, "pretrained_attention.html")
-    pt_maps.save_png(pt_png)
-    pt_maps.save_html(pt_page)
-    say(
-        f"pretrained model: layer {layer} head {head} puts {local_head['weight']:.2f} of its attention on the token at "
-        f"offset {local_head['offset']:+d}"
-    )
-
+    local_head, pt_png, pt_page = most_local_head(out, tokenizer, example.text, pretrained_run)
     model = BertForSequenceClassification.from_pretrained(model_dir).eval()
     architecture = str(explain.architecture(model))
     with open(os.path.join(folder, "architecture.txt"), "w", encoding="utf-8") as fh:
@@ -878,6 +857,39 @@ def look_inside(budget: Budget, data: dict, ft_cfg: FinetuneConfig, out: str, pr
         "architecture": architecture,
         "commands": commands,
     }
+
+
+def most_local_head(out: str, tokenizer: Tokenizer, text: str, pretrained_run: dict) -> tuple[dict, str, str]:
+    """The pretrained model's head that looks at one neighbour most on `text` (with what the recipe seeded there and
+    what that head did at step 0: pretrained_run, pretrain()'s result), and its attention picture and HTML viewer
+    written to the inside/ folder: (local_head, png path, html path)."""
+    from . import explain
+    from .heads import BertForMaskedLM
+    from .metrics import offset_mass
+
+    pretrained = BertForMaskedLM.from_pretrained(os.path.join(out, PRETRAIN)).eval()
+    pt_maps = explain.attention_maps(pretrained, tokenizer, text)
+    mass = offset_mass([m[None] for m in pt_maps.maps])  # (layers, heads, 5): offsets -2..+2
+    mass[..., 2] = -1.0  # the token itself is not a neighbour
+    layer, head, column = (int(i) for i in divmod_3d(int(mass.argmax()), mass.shape))
+    initial = explain.attention_maps(pretrained_run["initial"], tokenizer, text)  # the same head at step 0
+    local_head = {
+        "layer": layer,
+        "head": head,
+        "offset": column - 2,
+        "weight": round(float(mass[layer, head, column]), 4),
+        "seeded_offset": pretrained_run["seeded"].get((layer, head)),
+        "step0_weight": round(float(offset_mass([m[None] for m in initial.maps])[layer, head, column]), 4),
+    }
+    png = os.path.join(out, INSIDE, "pretrained_attention.png")
+    page = os.path.join(out, INSIDE, "pretrained_attention.html")
+    pt_maps.save_png(png)
+    pt_maps.save_html(page)
+    say(
+        f"pretrained model: layer {layer} head {head} puts {local_head['weight']:.2f} of its attention on the token at "
+        f"offset {local_head['offset']:+d}"
+    )
+    return local_head, png, page
 
 
 def divmod_3d(index: int, shape: Sequence[int]) -> tuple[int, int, int]:
@@ -1212,13 +1224,28 @@ def control_facts(facts: dict[str, list[str]], names: list[str]) -> list[str]:
     ]
 
 
+# a neighbour's offset, in words
+OFFSET_WORDS = {-2: "two tokens back", -1: "the previous token", 1: "the next token", 2: "two tokens ahead"}
+
+
 def write_report(out: str, summary: dict, architecture: str) -> str:
     """report.md: every link is relative to --out, so the folder can be moved or shared."""
-    budget, review, head = summary["budget"], summary["review"], summary["local_head"]
-    seconds = summary["stage_seconds"]
-    commands = summary["commands"]
-    offset = {-2: "two tokens back", -1: "the previous token", 1: "the next token", 2: "two tokens ahead"}
     lines = [
+        *report_results(summary),
+        *report_stages(summary),
+        *report_inside(summary, architecture),
+        *report_by_hand(summary["commands"]),
+    ]
+    path = os.path.join(out, "report.md")
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write("\n".join(lines))
+    return path
+
+
+def report_results(summary: dict) -> list[str]:
+    """The report's title, the machine, and the results: the two classifiers side by side, then by labels."""
+    commands = summary["commands"]
+    return [
         "# bertkit quickstart",
         "",
         f"Profile **{summary['profile']}** on **{summary['device']}**, seed {summary['seed']}, "
@@ -1269,6 +1296,14 @@ def write_report(out: str, summary: dict, architecture: str) -> str:
         "With few labels a model has to bring what it knows; the logistic regression counts characters "
         "(no word order), the bar a BERT must pass.",
         "",
+    ]
+
+
+def report_stages(summary: dict) -> list[str]:
+    """The stages' wall times, then sections 1-6: pretraining (what initialisation set and what training changed),
+    the two fine-tunings, fewer labels, the bag of characters, the test split."""
+    budget, seconds = summary["budget"], summary["stage_seconds"]
+    return [
         "## Stages",
         "",
         "| stage | wall time (s) |",
@@ -1326,17 +1361,24 @@ def write_report(out: str, summary: dict, architecture: str) -> str:
         f"![test confusion matrix, pretrained]({TEST}/confusion_matrix_pretrained.png) "
         f"![test confusion matrix, from scratch]({TEST}/confusion_matrix_scratch.png)",
         "",
+    ]
+
+
+def report_inside(summary: dict, architecture: str) -> list[str]:
+    """Section 7: one test review through the pretrained model's most local head and the fine-tuned model."""
+    review, head, seconds = summary["review"], summary["local_head"], summary["stage_seconds"]
+    return [
         f"### 7. Inside ({seconds[INSIDE]} s)",
         "",
         f"Test review: {review['text']}  ",
         f"Tokens: `{' '.join(review['tokens'])}`",
         "",
         f"**The pretrained model.** On this review, layer {head['layer']} head {head['head']} puts "
-        f"{head['weight']:.2f} of its attention on {offset.get(head['offset'], 'a neighbour')}: a diagonal stripe in "
-        "its map below "
+        f"{head['weight']:.2f} of its attention on {OFFSET_WORDS.get(head['offset'], 'a neighbour')}: a diagonal "
+        "stripe in its map below "
         f"(row = the token that looks, column = the token looked at). Attention spread evenly over "
         f"{len(review['tokens'])} tokens would be {1 / len(review['tokens']):.2f} each. "
-        + inside_head(head, offset.get(head["offset"], "that neighbour"))
+        + inside_head(head, OFFSET_WORDS.get(head["offset"], "that neighbour"))
         + f"[Interactive viewer]({INSIDE}/pretrained_attention.html).",
         "",
         f"![attention maps of the pretrained model]({INSIDE}/pretrained_attention.png)",
@@ -1354,6 +1396,12 @@ def write_report(out: str, summary: dict, architecture: str) -> str:
         architecture,
         "```",
         "",
+    ]
+
+
+def report_by_hand(commands: dict) -> list[str]:
+    """The stages as the commands they ran."""
+    return [
         "## The same, by hand",
         "",
         "Each stage as its own command (the quickstart ran exactly these flags):",
@@ -1367,10 +1415,6 @@ def write_report(out: str, summary: dict, architecture: str) -> str:
         "`bertkit finetune --help` list every setting.",
         "",
     ]
-    path = os.path.join(out, "report.md")
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write("\n".join(lines))
-    return path
 
 
 if not TYPE_CHECKING:  # old names, for one release

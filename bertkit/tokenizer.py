@@ -497,31 +497,7 @@ class Tokenizer:
         )
 
         def encode(texts: list[_EncodeInput], track: bool, plan: _Plan = plan) -> list[Row]:
-            """The backend's encodings; offsets and word ids only when `track` (its fast path skips them)."""
-            run = (
-                self.backend.encode_batch
-                if track or not hasattr(self.backend, "encode_batch_fast")
-                else self.backend.encode_batch_fast
-            )
-            try:
-                if plan.truncation or is_split_into_words:
-                    self._apply(plan)
-                    return run(texts, add_special_tokens=add_special_tokens, is_pretokenized=is_split_into_words)
-                return self._encode_whole(
-                    cast("list[str | tuple[str, str]]", texts),
-                    plan,
-                    add_special_tokens,
-                    lambda batch: run(batch, add_special_tokens=add_special_tokens),
-                )
-            except BaseException as e:  # the backend's own checks; a Rust panic is a BaseException
-                if isinstance(e, (KeyboardInterrupt, SystemExit, GeneratorExit)):
-                    raise
-                _check_surrogates(texts, batched, is_split_into_words)
-                raise TokenizerError(
-                    f"cannot encode with truncation={truncation!r}, max_length={max_length}, "
-                    f"stride={stride}: {e} (a stride must leave room for new tokens in every "
-                    "window)"
-                ) from None
+            return self._encode_rows(texts, track, plan, add_special_tokens, is_split_into_words, batched)
 
         # Without offsets the backend's fast path skips tracking them (and word ids): less work per text.
         # BatchEncoding encodes again with tracking if word_ids() / sequence_ids() / char_to_token() ask for them.
@@ -549,37 +525,14 @@ class Tokenizer:
             )
             if wanted
         ]
+        kept: list[Row] | None
         if full or len(inputs) <= CHUNK_ROWS:
             inputs, encodings = cut.encode(inputs, lambda texts: encode(texts, full))
             if plan.max_length is None:
                 self._check_model_length(encodings)
-            rows, sample = encodings, None
-            if return_overflowing_tokens:
-                rows, sample = [], []
-                for i, enc in enumerate(encodings):
-                    for window in [enc, *enc.overflowing]:
-                        rows.append(window)
-                        sample.append(i)
-            data: dict[str, Any] = {key: [_FIELDS[key](e) for e in rows] for key in keys}
-            kept = rows
+            data, kept = _rows_data(encodings, keys, return_overflowing_tokens)
         else:  # a big batch: CHUNK_ROWS rows at a time, padded here once all are known; its encodings are not kept
-            data, kept = {key: [] for key in keys}, None
-            unpadded = replace(plan, padding=False)
-            for start in range(0, len(inputs), CHUNK_ROWS):
-                texts, encodings = cut.encode(
-                    inputs[start : start + CHUNK_ROWS], lambda texts: encode(texts, False, unpadded)
-                )
-                inputs[start : start + len(texts)] = texts
-                if plan.max_length is None:
-                    self._check_model_length(encodings)
-                for key in keys:
-                    data[key] += [_FIELDS[key](e) for e in encodings]
-                del encodings
-            if plan.padding:
-                self._pad_lists(data, plan)
-            sample = None
-        if sample is not None:
-            data["overflow_to_sample_mapping"] = sample
+            data, kept = self._chunked_data(inputs, cut, encode, keys, plan), None
         if not batched and not return_overflowing_tokens:
             data = {k: v[0] for k, v in data.items()}
         unequal = (
@@ -594,6 +547,67 @@ class Tokenizer:
             self.ids_to_tokens,
             None if full else lambda: encode(inputs, True),
         )
+
+    def _encode_rows(
+        self,
+        texts: list[_EncodeInput],
+        track: bool,
+        plan: _Plan,
+        add_special_tokens: bool,
+        words: bool,
+        batched: bool,
+    ) -> list[Row]:
+        """The backend's encodings of `texts` as `plan` says; offsets and word ids only when `track` (its fast path
+        skips them); a text over PIECE_CHARS encoded whole goes in pieces (_encode_whole)."""
+        run = (
+            self.backend.encode_batch
+            if track or not hasattr(self.backend, "encode_batch_fast")
+            else self.backend.encode_batch_fast
+        )
+        try:
+            if plan.truncation or words:
+                self._apply(plan)
+                return run(texts, add_special_tokens=add_special_tokens, is_pretokenized=words)
+            return self._encode_whole(
+                cast("list[str | tuple[str, str]]", texts),
+                plan,
+                add_special_tokens,
+                lambda batch: run(batch, add_special_tokens=add_special_tokens),
+            )
+        except BaseException as e:  # the backend's own checks; a Rust panic is a BaseException
+            if isinstance(e, (KeyboardInterrupt, SystemExit, GeneratorExit)):
+                raise
+            _check_surrogates(texts, batched, words)
+            raise TokenizerError(
+                f"cannot encode with truncation={plan.truncation!r}, max_length={plan.max_length}, "
+                f"stride={plan.stride}: {e} (a stride must leave room for new tokens in every window)"
+            ) from None
+
+    def _chunked_data(
+        self,
+        inputs: list[_EncodeInput],
+        cut: _Cut,
+        encode: Callable[[list[_EncodeInput], bool, _Plan], list[Row]],
+        keys: list[str],
+        plan: _Plan,
+    ) -> dict[str, Any]:
+        """The lists of a batch of more than CHUNK_ROWS rows, encoded CHUNK_ROWS at a time (each chunk's encodings
+        freed before the next), padded once all rows are known; `inputs` is cut in place as `cut` cuts it."""
+        data: dict[str, Any] = {key: [] for key in keys}
+        unpadded = replace(plan, padding=False)
+        for start in range(0, len(inputs), CHUNK_ROWS):
+            texts, encodings = cut.encode(
+                inputs[start : start + CHUNK_ROWS], lambda texts: encode(texts, False, unpadded)
+            )
+            inputs[start : start + len(texts)] = texts
+            if plan.max_length is None:
+                self._check_model_length(encodings)
+            for key in keys:
+                data[key] += [_FIELDS[key](e) for e in encodings]
+            del encodings
+        if plan.padding:
+            self._pad_lists(data, plan)
+        return data
 
     def _cut_pattern(self) -> re.Pattern[str] | None:
         """Where a text may be cut without changing any token before the cut (None: nowhere): before whitespace
@@ -876,6 +890,22 @@ def _check_same_vocab(directory: str, from_txt: dict[str, int], from_json: dict[
         f"from id {first} ({shown(txt)} vs {shown(js)}); one of them is stale: remove it, or save "
         "the tokenizer again"
     )
+
+
+def _rows_data(encodings: list[Row], keys: list[str], overflowing: bool) -> tuple[dict[str, Any], list[Row]]:
+    """The lists `keys` of each row, and the rows: with `overflowing`, each encoding's windows follow it as rows of
+    their own and overflow_to_sample_mapping says which input each row came from."""
+    rows, sample = encodings, None
+    if overflowing:
+        rows, sample = [], []
+        for i, enc in enumerate(encodings):
+            for window in [enc, *enc.overflowing]:
+                rows.append(window)
+                sample.append(i)
+    data: dict[str, Any] = {key: [_FIELDS[key](e) for e in rows] for key in keys}
+    if sample is not None:
+        data["overflow_to_sample_mapping"] = sample
+    return data, rows
 
 
 _FIELDS: dict[str, Callable[[Row], Any]] = {

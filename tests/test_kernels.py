@@ -89,10 +89,8 @@ def _edit(model, how: str, held) -> None:
         value.weight.data.mul_(-1)
     elif how == "copy through data":
         value.weight.data.copy_(-value.weight.detach())
-    elif how == "kept data":  # a `.data` tensor taken before the weights were packed, written after
-        held.mul_(-1)
-    elif how == "kept data, then freed":  # the same, and the caller drops the tensor before the next call
-        held.mul_(-1)
+    elif how.startswith("kept data"):  # a `.data` tensor taken before the weights were packed, written after
+        held.mul_(-1)  # ("then freed": the caller drops it before the next call)
     elif how == "assigned data":
         value.weight.data = -value.weight.detach().clone()
     elif how == "assigned data, written":  # the tensor given to `.data` is written later

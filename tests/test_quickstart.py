@@ -13,6 +13,7 @@ import torch
 from conftest import torch_threads, window_logits
 from test_readme import bash_commands, check_command
 
+from bertkit import BertConfig
 from bertkit.cli import main
 from bertkit.quickstart import MARKER, OUTPUTS, QuickstartError, prepare_out
 
@@ -577,3 +578,28 @@ def test_step_0_is_the_run_before_its_first_step(still_pretraining):
     # the curve's measure is the most any head puts on one neighbour: at least what each head here puts
     assert max(h["step0"] for h in local["heads"]) <= local["step0"]["neighbour_attention"] + 1e-6
     assert local["tokens"] == 32 and 1 <= local["rows"] <= 16
+
+
+def test_heads_without_a_full_held_out_row_are_not_measured_and_the_report_says_so():
+    """Held-out rows that all hold padding leave nothing to measure the heads on: no numbers (None), a line in
+    the report, not an error after the pretraining ran."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from bertkit.model import BertModel
+    from bertkit.quickstart import locality_lines, offset_shares
+
+    class Padded:  # rows of 12 tokens, the last 3 of each padding
+        def __len__(self) -> int:
+            return 4
+
+        def batch(self, indices, words=False):
+            ids = np.full((len(indices), 12), 5)
+            mask = np.ones_like(ids)
+            mask[:, -3:] = 0
+            return SimpleNamespace(input_ids=ids, attention_mask=mask, token_type_ids=np.zeros_like(ids))
+
+    model = BertModel(BertConfig.from_preset("tiny")).eval()
+    assert offset_shares(model, Padded()) is None
+    assert locality_lines({"locality": None}) == ["(No full held-out row to measure the heads on at step 0.)", ""]

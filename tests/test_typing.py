@@ -33,9 +33,9 @@ NO_MARKER = "missing library stubs or py.typed marker"
 
 
 # ----- py.typed ships ----------------------------------------------------------------------------------------------
+@pytest.mark.slow  # builds a wheel in a subprocess
 def test_py_typed_is_in_the_installed_package_and_in_the_wheel(tmp_path):
     assert (PACKAGE / "py.typed").is_file()
-    pytest.importorskip("setuptools", reason="the wheel is built offline with the environment's setuptools")
     source = tmp_path / "src"  # a copy: a build writes build/ and egg-info beside the sources
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
@@ -130,7 +130,6 @@ def mypy(folder: Path, files: list[str], package_dir: Path) -> str:
 def checked(tmp_path_factory) -> str:
     """mypy's output on the user file and the mistakes file, against the installed bertkit (about 20 s on two
     cores: mypy reads torch's and numpy's types too)."""
-    pytest.importorskip("mypy")
     folder = tmp_path_factory.mktemp("typing") / "project"
     folder.mkdir()
     (folder / "user.py").write_text(textwrap.dedent(USER_FILE), encoding="utf-8")
@@ -163,9 +162,9 @@ def test_mypy_flags_each_mistake_in_a_call_to_bertkit(checked):
         assert any(text in error for error in found[n]), (n, text, found[n])
 
 
+@pytest.mark.slow  # mypy in a subprocess
 def test_without_py_typed_mypy_would_not_read_bertkit(tmp_path):
     """The check above is the marker's doing: the same package without py.typed is untyped to mypy."""
-    pytest.importorskip("mypy")
     untyped = tmp_path / "untyped" / "bertkit"
     shutil.copytree(PACKAGE, untyped, ignore=shutil.ignore_patterns("__pycache__", "py.typed"))
     folder = tmp_path / "project"

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ..data.builtin import BUILTIN_CORPORA
 from ..data.corpus import DOC_SEPS, Corpus
-from ..options import closest, opt, parse, shown
+from ..options import did_you_mean, opt, parse, shown
 from ..outfolder import move_aside
 from ..vocab import MIN_FREQUENCY, earlier_vocabulary, train_vocab, vocab_shortfall
 
@@ -66,18 +66,19 @@ def train(argv: list[str]) -> int:
 
 
 USAGE = "usage: bertkit tokenizer train --corpus SPEC... --vocab-size N --out DIR [--vocab-sample 200MB]"
-TOOLS = ("train",)  # the tokenizer's subcommands
+TOOLS = {"train": train}  # the tokenizer's tools: `bertkit tokenizer NAME ...`
 
 
 def main(argv: list[str]) -> int:
     """Tokenizer tools: `bertkit tokenizer train ...`."""
     if argv and argv[0] in TOOLS:
-        return train(argv[1:])
+        return TOOLS[argv[0]](argv[1:])
     if argv and argv[0] in ("-h", "--help"):
         print(USAGE)
         return 0
     # as argparse says a bad argument: the usage, then the error, on stderr, exit status 2
-    what = f"unknown tool {shown(argv[0])}" if argv else f"name a tool ({', '.join(TOOLS)})"
-    near = closest(argv[0], TOOLS) if argv else None
-    print(f"{USAGE}\nbertkit tokenizer: error: {what}{f'; did you mean {near!r}?' if near else ''}", file=sys.stderr)
+    what = (
+        f"unknown tool {shown(argv[0])}{did_you_mean(argv[0], TOOLS)}" if argv else f"name a tool ({', '.join(TOOLS)})"
+    )
+    print(f"{USAGE}\nbertkit tokenizer: error: {what}", file=sys.stderr)
     return 2

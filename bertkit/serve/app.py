@@ -493,28 +493,6 @@ def build_app(
         metrics.queue_depth.set(batcher.depth())
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
-    async def http_error(request: Request, exc: Exception) -> JSONResponse:  # unknown route (404), wrong method (405)
-        assert isinstance(exc, HTTPException)  # the handler of HTTPException only
-        path = request.url.path if len(request.url.path) <= 100 else request.url.path[:100] + "..."
-        openai = path.startswith("/v1/")  # OpenAI's client reads its own error shape (chat, completions, ...)
-        shape = openai_error if openai else bertkit_error
-        if exc.status_code == 404:
-            return error(
-                404,
-                "unknown_route",
-                f"no route {path}; routes: GET /health, /info, /metrics; POST {', '.join(engine.routes)}"
-                + (f" (of OpenAI's API, embeddings only: {engine.described})" if openai else ""),
-                shape=shape,
-            )
-        if exc.status_code == 405:
-            return error(
-                405,
-                "wrong_method",
-                f"{request.method} {path} is not allowed; use {'GET' if path in GET_ROUTES else 'POST'}",
-                shape=shape,
-            )
-        return error(exc.status_code, "http_error", str(exc.detail), shape=shape)
-
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
@@ -538,8 +516,35 @@ def build_app(
         "/docs": docs,
     }
     table = [endpoint(r) for r in routes] + [StarletteRoute(path, fn) for path, fn in gets.items()]
-    app = Starlette(routes=table, exception_handlers={HTTPException: http_error}, lifespan=lifespan)
+    app = Starlette(
+        routes=table, exception_handlers={HTTPException: functools.partial(http_error, engine)}, lifespan=lifespan
+    )
     return MetricsMiddleware(app, metrics, {r.path for r in table}), batcher, functools.partial(GuardedHttp, guard)
+
+
+async def http_error(engine: Engine, request: Request, exc: Exception) -> JSONResponse:
+    """The answer to an unknown route (404), a wrong method (405) or another HTTP error starlette raises, in
+    bertkit's error shape (OpenAI's under /v1/)."""
+    assert isinstance(exc, HTTPException)  # the handler of HTTPException only
+    path = request.url.path if len(request.url.path) <= 100 else request.url.path[:100] + "..."
+    openai = path.startswith("/v1/")  # OpenAI's client reads its own error shape (chat, completions, ...)
+    shape = openai_error if openai else bertkit_error
+    if exc.status_code == 404:
+        return error(
+            404,
+            "unknown_route",
+            f"no route {path}; routes: GET /health, /info, /metrics; POST {', '.join(engine.routes)}"
+            + (f" (of OpenAI's API, embeddings only: {engine.described})" if openai else ""),
+            shape=shape,
+        )
+    if exc.status_code == 405:
+        return error(
+            405,
+            "wrong_method",
+            f"{request.method} {path} is not allowed; use {'GET' if path in GET_ROUTES else 'POST'}",
+            shape=shape,
+        )
+    return error(exc.status_code, "http_error", str(exc.detail), shape=shape)
 
 
 GET_ROUTES = {

@@ -314,7 +314,7 @@ def tei_info(engine: Engine, settings: ServeConfig, version: str) -> dict:
         config = engine.task_model.config
         assert config.label2id is not None  # BertConfig derives it from id2label
         labels = {"id2label": {str(i): n for i, n in config.id2label.items()}, "label2id": dict(config.label2id)}
-        kind: dict[str, dict] = {"reranker" if config.problem_type == "regression" else "classifier": labels}
+        kind: dict[str, dict] = {"reranker" if engine.reranker is not None else "classifier": labels}
     else:  # TEI has no other kind: every bertkit model serves /embed
         kind = {"embedding": {"pooling": engine.encoder.pooling.mode}}
     return {

@@ -163,9 +163,19 @@ class Engine:
         """The POST routes this model can answer."""
         return (
             ["/", "/embed", "/v1/embeddings", "/tokenize", "/decode"]
-            + (["/predict", "/rerank"] if self.task else [])
+            + (["/predict"] if self.task else [])
+            + (["/rerank"] if self.reranker else [])
             + (["/fill-mask"] if self.mlm else [])
         )
+
+    @property
+    def reranker(self) -> InferenceModel | None:
+        """The task model where it is a re-ranker (/rerank): a classifier with one output, fine-tuned with
+        problem_type regression, whose logit is the relevance score; else None."""
+        task, model = self.task, self.task_model
+        if task is not None and task.name == "classify" and model is not None:
+            return model if model.config.problem_type == "regression" else None
+        return None
 
     @property
     def head(self) -> str:

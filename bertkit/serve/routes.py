@@ -39,7 +39,12 @@ NON_FINITE = (
     "broken: check the model folder"
 )
 # what a route needs beyond the encoder, in words for its refusal (400 not_supported)
-NEEDS = {"task": "a fine-tuned task head (bertkit finetune's --out)", "mlm": "an MLM head (bertkit pretrain's --out)"}
+NEEDS = {
+    "task": "a fine-tuned task head (bertkit finetune's --out)",
+    "mlm": "an MLM head (bertkit pretrain's --out)",
+    "reranker": "a re-ranker head: a classifier with one output, fine-tuned with problem_type regression on (query, "
+    "text) pairs",
+}
 
 
 def bertkit_error(status: int, kind: str, message: str) -> dict:
@@ -60,7 +65,7 @@ class Route:
     request: type[Body]
     handle: Callable[[Engine, Any, Call], Awaitable[tuple[Any, int]]]  # Any: the route's own request model
     summary: str  # one line for /openapi.json and /docs: what the answer is
-    needs: str | None = None  # "task" / "mlm": the Engine attribute the route needs (None: the encoder)
+    needs: str | None = None  # a key of NEEDS: the Engine attribute the route needs (None: the encoder)
     error_body: Callable[[int, str, str], dict] = bertkit_error  # (status, kind, message) -> a refusal's JSON
 
 
@@ -137,28 +142,10 @@ async def tokenize(engine: Engine, request: TokenizeRequest, call: Call) -> tupl
 
 
 async def rerank(engine: Engine, request: RerankRequest, call: Call) -> tuple[Any, int]:
-    reranker(engine)
     pairs = [{"text": request.query, "text_pair": text} for text in request.texts]
     prepared = await call.tokenize(engine.rows_for_predict, pairs, request.truncate)
     rows = await call.tokenize(engine.predictions, prepared, await call.model(prepared))
     return compat.tei_rerank(rows, request.texts, request.raw_scores, request.return_text), len(request.texts)
-
-
-def reranker(engine: Engine) -> None:
-    """Refuses (400) a model that is no re-ranker, before its rows are made: /rerank needs a classifier with one
-    output (problem_type regression), whose logit is the relevance score."""
-    task, model = engine.task, engine.task_model
-    if task is not None and task.name == "classify" and model is not None and model.config.problem_type == "regression":
-        return
-    labels = (
-        f" and labels {compat.listed(engine.labels() or [])}" if task is not None and task.name == "classify" else ""
-    )
-    raise InputProblem(
-        400,
-        "not_supported",
-        "/rerank needs a re-ranker (a classifier with one output, fine-tuned with problem_type regression on "
-        f"(query, text) pairs); {engine.described}{labels}",
-    )
 
 
 async def decode(engine: Engine, request: DecodeRequest, call: Call) -> tuple[Any, int]:
@@ -236,7 +223,7 @@ ROUTES = (
         needs="mlm",
     ),
     Route("/tokenize", TokenizeRequest, tokenize, "per input, its tokens with ids and character offsets"),
-    Route("/rerank", RerankRequest, rerank, "TEI's: [{index, score, text?}] best first", needs="task"),
+    Route("/rerank", RerankRequest, rerank, "TEI's: [{index, score, text?}] best first", needs="reranker"),
     Route("/decode", DecodeRequest, decode, "TEI's: a text per list of ids"),
     Route(
         "/",

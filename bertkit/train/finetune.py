@@ -246,6 +246,14 @@ def run_in(cfg: FinetuneConfig, rank: int, world: int) -> FinetuneSummary:
         keep_best=keep,
         identity={"vocab": vocab_digest(tok), "labels": labels, "data": digest(map(repr, train_examples))},
     )
+    return summarize(cfg, task, summary, keep, rank)
+
+
+def summarize(
+    cfg: FinetuneConfig, task: Task, summary: TrainSummary, keep: KeepBest | None, rank: int
+) -> FinetuneSummary:
+    """What a run ends with: the loop's summary, the best evaluation (written to eval_report.json), and the signs
+    that nothing was learned; for --resume of a run that was complete, what to do to train longer."""
     losses = (
         [r["loss"] for r in read_metrics(os.path.join(cfg.out, "metrics.jsonl")) if r.get("split") != "eval"]
         if rank == 0

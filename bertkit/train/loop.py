@@ -53,7 +53,7 @@ from ..errors import TrainingError
 from .batches import LOSS_UNITS, LossWeights, loss_weights
 from .devices import agree, autocast_dtype, barrier, pick_device, setup_distributed, threading_main
 from .optim import lr_factor, make_optimizer
-from .runlog import RunLog, check_log_to, plot_losses
+from .runlog import TRAIN_TITLE, RunLog, check_log_to, plot_losses
 from .state import check_identity, restore, training_state
 
 if TYPE_CHECKING:
@@ -92,6 +92,7 @@ def train(
     save_model: SaveModel | None = None,
     keep_best: KeepBest | None = None,
     identity: dict[str, Any] | None = None,
+    loss_title: str = TRAIN_TITLE,
 ) -> TrainSummary:
     """Train `model` for cfg.steps optimizer steps (the module docstring, in code); returns a TrainSummary.
 
@@ -99,6 +100,7 @@ def train(
     model, or, with keep_best, the best one so far each time an evaluation beats it (KeepBest: also early
     stopping). identity: what the run trains with ({"vocab": digest, "labels": [...], "data": digest}),
     saved with the training state; --resume refuses another vocabulary or label set and warns of new data.
+    loss_title: what the training loss is, over its curve in loss.png.
     """
     run = start(model, cfg, keep_best, identity)
     try:
@@ -106,7 +108,7 @@ def train(
             while run.step < cfg.steps and not run.stopping:
                 loss, signalled = optimizer_step(run, data, loss_fn)
                 after_step(run, loss, signalled, evaluate, save_model)
-        return finish(run, save_model)
+        return finish(run, save_model, loss_title)
     finally:
         if run.log is not None:
             run.log.close()  # on an error too: TensorBoard's writer holds the last rows
@@ -434,7 +436,7 @@ def _evaluate_and_keep_best(run: Run, evaluate: Evaluate, save_model: SaveModel 
     return keep.patience > 0 and agree(run.is_main and keep.patience_ran_out(), run.world, run.device)
 
 
-def finish(run: Run, save_model: SaveModel | None) -> TrainSummary:
+def finish(run: Run, save_model: SaveModel | None, loss_title: str = TRAIN_TITLE) -> TrainSummary:
     """Close the bar; unless a signal cut the run: the final model (save_model) and loss.png. Returns the summary."""
     if run.bar is not None:
         run.bar.close()
@@ -455,7 +457,7 @@ def finish(run: Run, save_model: SaveModel | None) -> TrainSummary:
         # case the run was stopped between its last training state and its model
         if save_model is not None and run.keep_best is None:
             save_model(run.raw_model, run.cfg.out)
-        plot_losses(run.metrics_path, os.path.join(run.cfg.out, "loss.png"))
+        plot_losses(run.metrics_path, os.path.join(run.cfg.out, "loss.png"), loss_title)
     barrier(run.world)
     return summary
 

@@ -536,6 +536,7 @@ def run_in(cfg: PretrainConfig, rank: int, world: int) -> PretrainSummary:
         evaluate=evaluate if heldout_rows else None,
         save_model=save,
         identity=identity,
+        loss_title=objective.loss_title,
     )
     return PretrainSummary(
         **vars(summary),

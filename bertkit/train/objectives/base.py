@@ -26,6 +26,7 @@ from torch import nn
 from ...config import BertConfig
 from ...tokenizer import Tokenizer
 from ..batches import Batches, LossWeights, StepSampler
+from ..runlog import TRAIN_TITLE
 
 if TYPE_CHECKING:
     from ...data.rows import RowBatch
@@ -59,6 +60,8 @@ class Objective(ABC):
 
     name: ClassVar[str]
     pairs: ClassVar[bool] = False  # trains on sentence pairs (data/rows.py PairRows) instead of --packing rows
+    # what the training loss is, in words: loss.png's title over it (the held-out losses are drawn apart)
+    loss_title: ClassVar[str] = TRAIN_TITLE
 
     def __init__(self, setup: Setup) -> None:
         self.setup, self.cfg, self.tokenizer = setup, setup.cfg, setup.tokenizer

@@ -79,6 +79,7 @@ class MaskedLMWithBagOfWords(MaskedLM):
     """MLM, and the pooled [CLS] vector taught to say which tokens its row holds."""
 
     name = "mlm-bow"
+    loss_title = "training loss: MLM on the masked tokens + bag of words on [CLS]"
 
     def __init__(self, setup: Setup) -> None:
         super().__init__(setup)
