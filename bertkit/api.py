@@ -73,6 +73,12 @@ class TaskKwargs(TypedDict, total=False):
     entity_scheme: str
     max_answer_length: int
     qa_language: str
+    loss: str | None
+    symmetric: bool
+    matryoshka_dims: list[int]
+    mini_batch_size: int
+    pooling: Literal["mean", "cls", "max", "mean_sqrt_len"] | None
+    normalize: bool | None
     text_field: str
     text_pair_field: str
     label_field: str

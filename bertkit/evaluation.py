@@ -117,6 +117,8 @@ def _task(cfg: InferenceOptions, command: str) -> str | None:
     names no architectures may still hold a head: tasks.task_of asks for --task there."""
     if cfg.task is not None or not os.path.isdir(cfg.model):
         return cfg.task  # load_task_model says what is wrong with a missing folder
+    if command == "evaluate" and os.path.isfile(os.path.join(cfg.model, "modules.json")):
+        return "embed"  # a sentence-transformers folder: its vectors are what is evaluated
     try:
         return task_of(cfg.model)
     except TaskDataError:

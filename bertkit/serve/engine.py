@@ -41,6 +41,7 @@ from ..errors import BertkitError
 from ..inference import run_model, with_windows
 from ..masked_lm import fill_mask, filled_text, mask_positions
 from ..model import BertPreTrainedModel, InferenceModel
+from ..pooling import trained_dims
 from ..tasks import Field, Task, TaskDataError, TaskOptions, task_of
 from ..tasks.classify import aggregate_windows
 from ..text import is_empty_text
@@ -123,6 +124,8 @@ class Engine:
         )
         self.predict_limit = max_input_tokens or PREDICT_MAX_TOKENS
         self.dim = self.encoder.model.config.hidden_size
+        # shorter sizes the vectors were trained to keep meaning at (MatryoshkaLoss): /v1/embeddings' dimensions
+        self.trained_dims = tuple(d for d in trained_dims(model_dir) if d < self.dim)
         # what runs a batch, by its key's kind: one entry per kind of work this model can do
         self.handlers = Handlers(
             {

@@ -94,18 +94,21 @@ async def embed(engine: Engine, request: EmbedRequest, call: Call) -> tuple[Any,
 
 async def openai_embeddings(engine: Engine, request: OpenAIEmbedRequest, call: Call) -> tuple[Any, int]:
     inputs, _ = request.items()
-    if request.dimensions not in (None, engine.dim):
+    if request.dimensions not in (None, engine.dim, *engine.trained_dims):
+        trained = f", or {', '.join(map(str, engine.trained_dims))} (trained with MatryoshkaLoss)"
         raise InputProblem(
             400,
             "invalid_input",
-            f"'dimensions' {request.dimensions!r}: this model's embeddings "
-            f"have {engine.dim} and are not cut shorter; leave dimensions out",
+            f"'dimensions' {request.dimensions!r}: this model's embeddings have {engine.dim}"
+            + (trained if engine.trained_dims else " and are not cut shorter; leave dimensions out"),
         )
     if isinstance(inputs[0], list):  # token ids: a list per input (items() made one flat list one input)
         prepared = await call.tokenize(engine.rows_for_embed_ids, inputs, False)
     else:
         prepared = await call.tokenize(engine.rows_for_embed, inputs, False)
     vectors = finite(await call.model(prepared))
+    if request.dimensions is not None and request.dimensions < engine.dim:
+        vectors = compat.shortened(vectors, request.dimensions, engine.encoder.pooling.normalize)
     return compat.openai_embeddings(vectors, request.encoding_format, engine.name, sum(prepared.tokens)), len(inputs)
 
 

@@ -77,7 +77,9 @@ class OpenAIEmbedRequest(Body):
     encoding_format: Literal["float", "base64"] = Field(
         "float", description="float: lists of numbers; base64: little-endian float32 bytes"
     )
-    dimensions: StrictInt | None = Field(None, description="must be the model's own size: no truncation")
+    dimensions: StrictInt | None = Field(
+        None, description="the model's own size, or one it was trained to be cut to (MatryoshkaLoss)"
+    )
     user: StrictStr | None = Field(None, description="accepted and ignored")
 
     def items(self) -> tuple[list, bool]:

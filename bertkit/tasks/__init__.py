@@ -5,6 +5,8 @@
     tag       tag.py       TagExample       tokens, tags                       BertForTokenClassification
     qa        qa.py        QAExample        question, context, answers         BertForQuestionAnswering
     choice    choice.py    ChoiceExample    question, choices, answer          BertForMultipleChoice
+    embed     embed.py     EmbedExample     texts by column order, label?      BertModel (+ pooling: an ST folder)
+    rerank    rerank.py    RerankExample    query, documents, labels           BertForSequenceClassification (1 output)
 
 Each module's docstring says which files it reads, how long inputs become windows, its metrics
 and its prediction rows; base.py says what a Task is. To add a task, add a module with a Task
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from ..config import BertConfig
 from ..data.records import TaskDataError
 from ..electra import ELECTRA_CLASSES
+from ..model import BertModel
 from .base import (
     EMPTY_INPUT,
     ExampleT,
@@ -39,10 +42,12 @@ from .base import (
 )
 from .choice import CHOICE, ChoiceExample
 from .classify import CLASSIFY, ClassifyExample
+from .embed import EMBED, EmbedExample
 from .qa import QA_TASK, QAExample
+from .rerank import RERANK, RerankExample
 from .tag import TAG, TagExample
 
-TASKS: dict[str, Task[Any, Any]] = {task.name: task for task in (CLASSIFY, TAG, QA_TASK, CHOICE)}
+TASKS: dict[str, Task[Any, Any]] = {task.name: task for task in (CLASSIFY, TAG, QA_TASK, CHOICE, EMBED, RERANK)}
 
 if TYPE_CHECKING:
 
@@ -95,7 +100,8 @@ def check_task_options(task: Task[Any, Any], opts: Opts, whose: str) -> None:
     own = {f.name for f in dataclasses.fields(task.options)} if task.options is not None else set()
     for other in TASKS.values():
         for field in dataclasses.fields(other.options) if other.options is not None else ():
-            if field.name in own or getattr(opts, field.name, field.default) == field.default:
+            default = field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
+            if field.name in own or getattr(opts, field.name, default) == default:
                 continue
             owners = [
                 t.name
@@ -136,15 +142,16 @@ def label_list(examples: list[Any]) -> list[str]:
 
 
 def task_of(model_dir: str) -> str:
-    """The task a fine-tuned directory was trained for, from config.json's architectures (a BERT task class or its
-    ELECTRA counterpart: ElectraForSequenceClassification is classify as BertForSequenceClassification is)."""
+    """The task a fine-tuned directory's head was trained for, from config.json's architectures (a BERT task class or
+    its ELECTRA counterpart: ElectraForSequenceClassification is classify as BertForSequenceClassification is). An
+    embedding model has no head (its task's class is the plain BertModel): `bertkit evaluate` knows it by modules.json.
+    rerank's folder is a classifier with one output: classify, registered first, serves and predicts with it."""
     config = BertConfig.from_json(model_dir)
-    by_class = {
-        cls.__name__: name
-        for name, task in TASKS.items()
-        for cls in (task.model_class, ELECTRA_CLASSES.get(task.model_class))
-        if cls is not None
-    }
+    by_class: dict[str, str] = {}
+    for name, task in TASKS.items():
+        for cls in (task.model_class, ELECTRA_CLASSES.get(task.model_class)):
+            if cls is not None and cls is not BertModel:
+                by_class.setdefault(cls.__name__, name)
     for arch in config.architectures or ():
         if arch in by_class:
             return by_class[arch]
@@ -178,4 +185,6 @@ __all__ = [
     "TagExample",
     "QAExample",
     "ChoiceExample",
+    "EmbedExample",
+    "RerankExample",
 ]

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from ..config import BertConfig
     from ..model import BertPreTrainedModel, InferenceModel
     from ..tokenizer import Tokenizer
+    from ..train.loop import LossFn
 
 EMPTY_INPUT = "empty input"  # the "error" of a predict row whose input has no text (text.is_empty_text)
 
@@ -110,6 +111,19 @@ class Windows:
     )
 
 
+@dataclass
+class LossChoice:
+    """The loss of the tasks that name theirs as sentence-transformers does (embed, rerank)."""
+
+    loss: str | None = opt(
+        None,
+        "embed / rerank: the loss, as sentence-transformers names it (embed: MultipleNegativesRankingLoss, "
+        "CoSENTLoss; rerank: BinaryCrossEntropyLoss, MultipleNegativesRankingLoss, ListNetLoss); default: from the "
+        "data (embed: CoSENTLoss with a label column, else MultipleNegativesRankingLoss; rerank: "
+        "BinaryCrossEntropyLoss)",
+    )
+
+
 def task_options(tasks: Iterable[Task[Any, Any]]) -> type:
     """The settings dataclass fine-tuning, evaluation and prediction share (TaskOptions): the windows, every
     task's own options dataclass, and a --NAME-field flag for each field of each task (its help says which
@@ -165,6 +179,7 @@ class Head:
 
     labels: list[str] | None  # the outputs' names in order (config.id2label); None: they are not labels
     problem_type: str | None = None  # config.problem_type (classify: regression / single- / multi-label)
+    config: dict[str, Any] = dataclasses.field(default_factory=dict)  # more config.json settings (rerank: num_labels 1)
 
 
 class Task(ABC, Generic[ExampleT, FeatureT]):
@@ -262,6 +277,10 @@ class Task(ABC, Generic[ExampleT, FeatureT]):
         """read()'s settings that read evaluation labels the way the model was trained (classify: numbers for a
         regression model)."""
         return {}
+
+    def count(self, examples: list[ExampleT]) -> int:
+        """How many examples there are, as the run's first line says it (embed: a retrieval set's queries)."""
+        return len(examples)
 
     def label_names(self, examples: list[ExampleT]) -> list[str] | None:
         """The model's outputs are named after these labels (None: the task's outputs are not labels)."""
@@ -368,7 +387,34 @@ class Task(ABC, Generic[ExampleT, FeatureT]):
         choice: features with as many choices)."""
         return None
 
+    # ----- training -----------------------------------------------------------------------------
+    def training_loss(self, opts: Opts, examples: list[ExampleT], tok: Tokenizer) -> LossFn | None:
+        """The loss of a training micro-batch (the shared loop's LossFn) when the task computes its own (embed:
+        a contrastive loss over pooled vectors; the training examples say which); None: the task model's own
+        loss (out.loss)."""
+        return None
+
+    def prepare_model(self, model: BertPreTrainedModel, opts: Opts) -> None:
+        """Before training: set up what the task needs of its model (embed: the unused pooler frozen)."""
+
+    def write_model_files(self, model: BertPreTrainedModel, folder: str, opts: Opts) -> list[str]:
+        """Files a trained model's folder needs beyond config, weights and tokenizer (embed: the sentence-transformers
+        modules); the paths written."""
+        return []
+
+    def untrained(self, missing: list[str]) -> bool:
+        """Whether a model folder lacks the task's trained weights, from the tensors its loading found missing."""
+        return bool(missing)
+
     # ----- results ------------------------------------------------------------------------------
+    def evaluate_model(
+        self, model: InferenceModel, tok: Tokenizer, examples: list[ExampleT], opts: Opts
+    ) -> dict[str, Any]:
+        """The task's metrics of `model` on labelled examples (opts: seq_len, stride, the task's options)."""
+        config = model.config
+        features = self.encode(tok, examples, opts.seq_len, opts.stride, config.label2id, config.problem_type)
+        return self.report(config, features, run_model(self, model, features, tok.pad_token_id), examples, opts)
+
     @abstractmethod
     def report(
         self, config: BertConfig, features: list[FeatureT], outputs: list[Any], examples: list[ExampleT], opts: Opts
@@ -434,9 +480,7 @@ def evaluate(
     task: Task[ExampleT, Any], model: InferenceModel, tok: Tokenizer, examples: list[ExampleT], opts: Opts
 ) -> dict[str, Any]:
     """The task's metrics of `model` on labelled examples (opts: seq_len, stride, the task's options)."""
-    config = model.config
-    features = task.encode(tok, examples, opts.seq_len, opts.stride, config.label2id, config.problem_type)
-    return task.report(config, features, run_model(task, model, features, tok.pad_token_id), examples, opts)
+    return task.evaluate_model(model, tok, examples, opts)
 
 
 def predict(

