@@ -14,7 +14,6 @@ from bertkit.data.records import TaskDataError
 from bertkit.data.retrieval import (
     RetrievalSet,
     _builtin_passages,
-    article_splits,
     builtin_pairs,
     builtin_retrieval,
     inverse_cloze,
@@ -54,11 +53,14 @@ def test_the_split_is_the_same_when_built_again():
 
 
 def test_the_articles_split_as_the_ner_data_set_splits_them():
+    """One split of People's Daily's articles (builtin.article_splits, which the NER set reads too): every passage of
+    a retrieval split comes from that split's articles."""
     articles = builtin.group_articles(builtin.peoples_daily_texts())
-    keys = [builtin._split_order("\n".join(article), builtin.TASK_SEED) for article in articles]
-    expected = builtin._cut_80_10_10(list(range(len(articles))), keys)
-    assert article_splits(articles) == {split: sorted(indices) for split, indices in expected.items()}
-    assert [len(v) for v in article_splits(articles).values()] == [2439, 305, 305]
+    splits = builtin.article_splits(["\n".join(article) for article in articles])
+    assert [len(v) for v in splits.values()] == [2439, 305, 305]
+    for split in SIZES:  # a passage's id starts with its article's index
+        articles_used = {int(cid[1:].split("-")[0]) for cid in builtin_retrieval(split).corpus}
+        assert articles_used <= set(splits[split])
 
 
 def test_no_article_and_no_passage_text_is_in_two_splits():

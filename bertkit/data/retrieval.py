@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import functools
 import gzip
-import hashlib
 import os
 import re
 import zlib
@@ -54,7 +53,15 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 from ..text import CLOSERS, is_empty_text
-from .builtin import TASK_SEED, TASK_SPLITS, group_articles, paragraph_kind, peoples_daily_texts
+from .builtin import (
+    TASK_SEED,
+    TASK_SPLITS,
+    article_splits,
+    group_articles,
+    paragraph_kind,
+    peoples_daily_texts,
+    split_order,
+)
 from .corpus import jsonl_records
 from .records import TaskDataError
 
@@ -77,20 +84,6 @@ class RetrievalSet:
 
 
 # ----- builtin:peoples-daily-retrieval ------------------------------------------------------------
-def order_key(text: str, seed: int = TASK_SEED) -> str:
-    """The SHA-1 order of the built-in task splits (bertkit.data.builtin): the same on every machine."""
-    return hashlib.sha1(f"{seed}\n{text}".encode()).hexdigest()
-
-
-def article_splits(articles: list[list[str]], seed: int = TASK_SEED) -> dict[str, list[int]]:
-    """Article indices of train / dev / test: the first 80% / next 10% / last 10% by order_key of the article's
-    paragraphs joined with "\\n" (builtin:peoples-daily-ner's split of the same articles); each in newspaper order."""
-    order = sorted(range(len(articles)), key=lambda a: order_key("\n".join(articles[a]), seed))
-    n_train, n_dev = round(0.8 * len(order)), round(0.1 * len(order))
-    cuts = {"train": order[:n_train], "dev": order[n_train : n_train + n_dev], "test": order[n_train + n_dev :]}
-    return {split: sorted(indices) for split, indices in cuts.items()}
-
-
 def sentences(paragraph: str) -> tuple[list[str], str]:
     """A paragraph's sentences (each with its end marks and closing quotes) and the tail after the last one."""
     found = _SENTENCE.findall(paragraph)  # the matches tile the paragraph from its start
@@ -103,7 +96,7 @@ def inverse_cloze(paragraph: str, seed: int = TASK_SEED) -> tuple[str, str] | No
     eligible = [i for i, sentence in enumerate(found) if len(sentence) >= MIN_QUERY_CHARS]
     if len(found) < MIN_SENTENCES or not eligible:
         return None
-    pick = eligible[int(order_key(paragraph, seed), 16) % len(eligible)]
+    pick = eligible[int(split_order(paragraph, seed), 16) % len(eligible)]
     return found[pick], "".join(found[:pick] + found[pick + 1 :]) + tail
 
 
@@ -121,7 +114,7 @@ def _builtin_passages(seed: int = TASK_SEED) -> dict[str, tuple[_Passage, ...]]:
     articles = group_articles(peoples_daily_texts())
     seen: set[str] = set()  # paragraph and passage texts of this and earlier splits
     out = {}
-    for split, indices in article_splits(articles, seed).items():
+    for split, indices in article_splits(["\n".join(article) for article in articles], seed).items():
         found = []
         for a in indices:
             for p, paragraph in enumerate(articles[a]):
@@ -129,7 +122,7 @@ def _builtin_passages(seed: int = TASK_SEED) -> dict[str, tuple[_Passage, ...]]:
                 if pair is None or paragraph in seen or pair[1] in seen:
                     continue
                 seen.update((paragraph, pair[1]))
-                found.append(_Passage(f"{a}-{p}", *pair, order_key(paragraph, seed)))
+                found.append(_Passage(f"{a}-{p}", *pair, split_order(paragraph, seed)))
         in_passages = {s for passage in found for s in sentences(passage.passage)[0]}
         out[split] = tuple(found), frozenset(p.id for p in found if p.query not in in_passages)
     return {split: _keep(passages, ids, MAX_QUERIES.get(split)) for split, (passages, ids) in out.items()}
