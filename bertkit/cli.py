@@ -25,6 +25,7 @@ COMMANDS = {
     "prepare": "Tokenize a corpus once into a dataset folder pretrain reads by memory map.",
     "pretrain": "Masked-language-model pretraining from a raw corpus.",
     "finetune": "Fine-tune for classify / tag / qa / choice / embed / rerank; keep the best.",
+    "setfit": "Few-shot classification: train on pairs of labelled texts, then a logistic head.",
     "evaluate": "Score a fine-tuned model on labelled data.",
     "predict": "Predict for texts or a file; JSON lines out.",
     "fill-mask": "Top-k predictions for each [MASK] in a text.",

@@ -14,8 +14,8 @@ from conftest import padded_batch, random_model
 
 from bertkit import losses
 from bertkit.errors import ConfigError, InputError
-from bertkit.pooling import pool
 from bertkit.gradcache import cached_loss, split_features
+from bertkit.pooling import pool
 
 BATCH = 8
 

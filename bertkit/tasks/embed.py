@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -192,7 +192,13 @@ class Embed(Task[EmbedExample, EmbedFeature]):
                 "data has no label column"
             )
         check_in_batch(opts, name, hard_negatives=len(examples[0].texts) > 2)
-        return EmbeddingLoss(name, pooling_of(opts).mode, opts)
+        return EmbeddingLoss(
+            name,
+            pooling_of(opts).mode,
+            symmetric=opts.symmetric,
+            dims=opts.matryoshka_dims or (),
+            mini_batch_size=opts.mini_batch_size,
+        )
 
     def prepare_model(self, model: BertPreTrainedModel, opts: Any) -> None:
         """Check --matryoshka-dims against the model's width; freeze the pooler: it is not in the vectors, so it has
@@ -264,12 +270,14 @@ class EmbeddingLoss:
     """A micro-batch's loss (the shared loop's LossFn): one forward over all its texts, pooled, the loss over the
     columns; GradCache with --mini-batch-size."""
 
-    def __init__(self, name: str, mode: str, opts: Any) -> None:
-        self.name, self.mode = name, mode
-        self.symmetric, self.dims = bool(opts.symmetric), list(opts.matryoshka_dims or [])
-        self.mini_batch_size = int(opts.mini_batch_size or 0)
+    def __init__(
+        self, name: str, mode: str, *, symmetric: bool = False, dims: Sequence[int] = (), mini_batch_size: int = 0
+    ) -> None:
+        self.name, self.mode = name, mode  # the loss's name, the pooling mode
+        self.symmetric, self.dims, self.mini_batch_size = symmetric, list(dims), mini_batch_size
 
     def __call__(self, model: torch.nn.Module, batch: dict[str, Any], weights: LossWeights) -> Tensor:
+        batch = dict(batch)  # the caller's batch keeps its keys
         columns, labels = batch.pop("columns"), batch.pop("labels", None)
         if self.mini_batch_size and distributed():
             raise TrainingError(
@@ -350,6 +358,13 @@ def training_rows(examples: list[Any], where: str) -> None:
         raise TaskDataError(
             f"{where}: a retrieval set (queries, corpus, relevant pairs) is evaluation data; train on rows of "
             "(anchor, positive[, negatives]) or (text1, text2, score)"
+        )
+    width = len(examples[0].texts)
+    uneven = next((i for i, e in enumerate(examples) if len(e.texts) != width), None)
+    if uneven is not None:
+        raise TaskDataError(
+            f"{where}: row {uneven + 1} has {len(examples[uneven].texts)} texts, the first has {width}; every row "
+            "needs as many"
         )
 
 
