@@ -23,7 +23,9 @@ def jsonl(path, rows):
 def test_inputs_by_order_and_the_label_column_by_name(tmp_path):
     """The trainer's rule: label / labels / score / scores is the label wherever it stands; the other columns are
     inputs in their order, whatever their names."""
-    rows = read_rows(jsonl(tmp_path / "a.jsonl", [{"score": 0.5, "q": "今天", "d": "明天"}, {"score": 1, "q": "x", "d": "y"}]))
+    rows = read_rows(
+        jsonl(tmp_path / "a.jsonl", [{"score": 0.5, "q": "今天", "d": "明天"}, {"score": 1, "q": "x", "d": "y"}])
+    )
     assert rows.columns == ["q", "d"] and rows.label_column == "score"
     assert rows.texts == [["今天", "明天"], ["x", "y"]] and rows.labels == [0.5, 1.0] and rows.lines == [1, 2]
     csv = read_rows(write(tmp_path / "a.csv", ["anchor,positive,negative", "a,b,c", '"x, y",z,w']))
@@ -83,3 +85,13 @@ def test_rerank_rows_are_labelled_pairs_or_a_positive_before_its_negatives(tmp_p
     assert [(e.documents, e.labels) for e in listed] == [(["b", "c", "d"], [1.0, 0.0, 0.0])]
     with pytest.raises(Exception, match="a labelled row is one query, one document and its label"):
         rerank_examples(read_rows(jsonl(tmp_path / "x.jsonl", [{"q": "a", "d": "b", "e": "c", "label": 1}])))
+
+
+def test_training_rows_of_uneven_width_are_refused_naming_the_row():
+    """Rows from Python (or a file whose columns a reader let vary) with fewer texts than the first would shift every
+    later row's texts into the wrong columns: the row is named instead."""
+    from bertkit.tasks.embed import training_rows
+
+    rows = [EmbedExample(["a", "b", "c"]), EmbedExample(["d", "e", "f"]), EmbedExample(["g", "h"])]
+    with pytest.raises(TaskDataError, match="the data: row 3 has 2 texts, the first has 3; every row needs as many"):
+        training_rows(rows, "the data")
