@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import json
 import os
 import re
 import runpy
@@ -322,15 +323,29 @@ def test_readme_python_block_runs(first, lines, stage):
         ) from e
 
 
-def tour_lines(text: str) -> range:
-    """The line numbers of the README's tour: from its '## A tour' heading to the next heading of that level."""
+def section_lines(text: str, heading: str) -> range:
+    """The line numbers of a README section: from its '## heading' to the next heading of that level."""
     lines = text.splitlines()
-    start = next(n for n, line in enumerate(lines, 1) if line.startswith("## A tour"))
+    start = next(n for n, line in enumerate(lines, 1) if line.startswith(f"## {heading}"))
     end = next((n for n, line in enumerate(lines, 1) if n > start and line.startswith("## ")), len(lines) + 1)
     return range(start, end)
 
 
-TOUR_COMMANDS = [(n, t) for n, t in bash_commands(README_TEXT) if n in tour_lines(README_TEXT)] if README_TEXT else []
+def section_commands(heading: str, first_block_only: bool = False) -> list[tuple[int, list[str]]]:
+    """The commands of a README section's ```bash blocks (first_block_only: of its first block)."""
+    if not README_TEXT:
+        return []
+    lines = section_lines(README_TEXT, heading)
+    blocks = [b for b in fenced_blocks(README_TEXT) if b[0] == "bash" and b[1] in lines]
+    chosen = blocks[:1] if first_block_only else blocks
+    return [(n, t) for lang, first, body in chosen for n, t in shell_commands(body, first)]
+
+
+TOUR_COMMANDS = (
+    [(n, t) for n, t in bash_commands(README_TEXT) if n in section_lines(README_TEXT, "A tour")] if README_TEXT else []
+)
+# the retrieval section's first block: before, training, after, on the built-in set
+RETRIEVAL_COMMANDS = section_commands("Sentence embeddings and rerankers", first_block_only=True)
 
 
 def not_run(tokens: list[str]) -> str | None:
@@ -358,6 +373,32 @@ def test_every_tour_command_runs(number, tokens, stage):
         assert run.returncode == 0, f"README.md:{number}: `{shlex.join(tokens)}` failed:\n{run.stderr[-3000:]}"
     else:
         assert main(args) == 0, f"README.md:{number}: `{shlex.join(tokens)}` did not exit 0"
+
+
+@pytest.mark.slow
+def test_the_retrieval_section_runs_as_written(stage, base_dir):
+    """The retrieval section's first block, in order, as written: evaluate all-MiniLM-L6-v2, fine-tune it, evaluate
+    the result, fine-tune the demo's pretrained model, embed with the result. all-MiniLM-L6-v2 is stood in for by
+    the tiny model as a sentence-transformers folder (an epoch of the real one takes minutes on two cores); every
+    flag and path is the README's. The fine-tuned folders are sentence-transformers folders the next command reads."""
+    import shutil
+
+    from bertkit.pooling import Pooling, write_pooling
+
+    minilm = stage / "path/to/all-MiniLM-L6-v2"
+    minilm.unlink()  # the real model's link: a tiny sentence-transformers folder in its place
+    shutil.copytree(base_dir, minilm)
+    write_pooling(
+        str(minilm),
+        Pooling("mean", True, None, "test"),
+        hidden_size=json.loads((minilm / "config.json").read_text())["hidden_size"],
+    )
+    assert [t[1] for _, t in RETRIEVAL_COMMANDS] == ["evaluate", "finetune", "evaluate", "finetune", "embed"]
+    for number, tokens in RETRIEVAL_COMMANDS:
+        assert main(tokens[1:]) == 0, f"README.md:{number}: `{shlex.join(tokens)}` did not exit 0"
+    for out in ("runs/retrieval", "runs/retrieval-mini"):
+        assert (stage / out / "modules.json").is_file() and (stage / out / "eval_report.json").is_file()
+    assert (stage / "vectors.npy").is_file()
 
 
 def test_the_tour_runs_every_command_but_those_it_names():

@@ -13,7 +13,9 @@ A task is one module of this package holding one Task object, and everything abo
     options  a dataclass of its own flags (qa: --max-answer-length); TaskOptions gathers every task's
     hooks    head (labels and problem_type before fine-tuning), write_report_files (after an evaluation),
              example_from (a request object -> an example), batch_group (which features serve may batch
-             together), read_to_predict, evaluation_read, labelled (whether id2label names the outputs)
+             together), read_to_predict, evaluation_read, labelled (whether id2label names the outputs);
+             a task whose loss or evaluation is not its model's own (embed, rerank): training_loss,
+             prepare_model, write_model_files (the folder's extra files), evaluate_model, untrained, count
 `finetune`, `evaluate`, `predict`, `serve` and `quickstart` look a task up in `bertkit.tasks.TASKS` and never
 switch on its name. Adding a task = adding a module and its line in tasks/__init__.py.
 """
