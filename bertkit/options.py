@@ -550,7 +550,7 @@ def check_settings(cls: type[DataclassInstance], values: dict[Any, Any], where: 
         name = str(key).removeprefix("--").replace("-", "_")
         if name not in fields:
             raise ConfigError(
-                f"{where}: unknown setting {shown(key)}{did_you_mean(name, fields)} (known: {', '.join(fields)})"
+                f"{where}: unknown setting {shown(key)}{did_you_mean(name, fields)} (known: {known(list(fields))})"
             )
         out[name] = _checked(fields[name], hints[name], value, f"{where}: {key}")
     groups: dict[str, str] = {}
@@ -684,6 +684,13 @@ def shown(value: Any) -> str:
         return _cut(_SHOWN.repr(value), 2 * SHOWN_CHARS)
     except ValueError:  # an int past Python's digit limit for str() (sys.set_int_max_str_digits)
         return f"<{type(value).__name__}: too long to show>"
+
+
+def known(names: list[str]) -> str:
+    """The names a setting may have, for an error: all of them while short, else the first ones and how many there
+    are (the command's --help lists them all)."""
+    text = ", ".join(names)
+    return text if len(text) <= 6 * SHOWN_CHARS else f"{_cut(text, 5 * SHOWN_CHARS)} ({len(names)} in all, see --help)"
 
 
 def _cut(text: str, limit: int) -> str:
