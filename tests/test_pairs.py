@@ -35,8 +35,9 @@ def test_inputs_by_order_and_the_label_column_by_name(tmp_path):
 
 
 def test_parquet_rows_are_read_as_the_other_formats(tmp_path):
-    pa = pytest.importorskip("pyarrow")
-    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     path = str(tmp_path / "a.parquet")
     pq.write_table(pa.table({"anchor": ["a", "b"], "positive": ["c", "d"], "label": [1.0, 0.0]}), path)
     rows = read_rows(path)
