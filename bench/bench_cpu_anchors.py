@@ -17,9 +17,14 @@ own documentation, pydoc_data.topics, as sentences of 20-300 characters). Rounds
 the median over rounds. Agreement: each engine's vectors against sentence-transformers' float32
 ones, cosine worst / mean over every text.
 
-bertkit's own engines: bertkit (the torch engine, on the CPU's default kernels), bertkit-mkl (the same with
-BERTKIT_KERNELS=torch: torch's products, not packed oneDNN weights), bertkit-onnx (--engine onnx), bertkit-auto
-(--engine auto), bertkit-int8 / bertkit-bf16 (--quantize), bertkit-compile (an attempt: torch.compile).
+bertkit's own engines: bertkit (the defaults: --engine auto, ONNX Runtime's fused graph beside the torch model on
+the CPU's default kernels), bertkit-torch (--engine torch), bertkit-mkl (the same with BERTKIT_KERNELS=torch:
+torch's products, not packed oneDNN weights), bertkit-onnx (--engine onnx), bertkit-auto (--engine auto, named),
+bertkit-int8 / bertkit-bf16 (--quantize, which runs on the torch engine), bertkit-compile (an attempt:
+torch.compile on the torch engine).
+
+ort-static-int8 is an attempt of issue 51, not an anchor: static (calibrated) QDQ int8 of the plain graph in ONNX
+Runtime (static_int8_onnx).
 
 The anchors are optional: `pip install onnxruntime onnx onnxscript ctranslate2` (the `bench` extra).
 An engine whose package is missing is skipped with a line saying so; nothing is installed or
@@ -82,13 +87,13 @@ def mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
 # ----- engines: texts -> normalised vectors (n, H) ---------------------------------------------------
 class Bertkit:
-    def __init__(self, model_dir, work, quantize=None, compile=False, kernels=None, engine="torch"):
+    def __init__(self, model_dir, work, quantize=None, compile=False, kernels=None, engine=None):
         from bertkit import Encoder
 
-        if engine != "torch":  # its export is made once, into --work
-            os.environ["BERTKIT_CACHE"] = os.path.abspath(work)
+        os.environ["BERTKIT_CACHE"] = os.path.abspath(work)  # the engines' export is made once, into --work
         self.kernels = kernels  # BERTKIT_KERNELS while this engine runs (None: the CPU's default)
-        self.encoder = Encoder.from_pretrained(model_dir, quantize=quantize, engine=engine)
+        named = {} if engine is None else {"engine": engine}  # None: the library's default engine
+        self.encoder = Encoder.from_pretrained(model_dir, quantize=quantize, **named)
         if compile:  # attempt: inductor with freezing (weights as constants, prepacked), any batch and length
             import torch._inductor.config as inductor
 
@@ -117,12 +122,14 @@ class OnnxRuntime:
     """transformers' BertModel exported to ONNX (dynamic batch and length), optionally optimize_model (fused
     attention, LayerNorm, GELU) and dynamic int8 (onnxruntime.quantization), run by onnxruntime."""
 
-    def __init__(self, model_dir, work, optimized=False, int8=False, threads=2):
+    def __init__(self, model_dir, work, optimized=False, int8=False, threads=2, static=False):
         import onnxruntime as ort
         from transformers import AutoTokenizer
 
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
         path = export_onnx(model_dir, work)
+        if static:  # the static (calibrated) QDQ int8 attempt of issue 51, on the plain graph
+            path = static_int8_onnx(path, self.tokenizer)
         if optimized:
             path = optimized_onnx(path, model_dir)
         if int8:
@@ -187,6 +194,49 @@ def int8_onnx(path: str) -> str:
     return out
 
 
+def static_int8_onnx(path: str, tokenizer) -> str:
+    """An attempt (issue 51): static QDQ int8 of the plain graph, weights per channel, activations calibrated
+    (percentile 99.999) on bertkit's built-in calibration texts, none of them measured here."""
+    out = path.replace(".onnx", ".qdq.onnx")
+    if os.path.exists(out):
+        return out
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        CalibrationMethod,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
+
+    from bertkit.quantize import calibration_texts
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            texts = calibration_texts()
+            feeds = []
+            for b in range(0, len(texts), 8):
+                enc = tokenizer(texts[b : b + 8], padding=True, truncation=True, max_length=128, return_tensors="np")
+                feeds.append({k: v.astype(np.int64) for k, v in enc.items()})
+            self.feeds = iter(feeds)
+
+        def get_next(self):
+            return next(self.feeds, None)
+
+    quantize_static(
+        path,
+        out,
+        Reader(),
+        quant_format=QuantFormat.QDQ,
+        per_channel=True,
+        activation_type=QuantType.QUInt8,
+        weight_type=QuantType.QInt8,
+        op_types_to_quantize=["MatMul"],
+        calibrate_method=CalibrationMethod.Percentile,
+        extra_options={"CalibPercentile": 99.999},
+    )
+    return out
+
+
 class CTranslate2:
     def __init__(self, model_dir, work, int8=False, threads=2):
         import ctranslate2
@@ -220,11 +270,13 @@ ENGINES = {
     "bertkit-onnx": lambda m, w, t: Bertkit(m, w, engine="onnx"),
     "bertkit-int8": lambda m, w, t: Bertkit(m, w, quantize="int8"),
     "bertkit-bf16": lambda m, w, t: Bertkit(m, w, quantize="bf16"),
-    "bertkit-compile": lambda m, w, t: Bertkit(m, w, compile=True),
-    "bertkit-mkl": lambda m, w, t: Bertkit(m, w, kernels="torch"),
+    "bertkit-torch": lambda m, w, t: Bertkit(m, w, engine="torch"),
+    "bertkit-compile": lambda m, w, t: Bertkit(m, w, compile=True, engine="torch"),
+    "bertkit-mkl": lambda m, w, t: Bertkit(m, w, kernels="torch", engine="torch"),
     "bertkit-auto": lambda m, w, t: Bertkit(m, w, engine="auto"),
     "ort-opt-int8": lambda m, w, t: OnnxRuntime(m, w, optimized=True, int8=True, threads=t),
     "ct2-int8": lambda m, w, t: CTranslate2(m, w, int8=True, threads=t),
+    "ort-static-int8": lambda m, w, t: OnnxRuntime(m, w, static=True, threads=t),
 }
 NEEDS = {
     "ort": "onnxruntime",
@@ -232,6 +284,7 @@ NEEDS = {
     "st": "sentence_transformers",
     "bertkit-onnx": "onnxruntime",
     "bertkit-auto": "onnxruntime",
+    "ort-static-int8": "onnxruntime",
 }
 CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16")
 

@@ -12,9 +12,9 @@ encoder through inference.encoder_forward, as embed / serve run it:
     auto           the auto engine (its choice per batch, the torch side on the CPU's default kernels)
 
 Batch shapes: rows (1, 4, 32) x padded length (16, 64, 256) x the share of padded positions (0, 1/4, 1/2: row
-lengths spread evenly below the longest). Each (shape, contestant) runs enough calls to take about 0.2 s, rounds
-interleaved (the contestants' order turns each round), and the median of rounds is reported in ms per batch.
-The table says for each shape which engine was faster and what prefers_onnx picks.
+lengths spread evenly below the longest), and one text of 128 tokens, four of 32 (between the tiers). Each
+(shape, contestant) runs enough calls to take about 0.2 s, rounds interleaved (the contestants' order turns each
+round), and the median of rounds is reported in ms per batch. The table says for each shape which engine was faster and what prefers_onnx picks.
 """
 
 from __future__ import annotations
@@ -32,9 +32,11 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_cpu_anchors import cpu, minilm_dir  # noqa: E402
 
-SHAPES = [(1, length, 0.0) for length in (16, 64, 256)] + [
-    (rows, length, pad) for rows in (4, 32) for length in (16, 64, 256) for pad in (0.0, 0.25, 0.5)
-]
+SHAPES = (
+    [(1, length, 0.0) for length in (16, 64, 128, 256)]
+    + [(4, 32, 0.0)]
+    + [(rows, length, pad) for rows in (4, 32) for length in (16, 64, 256) for pad in (0.0, 0.25, 0.5)]
+)
 
 
 def batch(rows: int, length: int, pad: float, vocab: int, g: torch.Generator) -> list[list[int]]:

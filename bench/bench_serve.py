@@ -16,14 +16,16 @@ request's latency is the time from sending it to having read and parsed its answ
 answers with status 200 (and a well-formed body) / the wall time from the start to the last answer;
 p50 / p99 are over those answers.
 
-    bertkit          python -m bertkit serve --model DIR (dynamic batching, the defaults)
+    bertkit          python -m bertkit serve --model DIR (dynamic batching, the defaults: --engine auto)
     bertkit-nobatch  the same with --no-batching: one request per forward pass
     baseline         bench/serve_baseline.py: ThreadingHTTPServer, sentence-transformers `encode` /
                      a transformers text-classification pipeline called per request
     bertkit-int8     bertkit serve --quantize int8 (dynamic int8 linear layers on CPU)
     bertkit-bf16     bertkit serve --quantize bf16 (bfloat16 weights and activations; AMX on this CPU)
     bertkit-bf16-nobatch  the same with --no-batching (what batching gains when matrix products are cheap)
-    bertkit-mkl      bertkit serve with BERTKIT_KERNELS=torch (torch's own products, not packed oneDNN weights)
+    bertkit-mkl      bertkit serve --engine torch with BERTKIT_KERNELS=torch (torch's own products, not packed oneDNN
+                     weights)
+    bertkit-torch    bertkit serve --engine torch (the torch engine alone, on the CPU's default kernels)
     bertkit-onnx     bertkit serve --engine onnx (the model's exported graph in ONNX Runtime)
     bertkit-auto     bertkit serve --engine auto (each batch on the engine faster for its shape)
     ort-bare         no server: in this process, one review at a time through transformers' tokenizer and an
@@ -91,6 +93,7 @@ SERVERS = (
     "bertkit-mkl",
     "bertkit-onnx",
     "bertkit-auto",
+    "bertkit-torch",
     "ort-bare",
 )
 BERTKIT_FLAGS = {
@@ -99,9 +102,10 @@ BERTKIT_FLAGS = {
     "bertkit-int8": ["--quantize", "int8"],
     "bertkit-bf16": ["--quantize", "bf16"],
     "bertkit-bf16-nobatch": ["--quantize", "bf16", "--no-batching"],
-    "bertkit-mkl": [],
+    "bertkit-mkl": ["--engine", "torch"],
     "bertkit-onnx": ["--engine", "onnx"],
     "bertkit-auto": ["--engine", "auto"],
+    "bertkit-torch": ["--engine", "torch"],
 }
 SERVER_ENV = {"bertkit-mkl": {"BERTKIT_KERNELS": "torch"}}  # torch's own products, not the packed oneDNN ones
 ACCURACY_OF = ("bertkit", "bertkit-int8", "bertkit-bf16")  # servers whose /predict test accuracy is measured

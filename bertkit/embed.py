@@ -46,7 +46,17 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .deprecated import moved
-from .engines import ENGINE_HELP, Engine, auto_model, load_graph, require_onnxruntime, resolve
+from .engines import (
+    DEFAULT_ENGINE,
+    ENGINE_HELP,
+    AutoModel,
+    Engine,
+    OnnxModel,
+    auto_model,
+    choose,
+    load_graph,
+    require_onnxruntime,
+)
 from .errors import BertkitError, CheckpointError, ConfigError
 from .files import file_stamp, folder_files
 from .finite import check_outputs, check_weights
@@ -100,7 +110,7 @@ class EmbedSettings:
         None, "default: from the folder (1_Pooling/config.json), else mean", choices=list(POOLING_MODES)
     )
     normalize: bool | None = opt(None, "L2-normalize each vector; None: as the folder says, else not")
-    engine: Engine = opt("torch", ENGINE_HELP)
+    engine: Engine = opt(DEFAULT_ENGINE, ENGINE_HELP)
 
 
 @dataclass
@@ -149,11 +159,16 @@ class Encoder:
         self.model_dir = model_dir or "the model"  # what errors name
         limit = model.config.max_position_embeddings
         self.max_tokens = min(pooling.max_seq_length, limit) if pooling.max_seq_length else limit
+        # the engine that runs, and why where from_pretrained chose it (engines.choose)
+        self.engine = "onnx" if isinstance(model, OnnxModel) else "auto" if isinstance(model, AutoModel) else "torch"
+        self.engine_why = ""
+        self.graph: OnnxModel | AutoModel | None = None  # set where the graph pools as this encoder does
 
     def __repr__(self) -> str:
         return (
             f"Encoder(hidden={self.model.config.hidden_size}, pooling={self.pooling.mode}, "
-            f"normalize={self.pooling.normalize}, max_tokens={self.max_tokens}, from {self.pooling.source})"
+            f"normalize={self.pooling.normalize}, max_tokens={self.max_tokens}, engine={self.engine}, "
+            f"from {self.pooling.source})"
         )
 
     @classmethod
@@ -166,14 +181,16 @@ class Encoder:
         quantize: str | None = None,
         device: str | torch.device | None = None,
         model: BertModel | None = None,
-        engine: str = "torch",
+        engine: str = DEFAULT_ENGINE,
         **unknown: Unpack[NoOtherSettings],
     ) -> Encoder:
         """The encoder of a model folder: a plain BertModel, a sentence-transformers folder, or a
         fine-tuned task model (its `bert.` weights; the head is left out). Flags override the folder.
         model: the folder's encoder already loaded (a task model's `.bert`, quantized or not as it is),
-        shared instead of loading a second copy. engine "onnx": its exported graph in ONNX Runtime
-        (engines.py; float32 on the CPU); "auto": both, each batch on the faster for its shape.
+        shared instead of loading a second copy. engine "auto" (the default): the model and its exported graph
+        in ONNX Runtime, each batch on the faster for its shape, the torch engine where the graph cannot give its
+        numbers (quantize, a GPU: .engine and .engine_why say so); "onnx": the graph alone (engines.py; float32 on
+        the CPU); "torch": the model alone.
         The settings are checked first (EncoderSettings): a misspelt name or choice is a ConfigError."""
         from .checkpoint import load_pretrained
         from .model import BertModel
@@ -193,24 +210,33 @@ class Encoder:
         if not os.path.isdir(model_dir):
             what = "not a directory" if os.path.exists(model_dir) else "no such directory"
             raise CheckpointError(f"{model_dir}: {what}; pass a local model folder (config.json and weights)")
-        settings = pooling_settings(read_pooling(model_dir), pooling, normalize)
-        engine = resolve(engine, quantize, device)
+        folder = read_pooling(model_dir)
+        settings = pooling_settings(folder, pooling, normalize)
+        engine, why = choose(engine, quantize, device)
+        tokenizer = Tokenizer.from_pretrained(model_dir)
         if engine == "onnx" and model is None:
             require_onnxruntime(quantize, device)
-            return cls(load_graph(model_dir, "encoder"), Tokenizer.from_pretrained(model_dir), settings, model_dir)
-        tokenizer = Tokenizer.from_pretrained(model_dir)
-        if model is None:
-            # A task checkpoint's encoder is under `bert.`: load_pretrained strips it, and a missing
-            # encoder tensor is a CheckpointError naming it; head tensors (classifier.*, cls.*) are unused here.
-            model, _report = load_pretrained(BertModel, model_dir, add_pooling_layer=False, output_loading_info=True)
-            check_weights(model, model_dir)  # before quantizing: int8 cannot be built from NaN
-            if device is not None:
-                model.to(device)
-            model = quantize_model(model, quantize, calibration(quantize, tokenizer))  # None: as it is
-        if engine == "auto":
-            # the torch side is the BertModel (quantized in place or not) loaded above, or the one given
-            return cls(auto_model(model, model_dir, "encoder"), tokenizer, settings, model_dir)
-        return cls(model, tokenizer, settings, model_dir)
+            encoder = cls(load_graph(model_dir, "encoder"), tokenizer, settings, model_dir)
+        else:
+            if model is None:
+                # A task checkpoint's encoder is under `bert.`: load_pretrained strips it, and a missing
+                # encoder tensor is a CheckpointError naming it; head tensors (classifier.*, cls.*) are unused here.
+                model, _ = load_pretrained(BertModel, model_dir, add_pooling_layer=False, output_loading_info=True)
+                check_weights(model, model_dir)  # before quantizing: int8 cannot be built from NaN
+                if device is not None:
+                    model.to(device)
+                model = quantize_model(model, quantize, calibration(quantize, tokenizer))  # None: as it is
+            # auto: the torch side is the BertModel (quantized in place or not) loaded above, or the one given
+            runs = auto_model(model, model_dir, "encoder") if engine == "auto" else model
+            encoder = cls(runs, tokenizer, settings, model_dir)
+        encoder.engine_why = why
+        graph_pooling = pooling_settings(folder, None, None)  # what the export's graph applies
+        if isinstance(encoder.model, (OnnxModel, AutoModel)) and (settings.mode, settings.normalize) == (
+            graph_pooling.mode,
+            graph_pooling.normalize,
+        ):
+            encoder.graph = encoder.model
+        return encoder
 
     def token_ids(self, text: str, *, truncate: bool = True, limit: int | None = None) -> list[int]:
         """[CLS] ... [SEP] ids of one text; past `limit` (default max_tokens): cut (keeping [SEP] last)
@@ -231,10 +257,13 @@ class Encoder:
         if not rows:
             return torch.zeros(0, self.model.config.hidden_size)
         with torch.inference_mode():
-            hidden, mask = encoder_forward(self.model, rows, self.tokenizer.pad_token_id)  # (B, S, H), (B, S)
-            vectors = pool(hidden, mask, self.pooling.mode)  # (B, H)
-            if self.pooling.normalize:
-                vectors = F.normalize(vectors, p=2, dim=1)
+            # the graph's own pooled output where the batch runs on ONNX Runtime (None: it runs on torch)
+            vectors = None if self.graph is None else self.graph.pooled(rows, self.tokenizer.pad_token_id)
+            if vectors is None:
+                hidden, mask = encoder_forward(self.model, rows, self.tokenizer.pad_token_id)  # (B, S, H), (B, S)
+                vectors = pool(hidden, mask, self.pooling.mode)  # (B, H)
+                if self.pooling.normalize:
+                    vectors = F.normalize(vectors, p=2, dim=1)
             check_outputs(self.model_dir, "vectors", vectors)
         return vectors.float().cpu()
 
@@ -280,7 +309,7 @@ def encode(
     normalize: bool | None = None,
     pooling: str | None = None,
     tokenizer: Tokenizer | str | os.PathLike[str] | None = None,
-    engine: str = "torch",
+    engine: str | None = None,
     **unknown: Unpack[NoOtherSettings],
 ) -> NDArray[np.float32]:
     """Sentence vectors: one string -> (H,), a list -> (n, H) float32, in input order.
@@ -289,7 +318,8 @@ def encode(
     Encoder of one's own says when it is loaded and freed), an Encoder, or a bertkit model (BertModel or a task
     model: its encoder), then with `tokenizer` (a Tokenizer or its folder). pooling / normalize override what
     the folder says (default: mean, not normalized).
-    engine: "torch", or "onnx" / "auto" for a model folder (Encoder.from_pretrained).
+    engine: for a model folder, the engine it loads on (Encoder.from_pretrained; None: its default, "auto"); an
+    Encoder or a model object runs as it is (engine "onnx" / "auto" is refused there).
     The settings are checked first (EncodeSettings): a misspelt name or choice is a ConfigError.
     """
     from .model import BertPreTrainedModel
@@ -301,10 +331,10 @@ def encode(
         batch_size=batch_size,
         normalize=normalize,
         pooling=pooling,
-        engine=engine,
+        engine=engine or DEFAULT_ENGINE,
         **unknown,
     )
-    if engine != "torch" and not isinstance(model, (str, os.PathLike)):
+    if engine not in (None, "torch") and not isinstance(model, (str, os.PathLike)):
         raise ConfigError(
             f"bertkit.encode: engine={engine!r} is for a model folder, which encode loads; an Encoder or a model "
             "object runs as it is (Encoder.from_pretrained(folder, engine=...) loads one on another engine)"
@@ -330,7 +360,7 @@ def encode(
     elif isinstance(model, (str, os.PathLike)):
         if tokenizer is not None:
             raise BertkitError("a model folder has its own tokenizer; pass tokenizer only with a BertModel")
-        encoder = ENCODERS.get(model, pooling=pooling, normalize=normalize, engine=engine)
+        encoder = ENCODERS.get(model, pooling=pooling, normalize=normalize, engine=engine or DEFAULT_ENGINE)
     else:
         raise BertkitError(
             f"model must be a model folder, an Encoder or a bertkit BertModel, got {type(model).__name__}"
@@ -372,7 +402,7 @@ class EncoderCache:
         *,
         pooling: str | None = None,
         normalize: bool | None = None,
-        engine: str = "torch",
+        engine: str = DEFAULT_ENGINE,
     ) -> Encoder:
         """The Encoder of `model_dir` with these settings (Encoder.from_pretrained's): the one kept if its folder
         is unchanged, else one loaded now, and kept if its folder did not change while it loaded."""

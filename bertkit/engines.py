@@ -1,6 +1,7 @@
-"""What runs a model folder (--engine): "torch", bertkit's model, "onnx", its exported graph (bertkit export) in
-ONNX Runtime, or "auto", both, each batch on the one faster for its shape; tokenizing, windows, pooling, batching
-and the answers stay bertkit's whichever runs.
+"""What runs a model folder (--engine): "auto", the default, bertkit's model and its exported graph (bertkit
+export) in ONNX Runtime, each batch on the one faster for its shape; "torch", bertkit's model alone; "onnx", the
+graph alone. Tokenizing, windows, pooling, batching and the answers stay bertkit's whichever runs, and the engines'
+answers equal the torch engine's to 1e-4.
 
     load_task_model(dir, task, engine=...)  a fine-tuned folder for evaluate / predict / serve (inference.TaskModel)
     load_mlm(dir, engine=...)               a pretrained MLM for fill-mask
@@ -21,14 +22,17 @@ and the answers stay bertkit's whichever runs.
                                             one warning, where the cache cannot be written
     OnnxModel(folder)                       a graph in a torch model's place: called with input_ids, attention_mask,
                                             token_type_ids tensors, it returns its outputs by name (logits,
-                                            last_hidden_state, ...), so inference.py's forward passes run it
+                                            last_hidden_state, ...), so inference.py's forward passes run it;
+                                            .pooled(rows, pad_id): an encoder graph's own pooled vectors
     AutoModel(torch_model, graph)           both in one model's place; each call runs on the engine
                                             prefers_onnx(rows, length, tokens) names for the batch's shape
-    resolve(engine, quantize, device)       the engine that runs: "auto" is "torch" where the onnx engine cannot
-                                            run (--quantize, a GPU: silently, those flags are the torch engine's;
-                                            no onnxruntime: with one warning)
-ONNX Runtime runs the graph with every graph optimisation it has (for BERT on the CPU: the attention, LayerNorm
-and GELU fusions) on as many threads as torch uses; the onnx engine runs float32 on the CPU.
+    choose(engine, quantize, device)        (the engine that runs, why): "auto" is "torch" where the onnx engine
+                                            cannot give the same numbers (--quantize, a GPU) or is not installed
+                                            (with one warning); announce(command, ...) says it in a command's
+                                            first line; resolve(...) is the engine alone
+ONNX Runtime runs the export's fused graph (model_optimized.onnx: onnxruntime.transformers' attention, LayerNorm
+and GELU fusions, checked at export) with every graph optimisation it has, on as many threads as torch uses; the
+onnx engine runs float32 on the CPU.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from .export import (
     INPUTS,
     ONNX_FILE,
     OPSET,
+    OPTIMIZED_FILE,
     SENTENCE_TRANSFORMERS_FILES,
     ExportWriteError,
     check_kind,
@@ -68,10 +73,11 @@ if TYPE_CHECKING:
 
 Engine = Literal["torch", "onnx", "auto"]  # the --engine flag's type (options.py reads the choices from it)
 ENGINES = get_args(Engine)
+DEFAULT_ENGINE: Engine = "auto"  # the fastest that gives the torch engine's numbers (to 1e-4): every loader's default
 ENGINE_HELP = (
-    "torch: bertkit's model; onnx: its exported graph (bertkit export, made on first use) in ONNX Runtime "
-    "(pip install 'bertkit[onnx]'); auto: both, each batch on the faster for its shape (ONNX Runtime for "
-    "few or equal-length texts, torch's padding-free path for ragged batches)"
+    "auto (the default): bertkit's model and its exported graph (bertkit export, made once on first use) in "
+    "ONNX Runtime, each batch on the faster for its shape (ONNX Runtime for few or equal-length texts, torch's "
+    "padding-free path for ragged batches); torch: bertkit's model alone; onnx: the graph alone"
 )
 
 
@@ -88,44 +94,78 @@ def require_onnxruntime(quantize: str | None = None, device: torch.device | str 
         import onnxruntime
     except ImportError:
         raise BertkitError(
-            "--engine onnx needs ONNX Runtime: pip install 'bertkit[onnx]' (or use --engine torch)"
+            "--engine onnx needs ONNX Runtime: pip install onnxruntime (a dependency of bertkit's that is missing "
+            "here; or use --engine torch)"
         ) from None
     return onnxruntime
 
 
-def resolve(engine: str, quantize: str | None = None, device: torch.device | str | None = None) -> str:
-    """The engine that runs for --engine `engine` (see the module's docstring)."""
+def choose(engine: str, quantize: str | None = None, device: torch.device | str | None = None) -> tuple[Engine, str]:
+    """(the engine that runs for --engine `engine`, why, as a line says it): "auto" is "torch" where the onnx
+    engine cannot run the same numbers (--quantize, a GPU) or at all (no onnxruntime: with a warning)."""
     if engine != "auto":
-        return engine
-    if quantize is not None or (device is not None and torch.device(device).type != "cpu"):
-        return "torch"
+        asked = cast("Engine", engine)  # the options' choices, checked where they entered
+        return asked, "--engine torch: bertkit's model" if engine == "torch" else "--engine onnx: ONNX Runtime"
+    if quantize is not None:
+        return "torch", (
+            f"--quantize {quantize} is the torch engine's (ONNX Runtime's dynamic int8 keeps too little of the answers)"
+        )
+    if device is not None and torch.device(device).type != "cpu":
+        return "torch", f"--device {device}: the onnx engine runs on the CPU"
     try:
         require_onnxruntime()
     except BertkitError:
         warnings.warn(
-            "--engine auto: ONNX Runtime is not installed (pip install 'bertkit[onnx]'), so every batch "
-            "runs on the torch engine",
+            "--engine auto: ONNX Runtime is not installed (pip install onnxruntime), so every batch runs on the "
+            "torch engine",
             BertkitWarning,
             stacklevel=3,
         )
-        return "torch"
-    return "auto"
+        return "torch", "ONNX Runtime is not installed"
+    return "auto", AUTO_RULE
 
 
-# The auto engine's rule, from timing both engines on 21 batch shapes (bench/bench_engines.py, table in
-# bench/results/engines.md): ONNX Runtime's fused graph pays less per call (one short text: 2.7x faster), torch's
-# padding-free path computes no padding (a batch half padding: up to 2.1x faster), and on large batches torch's
-# packed products catch up even without padding (32 x 256: torch 1.07x). So ONNX Runtime takes a batch whose
-# padded positions and share of padding are both within one of these tiers; torch the rest.
-ONNX_TIERS = ((64, 0.5), (512, 0.3), (2048, 0.1))  # (padded positions, padding share) at most
+AUTO_RULE = "ONNX Runtime for few or equal-length texts, torch's padding-free path for ragged batches"
 
 
-def prefers_onnx(rows: int, length: int, tokens: int) -> bool:
+def resolve(engine: str, quantize: str | None = None, device: torch.device | str | None = None) -> str:
+    """The engine that runs for --engine `engine` (choose, without the why)."""
+    return choose(engine, quantize, device)[0]
+
+
+def announce(command: str, engine: str, quantize: str | None = None, device: str | None = None) -> Engine:
+    """The engine `bertkit COMMAND` runs on (choose), once its first line on stderr said which and why, e.g.
+    `bertkit predict: engine torch (--quantize int8 is the torch engine's ...)`."""
+    chosen, why = choose(engine, quantize, device)
+    print(f"bertkit {command}: engine {chosen} ({why})", file=sys.stderr, flush=True)
+    return chosen
+
+
+# The auto engine's rule, from timing both engines on 21-23 batch shapes per CPU kind (bench/bench_engines.py, tables
+# in bench/results/engines.md): ONNX Runtime's fused graph pays less per call (one short text: 1.8-2.7x faster),
+# torch's padding-free path computes no padding (a batch half padding: up to 2.3x faster), and on larger batches
+# torch's packed products catch up even without padding. So ONNX Runtime takes a batch whose padded positions and
+# share of padding are both within one of its CPU kind's tiers; torch the rest. On AVX-512 the packed oneDNN
+# products catch up sooner (from about 128 positions) than on AVX2 (2,048); another kind takes AVX2's tiers.
+ONNX_TIERS = {
+    "AVX2": ((64, 0.5), (512, 0.3), (2048, 0.1)),  # (padded positions, padding share) at most
+    "AVX512": ((64, 0.5), (128, 0.1)),
+}
+
+
+def onnx_tiers() -> tuple[tuple[int, float], ...]:
+    """The tiers of this CPU's kind (kernels.cpu_kind: torch's name for its vector units)."""
+    from .kernels import cpu_kind
+
+    return ONNX_TIERS.get(cpu_kind(), ONNX_TIERS["AVX2"])
+
+
+def prefers_onnx(rows: int, length: int, tokens: int, tiers: tuple[tuple[int, float], ...] | None = None) -> bool:
     """Whether the auto engine runs a batch of `rows` sequences padded to `length`, holding `tokens` real tokens,
-    on ONNX Runtime."""
+    on ONNX Runtime (by this CPU kind's tiers, or those given)."""
     positions = rows * length
     padding = 1 - tokens / max(positions, 1)
-    return any(positions <= most and padding <= share for most, share in ONNX_TIERS)
+    return any(positions <= most and padding <= share for most, share in tiers or onnx_tiers())
 
 
 class CacheError(BertkitError):
@@ -213,7 +253,8 @@ def content_key(folder: str, kind: str) -> str:
             atomic_write_text(record_path, json.dumps(known, indent=1) + "\n")
         except OSError:  # a cache that cannot be written: hashed again next time (the export says why)
             pass
-    return digest([__version__, str(OPSET), kind, *(f"{name}:{sha}" for name, sha in sums.items())])
+    graphs = f"{ONNX_FILE}+{OPTIMIZED_FILE}"  # a graph cached before the fused one was written is made again
+    return digest([__version__, str(OPSET), graphs, kind, *(f"{name}:{sha}" for name, sha in sums.items())])
 
 
 def _sha256(path: str) -> str:
@@ -240,7 +281,8 @@ def _read_record(path: str) -> dict[str, Any]:
 
 
 class OnnxModel:
-    """An exported graph where a torch model would run: what evaluate, predict, serve and fill-mask call of one."""
+    """An exported graph where a torch model would run: what evaluate, predict, serve and fill-mask call of one.
+    It runs the folder's fused graph (OPTIMIZED_FILE) where the export wrote one, else model.onnx."""
 
     training = False
 
@@ -251,7 +293,8 @@ class OnnxModel:
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.intra_op_num_threads = threads or torch.get_num_threads()
-        path = os.path.join(folder, ONNX_FILE)
+        fused = os.path.join(folder, OPTIMIZED_FILE)
+        path = fused if os.path.isfile(fused) else os.path.join(folder, ONNX_FILE)
         try:
             self.session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
         except Exception as e:  # ONNX Runtime's own kinds: a truncated file, a graph it cannot run
@@ -291,6 +334,17 @@ class OnnxModel:
         out = {name: torch.from_numpy(v) for name, v in zip(self.outputs, values)}
         check_outputs(self.folder, "outputs", *[out[k] for k in ("logits", "start_logits", "end_logits") if k in out])
         return SimpleNamespace(**out)
+
+    def pooled(self, rows: list[list[int]], pad_id: int) -> torch.Tensor:
+        """(B, H) the encoder graph's sentence_embedding of rows of ids (padded here with `pad_id`): the pooling
+        the graph was exported with, without the token vectors leaving ONNX Runtime."""
+        ids = np.full((len(rows), max(map(len, rows))), pad_id, dtype=np.int64)  # (B, S)
+        mask = np.zeros_like(ids)
+        for i, row in enumerate(rows):
+            ids[i, : len(row)], mask[i, : len(row)] = row, 1
+        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        (vectors,) = self.session.run(["sentence_embedding"], feed)
+        return torch.from_numpy(vectors)
 
 
 def load_graph(model_dir: str, kind: str, engine: str = "onnx") -> OnnxModel:
@@ -344,6 +398,15 @@ class AutoModel:
         """The torch model's encoder (serve's /embed shares it)."""
         return self.torch.base_model
 
+    def pooled(self, rows: list[list[int]], pad_id: int) -> torch.Tensor | None:
+        """The graph's pooled vectors of rows of ids (OnnxModel.pooled) where the rule puts their batch on ONNX
+        Runtime; None where it puts it on torch (the caller runs the torch model)."""
+        length = max(map(len, rows))
+        if not prefers_onnx(len(rows), length, sum(map(len, rows))):
+            return None
+        self.runs["onnx"] += 1
+        return self.onnx.pooled(rows, pad_id)
+
     def engine_for(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> str:
         length = input_ids.shape[-1]  # (B, S), or (B, choices, S) for multiple choice
         rows = input_ids.numel() // max(length, 1)
@@ -364,7 +427,7 @@ class AutoModel:
 
 
 def load_task_model(
-    model_dir: str, task: str | None = None, *, quantize: str | None = None, engine: str = "torch"
+    model_dir: str, task: str | None = None, *, quantize: str | None = None, engine: str = DEFAULT_ENGINE
 ) -> TaskModel:
     """inference.load_task_model on the engine named (TaskModel: the task, the model, the tokenizer)."""
     from . import inference
@@ -379,18 +442,21 @@ def load_task_model(
     from .tokenizer import Tokenizer
 
     found = get_task(task or task_of(model_dir))
+    from .model import BertModel
+
+    kind = "encoder" if found.model_class is BertModel else found.name  # embed's model is the encoder, no head
     if engine == "auto":  # the torch model first: its refusals (a head that would be random) before any export
         loaded = inference.load_task_model(model_dir, found.name)
         # the torch engine's model is a BertFor*; AutoModel and OnnxModel stand in for one (InferenceModel)
-        auto = auto_model(cast("BertPreTrainedModel", loaded.model), model_dir, found.name)
+        auto = auto_model(cast("BertPreTrainedModel", loaded.model), model_dir, kind)
         return inference.TaskModel(found, auto, loaded.tokenizer)
-    model = load_graph(model_dir, found.name)
+    model = load_graph(model_dir, kind)
     if found.labelled(model.config):
         inference.check_label_ids(model_dir, model.config)
     return inference.TaskModel(found, model, Tokenizer.from_pretrained(model_dir))
 
 
-def load_mlm(model_dir: str, *, quantize: str | None = None, engine: str = "torch") -> InferenceModel:
+def load_mlm(model_dir: str, *, quantize: str | None = None, engine: str = DEFAULT_ENGINE) -> InferenceModel:
     """inference.load_mlm on the engine named."""
     from . import inference
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .config import BertConfig
-from .engines import ENGINE_HELP, Engine, load_task_model
+from .engines import DEFAULT_ENGINE, ENGINE_HELP, Engine, load_task_model
 from .errors import BertkitError
 from .files import atomic_write_text, check_output, to_json
 from .inference import evaluate, predict, with_windows
@@ -36,7 +36,7 @@ class InferenceOptions(TaskOptions):
     model: str = opt("", "a fine-tuned model directory (bertkit finetune's --out)", required=True)
     task: str | None = opt(None, "default: from config.json", choices=TASKS)  # the registry: later tasks too
     quantize: str | None = opt(None, QUANTIZE_HELP, choices=QUANTIZE_CHOICES)
-    engine: Engine = opt("torch", ENGINE_HELP)
+    engine: Engine = opt(DEFAULT_ENGINE, ENGINE_HELP)
 
 
 @dataclass

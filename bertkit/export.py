@@ -5,9 +5,11 @@
     axes dynamic; BertModel takes its padded attention and reads no input value while exporting)
     -> DIR/model.onnx + config.json, the tokenizer's files (and for an embedding model, the sentence-transformers
     files that say its pooling), so DIR loads on its own: bertkit's Tokenizer, transformers' AutoConfig, optimum's
-    ORTModel classes.
-    Checked before DIR appears: ONNX Runtime (when installed) runs the graph on batches of several lengths of the
-    built-in calibration texts, and every output equals bertkit's float32 to 1e-4 (padding positions left out).
+    ORTModel classes; + DIR/model_optimized.onnx, the graph onnxruntime.transformers' optimizer fuses from it (the
+    graph --engine onnx / auto runs; ONNX Runtime's own operators, so other runtimes take model.onnx).
+    Checked before DIR appears: ONNX Runtime runs each graph on batches of several lengths of the built-in
+    calibration texts, and every output equals bertkit's float32 to 1e-4 (padding positions left out). A fused
+    graph that does not (an operator the optimizer fuses differently) is not written: model.onnx runs instead.
     --kind must be the folder's head (config.json's architectures), or `encoder`: a classifier is not exported as a
     tagger, an MLM not as a classifier. DIR is built in a hidden .DIR.exporting-PID@HOST beside it and renamed
     into place: a failed write (read-only folder, full disk: one line, files.write_problem) leaves nothing, an
@@ -60,6 +62,9 @@ if TYPE_CHECKING:
 KINDS = ["auto", "encoder", "mlm", *TASKS]  # a registry: its keys are the choices (options.py)
 
 ONNX_FILE = "model.onnx"
+# ONNX Runtime's transformer optimizer's graph of model.onnx (one Attention, two SkipLayerNormalization and one
+# BiasGelu per layer: ONNX Runtime's own operators, so it runs there only); the engines run it where it is
+OPTIMIZED_FILE = "model_optimized.onnx"
 OPSET = 17  # ONNX Runtime 1.17 and later run it; LayerNormalization is one node from 17 on
 TOLERANCE = 1e-4
 # the outputs of each kind, by name; a task added to the registry (tasks.TASKS) gives `logits`
@@ -200,13 +205,14 @@ def load(model_dir: str, kind: str) -> tuple[Graph, Tokenizer, Pooling | None]:
     return Graph(found.model, kind), found.tokenizer, None
 
 
-def sample_batches(tokenizer: Tokenizer, kind: str) -> list[dict[str, torch.Tensor]]:
+def sample_batches(tokenizer: Tokenizer, kind: str, positions: int = 128) -> list[dict[str, torch.Tensor]]:
     """Padded batches of the built-in calibration texts in this model's tokens: one text; three of different
-    lengths; eight of up to 128 tokens. choice: each batch's rows as (B, 2, S) questions of two choices."""
+    lengths; eight of up to 128 tokens (or the model's `positions`, when fewer). choice: each batch's rows as
+    (B, 2, S) questions of two choices."""
     from .data.batching import id_batch
     from .quantize import calibration_rows
 
-    rows = calibration_rows(tokenizer, per_language=8)
+    rows = calibration_rows(tokenizer, per_language=8, max_length=min(128, positions))
     rows.sort(key=len)
     picks = [rows[len(rows) // 2 : len(rows) // 2 + 1], [rows[0], rows[len(rows) // 2], rows[-1]], rows[-8:]]
     batches = [id_batch(p, tokenizer.pad_token_id) for p in picks]
@@ -301,7 +307,8 @@ def _exported(name: str) -> bool:
     """Whether an entry of --out is one an export writes."""
     from .tokenizer import TOKENIZER_FILES
 
-    return name.startswith(ONNX_FILE) or name in ("config.json", *TOKENIZER_FILES, *SENTENCE_TRANSFORMERS_FILES)
+    named = ("config.json", *TOKENIZER_FILES, *SENTENCE_TRANSFORMERS_FILES)
+    return name.startswith((ONNX_FILE, OPTIMIZED_FILE)) or name in named
 
 
 def export(
@@ -321,12 +328,13 @@ def export(
     if importlib.util.find_spec("onnx") is None:
         raise ExportError(
             "bertkit export needs the onnx package (torch's exporter writes the graph with it): "
-            "pip install 'bertkit[onnx]'"
+            "pip install onnx (a dependency of bertkit's that is missing here)"
         )
     kind = kind_of(model_dir) if kind == "auto" else kind
     check_kind(model_dir, kind)
     graph, tokenizer, pooling = load(model_dir, kind)
-    batches = sample_batches(tokenizer, kind)
+    config = cast("BertConfig", graph.model.config)  # nn.Module types no attributes: a BertFor* model holds it
+    batches = sample_batches(tokenizer, kind, config.max_position_embeddings)
     building = start_building(out)
     try:
         write_folder(building, graph, batches, model_dir, pooling, opset)
@@ -336,6 +344,7 @@ def export(
                 f"{model_dir}: the exported graph's outputs differ from bertkit's by {difference:.2e} "
                 f"(more than {TOLERANCE:g}); nothing was written to {out}"
             )
+        optimized = write_optimized(building, graph, batches)
         put_in_place(building, out, bool(entries))
     except BaseException as e:
         shutil.rmtree(building, ignore_errors=True)  # this command's own unfinished folder
@@ -348,6 +357,7 @@ def export(
         "kind": kind,
         "outputs": list(outputs(kind)),
         "difference": difference,
+        "optimized": optimized,
         "bytes": os.path.getsize(os.path.join(out, ONNX_FILE)),
     }
 
@@ -419,6 +429,36 @@ def write_folder(
 
         config = cast("BertConfig", graph.model.config)  # nn.Module types no attributes: a BertModel holds it
         write_pooling(building, pooling, config.hidden_size)
+
+
+def write_optimized(building: str, graph: Graph, batches: list[dict[str, torch.Tensor]]) -> float | None:
+    """OPTIMIZED_FILE in `building`: onnxruntime.transformers' optimizer's fusion of its model.onnx, kept when its
+    outputs equal bertkit's to TOLERANCE as model.onnx's do; the largest difference, None when not written (no
+    onnxruntime, or a fusion that changes the answers)."""
+    if importlib.util.find_spec("onnxruntime") is None:
+        return None
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    config = cast("BertConfig", graph.model.config)  # nn.Module types no attributes: a BertModel holds it
+    path = os.path.join(building, OPTIMIZED_FILE)
+    try:
+        fused = optimize_model(
+            os.path.join(building, ONNX_FILE),
+            model_type="bert",
+            num_heads=config.num_attention_heads,
+            hidden_size=config.hidden_size,
+        )
+        fused.save_model_to_file(path)
+        difference = largest_difference(graph, path, batches)
+    except OSError:
+        raise  # a full disk: export() says so in one line
+    except Exception:  # a graph the optimizer's patterns do not expect: model.onnx runs as it is
+        difference = None
+    if difference is None or difference > TOLERANCE:
+        if os.path.exists(path):
+            os.remove(path)
+        return None
+    return difference
 
 
 def put_in_place(building: str, out: str, replace: bool) -> None:

@@ -75,6 +75,13 @@ PARITY: dict[str, float] = {}
 _current = {"test": None}
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _engine_cache(tmp_path_factory):
+    """The graphs the default engine (auto) exports on first use, in the session's temporary folder rather than
+    the user's ~/.cache/bertkit; subprocesses inherit it. A test that looks at the cache sets its own."""
+    os.environ["BERTKIT_CACHE"] = str(tmp_path_factory.mktemp("engine-cache"))
+
+
 @pytest.fixture(autouse=True)
 def _name_current_test(request):
     _current["test"] = request.node.nodeid.split("::", 1)[-1]

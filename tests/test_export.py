@@ -265,7 +265,7 @@ def test_the_unfinished_folder_of_a_killed_export_is_removed_by_the_next_one(tmp
 def test_export_without_the_onnx_package_says_which_extra_to_install(tmp_path, capsys, monkeypatch, base_dir):
     monkeypatch.setitem(sys.modules, "onnx", None)
     assert main(["export", base_dir, "--out", str(tmp_path / "o")]) == 2
-    assert "pip install 'bertkit[onnx]'" in capsys.readouterr().err and not (tmp_path / "o").exists()
+    assert "pip install onnx" in capsys.readouterr().err and not (tmp_path / "o").exists()
 
 
 # ----- --engine onnx ---------------------------------------------------------------------------------
@@ -331,7 +331,7 @@ def test_the_engines_names_the_extra_it_needs_and_refuses_the_torch_engines_flag
     assert "--quantize and --device are the torch engine's" in capsys.readouterr().err
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     assert main(["embed", "--model", base_dir, "--engine", "onnx", "一", *out]) == 2
-    assert "--engine onnx needs ONNX Runtime: pip install 'bertkit[onnx]'" in capsys.readouterr().err
+    assert "--engine onnx needs ONNX Runtime: pip install onnxruntime" in capsys.readouterr().err
     assert not (tmp_path / "v.npy").exists() and not (tmp_path / "cache").exists()
 
 
@@ -341,8 +341,11 @@ def test_a_broken_graph_file_is_an_error_naming_it(tmp_path, tokenizer_dir, caps
     folder = tiny_folder(tmp_path, tokenizer_dir, BertModel)
     out = tmp_path / "exported"
     assert main(["export", str(folder), "--out", str(out)]) == 0
-    graph = out / "model.onnx"
-    graph.write_bytes(graph.read_bytes()[:1000])  # a copy cut short
-    assert main(["embed", "--model", str(out), "--engine", "onnx", "一", "--output", str(tmp_path / "v.npy")]) == 2
-    err = capsys.readouterr().err
-    assert f"{graph}: ONNX Runtime cannot load it" in err and "bertkit export" in err
+    for name in ("model_optimized.onnx", "model.onnx"):  # the graph the engines run, then the one without it
+        graph = out / name
+        graph.write_bytes(graph.read_bytes()[:1000])  # a copy cut short
+        assert main(["embed", "--model", str(out), "--engine", "onnx", "一", "--output", str(tmp_path / "v.npy")]) == 2
+        err = capsys.readouterr().err
+        assert f"{graph}: ONNX Runtime cannot load it" in err and "bertkit export" in err
+        if name == "model_optimized.onnx":
+            graph.unlink()

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..data import records
 from ..embed import Encoder
-from ..engines import ENGINE_HELP, Engine
+from ..engines import DEFAULT_ENGINE, ENGINE_HELP, Engine, announce
 from ..errors import BertkitError
 from ..evaluation import file_lines_help, read_input_lines
 from ..files import atomic_write, atomic_write_text, check_output, to_json
@@ -62,7 +62,7 @@ class EmbedConfig:
         None, "L2-normalize each vector; None: as the folder says (a sentence-transformers Normalize module), else not"
     )  # None: the folder decides
     quantize: str | None = opt(None, QUANTIZE_HELP, choices=QUANTIZE_CHOICES)
-    engine: Engine = opt("torch", ENGINE_HELP)
+    engine: Engine = opt(DEFAULT_ENGINE, ENGINE_HELP)
 
     def problem(self) -> str | None:
         if bool(self.texts) == bool(self.file):
@@ -151,8 +151,9 @@ def main(argv: list[str]) -> int:
         texts, where = [text for _, text in lines], [f"line {n}" for n, _ in lines]
     else:
         texts, where = cfg.texts, [f"text {i + 1}" for i in range(len(cfg.texts))]
+    engine = announce("embed", cfg.engine, cfg.quantize)
     encoder = Encoder.from_pretrained(
-        cfg.model, pooling=cfg.pooling, normalize=cfg.normalize, quantize=cfg.quantize, engine=cfg.engine
+        cfg.model, pooling=cfg.pooling, normalize=cfg.normalize, quantize=cfg.quantize, engine=engine
     )
     vectors, empty = embed_rows(encoder, texts, cfg.batch_size)
     write_vectors(cfg.output, vectors, empty)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..engines import ENGINE_HELP, Engine, load_mlm
+from ..engines import DEFAULT_ENGINE, ENGINE_HELP, Engine, announce, load_mlm
 from ..errors import BertkitError
 from ..masked_lm import fill_mask, filled_text, mask_positions
 from ..options import opt, parse
@@ -21,7 +21,7 @@ class FillMaskConfig:
     model: str = opt("", "a model directory with MLM head weights", required=True)
     text: str = opt("", 'text with [MASK] where tokens are missing, e.g. "今天天气很[MASK]。"', positional=True)
     top_k: int = opt(5, "predictions per mask")
-    engine: Engine = opt("torch", ENGINE_HELP)
+    engine: Engine = opt(DEFAULT_ENGINE, ENGINE_HELP)
 
     def problem(self) -> str | None:
         return f"--top-k must be at least 1, got {self.top_k}" if self.top_k < 1 else None
@@ -29,7 +29,7 @@ class FillMaskConfig:
 
 def main(argv: list[str]) -> int:
     cfg = parse(FillMaskConfig, argv, prog="bertkit fill-mask")
-    model = load_mlm(cfg.model, engine=cfg.engine)
+    model = load_mlm(cfg.model, engine=announce("fill-mask", cfg.engine))
     tok = Tokenizer.from_pretrained(cfg.model)
     ids = tok.encode(cfg.text)
     if not mask_positions(ids, tok):

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from ..data.corpus import read_lines
 from ..data.pairs import TextRows, read_rows
 from ..embed import Encoder
+from ..engines import DEFAULT_ENGINE, ENGINE_HELP, Engine, announce
 from ..errors import InputError
 from ..files import atomic_write_text, check_output, to_json
 from ..mining import MineSettings, mine_hard_negatives
@@ -51,6 +52,7 @@ class MineNegativesConfig(MineSettings):
     )
     out: str = opt("", "where to write the rows: a .jsonl file", required=True)
     device: str | None = opt(None, "where the model runs: cpu, cuda, cuda:N; default: the CPU")
+    engine: Engine = opt(DEFAULT_ENGINE, ENGINE_HELP)
 
     def problem(self) -> str | None:
         if not self.out.endswith(".jsonl"):
@@ -97,7 +99,8 @@ def main(argv: list[str]) -> int:
     check_output(cfg.out, "--out", [cfg.data, cfg.corpus])
     rows = read_pairs(cfg.data)  # the files first: a mistake in them is found before the model loads
     corpus = read_corpus(cfg.corpus) if cfg.corpus else None
-    encoder = Encoder.from_pretrained(cfg.model, device=cfg.device)
+    engine = announce("mine-negatives", cfg.engine, device=cfg.device)
+    encoder = Encoder.from_pretrained(cfg.model, device=cfg.device, engine=engine)
     check_texts(rows, encoder.tokenizer)
     unused = rows.columns[2:] + ([rows.label_column] if rows.label_column else [])
     if unused:

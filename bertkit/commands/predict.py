@@ -7,7 +7,9 @@ bertkit predict --model runs/sent --file reviews.txt --output predictions.jsonl 
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
+from ..engines import announce
 from ..evaluation import PredictConfig, run_predict
 from ..files import to_json
 from ..options import parse
@@ -15,6 +17,7 @@ from ..options import parse
 
 def main(argv: list[str]) -> int:
     cfg = parse(PredictConfig, argv, prog="bertkit predict")
+    cfg = replace(cfg, engine=announce("predict", cfg.engine, cfg.quantize))
     rows = run_predict(cfg)
     if not cfg.output:
         sys.stdout.write("".join(to_json(row) + "\n" for row in rows))

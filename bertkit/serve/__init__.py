@@ -85,7 +85,7 @@ def run(cfg: ServeConfig) -> int:
     app, batcher, protocol = build_app(engine, cfg)
     print(
         f"bertkit serve: {engine.architecture} from {cfg.model} ({engine.task.name if engine.task else 'no task'}"
-        f" head), routes {', '.join(engine.routes)}",
+        f" head), engine {engine.engine_name} ({engine.engine_why}), routes {', '.join(engine.routes)}",
         file=sys.stderr,
         flush=True,
     )

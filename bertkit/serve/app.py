@@ -470,6 +470,7 @@ def build_app(
                 "pooling": engine.pooling_info(),
                 "quantize": engine.quantize,
                 "engine": engine.engine_name,
+                "engine_reason": engine.engine_why,
                 "version": __version__,
                 "limits": {
                     "max_body_bytes": settings.max_body_bytes,

@@ -36,7 +36,7 @@ import torch.nn.functional as F
 
 from ..config import BertConfig
 from ..embed import Encoder, TooLong
-from ..engines import AutoModel, load_mlm, load_task_model, resolve
+from ..engines import DEFAULT_ENGINE, AutoModel, choose, load_mlm, load_task_model
 from ..errors import BertkitError
 from ..inference import run_model, with_windows
 from ..masked_lm import fill_mask, filled_text, mask_positions
@@ -82,7 +82,7 @@ class Engine:
         pooling: str | None = None,
         normalize: bool | None = None,
         max_input_tokens: int | None = None,
-        engine: str = "torch",
+        engine: str = DEFAULT_ENGINE,
     ) -> None:
         if not os.path.isdir(model_dir):
             raise BertkitError(
@@ -93,7 +93,7 @@ class Engine:
         self.model_dir = model_dir
         self.name = os.path.basename(os.path.normpath(model_dir))
         self.architecture = (config.architectures or ["BertModel"])[0]
-        engine = resolve(engine, quantize)  # once: "auto" without ONNX Runtime warns once
+        engine, self.engine_why = choose(engine, quantize)  # once: "auto" without ONNX Runtime warns once
         self.quantize, self.engine_name = quantize, engine
         self.task: Task | None = None
         self.task_model: InferenceModel | None = None  # a BertFor* model, or AutoModel / OnnxModel in its place

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from uvicorn.config import LOG_LEVELS
 
-from ..engines import ENGINE_HELP, Engine
+from ..engines import DEFAULT_ENGINE, ENGINE_HELP, Engine
 from ..options import opt
 from ..pooling import POOLING_MODES
 from ..quantize import CHOICES as QUANTIZE_CHOICES
@@ -42,7 +42,7 @@ class ServeConfig:
         "which windows)",
     )
     quantize: str | None = opt(None, QUANTIZE_HELP, choices=QUANTIZE_CHOICES)
-    engine: Engine = opt("torch", ENGINE_HELP + "; with a task or MLM head, /embed runs the encoder's own graph")
+    engine: Engine = opt(DEFAULT_ENGINE, ENGINE_HELP + "; with a task or MLM head, /embed runs the encoder's own graph")
     pooling: str | None = opt(
         None, "embedding pooling (default: the sentence-transformers folder's, else mean)", choices=list(POOLING_MODES)
     )
