@@ -215,7 +215,9 @@ def static_int8_onnx(path: str, tokenizer) -> str:
             texts = calibration_texts()
             feeds = []
             for b in range(0, len(texts), 8):
-                enc = tokenizer(texts[b : b + 8], padding=True, truncation=True, max_length=128, return_tensors="np")
+                enc = tokenizer(
+                    texts[b : b + 8], padding="max_length", truncation=True, max_length=128, return_tensors="np"
+                )
                 feeds.append({k: v.astype(np.int64) for k, v in enc.items()})
             self.feeds = iter(feeds)
 
