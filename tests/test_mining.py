@@ -331,3 +331,22 @@ def test_the_command_refuses_bad_input_in_one_line(minilm_dir, tmp_path, capsys)
     with pytest.raises(SystemExit):
         main(["mine-negatives", "--model", minilm_dir, "--data", no_positive, "--out", str(tmp_path / "o.csv")])
     assert "--out" in capsys.readouterr().err and not (tmp_path / "o.jsonl").exists()
+
+
+def test_the_command_mines_on_the_default_engine_as_on_the_torch_engine(minilm_dir, tmp_path, capsys):
+    data = write_jsonl(tmp_path / "pairs.jsonl", [{"query": a, "answer": p} for a, p in PAIRS])
+    rows = {}
+    for engine in ((), ("--engine", "torch")):
+        out = tmp_path / f"mined{len(engine)}.jsonl"
+        argv = ["mine-negatives", "--model", minilm_dir, "--data", data, "--out", str(out), "--output-scores"]
+        assert main([*argv, "--num-negatives", "2", *engine]) == 0
+        first = capsys.readouterr().err.splitlines()[0]
+        assert first.startswith(f"bertkit mine-negatives: engine {'torch' if engine else 'auto'} ("), first
+        rows[engine] = [json.loads(line) for line in out.read_text("utf-8").splitlines()]
+    default, torch_engine = rows.values()
+    assert [{k: v for k, v in r.items() if k != "scores"} for r in default] == [
+        {k: v for k, v in r.items() if k != "scores"} for r in torch_engine
+    ]
+    assert len(default) >= len(PAIRS)  # triplets: a row per negative
+    scores = np.array([r["scores"] for r in default]), np.array([r["scores"] for r in torch_engine])
+    assert np.abs(scores[0] - scores[1]).max() <= 1e-4
