@@ -145,33 +145,27 @@ def test_report_commands_are_real_commands(tiny_run):
 
 
 @pytest.mark.slow
-def test_a_second_run_in_another_process_gives_the_same_numbers_and_models(tiny_run, tmp_path):
-    first, _, summary = tiny_run
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # as tiny_run: float sums depend on the thread count
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bertkit",
-            "quickstart",
-            "--tiny",
-            "--out",
-            str(tmp_path / "again"),
-            "--no-progress",
-            "--device",
-            "cpu",
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    again = json.loads((tmp_path / "again" / "summary.json").read_text(encoding="utf-8"))
+def test_a_second_run_in_another_process_gives_the_same_numbers_and_models(tmp_path):
+    """Two fresh processes, as a user runs it twice. (Against the in-process tiny_run of a full test session the
+    5th-6th decimals of the attention measures and one score moved: state an earlier test leaves in the test
+    process, not a run's own.)"""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # float sums depend on the thread count
+    summaries = []
+    for name in ("first", "again"):
+        proc = subprocess.run(
+            [sys.executable, "-m", "bertkit", "quickstart", "--tiny", "--out", str(tmp_path / name), "--no-progress"]
+            + ["--device", "cpu"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        summaries.append(json.loads((tmp_path / name / "summary.json").read_text(encoding="utf-8")))
     timeless = lambda s: {k: v for k, v in s.items() if k not in ("stage_seconds", "total_seconds", "commands")}
-    assert timeless(again) == timeless(summary)
+    assert timeless(summaries[1]) == timeless(summaries[0])
     for name in ("pretrain/vocab.txt", "pretrain/model.safetensors", "finetune/model.safetensors"):
-        assert (tmp_path / "again" / name).read_bytes() == (first / name).read_bytes(), name
+        assert (tmp_path / "again" / name).read_bytes() == (tmp_path / "first" / name).read_bytes(), name
 
 
 def test_an_earlier_run_is_replaced_and_other_files_kept(tmp_path, capsys):
