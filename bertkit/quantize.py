@@ -226,20 +226,23 @@ class Int8Linear(nn.Module):
         self.large = _packed(q, large) if large else None
 
     def forward(self, x: Tensor) -> Tensor:  # (..., in) -> (..., out)
-        if self.smooth_inv is not None:
-            x = x * self.smooth_inv
         x2 = x.reshape(-1, self.in_features)  # (M, in)
         M = x2.shape[0]
-        top = torch.linalg.vector_norm(x2, float("inf"), dim=1, keepdim=True).clamp_min(1e-12)  # (M, 1)
+        # One buffer for the kernel's input, written in place: every fresh batch-sized tensor costs page faults
+        # once the allocator has handed its memory back (measured: a third of the time on 1,536-wide inputs).
+        rows = torch.empty(M + 1, self.in_features, dtype=x2.dtype)
+        if self.smooth_inv is not None:
+            x2 = torch.mul(x2, self.smooth_inv, out=rows[:M])
+        # each row's largest |x| (vector_norm(inf) gives the same numbers 8-15x slower)
+        top = torch.maximum(x2.amax(1, keepdim=True), x2.amin(1, keepdim=True).neg_()).clamp_min(1e-12)  # (M, 1)
         # Rows divided by their largest |x| lie in [-1, 1]; one more row holding -1 and 1 makes that the range the
         # kernel's one scale per call is computed from, whatever the batch: 8 bits per token, symmetric, and a
         # token's result never depends on the rows next to it.
-        rows = torch.empty(M + 1, self.in_features, dtype=x2.dtype)
         torch.div(x2, top, out=rows[:M])
         rows[M] = self.span
         packed = self.large if self.large is not None and M >= LARGE_ROWS else self.small
         y = torch.ops.quantized.linear_dynamic(rows, packed, reduce_range=False)[:M]  # (M, out), unscaled
-        y = y * top if self.bias is None else torch.addcmul(self.bias, y, top)
+        y = y.mul_(top) if self.bias is None else y.mul_(top).add_(self.bias)
         return y.reshape(*x.shape[:-1], self.out_features)
 
     def extra_repr(self) -> str:
