@@ -62,9 +62,13 @@ if TYPE_CHECKING:
 KINDS = ["auto", "encoder", "mlm", *TASKS]  # a registry: its keys are the choices (options.py)
 
 ONNX_FILE = "model.onnx"
-# ONNX Runtime's transformer optimizer's graph of model.onnx (one Attention, two SkipLayerNormalization and one
-# BiasGelu per layer: ONNX Runtime's own operators, so it runs there only); the engines run it where it is
+# ONNX Runtime's transformer optimizer's graph of model.onnx (one EmbedLayerNormalization, then per layer one
+# Attention, two SkipLayerNormalization and one BiasGelu: ONNX Runtime's own operators, so it runs there only); the
+# engines run it where it is
 OPTIMIZED_FILE = "model_optimized.onnx"
+# what the export writes, for the engines' cache key: a new value makes every cached graph again (2: the
+# embeddings fused too, from positions sized by input_ids as transformers' export sizes them)
+GRAPH_FORM = 2
 OPSET = 17  # ONNX Runtime 1.17 and later run it; LayerNormalization is one node from 17 on
 TOLERANCE = 1e-4
 # the outputs of each kind, by name; a task added to the registry (tasks.TASKS) gives `logits`

@@ -124,12 +124,13 @@ class Embeddings(nn.Module):
         inputs_embeds: Tensor | None = None,
         past_length: int = 0,
     ) -> Tensor:
+        S = (input_ids if input_ids is not None else inputs_embeds).shape[1]
         if inputs_embeds is None:
             inputs_embeds = self.word_embeddings(input_ids)  # (B, S, E)
         embeddings = inputs_embeds + self.token_type_embeddings(token_type_ids)
         if self.position_embedding_type == "absolute":
             if position_ids is None:  # positions continue after the cached tokens
-                position_ids = self.position_ids[:, past_length : past_length + inputs_embeds.shape[1]]
+                position_ids = self.position_ids[:, past_length : past_length + S]
             embeddings = embeddings + self.position_embeddings(position_ids)
         return self.dropout(self.LayerNorm(embeddings))  # (B, S, E)
 

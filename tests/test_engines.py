@@ -74,6 +74,11 @@ def test_auto_runs_each_batch_on_the_engine_its_rule_names_with_the_torch_engine
     monkeypatch.setenv("BERTKIT_CACHE", str(tmp_path / "cache"))
     auto, plain = load_task_model(clf_dir, engine="auto"), load_task_model(clf_dir)
     assert isinstance(auto.model, AutoModel)
+    # beside torch, the graph's threads stop spinning when a call returns (never spinning cost one text ~1 ms)
+    options = auto.model.onnx.session.get_session_options()
+    assert options.get_session_config_entry("session.force_spinning_stop") == "1"
+    with pytest.raises(RuntimeError, match="allow_spinning"):  # not set: they spin during a call
+        options.get_session_config_entry("session.intra_op.allow_spinning")
     # the rule: one text, or a small batch of texts of about one length, on ONNX Runtime; a large batch that is
     # mostly padding on torch's padding-free path
     avx2, avx512 = ONNX_TIERS["AVX2"], ONNX_TIERS["AVX512"]
