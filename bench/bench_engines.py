@@ -11,6 +11,10 @@ encoder through inference.encoder_forward, as embed / serve run it:
     onnx           the exported graph in ONNX Runtime (the onnx engine)
     auto           the auto engine (its choice per batch, the torch side on the CPU's default kernels)
 
+With `--embed`, the contestants are the embedding path end to end from ids, as `bertkit embed` / serve's /embed run
+a batch: `Encoder.embed_ids` on the torch engine (pooled, normalised, checked), the auto engine's graph returning its
+own pooled vectors (`OnnxModel.pooled`), and the auto Encoder.
+
 Batch shapes: rows (1, 4, 32) x padded length (16, 64, 256) x the share of padded positions (0, 1/4, 1/2: row
 lengths spread evenly below the longest), and one text of 128 tokens, four of 32 (between the tiers). Each
 (shape, contestant) runs enough calls to take about 0.2 s, rounds interleaved (the contestants' order turns each
@@ -65,6 +69,7 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--json", default=None)
     p.add_argument("--md", default=None)
+    p.add_argument("--embed", action="store_true", help="time the embedding path (Encoder.embed_ids) instead")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     os.environ.setdefault("BERTKIT_CACHE", tempfile.mkdtemp(prefix="bench-engines-"))
@@ -86,6 +91,9 @@ def main(argv=None) -> int:
     }
     if not kernels._onednn_available():
         del contestants["torch-onednn"]
+    run = lambda m, rows: encoder_forward(m, rows, 0)  # noqa: E731
+    if args.embed:
+        contestants, run = embed_contestants(model_dir, default_kernels)
     g = torch.Generator().manual_seed(0)
     rows_of = {shape: batch(*shape, model.config.vocab_size, g) for shape in SHAPES}
     times = {(shape, name): [] for shape in SHAPES for name in contestants}
@@ -97,7 +105,7 @@ def main(argv=None) -> int:
                 m, kind = contestants[name]
                 if kind:
                     os.environ["BERTKIT_KERNELS"] = kind
-                times[shape, name].append(timed(lambda: encoder_forward(m, rows_of[shape], 0)))
+                times[shape, name].append(timed(lambda: run(m, rows_of[shape])))
         print(f"round {r + 1}/{args.rounds} done", file=sys.stderr, flush=True)
     torch_name = "torch-onednn" if default_kernels == "onednn" else "torch-mkl"  # what the torch engine runs here
     results = []
@@ -114,11 +122,16 @@ def main(argv=None) -> int:
                 "faster": "onnx" if ms["onnx"] < ms[torch_name] else "torch",
                 "onnx_vs_torch": round(ms[torch_name] / ms["onnx"], 3),
                 "rule_picks": "onnx" if prefers_onnx(shape[0], shape[1], real) else "torch",
-                "onednn_vs_mkl": round(ms["torch-mkl"] / ms["torch-onednn"], 3) if "torch-onednn" in ms else None,
+                "onednn_vs_mkl": (
+                    round(ms["torch-mkl"] / ms["torch-onednn"], 3)
+                    if "torch-onednn" in ms and "torch-mkl" in ms
+                    else None
+                ),
             }
         )
     machine = {
         **cpu(),
+        "path": "embed (Encoder.embed_ids)" if args.embed else "encoder forward (inference.encoder_forward)",
         "cpu_kind": kernels.cpu_kind(),
         "default_kernels": default_kernels,
         "torch": torch.__version__,
@@ -139,12 +152,26 @@ def main(argv=None) -> int:
     return 0
 
 
+def embed_contestants(model_dir: str, default_kernels: str) -> tuple[dict, object]:
+    """--embed's contestants (name -> (what runs, kernels)) and how one runs a batch of rows."""
+    from bertkit import Encoder
+
+    on_torch, on_auto = Encoder.from_pretrained(model_dir, engine="torch"), Encoder.from_pretrained(model_dir)
+    pad = on_auto.tokenizer.pad_token_id
+    contestants = {
+        ("torch-onednn" if default_kernels == "onednn" else "torch-mkl"): (on_torch.embed_ids, default_kernels),
+        "onnx": (lambda rows: on_auto.model.onnx.pooled(rows, pad), None),
+        "auto": (on_auto.embed_ids, default_kernels),
+    }
+    return contestants, lambda fn, rows: fn(rows)
+
+
 def markdown(results: list[dict], machine: dict) -> str:
     lines = [
         f"CPU: {machine['cpu']}; flags: {' '.join(machine['flags']) or 'none of avx2 / avx512f / avx512_bf16 / amx'}"
         f"; torch kind {machine['cpu_kind']} (default kernels: {machine['default_kernels']}); torch "
         f"{machine['torch']}, onnxruntime {machine['onnxruntime']}; {machine['threads']} threads; median of "
-        f"{machine['rounds']} rounds, ms per batch",
+        f"{machine['rounds']} rounds, ms per batch; path: {machine['path']}",
         "",
         "| rows | length | padding | torch-onednn | torch-mkl | onnx | auto | oneDNN / MKL speed | onnx / torch "
         "speed | faster | rule picks |",
@@ -154,7 +181,7 @@ def markdown(results: list[dict], machine: dict) -> str:
         ms = r["ms"]
         lines.append(
             f"| {r['rows']} | {r['length']} | {r['padding']:.2f} | {ms.get('torch-onednn', '-')} | "
-            f"{ms['torch-mkl']} | {ms['onnx']} | {ms['auto']} | {r['onednn_vs_mkl'] or '-'} | "
+            f"{ms.get('torch-mkl', '-')} | {ms['onnx']} | {ms['auto']} | {r['onednn_vs_mkl'] or '-'} | "
             f"{r['onnx_vs_torch']} | {r['faster']} | {r['rule_picks']} |"
         )
     return "\n".join(lines) + "\n"

@@ -148,6 +148,8 @@ def announce(command: str, engine: str, quantize: str | None = None, device: str
 # torch's packed products catch up even without padding. So ONNX Runtime takes a batch whose padded positions and
 # share of padding are both within one of its CPU kind's tiers; torch the rest. On AVX-512 the packed oneDNN
 # products catch up sooner (from about 128 positions) than on AVX2 (2,048); another kind takes AVX2's tiers.
+# One text is ONNX Runtime's at any length: embedding one review of 65-512 tokens end to end, its graph was
+# 1.09-1.32x faster than torch on AVX-512 too (bench/results/engines.md).
 ONNX_TIERS = {
     "AVX2": ((64, 0.5), (512, 0.3), (2048, 0.1)),  # (padded positions, padding share) at most
     "AVX512": ((64, 0.5), (128, 0.1)),
@@ -163,10 +165,10 @@ def onnx_tiers() -> tuple[tuple[int, float], ...]:
 
 def prefers_onnx(rows: int, length: int, tokens: int, tiers: tuple[tuple[int, float], ...] | None = None) -> bool:
     """Whether the auto engine runs a batch of `rows` sequences padded to `length`, holding `tokens` real tokens,
-    on ONNX Runtime (by this CPU kind's tiers, or those given)."""
+    on ONNX Runtime: one text always, a batch by this CPU kind's tiers (or those given)."""
     positions = rows * length
     padding = 1 - tokens / max(positions, 1)
-    return any(positions <= most and padding <= share for most, share in tiers or onnx_tiers())
+    return rows == 1 or any(positions <= most and padding <= share for most, share in tiers or onnx_tiers())
 
 
 class CacheError(BertkitError):

