@@ -348,7 +348,7 @@ def export(
                 f"{model_dir}: the exported graph's outputs differ from bertkit's by {difference:.2e} "
                 f"(more than {TOLERANCE:g}); nothing was written to {out}"
             )
-        optimized = write_optimized(building, graph, batches)
+        optimized, unfused = write_optimized(building, graph, batches)
         put_in_place(building, out, bool(entries))
     except BaseException as e:
         shutil.rmtree(building, ignore_errors=True)  # this command's own unfinished folder
@@ -362,6 +362,7 @@ def export(
         "outputs": list(outputs(kind)),
         "difference": difference,
         "optimized": optimized,
+        "unfused": unfused,  # why there is no fused graph ("" when there is one)
         "bytes": os.path.getsize(os.path.join(out, ONNX_FILE)),
     }
 
@@ -435,16 +436,17 @@ def write_folder(
         write_pooling(building, pooling, config.hidden_size)
 
 
-def write_optimized(building: str, graph: Graph, batches: list[dict[str, torch.Tensor]]) -> float | None:
+def write_optimized(building: str, graph: Graph, batches: list[dict[str, torch.Tensor]]) -> tuple[float | None, str]:
     """OPTIMIZED_FILE in `building`: onnxruntime.transformers' optimizer's fusion of its model.onnx, kept when its
-    outputs equal bertkit's to TOLERANCE as model.onnx's do; the largest difference, None when not written (no
-    onnxruntime, or a fusion that changes the answers)."""
+    outputs equal bertkit's to TOLERANCE as model.onnx's do. (the largest difference, "") when written, else
+    (None, why not): no onnxruntime, a graph the optimizer cannot fuse, or a fusion that changes the answers."""
     if importlib.util.find_spec("onnxruntime") is None:
-        return None
+        return None, "onnxruntime is not installed"
     from onnxruntime.transformers.optimizer import optimize_model
 
     config = cast("BertConfig", graph.model.config)  # nn.Module types no attributes: a BertModel holds it
     path = os.path.join(building, OPTIMIZED_FILE)
+    difference, why = None, ""
     try:
         fused = optimize_model(
             os.path.join(building, ONNX_FILE),
@@ -456,13 +458,16 @@ def write_optimized(building: str, graph: Graph, batches: list[dict[str, torch.T
         difference = largest_difference(graph, path, batches)
     except OSError:
         raise  # a full disk: export() says so in one line
-    except Exception:  # a graph the optimizer's patterns do not expect: model.onnx runs as it is
-        difference = None
-    if difference is None or difference > TOLERANCE:
+    except Exception as e:  # a graph the optimizer's patterns do not expect: model.onnx runs as it is
+        said = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        why = f"ONNX Runtime's optimizer cannot fuse this graph ({said})"
+    if difference is not None and difference > TOLERANCE:
+        why = f"the fused graph's outputs differ from bertkit's by {difference:.1e} (more than {TOLERANCE:g})"
+    if why:
         if os.path.exists(path):
             os.remove(path)
-        return None
-    return difference
+        return None, why
+    return difference, ""
 
 
 def put_in_place(building: str, out: str, replace: bool) -> None:

@@ -182,6 +182,39 @@ def test_export_keeps_what_is_in_out_and_writes_nothing_when_the_graph_differs(
     )  # no half-written folder
 
 
+def test_an_export_without_its_fused_graph_says_why_and_the_engines_run_the_plain_one(
+    tmp_path, tokenizer_dir, capsys, monkeypatch
+):
+    import onnxruntime.transformers.optimizer as optimizer
+
+    from bertkit import BertModel, Encoder, export
+
+    folder = tiny_folder(tmp_path, tokenizer_dir, BertModel)
+    measured = export.largest_difference
+    # a fusion that changes the answers: dropped, the line says by how much
+    monkeypatch.setattr(
+        export,
+        "largest_difference",
+        lambda g, path, b: 0.5 if path.endswith("optimized.onnx") else measured(g, path, b),
+    )
+    assert main(["export", str(folder), "--out", str(tmp_path / "a")]) == 0
+    err = capsys.readouterr().err
+    assert "no fused graph (model_optimized.onnx): the fused graph's outputs differ from bertkit's by 5.0e-01" in err
+    assert not (tmp_path / "a" / "model_optimized.onnx").exists() and (tmp_path / "a" / "model.onnx").exists()
+    monkeypatch.setattr(export, "largest_difference", measured)
+
+    def cannot(*args, **kwargs):
+        raise ValueError("no pattern for this graph")
+
+    monkeypatch.setattr(optimizer, "optimize_model", cannot)  # a graph the optimizer cannot fuse
+    assert main(["export", str(folder), "--out", str(tmp_path / "b")]) == 0
+    assert "ONNX Runtime's optimizer cannot fuse this graph (no pattern for this graph)" in capsys.readouterr().err
+    assert not (tmp_path / "b" / "model_optimized.onnx").exists()
+    onnx_vectors = Encoder.from_pretrained(str(tmp_path / "b"), engine="onnx").encode(["一二三"])
+    torch_vectors = Encoder.from_pretrained(str(folder), engine="torch").encode(["一二三"])
+    assert np.abs(onnx_vectors - torch_vectors).max() <= 1e-4  # model.onnx runs in its place
+
+
 def test_export_names_what_is_wrong_with_its_model(tmp_path, capsys, base_dir):
     assert main(["export", str(tmp_path / "nowhere"), "--out", str(tmp_path / "o")]) == 2
     assert "nowhere: no such directory" in capsys.readouterr().err

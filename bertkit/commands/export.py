@@ -20,7 +20,7 @@ def main(argv: list[str]) -> int:
     fused = (
         f"; ONNX Runtime's fused graph beside it ({OPTIMIZED_FILE}, largest difference {done['optimized']:.1e})"
         if done["optimized"] is not None
-        else ""
+        else f"; no fused graph ({OPTIMIZED_FILE}): {done['unfused']}; the engines run {ONNX_FILE}"
     )
     print(
         f"exported {cfg.model} ({done['kind']}: {', '.join(done['outputs'])}) -> {os.path.join(cfg.out, ONNX_FILE)} "
