@@ -124,9 +124,11 @@ class Embeddings(nn.Module):
         inputs_embeds: Tensor | None = None,
         past_length: int = 0,
     ) -> Tensor:
-        S = (input_ids if input_ids is not None else inputs_embeds).shape[1]
         if inputs_embeds is None:
             inputs_embeds = self.word_embeddings(input_ids)  # (B, S, E)
+        # the length read from input_ids where given, as transformers' export reads it: ONNX Runtime's optimizer
+        # then fuses the embeddings into one EmbedLayerNormalization
+        S = inputs_embeds.shape[1] if input_ids is None else input_ids.shape[1]
         embeddings = inputs_embeds + self.token_type_embeddings(token_type_ids)
         if self.position_embedding_type == "absolute":
             if position_ids is None:  # positions continue after the cached tokens
