@@ -50,6 +50,7 @@ FLOORS = [
             "bertkit.kernels",
             "bertkit.attention",
             "bertkit.checkpoint",
+            "bertkit.plan",
             "bertkit.model",
             "bertkit.heads",
             "bertkit.electra",

@@ -57,7 +57,8 @@ from .heads import (
     ClassifierOutput,
     no_rows_loss,
 )
-from .model import BertModel, BertModelOutput, BertPreTrainedModel, check_tensors
+from .model import BertModel, BertModelOutput, BertPreTrainedModel
+from .plan import check_tensors
 
 # transformers' name for the discriminator's record: loss, logits (B, S), hidden_states, attentions
 ElectraForPreTrainingOutput = ClassifierOutput

@@ -30,7 +30,8 @@ from .activations import ACT2FN
 from .config import BertConfig
 from .errors import InputError
 from .labels import IGNORE
-from .model import BertModel, BertModelOutput, BertPreTrainedModel, KVCache, LegacyCache, ModelOutput, check_tensors
+from .model import BertModel, BertModelOutput, BertPreTrainedModel, KVCache, LegacyCache, ModelOutput
+from .plan import check_tensors
 
 
 # ----- outputs -----------------------------------------------------------------------------------

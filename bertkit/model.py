@@ -10,17 +10,16 @@
            Intermediate (B, S, I) -> Output (B, S, H), residual + LayerNorm
       -> last_hidden_state (B, S, H); Pooler: tanh(dense(first token))   pooler_output (B, H)
 
-Before the first layer, BertModel.forward reads the device ONCE (_read_inputs: the input checks'
-values and where the real tokens are) and decides the attention path ONCE (_attention_path: eager,
-sdpa or the unpadded varlen path, and how); every layer reads that AttentionPath and reads nothing.
+Before the first layer, BertModel.forward's plan (plan.py) reads the device ONCE (the input checks' values
+and where the real tokens are) and decides the attention path ONCE (eager, sdpa or the unpadded varlen path,
+and how); every layer reads that AttentionPath and reads nothing.
 """
 
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeVar, cast, overload
 
 import torch
@@ -32,20 +31,14 @@ from .activations import ACT2FN
 from .config import AttnImplementation, BertConfig
 from .deprecated import moved
 from .errors import ConfigError, InputError
+from .plan import KVCache, LegacyCache, make_plan
 
 if TYPE_CHECKING:
     from dataclasses import Field
 
     from .checkpoint import LoadReport
 
-KVCache = tuple[tuple[Tensor, ...], ...]  # per layer: (self_k, self_v[, cross_k, cross_v]), each (B, heads, T, d)
 _Model = TypeVar("_Model", bound="BertPreTrainedModel")
-
-
-class LegacyCache(Protocol):
-    """transformers' Cache objects, as far as bertkit reads them: their tuple form (BertModel takes either)."""
-
-    def to_legacy_cache(self) -> KVCache: ...
 
 
 class ModelOutput:
@@ -72,27 +65,6 @@ class BertModelOutput(ModelOutput):
     hidden_states: tuple[Tensor, ...] | None = None  # embeddings + each layer's output, (B, S, H) each
     attentions: tuple[Tensor, ...] | None = None  # per layer (B, heads, S, T)
     cross_attentions: tuple[Tensor, ...] | None = None  # per layer (B, heads, S, T_enc)
-
-
-@dataclass(frozen=True)
-class InputFacts:
-    """What a forward pass knows about its inputs' values, from its one device -> host read
-    (BertModel._read_inputs); the attention path is decided from it and nothing reads again.
-
-    ranges: (min, max) of input_ids, token_type_ids, position_ids and integer masks, by name
-    odd: the float masks that hold a value other than 0 and 1
-    lengths: real tokens per row of a 2-D attention_mask;  largest: its largest number (1 for 0/1,
-    bool and float masks; above 1, the numbers of documents packed into rows)
-    """
-
-    ranges: dict[str, tuple[int, int]]
-    odd: list[str]
-    lengths: list[int] | None = None
-    largest: int = 1
-
-    @property
-    def packed(self) -> bool:
-        return self.largest > 1
 
 
 # ----- embeddings --------------------------------------------------------------------------------
@@ -715,19 +687,11 @@ class BertModel(BertPreTrainedModel):
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
     ) -> BertModelOutput | tuple[Any, ...]:
-        """-> BertModelOutput; with return_dict=False, transformers' tuple of it (the fields that are set)."""
-        cfg = self.config
-        output_attentions = cfg.output_attentions if output_attentions is None else output_attentions
-        output_hidden_states = cfg.output_hidden_states if output_hidden_states is None else output_hidden_states
-        use_cache = (cfg.use_cache if use_cache is None else use_cache) and cfg.is_decoder
-        if use_cache and self.encoder.gradient_checkpointing and self.training:
-            warnings.warn(
-                "use_cache=True does not combine with gradient checkpointing in training; no cache is returned",
-                stacklevel=2,
-            )
-            use_cache = False
-        past_key_values = _legacy_cache(past_key_values)
-        check_tensors(
+        """-> BertModelOutput (return_dict=False: transformers' tuple of the fields that are set); plan.py checks."""
+        attentions = self._attentions()
+        p = make_plan(
+            self.config,
+            attentions,
             input_ids=input_ids,
             attention_mask=attention_mask,
             token_type_ids=token_type_ids,
@@ -736,386 +700,40 @@ class BertModel(BertPreTrainedModel):
             inputs_embeds=inputs_embeds,
             encoder_hidden_states=encoder_hidden_states,
             encoder_attention_mask=encoder_attention_mask,
+            past_key_values=past_key_values,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            checkpointing=self.encoder.gradient_checkpointing and self.training,
         )
-
-        # shapes and dtypes: the host knows them, nothing is read from the device
-        B, S = self._check_inputs(input_ids, inputs_embeds, past_key_values)
-        past = past_key_values[0][0].shape[2] if past_key_values is not None else 0
-        given = input_ids if input_ids is not None else inputs_embeds
-        assert given is not None  # _check_inputs: exactly one of the two
-        device = given.device
-        self._check_length(B, S, past, position_ids)
-        if token_type_ids is not None:
-            _check_ids("token_type_ids", token_type_ids, (B, S))
-        if attention_mask is not None:
-            _check_mask("attention_mask", attention_mask, B, S, past + S)
-        if encoder_hidden_states is not None:
-            self._check_encoder(encoder_hidden_states, encoder_attention_mask, B, S)
-        # values: the one device -> host read of this forward pass, before any layer runs
-        inputs = dict(
-            input_ids=input_ids,
-            token_type_ids=token_type_ids,
-            attention_mask=attention_mask,
-            position_ids=position_ids if cfg.position_embedding_type == "absolute" else None,
-            encoder_attention_mask=encoder_attention_mask,
-        )
-        if torch.onnx.is_in_onnx_export():  # a graph for any input: no value read, the padded path (export.py)
-            facts = InputFacts({}, [])
-        else:
-            facts = self._read_inputs(device, **inputs)
-            self._check_values(facts, **inputs)
-
-        if token_type_ids is None:
-            token_type_ids = torch.zeros((B, S), dtype=torch.long, device=device)
-        if attention_mask is None and cfg.is_decoder:
-            attention_mask = torch.ones((B, past + S), device=device)  # the causal part still applies
-        if facts.packed:  # numbers 1, 2, ... = documents packed into a row
-            assert attention_mask is not None  # the numbers were read from it
-            if cfg.is_decoder or attention_mask.shape[1] != S:
-                raise InputError(
-                    "attention_mask numbers above 1 mean packed documents, which only an encoder "
-                    "without a cache takes; a decoder's mask holds 0 and 1"
-                )
-            if position_ids is None:  # every document starts at position 0
-                position_ids = padding.document_positions(attention_mask)
-
-        hidden = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds, past)  # (B, S, E)
+        hidden = self.embeddings(input_ids, p.token_type_ids, p.position_ids, inputs_embeds, p.past)  # (B, S, E)
         if self.embeddings_project is not None:
             hidden = self.embeddings_project(hidden)  # (B, S, H)
-        path = self._attention_path(
-            attention_mask, facts, output_attentions, head_mask, encoder_hidden_states is not None, hidden
-        )
-        mask = None
-        if path.tokens is not None:
-            hidden = path.tokens.remove(hidden)  # (N, H): only the real tokens go through the layers
-        elif attention_mask is not None:  # None when every position is visible: SDPA's fastest kernels
-            if facts.packed and not torch.compiler.is_compiling():  # the rule unpad checks on the varlen path
-                assert facts.lengths is not None  # read with the 2-D mask's numbers (_read_inputs)
-                padding.check_documents(attention_mask, facts.lengths, facts.largest)
-            keep = padding.document_keep(attention_mask) if facts.packed else attention_mask
-            mask = attention.self_attention_mask(keep, S, cfg.is_decoder, hidden.dtype)
-        cross_mask = None
-        if encoder_hidden_states is not None:
-            if encoder_attention_mask is None:
-                encoder_attention_mask = torch.ones((B, encoder_hidden_states.shape[1]), device=device)
-            cross_mask = attention.cross_attention_mask(encoder_attention_mask, hidden.dtype)
-
-        head_mask = self._expand_head_mask(head_mask, hidden.dtype)
+        route = p.route(hidden, self.encoder, attentions)
+        if route.path.tokens is not None:
+            hidden = route.path.tokens.remove(hidden)  # (N, H): only the real tokens go through the layers
         hidden, presents, all_hidden, all_attn, all_cross = self.encoder(
             hidden,
-            mask,
-            head_mask,
+            route.mask,
+            route.head_mask,
             encoder_hidden_states,
-            cross_mask,
-            past_key_values,
-            use_cache,
-            output_attentions,
-            output_hidden_states,
-            path,
+            route.cross_mask,
+            p.past_key_values,
+            p.use_cache,
+            p.output_attentions,
+            p.output_hidden_states,
+            route.path,
         )
-        if path.tokens is not None:  # back to (B, S, H), zeros at the padding
-            hidden = path.tokens.restore(hidden)
-            all_hidden = None if all_hidden is None else tuple(path.tokens.restore(h) for h in all_hidden)
-        elif facts.lengths is not None and 0 in facts.lengths:  # the read told whether a row is empty
-            # a row with no token to attend to is all zeros in every backend (as varlen leaves it; the
-            # padded path would average the padding's values there, as transformers does)
-            assert attention_mask is not None  # the lengths were read from it
-            empty = ~attention_mask.bool().any(dim=1)[:, None, None]  # (B, 1, 1)
-            hidden = hidden.masked_fill(empty, 0.0)
-            all_hidden = None if all_hidden is None else tuple(h.masked_fill(empty, 0.0) for h in all_hidden)
+        hidden, all_hidden = route.restore(hidden, all_hidden)  # (B, S, H), zeros at the padding
         pooled = self.pooler(hidden) if self.pooler is not None else None
-        out = BertModelOutput(hidden, pooled, presents, all_hidden, all_attn, all_cross)
         if return_dict is False:  # transformers' tuple: (last_hidden_state, pooler_output or None, ...)
-            return (hidden, pooled) + BertModelOutput(
-                hidden, None, presents, all_hidden, all_attn, all_cross
-            ).to_tuple()[1:]
-        return out
+            rest = BertModelOutput(hidden, None, presents, all_hidden, all_attn, all_cross).to_tuple()[1:]
+            return (hidden, pooled) + rest
+        return BertModelOutput(hidden, pooled, presents, all_hidden, all_attn, all_cross)
 
-    def _attention_path(
-        self,
-        attention_mask: Tensor | None,
-        facts: InputFacts,
-        need_probs: bool,
-        head_mask: Tensor | None,
-        cross: bool,
-        hidden: Tensor,
-    ) -> attention.AttentionPath:
-        """Which attention this forward pass runs: decided here, once; the layers only read it.
-
-            eager   padded (B, heads, S, T), the probabilities written out: attn_implementation "eager",
-                    and every call with output_attentions, head_mask or relative positions
-            sdpa    padded, torch's fused kernels: "sdpa"; "auto" on a batch with nothing padded; "auto"
-                    and "varlen" where only the padded path goes (decoders, cross-attention, 3-D masks)
-            varlen  (N, H) real tokens, no batch axis: "varlen", and "auto" when something is padded or
-                    packed; tokens.layout says how attention runs over them (attention.varlen_layout)
-        Cross-attention (decoders) is padded: eager or sdpa by the same rules.
-        """
-        cfg, impl = self.config, self.config.attn_implementation
-        backend = attention.padded_backend(
-            impl,
-            need_probs=need_probs,
-            head_mask=head_mask is not None,
-            relative=cfg.position_embedding_type != "absolute",
-        )
-        if cross:
-            return attention.AttentionPath(
-                backend,
-                cross=attention.padded_backend(
-                    impl, need_probs=need_probs, head_mask=head_mask is not None, relative=False
-                ),
-            )
-        if (
-            backend == "eager"
-            or impl not in ("varlen", "auto")
-            or cfg.is_decoder
-            or (attention_mask is not None and attention_mask.dim() != 2)
-            or torch.onnx.is_in_onnx_export()
-        ):
-            return attention.AttentionPath(backend)
-        B, S = hidden.shape[:2]
-        # nothing to remove (a 2-D mask's lengths are always read, _read_inputs; without them unpad reads them)
-        if attention_mask is None or (
-            not facts.packed and facts.lengths is not None and all(n == S for n in facts.lengths)
-        ):
-            if impl == "auto":
-                return attention.AttentionPath("sdpa")
-            tokens = padding.Unpadded.full(B, S, hidden.device)
-        else:
-            tokens = padding.unpad(attention_mask, facts.lengths, facts.largest)
-        where = hidden.device.type
-        # the encoder's ModuleList holds Layers (typed as plain Modules)
-        attentions = [layer.attention.self for layer in cast("Iterable[Layer]", self.encoder.layer)]
-        trains = hidden.requires_grad or any(p.requires_grad for p in self.encoder.parameters())
-        layout = attention.varlen_layout(
-            tokens.bounds,
-            device=hidden.device,
-            dtype=torch.get_autocast_dtype(where) if torch.is_autocast_enabled(where) else hidden.dtype,  # q's
-            dropout_p=max((m.dropout.p for m in attentions if m.training), default=0.0),
-            # a model in training mode takes the training layout without gradients too: GradCache's first pass
-            # (bertkit/gradcache.py) must draw the numbers and dropout masks its replay with gradients draws
-            grad=(torch.is_grad_enabled() or self.training) and trains,
-        )
-        return attention.AttentionPath("varlen", tokens=replace(tokens, layout=layout))
-
-    def _read_inputs(self, device: torch.device, **tensors: Tensor | None) -> InputFacts:
-        """The ONE device -> host read of a forward pass: every question the host has about the
-        inputs' values, answered by one `.tolist()` of one small vector.
-
-            input_ids, token_type_ids, position_ids, integer masks  ->  (min, max)    the input checks
-            float masks                                             ->  a value not 0 / 1?
-            attention_mask (B, T)  ->  real tokens per row, and the largest number (packed documents?):
-                                       the attention path and padding.unpad need nothing more
-                                       (packed documents aside: unpad reads where they start)
-        Nothing to ask (inputs_embeds alone), nothing read. Under torch.compile the checks are left out.
-        """
-        checks = not torch.compiler.is_compiling()
-        mask = tensors["attention_mask"]
-        questions: dict[tuple[str, str], Tensor] = {}
-        for name, t in tensors.items():
-            if t is None:
-                continue
-            if t.device != device:
-                raise InputError(
-                    f"{name} is on {t.device}, the input on {device}: pass every input on the "
-                    "model's device (model.device)"
-                )
-            if t.numel() == 0 or t.dtype == torch.bool:
-                continue
-            if t.dtype.is_floating_point or t.dtype.is_complex:
-                if checks:
-                    questions["odd", name] = ((t != 0) & (t != 1)).any()
-            elif checks or (t is mask and t.dim() == 2):  # the mask's maximum tells packed documents apart
-                questions["range", name] = torch.stack(torch.aminmax(t))
-        if mask is not None and mask.dim() == 2:
-            questions["lengths", ""] = (mask != 0).sum(-1)  # (B,)
-        answers = _read_once(questions)
-        ranges = {name: (v[0], v[1]) for (kind, name), v in answers.items() if kind == "range"}  # (min, max)
-        two_d = "attention_mask" in ranges and mask is not None and mask.dim() == 2  # in ranges: the mask is given
-        largest = ranges["attention_mask"][1] if two_d else 1
-        return InputFacts(
-            ranges,
-            odd=[name for (kind, name), v in answers.items() if kind == "odd" and v[0]],
-            lengths=answers.get(("lengths", "")),
-            largest=max(largest, 1),
-        )
-
-    def _check_values(self, facts: InputFacts, **tensors: Tensor | None) -> None:
-        """Ids inside their tables, masks of 0 and 1 (or document numbers): from what was read."""
-        limits = {
-            "input_ids": self.config.vocab_size,
-            "token_type_ids": self.config.type_vocab_size,
-            "position_ids": self.config.max_position_embeddings,
-        }
-        for name, (lo, hi) in facts.ranges.items():
-            if name in limits and (lo < 0 or hi >= limits[name]):
-                raise InputError(
-                    f"{name} holds values in [{lo}, {hi}], but must be in [0, {limits[name]}): "
-                    f"check the tokenizer / vocabulary matches the model"
-                )
-            given = tensors[name]
-            assert given is not None  # a range is read only from a tensor that was given
-            two_d = given.dim() == 2
-            if name not in limits and (lo < 0 or (hi > 1 and not two_d)) and not torch.compiler.is_compiling():
-                raise InputError(
-                    f"{name} holds values in [{lo}, {hi}]: 1 attends, 0 ignores"
-                    + (", and a 2-D mask may number packed documents 1, 2, ..." if two_d else "")
-                )
-        for name in facts.odd:
-            mask = tensors[name]
-            assert mask is not None  # odd values are read only from a tensor that was given
-            value = mask[(mask != 0) & (mask != 1)][0].item()  # a second read, on the way to an error only
-            raise InputError(
-                f"{name} holds {value:g} where only 0 (ignore) and 1 (attend) are allowed; "
-                "an additive mask (0 / -inf) converts with (mask == 0).long()"
-            )
-
-    # ----- input checks: clear errors instead of index errors deep inside -------------------
-    def _check_inputs(
-        self, input_ids: Tensor | None, inputs_embeds: Tensor | None, past_key_values: KVCache | None
-    ) -> tuple[int, int]:
-        cfg = self.config
-        if (input_ids is None) == (inputs_embeds is None):
-            raise InputError("pass exactly one of input_ids (B, S) or inputs_embeds (B, S, hidden)")
-        if input_ids is not None:
-            if input_ids.dim() != 2:
-                raise InputError(f"input_ids must be (batch, seq_len), got shape {tuple(input_ids.shape)}")
-            _check_ids("input_ids", input_ids, tuple(input_ids.shape))
-            B, S = input_ids.shape
-        else:
-            assert inputs_embeds is not None  # exactly one of the two, checked above
-            if inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != cfg.embedding_width:
-                width = "hidden_size" if cfg.embedding_size is None else "embedding_size"
-                raise InputError(
-                    f"inputs_embeds must be (batch, seq_len, {width}={cfg.embedding_width}), "
-                    f"got shape {tuple(inputs_embeds.shape)}"
-                )
-            B, S = inputs_embeds.shape[:2]
-        if S == 0:
-            raise InputError("the input has no tokens (seq_len 0); every row needs at least one, e.g. [CLS]")
-        if past_key_values is not None:
-            if not cfg.is_decoder:
-                raise InputError("past_key_values is for decoders (BertConfig(is_decoder=True))")
-            if len(past_key_values) != len(self.encoder.layer):
-                raise InputError(
-                    f"past_key_values has {len(past_key_values)} layers, the model {len(self.encoder.layer)}"
-                )
-            layers = cast("Iterable[Layer]", self.encoder.layer)  # the encoder's ModuleList holds Layers
-            for i, (layer, cache) in enumerate(zip(layers, past_key_values)):
-                sa = layer.attention.self
-                want = (B, sa.num_attention_heads, sa.attention_head_size)
-                got = (cache[0].shape[0], cache[0].shape[1], cache[0].shape[3]) if cache[0].dim() == 4 else None
-                if got != want:
-                    raise InputError(
-                        f"past_key_values[{i}] holds keys of shape {tuple(cache[0].shape)}; this "
-                        f"model needs (batch={B}, heads={want[1]}, past_len, head_dim={want[2]})"
-                    )
-        return B, S
-
-    def _check_length(self, B: int, S: int, past: int, position_ids: Tensor | None) -> None:
-        limit = self.config.max_position_embeddings
-        if position_ids is not None and tuple(position_ids.shape) not in ((B, S), (1, S)):
-            raise InputError(f"position_ids must be ({B}, {S}) or (1, {S}), got {tuple(position_ids.shape)}")
-        if position_ids is not None and self.config.position_embedding_type == "absolute":
-            _check_ids("position_ids", position_ids, None)  # its values: with the other inputs' (_read_inputs)
-        elif past + S > limit:
-            raise InputError(
-                f"input is {S} tokens"
-                + (f" after {past} cached ones" if past else "")
-                + f", but max_position_embeddings is {limit}: truncate the input "
-                "(tokenizer max_length) or use a model with more positions"
-            )
-
-    def _check_encoder(
-        self, encoder_hidden_states: Tensor, encoder_attention_mask: Tensor | None, B: int, S: int
-    ) -> None:
-        cfg = self.config
-        if not cfg.add_cross_attention:
-            raise InputError(
-                "encoder_hidden_states was given, but this model has no cross-attention; "
-                "build it with BertConfig(is_decoder=True, add_cross_attention=True)"
-            )
-        if (
-            encoder_hidden_states.dim() != 3
-            or encoder_hidden_states.shape[0] != B
-            or encoder_hidden_states.shape[2] != cfg.hidden_size
-        ):
-            raise InputError(
-                f"encoder_hidden_states must be (batch={B}, T_enc, hidden={cfg.hidden_size}), "
-                f"got {tuple(encoder_hidden_states.shape)}"
-            )
-        if encoder_attention_mask is not None:
-            _check_mask("encoder_attention_mask", encoder_attention_mask, B, S, encoder_hidden_states.shape[1])
-
-    def _expand_head_mask(self, head_mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
-        """[heads] or [layers, heads] (1 keep, 0 drop) -> [layers, 1, heads, 1, 1]."""
-        if head_mask is None:
-            return None
-        L, heads = self.config.num_hidden_layers, self.config.num_attention_heads
-        if head_mask.dim() == 1 and head_mask.shape[0] == heads:
-            head_mask = head_mask[None].expand(L, -1)
-        if head_mask.dim() != 2 or tuple(head_mask.shape) != (L, heads):
-            raise InputError(f"head_mask must be ({heads},) or ({L}, {heads}), got {tuple(head_mask.shape)}")
-        if self.config.pruned_heads:
-            raise InputError(
-                "head_mask on a model with pruned heads is ambiguous: the layers have "
-                "different head counts; prune or mask, not both"
-            )
-        return head_mask.to(dtype)[:, None, :, None, None]
-
-
-def _legacy_cache(past_key_values: KVCache | LegacyCache | None) -> KVCache | None:
-    """Accept transformers' Cache objects too; bertkit's cache is a tuple of per-layer tuples."""
-    if past_key_values is None:
-        return None
-    if hasattr(past_key_values, "to_legacy_cache"):
-        past_key_values = past_key_values.to_legacy_cache()
-        if not past_key_values:
-            return None
-    return tuple(tuple(t for t in layer) for layer in past_key_values)
-
-
-def check_tensors(**inputs: object) -> None:
-    """Every input given is a torch.Tensor, as in transformers: a list or a NumPy array is an error naming it
-    (not an AttributeError deep inside); the tokenizer gives tensors with return_tensors="pt"."""
-    for name, value in inputs.items():
-        if value is not None and not isinstance(value, Tensor):
-            numpy = type(value).__module__.startswith("numpy")
-            raise InputError(
-                f"{name} must be a torch.Tensor, got a {'NumPy array' if numpy else type(value).__name__}"
-                f"; pass {'torch.from_numpy(x)' if numpy else 'torch.tensor(x)'} (the tokenizer gives "
-                'tensors with return_tensors="pt")'
-            )
-
-
-def _check_ids(name: str, ids: Tensor, shape: tuple[int, ...] | None) -> None:
-    """Shape and dtype; the values are checked with the other inputs' after the one read (_read_inputs)."""
-    if shape is not None and tuple(ids.shape) != tuple(shape):
-        raise InputError(f"{name} must have shape {tuple(shape)} like the input, got {tuple(ids.shape)}")
-    if ids.dtype not in (torch.long, torch.int):
-        raise InputError(f"{name} must be an int64 (or int32) tensor, got {ids.dtype}")
-
-
-def _check_mask(name: str, mask: Tensor, B: int, S: int, T: int) -> None:
-    """The shape. The values (_read_inputs) must read the same in every backend: 1 (or True) attend,
-    0 ignore; a 2-D integer mask may number packed documents 1, 2, ... instead. Additive masks
-    (0 / -10000 / -inf) and fractions are refused, since a backend would read them differently."""
-    if tuple(mask.shape) not in ((B, T), (B, S, T)):
-        raise InputError(
-            f"{name} must be ({B}, {T}) or ({B}, {S}, {T}) (batch, [query,] key positions), got {tuple(mask.shape)}"
-        )
-
-
-def _read_once(questions: dict[tuple[str, str], Tensor]) -> dict[tuple[str, str], list[int]]:
-    """{key: integer tensor on the device} -> {key: its values as a list of ints}, in ONE read."""
-    if not questions:
-        return {}
-    # THE host read of a forward pass: the host waits here until the device has computed the answers
-    values = torch.cat([q.reshape(-1).long() for q in questions.values()]).tolist()
-    answers: dict[tuple[str, str], list[int]] = {}
-    at = 0
-    for key, q in questions.items():
-        answers[key], at = values[at : at + q.numel()], at + q.numel()
-    return answers
+    def _attentions(self) -> list[SelfAttention]:
+        """Each layer's self-attention (the encoder's ModuleList holds Layers, typed as plain Modules)."""
+        return [layer.attention.self for layer in cast("Iterable[Layer]", self.encoder.layer)]
 
 
 if not TYPE_CHECKING:  # old names, for one release

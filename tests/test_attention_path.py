@@ -15,7 +15,7 @@ import torch
 from conftest import max_diff, padded_batch, random_model
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from bertkit import InputError, attention, padding
+from bertkit import InputError, attention, padding, plan
 from bertkit.heads import BertForSequenceClassification
 from bertkit.model import BertModel, SelfAttention
 
@@ -134,7 +134,7 @@ def scenario(name: str, device="cpu"):
 
 
 # Every read that remains, by the function that makes it (and the comment there says why):
-#   _read_once  BertModel._read_inputs: the values of the inputs for the input checks (ids inside
+#   _read_once  plan.read_inputs: the values of the inputs for the input checks (ids inside
 #               their tables, masks of 0 and 1) and, for a 2-D mask, the real tokens per row and its
 #               largest number: the attention path and where the real tokens are follow from these
 #   unpad       packed documents only: how many there are and where they start (cu_seqlens), which
@@ -187,7 +187,7 @@ def test_host_reads_per_forward_pass_and_the_path_every_layer_reads(name, monkey
 
 def test_the_path_is_decided_once_however_many_layers(monkeypatch):
     calls = {}
-    for owner, name in ((BertModel, "_attention_path"), (attention, "padded_backend"), (attention, "varlen_layout")):
+    for owner, name in ((plan, "attention_path"), (attention, "padded_backend"), (attention, "varlen_layout")):
 
         def counted(*args, _real=getattr(owner, name), _name=name, **kwargs):
             calls[_name] = calls.get(_name, 0) + 1
@@ -199,7 +199,7 @@ def test_the_path_is_decided_once_however_many_layers(monkeypatch):
         calls.clear()
         with torch.no_grad():
             random_model(num_hidden_layers=layers)(ids, mask, types)
-        assert calls == {"_attention_path": 1, "padded_backend": 1, "varlen_layout": 1}, layers
+        assert calls == {"attention_path": 1, "padded_backend": 1, "varlen_layout": 1}, layers
 
 
 def test_no_layer_decides_again_and_standalone_modules_still_work():
