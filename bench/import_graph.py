@@ -7,8 +7,9 @@
 Every import counts, at the top of a module or inside a function: a cycle there is a design knot
 even when Python's lazy import lets it run. Importing bertkit.a.b also runs bertkit/a/__init__.py,
 so that edge counts too, except from inside that package (its __init__ is already running) and for
-the root package (every module would reach it). Imports under `if TYPE_CHECKING:` never run and are
-not counted: an annotation may name a type of a higher floor.
+the root package (every module would reach it). Imports under `if TYPE_CHECKING:` never run: the
+floors leave them out (an annotation may name a type of a higher floor), the cycles count them (a reader
+follows an annotation's import as any other).
 
 FLOORS puts every module on a floor, from the bottom: a module imports modules of its own floor or of
 floors below it, never above (and no cycle within a floor). A new module gets a floor here.
@@ -107,13 +108,15 @@ def modules(root: str = ROOT) -> dict[str, str]:
     return found
 
 
-def imports(module: str, path: str, known: set[str]) -> set[str]:
-    """The package modules `module` imports (each subpackage's __init__ on the way included)."""
+def imports(module: str, path: str, known: set[str], typing: bool = False) -> set[str]:
+    """The package modules `module` imports (each subpackage's __init__ on the way included); with `typing`,
+    those under `if TYPE_CHECKING:` too."""
     is_package = path.endswith("__init__.py")
     here = module.split(".") if is_package else module.split(".")[:-1]
     with open(path, encoding="utf-8") as fh:
         tree = ast.parse(fh.read(), path)
-    skipped = {id(n) for block in ast.walk(tree) if _type_checking(block) for b in block.body for n in ast.walk(b)}
+    blocks = [] if typing else [block for block in ast.walk(tree) if _type_checking(block)]
+    skipped = {id(n) for block in blocks for b in block.body for n in ast.walk(b)}
     targets = set()
     for node in ast.walk(tree):
         if id(node) in skipped:
@@ -172,10 +175,11 @@ def floor_problems(edges: dict[str, set[str]]) -> list[str]:
     return problems
 
 
-def graph() -> dict[str, set[str]]:
+def graph(typing: bool = False) -> dict[str, set[str]]:
+    """Module -> the modules it imports (`typing`: annotations' imports too)."""
     found = modules()
     known = set(found)
-    return {m: imports(m, p, known) for m, p in sorted(found.items())}
+    return {m: imports(m, p, known, typing) for m, p in sorted(found.items())}
 
 
 def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
@@ -217,7 +221,7 @@ def main(argv: list[str]) -> int:
     if "--floors" in argv:
         for i, (what, _) in enumerate(FLOORS):
             print(f"floor {i} ({what}): {', '.join(sorted(m for m in edges if floor_of(m) == i))}")
-    found, upward = cycles(edges), floor_problems(edges)
+    found, upward = cycles(graph(typing=True)), floor_problems(edges)
     for component in found:
         print("import cycle: " + " <-> ".join(component))
     for problem in upward:

@@ -15,10 +15,11 @@ def _import_graph():
     return module
 
 
-def test_no_import_cycle_between_bertkit_modules():
+def test_no_import_cycle_between_bertkit_modules_even_through_annotations():
     graph = _import_graph()
-    edges = graph.graph()
+    edges = graph.graph(typing=True)  # imports under `if TYPE_CHECKING:` too: a reader follows them
     assert "bertkit.model" in edges and "bertkit.config" in edges["bertkit.model"]  # the graph is read at all
+    assert "bertkit.tokenizer" in edges["bertkit.quantize"]  # an annotation's import (Tokenizer) is counted
     assert graph.cycles(edges) == []
 
 
@@ -44,7 +45,7 @@ def test_the_floor_check_finds_an_import_up_a_floor_and_a_module_without_a_floor
     ]
 
 
-def test_imports_for_annotations_only_are_not_counted(tmp_path):
+def test_imports_for_annotations_count_for_cycles_not_for_floors(tmp_path):
     graph = _import_graph()
     path = tmp_path / "m.py"
     path.write_text(
@@ -52,9 +53,9 @@ def test_imports_for_annotations_only_are_not_counted(tmp_path):
         "from bertkit.errors import BertkitError\n",
         encoding="utf-8",
     )
-    assert graph.imports("bertkit.m", str(path), {"bertkit.errors", "bertkit.train.loop", "bertkit.train"}) == {
-        "bertkit.errors"
-    }
+    known = {"bertkit.errors", "bertkit.train.loop", "bertkit.train"}
+    assert graph.imports("bertkit.m", str(path), known) == {"bertkit.errors"}  # the floors' graph
+    assert graph.imports("bertkit.m", str(path), known, typing=True) == known  # the cycles' graph
 
 
 def test_the_cycle_finder_finds_a_cycle():

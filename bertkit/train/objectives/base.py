@@ -31,7 +31,6 @@ from ..runlog import TRAIN_TITLE
 if TYPE_CHECKING:
     from ...data.rows import RowBatch
     from ...model import BertPreTrainedModel
-    from ..pretrain import PretrainConfig
 
 
 class Rows(Protocol):
@@ -44,11 +43,23 @@ class Rows(Protocol):
     def batch(self, indices: np.ndarray, words: bool = False) -> RowBatch: ...
 
 
+class Options(Protocol):
+    """What the objectives read of the run's options (train/pretrain.py's PretrainConfig holds them)."""
+
+    seed: int
+    batch_size: int
+    eval_rows: int  # held-out rows evaluated
+    wwm: bool  # whole-word masking
+    generator_size: float  # ELECTRA: the generator's width, a share of the discriminator's
+    disc_weight: float  # ELECTRA: the discriminator's loss weight
+    bow_weight: float  # mlm-bow: the bag-of-words loss weight
+
+
 @dataclass
 class Setup:
     """What every objective is built from."""
 
-    cfg: PretrainConfig  # the run's options
+    cfg: Options  # the run's options
     tokenizer: Tokenizer
     init: str  # the recipe's starting weights (bertkit.init): "local" or "bert"
     mlm_probability: float  # share of tokens selected (masked, or replaced) in training rows
