@@ -1,4 +1,4 @@
-"""Checkpoint IO: Hugging Face model directories in and out, and the training state for --resume.
+"""Checkpoint IO: Hugging Face model directories in and out (the training state for --resume: train/state.py).
 
 A model directory holds `config.json` and the weights as `model.safetensors` (preferred),
 `pytorch_model.bin` (read with `torch.load(weights_only=True)`, never a full unpickle), or a
@@ -660,31 +660,3 @@ def save_pretrained(model: PretrainedModel, path: str | os.PathLike[str]) -> Non
         state[key] = tensor.detach().to("cpu").contiguous().clone()
     atomic_write(os.path.join(directory, SAFE_WEIGHTS), lambda tmp: save_file(state, tmp, metadata={"format": "pt"}))
     config.to_json(os.path.join(directory, CONFIG))
-
-
-# ----- training state (for --resume) -------------------------------------------------------------
-TRAIN_STATE = "training_state.pt"
-
-
-def save_training_state(directory: str, state: dict[str, Any]) -> None:
-    """Model, optimizer, scheduler, RNG states and the step, in one file written atomically.
-
-    Only tensors, numbers, strings and containers of them go in, so it reads back with
-    torch.load(weights_only=True).
-    """
-    os.makedirs(directory, exist_ok=True)
-    atomic_write(os.path.join(directory, TRAIN_STATE), lambda tmp: torch.save(state, tmp))
-
-
-def load_training_state(directory: str) -> dict[str, Any] | None:
-    """The state save_training_state wrote, or None when the directory has none."""
-    path = os.path.join(directory, TRAIN_STATE)
-    if not os.path.exists(path):
-        return None
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:
-        raise CheckpointError(
-            f"{path}: cannot read the training state ({type(e).__name__}: {e}); delete it "
-            "to start over, or point --out at another run"
-        ) from e

@@ -22,6 +22,7 @@ from safetensors.torch import load_file, save_file
 
 import bertkit
 from bertkit import BertConfig, BertkitError, BertkitWarning, BertModel, CheckpointError
+from bertkit.train.state import save_training_state
 
 transformers = pytest.importorskip("transformers")
 
@@ -640,7 +641,6 @@ def test_save_into_a_file_path_is_an_error(tmp_path):
 def test_a_full_disk_is_one_error_naming_the_file_and_the_old_files_stay(tmp_path, monkeypatch):
     import errno
 
-    import bertkit.checkpoint as ckpt
     from bertkit.errors import CheckpointError
 
     model = BertModel(BertConfig.from_preset("tiny"))
@@ -669,7 +669,7 @@ def test_a_full_disk_is_one_error_naming_the_file_and_the_old_files_stay(tmp_pat
     with pytest.raises(
         CheckpointError, match="training_state.pt: the write failed, most likely because the disk is full"
     ):
-        ckpt.save_training_state(str(tmp_path / "checkpoint"), {"step": 1})
+        save_training_state(str(tmp_path / "checkpoint"), {"step": 1})
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before  # no temp file, no change
     assert not list((tmp_path / "checkpoint").glob("*.tmp"))
 

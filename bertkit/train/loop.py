@@ -47,14 +47,13 @@ import torch.distributed as dist
 from torch import Tensor, nn
 
 from .. import deprecated
-from ..checkpoint import load_training_state, save_training_state
 from ..deprecated import moved
 from ..errors import TrainingError
 from .batches import LOSS_UNITS, LossWeights, loss_weights
 from .devices import agree, autocast_dtype, barrier, pick_device, setup_distributed, threading_main
 from .optim import lr_factor, make_optimizer
 from .runlog import TRAIN_TITLE, RunLog, check_log_to, plot_losses
-from .state import check_identity, restore, training_state
+from .state import check_identity, load_training_state, restore, save_training_state, training_state
 
 if TYPE_CHECKING:
     from .batches import Batches

@@ -31,13 +31,13 @@ from typing import TypeVar
 import torch
 import torch.distributed as dist
 
-from ..checkpoint import TRAIN_STATE
 from ..errors import TrainingError
 from ..files import lock_file, release_lock
 from ..options import write_settings
 from ..outfolder import check_out, move_aside
 from .devices import pick_device, setup_distributed
 from .settings import TrainConfig
+from .state import TRAIN_STATE
 
 T = TypeVar("T")
 ConfigT = TypeVar("ConfigT", bound=TrainConfig)  # a command's settings: PretrainConfig, FinetuneConfig

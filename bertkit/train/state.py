@@ -2,11 +2,12 @@
 
 training_state: what is saved (model, optimizer, scheduler, RNG, step, the settings, what the run trains on);
 check_identity and restore: --resume continues only the same run (the same model, labels, settings and number
-of processes), then puts the saved state back. checkpoint.py writes and reads the folder itself.
+of processes), then puts the saved state back; save_training_state / load_training_state write and read its file.
 """
 
 from __future__ import annotations
 
+import os
 import warnings
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
@@ -14,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from ..errors import TrainingError
+from ..errors import CheckpointError, TrainingError
+from ..files import atomic_write
 from ..options import may_change_on_resume
 
 if TYPE_CHECKING:
@@ -137,3 +139,30 @@ def restore(
     if scaler is not None and "scaler" in state:
         scaler.load_state_dict(state["scaler"])
     return int(state["step"])
+
+
+TRAIN_STATE = "training_state.pt"
+
+
+def save_training_state(directory: str, state: dict[str, Any]) -> None:
+    """Model, optimizer, scheduler, RNG states and the step, in one file written atomically.
+
+    Only tensors, numbers, strings and containers of them go in, so it reads back with
+    torch.load(weights_only=True).
+    """
+    os.makedirs(directory, exist_ok=True)
+    atomic_write(os.path.join(directory, TRAIN_STATE), lambda tmp: torch.save(state, tmp))
+
+
+def load_training_state(directory: str) -> dict[str, Any] | None:
+    """The state save_training_state wrote, or None when the directory has none."""
+    path = os.path.join(directory, TRAIN_STATE)
+    if not os.path.exists(path):
+        return None
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:
+        raise CheckpointError(
+            f"{path}: cannot read the training state ({type(e).__name__}: {e}); delete it "
+            "to start over, or point --out at another run"
+        ) from e
