@@ -84,8 +84,9 @@ FLOORS = [
             "bertkit.gradcache",
         ],
     ),
-    ("training", ["bertkit.train", "bertkit.quickstart", "bertkit.setfit"]),
+    ("training", ["bertkit.train", "bertkit.setfit"]),
     ("serving", ["bertkit.serve"]),
+    ("applications: the quickstart, built on the library and imported by none of it", ["bertkit.quickstart"]),
     (
         "entry points: commands, the Python API, old addresses",
         ["bertkit.commands", "bertkit.api", "bertkit.cli", "bertkit.__main__", "bertkit.info", "bertkit.inference_cli"],

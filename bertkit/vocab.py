@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from tokenizers import Tokenizer as Backend
 from tokenizers import normalizers, pre_tokenizers, trainers
@@ -59,6 +59,39 @@ def train_vocab(
         raise TokenizerError("pass exactly one of files=... (paths) or texts=... (strings)")
     if vocab_size <= len(DEFAULT_SPECIALS):
         raise TokenizerError(f"vocab_size must be larger than the {len(DEFAULT_SPECIALS)} special tokens")
+    backend = _backend(do_lower_case, strip_accents, tokenize_chinese_chars)
+    paths = _corpus_paths(files) if files is not None else []
+    if texts is not None and iter(texts) is texts:
+        texts = list(texts)  # read more than once below; a re-iterable (data.corpus.Corpus) streams each time
+    learn = _learner(backend, paths, texts, vocab_size, min_frequency, show_progress)
+
+    # The tokenizers trainer breaks ties by hash order, which changes from process to process
+    # (huggingface/tokenizers#1794): which characters a limit keeps, and the ids of the "##c" pieces, which
+    # decide between merges of equal count. So the alphabet is chosen here (most frequent first, ties by code
+    # point) and handed over as initial_alphabet, and a second pass gives the "##c" pieces the first one found
+    # fixed ids (as special tokens, in sorted order): the same corpus gives the same vocab.txt in every process.
+    counts = _char_counts(backend.normalizer, _lines(paths) if texts is None else texts)  # texts None: files given
+    ranked = sorted(counts, key=lambda c: (-counts[c], c))
+    base = base_alphabet.lower() if do_lower_case else base_alphabet
+    alphabet, vocab = _fitting_alphabet(learn, ranked, base, vocab_size, limit_alphabet)
+    vocab = _with_fixed_piece_ids(learn, alphabet, vocab)
+    if len(vocab) <= len(DEFAULT_SPECIALS):
+        raise TokenizerError("the corpus is empty: no vocabulary could be learned")
+    vocab = _with_base_alphabet(vocab, base, vocab_size)
+    return Tokenizer(
+        vocab,
+        do_lower_case=do_lower_case,
+        strip_accents=strip_accents,
+        tokenize_chinese_chars=tokenize_chinese_chars,
+        model_max_length=model_max_length,
+    )
+
+
+Learn = Callable[[list[str], list[str]], dict[str, int]]  # (alphabet, special tokens) -> a vocabulary
+
+
+def _backend(do_lower_case: bool, strip_accents: bool | None, tokenize_chinese_chars: bool) -> Backend:
+    """An untrained WordPiece tokenizer that normalizes and splits text as BERT does."""
     backend = Backend(WordPiece(unk_token=DEFAULT_SPECIALS["unk_token"], max_input_chars_per_word=MAX_CHARS_PER_WORD))
     backend.normalizer = normalizers.BertNormalizer(
         clean_text=True,
@@ -67,15 +100,28 @@ def train_vocab(
         lowercase=do_lower_case,
     )
     backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    if files is not None:
-        paths = [os.fspath(files)] if isinstance(files, (str, os.PathLike)) else [os.fspath(f) for f in files]
-        missing = [p for p in paths if not os.path.isfile(p)]
-        if missing or not paths:
-            raise TokenizerError(f"corpus file(s) not found: {', '.join(missing) or '(none given)'}")
-    else:
-        assert texts is not None  # exactly one of files and texts (checked above)
-        if iter(texts) is texts:
-            texts = list(texts)  # read more than once below; a re-iterable (data.corpus.Corpus) streams each time
+    return backend
+
+
+def _corpus_paths(files: str | os.PathLike | Sequence[str | os.PathLike]) -> list[str]:
+    """The corpus files as paths; an error naming those that are not files (or that none was given)."""
+    paths = [os.fspath(files)] if isinstance(files, (str, os.PathLike)) else [os.fspath(f) for f in files]
+    missing = [p for p in paths if not os.path.isfile(p)]
+    if missing or not paths:
+        raise TokenizerError(f"corpus file(s) not found: {', '.join(missing) or '(none given)'}")
+    return paths
+
+
+def _learner(
+    backend: Backend,
+    paths: list[str],
+    texts: Iterable[str] | None,
+    vocab_size: int,
+    min_frequency: int,
+    show_progress: bool,
+) -> Learn:
+    """learn(alphabet, specials): the WordPiece trainer run on the corpus (`paths`, or `texts` when given) from
+    exactly that alphabet, the specials first; the vocabulary it learned."""
 
     def learn(alphabet: list[str], specials: list[str]) -> dict[str, int]:
         trainer = trainers.WordPieceTrainer(
@@ -87,23 +133,24 @@ def train_vocab(
             continuing_subword_prefix="##",
             show_progress=show_progress,
         )
-        if files is not None:
+        if texts is None:
             backend.train(paths, trainer)
         else:
             backend.train_from_iterator(texts, trainer)
         return backend.get_vocab(with_added_tokens=False)
 
-    # The tokenizers trainer breaks ties by hash order, which changes from process to process
-    # (huggingface/tokenizers#1794): which characters a limit keeps, and the ids of the "##c" pieces, which
-    # decide between merges of equal count. So the alphabet is chosen here (most frequent first, ties by code
-    # point) and handed over as initial_alphabet, and a second pass gives the "##c" pieces the first one found
-    # fixed ids (as special tokens, in sorted order): the same corpus gives the same vocab.txt in every process.
-    counts = _char_counts(backend.normalizer, _lines(paths) if texts is None else texts)  # texts None: files given
-    ranked = sorted(counts, key=lambda c: (-counts[c], c))
-    base = base_alphabet.lower() if do_lower_case else base_alphabet
+    return learn
+
+
+def _fitting_alphabet(
+    learn: Learn, ranked: list[str], base: str, vocab_size: int, limit_alphabet: int | None
+) -> tuple[list[str], dict[str, int]]:
+    """The alphabet (the most frequent of `ranked`) and the vocabulary learned from it. The trainer keeps the whole
+    alphabet (with "##" forms), so without limit_alphabet it shrinks until the characters, their "##" forms and
+    the base alphabet's missing tokens fit in vocab_size (at most 4 tries)."""
     size = limit_alphabet or vocab_size - len(DEFAULT_SPECIALS)
     specials = list(DEFAULT_SPECIALS.values())
-    for _ in range(4):  # the trainer keeps the whole alphabet (+ "##" forms): shrink it until the vocab fits
+    for _ in range(4):
         alphabet = ranked[:size]
         vocab = learn(alphabet, specials)
         singles = [t for t in vocab if _is_single(t)]  # what _with_base_alphabet cannot drop
@@ -111,24 +158,22 @@ def train_vocab(
         if excess <= 0 or limit_alphabet:
             break
         size = max(1, size - excess)
-    pieces = sorted(t for t in singles if t.startswith("##"))
-    if pieces:
-        vocab = learn(alphabet, specials + pieces)
-        # back to the trainer's own layout: specials, characters, "##" characters, then the merges
-        order = [t for t in sorted(vocab, key=vocab.__getitem__) if t not in set(pieces)]
-        chars = len(specials) + sum(1 for t in order[len(specials) :] if len(t) == 1)
-        order = order[:chars] + pieces + order[chars:]
-        vocab = {t: i for i, t in enumerate(order)}
-    if len(vocab) <= len(DEFAULT_SPECIALS):
-        raise TokenizerError("the corpus is empty: no vocabulary could be learned")
-    vocab = _with_base_alphabet(vocab, base, vocab_size)
-    return Tokenizer(
-        vocab,
-        do_lower_case=do_lower_case,
-        strip_accents=strip_accents,
-        tokenize_chinese_chars=tokenize_chinese_chars,
-        model_max_length=model_max_length,
-    )
+    return alphabet, vocab
+
+
+def _with_fixed_piece_ids(learn: Learn, alphabet: list[str], vocab: dict[str, int]) -> dict[str, int]:
+    """`vocab` learned again with its "##c" pieces handed over as special tokens in sorted order (fixed ids, so
+    the merges between equal counts are the same in every process), then laid out as the trainer lays it out:
+    specials, characters, "##" characters, then the merges."""
+    pieces = sorted(t for t in vocab if _is_single(t) and t.startswith("##"))
+    if not pieces:
+        return vocab
+    specials = list(DEFAULT_SPECIALS.values())
+    vocab = learn(alphabet, specials + pieces)
+    order = [t for t in sorted(vocab, key=vocab.__getitem__) if t not in set(pieces)]
+    chars = len(specials) + sum(1 for t in order[len(specials) :] if len(t) == 1)
+    order = order[:chars] + pieces + order[chars:]
+    return {t: i for i, t in enumerate(order)}
 
 
 def vocab_shortfall(tok: Tokenizer, asked: int, min_frequency: int) -> str | None:

@@ -17,7 +17,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from bertkit import InputError, attention, padding, plan
 from bertkit.heads import BertForSequenceClassification
-from bertkit.model import BertModel, SelfAttention
+from bertkit.model import SelfAttention
 
 aten = torch.ops.aten
 READS = {

@@ -248,79 +248,104 @@ def _write(
     progress: bool,
     say: Say,
 ) -> dict[str, Any]:
+    """The corpus `names` tokenized by `workers` processes into `folder`'s train/ and heldout/ (_Splits); the
+    manifest's sources, splits and counts."""
     pairs = options["pairs"]
-    writers = {
-        split: SplitWriter(os.path.join(folder, split), tokenizer.vocab_size, pairs=bool(pairs))
-        for split in ("train", "heldout")
-    }
+    splits = _Splits(folder, tokenizer.vocab_size, options)
     # each worker walks its documents' next-sentence pairs as it tokenizes them (rows.walk_documents)
     walk = (options["seed"], pairs["seq_len"] - 3, pairs["short_seq_prob"]) if pairs else None
     sources: list[Source] = []
     stats = {"documents_read": 0, "empty_documents": 0, "text_bytes": 0}
     bar = _bar(progress, names)
-
-    # the last training document so far (SplitWriter.append's arguments), held back: see below
-    last: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]] = []
-
-    def write(first: int, texts_bytes: int, block: EncodedBlock) -> None:
-        encoded, plan = block
-        held = is_heldout(np.arange(first, first + len(encoded.lengths)), options["heldout"], options["seed"])
-        keep = encoded.lengths > 0
-        token_held = np.repeat(held, encoded.lengths)
-        train = np.flatnonzero(keep & ~held)
-        if len(train):
-            if last:
-                writers["train"].append(*last.pop())
-            cut = int(encoded.lengths[: train[-1]].sum())  # where the block's last training document starts
-            kept = ~token_held
-            kept[cut:] = False
-            writers["train"].append(
-                encoded.ids[kept],
-                encoded.word_starts[kept],
-                encoded.sentence_starts[kept],
-                encoded.lengths[train[:-1]],
-                _pairs_of(plan, encoded.lengths, train[:-1]),
-            )
-            end = cut + int(encoded.lengths[train[-1]])
-            last.append(
-                (
-                    encoded.ids[cut:end],
-                    encoded.word_starts[cut:end],
-                    encoded.sentence_starts[cut:end],
-                    encoded.lengths[train[-1:]],
-                    _pairs_of(plan, encoded.lengths, train[-1:]),
-                )
-            )
-        writers["heldout"].append(
-            encoded.ids[token_held],
-            encoded.word_starts[token_held],
-            encoded.sentence_starts[token_held],
-            encoded.lengths[keep & held],
-            _pairs_of(plan, encoded.lengths, np.flatnonzero(keep & held)),
-        )
-        stats["empty_documents"] += int((~keep).sum())
-        if bar is not None:
-            bar.update(texts_bytes)
-
     blocks = _blocks(
         iter_documents(names, text_field=options["text_field"], doc_sep=options["doc_sep"], sources=sources, say=say),
         stats,
     )
     with _encoder(tokenizer, wwm, workers, walk) as encode:
         for first, size, encoded in encode(blocks):
-            write(first, size, encoded)
+            stats["empty_documents"] += splits.add(first, encoded)
+            if bar is not None:
+                bar.update(size)
     if bar is not None:
         bar.close()
-    if last:  # a small corpus whose draws held out nothing gives its last training document to evaluation
-        moved = options["heldout"] > 0 and writers["heldout"].docs == 0 and writers["train"].docs > 0
-        writers["heldout" if moved else "train"].append(*last.pop())
-    splits = {split: writer.close() for split, writer in writers.items()}
-    if splits["train"]["documents"] == 0:
+    written = splits.close()
+    if written["train"]["documents"] == 0:
         raise DataError(
             f"{', '.join(names[:3])}: no document left to train on ({stats['documents_read']} read, "
-            f"{splits['heldout']['documents']} held out, {stats['empty_documents']} without a token)"
+            f"{written['heldout']['documents']} held out, {stats['empty_documents']} without a token)"
         )
-    return {"sources": [asdict(s) for s in sources], "splits": splits, **stats}
+    return {"sources": [asdict(s) for s in sources], "splits": written, **stats}
+
+
+# one or more documents as SplitWriter.append's arguments: ids, word starts, sentence starts, lengths, pair plan
+Documents = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]
+
+
+class _Splits:
+    """The train/ and heldout/ writers of a folder being prepared: each document goes to the split its seeded
+    draw picks (corpus.is_heldout), in corpus order. The last training document so far is held back, so that a
+    small corpus whose draws held out nothing can give it to evaluation (close)."""
+
+    def __init__(self, folder: str, vocab_size: int, options: dict[str, Any]) -> None:
+        self.heldout_share, self.seed = options["heldout"], options["seed"]
+        self.writers = {
+            split: SplitWriter(os.path.join(folder, split), vocab_size, pairs=bool(options["pairs"]))
+            for split in ("train", "heldout")
+        }
+        self.last: list[Documents] = []  # the training document held back (none, or one)
+
+    def add(self, first: int, block: EncodedBlock) -> int:
+        """An encoded block's documents (the first of them the corpus's document `first`) written to their splits;
+        the number of them without a token (not written)."""
+        encoded, plan = block
+        held = is_heldout(np.arange(first, first + len(encoded.lengths)), self.heldout_share, self.seed)
+        keep = encoded.lengths > 0
+        token_held = np.repeat(held, encoded.lengths)
+        train = np.flatnonzero(keep & ~held)
+        if len(train):
+            self.add_training(encoded, plan, train, ~token_held)
+        self.writers["heldout"].append(
+            encoded.ids[token_held],
+            encoded.word_starts[token_held],
+            encoded.sentence_starts[token_held],
+            encoded.lengths[keep & held],
+            _pairs_of(plan, encoded.lengths, np.flatnonzero(keep & held)),
+        )
+        return int((~keep).sum())
+
+    def add_training(
+        self, encoded: Encoded, plan: tuple[np.ndarray, np.ndarray] | None, train: np.ndarray, kept: np.ndarray
+    ) -> None:
+        """The block's training documents (`train`: their indices; `kept`: their tokens) written after the one held
+        back before, all but the last: that one is held back in its place."""
+        if self.last:
+            self.writers["train"].append(*self.last.pop())
+        cut = int(encoded.lengths[: train[-1]].sum())  # where the block's last training document starts
+        kept[cut:] = False
+        self.writers["train"].append(
+            encoded.ids[kept],
+            encoded.word_starts[kept],
+            encoded.sentence_starts[kept],
+            encoded.lengths[train[:-1]],
+            _pairs_of(plan, encoded.lengths, train[:-1]),
+        )
+        end = cut + int(encoded.lengths[train[-1]])
+        self.last.append(
+            (
+                encoded.ids[cut:end],
+                encoded.word_starts[cut:end],
+                encoded.sentence_starts[cut:end],
+                encoded.lengths[train[-1:]],
+                _pairs_of(plan, encoded.lengths, train[-1:]),
+            )
+        )
+
+    def close(self) -> dict[str, Any]:
+        """The held-back document written, then each split's files closed: {split: what SplitWriter.close says}."""
+        if self.last:  # a small corpus whose draws held out nothing gives its last training document to evaluation
+            moved = self.heldout_share > 0 and self.writers["heldout"].docs == 0 and self.writers["train"].docs > 0
+            self.writers["heldout" if moved else "train"].append(*self.last.pop())
+        return {split: writer.close() for split, writer in self.writers.items()}
 
 
 def _pairs_of(plan: tuple[np.ndarray, np.ndarray] | None, lengths: np.ndarray, docs: np.ndarray) -> np.ndarray | None:
