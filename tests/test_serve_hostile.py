@@ -388,8 +388,8 @@ class FakeConnection:
 
 
 def test_connection_cap_closes_the_oldest_idle_connection_then_refuses():
-    from bertkit.serve.app import PrometheusSeries
     from bertkit.serve.connections import Guard
+    from bertkit.serve.metrics import PrometheusSeries
     from bertkit.serve.settings import ServeConfig
 
     metrics = PrometheusSeries()
@@ -409,7 +409,7 @@ def test_json_answers_are_written_in_pieces_as_starlette_writes_them_and_refuse_
     from starlette.responses import JSONResponse
 
     from bertkit.errors import NonFiniteError
-    from bertkit.serve.app import json_answer
+    from bertkit.serve.answers import json_answer
 
     for value in (
         [[{"id": i, "text": "字"} for i in range(2500)], []],

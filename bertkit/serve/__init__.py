@@ -62,6 +62,9 @@ from typing import TYPE_CHECKING, cast
 from ..deprecated import moved
 from .settings import ServeConfig
 
+if TYPE_CHECKING:
+    from .engine import Engine
+
 
 def run(cfg: ServeConfig) -> int:
     """Load the model, serve until SIGTERM / Ctrl-C, answer what is in flight; the exit status (2: uvicorn could
@@ -83,20 +86,7 @@ def run(cfg: ServeConfig) -> int:
         engine=cfg.engine,
     )
     app, batcher, protocol = build_app(engine, cfg)
-    print(
-        f"bertkit serve: {engine.architecture} from {cfg.model} ({engine.task.name if engine.task else 'no task'}"
-        f" head), engine {engine.engine_name} ({engine.engine_why}), routes {', '.join(engine.routes)}",
-        file=sys.stderr,
-        flush=True,
-    )
-    if not is_loopback(cfg.host):
-        print(
-            f"bertkit serve: warning: --host {cfg.host} is not a loopback address: other machines can reach port "
-            f"{cfg.port}, and there is no authentication (anyone who reaches it can use the model); put a proxy "
-            "that authenticates in front, or serve on --host 127.0.0.1",
-            file=sys.stderr,
-            flush=True,
-        )
+    announce(cfg, engine)
     enough_file_descriptors(cfg.max_connections)
     server = uvicorn.Server(
         uvicorn.Config(
@@ -130,6 +120,24 @@ def run(cfg: ServeConfig) -> int:
     batcher.work()  # forward passes, until the app has shut down and every job is done
     thread.join()
     return 0 if server.started else 2
+
+
+def announce(cfg: ServeConfig, engine: Engine) -> None:
+    """What is served, on stderr; a warning when --host is not a loopback address (there is no authentication)."""
+    print(
+        f"bertkit serve: {engine.architecture} from {cfg.model} ({engine.task.name if engine.task else 'no task'}"
+        f" head), engine {engine.engine_name} ({engine.engine_why}), routes {', '.join(engine.routes)}",
+        file=sys.stderr,
+        flush=True,
+    )
+    if not is_loopback(cfg.host):
+        print(
+            f"bertkit serve: warning: --host {cfg.host} is not a loopback address: other machines can reach port "
+            f"{cfg.port}, and there is no authentication (anyone who reaches it can use the model); put a proxy "
+            "that authenticates in front, or serve on --host 127.0.0.1",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def is_loopback(host: str) -> bool:

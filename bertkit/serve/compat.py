@@ -1,4 +1,4 @@
-"""The answers other clients expect, made from bertkit's own: pure functions, no HTTP (app.py's routes call them).
+"""The answers other clients expect, made from bertkit's own: pure functions, no HTTP (routes.py's handlers call them).
 
     huggingface_hub InferenceClient(base_url=...)   POST / {"inputs": ..., "parameters": {...}}; what the body
         asks for: hf_asked, and hf_task (a task the model has not: 400); its parameters: hf_parameters; answers:

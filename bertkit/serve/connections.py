@@ -24,7 +24,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from .settings import ServeConfig
 
 if TYPE_CHECKING:
-    from .app import PrometheusSeries
+    from .metrics import PrometheusSeries
 
 STATUS_PHRASES = {408: "Request Timeout", 503: "Service Unavailable"}
 

@@ -12,7 +12,7 @@ ids on /v1/embeddings (rows_for_embed_ids), raw scores (class_logits), entity sc
 What a /predict input may hold is the task's: its input fields (task.input_fields: name and kind) check
 an object, task.from_line reads a string as `bertkit predict` reads a line, task.example_from makes the
 example (qa numbers it), task.batch_group says which requests' features may share a batch.
-Converting inputs to rows and rows' results to answers runs in app.py's tokenizer thread (inline on the
+Converting inputs to rows and rows' results to answers runs in calls.py's tokenizer thread (inline on the
 event loop for a small request while that thread is idle); `run` runs in the batcher's worker thread and
 is the only code that touches the model.
 
@@ -40,7 +40,7 @@ from ..engines import DEFAULT_ENGINE, AutoModel, choose, load_mlm, load_task_mod
 from ..errors import BertkitError
 from ..inference import run_model, with_windows
 from ..masked_lm import fill_mask, filled_text, mask_positions
-from ..model import BertPreTrainedModel, InferenceModel
+from ..model import BertModel, BertPreTrainedModel, InferenceModel
 from ..pooling import trained_dims
 from ..tasks import Field, Task, TaskDataError, TaskOptions, task_of
 from ..tasks.classify import aggregate_windows
@@ -71,6 +71,13 @@ class Prepared:
     empty: list[int] | None = None  # /predict: inputs without text (answered without the model)
 
 
+def raw_encoder(encoder: Encoder) -> Encoder:
+    """The folder's encoder without its Normalize module (same weights); the encoder itself if it has none."""
+    if not encoder.pooling.normalize:
+        return encoder
+    return Encoder(encoder.model, encoder.tokenizer, replace(encoder.pooling, normalize=False), encoder.model_dir)
+
+
 class Engine:
     """A model directory served: its encoder, its task head or MLM head, its tokenizer and limits."""
 
@@ -95,26 +102,8 @@ class Engine:
         self.architecture = (config.architectures or ["BertModel"])[0]
         engine, self.engine_why = choose(engine, quantize)  # once: "auto" without ONNX Runtime warns once
         self.quantize, self.engine_name = quantize, engine
-        self.task: Task | None = None
-        self.task_model: InferenceModel | None = None  # a BertFor* model, or AutoModel / OnnxModel in its place
-        self.mlm: InferenceModel | None = None
-        try:
-            task_name = task_of(model_dir)
-        except TaskDataError:
-            task_name = None
-        if task_name is not None:
-            loaded = load_task_model(model_dir, task_name, quantize=quantize, engine=engine)
-            self.task, self.task_model = loaded.task, loaded.model
-            self.opts = with_windows(TaskOptions(), loaded.tokenizer, self.task_model)  # as `bertkit predict` cuts them
-        elif self.architecture in MLM_ARCHITECTURES:
-            self.mlm = load_mlm(model_dir, quantize=quantize, engine=engine)
-        # the torch task / MLM model's encoder serves /embed too: one copy of the weights (a graph has no encoder
-        # to share: the onnx engine runs the encoder's own graph, auto shares the torch encoder beside it)
-        headed = self.task_model if self.task_model is not None else self.mlm
-        shared = None
-        if headed is not None and engine != "onnx":
-            assert isinstance(headed, (BertPreTrainedModel, AutoModel))  # a graph alone only on the onnx engine
-            shared = headed.base_model
+        self.load_heads(model_dir, quantize, engine)
+        shared = self.shared_encoder()
         self.encoder = Encoder.from_pretrained(
             model_dir, pooling=pooling, normalize=normalize, quantize=quantize, model=shared, engine=engine
         )
@@ -135,18 +124,35 @@ class Engine:
                 **({"fill-mask": self._fill_mask} if self.mlm else {}),
             }
         )
-        # the folder's encoder without its Normalize module (same weights): TEI's "normalize": false
-        self.raw_encoder = (
-            Encoder(
-                self.encoder.model,
-                self.tokenizer,
-                replace(self.encoder.pooling, normalize=False),
-                self.encoder.model_dir,
-            )
-            if self.encoder.pooling.normalize
-            else self.encoder
-        )
+        self.raw_encoder = raw_encoder(self.encoder)  # TEI's "normalize": false
         self.probe()
+
+    def load_heads(self, model_dir: str, quantize: str | None, engine: str) -> None:
+        """The folder's task model (a fine-tuned folder: task, task_model, opts) or MLM model (a pretrained folder
+        with its MLM head: mlm); neither for an encoder alone."""
+        self.task: Task | None = None
+        self.task_model: InferenceModel | None = None  # a BertFor* model, or AutoModel / OnnxModel in its place
+        self.mlm: InferenceModel | None = None
+        try:
+            task_name = task_of(model_dir)
+        except TaskDataError:
+            task_name = None
+        if task_name is not None:
+            loaded = load_task_model(model_dir, task_name, quantize=quantize, engine=engine)
+            self.task, self.task_model = loaded.task, loaded.model
+            self.opts = with_windows(TaskOptions(), loaded.tokenizer, self.task_model)  # as `bertkit predict` cuts them
+        elif self.architecture in MLM_ARCHITECTURES:
+            self.mlm = load_mlm(model_dir, quantize=quantize, engine=engine)
+
+    def shared_encoder(self) -> BertModel | None:
+        """The torch task / MLM model's encoder, which serves /embed too: one copy of the weights (None: no head,
+        or a graph, which has no encoder to share: the onnx engine runs the encoder's own graph, auto shares the
+        torch encoder beside it)."""
+        headed = self.task_model if self.task_model is not None else self.mlm
+        if headed is None or self.engine_name == "onnx":
+            return None
+        assert isinstance(headed, (BertPreTrainedModel, AutoModel))  # a graph alone only on the onnx engine
+        return headed.base_model
 
     def probe(self) -> None:
         """One tiny request of each kind this model answers, run as requests run: outputs that are not finite

@@ -1,5 +1,6 @@
-"""/openapi.json and /docs of `bertkit serve`, made from the route table (routes.py) and its request models
-(schemas.py), so that they cannot drift from what the server checks.
+"""/openapi.json and /docs of `bertkit serve`, made from the route table and its request models.
+
+Made from routes.py's table and schemas.py's models, they cannot drift from what the server checks.
 
     openapi(routes, get_routes, title, version) -> the OpenAPI 3.1 document (a dict)
     docs_html(document) -> one self-contained HTML page: every route, its fields, a curl line (no script,

@@ -1,7 +1,7 @@
 """`bertkit serve`'s routes: one table entry each, its request model (schemas.py) and its handler.
 
     Route(path, request model, handler, summary, needs)
-    handler(engine, request, call) -> (answer, inputs answered)     async; `call` (app.py) runs tokenizer work
+    handler(engine, request, call) -> (answer, inputs answered)     async; `call` (calls.py) runs tokenizer work
                                                                     and the model's batches
 
 A new route is a model in schemas.py and an entry in ROUTES; app.py reads the body, checks it against the
@@ -18,7 +18,8 @@ import numpy as np
 
 from ..errors import NonFiniteError
 from . import compat
-from .engine import FILL_MASK_MAX_TOP_K, Engine, InputProblem
+from .answers import NON_FINITE, bertkit_error, openai_error
+from .engine import FILL_MASK_MAX_TOP_K, Engine, InputProblem, Prepared
 from .schemas import (
     Body,
     DecodeRequest,
@@ -32,12 +33,8 @@ from .schemas import (
 )
 
 if TYPE_CHECKING:
-    from .app import Call
+    from .calls import Call
 
-NON_FINITE = (
-    "the model's output holds NaN or Infinity, so nothing was answered; its weights (or --quantize) are "
-    "broken: check the model folder"
-)
 # what a route needs beyond the encoder, in words for its refusal (400 not_supported)
 NEEDS = {
     "task": "a fine-tuned task head (bertkit finetune's --out)",
@@ -45,16 +42,6 @@ NEEDS = {
     "reranker": "a re-ranker head: a classifier with one output, fine-tuned with problem_type regression on (query, "
     "text) pairs",
 }
-
-
-def bertkit_error(status: int, kind: str, message: str) -> dict:
-    """bertkit's refusal body (every route but OpenAI's)."""
-    return {"error": message, "type": kind}
-
-
-def openai_error(status: int, kind: str, message: str) -> dict:
-    """OpenAI's error shape, which the openai client shows the message of."""
-    return compat.openai_error(status, message, kind, param=None)
 
 
 @dataclass(frozen=True)
@@ -76,23 +63,90 @@ def finite(vectors: list) -> list:
     return vectors
 
 
+# ----- bertkit's own work: inputs -> rows -> the model -> answers (every route below runs one of these) -----------
+async def tei_embeddings(
+    engine: Engine,
+    call: Call,
+    texts: list,
+    truncate: bool,
+    direction: str,
+    prompt_name: str | None,
+    normalize: bool | None,
+) -> list:
+    """Embeddings with TEI's options: a prompt, the left end cut, normalization asked for."""
+    prepared = await call.tokenize(engine.rows_for_tei_embed, texts, truncate, direction, prompt_name, normalize)
+    return finite(engine.tei_vectors(await call.model(prepared), normalize))
+
+
+async def predictions(engine: Engine, call: Call, inputs: list, truncate: bool) -> tuple[Prepared, list, list]:
+    """The task head's rows for `inputs` (as `bertkit predict` writes them), with the prepared rows and the model's
+    outputs they came from (raw scores, entity scores)."""
+    prepared = await call.tokenize(engine.rows_for_predict, inputs, truncate)
+    outputs = await call.model(prepared)
+    return prepared, outputs, await call.tokenize(engine.predictions, prepared, outputs)
+
+
+async def masks(engine: Engine, call: Call, texts: list, top_k: int) -> list:
+    """Per text, per [MASK]: the top_k tokens with their probabilities."""
+    prepared = await call.tokenize(engine.rows_for_fill_mask, texts)
+    return await call.tokenize(engine.fill_mask_answers, prepared.rows, await call.model(prepared), top_k)
+
+
+# ----- bertkit's routes ----------------------------------------------------------------------------------------
 async def embed(engine: Engine, request: EmbedRequest, call: Call) -> tuple[Any, int]:
     texts, _ = request.items()
     if request.tei():  # TEI's fields: a prompt, the left end cut, normalization asked for
-        prepared = await call.tokenize(
-            engine.rows_for_tei_embed,
+        vectors = await tei_embeddings(
+            engine,
+            call,
             texts,
             request.truncate,
             request.truncation_direction,
             request.prompt_name,
             request.normalize,
         )
-        return finite(engine.tei_vectors(await call.model(prepared), request.normalize)), len(texts)
-    prepared = await call.tokenize(engine.rows_for_embed, texts, request.truncate)
+        return vectors, len(texts)
+    prepared = await call.tokenize(engine.rows_for_embed, texts, request.truncate)  # the hot path: no detour
     return finite(await call.model(prepared)), len(texts)
 
 
+async def predict(engine: Engine, request: PredictRequest, call: Call) -> tuple[Any, int]:
+    inputs, single = request.items()
+    assert engine.task is not None  # the route needs a task head (app.py refuses it otherwise)
+    if request.raw_scores and engine.task.name != "classify":
+        raise InputProblem(
+            422, "invalid_input", f"'raw_scores' is for a classifier; {engine.name} is a {engine.task.name} model"
+        )
+    prepared, outputs, rows = await predictions(engine, call, inputs, request.truncate)
+    if request.raw_scores:
+        rows = [
+            {**row, "logits": logits} if logits is not None else row
+            for row, logits in zip(rows, engine.class_logits(prepared, outputs))
+        ]
+    return (rows[0] if single else rows), len(inputs)
+
+
+async def fill_mask(engine: Engine, request: FillMaskRequest, call: Call) -> tuple[Any, int]:
+    texts, single = request.items()
+    answers = await masks(engine, call, texts, request.top_k)
+    rows = [{"text": text, "masks": found} for text, found in zip(texts, answers)]  # one object per input
+    return (rows[0] if single else rows), len(texts)
+
+
+async def tokenize(engine: Engine, request: TokenizeRequest, call: Call) -> tuple[Any, int]:
+    texts, single = request.items()
+    answers = await call.tokenize(engine.tokenize, texts, request.add_special_tokens)
+    return (answers[0] if single else answers), len(texts)
+
+
+async def decode(engine: Engine, request: DecodeRequest, call: Call) -> tuple[Any, int]:
+    ids, _ = request.items()
+    return await call.tokenize(engine.decode, ids, request.skip_special_tokens), len(ids)
+
+
+# ----- other clients' routes: their request -> bertkit's work -> their answer (compat.py shapes it) ------------
 async def openai_embeddings(engine: Engine, request: OpenAIEmbedRequest, call: Call) -> tuple[Any, int]:
+    """POST /v1/embeddings: OpenAI's client."""
     inputs, _ = request.items()
     if request.dimensions not in (None, engine.dim, *engine.trained_dims):
         trained = f", or {', '.join(map(str, engine.trained_dims))} (trained with MatryoshkaLoss)"
@@ -112,48 +166,11 @@ async def openai_embeddings(engine: Engine, request: OpenAIEmbedRequest, call: C
     return compat.openai_embeddings(vectors, request.encoding_format, engine.name, sum(prepared.tokens)), len(inputs)
 
 
-async def predict(engine: Engine, request: PredictRequest, call: Call) -> tuple[Any, int]:
-    inputs, single = request.items()
-    assert engine.task is not None  # the route needs a task head (app.py refuses it otherwise)
-    if request.raw_scores and engine.task.name != "classify":
-        raise InputProblem(
-            422, "invalid_input", f"'raw_scores' is for a classifier; {engine.name} is a {engine.task.name} model"
-        )
-    prepared = await call.tokenize(engine.rows_for_predict, inputs, request.truncate)
-    outputs = await call.model(prepared)
-    rows = await call.tokenize(engine.predictions, prepared, outputs)
-    if request.raw_scores:
-        rows = [
-            {**row, "logits": logits} if logits is not None else row
-            for row, logits in zip(rows, engine.class_logits(prepared, outputs))
-        ]
-    return (rows[0] if single else rows), len(inputs)
-
-
-async def fill_mask(engine: Engine, request: FillMaskRequest, call: Call) -> tuple[Any, int]:
-    texts, single = request.items()
-    prepared = await call.tokenize(engine.rows_for_fill_mask, texts)
-    answers = await call.tokenize(engine.fill_mask_answers, prepared.rows, await call.model(prepared), request.top_k)
-    rows = [{"text": text, "masks": masks} for text, masks in zip(texts, answers)]  # one object per input
-    return (rows[0] if single else rows), len(texts)
-
-
-async def tokenize(engine: Engine, request: TokenizeRequest, call: Call) -> tuple[Any, int]:
-    texts, single = request.items()
-    answers = await call.tokenize(engine.tokenize, texts, request.add_special_tokens)
-    return (answers[0] if single else answers), len(texts)
-
-
 async def rerank(engine: Engine, request: RerankRequest, call: Call) -> tuple[Any, int]:
+    """POST /rerank: TEI's, a re-ranker's score per (query, text)."""
     pairs = [{"text": request.query, "text_pair": text} for text in request.texts]
-    prepared = await call.tokenize(engine.rows_for_predict, pairs, request.truncate)
-    rows = await call.tokenize(engine.predictions, prepared, await call.model(prepared))
+    _, _, rows = await predictions(engine, call, pairs, request.truncate)
     return compat.tei_rerank(rows, request.texts, request.raw_scores, request.return_text), len(request.texts)
-
-
-async def decode(engine: Engine, request: DecodeRequest, call: Call) -> tuple[Any, int]:
-    ids, _ = request.items()
-    return await call.tokenize(engine.decode, ids, request.skip_special_tokens), len(ids)
 
 
 async def inference(engine: Engine, request: InferenceRequest, call: Call) -> tuple[Any, int]:
@@ -164,46 +181,57 @@ async def inference(engine: Engine, request: InferenceRequest, call: Call) -> tu
     params = compat.hf_parameters(task, body)
     inputs, single = request.items()
     if task in ("feature-extraction", "sentence-similarity"):
-        if task == "feature-extraction" and any(isinstance(x, dict) for x in inputs):
-            raise InputProblem(422, "wrong_type", "feature extraction takes a text or a list of texts")
-        if any(not isinstance(x, str) for x in inputs):
-            raise InputProblem(
-                422, "wrong_type", 'sentence similarity takes {"source_sentence": a text, "sentences": a list of texts}'
-            )
-        prepared = await call.tokenize(
-            engine.rows_for_tei_embed,
-            inputs,
-            params.get("truncate", False),
-            params.get("truncation_direction", "right"),
-            params.get("prompt_name"),
-            params.get("normalize"),
-        )
-        vectors = finite(engine.tei_vectors(await call.model(prepared), params.get("normalize")))
-        answer = compat.cosine_similarities(vectors) if task == "sentence-similarity" else vectors
-        return answer, len(inputs)
+        return await hf_embeddings(engine, call, task, inputs, params), len(inputs)
     if task == "fill-mask":
-        if any(not isinstance(x, str) for x in inputs):
-            raise InputProblem(422, "wrong_type", "fill-mask takes a text with [MASK], or a list of them")
-        top_k = params.get("top_k", 5)
-        if top_k > FILL_MASK_MAX_TOP_K:
-            raise InputProblem(422, "wrong_type", f"'top_k' must be at most {FILL_MASK_MAX_TOP_K}, got {top_k}")
-        prepared = await call.tokenize(engine.rows_for_fill_mask, inputs)
-        answers = await call.tokenize(engine.fill_mask_answers, prepared.rows, await call.model(prepared), top_k)
-        out: list = [compat.hf_fill_mask(a) for a in answers]
-        return (out[0] if single else out), len(inputs)
-    prepared = await call.tokenize(engine.rows_for_predict, inputs, False)
-    outputs = await call.model(prepared)
-    rows = await call.tokenize(engine.predictions, prepared, outputs)
-    if task == "text-classification":  # a list per input, also for one: the client keeps the first
-        return [compat.hf_classification(r, params.get("top_k")) for r in rows], len(inputs)
+        out = await hf_fill_mask(engine, call, inputs, params)
+    else:
+        out = await hf_predictions(engine, call, task, inputs, params)
+        if task == "text-classification":  # a list per input, also for one: the client keeps the first
+            return out, len(inputs)
+    return (out[0] if single else out), len(inputs)
+
+
+async def hf_embeddings(engine: Engine, call: Call, task: str, inputs: list, params: dict) -> list:
+    """feature-extraction (the vectors) and sentence-similarity (the source's cosine with each sentence)."""
+    if task == "feature-extraction" and any(isinstance(x, dict) for x in inputs):
+        raise InputProblem(422, "wrong_type", "feature extraction takes a text or a list of texts")
+    if any(not isinstance(x, str) for x in inputs):
+        raise InputProblem(
+            422, "wrong_type", 'sentence similarity takes {"source_sentence": a text, "sentences": a list of texts}'
+        )
+    vectors = await tei_embeddings(
+        engine,
+        call,
+        inputs,
+        params.get("truncate", False),
+        params.get("truncation_direction", "right"),
+        params.get("prompt_name"),
+        params.get("normalize"),
+    )
+    return compat.cosine_similarities(vectors) if task == "sentence-similarity" else vectors
+
+
+async def hf_fill_mask(engine: Engine, call: Call, inputs: list, params: dict) -> list:
+    """fill-mask: per input, the client's list of {score, token, token_str, sequence}."""
+    if any(not isinstance(x, str) for x in inputs):
+        raise InputProblem(422, "wrong_type", "fill-mask takes a text with [MASK], or a list of them")
+    top_k = params.get("top_k", 5)
+    if top_k > FILL_MASK_MAX_TOP_K:
+        raise InputProblem(422, "wrong_type", f"'top_k' must be at most {FILL_MASK_MAX_TOP_K}, got {top_k}")
+    return [compat.hf_fill_mask(a) for a in await masks(engine, call, inputs, top_k)]
+
+
+async def hf_predictions(engine: Engine, call: Call, task: str, inputs: list, params: dict) -> list:
+    """text-classification, token-classification, question-answering: the task head's rows in the client's shape."""
+    prepared, outputs, rows = await predictions(engine, call, inputs, False)
+    if task == "text-classification":
+        return [compat.hf_classification(r, params.get("top_k")) for r in rows]
     if task == "token-classification":
-        out = [
+        return [
             compat.hf_entities(r, s, params.get("aggregation_strategy"), params.get("ignore_labels"))
             for r, s in zip(rows, engine.tag_scores(prepared, outputs))
         ]
-    else:
-        out = [compat.hf_answer(r) for r in rows]
-    return (out[0] if single else out), len(inputs)
+    return [compat.hf_answer(r) for r in rows]
 
 
 ROUTES = (

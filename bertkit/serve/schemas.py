@@ -1,5 +1,7 @@
-"""The bodies `bertkit serve`'s routes take, as pydantic models: a request is checked against its route's
-model (a refusal names the field), and /openapi.json and /docs are made from the same models.
+"""The bodies `bertkit serve`'s routes take, as pydantic models: checked on each request, described in /docs.
+
+A request is checked against its route's model (a refusal names the field), and /openapi.json and /docs are
+made from the same models.
 
     EmbedRequest        POST /embed            {"inputs": str | [str], "truncate": false}
     OpenAIEmbedRequest  POST /v1/embeddings    OpenAI's {"input": ..., "model", "encoding_format", ...}
