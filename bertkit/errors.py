@@ -24,6 +24,10 @@ class InputError(BertkitError, ValueError):
     """Tensors passed to a model that do not fit it (shape, range, length)."""
 
 
+class TokenizerError(BertkitError, ValueError):
+    """A vocabulary, tokenizer directory or call that cannot work (bertkit.tokenizer publishes it)."""
+
+
 class NonFiniteError(BertkitError, ValueError):
     """A model whose weights or outputs hold NaN or Infinity: nothing is computed or written from it."""
 

@@ -10,7 +10,8 @@
 
 A text of more than PIECE_CHARS characters encoded whole (tokenize, or a call without truncation) goes to the backend
 in pieces cut where no token changes (pieces.py), so that the backend's memory stays that of a piece; the result is
-the whole text's, its row's encoding a JoinedEncoding.
+the whole text's, its row's encoding a JoinedEncoding. A call's rows are made by encoding.py (the backend's fast
+path, big batches in chunks, padding), which first cuts long texts whose end truncation drops (cutting.py).
 
 The pipeline is the one transformers' BertTokenizerFast builds, so ids, type ids, masks and
 offsets are the same; this class adds clear errors and CJK-friendly decoding (vocabulary training: vocab.py). The
@@ -27,20 +28,20 @@ import json
 import logging
 import os
 import re
-import sys
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal, NoReturn, cast, overload
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, overload
 
-from tokenizers import AddedToken, Encoding, Regex, decoders, normalizers, pre_tokenizers, processors
+from tokenizers import AddedToken, Regex, decoders, normalizers, pre_tokenizers, processors
 from tokenizers import Tokenizer as Backend
 from tokenizers.models import WordPiece
 
+from .cutting import cut_regex
 from .deprecated import moved
-from .errors import BertkitError, BertkitWarning
+from .encoding import EncodeInput, Plan, Rows, Specials, apply, check_surrogates, row_keys
+from .errors import BertkitWarning, TokenizerError
 from .files import atomic_write_text, digest, read_json, read_text, text_lines
-from .pieces import SEPARATORS, Pieces, Row, is_long
+from .pieces import Pieces, Row, is_long
 from .text import WIDE_TEXT, char_class
 
 if TYPE_CHECKING:
@@ -65,24 +66,14 @@ DEFAULT_SPECIALS = {
 MAX_CHARS_PER_WORD = 100  # BERT: longer words are [UNK]
 TRUNCATION = ("longest_first", "only_first", "only_second")
 PIPELINE_SETTINGS = ("do_lower_case", "strip_accents", "tokenize_chinese_chars", "never_split")
-# A call that truncates single texts (no pairs, overflow or stride) first cuts each text to about CUT_CHARS_PER_TOKEN
-# characters per max_length token, at a place where the cut cannot change the tokens before it (_cut_pattern): the
-# backend then never tokenizes (and keeps as overflow) all of a long text only to drop it. A text whose cut gives
-# fewer than max_length tokens is cut again four times longer, until it is whole: the result is always the uncut one.
-CUT_CHARS_PER_TOKEN = 2
-CHUNK_ROWS = 2048  # a batch is encoded this many rows at a time: the backend's encodings of one chunk live at once
-WHOLE_TEXT_CHARS = 100_000  # bertkit tokenize shows longer texts piece by piece (memory does not grow with them)
+# a batch is encoded this many rows at a time (Rows.lists): the backend's encodings of one chunk live at once
+CHUNK_ROWS = 2048
+# bertkit tokenize (commands/tokenize.py: token_rows) shows longer texts piece by piece: memory does not grow with them
+WHOLE_TEXT_CHARS = 100_000
 log = logging.getLogger(__name__)
 # __call__'s `text` (and `text_pair`): one text, a batch of texts, or a batch of (text, text_pair) pairs (texts alone
 # mixed in); with is_split_into_words, one text's words or a batch of word lists
 _TextInput = str | Sequence[str] | Sequence[Sequence[str]]
-# one input of the backend (tokenizers' EncodeInput): a text or a pair of texts; with is_split_into_words, one text's
-# words or a pair of word lists
-_EncodeInput = str | tuple[str, str] | Sequence[str] | tuple[Sequence[str], Sequence[str]]
-
-
-class TokenizerError(BertkitError, ValueError):
-    """A vocabulary, tokenizer directory or call that cannot work."""
 
 
 # ----- vocabulary files --------------------------------------------------------------------------
@@ -180,17 +171,6 @@ class BatchEncoding(dict[str, Any]):
         None where no token holds the character (a space, a cut-off part)."""
         row, char = (0, batch_or_char_index) if char_index is None else (batch_or_char_index, char_index)
         return self._tracked()[row].char_to_token(char, sequence_index)
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """How one call truncates and pads once transformers' defaults are applied: what the backend is set to."""
-
-    truncation: str | bool = False  # False or one of TRUNCATION
-    padding: str | bool = False  # False, "longest" or "max_length"
-    max_length: int | None = None  # None: no length asked for, nor implied
-    stride: int = 0
-    pad_to_multiple_of: int | None = None
 
 
 def _pipeline_setting(name: str, doc: str) -> property:
@@ -439,7 +419,7 @@ class Tokenizer:
     def tokenize(self, text: str, text_pair: str | None = None) -> list[str]:
         """The WordPiece tokens of a text, without [CLS] / [SEP]. A text longer than PIECE_CHARS goes to the backend
         in pieces (the same tokens, memory of a piece)."""
-        self._apply(_Plan())  # no leftover truncation or padding
+        apply(self.backend, Plan(), self._special_ids())  # no leftover truncation or padding
         text, text_pair = _check_text(text, "text"), _check_text(text_pair, "text_pair", optional=True)
         try:
             if not is_long(text if text_pair is None else (text, text_pair)):
@@ -447,7 +427,7 @@ class Tokenizer:
             pieces = Pieces(self.backend, self._cut_pattern())
             return [token for part in (text, text_pair) if part for token in pieces.tokens(part)]
         except TypeError:  # the backend's word for a lone surrogate: "TextInputSequence must be str"
-            _check_surrogates([text] if text_pair is None else [(text, text_pair)], batched=False)
+            check_surrogates([text] if text_pair is None else [(text, text_pair)], batched=False)
             raise
 
     # ----- encoding --------------------------------------------------------------------------
@@ -487,127 +467,39 @@ class Tokenizer:
         PIECE_CHARS characters goes to the backend in pieces, with the same result.
         """
         batched, inputs, pairs = _inputs(text, text_pair, is_split_into_words)
-        plan = self._plan(
-            padding,
-            truncation,
-            max_length,
-            stride,
-            pad_to_multiple_of,
-            specials=(3 if pairs else 2) if add_special_tokens else 0,
+        specials = (3 if pairs else 2) if add_special_tokens else 0
+        plan = self._plan(padding, truncation, max_length, stride, pad_to_multiple_of, specials)
+        keys = row_keys(
+            token_type_ids=return_token_type_ids,
+            attention_mask=return_attention_mask,
+            special_tokens_mask=return_special_tokens_mask,
+            offset_mapping=return_offsets_mapping,
+            length=return_length,
         )
-
-        def encode(texts: list[_EncodeInput], track: bool, plan: _Plan = plan) -> list[Row]:
-            return self._encode_rows(texts, track, plan, add_special_tokens, is_split_into_words, batched)
-
-        # Without offsets the backend's fast path skips tracking them (and word ids): less work per text.
-        # BatchEncoding encodes again with tracking if word_ids() / sequence_ids() / char_to_token() ask for them.
-        full = return_offsets_mapping or return_overflowing_tokens
-        pattern = (
-            self._cut_pattern()
-            if (
-                plan.truncation in ("longest_first", "only_first")
-                and not pairs
-                and not is_split_into_words
-                and not return_overflowing_tokens
-                and not stride
-            )
-            else None
-        )
-        cut = _Cut(plan, pattern)
-        keys = ["input_ids"] + [
-            key
-            for key, wanted in (
-                ("token_type_ids", return_token_type_ids),
-                ("attention_mask", return_attention_mask),
-                ("special_tokens_mask", return_special_tokens_mask),
-                ("offset_mapping", return_offsets_mapping),
-                ("length", return_length),
-            )
-            if wanted
-        ]
-        kept: list[Row] | None
-        if full or len(inputs) <= CHUNK_ROWS:
-            inputs, encodings = cut.encode(inputs, lambda texts: encode(texts, full))
-            if plan.max_length is None:
-                self._check_model_length(encodings)
-            data, kept = _rows_data(encodings, keys, return_overflowing_tokens)
-        else:  # a big batch: CHUNK_ROWS rows at a time, padded here once all are known; its encodings are not kept
-            data, kept = self._chunked_data(inputs, cut, encode, keys, plan), None
-        if not batched and not return_overflowing_tokens:
+        rows = self._rows(plan, add_special_tokens, is_split_into_words, batched)
+        data, kept, retrack = rows.lists(inputs, keys, pairs, return_overflowing_tokens, CHUNK_ROWS)
+        if not batched and not return_overflowing_tokens:  # one text: its lists, not a batch of one
             data = {k: v[0] for k, v in data.items()}
-        unequal = (
-            f"padding='max_length' does not cut rows longer than max_length={plan.max_length}; pass "
-            "truncation=True to cut them"
-            if plan.padding == "max_length" and not plan.truncation
-            else "pass padding=True to return tensors"
-        )
-        return BatchEncoding(
-            _as_tensors(data, return_tensors, batched or return_overflowing_tokens, unequal),
-            kept,
-            self.ids_to_tokens,
-            None if full else lambda: encode(inputs, True),
+        tensors = _as_tensors(data, return_tensors, batched or return_overflowing_tokens, _unequal_rows(plan))
+        return BatchEncoding(tensors, kept, self.ids_to_tokens, retrack)
+
+    def _rows(self, plan: Plan, add_special_tokens: bool, words: bool, batched: bool) -> Rows:
+        """One call's encoding (encoding.py), with what the tokenizer knows: its backend and special tokens,
+        where a text may be cut, and its warning of rows longer than the model takes."""
+        return Rows(
+            self.backend,
+            plan,
+            self._special_ids(),
+            self._cut_pattern,
+            self._check_model_length,
+            add_special_tokens=add_special_tokens,
+            words=words,
+            batched=batched,
         )
 
-    def _encode_rows(
-        self,
-        texts: list[_EncodeInput],
-        track: bool,
-        plan: _Plan,
-        add_special_tokens: bool,
-        words: bool,
-        batched: bool,
-    ) -> list[Row]:
-        """The backend's encodings of `texts` as `plan` says; offsets and word ids only when `track` (its fast path
-        skips them); a text over PIECE_CHARS encoded whole goes in pieces (_encode_whole)."""
-        run = (
-            self.backend.encode_batch
-            if track or not hasattr(self.backend, "encode_batch_fast")
-            else self.backend.encode_batch_fast
-        )
-        try:
-            if plan.truncation or words:
-                self._apply(plan)
-                return run(texts, add_special_tokens=add_special_tokens, is_pretokenized=words)
-            return self._encode_whole(
-                cast("list[str | tuple[str, str]]", texts),
-                plan,
-                add_special_tokens,
-                lambda batch: run(batch, add_special_tokens=add_special_tokens),
-            )
-        except BaseException as e:  # the backend's own checks; a Rust panic is a BaseException
-            if isinstance(e, (KeyboardInterrupt, SystemExit, GeneratorExit)):
-                raise
-            _check_surrogates(texts, batched, words)
-            raise TokenizerError(
-                f"cannot encode with truncation={plan.truncation!r}, max_length={plan.max_length}, "
-                f"stride={plan.stride}: {e} (a stride must leave room for new tokens in every window)"
-            ) from None
-
-    def _chunked_data(
-        self,
-        inputs: list[_EncodeInput],
-        cut: _Cut,
-        encode: Callable[[list[_EncodeInput], bool, _Plan], list[Row]],
-        keys: list[str],
-        plan: _Plan,
-    ) -> dict[str, Any]:
-        """The lists of a batch of more than CHUNK_ROWS rows, encoded CHUNK_ROWS at a time (each chunk's encodings
-        freed before the next), padded once all rows are known; `inputs` is cut in place as `cut` cuts it."""
-        data: dict[str, Any] = {key: [] for key in keys}
-        unpadded = replace(plan, padding=False)
-        for start in range(0, len(inputs), CHUNK_ROWS):
-            texts, encodings = cut.encode(
-                inputs[start : start + CHUNK_ROWS], lambda texts: encode(texts, False, unpadded)
-            )
-            inputs[start : start + len(texts)] = texts
-            if plan.max_length is None:
-                self._check_model_length(encodings)
-            for key in keys:
-                data[key] += [_FIELDS[key](e) for e in encodings]
-            del encodings
-        if plan.padding:
-            self._pad_lists(data, plan)
-        return data
+    def _special_ids(self) -> Specials:
+        """The special token ids rows are built and padded with."""
+        return Specials(self.cls_token_id, self.sep_token_id, self.pad_token_id, self.pad_token)
 
     def _cut_pattern(self) -> re.Pattern[str] | None:
         """Where a text may be cut without changing any token before the cut (None: nowhere): before whitespace
@@ -618,62 +510,11 @@ class Tokenizer:
         added = list(self.backend.get_added_tokens_decoder().values())
         if any(t.lstrip or t.rstrip or t.single_word for t in added):
             return None
-        return _cut_regex(
+        return cut_regex(
             frozenset("".join(t.content for t in added)),
             self._settings["tokenize_chinese_chars"],
             not self._settings["never_split"],
         )
-
-    def _encode_whole(
-        self,
-        texts: list[str | tuple[str, str]],
-        plan: _Plan,
-        add_special_tokens: bool,
-        run: Callable[[list[_EncodeInput]], list[Encoding]],
-    ) -> list[Row]:
-        """Texts (or pairs) encoded without truncation by `run` (the backend), except that one with a text over
-        PIECE_CHARS characters is encoded in pieces (a JoinedEncoding); all padded as the plan says."""
-        long = {i for i, item in enumerate(texts) if is_long(item)}
-        if not long:
-            self._apply(plan)
-            return list(run(list(texts)))
-        self._apply(replace(plan, padding=False))  # the backend pads only the rows it sees: padded here
-        pieces = Pieces(self.backend, self._cut_pattern())
-        specials = (self.cls_token_id, self.sep_token_id) if add_special_tokens else None
-        short = iter(run([item for i, item in enumerate(texts) if i not in long]))
-        rows = [pieces.encode(item, specials) if i in long else next(short) for i, item in enumerate(texts)]
-        if plan.padding:
-            target = self._pad_target([len(row) for row in rows], plan)
-            for row in rows:
-                row.pad(target, pad_id=self.pad_token_id, pad_type_id=0, pad_token=self.pad_token)
-        return rows
-
-    def _pad_target(self, lengths: list[int], plan: _Plan) -> int:
-        """The length the backend pads a batch to (tokenizers' pad_encodings: the longest row or max_length, then up
-        to a multiple of pad_to_multiple_of)."""
-        target = plan.max_length if plan.padding == "max_length" else max(lengths, default=0)
-        assert target is not None  # _plan gives padding="max_length" a max_length
-        if plan.pad_to_multiple_of and target % plan.pad_to_multiple_of:
-            target += plan.pad_to_multiple_of - target % plan.pad_to_multiple_of
-        return target
-
-    def _pad_lists(self, data: dict[str, list[Any]], plan: _Plan) -> None:
-        """Pad rows as the backend pads a batch (to _pad_target; rows already as long are left alone; on the
-        right)."""
-        target = self._pad_target([len(r) for r in data["input_ids"]], plan)
-        fill = {
-            "input_ids": self.pad_token_id,
-            "token_type_ids": 0,
-            "attention_mask": 0,
-            "special_tokens_mask": 1,
-            "offset_mapping": (0, 0),
-        }
-        for key, value in fill.items():
-            for row in data.get(key, ()):
-                if len(row) < target:
-                    row.extend([value] * (target - len(row)))
-        if "length" in data:
-            data["length"] = [max(n, target) for n in data["length"]]
 
     def encode(self, text: str, text_pair: str | None = None, **kwargs: Any) -> list[int]:
         """The ids of one text (or pair), with [CLS]/[SEP] unless add_special_tokens=False."""
@@ -694,7 +535,7 @@ class Tokenizer:
         stride: int,
         pad_to_multiple_of: int | None,
         specials: int,
-    ) -> _Plan:
+    ) -> Plan:
         """One call's truncation and padding by transformers' rules, with its warnings; `specials` = how many
         [CLS]/[SEP] each row gets. Only truncation truncates, and max_length without padding implies it."""
         if padding not in (False, True, "longest", "max_length", "do_not_pad"):
@@ -731,40 +572,8 @@ class Tokenizer:
             raise TokenizerError(f"max_length must be a positive integer, got {max_length!r}")
         if truncation:
             assert max_length is not None  # set above: truncation always has a length
-            if pad_to_multiple_of is not None and padding and max_length % pad_to_multiple_of:
-                raise TokenizerError(
-                    f"max_length={max_length} is not a multiple of pad_to_multiple_of="
-                    f"{pad_to_multiple_of}: rows could not be both"
-                )
-            if max_length < specials:
-                raise TokenizerError(
-                    f"max_length={max_length} is shorter than the {specials} special tokens "
-                    "([CLS], [SEP]) every row needs"
-                )
-            if not 0 <= stride < max(1, max_length - specials):
-                raise TokenizerError(
-                    f"stride={stride} must be >= 0 and smaller than max_length minus the special "
-                    f"tokens ({max_length} - {specials}): each window must add new tokens"
-                )
-        return _Plan(truncation, padding, max_length, stride, pad_to_multiple_of)
-
-    def _apply(self, plan: _Plan) -> None:
-        """Set the backend's truncation and padding for one call."""
-        b = self.backend
-        if plan.truncation:
-            b.enable_truncation(plan.max_length, stride=plan.stride, strategy=plan.truncation)
-        else:
-            b.no_truncation()
-        if plan.padding:
-            b.enable_padding(
-                length=plan.max_length if plan.padding == "max_length" else None,
-                pad_to_multiple_of=plan.pad_to_multiple_of,
-                pad_id=self.pad_token_id,
-                pad_type_id=0,
-                pad_token=self.pad_token,
-            )
-        else:
-            b.no_padding()
+            _check_truncation(max_length, stride, pad_to_multiple_of if padding else None, specials)
+        return Plan(truncation, padding, max_length, stride, pad_to_multiple_of)
 
     def _check_model_length(self, encodings: list[Row]) -> None:
         """Say (once) that a row is longer than the model takes, as transformers does when no length was asked for."""
@@ -892,123 +701,7 @@ def _check_same_vocab(directory: str, from_txt: dict[str, int], from_json: dict[
     )
 
 
-def _rows_data(encodings: list[Row], keys: list[str], overflowing: bool) -> tuple[dict[str, Any], list[Row]]:
-    """The lists `keys` of each row, and the rows: with `overflowing`, each encoding's windows follow it as rows of
-    their own and overflow_to_sample_mapping says which input each row came from."""
-    rows, sample = encodings, None
-    if overflowing:
-        rows, sample = [], []
-        for i, enc in enumerate(encodings):
-            for window in [enc, *enc.overflowing]:
-                rows.append(window)
-                sample.append(i)
-    data: dict[str, Any] = {key: [_FIELDS[key](e) for e in rows] for key in keys}
-    if sample is not None:
-        data["overflow_to_sample_mapping"] = sample
-    return data, rows
-
-
-_FIELDS: dict[str, Callable[[Row], Any]] = {
-    "input_ids": lambda e: e.ids,
-    "token_type_ids": lambda e: e.type_ids,
-    "attention_mask": lambda e: e.attention_mask,
-    "special_tokens_mask": lambda e: e.special_tokens_mask,
-    "offset_mapping": lambda e: e.offsets,
-    "length": lambda e: len(e.ids),
-}  # BatchEncoding keys of an Encoding
-
-
-@functools.lru_cache(maxsize=16)
-def _cut_regex(added: frozenset[str], chinese: bool, punctuation: bool) -> re.Pattern[str]:
-    """Tokenizer._cut_pattern: a greedy match whose end is the last place in the window a text may be cut."""
-
-    def allowed(chars: str) -> str:
-        return "".join(re.escape(c) for c in chars if c not in added)
-
-    before = allowed(SEPARATORS)
-    after = allowed(
-        "".join(chr(c) for lo, hi in ((0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF)) for c in range(lo, hi + 1))
-        if chinese
-        else ""
-    )
-    if punctuation:  # ASCII and common CJK punctuation: BertPreTokenizer isolates every one
-        after += allowed("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~，。、；：？！「」『』（）《》“”‘’…—")
-    ends = [f"(?=[{before}])" if before else "", f"(?<=[{after}])" if after else ""]
-    return re.compile(r"(?s).*(?:" + "|".join(e for e in ends if e) + ")") if any(ends) else re.compile("(?!)")
-
-
-class _Cut:
-    """Tokenizer.__call__'s cutting of long texts (CUT_CHARS_PER_TOKEN): encode(texts, run) -> (texts as encoded,
-    encodings), where every text cut gave a full row (max_length tokens with [CLS] / [SEP]), so its tokens are the
-    first ones of the whole text and truncation keeps exactly those."""
-
-    def __init__(self, plan: _Plan, pattern: re.Pattern[str] | None) -> None:
-        self.plan, self.pattern = plan, pattern
-        self.limit = CUT_CHARS_PER_TOKEN * (plan.max_length or 0) + 16  # grows when cuts keep falling short
-
-    def encode(
-        self, texts: list[_EncodeInput], run: Callable[[list[_EncodeInput]], list[Row]]
-    ) -> tuple[list[_EncodeInput], list[Row]]:
-        if self.pattern is None:
-            return texts, run(texts)
-        # __call__ gives a pattern only for single texts (no pairs, no word lists): every input is a str
-        originals, texts = cast("list[str]", texts), list(texts)
-        full = self.plan.max_length
-        assert full is not None  # a pattern only with truncation, which always has a length
-        limits: dict[int, int] = {}
-        for i, text in enumerate(originals):
-            if len(text) > self.limit:
-                texts[i], limits[i] = self.cut(text, self.limit), self.limit
-        while True:
-            encodings = run(texts)
-            short = [
-                i
-                for i, limit in limits.items()
-                if len(texts[i]) < len(originals[i]) and sum(encodings[i].attention_mask) < full
-            ]
-            if not short:
-                return texts, encodings
-            if len(short) * 2 > len(limits):  # most cuts fall short (Latin text: several characters per token)
-                self.limit *= 4
-            for i in short:
-                limits[i] *= 4
-                texts[i] = self.cut(originals[i], limits[i])
-
-    def cut(self, text: str, limit: int) -> str:
-        """text[:p] for the last allowed place p in (limit / 2, limit]; else the first one after limit; else all."""
-        if len(text) <= limit:
-            return text
-        assert self.pattern is not None  # encode cuts only with a pattern
-        found = self.pattern.match(text, limit // 2, limit)
-        if found and found.end() > limit // 2:
-            return text[: found.end()]
-        found = self.pattern.match(text, limit + 1, min(len(text), 4 * limit + 1))  # none there: look further on
-        return text[: found.end()] if found and found.end() > limit else text
-
-
-def _check_surrogates(texts: Sequence[_EncodeInput], batched: bool, split: bool = False) -> None:
-    """Raise a TokenizerError naming the first text (and word) with a lone surrogate, if any: the backend takes
-    only text that UTF-8 can hold, and says so in words of its own (a TypeError, or a panic)."""
-    for i, item in enumerate(texts):
-        parts = item if isinstance(item, tuple) else (item,)
-        for j, part in enumerate(parts):
-            name = (f"text[{i}]" if batched else "text") if j == 0 else (f"text_pair[{i}]" if batched else "text_pair")
-            words = part if split else [part]
-            for w, word in enumerate(words):
-                found = _SURROGATE.search(word) if isinstance(word, str) else None
-                if found:
-                    raise TokenizerError(
-                        f"{name}{f', word {w}' if split else ''}: character {found.start()} is a lone surrogate "
-                        f"({found.group()!r}), half of a UTF-16 pair, which is not text (bytes decoded with "
-                        "errors='surrogateescape', or a JSON escape of half a pair?); decode the text properly, or "
-                        "replace such characters: text.encode('utf-8', 'replace').decode('utf-8')"
-                    )
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _inputs(text: _TextInput, text_pair: _TextInput | None, split: bool) -> tuple[bool, list[_EncodeInput], bool]:
+def _inputs(text: _TextInput, text_pair: _TextInput | None, split: bool) -> tuple[bool, list[EncodeInput], bool]:
     """(batched, the backend's inputs, any pair among them) of one call, as transformers reads its arguments: one
     text (or pair); a batch of texts, with text_pair a list of as many; or a batch of (text, text_pair) tuples
     (2-item lists too), texts alone mixed in. With `split` a text is a list (or tuple) of words, and a batch
@@ -1037,7 +730,7 @@ def _inputs(text: _TextInput, text_pair: _TextInput | None, split: bool) -> tupl
             [(check(a, f"text[{i}]"), check(b, f"text_pair[{i}]")) for i, (a, b) in enumerate(zip(text, text_pair))],
             bool(text),
         )
-    inputs: list[_EncodeInput] = []
+    inputs: list[EncodeInput] = []
     for i, item in enumerate(text):
         if split or not isinstance(item, (list, tuple)):
             inputs.append(check(item, f"text[{i}]"))
@@ -1160,6 +853,35 @@ def _token_text(value: object) -> str:
     return value["content"] if isinstance(value, dict) else str(value)
 
 
+def _check_truncation(max_length: int, stride: int, pad_to_multiple_of: int | None, specials: int) -> None:
+    """The lengths of a call that truncates must fit: max_length a multiple of pad_to_multiple_of (where it pads),
+    room for the `specials` [CLS] / [SEP] of every row, and a stride that leaves new tokens in every window."""
+    if pad_to_multiple_of is not None and max_length % pad_to_multiple_of:
+        raise TokenizerError(
+            f"max_length={max_length} is not a multiple of pad_to_multiple_of="
+            f"{pad_to_multiple_of}: rows could not be both"
+        )
+    if max_length < specials:
+        raise TokenizerError(
+            f"max_length={max_length} is shorter than the {specials} special tokens ([CLS], [SEP]) every row needs"
+        )
+    if not 0 <= stride < max(1, max_length - specials):
+        raise TokenizerError(
+            f"stride={stride} must be >= 0 and smaller than max_length minus the special "
+            f"tokens ({max_length} - {specials}): each window must add new tokens"
+        )
+
+
+def _unequal_rows(plan: Plan) -> str:
+    """What to do about rows of different lengths that cannot be one tensor."""
+    if plan.padding == "max_length" and not plan.truncation:
+        return (
+            f"padding='max_length' does not cut rows longer than max_length={plan.max_length}; pass "
+            "truncation=True to cut them"
+        )
+    return "pass padding=True to return tensors"
+
+
 def _as_tensors(data: dict[str, Any], return_tensors: str | None, batched: bool, unequal: str) -> dict[str, Any]:
     """The lists of `data` as int64 tensors ("pt") or arrays ("np"); `unequal` says what to do about rows of
     different lengths."""
@@ -1203,47 +925,6 @@ _CLEAN_UP = (
 )
 
 
-def token_rows(tok: Tokenizer, text: str, pair: str | None = None) -> Iterator[tuple[str, int, int, str]]:
-    """What `bertkit tokenize` shows: (token, id, type id, its text) of every token of `text` (and `pair`) with
-    [CLS] / [SEP]. A text longer than WHOLE_TEXT_CHARS is tokenized piece by piece, cut where no token can change
-    (Tokenizer._cut_pattern), so memory does not grow with it; where a run of WHOLE_TEXT_CHARS characters has no
-    such place it is cut there all the same, and a note on stderr says so (the tokens next to that cut may differ
-    from the whole text's)."""
-    if len(text) + len(pair or "") <= WHOLE_TEXT_CHARS:
-        enc = tok(text, pair, return_offsets_mapping=True)
-        sources = [text, pair or ""]  # sequence 1 (the pair's tokens) only where there is a pair
-        for token, token_id, type_id, (start, end), seq in zip(
-            enc.tokens(), enc["input_ids"], enc["token_type_ids"], enc["offset_mapping"], enc.sequence_ids()
-        ):
-            yield token, token_id, type_id, sources[seq][start:end] if seq is not None else ""
-        return
-    _check_surrogates([text] if pair is None else [(text, pair)], batched=False)
-    pattern = tok._cut_pattern()
-    yield tok.cls_token, tok.cls_token_id, 0, ""
-    for type_id, source in enumerate([text] if pair is None else [text, pair]):
-        start, hard = 0, False
-        while start < len(source):
-            end = min(len(source), start + WHOLE_TEXT_CHARS)
-            found = pattern.match(source, start + 1, end) if pattern is not None and end < len(source) else None
-            if end < len(source):
-                if found and found.end() > start:
-                    end = found.end()
-                elif not hard:
-                    hard = True  # said once per text
-                    print(
-                        f"note: {'text' if type_id == 0 else 'pair'}: cut at character {end} inside a run of "
-                        f"{WHOLE_TEXT_CHARS:,} characters with no space, CJK character or punctuation mark (and "
-                        "wherever else that happens); the tokens next to such a cut may differ from those of the "
-                        "whole text",
-                        file=sys.stderr,
-                    )
-            enc = tok(source[start:end], add_special_tokens=False, return_offsets_mapping=True)
-            for token, token_id, (a, b) in zip(enc.tokens(), enc["input_ids"], enc["offset_mapping"]):
-                yield token, token_id, type_id, source[start + a : start + b]
-            start = end
-        yield tok.sep_token, tok.sep_token_id, type_id, ""
-
-
 def clean_up_tokenization(text: str) -> str:
     """Decoded text without the spaces WordPiece leaves inside English punctuation: "can ' t ." -> "can't."."""
     for old, new in _CLEAN_UP:
@@ -1270,5 +951,6 @@ if not TYPE_CHECKING:  # old names, for one release
             "VocabTrainConfig": "bertkit.commands.tokenizer:VocabTrainConfig",
             "train_main": "bertkit.commands.tokenizer:train",
             "tokenizer_main": "bertkit.commands.tokenizer:main",
+            "token_rows": "bertkit.commands.tokenize:token_rows",
         },
     )
