@@ -91,6 +91,10 @@ class SetFitConfig(TrainConfig):
             return f"argument --epochs: must be > 0 (or give --steps), got {self.epochs}"
         return None
 
+    def counts(self) -> tuple[str, ...]:
+        """As the loop's, but --steps only when given (0: --epochs passes over the pairs)."""
+        return tuple(name for name in super().counts() if name != "steps" or self.steps != 0)
+
 
 @dataclass
 class SetFitSummary:
@@ -316,6 +320,7 @@ def run(cfg: SetFitConfig) -> SetFitSummary:
     """Everything `bertkit setfit` does, in a claimed --out (the run folder rules of `bertkit finetune`)."""
     from .train.runfolder import run_claimed
 
+    cfg.check()
     if cfg.eval is None and not cfg.train.startswith("builtin:"):
         raise InputError(f"--train {cfg.train} has no built-in dev split: pass --eval FILE (labelled texts)")
     return run_claimed(cfg, run_in, inputs={"--train": cfg.train, "--eval": cfg.eval, "--model": cfg.model})

@@ -39,7 +39,7 @@ from ..tokenizer import Tokenizer, vocab_digest
 from .batches import LOSS_UNITS, LossWeights, StepSampler
 from .loop import KeepBest, TrainSummary, complete_note, train
 from .runfolder import keep_settings, run_claimed
-from .runlog import check_log_to, read_metrics
+from .runlog import read_metrics
 from .settings import TrainConfig, with_default
 
 if TYPE_CHECKING:
@@ -69,6 +69,18 @@ class FinetuneConfig(TaskOptions, TrainConfig):
         "more for smaller models: mini 1.5e-4, tiny 1e-3)",
     )
     steps: int = with_default("steps", 1000, "optimizer steps (see --epochs)")
+
+    def check(self) -> None:
+        """The loop's rules (TrainConfig.check), the task's options, and --train: one TrainingError naming the flag,
+        before --out is claimed (run() calls it once; everything after trusts the settings)."""
+        if not self.train:
+            raise TrainingError("--train is required: the training data")
+        super().check()
+        check_task_options(get_task(self.task), self, f"--task {self.task}")
+
+    def counts(self) -> tuple[str, ...]:
+        """As the loop's, but --steps only when --epochs does not set it."""
+        return tuple(name for name in super().counts() if name != "steps" or self.epochs <= 0)
 
 
 @dataclass
@@ -166,10 +178,7 @@ def load_base(cfg: FinetuneConfig, head: Head) -> tuple[BertPreTrainedModel, Tok
 
 def run(cfg: FinetuneConfig) -> FinetuneSummary:
     """Everything `bertkit finetune` does, in a claimed --out (runfolder.py); returns the run's summary."""
-    if not cfg.train:
-        raise TrainingError("--train is required: the training data")
-    check_task_options(get_task(cfg.task), cfg, f"--task {cfg.task}")  # before --out is claimed
-    check_log_to(cfg.log_to)
+    cfg.check()
     return run_claimed(
         cfg,
         run_in,

@@ -52,7 +52,7 @@ from ..errors import TrainingError
 from .batches import LOSS_UNITS, LossWeights, loss_weights
 from .devices import agree, autocast_dtype, barrier, pick_device, setup_distributed, threading_main
 from .optim import lr_factor, make_optimizer
-from .runlog import TRAIN_TITLE, RunLog, check_log_to, plot_losses
+from .runlog import TRAIN_TITLE, RunLog, plot_losses
 from .state import check_identity, load_training_state, restore, save_training_state, training_state
 
 if TYPE_CHECKING:
@@ -230,7 +230,6 @@ class Run:
 def start(model: nn.Module, cfg: TrainConfig, keep_best: KeepBest | None, identity: dict[str, Any] | None) -> Run:
     """Device and processes, the seed, optimizer, schedule and AMP scaler, the resumed state if any, then the
     DDP / compile wrapping. The order is the run's RNG order: a change here changes what every run computes."""
-    _check(cfg)
     rank, world, device = setup_distributed(pick_device(cfg.device))
     torch.manual_seed(cfg.seed)
     model.to(device)
@@ -480,16 +479,6 @@ def complete_note(
 
 
 # ----- pieces of the loop ------------------------------------------------------------------------
-def _check(cfg: TrainConfig) -> None:
-    """The settings no run can start with (an error on every process, before any work)."""
-    for name in ("steps", "batch_size", "grad_accum", "log_every"):
-        if getattr(cfg, name) < 1:
-            raise TrainingError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(cfg, name)}")
-    if cfg.lr <= 0 or not 0 <= cfg.warmup < 1:
-        raise TrainingError(f"need --lr > 0 and 0 <= --warmup < 1, got {cfg.lr} and {cfg.warmup}")
-    check_log_to(cfg.log_to)  # every process, before any work: e.g. tensorboard not installed
-
-
 def _evaluate(evaluate: Evaluate, model: nn.Module, step: int, log: RunLog | None, world: int) -> dict[str, Any]:
     """Rank 0 (the one with the logs) evaluates (the model is the same on every rank) and logs its numbers;
     the others wait and get {}."""

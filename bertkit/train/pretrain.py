@@ -48,7 +48,6 @@ from .batches import StepSampler
 from .loop import TrainSummary, train
 from .objectives import OBJECTIVES, Objective, Setup
 from .runfolder import keep_settings, run_claimed
-from .runlog import check_log_to
 from .settings import TrainConfig, with_default
 
 Say = Callable[..., object]  # where a run's notes go: print to stderr, or nowhere
@@ -169,6 +168,33 @@ class PretrainConfig(TrainConfig):
     lr: float = with_default("lr", 7e-4)
     eval_every: int = with_default("eval_every", 250)
     save_every: int = with_default("save_every", 250)
+
+    def check(self) -> None:
+        """The loop's rules (TrainConfig.check) and pretraining's: one TrainingError naming the flag, before any
+        work (run() calls it once; everything after trusts the settings)."""
+        super().check()
+        if self.seq_len < 8:
+            raise TrainingError(f"--seq-len must be at least 8, got {self.seq_len}")
+        if self.recipe not in RECIPES:
+            raise TrainingError(f"--recipe {self.recipe!r}: choose one of {', '.join(RECIPES)}")
+        if self.dropout is not None and not 0.0 <= self.dropout < 1.0:
+            raise TrainingError(f"--dropout must be in [0, 1), got {self.dropout}")
+        if self.objective not in OBJECTIVES:
+            raise TrainingError(f"--objective {self.objective!r}: choose one of {', '.join(OBJECTIVES)}")
+        if self.nsp and self.objective not in ("mlm", "mlm-nsp"):
+            raise TrainingError(f"--nsp is --objective mlm-nsp; it cannot go with --objective {self.objective}")
+        objective = "mlm-nsp" if self.nsp else self.objective
+        if OBJECTIVES[objective].pairs and self.packing == "documents":
+            raise TrainingError(
+                f"--objective {objective} trains on sentence-pair rows; --packing documents is for rows of whole "
+                "documents"
+            )
+        if self.data and self.corpus:
+            raise TrainingError("pass --data (a prepared folder) or --corpus (prepared into the run folder), not both")
+        if not 0.0 <= self.heldout < 1.0:
+            raise TrainingError(f"--heldout must be in [0, 1), got {self.heldout}")
+        if self.eval_rows < 0:
+            raise TrainingError(f"--eval-rows must be >= 0, got {self.eval_rows}")
 
 
 @dataclass
@@ -413,30 +439,9 @@ def pretraining_rows(cfg: PretrainConfig, data: PretrainingData, tokenizer: Toke
 
 def run(cfg: PretrainConfig) -> PretrainSummary:
     """Everything `bertkit pretrain` does, in a claimed --out (runfolder.py); returns the run's summary."""
-    if cfg.seq_len < 8:
-        raise TrainingError(f"--seq-len must be at least 8, got {cfg.seq_len}")
-    if cfg.recipe not in RECIPES:
-        raise TrainingError(f"--recipe {cfg.recipe!r}: choose one of {', '.join(RECIPES)}")
-    if cfg.dropout is not None and not 0.0 <= cfg.dropout < 1.0:
-        raise TrainingError(f"--dropout must be in [0, 1), got {cfg.dropout}")
-    if cfg.objective not in OBJECTIVES:
-        raise TrainingError(f"--objective {cfg.objective!r}: choose one of {', '.join(OBJECTIVES)}")
-    if cfg.nsp and cfg.objective not in ("mlm", "mlm-nsp"):
-        raise TrainingError(f"--nsp is --objective mlm-nsp; it cannot go with --objective {cfg.objective}")
+    cfg.check()
     if cfg.nsp:
         cfg.objective = "mlm-nsp"
-    if row_kind(cfg) == "pairs" and cfg.packing == "documents":
-        raise TrainingError(
-            f"--objective {cfg.objective} trains on sentence-pair rows; --packing documents is for "
-            "rows of whole documents"
-        )
-    if cfg.data and cfg.corpus:
-        raise TrainingError("pass --data (a prepared folder) or --corpus (prepared into the run folder), not both")
-    if not 0.0 <= cfg.heldout < 1.0:
-        raise TrainingError(f"--heldout must be in [0, 1), got {cfg.heldout}")
-    if cfg.eval_rows < 0:
-        raise TrainingError(f"--eval-rows must be >= 0, got {cfg.eval_rows}")
-    check_log_to(cfg.log_to)  # e.g. tensorboard not installed: said before a vocabulary is learned
     encoder_config(cfg)  # --seq-len fits the model: checked before the corpus is read
     if not cfg.data:
         check_corpus(cfg)  # it can make a batch: checked before its vocabulary is learned (and --out claimed)

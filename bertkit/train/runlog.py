@@ -46,7 +46,6 @@ class RunLog:
     killed run logged after it goes (the resumed run logs those steps again)."""
 
     def __init__(self, out: str, log_to: Sequence[str] = (), resumed_at: int | None = None) -> None:
-        check_log_to(log_to)
         self.jsonl_path = os.path.join(out, "metrics.jsonl")
         self.csv_path = os.path.join(out, "metrics.csv")
         self.tensorboard_dir = os.path.join(out, "tensorboard")

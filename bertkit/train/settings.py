@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..config import AttnImplementation
+from ..errors import TrainingError
 from ..options import opt
+from .runlog import check_log_to
 
 
 @dataclass
@@ -66,6 +68,22 @@ class TrainConfig:
     )
     max_bad_steps: int = opt(5, "stop after this many non-finite losses in a row", may_change_on_resume=True)
     progress: bool = opt(True, "show a progress bar", may_change_on_resume=True)
+
+    def check(self) -> None:
+        """A TrainingError naming the flag for settings no run can start with. The one check of the loop's
+        settings: each command's run() calls it (a subclass adds its own rules) where the settings enter, on every
+        process, before --out is claimed; everything after trusts them."""
+        for name in self.counts():
+            if getattr(self, name) < 1:
+                raise TrainingError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        lr: float | None = self.lr  # a subclass may leave it None until the run settles it (a positive default)
+        if (lr is not None and lr <= 0) or not 0 <= self.warmup < 1:
+            raise TrainingError(f"need --lr > 0 and 0 <= --warmup < 1, got {self.lr} and {self.warmup}")
+        check_log_to(self.log_to)  # e.g. tensorboard not installed
+
+    def counts(self) -> tuple[str, ...]:
+        """The settings that count something and must be at least 1."""
+        return ("steps", "batch_size", "grad_accum", "log_every")
 
 
 def with_default(name: str, default: Any, help: str | None = None) -> Any:
