@@ -61,7 +61,7 @@ FLOORS = [
     ),
     (
         "text and data: the tokenizer, vocabularies, corpora, datasets, rows",
-        ["bertkit.pieces", "bertkit.tokenizer", "bertkit.vocab", "bertkit.data"],
+        ["bertkit.pieces", "bertkit.cutting", "bertkit.encoding", "bertkit.tokenizer", "bertkit.vocab", "bertkit.data"],
     ),
     (
         "tasks, scores and inference",

@@ -161,6 +161,34 @@ def test_every_module_has_a_docstring_that_names_its_job():
     assert missing == {}, f"modules whose docstring does not say what they are for: {missing}"
 
 
+# ----- every function fits on a screen or so ----------------------------------------------------------
+LONGEST_FUNCTION = 80  # lines, decorators and docstring included
+
+
+def long_functions(source: str, limit: int = LONGEST_FUNCTION) -> list[tuple[str, int]]:
+    """(name, lines) of each function or method of `source` longer than `limit` lines."""
+    return [
+        (node.name, node.end_lineno - min([node.lineno, *(d.lineno for d in node.decorator_list)]) + 1)
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.end_lineno - min([node.lineno, *(d.lineno for d in node.decorator_list)]) + 1 > limit
+    ]
+
+
+def test_no_bertkit_function_is_longer_than_80_lines():
+    found = {}
+    for module, path in sorted(bertkit_modules().items()):
+        with open(path, encoding="utf-8") as fh:
+            found.update({f"{module}.{name}": n for name, n in long_functions(fh.read())})
+    assert found == {}, f"functions over {LONGEST_FUNCTION} lines (split them by job): {found}"
+
+
+def test_the_length_check_counts_a_function_from_its_decorator_to_its_last_line():
+    body = "\n".join(f"    x{i} = {i}" for i in range(78))
+    source = f"@staticmethod\ndef f():\n{body}\n"  # 80 lines
+    assert long_functions(source) == [] and long_functions(source + "    return x0\n") == [("f", 81)]
+
+
 # ----- old names: one release of warnings, then gone -----------------------------------------------
 def moved_tables() -> dict[str, dict[str, str]]:
     """Old module -> {old name: "new.module:new_name"}, from every bertkit module whose __getattr__ is a moved()."""
