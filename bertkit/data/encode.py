@@ -79,7 +79,7 @@ class DocumentEncoder:
     the backend's. A document holding a character whose normalisation could reach past its neighbours
     (control and format characters, combining marks, unassigned code points), the text of a special or
     added token ("[MASK]", matched whole by the backend), or many short runs (English: a run per word),
-    goes to the backend whole. tests/test_encode.py checks the equality on real corpora and
+    goes to the backend whole. tests/data/test_encode.py checks the equality on real corpora and
     random text; bench/results/corpus_scale.md has the speed (People's Daily: about 4x the backend's).
     """
 

@@ -1,6 +1,6 @@
 """The scores bertkit reports, by what they measure, and the ways to show them. Each score equals a reference
-(tests/test_metrics.py and, for retrieval.py, tests/test_retrieval_metrics.py check them against it); import them
-from here:
+(tests/tasks/test_metrics.py and, for retrieval.py, tests/tasks/test_retrieval_metrics.py check them against
+it); import them from here:
 
     classification.py  predicted classes: classification_report, multilabel_report, roc_auc, confusion_matrix
                        (scikit-learn's)

@@ -1,4 +1,4 @@
-"""Scores of predicted classes against the true ones, each equal to scikit-learn's (tests/test_metrics.py checks):
+"""Scores of predicted classes against the true ones, each equal to scikit-learn's (tests/tasks/test_metrics.py checks):
 
     classification_report  accuracy, macro / weighted F1, per class precision, recall, F1, support
                            (zero_division=0)

@@ -4,7 +4,7 @@ bio_entities    tags -> entities (type, start, end) by a scheme: "seqeval" (leni
                 "IOB2" / "IOBES" (strict) as seqeval reads them in each mode, or "conlleval" (lenient)
                 as conlleval.pl reads them
 entity_report   entity-level precision, recall, F1 (micro over entities) and per type, equal to
-                seqeval's classification_report (tests/test_metrics.py checks)
+                seqeval's classification_report (tests/tasks/test_metrics.py checks)
 """
 
 from __future__ import annotations

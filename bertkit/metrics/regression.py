@@ -1,5 +1,5 @@
 """Scores of predicted numbers against the true ones: regression_report, mse and mae equal to scikit-learn's,
-Pearson and Spearman correlation to scipy's (tests/test_metrics.py checks). A correlation of a constant
+Pearson and Spearman correlation to scipy's (tests/tasks/test_metrics.py checks). A correlation of a constant
 sequence is undefined: nan.
 """
 

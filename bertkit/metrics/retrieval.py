@@ -1,4 +1,4 @@
-"""Scores of retrieval and reranking, equal to sentence-transformers' evaluators (tests/test_retrieval_metrics.py
+"""Scores of retrieval and reranking, equal to sentence-transformers' evaluators (tests/tasks/test_retrieval_metrics.py
 checks them against sentence-transformers 5.7 and scikit-learn):
 
     information_retrieval  queries against a corpus by embedding similarity: accuracy@k, precision@k, recall@k,
