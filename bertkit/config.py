@@ -50,8 +50,63 @@ def _default_id2label() -> dict[int, str]:
     return {0: "LABEL_0", 1: "LABEL_1"}
 
 
+class LabelMaps:
+    """id2label, label2id and num_labels of a config dataclass (BertConfig, ModernBertConfig), kept in step as
+    transformers keeps them: its __post_init__ calls _settle_labels, then setting one re-derives the others."""
+
+    id2label: dict[int, str]
+    label2id: dict[str, int] | None
+    num_labels: int | None
+
+    def _settle_labels(self) -> None:
+        """The three made consistent at construction (num_labels given and different: LABEL_0..); then ready."""
+        self.id2label = {int(k): str(v) for k, v in (self.id2label or {}).items()}
+        if self.num_labels is not None and self.num_labels != len(self.id2label):
+            self.id2label = {i: f"LABEL_{i}" for i in range(int(self.num_labels))}
+            self.label2id = None
+        if self.label2id is None:
+            self.label2id = {v: k for k, v in self.id2label.items()}
+        self.label2id = {str(k): int(v) for k, v in self.label2id.items()}
+        self.num_labels = len(self.id2label)
+        object.__setattr__(self, "_ready", True)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """After construction: `config.num_labels = 5` makes LABEL_0..LABEL_4; setting id2label re-derives the
+        other two."""
+        if self.__dict__.get("_ready") and name == "num_labels" and value != len(self.id2label):
+            object.__setattr__(self, "id2label", {i: f"LABEL_{i}" for i in range(int(value))})
+            object.__setattr__(self, "label2id", {f"LABEL_{i}": i for i in range(int(value))})
+        elif self.__dict__.get("_ready") and name == "id2label":
+            value = {int(k): str(v) for k, v in value.items()}
+            object.__setattr__(self, "label2id", {v: k for k, v in value.items()})
+            object.__setattr__(self, "num_labels", len(value))
+        object.__setattr__(self, name, value)
+
+
+def read_config_dict(path: str | os.PathLike[str]) -> tuple[str, dict[str, Any]]:
+    """(the file's path, its JSON object) of an HF config.json (a file, or a directory holding one); ConfigError
+    naming the file when it is missing, unreadable, not UTF-8, not JSON, or not an object."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        path = os.path.join(path, "config.json")
+    text = read_text(
+        path,
+        ConfigError,
+        missing="no such file; a model directory needs a config.json",
+        cannot_read="cannot read config: {error}",
+        not_utf8="not UTF-8 (byte {byte:#04x}); save config.json as UTF-8",
+    )
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{path}: line {e.lineno}, column {e.colno}: not valid JSON ({e.msg})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a JSON object of config fields, found {type(data).__name__}")
+    return path, data
+
+
 @dataclass
-class BertConfig:
+class BertConfig(LabelMaps):
     """Every number that shapes a BERT. Defaults are bert-base-uncased's, as in transformers."""
 
     vocab_size: int = 30522  # rows of the word embedding (and MLM output) matrix
@@ -95,28 +150,8 @@ class BertConfig:
     extra: dict[str, Any] = field(default_factory=dict)  # unknown config.json keys, kept as they were
 
     def __post_init__(self) -> None:
-        self.id2label = {int(k): str(v) for k, v in (self.id2label or {}).items()}
-        if self.num_labels is not None and self.num_labels != len(self.id2label):
-            self.id2label = {i: f"LABEL_{i}" for i in range(int(self.num_labels))}
-            self.label2id = None
-        if self.label2id is None:
-            self.label2id = {v: k for k, v in self.id2label.items()}
-        self.label2id = {str(k): int(v) for k, v in self.label2id.items()}
-        self.num_labels = len(self.id2label)
         self.pruned_heads = {int(k): sorted({int(h) for h in v}) for k, v in (self.pruned_heads or {}).items()}
-        object.__setattr__(self, "_ready", True)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        """Keep num_labels, id2label and label2id in step, as transformers does, after construction:
-        `config.num_labels = 5` makes LABEL_0..LABEL_4; setting id2label re-derives the other two."""
-        if self.__dict__.get("_ready") and name == "num_labels" and value != len(self.id2label):
-            object.__setattr__(self, "id2label", {i: f"LABEL_{i}" for i in range(int(value))})
-            object.__setattr__(self, "label2id", {f"LABEL_{i}": i for i in range(int(value))})
-        elif self.__dict__.get("_ready") and name == "id2label":
-            value = {int(k): str(v) for k, v in value.items()}
-            object.__setattr__(self, "label2id", {v: k for k, v in value.items()})
-            object.__setattr__(self, "num_labels", len(value))
-        object.__setattr__(self, name, value)
+        self._settle_labels()
 
     def replace(self, **overrides: Any) -> BertConfig:
         """A validated copy with some fields changed (runtime fields such as attn_implementation kept)."""
@@ -316,22 +351,7 @@ class BertConfig:
     @classmethod
     def from_json(cls, path: str | os.PathLike[str], *, size_bound: bool = True, **overrides: Any) -> BertConfig:
         """Read an HF config.json (a file, or a directory holding one); size_bound as in validate()."""
-        path = os.fspath(path)
-        if os.path.isdir(path):
-            path = os.path.join(path, "config.json")
-        text = read_text(
-            path,
-            ConfigError,
-            missing="no such file; a model directory needs a config.json",
-            cannot_read="cannot read config: {error}",
-            not_utf8="not UTF-8 (byte {byte:#04x}); save config.json as UTF-8",
-        )
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"{path}: line {e.lineno}, column {e.colno}: not valid JSON ({e.msg})") from None
-        if not isinstance(data, dict):
-            raise ConfigError(f"{path}: expected a JSON object of config fields, found {type(data).__name__}")
+        path, data = read_config_dict(path)
         try:
             return cls.from_dict(data, **overrides).validate(size_bound=size_bound)
         except ConfigError as e:

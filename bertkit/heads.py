@@ -345,6 +345,80 @@ def nsp_loss(logits: Tensor, labels: Tensor, name: str) -> Tensor:
     return F.cross_entropy(logits.float(), labels) if len(logits) else no_rows_loss(logits)
 
 
+def classification_loss(cfg: Any, logits: Tensor, labels: Tensor) -> Tensor:
+    """The loss of (B, num_labels) sequence logits by cfg.problem_type (BertConfig or ModernBertConfig), inferred
+    from the labels when None, as transformers infers it, and kept in cfg once the labels are valid."""
+    B, n = logits.shape
+    problem = cfg.problem_type
+    if problem is None:  # inferred from the labels, as in transformers; kept (and saved) once they are valid
+        problem = (
+            "regression"
+            if n == 1
+            else "single_label_classification"
+            if not labels.dtype.is_floating_point
+            else "multi_label_classification"
+        )
+    where = f" (problem_type {problem!r}{', inferred from the labels' if cfg.problem_type is None else ''})"
+    if problem == "regression":
+        shapes = ((B,), (B, 1)) if n == 1 else ((B, n),)
+        if tuple(labels.shape) not in shapes:
+            raise InputError(f"regression labels must have shape {shapes[0]}, got {tuple(labels.shape)}{where}")
+        loss = F.mse_loss(logits.reshape(-1).float(), labels.reshape(-1).to(torch.float32))
+    elif problem == "single_label_classification":
+        flat = labels.view(-1) if labels.dim() == 2 and labels.shape[1] == 1 else labels
+        try:
+            _check_class_labels("labels", flat, (B,), n)
+        except InputError as e:
+            raise InputError(f"{e}{where}") from None
+        loss = F.cross_entropy(logits.float(), flat)
+    else:
+        if tuple(labels.shape) != (B, n):
+            raise InputError(
+                f"multi-label labels must be (batch, num_labels) = ({B}, {n}) of 0/1, got {tuple(labels.shape)}{where}"
+            )
+        loss = F.binary_cross_entropy_with_logits(logits.float(), labels.to(torch.float32))
+    cfg.problem_type = problem
+    return loss
+
+
+def token_classification_loss(logits: Tensor, labels: Tensor) -> Tensor:
+    """Cross-entropy of (B, S, num_labels) token logits; labels -100 (padding, sub-words) skipped."""
+    n = logits.shape[-1]
+    _check_class_labels("labels", labels, logits.shape[:2], n, ignore=True)
+    return F.cross_entropy(logits.reshape(-1, n).float(), labels.reshape(-1), ignore_index=IGNORE)
+
+
+def span_loss(
+    start_logits: Tensor, end_logits: Tensor, start_positions: Tensor | None, end_positions: Tensor | None
+) -> Tensor | None:
+    """Extractive QA's loss: the mean of the start and end cross-entropies over (B, S) logits; a position outside
+    the input (>= S) is ignored, as transformers clamps and ignores it. None without positions."""
+    if (start_positions is None) != (end_positions is None):
+        raise InputError("pass both start_positions and end_positions, or neither")
+    if start_positions is None or end_positions is None:
+        return None
+    B, S = start_logits.shape
+    positions = []
+    for name, pos in (("start_positions", start_positions), ("end_positions", end_positions)):
+        pos = pos.view(-1) if pos.dim() == 2 and pos.shape[1] == 1 else pos
+        if tuple(pos.shape) != (B,) or pos.dtype.is_floating_point:
+            raise InputError(f"{name} must be {B} integer token positions, got {tuple(pos.shape)} {pos.dtype}")
+        positions.append(pos.clamp(0, S))  # S = "not in this input": ignored below
+    if not B:
+        return no_rows_loss(start_logits)
+    return (
+        F.cross_entropy(start_logits.float(), positions[0], ignore_index=S)
+        + F.cross_entropy(end_logits.float(), positions[1], ignore_index=S)
+    ) / 2
+
+
+def choice_loss(logits: Tensor, labels: Tensor) -> Tensor:
+    """Cross-entropy of (B, choices) scores against the right choice of each row."""
+    B, C = logits.shape
+    _check_class_labels("labels", labels, (B,), C)
+    return F.cross_entropy(logits.float(), labels) if B else no_rows_loss(logits)
+
+
 # ----- pretraining heads -------------------------------------------------------------------------
 class BertForPreTraining(_HeadModel):
     """BERT's pretraining: masked-token prediction and next-sentence prediction, losses summed."""
@@ -494,38 +568,7 @@ class BertForSequenceClassification(_LabelledHead):
         return self.classifier(self.dropout(out.pooler_output))  # (B, num_labels)
 
     def loss(self, logits: Tensor, labels: Tensor) -> Tensor:
-        cfg, B, n = self.config, logits.shape[0], self.num_labels
-        problem = cfg.problem_type
-        if problem is None:  # inferred from the labels, as in transformers; kept (and saved) once they are valid
-            problem = (
-                "regression"
-                if n == 1
-                else "single_label_classification"
-                if not labels.dtype.is_floating_point
-                else "multi_label_classification"
-            )
-        where = f" (problem_type {problem!r}{', inferred from the labels' if cfg.problem_type is None else ''})"
-        if problem == "regression":
-            shapes = ((B,), (B, 1)) if n == 1 else ((B, n),)
-            if tuple(labels.shape) not in shapes:
-                raise InputError(f"regression labels must have shape {shapes[0]}, got {tuple(labels.shape)}{where}")
-            loss = F.mse_loss(logits.reshape(-1).float(), labels.reshape(-1).to(torch.float32))
-        elif problem == "single_label_classification":
-            flat = labels.view(-1) if labels.dim() == 2 and labels.shape[1] == 1 else labels
-            try:
-                _check_class_labels("labels", flat, (B,), n)
-            except InputError as e:
-                raise InputError(f"{e}{where}") from None
-            loss = F.cross_entropy(logits.float(), flat)
-        else:
-            if tuple(labels.shape) != (B, n):
-                raise InputError(
-                    f"multi-label labels must be (batch, num_labels) = ({B}, {n}) of 0/1, "
-                    f"got {tuple(labels.shape)}{where}"
-                )
-            loss = F.binary_cross_entropy_with_logits(logits.float(), labels.to(torch.float32))
-        cfg.problem_type = problem
-        return loss
+        return classification_loss(self.config, logits, labels)
 
 
 class BertForTokenClassification(_LabelledHead):
@@ -545,8 +588,7 @@ class BertForTokenClassification(_LabelledHead):
         return self.classifier(self.dropout(out.last_hidden_state))  # (B, S, num_labels)
 
     def loss(self, logits: Tensor, labels: Tensor) -> Tensor:
-        _check_class_labels("labels", labels, logits.shape[:2], self.num_labels, ignore=True)
-        return F.cross_entropy(logits.reshape(-1, self.num_labels).float(), labels.reshape(-1), ignore_index=IGNORE)
+        return token_classification_loss(logits, labels)
 
 
 class BertForQuestionAnswering(_HeadModel):
@@ -596,24 +638,7 @@ class BertForQuestionAnswering(_HeadModel):
         )
         logits = self.qa_outputs(out.last_hidden_state)  # (B, S, 2)
         start_logits, end_logits = (t.squeeze(-1).contiguous() for t in logits.split(1, dim=-1))  # (B, S) each
-        loss = None
-        if (start_positions is None) != (end_positions is None):
-            raise InputError("pass both start_positions and end_positions, or neither")
-        if start_positions is not None:
-            assert end_positions is not None  # both or neither, checked above
-            B, S = start_logits.shape
-            positions = []
-            for name, pos in (("start_positions", start_positions), ("end_positions", end_positions)):
-                pos = pos.view(-1) if pos.dim() == 2 and pos.shape[1] == 1 else pos
-                if tuple(pos.shape) != (B,) or pos.dtype.is_floating_point:
-                    raise InputError(f"{name} must be {B} integer token positions, got {tuple(pos.shape)} {pos.dtype}")
-                positions.append(pos.clamp(0, S))  # S = "not in this input": ignored below
-            loss = (
-                F.cross_entropy(start_logits.float(), positions[0], ignore_index=S)
-                + F.cross_entropy(end_logits.float(), positions[1], ignore_index=S)
-            ) / 2
-            if not B:
-                loss = no_rows_loss(logits)
+        loss = span_loss(start_logits, end_logits, start_positions, end_positions)
         return _returned(
             QuestionAnsweringOutput(loss, start_logits, end_logits, out.hidden_states, out.attentions), return_dict
         )
@@ -679,10 +704,7 @@ class BertForMultipleChoice(_HeadModel):
             output_hidden_states,
         )
         logits = self.classifier(self.dropout(out.pooler_output)).view(B, C)  # (B, choices)
-        loss = None
-        if labels is not None:
-            _check_class_labels("labels", labels, (B,), C)
-            loss = F.cross_entropy(logits.float(), labels) if B else no_rows_loss(logits)
+        loss = choice_loss(logits, labels) if labels is not None else None
         return _returned(ClassifierOutput(loss, logits, out.hidden_states, out.attentions), return_dict)
 
 

@@ -17,10 +17,9 @@ and how); every layer reads that AttentionPath and reads nothing.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 
 import torch
 from torch import Tensor, nn
@@ -32,13 +31,10 @@ from .config import AttnImplementation, BertConfig
 from .deprecated import moved
 from .errors import ConfigError, InputError
 from .plan import KVCache, LegacyCache, make_plan
+from .pretrained import PreTrainedModel
 
 if TYPE_CHECKING:
     from dataclasses import Field
-
-    from .checkpoint import LoadReport
-
-_Model = TypeVar("_Model", bound="BertPreTrainedModel")
 
 
 class ModelOutput:
@@ -490,17 +486,12 @@ class InferenceModel(Protocol):
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 
 
-class BertPreTrainedModel(nn.Module):
-    """What every bertkit model shares: init, checkpoints, pruning, gradient checkpointing."""
+class BertPreTrainedModel(PreTrainedModel):
+    """What BERT and ELECTRA models share (pretrained.py: what every family shares): init, pruning, gradient
+    checkpointing, the attention implementation. ELECTRA's classes set model_type "electra" (electra.py)."""
 
-    base_model_prefix = "bert"
-    # The config.model_type this class builds, written to config.json (ELECTRA's classes: "electra", electra.py)
-    model_type = "bert"
-    # Parameters a checkpoint may lack; they are freshly initialised and listed in a warning.
-    _missing_ok: tuple[str, ...] = ()
-    # {parameter: the parameter it shares storage with} while config.tie_word_embeddings is True;
-    # heads with an MLM decoder tie it to the word embeddings. The loader reads a tied pair once.
-    _tied_weights: dict[str, str] = {}
+    config: BertConfig
+    config_class = BertConfig
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
@@ -529,23 +520,6 @@ class BertPreTrainedModel(nn.Module):
         self.tie_weights()
         kernels.track(self)  # packed inference weights then see every later edit of them (kernels.py)
 
-    def train(self, mode: bool = True) -> BertPreTrainedModel:
-        """nn.Module.train; training drops the packed inference weights (kernels.py), which it does not use."""
-        if mode:
-            kernels.forget(self)
-        return super().train(mode)
-
-    def tied_weights(self) -> dict[str, str]:
-        """{parameter name: the parameter it shares storage with}: the class's _tied_weights when the
-        config ties word embeddings (tie_word_embeddings=True), else none."""
-        return dict(self._tied_weights) if self.config.tie_word_embeddings else {}
-
-    def tie_weights(self) -> None:
-        """Make the parameters named in tied_weights() one tensor again (after init or loading)."""
-        for name, source in self.tied_weights().items():
-            module, _, attribute = name.rpartition(".")
-            setattr(self.get_submodule(module), attribute, self.get_parameter(source))
-
     def _init_weights(self, module: nn.Module) -> None:
         """BERT's initialisation: normal(0, initializer_range) weights, zero biases, LayerNorm 1/0."""
         std = self.config.initializer_range
@@ -566,17 +540,6 @@ class BertPreTrainedModel(nn.Module):
     def base_model(self) -> BertModel:
         # the encoder at self.bert (self.electra); a BertModel is its own
         return cast("BertModel", getattr(self, self.base_model_prefix, self))
-
-    @property
-    def device(self) -> torch.device:
-        return next(self.parameters()).device
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return next(self.parameters()).dtype
-
-    def num_parameters(self, trainable_only: bool = False) -> int:
-        return sum(p.numel() for p in self.parameters() if p.requires_grad or not trainable_only)
 
     def prune_heads(self, heads_to_prune: Mapping[int, Iterable[int]]) -> None:
         """Remove attention heads, e.g. {0: [1, 2]}; recorded in config.pruned_heads for saving."""
@@ -617,40 +580,6 @@ class BertPreTrainedModel(nn.Module):
 
     def get_input_embeddings(self) -> nn.Embedding:
         return self.base_model.embeddings.word_embeddings
-
-    @overload
-    @classmethod
-    def from_pretrained(
-        cls: type[_Model], path: str | os.PathLike[str], *, output_loading_info: Literal[True], **kwargs: Any
-    ) -> tuple[_Model, LoadReport]: ...
-
-    @overload
-    @classmethod
-    def from_pretrained(
-        cls: type[_Model], path: str | os.PathLike[str], *, output_loading_info: Literal[False] = False, **kwargs: Any
-    ) -> _Model: ...
-
-    @overload
-    @classmethod
-    def from_pretrained(
-        cls: type[_Model], path: str | os.PathLike[str], *, output_loading_info: bool, **kwargs: Any
-    ) -> _Model | tuple[_Model, LoadReport]: ...
-
-    @classmethod
-    def from_pretrained(
-        cls: type[_Model], path: str | os.PathLike[str], **kwargs: Any
-    ) -> _Model | tuple[_Model, LoadReport]:
-        """Load an HF-layout directory (config.json + model.safetensors or pytorch_model.bin); with
-        output_loading_info=True, (model, the LoadReport: the tensors missing, unexpected, mismatched)."""
-        from .checkpoint import load_pretrained
-
-        return load_pretrained(cls, path, **kwargs)
-
-    def save_pretrained(self, path: str | os.PathLike[str]) -> None:
-        """Write config.json + model.safetensors that bertkit and transformers both load."""
-        from .checkpoint import save_pretrained
-
-        save_pretrained(self, path)
 
 
 class BertModel(BertPreTrainedModel):
