@@ -9,6 +9,9 @@ Every backend has one signature:
         scale: None for BERT's 1 / sqrt(head_dim)
         -> context (B, heads, S, head_dim), probabilities (B, heads, S, T) or None
 
+ModernBERT's layers add rotary positions (rotary_tables, rotate: q and k turned before the scores) and a local
+window on some layers (window_mask); the backends are the same.
+
 `eager` writes softmax(q k^T * scale + mask) v out by hand and returns the probabilities.
 `sdpa` calls torch's fused scaled_dot_product_attention (flash / memory-efficient kernels) and
 returns no probabilities. Features only `eager` can do (returning probabilities, head_mask,
@@ -173,6 +176,34 @@ def cross_attention_mask(encoder_attention_mask: Tensor, dtype: torch.dtype) -> 
     if encoder_attention_mask.dim() == 3:
         return to_additive(encoder_attention_mask[:, None, :, :], dtype)
     return to_additive(encoder_attention_mask[:, None, None, :], dtype)
+
+
+def window_mask(attention_mask: Tensor, window: int, dtype: torch.dtype) -> Tensor:
+    """ModernBERT's local layers: the additive (B, 1, S, S) self-attention mask of `attention_mask` (B, S) where
+    query i also ignores every key j with |i - j| > window // 2 (transformers' sliding_window_mask)."""
+    S = attention_mask.shape[1]
+    positions = torch.arange(S, device=attention_mask.device)
+    near = (positions[None, :] - positions[:, None]).abs() <= window // 2  # (S, S)
+    return to_additive(attention_mask[:, None, None, :].bool() & near[None, None], dtype)  # (B, 1, S, S)
+
+
+# ----- rotary positions (ModernBERT) -----------------------------------------------------------------
+def rotary_tables(position_ids: Tensor, head_dim: int, theta: float, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+    """cos and sin (B, S, head_dim) of rotary positions (Su et al. 2021) at `position_ids` (B or 1, S), frequency
+    theta^(-2i / head_dim) for pair i, in float32 as transformers computes them (NeoX layout: the two halves of a
+    head are the pairs' two coordinates)."""
+    exponents = torch.arange(0, head_dim, 2, dtype=torch.int64, device=position_ids.device).float() / head_dim
+    inv_freq = 1.0 / (theta**exponents)  # (head_dim / 2,)
+    freqs = position_ids[..., None].float() * inv_freq  # (B, S, head_dim / 2)
+    angles = torch.cat((freqs, freqs), dim=-1)  # (B, S, head_dim)
+    return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """x (B, heads, S, head_dim) turned by its positions' angles: x cos + rotate_half(x) sin, cos / sin (B, S, D)."""
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)  # rotate_half: (-x2, x1)
+    return x * cos[:, None] + rotated * sin[:, None]
 
 
 # ----- the unpadded (varlen) path ----------------------------------------------------------------

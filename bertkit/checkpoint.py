@@ -37,11 +37,11 @@ import re
 import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, Protocol, TypeVar, cast, overload
 
 import torch
 
-from .config import BertConfig
+from .config import BertConfig, read_config_dict
 from .errors import BertkitWarning, CheckpointError, ConfigError, NonFiniteError
 from .files import atomic_write
 from .finite import check_weights
@@ -68,17 +68,18 @@ _DERIVED_BUFFERS = re.compile(r"(^|\.)embeddings\.(position_ids|token_type_ids)$
 
 
 class PretrainedModel(Protocol):
-    """What checkpoint IO uses of a model: model.BertPreTrainedModel and its subclasses are the ones there are.
-    model.py imports this module, so it is named here by its shape (an import would close a cycle)."""
+    """What checkpoint IO uses of a model: pretrained.PreTrainedModel and its subclasses are the ones there are.
+    pretrained.py imports this module, so it is named here by its shape (an import would close a cycle)."""
 
     model_type: str  # read from the class too (model_class_for), so not a property
     base_model_prefix: str
+    config_class: ClassVar[type[Any]]  # BertConfig, ModernBertConfig: what reads the family's config.json
 
     @property
-    def config(self) -> BertConfig: ...
+    def config(self) -> Any: ...  # an instance of config_class
     @property
     def _missing_ok(self) -> tuple[str, ...]: ...
-    def __init__(self, config: BertConfig, **kwargs: Any) -> None: ...
+    def __init__(self, config: Any, **kwargs: Any) -> None: ...
     def tied_weights(self) -> dict[str, str]: ...
     def tie_weights(self) -> None: ...
 
@@ -513,8 +514,8 @@ def load_pretrained(
     """
     model_kwargs, config_overrides = _split_kwargs(cls, kwargs)
     directory = _model_directory(path)
-    config, source = _read_config(directory, config, config_overrides)
-    cls = model_class_for(cls, config.model_type, directory)
+    cls = model_class_for(cls, config.model_type if config is not None else _model_type_of(directory), directory)
+    config, source = _read_config(cls.config_class, directory, config, config_overrides)
     state = read_weights(directory) if weights_file(directory) else None
     check_sizes(config, directory, state, source, tensors=not ignore_mismatched_sizes)  # before a module is built
     if state is None:
@@ -545,7 +546,10 @@ def load_pretrained(
 # The module that defines a model type's classes and its table {BERT class: that type's counterpart}. Found by name
 # when a directory of that type is loaded: the module builds on model.py, which imports this one, so a static import
 # here would close a cycle (transformers' Auto classes find a model type's module by name the same way).
-MODEL_TYPE_CLASSES = {"electra": ("bertkit.electra", "ELECTRA_CLASSES")}
+MODEL_TYPE_CLASSES = {
+    "electra": ("bertkit.electra", "ELECTRA_CLASSES"),
+    "modernbert": ("bertkit.modernbert", "MODERNBERT_CLASSES"),
+}
 
 
 def model_class_for(cls: type[ModelT], model_type: str, directory: str = "the model") -> type[ModelT]:
@@ -555,6 +559,9 @@ def model_class_for(cls: type[ModelT], model_type: str, directory: str = "the mo
     if model_type == cls.model_type:
         return cls
     kind = model_type if model_type != "bert" else cls.model_type  # the type other than BERT's
+    if kind not in MODEL_TYPE_CLASSES:
+        known = ", ".join(repr(t) for t in ("bert", *MODEL_TYPE_CLASSES))
+        raise CheckpointError(f"{directory}: config.json's model_type is {model_type!r}; bertkit reads {known} folders")
     module, table = MODEL_TYPE_CLASSES[kind]
     found = importlib.import_module(module)
     pairs = getattr(found, table)  # {BERT class: its counterpart of type `kind`}
@@ -586,11 +593,12 @@ def _split_kwargs(cls: type[PretrainedModel], kwargs: dict[str, Any]) -> tuple[d
     init_params = set(inspect.signature(cls.__init__).parameters) - {"self", "config"}
     model_kwargs = {k: v for k, v in kwargs.items() if k in init_params}
     config_overrides = {k: v for k, v in kwargs.items() if k not in init_params}
-    unknown = sorted(set(config_overrides) - (BertConfig.field_names() - {"extra"}))
+    config_class = cls.config_class
+    unknown = sorted(set(config_overrides) - (config_class.field_names() - {"extra"}))
     if unknown:
         raise ConfigError(
             f"{cls.__name__}.from_pretrained got unknown argument(s) {', '.join(unknown)}: "
-            f"pass BertConfig fields, {', '.join(sorted(init_params)) or 'no model arguments'}, "
+            f"pass {config_class.__name__} fields, {', '.join(sorted(init_params)) or 'no model arguments'}, "
             "config, dtype, device, ignore_mismatched_sizes or output_loading_info"
         )
     return model_kwargs, config_overrides
@@ -607,13 +615,25 @@ def _model_directory(path: str | os.PathLike[str]) -> str:
     return directory
 
 
-def _read_config(directory: str, config: BertConfig | None, overrides: dict[str, Any]) -> tuple[BertConfig, str]:
-    """config.json with `overrides`, or the given config object with them, validated but for the bound on memory
-    (check_sizes applies it once the sizes are checked against the weights); and where it comes from, in words."""
+def _model_type_of(directory: str) -> str:
+    """config.json's model_type ("bert" where it names none, as BertConfig reads it): which family loads it."""
+    try:
+        _, data = read_config_dict(os.path.join(directory, CONFIG))
+    except ConfigError as e:
+        raise CheckpointError(str(e)) from None
+    return str(data.get("model_type", "bert"))
+
+
+def _read_config(
+    config_class: type[Any], directory: str, config: Any | None, overrides: dict[str, Any]
+) -> tuple[Any, str]:
+    """config.json as `config_class` (BertConfig, ModernBertConfig) with `overrides`, or the given config object
+    with them, validated but for the bound on memory (check_sizes applies it once the sizes are checked against the
+    weights); and where it comes from, in words."""
     if config is not None:
         return (config.replace(**overrides) if overrides else config.validate(size_bound=False)), "the config given"
     try:
-        config = BertConfig.from_json(os.path.join(directory, CONFIG), size_bound=False, **overrides)
+        config = config_class.from_json(os.path.join(directory, CONFIG), size_bound=False, **overrides)
     except ConfigError as e:
         raise CheckpointError(str(e)) from None
     return config, f"{CONFIG} with the arguments given" if overrides else CONFIG
