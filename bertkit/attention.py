@@ -40,6 +40,7 @@ AttentionPath (a varlen_attention called on its own, without a layout, reads cu_
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -181,9 +182,7 @@ def cross_attention_mask(encoder_attention_mask: Tensor, dtype: torch.dtype) -> 
 def window_mask(attention_mask: Tensor, window: int, dtype: torch.dtype) -> Tensor:
     """ModernBERT's local layers: the additive (B, 1, S, S) self-attention mask of `attention_mask` (B, S) where
     query i also ignores every key j with |i - j| > window // 2 (transformers' sliding_window_mask)."""
-    S = attention_mask.shape[1]
-    positions = torch.arange(S, device=attention_mask.device)
-    near = (positions[None, :] - positions[:, None]).abs() <= window // 2  # (S, S)
+    near = _near(attention_mask.shape[1], window, attention_mask.device)  # (S, S)
     return to_additive(attention_mask[:, None, None, :].bool() & near[None, None], dtype)  # (B, 1, S, S)
 
 
@@ -217,7 +216,13 @@ def _varlen_kernel() -> Callable[..., Tensor] | None:
 
 
 def varlen_layout(
-    bounds: list[int], *, device: torch.device | str, dtype: torch.dtype, dropout_p: float, grad: bool
+    bounds: list[int],
+    *,
+    device: torch.device | str,
+    dtype: torch.dtype,
+    dropout_p: float,
+    grad: bool,
+    windowed: bool = False,
 ) -> padding.Layout:
     """How varlen_attention runs, for one forward pass (dtype: what q will be, autocast included).
 
@@ -227,9 +232,12 @@ def varlen_layout(
     each padded to its longest member (`grouping.group_plan`: a call with its backward costs about
     as much as grouping.CALL_COST query-key pairs of work); on CUDA, as one padded call. A batch
     without padding is one call in every case. Only Python ints are looked at: no device read.
+    windowed: some layers attend within a window (ModernBERT): the kernel only where torch's takes window_size.
     """
     cuda = torch.device(device).type == "cuda"
-    if cuda and dtype in (torch.float16, torch.bfloat16) and dropout_p == 0.0 and _varlen_kernel() is not None:
+    kernel = _varlen_kernel()
+    fits = kernel is not None and (not windowed or "window_size" in inspect.signature(kernel).parameters)
+    if cuda and dtype in (torch.float16, torch.bfloat16) and dropout_p == 0.0 and fits:
         return padding.Layout("kernel")
     if not cuda and not grad:
         return padding.Layout("runs", tuple(grouping.equal_length_runs(bounds)))
@@ -246,8 +254,10 @@ def varlen_attention(
     dropout_p: float,
     bounds: list[int] | None = None,
     layout: padding.Layout | None = None,
+    window: int | None = None,
 ) -> Tensor:
-    """Attention within each sequence of an unpadded batch; q, k, v (N, heads, head_dim).
+    """Attention within each sequence of an unpadded batch; q, k, v (N, heads, head_dim). window: token i sees only
+    the keys j of its sequence with |i - j| <= window // 2 (ModernBERT's local layers); None: all of them.
 
     Runs as `layout` says (varlen_layout, chosen once per forward pass by BertModel). A call
     without one (on its own, outside a model) chooses it here by the same rule, reading
@@ -261,13 +271,15 @@ def varlen_attention(
             dtype=q.dtype,
             dropout_p=dropout_p,
             grad=q.requires_grad and torch.is_grad_enabled(),
+            windowed=window is not None,
         )
     if layout.how == "kernel":
         kernel = _varlen_kernel()
         assert kernel is not None, "varlen_layout chooses the kernel only where torch has it"
-        return kernel(q, k, v, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen)
+        sides = {} if window is None else {"window_size": (window // 2, window // 2)}
+        return kernel(q, k, v, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen, **sides)
     if layout.how == "runs":
-        return _per_run_attention(q, k, v, layout.plan, dropout_p)
+        return _per_run_attention(q, k, v, layout.plan, dropout_p, window)
     groups = layout.plan
     if len(groups) == 1 and groups[0][0] is None:  # every sequence the same length: a reshape, one call
         n = groups[0][2].shape[0]
@@ -275,7 +287,8 @@ def varlen_attention(
         def heads(x: Tensor) -> Tensor:  # (n * L, heads, d) -> (n, heads, L, d)
             return x.view(n, x.shape[0] // n, *x.shape[1:]).transpose(1, 2)
 
-        context = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), dropout_p=dropout_p)
+        mask = _band(q.shape[0] // n, window, q)
+        context = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), attn_mask=mask, dropout_p=dropout_p)
         return context.transpose(1, 2).reshape(q.shape)
     sources, contexts = [], []
     for source, slots, keep, full in groups:  # source: the group's token rows; slots: their places in (n_g * L)
@@ -291,6 +304,9 @@ def varlen_attention(
             )
 
         mask = None if full else keep[:, None, None, :]  # (n_g, 1, 1, L): keys that are real
+        if window is not None and window // 2 < L - 1:  # and near: additive, so a padded query's row stays finite
+            near = _near(L, window, q.device)[None, None]  # (1, 1, L, L)
+            mask = to_additive(near & keep[:, None, None, :] if not full else near, q.dtype)
         context = F.scaled_dot_product_attention(pad(q), pad(k), pad(v), attn_mask=mask, dropout_p=dropout_p)
         contexts.append(context.transpose(1, 2).reshape(n_g * L, *q.shape[1:]).index_select(0, slots))
         sources.append(source)
@@ -300,7 +316,7 @@ def varlen_attention(
 
 
 def _per_run_attention(
-    q: Tensor, k: Tensor, v: Tensor, runs: Sequence[tuple[int, int, int]], dropout_p: float
+    q: Tensor, k: Tensor, v: Tensor, runs: Sequence[tuple[int, int, int]], dropout_p: float, window: int | None = None
 ) -> Tensor:
     out = []
     for start, end, n in runs:  # n sequences of equal length (grouping.equal_length_runs): one batched call
@@ -308,6 +324,21 @@ def _per_run_attention(
         def heads(x: Tensor, start: int = start, end: int = end, n: int = n) -> Tensor:
             return x[start:end].view(n, (end - start) // n, *x.shape[1:]).transpose(1, 2)
 
-        context = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), dropout_p=dropout_p)
+        mask = _band((end - start) // n, window, q)
+        context = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), attn_mask=mask, dropout_p=dropout_p)
         out.append(context.transpose(1, 2).reshape(end - start, *q.shape[1:]))
     return torch.cat(out) if len(out) > 1 else out[0] if out else q
+
+
+def _band(L: int, window: int | None, like: Tensor) -> Tensor | None:
+    """The additive (L, L) mask of a window over sequences of length L (|i - j| <= window // 2), in like's dtype and
+    device; None without a window or where the window holds the whole sequence."""
+    if window is None or window // 2 >= L - 1:
+        return None
+    return to_additive(_near(L, window, like.device), like.dtype)
+
+
+def _near(L: int, window: int, device: torch.device) -> Tensor:
+    """(L, L) bool: key j is within query i's window (|i - j| <= window // 2)."""
+    positions = torch.arange(L, device=device)
+    return (positions[None, :] - positions[:, None]).abs() <= window // 2

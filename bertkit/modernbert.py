@@ -35,7 +35,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
-from . import attention
+from . import attention, padding
 from .activations import ACT2FN
 from .config import ACTIVATIONS, PROBLEM_TYPES, LabelMaps, ProblemType, memory_bound, read_config_dict
 from .errors import ConfigError, InputError
@@ -59,7 +59,7 @@ from .plan import check_tensors
 from .pretrained import PreTrainedModel
 
 ClassifierPooling = Literal["cls", "mean"]
-ModernAttnImplementation = Literal["auto", "eager", "sdpa"]
+ModernAttnImplementation = Literal["auto", "eager", "sdpa", "varlen"]
 # Fields that are settings of this process, not of the checkpoint: never written to config.json.
 RUNTIME_FIELDS = ("attn_implementation", "extra", "num_labels")
 # transformers' runtime switch (torch.compile of parts of the model), which its to_dict drops as well
@@ -117,8 +117,9 @@ class ModernBertConfig(LabelMaps):
     output_hidden_states: bool = False
     architectures: list[str] | None = None
     model_type: str = "modernbert"
-    # runtime, not saved: eager | sdpa (both equal to transformers) | auto (sdpa; eager when probabilities are
-    # asked for)
+    # runtime, not saved: eager | sdpa (padded; both equal to transformers) | varlen (padding removed before the
+    # layers; zeros at padded positions) | auto (the default: varlen when the batch has padding, else sdpa; eager
+    # when probabilities are asked for)
     attn_implementation: ModernAttnImplementation = "auto"
     extra: dict[str, Any] = field(default_factory=dict)  # unknown config.json keys, kept as they were
 
@@ -316,6 +317,22 @@ class ModernBertEmbeddings(nn.Module):
         return self.drop(self.norm(embeddings))
 
 
+@dataclass(frozen=True)
+class Route:
+    """How one forward pass attends, decided once by ModernBertModel and read by every layer.
+
+    backend "eager" | "sdpa": padded (B, heads, S, S) calls of attention.BACKENDS, masks[local] the additive
+            (B, 1, S, S) mask of a global (False) or local (True) layer
+            "varlen": the real tokens only, (N, heads, head_dim); tokens says where the sequences are
+    window: a local layer's window (config.local_attention)
+    """
+
+    backend: str
+    window: int
+    masks: dict[bool, Tensor] = field(default_factory=dict)
+    tokens: padding.Unpadded | None = None
+
+
 class ModernBertAttention(nn.Module):
     """Self-attention with rotary positions: Wqkv -> q, k turned by position -> attention -> Wo."""
 
@@ -328,14 +345,31 @@ class ModernBertAttention(nn.Module):
         self.out_drop = nn.Dropout(config.attention_dropout) if config.attention_dropout > 0.0 else nn.Identity()
 
     def forward(
-        self, hidden_states: Tensor, rotary: tuple[Tensor, Tensor], mask: Tensor, backend: str
+        self, hidden_states: Tensor, rotary: tuple[Tensor, Tensor], local: bool, route: Route
     ) -> tuple[Tensor, Tensor | None]:
+        dropout_p = self.dropout_p if self.training else 0.0
+        if route.tokens is not None:  # padding-free: (N, H), the real tokens of every sequence one after another
+            N, H = hidden_states.shape
+            q, k, v = self.Wqkv(hidden_states).view(N, 3, self.num_heads, self.head_dim).unbind(1)  # (N, heads, D)
+            q, k = attention.rotate(q, *rotary), attention.rotate(k, *rotary)
+            tokens = route.tokens
+            context = attention.varlen_attention(
+                q,
+                k,
+                v,
+                tokens.cu_seqlens,
+                tokens.max_seqlen,
+                dropout_p=dropout_p,
+                layout=tokens.layout,
+                window=route.window if local else None,
+            )
+            return self.out_drop(self.Wo(context.reshape(N, H))), None
         B, S, H = hidden_states.shape
         qkv = self.Wqkv(hidden_states).view(B, S, 3, self.num_heads, self.head_dim)
         q, k, v = qkv.transpose(3, 1).unbind(dim=2)  # (B, heads, S, head_dim) each
         q, k = attention.rotate(q, *rotary), attention.rotate(k, *rotary)
-        context, probs = attention.BACKENDS[backend](
-            q, k, v, mask, dropout_p=self.dropout_p if self.training else 0.0, scale=self.head_dim**-0.5
+        context, probs = attention.BACKENDS[route.backend](
+            q, k, v, route.masks[local], dropout_p=dropout_p, scale=self.head_dim**-0.5
         )
         context = context.transpose(1, 2).reshape(B, S, H)  # heads side by side again
         return self.out_drop(self.Wo(context)), probs
@@ -371,9 +405,9 @@ class ModernBertEncoderLayer(nn.Module):
         self.mlp = ModernBertMLP(config)
 
     def forward(
-        self, hidden_states: Tensor, rotary: tuple[Tensor, Tensor], mask: Tensor, backend: str
+        self, hidden_states: Tensor, rotary: tuple[Tensor, Tensor], local: bool, route: Route
     ) -> tuple[Tensor, Tensor | None]:
-        attended, probs = self.attn(self.attn_norm(hidden_states), rotary, mask, backend)
+        attended, probs = self.attn(self.attn_norm(hidden_states), rotary, local, route)
         hidden_states = hidden_states + attended
         return hidden_states + self.mlp(self.mlp_norm(hidden_states)), probs
 
@@ -463,32 +497,59 @@ class ModernBertModel(ModernBertPreTrainedModel):
         cfg = self.config
         want_probs = cfg.output_attentions if output_attentions is None else output_attentions
         want_hidden = cfg.output_hidden_states if output_hidden_states is None else output_hidden_states
-        B, S = _check_inputs(input_ids, attention_mask, position_ids, inputs_embeds, cfg.vocab_size)
+        B, S, lengths = _check_inputs(input_ids, attention_mask, position_ids, inputs_embeds, cfg.vocab_size)
         hidden = self.embeddings(input_ids, inputs_embeds)  # (B, S, H)
         if attention_mask is None:
             attention_mask = torch.ones(B, S, dtype=torch.long, device=hidden.device)
         if position_ids is None:
             position_ids = torch.arange(S, device=hidden.device)[None]  # (1, S): every row from 0, as transformers
-        masks = {  # additive (B, 1, S, S): global layers see every real token, local ones those near them too
-            False: attention.to_additive(attention_mask[:, None, None, :], hidden.dtype).expand(B, 1, S, S),
-            True: attention.window_mask(attention_mask, cfg.local_attention, hidden.dtype),
-        }
+        route = self._route(attention_mask, lengths, want_probs, hidden)
+        if route.tokens is not None:  # padding-free from here on: (N, H) and each token's position (N,)
+            hidden, position_ids = route.tokens.remove(hidden), route.tokens.remove(position_ids.expand(B, S))
         thetas = [cfg.rope_theta(i) for i in range(cfg.num_hidden_layers)]
         tables = {theta: attention.rotary_tables(position_ids, cfg.head_dim, theta, hidden.dtype) for theta in thetas}
-        backend = "eager" if want_probs or cfg.attn_implementation == "eager" else "sdpa"
         states: tuple[Tensor, ...] = ()
         probs_per_layer: tuple[Tensor, ...] = ()
         for i, layer in enumerate(self.layers):
             states += (hidden,) if want_hidden else ()
-            hidden, probs = layer(hidden, tables[thetas[i]], masks[cfg.is_local(i)], backend)
+            hidden, probs = layer(hidden, tables[thetas[i]], cfg.is_local(i), route)
             probs_per_layer += (probs,) if want_probs and probs is not None else ()
         states += (hidden,) if want_hidden else ()
+        hidden = self.final_norm(hidden)
+        if route.tokens is not None:  # back to (B, S, H), zeros at the padding
+            hidden, states = route.tokens.restore(hidden), tuple(route.tokens.restore(h) for h in states)
         out = BertModelOutput(
-            last_hidden_state=self.final_norm(hidden),
+            last_hidden_state=hidden,
             hidden_states=states if want_hidden else None,
             attentions=probs_per_layer if want_probs else None,
         )
         return out.to_tuple() if return_dict is False else out
+
+    def _route(self, attention_mask: Tensor, lengths: list[int], want_probs: bool, hidden: Tensor) -> Route:
+        """eager where probabilities are asked for (or configured); else sdpa, or padding-free (varlen) when the
+        batch has padding (auto) or always (varlen). Made from the lengths already read: no device read."""
+        cfg, (B, S) = self.config, attention_mask.shape
+        implementation = cfg.attn_implementation
+        if want_probs or implementation == "eager":
+            implementation = "eager"
+        elif implementation == "auto":
+            implementation = "varlen" if sum(lengths) < B * S else "sdpa"
+        if implementation == "varlen":
+            tokens = padding.unpad(attention_mask, lengths, largest=1)
+            layout = attention.varlen_layout(
+                tokens.bounds,
+                device=hidden.device,
+                dtype=hidden.dtype,
+                dropout_p=cfg.attention_dropout if self.training else 0.0,
+                grad=torch.is_grad_enabled() and hidden.requires_grad,
+                windowed=cfg.global_attn_every_n_layers > 1,
+            )
+            return Route("varlen", cfg.local_attention, tokens=dataclasses.replace(tokens, layout=layout))
+        masks = {  # additive (B, 1, S, S): global layers see every real token, local ones those near them too
+            False: attention.to_additive(attention_mask[:, None, None, :], hidden.dtype).expand(B, 1, S, S),
+            True: attention.window_mask(attention_mask, cfg.local_attention, hidden.dtype),
+        }
+        return Route(implementation, cfg.local_attention, masks)
 
 
 def _check_inputs(
@@ -497,8 +558,9 @@ def _check_inputs(
     position_ids: Tensor | None,
     inputs_embeds: Tensor | None,
     vocab_size: int,
-) -> tuple[int, int]:
-    """(B, S) of a forward pass's inputs, or an InputError naming the input that cannot work."""
+) -> tuple[int, int, list[int]]:
+    """(B, S, real tokens per row) of a forward pass's inputs, or an InputError naming the input that cannot work.
+    The one host read of the pass: the ids' range and the mask's row sums together."""
     check_tensors(
         input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, inputs_embeds=inputs_embeds
     )
@@ -515,11 +577,18 @@ def _check_inputs(
         raise InputError(f"attention_mask must be ({B}, {S}) like the input, got {tuple(attention_mask.shape)}")
     if position_ids is not None and tuple(position_ids.shape) not in ((B, S), (1, S)):
         raise InputError(f"position_ids must be ({B}, {S}) or (1, {S}), got {tuple(position_ids.shape)}")
-    if input_ids is not None and input_ids.numel() and not torch.compiler.is_compiling():
-        low, high = int(input_ids.min()), int(input_ids.max())  # the one read of the ids
-        if low < 0 or high >= vocab_size:
-            raise InputError(f"input_ids hold {low if low < 0 else high}, outside the vocabulary [0, {vocab_size})")
-    return B, S
+    if torch.compiler.is_compiling() or not B * S:
+        return B, S, [S] * B
+    mask = attention_mask.long() if attention_mask is not None else first.new_ones(B, S, dtype=torch.long)
+    ids = input_ids.long() if input_ids is not None else mask.new_zeros(1)
+    low, high, mask_low, mask_high, *lengths = torch.cat(
+        [ids.min()[None], ids.max()[None], mask.min()[None], mask.max()[None], mask.sum(-1)]
+    ).tolist()
+    if low < 0 or high >= vocab_size:
+        raise InputError(f"input_ids hold {low if low < 0 else high}, outside the vocabulary [0, {vocab_size})")
+    if mask_low < 0 or mask_high > 1:
+        raise InputError(f"attention_mask holds {mask_high if mask_high > 1 else mask_low}: 1 (attend) or 0 (padding)")
+    return B, S, lengths
 
 
 # ----- heads -------------------------------------------------------------------------------------------

@@ -88,10 +88,12 @@ def real(t, mask):
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
-@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+@pytest.mark.parametrize("attn", ["eager", "sdpa", "varlen", "auto"])
 def test_the_encoder_equals_transformers_on_real_tokens(tmp_path, variant, attn):
-    hf, folder = saved_by_transformers(tmp_path, transformers.ModernBertModel, attn, **VARIANTS[variant])
-    ours = ModernBertModel.from_pretrained(folder, attn_implementation=attn)
+    hf, folder = saved_by_transformers(
+        tmp_path, transformers.ModernBertModel, attn if attn == "eager" else "sdpa", **VARIANTS[variant]
+    )
+    ours = ModernBertModel.from_pretrained(folder, attn_implementation=attn)  # auto: padding-free, this batch has pads
     ids, mask = batch()
     with torch.no_grad():
         theirs = hf(input_ids=ids, attention_mask=mask, output_hidden_states=True)
@@ -101,6 +103,31 @@ def test_the_encoder_equals_transformers_on_real_tokens(tmp_path, variant, attn)
     for a, b in zip(mine.hidden_states, theirs.hidden_states):
         parity(real(a, mask), real(b, mask))
     assert torch.isfinite(mine.last_hidden_state).all()  # padded positions too: never NaN
+
+
+@pytest.mark.parametrize("window", [8, 7, 64])
+def test_the_padding_free_path_equals_the_padded_one_in_training_too(window):
+    """Gradients through the padding-free path (grouped SDPA calls when training, the window as a mask) equal the
+    padded path's; a row of padding only never gives NaN."""
+    torch.manual_seed(0)
+    config = ModernBertConfig(**SIZES, local_attention=window, attn_implementation="sdpa")
+    padded = randomised(ModernBertForMaskedLM(config))
+    free = ModernBertForMaskedLM(config.replace(attn_implementation="varlen"))
+    free.load_state_dict(padded.state_dict())
+    ids, mask = batch(lengths=(24, 22, 4, 0, 17))
+    labels = torch.where(mask.bool(), ids, -100)
+    grads = []
+    for model in (padded, free):
+        model.train()
+        loss = model(ids, mask, labels=labels).loss
+        loss.backward()
+        grads.append({n: p.grad for n, p in model.named_parameters()})
+        model.eval()
+        with torch.no_grad():
+            out = model.model(ids, mask).last_hidden_state
+        assert torch.isfinite(out).all()
+    for name, grad in grads[0].items():
+        assert torch.allclose(grad, grads[1][name], atol=1e-5), name
 
 
 def test_local_layers_attend_only_within_the_window_and_equal_transformers_weights(tmp_path):
@@ -130,7 +157,8 @@ def test_local_layers_attend_only_within_the_window_and_equal_transformers_weigh
 def test_every_head_equals_transformers_logits_and_loss(tmp_path, hf_name, ours_class, labels, pooling):
     extra = dict(local_attention=8, classifier_pooling=pooling, num_labels=3 if labels != "spans" else 2)
     hf, folder = saved_by_transformers(tmp_path, getattr(transformers, hf_name), "sdpa", **extra)
-    ours = ours_class.from_pretrained(folder)
+    # sdpa computes the padded positions as transformers does (QA's loss reads them); auto leaves zeros there
+    ours = ours_class.from_pretrained(folder, attn_implementation="sdpa")
     ids, mask = batch()
     g = torch.Generator().manual_seed(3)
     kw = {
