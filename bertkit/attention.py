@@ -287,7 +287,7 @@ def varlen_attention(
         def heads(x: Tensor) -> Tensor:  # (n * L, heads, d) -> (n, heads, L, d)
             return x.view(n, x.shape[0] // n, *x.shape[1:]).transpose(1, 2)
 
-        mask = _band(q.shape[0] // n, window, q)
+        mask = band(q.shape[0] // n, window, q)
         context = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), attn_mask=mask, dropout_p=dropout_p)
         return context.transpose(1, 2).reshape(q.shape)
     sources, contexts = [], []
@@ -324,13 +324,13 @@ def _per_run_attention(
         def heads(x: Tensor, start: int = start, end: int = end, n: int = n) -> Tensor:
             return x[start:end].view(n, (end - start) // n, *x.shape[1:]).transpose(1, 2)
 
-        mask = _band((end - start) // n, window, q)
+        mask = band((end - start) // n, window, q)
         context = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), attn_mask=mask, dropout_p=dropout_p)
         out.append(context.transpose(1, 2).reshape(end - start, *q.shape[1:]))
     return torch.cat(out) if len(out) > 1 else out[0] if out else q
 
 
-def _band(L: int, window: int | None, like: Tensor) -> Tensor | None:
+def band(L: int, window: int | None, like: Tensor) -> Tensor | None:
     """The additive (L, L) mask of a window over sequences of length L (|i - j| <= window // 2), in like's dtype and
     device; None without a window or where the window holds the whole sequence."""
     if window is None or window // 2 >= L - 1:

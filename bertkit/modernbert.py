@@ -35,7 +35,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
-from . import attention, padding
+from . import attention, kernels, padding
 from .activations import ACT2FN
 from .config import ACTIVATIONS, PROBLEM_TYPES, LabelMaps, ProblemType, memory_bound, read_config_dict
 from .errors import ConfigError, InputError
@@ -329,7 +329,7 @@ class Route:
 
     backend: str
     window: int
-    masks: dict[bool, Tensor] = field(default_factory=dict)
+    masks: dict[bool, Tensor | None] = field(default_factory=dict)
     tokens: padding.Unpadded | None = None
 
 
@@ -350,7 +350,9 @@ class ModernBertAttention(nn.Module):
         dropout_p = self.dropout_p if self.training else 0.0
         if route.tokens is not None:  # padding-free: (N, H), the real tokens of every sequence one after another
             N, H = hidden_states.shape
-            q, k, v = self.Wqkv(hidden_states).view(N, 3, self.num_heads, self.head_dim).unbind(1)  # (N, heads, D)
+            q, k, v = (
+                kernels.linear(hidden_states, self.Wqkv).view(N, 3, self.num_heads, self.head_dim).unbind(1)
+            )  # (N, heads, D)
             q, k = attention.rotate(q, *rotary), attention.rotate(k, *rotary)
             tokens = route.tokens
             context = attention.varlen_attention(
@@ -363,16 +365,16 @@ class ModernBertAttention(nn.Module):
                 layout=tokens.layout,
                 window=route.window if local else None,
             )
-            return self.out_drop(self.Wo(context.reshape(N, H))), None
+            return self.out_drop(kernels.linear(context.reshape(N, H), self.Wo)), None
         B, S, H = hidden_states.shape
-        qkv = self.Wqkv(hidden_states).view(B, S, 3, self.num_heads, self.head_dim)
+        qkv = kernels.linear(hidden_states, self.Wqkv).view(B, S, 3, self.num_heads, self.head_dim)
         q, k, v = qkv.transpose(3, 1).unbind(dim=2)  # (B, heads, S, head_dim) each
         q, k = attention.rotate(q, *rotary), attention.rotate(k, *rotary)
         context, probs = attention.BACKENDS[route.backend](
             q, k, v, route.masks[local], dropout_p=dropout_p, scale=self.head_dim**-0.5
         )
         context = context.transpose(1, 2).reshape(B, S, H)  # heads side by side again
-        return self.out_drop(self.Wo(context)), probs
+        return self.out_drop(kernels.linear(context, self.Wo)), probs
 
 
 class ModernBertMLP(nn.Module):
@@ -386,8 +388,8 @@ class ModernBertMLP(nn.Module):
         self.Wo = nn.Linear(config.intermediate_size, config.hidden_size, bias=config.mlp_bias)
 
     def forward(self, hidden_states: Tensor) -> Tensor:
-        input, gate = self.Wi(hidden_states).chunk(2, dim=-1)  # (B, S, I) each
-        return self.Wo(self.drop(self.act(input) * gate))  # (B, S, H)
+        input, gate = kernels.linear(hidden_states, self.Wi).chunk(2, dim=-1)  # (B, S, I) each
+        return kernels.linear(self.drop(self.act(input) * gate), self.Wo)  # (B, S, H)
 
 
 class ModernBertEncoderLayer(nn.Module):
@@ -429,6 +431,7 @@ class ModernBertPreTrainedModel(PreTrainedModel):
     def post_init(self) -> None:
         self.apply(self._init_weights)
         self.tie_weights()
+        kernels.track(self)  # packed inference weights then see every later edit of them (kernels.py)
 
     def _init_weights(self, module: nn.Module) -> None:
         """transformers' init: truncated normal weights (std initializer_range; outputs scaled down by
@@ -545,7 +548,13 @@ class ModernBertModel(ModernBertPreTrainedModel):
                 windowed=cfg.global_attn_every_n_layers > 1,
             )
             return Route("varlen", cfg.local_attention, tokens=dataclasses.replace(tokens, layout=layout))
-        masks = {  # additive (B, 1, S, S): global layers see every real token, local ones those near them too
+        if sum(lengths) == B * S:  # every position real: no mask on global layers (SDPA's fastest), the window alone
+            band = attention.band(S, cfg.local_attention, hidden)  # (S, S), or None where the window holds them all
+            return Route(
+                implementation, cfg.local_attention, {False: None, True: None if band is None else band[None, None]}
+            )
+        masks: dict[bool, Tensor | None] = {  # additive (B, 1, S, S): global layers see every real token, local
+            # ones those near them too
             False: attention.to_additive(attention_mask[:, None, None, :], hidden.dtype).expand(B, 1, S, S),
             True: attention.window_mask(attention_mask, cfg.local_attention, hidden.dtype),
         }
@@ -602,7 +611,7 @@ class ModernBertPredictionHead(nn.Module):
         self.norm = nn.LayerNorm(config.hidden_size, eps=config.norm_eps, bias=config.norm_bias)
 
     def forward(self, hidden_states: Tensor) -> Tensor:
-        return self.norm(self.act(self.dense(hidden_states)))
+        return self.norm(self.act(kernels.linear(hidden_states, self.dense)))
 
 
 def _encoded(
