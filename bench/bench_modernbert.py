@@ -2,12 +2,17 @@
 in one process, on fixed-length and variable-length batches, outputs compared.
 
     python bench/bench_modernbert.py [--rounds 10] [--steps 3] [--batch-size 32] [--seq-len 128] [--layers 6]
+    python bench/bench_modernbert.py --pretraining [--rounds 10] [--steps 3]
 
 The same random small ModernBERT (hidden 256, 4 heads, GeGLU 384, `--layers` layers, global every 3rd, window 128,
 vocabulary 30,000), saved by bertkit and loaded by both. Fixed: every row `--seq-len` real tokens (bertkit: sdpa).
 Variable: row lengths uniform in [seq_len // 8, seq_len], right padded (bertkit: padding removed before the
 layers). Each round runs `--steps` batches of each workload per contender, the order turning every round; the
 table reports the median round and the ratio of medians, and the largest difference on real tokens.
+
+--pretraining: training steps of `bertkit pretrain`'s models instead, BERT's `mini` against `modern-mini` (about the
+same parameter count): forward, backward and an AdamW step on the same 32 x 128 rows with 30% of the tokens
+selected, the logits at those only (masked_positions_only, as pretraining runs), rounds interleaved.
 """
 
 from __future__ import annotations
@@ -41,7 +46,11 @@ def main(argv=None) -> int:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--seq-len", type=int, default=128)
     p.add_argument("--layers", type=int, default=6)
+    p.add_argument("--pretraining", action="store_true", help="time training steps of mini and modern-mini")
     args = p.parse_args(argv)
+    if args.pretraining:
+        print(pretraining(args))
+        return 0
     ours, theirs = models(args.layers)
     workloads = {
         lengths: make_batches(args.steps, args.batch_size, args.seq_len, SIZES["vocab_size"], lengths == "variable")
@@ -61,6 +70,50 @@ def main(argv=None) -> int:
             print(f"round {r + 1}/{args.rounds}", file=sys.stderr, flush=True)
     print(table(args, workloads, times, differences))
     return 0
+
+
+def pretraining(args) -> str:
+    """Median seconds per training step of BERT mini and modern-mini, as a markdown table."""
+    import bertkit
+    from bertkit.modernbert import ModernBertConfig, ModernBertForMaskedLM
+
+    torch.manual_seed(0)
+    contenders = {
+        "mini (BERT)": bertkit.BertForMaskedLM(bertkit.BertConfig.from_preset("mini")),
+        "modern-mini": ModernBertForMaskedLM(ModernBertConfig.from_preset("modern-mini")),
+    }
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(5, 21128, (args.steps, args.batch_size, args.seq_len), generator=g)
+    labels = torch.where(torch.rand(ids.shape, generator=g) < 0.3, ids, -100)
+    optimizers = {name: torch.optim.AdamW(m.parameters(), lr=1e-4) for name, m in contenders.items()}
+    times: dict[str, list[float]] = {name: [] for name in contenders}
+    for r in range(args.rounds + 1):  # round 0 warms up
+        for name in list(contenders) if r % 2 == 0 else list(contenders)[::-1]:
+            model, optimizer = contenders[name].train(), optimizers[name]
+            start = time.perf_counter()
+            for i in range(args.steps):
+                loss = model(input_ids=ids[i], labels=labels[i], masked_positions_only=True).loss
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+            if r:
+                times[name].append((time.perf_counter() - start) / args.steps)
+        print(f"round {r}/{args.rounds}", file=sys.stderr, flush=True)
+    machine = cpu()
+    base = statistics.median(times["mini (BERT)"])
+    lines = [
+        f"Pretraining steps, {args.batch_size} x {args.seq_len}, 30% selected; {machine['cpu']}, "
+        f"{torch.get_num_threads()} threads, CPU flags: {', '.join(machine['flags']) or 'none'}; torch "
+        f"{torch.__version__}; {args.rounds} rounds x {args.steps} steps "
+        f"(`python bench/bench_modernbert.py --pretraining --rounds {args.rounds} --steps {args.steps}`)",
+        "",
+        "| model | parameters | median s / step | against mini |",
+        "|---|---:|---:|---:|",
+    ]
+    for name, model in contenders.items():
+        median = statistics.median(times[name])
+        lines.append(f"| {name} | {model.num_parameters():,} | {median:.4f} | {median / base:.2f}x |")
+    return "\n".join(lines)
 
 
 def models(layers: int) -> tuple[torch.nn.Module, torch.nn.Module]:

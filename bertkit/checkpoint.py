@@ -615,6 +615,15 @@ def _model_directory(path: str | os.PathLike[str]) -> str:
     return directory
 
 
+def read_config(path: str | os.PathLike[str], **overrides: Any) -> Any:
+    """A config.json (a file, or a folder holding one) as its family's config: a ModernBertConfig where it says
+    model_type "modernbert", else a BertConfig (BERT, ELECTRA); ConfigError naming the file otherwise."""
+    _, data = read_config_dict(path)
+    if data.get("model_type") == "modernbert":
+        return importlib.import_module("bertkit.modernbert").ModernBertConfig.from_json(path, **overrides)
+    return BertConfig.from_json(path, **overrides)
+
+
 def _model_type_of(directory: str) -> str:
     """config.json's model_type ("bert" where it names none, as BertConfig reads it): which family loads it."""
     try:

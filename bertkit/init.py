@@ -38,9 +38,11 @@ from .errors import ConfigError
 
 if TYPE_CHECKING:
     from .model import BertPreTrainedModel, Layer
+    from .pretrained import PreTrainedModel
 
 # any BertModel or BertFor*: the recipes hand back the model they were given, its class kept
 ModelT = TypeVar("ModelT", bound="BertPreTrainedModel")
+BuiltT = TypeVar("BuiltT", bound="PreTrainedModel")  # a BERT, ELECTRA or ModernBERT model
 
 INITS = ("local", "bert")
 
@@ -76,28 +78,33 @@ def default_heads(num_layers: int, num_heads: int) -> tuple[tuple[int, int, int]
     return tuple(out)
 
 
-def initialise(model: ModelT, init: str, token_counts: torch.Tensor | None = None) -> ModelT:
-    """Apply an initialisation recipe by name to a freshly built model (any BertModel or BertFor*).
+def initialise(model: BuiltT, init: str, token_counts: torch.Tensor | None = None) -> BuiltT:
+    """Apply an initialisation recipe by name to a freshly built model (any BertModel or BertFor*; a ModernBERT takes
+    the output bias only: its local layers attend to neighbours by design).
     token_counts (vocab_size,): how often each id occurs in the training data (for prior_bias)."""
     if init == "bert":
         return model  # the model's own post_init already did BERT's
     if init not in SEEDS:
         raise ConfigError(f"unknown init {init!r}; choose one of: {', '.join(INITS)}")
     seed = SEEDS[init]
-    seed_locality(model, seed)
+    if model.model_type != "modernbert":  # ModernBERT's local layers see neighbours by design
+        seed_locality(cast("BertPreTrainedModel", model), seed)
     if seed.prior_bias and token_counts is not None:
         prior_bias(model, token_counts)
     return model
 
 
 @torch.no_grad()
-def prior_bias(model: BertPreTrainedModel, token_counts: torch.Tensor) -> None:
+def prior_bias(model: PreTrainedModel, token_counts: torch.Tensor) -> None:
     """Start the MLM output bias at log p(token): before it learns anything, the model predicts the
     corpus's frequencies instead of a uniform guess (the "unigram plateau" is where it starts)."""
-    head = getattr(getattr(model, "cls", None), "predictions", None)
+    head = getattr(getattr(model, "cls", None), "predictions", None)  # BERT's MLM head
     if head is None:
+        head = getattr(model, "decoder", None)  # ModernBERT's
+    bias = getattr(head, "bias", None)
+    if bias is None:
         return
-    head.bias.copy_(log_frequencies(token_counts).to(head.bias.dtype))
+    bias.copy_(log_frequencies(token_counts).to(bias.dtype))
 
 
 def log_frequencies(token_counts: torch.Tensor) -> torch.Tensor:

@@ -19,8 +19,11 @@ years, against BERT (model.py):
     ModernBertForQuestionAnswering        every token -> head -> drop -> classifier (H -> 2: start, end)
     ModernBertForMultipleChoice           (B, choices, S) as rows; pooled as sequence classification -> 1 score
 
-The losses and label checks are the BERT heads' (heads.py). Attention runs padded through attention.py's backends
-(eager where probabilities are asked for, else sdpa), masks and rotary tables made once per forward pass.
+Every forward also takes token_type_ids and ignores them (ModernBERT has no segment embeddings), so a BERT
+tokenizer's output passes as is. The losses and label checks are the BERT heads' (heads.py). How a pass attends is
+decided once (ModernBertModel._route) and read by every layer: padded through attention.py's backends (eager where
+probabilities are asked for, else sdpa), or padding-free (varlen) where the batch has padding; the masks and the
+rotary tables are made once per pass.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ from .heads import (
     QuestionAnsweringOutput,
     choice_loss,
     classification_loss,
-    mlm_loss,
+    mlm_logits_and_loss,
     span_loss,
     token_classification_loss,
 )
@@ -261,6 +264,13 @@ class ModernBertConfig(LabelMaps):
             overrides.setdefault("label2id", None)
         return dataclasses.replace(self, **overrides).validate()
 
+    @classmethod
+    def from_preset(cls, name: str, **overrides: Any) -> ModernBertConfig:
+        """A named architecture (`modern-mini`, `modernbert-base`, ...) with any field overridden."""
+        if name not in PRESETS:
+            raise ConfigError(f"unknown ModernBERT preset {name!r}; choose one of: {', '.join(PRESETS)}")
+        return cls(**{**PRESETS[name], **overrides}).validate()
+
     def to_json(self, path: str | os.PathLike[str] | None = None) -> str:
         """The config as JSON text; written to `path` (atomically) when given."""
         import json
@@ -271,6 +281,35 @@ class ModernBertConfig(LabelMaps):
         if path is not None:
             atomic_write_text(os.fspath(path), text)
         return text
+
+
+# Architectures by name (weights load from a local directory). The small ones are BERT's tiny and mini (config.py)
+# made modern, at about their parameter counts: the GeGLU's width I gives 3 H I weights where BERT's feed-forward
+# has 2 H I', so mini's 1,024 becomes 672, tiny's 64 becomes 48 (its heads stay 8 wide for the rotary pairs). Their
+# special ids are a WordPiece vocabulary's ([PAD] 0, [CLS] 2, [SEP] 3); pretraining sets them from its tokenizer.
+_WORDPIECE_IDS = dict(pad_token_id=0, cls_token_id=2, bos_token_id=2, sep_token_id=3, eos_token_id=3)
+PRESETS: dict[str, dict[str, Any]] = {
+    "modernbert-base": {},  # the defaults
+    "modernbert-large": dict(hidden_size=1024, intermediate_size=2624, num_hidden_layers=28, num_attention_heads=16),
+    "modern-mini": dict(
+        vocab_size=21128,
+        hidden_size=256,
+        intermediate_size=672,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        **_WORDPIECE_IDS,
+    ),
+    "modern-tiny": dict(
+        vocab_size=1000,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        max_position_embeddings=128,
+        local_attention=16,
+        **_WORDPIECE_IDS,
+    ),
+}
 
 
 def _from_layer_types(layer_types: list[str] | None, layers: int) -> dict[str, Any]:
@@ -494,6 +533,7 @@ class ModernBertModel(ModernBertPreTrainedModel):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
+        token_type_ids: Tensor | None = None,
     ) -> BertModelOutput | tuple[Any, ...]:
         """-> BertModelOutput's last_hidden_state (B, S, H), hidden_states, attentions (no pooler: ModernBERT has
         none); return_dict=False: transformers' tuple of the fields that are set."""
@@ -629,7 +669,9 @@ def _encoded(
 
 
 class ModernBertForMaskedLM(ModernBertPreTrainedModel):
-    """Every token -> head -> decoder (B, S, V); with sparse_prediction and labels, only the labelled tokens."""
+    """Every token -> head -> decoder (B, S, V). With labels and sparse_prediction (or masked_positions_only=True, as
+    BertForMaskedLM takes it): logits (N_masked, V) only at the labelled tokens, and masked_positions (B, S) saying
+    where they are."""
 
     _tied_weights = {"decoder.weight": "model.embeddings.tok_embeddings.weight"}
 
@@ -643,6 +685,9 @@ class ModernBertForMaskedLM(ModernBertPreTrainedModel):
     def get_output_embeddings(self) -> nn.Linear:
         return self.decoder
 
+    def _vocabulary_logits(self, hidden: Tensor) -> Tensor:
+        return kernels.linear(self.head(hidden), self.decoder)  # (..., V)
+
     def forward(
         self,
         input_ids: Tensor | None = None,
@@ -653,18 +698,23 @@ class ModernBertForMaskedLM(ModernBertPreTrainedModel):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
+        token_type_ids: Tensor | None = None,
+        masked_positions_only: bool | None = None,
     ) -> MaskedLMOutput | tuple[Any, ...]:
         check_tensors(labels=labels)
         out = _encoded(
             self.model, input_ids, attention_mask, position_ids, inputs_embeds, output_attentions, output_hidden_states
         )
-        hidden = out.last_hidden_state  # (B, S, H)
-        if self.config.sparse_prediction and labels is not None:  # only the rows the loss reads
-            selected = labels != self.config.sparse_pred_ignore_index
-            hidden, labels = hidden[selected], labels[selected]  # (N_masked, H), (N_masked,)
-        logits = self.decoder(self.head(hidden))
-        loss = mlm_loss(logits, labels) if labels is not None else None
-        result = MaskedLMOutput(loss, logits, out.hidden_states, out.attentions)
+        sparse = self.config.sparse_prediction if masked_positions_only is None else masked_positions_only
+        logits, loss, selected = mlm_logits_and_loss(
+            self._vocabulary_logits,
+            out.last_hidden_state,
+            labels,
+            self.config.vocab_size,
+            sparse and labels is not None,
+            self.training,
+        )
+        result = MaskedLMOutput(loss, logits, out.hidden_states, out.attentions, selected)
         return result.to_tuple() if return_dict is False else result
 
 
@@ -707,6 +757,7 @@ class ModernBertForSequenceClassification(_ModernBertClassifier):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
+        token_type_ids: Tensor | None = None,
     ) -> ClassifierOutput | tuple[Any, ...]:
         check_tensors(labels=labels)
         out = _encoded(
@@ -734,6 +785,7 @@ class ModernBertForTokenClassification(_ModernBertClassifier):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
+        token_type_ids: Tensor | None = None,
     ) -> ClassifierOutput | tuple[Any, ...]:
         check_tensors(labels=labels)
         out = _encoded(
@@ -762,6 +814,7 @@ class ModernBertForQuestionAnswering(_ModernBertClassifier):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
+        token_type_ids: Tensor | None = None,
     ) -> QuestionAnsweringOutput | tuple[Any, ...]:
         check_tensors(start_positions=start_positions, end_positions=end_positions)
         out = _encoded(
@@ -790,6 +843,7 @@ class ModernBertForMultipleChoice(_ModernBertClassifier):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
+        token_type_ids: Tensor | None = None,
     ) -> ClassifierOutput | tuple[Any, ...]:
         check_tensors(input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds, labels=labels)
         first = input_ids if input_ids is not None else inputs_embeds

@@ -33,6 +33,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
+from ..checkpoint import read_config
 from ..config import PRESETS, BertConfig
 from ..data.builtin import BUILTIN_CORPORA
 from ..data.corpus import DOC_SEPS, Corpus
@@ -41,6 +42,8 @@ from ..data.prepare import prepare
 from ..data.rows import PACKINGS, make_rows, most_rows, pair_options
 from ..deprecated import moved
 from ..errors import TrainingError, stop_note
+from ..modernbert import PRESETS as MODERN_PRESETS
+from ..modernbert import ModernBertConfig
 from ..options import opt
 from ..tokenizer import Tokenizer, vocab_digest
 from ..vocab import MIN_FREQUENCY, train_vocab, vocab_shortfall
@@ -94,8 +97,9 @@ class PretrainConfig(TrainConfig):
     workers: int = opt(0, "--corpus: processes that tokenize it (0: one per CPU core)", may_change_on_resume=True)
     model_config: str = opt(
         "mini",
-        f"a preset ({', '.join(PRESETS)}; its vocabulary is the tokenizer's) or a "
-        "config.json path (a vocab_size larger than the tokenizer's is kept, as padding)",
+        f"a preset (BERT: {', '.join(PRESETS)}; ModernBERT, --objective mlm: {', '.join(MODERN_PRESETS)}; its "
+        "vocabulary is the tokenizer's) or a config.json path (a vocab_size larger than the tokenizer's is kept, "
+        "as padding)",
     )
     init_from: str | None = opt(None, "continue pretraining from this model directory")
     recipe: str = opt(
@@ -218,35 +222,45 @@ def _dropout_of(model: torch.nn.Module) -> str:
     return "/".join(f"{v:g}" for v in values) or "none"
 
 
-def encoder_config(cfg: PretrainConfig) -> BertConfig:
-    """The model's shape: --model-config, or --init-from's config.json; --seq-len must fit its positions.
-    Read before any data is: its vocabulary comes from the tokenizer later (build_model_config)."""
+def encoder_config(cfg: PretrainConfig) -> BertConfig | ModernBertConfig:
+    """The model's shape: --model-config (a BERT or ModernBERT preset, or a config.json), or --init-from's
+    config.json; --seq-len must fit its positions. Read before any data is: its vocabulary comes from the tokenizer
+    later (build_model_config)."""
+    config: BertConfig | ModernBertConfig
     if cfg.init_from:
-        config = BertConfig.from_json(cfg.init_from)
+        config = read_config(cfg.init_from)
     elif cfg.model_config in PRESETS:
         config = BertConfig.from_preset(cfg.model_config)
+    elif cfg.model_config in MODERN_PRESETS:
+        config = ModernBertConfig.from_preset(cfg.model_config)
     elif os.path.exists(cfg.model_config):
-        config = BertConfig.from_json(cfg.model_config)
+        config = read_config(cfg.model_config)
     else:
         raise TrainingError(
-            f"--model-config {cfg.model_config!r} is neither a preset ({', '.join(PRESETS)}) nor a config.json path"
+            f"--model-config {cfg.model_config!r} is neither a preset ({', '.join([*PRESETS, *MODERN_PRESETS])}) "
+            "nor a config.json path"
         )
+    model = f"--init-from {cfg.init_from}" if cfg.init_from else f"--model-config {cfg.model_config}"
     if cfg.seq_len > config.max_position_embeddings:
-        model = f"--init-from {cfg.init_from}" if cfg.init_from else f"--model-config {cfg.model_config}"
         raise TrainingError(
             f"--seq-len {cfg.seq_len} exceeds the model's max_position_embeddings "
             f"({config.max_position_embeddings}, {model}); lower --seq-len"
         )
+    objective = "mlm-nsp" if cfg.nsp else cfg.objective
+    if isinstance(config, ModernBertConfig) and objective != "mlm":
+        raise TrainingError(f"--objective {objective} trains BERT models; {model} is a ModernBERT: use --objective mlm")
     return config
 
 
-def build_model_config(cfg: PretrainConfig, tokenizer: Tokenizer, say: Say = lambda *a: None) -> BertConfig:
+def build_model_config(
+    cfg: PretrainConfig, tokenizer: Tokenizer, say: Say = lambda *a: None
+) -> BertConfig | ModernBertConfig:
     """encoder_config with the tokenizer's vocabulary. A preset is a shape: it takes the tokenizer's size. A
     --model-config file's own vocab_size is honoured as transformers honours it (run_mlm.py): a larger one is
     kept (embedding rows past the tokenizer's ids are legal padding, e.g. to a multiple of 64), a smaller one
     is grown to the tokenizer's size (it could not hold its ids); either way a note names both numbers."""
     config, tokens = encoder_config(cfg), tokenizer.vocab_size
-    in_file = None if cfg.init_from or cfg.model_config in PRESETS else config.vocab_size
+    in_file = None if cfg.init_from or cfg.model_config in (*PRESETS, *MODERN_PRESETS) else config.vocab_size
     vocab_size = max(in_file or tokens, tokens)
     if in_file is not None and in_file != tokens:
         say(
@@ -259,6 +273,9 @@ def build_model_config(cfg: PretrainConfig, tokenizer: Tokenizer, say: Say = lam
                 f"resizes its embeddings); set vocab_size to {tokens} in the file to say so"
             )
         )
+    if isinstance(config, ModernBertConfig):  # its special-token ids are the tokenizer's too
+        ids = dict(cls_token_id=tokenizer.cls_token_id, sep_token_id=tokenizer.sep_token_id)
+        config = config.replace(**ids, bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id)
     return config.replace(vocab_size=vocab_size, pad_token_id=tokenizer.pad_token_id)
 
 

@@ -49,17 +49,18 @@ def setup(tmp_path_factory, corpus_file, tokenizer_dir):
 
 
 def command(setup, out, objective="mlm") -> list[str]:
+    """`objective` "modern": --objective mlm on a ModernBERT (--model-config modern-tiny, no dropout)."""
     return [
         sys.executable,
         "-m",
         "bertkit",
         "pretrain",
         "--objective",
-        objective,
+        "mlm" if objective == "modern" else objective,
         "--corpus",
         setup["corpus"],
         "--model-config",
-        setup["config"],
+        "modern-tiny" if objective == "modern" else setup["config"],
         "--tokenizer",
         setup["tokenizer"],
         "--out",
@@ -138,8 +139,11 @@ def references(setup, tmp_path_factory):
     return reference
 
 
-# MLM at every seed's kill points; ELECTRA (generator and discriminator, its seeded samples) at the middle one
-@pytest.mark.parametrize("objective, seed", [("mlm", seed) for seed in SEEDS] + [("electra", SEEDS[1])])
+# MLM at every seed's kill points; ELECTRA (generator and discriminator, its seeded samples) and a ModernBERT's MLM
+# at the middle one
+@pytest.mark.parametrize(
+    "objective, seed", [("mlm", seed) for seed in SEEDS] + [("electra", SEEDS[1]), ("modern", SEEDS[1])]
+)
 def test_sigkill_at_a_random_point_then_resume_equals_an_uninterrupted_run(
     setup, references, tmp_path, objective, seed
 ):

@@ -624,6 +624,11 @@ def test_non_finite_losses_are_skipped_then_stop_the_run(tmp_path, corpus_file, 
         (dict(seq_len=4096), "exceeds the model's max_position_embeddings"),
         (dict(model_config="nope"), "neither a preset"),
         (dict(nsp=True, packing="documents"), "trains on sentence-pair rows; --packing documents"),
+        (
+            dict(model_config="modern-tiny", objective="electra"),
+            "--objective electra trains BERT models; --model-config modern-tiny is a ModernBERT",
+        ),
+        (dict(model_config="modern-tiny", seq_len=256), "exceeds the model's max_position_embeddings"),
     ],
 )
 def test_bad_settings(tmp_path, corpus_file, kw, message):

@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from ...config import BertConfig
+from ...modernbert import ModernBertConfig
 from ...tokenizer import Tokenizer
 from ..batches import Batches, LossWeights, StepSampler
 from ..runlog import TRAIN_TITLE
@@ -31,6 +32,8 @@ from ..runlog import TRAIN_TITLE
 if TYPE_CHECKING:
     from ...data.rows import RowBatch
     from ...model import BertPreTrainedModel
+
+ModelConfig = BertConfig | ModernBertConfig  # what --model-config builds
 
 
 class Rows(Protocol):
@@ -78,8 +81,9 @@ class Objective(ABC):
         self.setup, self.cfg, self.tokenizer = setup, setup.cfg, setup.tokenizer
 
     @abstractmethod
-    def build(self, config: BertConfig, token_counts: torch.Tensor) -> nn.Module:
-        """Fresh weights for a model of `config` (the tokenizer's vocabulary); token_counts (vocab_size,):
+    def build(self, config: ModelConfig, token_counts: torch.Tensor) -> nn.Module:
+        """Fresh weights for a model of `config` (the tokenizer's vocabulary; a ModernBertConfig for --objective mlm
+        only, pretrain.encoder_config refuses the others one); token_counts (vocab_size,):
         how often each id occurs in the training split (special ids 0), for recipes that start from them."""
 
     @abstractmethod

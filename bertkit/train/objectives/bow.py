@@ -27,7 +27,7 @@ from ...heads import IGNORE, BertForMaskedLM, mlm_logits_and_loss
 from ...init import initialise
 from ...model import Pooler
 from ..batches import LossWeights
-from .base import Rows, Setup
+from .base import ModelConfig, Rows, Setup
 from .mlm import MaskedLM, MLMScore, neighbour_attention_of
 
 
@@ -87,7 +87,8 @@ class MaskedLMWithBagOfWords(MaskedLM):
             raise TrainingError(f"--bow-weight must be > 0, got {self.cfg.bow_weight}")
         self._special_ids = torch.tensor(self.tokenizer.all_special_ids)
 
-    def build(self, config: BertConfig, token_counts: torch.Tensor) -> nn.Module:
+    def build(self, config: ModelConfig, token_counts: torch.Tensor) -> nn.Module:
+        assert isinstance(config, BertConfig)  # a ModernBERT trains --objective mlm only (pretrain.encoder_config)
         mlm = initialise(BertForMaskedLM(config), self.setup.init, token_counts=token_counts)
         pooler = Pooler(config)
         with torch.no_grad():  # BERT's initialisation of a linear layer

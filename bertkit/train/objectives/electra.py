@@ -40,7 +40,7 @@ from ...errors import TrainingError
 from ...init import initialise, log_frequencies
 from ...metrics import roc_auc
 from ..batches import LOSS_UNITS, TOKENS, LossWeights, StepSampler
-from .base import Rows, Setup
+from .base import ModelConfig, Rows, Setup
 from .mlm import EVAL_STEP, MaskingObjective, MLMScore, PretrainBatches, neighbour_attention_of
 
 SAMPLE = 14  # the seeded stream of the generator's samples (masking draws from 11-13)
@@ -159,7 +159,8 @@ class Electra(MaskingObjective):
         if not self.cfg.disc_weight > 0:
             raise TrainingError(f"--disc-weight must be > 0, got {self.cfg.disc_weight}")
 
-    def build(self, config: BertConfig, token_counts: torch.Tensor) -> nn.Module:
+    def build(self, config: ModelConfig, token_counts: torch.Tensor) -> nn.Module:
+        assert isinstance(config, BertConfig)  # a ModernBERT trains --objective mlm only (pretrain.encoder_config)
         config = config.replace(model_type="electra", embedding_size=config.hidden_size)
         # the discriminator first: a recipe's embeddings (locality's position code) are its, then shared
         discriminator = initialise(ElectraForPreTraining(config), self.setup.init, token_counts=token_counts)

@@ -19,13 +19,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ...config import BertConfig
 from ...data.masking import MaskingCollator
 from ...heads import IGNORE, BertForMaskedLM, BertForPreTraining, BertForPreTrainingOutput, MaskedLMOutput
 from ...init import initialise
 from ...metrics import neighbour_attention
+from ...modernbert import ModernBertConfig, ModernBertForMaskedLM
 from ..batches import LOSS_UNITS, LossWeights, StepSampler
-from .base import Objective, Rows, Setup
+from .base import ModelConfig, Objective, Rows, Setup
 
 EVAL_STEP = 10**9  # masks of held-out batches come from steps no training batch uses: fixed across evals
 EVAL_MLM_PROBABILITY = 0.15  # held-out tokens are masked as BERT does, whatever --mlm-probability trains with
@@ -95,7 +95,9 @@ class MaskedLM(MaskingObjective):
     name = "mlm"
     model_class: type[BertForMaskedLM] | type[BertForPreTraining] = BertForMaskedLM
 
-    def build(self, config: BertConfig, token_counts: torch.Tensor) -> nn.Module:
+    def build(self, config: ModelConfig, token_counts: torch.Tensor) -> nn.Module:
+        if isinstance(config, ModernBertConfig):  # --model-config modern-*: the same objective, a ModernBERT
+            return initialise(ModernBertForMaskedLM(config), self.setup.init, token_counts=token_counts)
         return initialise(self.model_class(config), self.setup.init, token_counts=token_counts)
 
     def load(self, folder: str) -> nn.Module:
