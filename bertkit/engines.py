@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 import numpy as np
 import torch
 
+from .checkpoint import read_config
 from .errors import BertkitError, BertkitWarning
 from .export import (
     GRAPH_FORM,
@@ -292,7 +293,6 @@ class OnnxModel:
     training = False
 
     def __init__(self, folder: str, threads: int | None = None, spin: bool = True) -> None:
-        from .config import BertConfig
 
         ort = require_onnxruntime()
         options = ort.SessionOptions()
@@ -311,7 +311,7 @@ class OnnxModel:
                 "write it again with `bertkit export`"
             ) from None
         self.outputs = [o.name for o in self.session.get_outputs()]
-        self.config = BertConfig.from_json(folder)
+        self.config = read_config(folder)
         self.folder = folder
 
     def eval(self) -> OnnxModel:
@@ -368,7 +368,16 @@ _UNWRITABLE: set[str] = set()  # the caches found unwritable: auto runs torch th
 
 def auto_model(torch_model: BertPreTrainedModel, model_dir: str, kind: str) -> AutoModel | BertPreTrainedModel:
     """`torch_model` and the graph of `model_dir` as `kind` in one model's place (AutoModel); `torch_model` alone,
-    with one warning a process, where the cache cannot be written."""
+    with one warning a process, where the cache cannot be written, and with a warning for a ModernBERT folder (its
+    ONNX graph is not built yet: export.load refuses it)."""
+    if torch_model.model_type == "modernbert":
+        warnings.warn(
+            f"--engine auto: {model_dir} is a ModernBERT folder, whose ONNX graph bertkit does not build yet; every "
+            "batch runs on the torch engine",
+            BertkitWarning,
+            stacklevel=3,
+        )
+        return torch_model
     root = cache_root()
     if root not in _UNWRITABLE:
         try:

@@ -17,7 +17,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from .config import BertConfig
+from .checkpoint import read_config
 from .engines import DEFAULT_ENGINE, ENGINE_HELP, Engine, load_task_model
 from .errors import BertkitError
 from .files import atomic_write_text, check_output, to_json
@@ -122,7 +122,7 @@ def _task(cfg: InferenceOptions, command: str) -> str | None:
     try:
         return task_of(cfg.model)
     except TaskDataError:
-        architectures = BertConfig.from_json(cfg.model).architectures
+        architectures = read_config(cfg.model).architectures
         if not architectures:
             raise
         raise BertkitError(no_task_head(cfg.model, architectures, command)) from None

@@ -81,7 +81,7 @@ OUTPUTS = {
     "choice": ("logits",),
 }
 PER_TOKEN = {"last_hidden_state", "start_logits", "end_logits"}  # and tag's and mlm's logits: see _per_token
-MLM_CLASSES = ("BertForMaskedLM", "BertForPreTraining", "ElectraForMaskedLM")
+MLM_CLASSES = ("BertForMaskedLM", "BertForPreTraining", "ElectraForMaskedLM", "ModernBertForMaskedLM")
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 # besides the weights, what a model folder holds that the export folder keeps
 SENTENCE_TRANSFORMERS_FILES = (
@@ -155,13 +155,13 @@ class Graph(nn.Module):
 
 def kind_of(model_dir: str) -> str:
     """The kind `auto` exports: a fine-tuned task head, an MLM, else the encoder (from config.json's architectures)."""
-    from .config import BertConfig
+    from .checkpoint import read_config
     from .tasks import TaskDataError, task_of
 
     try:
         return task_of(model_dir)
     except TaskDataError:
-        architectures = BertConfig.from_json(model_dir).architectures or ()
+        architectures = read_config(model_dir).architectures or ()
         return "mlm" if any(a in MLM_CLASSES for a in architectures) else "encoder"
 
 
@@ -169,12 +169,12 @@ def check_kind(model_dir: str, kind: str, flag: str = "--kind") -> None:
     """Refuse a `kind` the folder's head is not: a head's weights would run as another head's (a sentence
     classifier's on every token as a tagger). `encoder` fits every folder; a folder without a head (kind_of:
     encoder) is left to load()'s refusal of a head that would be random. `flag` names the option that asked."""
-    from .config import BertConfig
+    from .checkpoint import read_config
 
     head = kind_of(model_dir)
     if kind in ("encoder", head) or head == "encoder":
         return
-    names = ", ".join(a[:60] for a in (BertConfig.from_json(model_dir).architectures or [])[:3])
+    names = ", ".join(a[:60] for a in (read_config(model_dir).architectures or [])[:3])
     remedy = (
         f"pass --kind {head} (or auto), or --kind encoder for its encoder alone"
         if flag == "--kind"
@@ -189,9 +189,15 @@ def check_kind(model_dir: str, kind: str, flag: str = "--kind") -> None:
 def load(model_dir: str, kind: str) -> tuple[Graph, Tokenizer, Pooling | None]:
     """(Graph, tokenizer, pooling or None): the folder loaded as embed, fill-mask or predict loads it, with the
     same refusals (a task head or MLM head that would be random weights, weights that are not finite)."""
+    from .checkpoint import read_config
     from .inference import load_mlm, load_task_model
     from .tokenizer import Tokenizer
 
+    if read_config(model_dir).model_type == "modernbert":
+        raise ExportError(
+            f"{model_dir}: a ModernBERT folder; bertkit's ONNX export writes BERT and ELECTRA graphs (ModernBERT's "
+            "is not built yet): run it on the torch engine (--engine torch)"
+        )
     if kind == "encoder":  # as embed's Encoder loads it: a task model's `bert.` weights, its head left out
         from .checkpoint import load_pretrained
         from .finite import check_weights

@@ -517,7 +517,11 @@ def _truncated_normal(module: nn.Linear | nn.Embedding, std: float, cutoff: floa
 class ModernBertModel(ModernBertPreTrainedModel):
     """The bare encoder: embeddings, the layers (global and local), the final norm."""
 
-    def __init__(self, config: ModernBertConfig) -> None:
+    def __init__(self, config: ModernBertConfig, add_pooling_layer: bool = False) -> None:
+        """add_pooling_layer: BertModel's argument, so a caller that loads an encoder as BertModel(..., False) loads
+        a ModernBERT folder too; ModernBERT has no pooler, so True is refused."""
+        if add_pooling_layer:
+            raise ConfigError("ModernBERT has no pooler: pass add_pooling_layer=False (the heads pool cls or mean)")
         super().__init__(config)
         self.embeddings = ModernBertEmbeddings(config)
         self.layers = nn.ModuleList(ModernBertEncoderLayer(config, i) for i in range(config.num_hidden_layers))
@@ -674,6 +678,7 @@ class ModernBertForMaskedLM(ModernBertPreTrainedModel):
     where they are."""
 
     _tied_weights = {"decoder.weight": "model.embeddings.tok_embeddings.weight"}
+    _missing_ok: tuple[str, ...] = ("head.", "decoder.")  # from a bare encoder's folder: a fresh MLM head
 
     def __init__(self, config: ModernBertConfig) -> None:
         super().__init__(config)
@@ -720,6 +725,9 @@ class ModernBertForMaskedLM(ModernBertPreTrainedModel):
 
 class _ModernBertClassifier(ModernBertPreTrainedModel):
     """The classifier heads' layers: the encoder, head, dropout and a classifier of `outputs` scores."""
+
+    # what fine-tuning starts fresh: the classifier, and the head where the folder has none (an MLM's head loads)
+    _missing_ok: tuple[str, ...] = ("head.", "classifier.")
 
     def __init__(self, config: ModernBertConfig, outputs: int) -> None:
         super().__init__(config)

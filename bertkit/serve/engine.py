@@ -29,19 +29,20 @@ import functools
 import json
 import os
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
 
-from ..config import BertConfig
+from ..checkpoint import read_config
 from ..embed import Encoder, TooLong
 from ..engines import DEFAULT_ENGINE, AutoModel, choose, load_mlm, load_task_model
 from ..errors import BertkitError
 from ..inference import run_model, with_windows
 from ..masked_lm import fill_mask, filled_text, mask_positions
-from ..model import BertModel, BertPreTrainedModel, InferenceModel
+from ..model import BertModel, InferenceModel
 from ..pooling import trained_dims
+from ..pretrained import PreTrainedModel
 from ..tasks import Field, Task, TaskDataError, TaskOptions, task_of
 from ..tasks.classify import aggregate_windows
 from ..text import is_empty_text
@@ -96,7 +97,7 @@ class Engine:
                 f"--model {model_dir}: not a directory; pass a model folder (bertkit finetune / "
                 "pretrain --out, or a sentence-transformers / Hugging Face BERT folder)"
             )
-        config = BertConfig.from_json(model_dir)
+        config = read_config(model_dir)
         self.model_dir = model_dir
         self.name = os.path.basename(os.path.normpath(model_dir))
         self.architecture = (config.architectures or ["BertModel"])[0]
@@ -151,8 +152,9 @@ class Engine:
         headed = self.task_model if self.task_model is not None else self.mlm
         if headed is None or self.engine_name == "onnx":
             return None
-        assert isinstance(headed, (BertPreTrainedModel, AutoModel))  # a graph alone only on the onnx engine
-        return headed.base_model
+        assert isinstance(headed, (PreTrainedModel, AutoModel))  # a graph alone only on the onnx engine
+        # a ModernBertModel (ModernBERT's task and MLM models) stands in for a BertModel: the same call and output
+        return cast("BertModel", headed.base_model)
 
     def probe(self) -> None:
         """One tiny request of each kind this model answers, run as requests run: outputs that are not finite

@@ -21,10 +21,11 @@ import dataclasses
 import os
 from typing import TYPE_CHECKING, Any
 
-from ..config import BertConfig
+from ..checkpoint import read_config
 from ..data.records import TaskDataError
 from ..electra import ELECTRA_CLASSES
 from ..model import BertModel
+from ..modernbert import MODERNBERT_CLASSES
 from .base import (
     EMPTY_INPUT,
     ExampleT,
@@ -146,10 +147,10 @@ def task_of(model_dir: str) -> str:
     its ELECTRA counterpart: ElectraForSequenceClassification is classify as BertForSequenceClassification is). An
     embedding model has no head (its task's class is the plain BertModel): `bertkit evaluate` knows it by modules.json.
     rerank's folder is a classifier with one output: classify, registered first, serves and predicts with it."""
-    config = BertConfig.from_json(model_dir)
+    config = read_config(model_dir)
     by_class: dict[str, str] = {}
     for name, task in TASKS.items():
-        for cls in (task.model_class, ELECTRA_CLASSES.get(task.model_class)):
+        for cls in (task.model_class, ELECTRA_CLASSES.get(task.model_class), MODERNBERT_CLASSES.get(task.model_class)):
             if cls is not None and cls is not BertModel:
                 by_class.setdefault(cls.__name__, name)
     for arch in config.architectures or ():
