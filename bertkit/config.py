@@ -14,11 +14,14 @@ import json
 import os
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from .activations import ACT2FN
 from .errors import ConfigError
 from .files import atomic_write_text, read_text
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self from Python 3.11
 
 # The words some fields take, once: annotations (a settings field typed AttnImplementation is a flag with these
 # choices, bertkit/options.py) and the tuples validate() and error messages list
@@ -50,9 +53,11 @@ def _default_id2label() -> dict[int, str]:
     return {0: "LABEL_0", 1: "LABEL_1"}
 
 
-class LabelMaps:
-    """id2label, label2id and num_labels of a config dataclass (BertConfig, ModernBertConfig), kept in step as
-    transformers keeps them: its __post_init__ calls _settle_labels, then setting one re-derives the others."""
+class ConfigBase:
+    """What the config dataclass of every model family (BertConfig, ModernBertConfig) shares: id2label, label2id
+    and num_labels kept in step as transformers keeps them (its __post_init__ calls _settle_labels, then setting
+    one re-derives the others), its field names, config.json in and out, and validated copies. Each family writes
+    its own from_dict, to_dict and validate."""
 
     id2label: dict[int, str]
     label2id: dict[str, int] | None
@@ -82,6 +87,46 @@ class LabelMaps:
             object.__setattr__(self, "num_labels", len(value))
         object.__setattr__(self, name, value)
 
+    @classmethod
+    def field_names(cls) -> set[str]:
+        return {f.name for f in dataclasses.fields(cast(Any, cls))}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], **overrides: Any) -> Any:  # each family's: see the subclass
+        raise NotImplementedError
+
+    def to_dict(self) -> dict[str, Any]:  # each family's: see the subclass
+        raise NotImplementedError
+
+    def validate(self, *, size_bound: bool = True) -> Any:  # each family's: see the subclass
+        raise NotImplementedError
+
+    @classmethod
+    def from_json(cls, path: str | os.PathLike[str], *, size_bound: bool = True, **overrides: Any) -> Self:
+        """Read an HF config.json (a file, or a directory holding one); size_bound as in validate()."""
+        path, data = read_config_dict(path)
+        try:
+            return cast("Self", cls.from_dict(data, **overrides).validate(size_bound=size_bound))
+        except ConfigError as e:
+            raise ConfigError(f"{path}: {e}") from None
+
+    def to_json(self, path: str | os.PathLike[str] | None = None) -> str:
+        """The config as JSON text; written to `path` (atomically) when given."""
+        text = json.dumps(self.to_dict(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+        if path is not None:
+            atomic_write_text(os.fspath(path), text)
+        return text
+
+    def replace(self, **overrides: Any) -> Self:
+        """A validated copy with some fields changed (runtime fields such as attn_implementation kept)."""
+        unknown = set(overrides) - (self.field_names() - {"extra"})
+        if unknown:
+            raise ConfigError(f"unknown {type(self).__name__} field(s): {', '.join(sorted(unknown))}")
+        if "id2label" in overrides and "num_labels" not in overrides:
+            overrides["num_labels"] = None  # the new label map decides the count
+            overrides.setdefault("label2id", None)
+        return cast("Self", dataclasses.replace(cast(Any, self), **overrides).validate())
+
 
 def read_config_dict(path: str | os.PathLike[str]) -> tuple[str, dict[str, Any]]:
     """(the file's path, its JSON object) of an HF config.json (a file, or a directory holding one); ConfigError
@@ -106,7 +151,7 @@ def read_config_dict(path: str | os.PathLike[str]) -> tuple[str, dict[str, Any]]
 
 
 @dataclass
-class BertConfig(LabelMaps):
+class BertConfig(ConfigBase):
     """Every number that shapes a BERT. Defaults are bert-base-uncased's, as in transformers."""
 
     vocab_size: int = 30522  # rows of the word embedding (and MLM output) matrix
@@ -152,16 +197,6 @@ class BertConfig(LabelMaps):
     def __post_init__(self) -> None:
         self.pruned_heads = {int(k): sorted({int(h) for h in v}) for k, v in (self.pruned_heads or {}).items()}
         self._settle_labels()
-
-    def replace(self, **overrides: Any) -> BertConfig:
-        """A validated copy with some fields changed (runtime fields such as attn_implementation kept)."""
-        unknown = set(overrides) - (self.field_names() - {"extra"})
-        if unknown:
-            raise ConfigError(f"unknown BertConfig field(s): {', '.join(sorted(unknown))}")
-        if "id2label" in overrides and "num_labels" not in overrides:
-            overrides["num_labels"] = None  # the new label map decides the count
-            overrides.setdefault("label2id", None)
-        return dataclasses.replace(self, **overrides).validate()
 
     # ----- derived numbers -------------------------------------------------------------------
     @property
@@ -313,10 +348,6 @@ class BertConfig(LabelMaps):
 
     # ----- dict / JSON io --------------------------------------------------------------------
     @classmethod
-    def field_names(cls) -> set[str]:
-        return {f.name for f in dataclasses.fields(cls)}
-
-    @classmethod
     def from_dict(cls, data: dict[str, Any], **overrides: Any) -> BertConfig:
         """Build from a config.json dict; unknown keys go to `extra`, `overrides` win."""
         data = {**data, **overrides}
@@ -347,22 +378,6 @@ class BertConfig(LabelMaps):
             del out["embedding_size"]
         out.update(self.extra)
         return out
-
-    @classmethod
-    def from_json(cls, path: str | os.PathLike[str], *, size_bound: bool = True, **overrides: Any) -> BertConfig:
-        """Read an HF config.json (a file, or a directory holding one); size_bound as in validate()."""
-        path, data = read_config_dict(path)
-        try:
-            return cls.from_dict(data, **overrides).validate(size_bound=size_bound)
-        except ConfigError as e:
-            raise ConfigError(f"{path}: {e}") from None
-
-    def to_json(self, path: str | os.PathLike[str] | None = None) -> str:
-        """The config as JSON text; written to `path` (atomically) when given."""
-        text = json.dumps(self.to_dict(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-        if path is not None:
-            atomic_write_text(os.fspath(path), text)
-        return text
 
     # ----- presets ---------------------------------------------------------------------------
     @classmethod

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -40,7 +39,7 @@ from torch import Tensor, nn
 
 from . import attention, kernels, padding
 from .activations import ACT2FN
-from .config import ACTIVATIONS, PROBLEM_TYPES, LabelMaps, ProblemType, memory_bound, read_config_dict
+from .config import ACTIVATIONS, PROBLEM_TYPES, ConfigBase, ProblemType, memory_bound
 from .errors import ConfigError, InputError
 from .heads import (
     BertForMaskedLM,
@@ -74,7 +73,7 @@ def _default_id2label() -> dict[int, str]:
 
 
 @dataclass
-class ModernBertConfig(LabelMaps):
+class ModernBertConfig(ConfigBase):
     """Every number that shapes a ModernBERT. Defaults are ModernBERT-base's, as in transformers 4.57."""
 
     vocab_size: int = 50368
@@ -219,10 +218,6 @@ class ModernBertConfig(LabelMaps):
 
     # ----- dict / JSON io --------------------------------------------------------------------
     @classmethod
-    def field_names(cls) -> set[str]:
-        return {f.name for f in dataclasses.fields(cls)}
-
-    @classmethod
     def from_dict(cls, data: dict[str, Any], **overrides: Any) -> ModernBertConfig:
         """Build from a config.json dict of transformers 4.57 or 5.x (layer_types and rope_parameters read back
         into global_attn_every_n_layers and the two thetas); unknown keys go to `extra`, `overrides` win."""
@@ -246,41 +241,11 @@ class ModernBertConfig(LabelMaps):
         return out
 
     @classmethod
-    def from_json(cls, path: str | os.PathLike[str], *, size_bound: bool = True, **overrides: Any) -> ModernBertConfig:
-        """Read an HF config.json (a file, or a directory holding one); size_bound as in validate()."""
-        path, data = read_config_dict(path)
-        try:
-            return cls.from_dict(data, **overrides).validate(size_bound=size_bound)
-        except ConfigError as e:
-            raise ConfigError(f"{path}: {e}") from None
-
-    def replace(self, **overrides: Any) -> ModernBertConfig:
-        """A validated copy with some fields changed."""
-        unknown = set(overrides) - (self.field_names() - {"extra"})
-        if unknown:
-            raise ConfigError(f"unknown ModernBertConfig field(s): {', '.join(sorted(unknown))}")
-        if "id2label" in overrides and "num_labels" not in overrides:
-            overrides["num_labels"] = None
-            overrides.setdefault("label2id", None)
-        return dataclasses.replace(self, **overrides).validate()
-
-    @classmethod
     def from_preset(cls, name: str, **overrides: Any) -> ModernBertConfig:
         """A named architecture (`modern-mini`, `modernbert-base`, ...) with any field overridden."""
         if name not in PRESETS:
             raise ConfigError(f"unknown ModernBERT preset {name!r}; choose one of: {', '.join(PRESETS)}")
         return cls(**{**PRESETS[name], **overrides}).validate()
-
-    def to_json(self, path: str | os.PathLike[str] | None = None) -> str:
-        """The config as JSON text; written to `path` (atomically) when given."""
-        import json
-
-        from .files import atomic_write_text
-
-        text = json.dumps(self.to_dict(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-        if path is not None:
-            atomic_write_text(os.fspath(path), text)
-        return text
 
 
 # Architectures by name (weights load from a local directory). The small ones are BERT's tiny and mini (config.py)
@@ -749,60 +714,61 @@ class _ModernBertClassifier(ModernBertPreTrainedModel):
         return self.classifier(self.drop(self.head(hidden)))
 
 
-class ModernBertForSequenceClassification(_ModernBertClassifier):
+class _ModernBertLabelled(_ModernBertClassifier):
+    """A classifier whose forward takes `labels`: the encoder, then `logits`, then `loss` (the subclass's two)."""
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        labels: Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        token_type_ids: Tensor | None = None,
+    ) -> ClassifierOutput | tuple[Any, ...]:
+        check_tensors(labels=labels)
+        out = _encoded(
+            self.model, input_ids, attention_mask, position_ids, inputs_embeds, output_attentions, output_hidden_states
+        )
+        logits = self.logits(out.last_hidden_state, attention_mask)
+        loss = self.loss(logits, labels) if labels is not None else None
+        result = ClassifierOutput(loss, logits, out.hidden_states, out.attentions)
+        return result.to_tuple() if return_dict is False else result
+
+    def logits(self, hidden: Tensor, attention_mask: Tensor | None) -> Tensor:
+        raise NotImplementedError
+
+    def loss(self, logits: Tensor, labels: Tensor) -> Tensor:
+        raise NotImplementedError
+
+
+class ModernBertForSequenceClassification(_ModernBertLabelled):
     """Pooled (cls or mean) -> head -> drop -> classifier (B, num_labels); the loss by problem_type (heads.py)."""
 
     def __init__(self, config: ModernBertConfig) -> None:
         super().__init__(config, len(config.id2label))
 
-    def forward(
-        self,
-        input_ids: Tensor | None = None,
-        attention_mask: Tensor | None = None,
-        position_ids: Tensor | None = None,
-        inputs_embeds: Tensor | None = None,
-        labels: Tensor | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
-        token_type_ids: Tensor | None = None,
-    ) -> ClassifierOutput | tuple[Any, ...]:
-        check_tensors(labels=labels)
-        out = _encoded(
-            self.model, input_ids, attention_mask, position_ids, inputs_embeds, output_attentions, output_hidden_states
-        )
-        logits = self.scores(self.pooled(out.last_hidden_state, attention_mask))  # (B, num_labels)
-        loss = classification_loss(self.config, logits, labels) if labels is not None else None
-        result = ClassifierOutput(loss, logits, out.hidden_states, out.attentions)
-        return result.to_tuple() if return_dict is False else result
+    def logits(self, hidden: Tensor, attention_mask: Tensor | None) -> Tensor:
+        return self.scores(self.pooled(hidden, attention_mask))  # (B, num_labels)
+
+    def loss(self, logits: Tensor, labels: Tensor) -> Tensor:
+        return classification_loss(self.config, logits, labels)
 
 
-class ModernBertForTokenClassification(_ModernBertClassifier):
+class ModernBertForTokenClassification(_ModernBertLabelled):
     """Every token -> head -> drop -> classifier (B, S, num_labels); labels -100 skipped."""
 
     def __init__(self, config: ModernBertConfig) -> None:
         super().__init__(config, len(config.id2label))
 
-    def forward(
-        self,
-        input_ids: Tensor | None = None,
-        attention_mask: Tensor | None = None,
-        position_ids: Tensor | None = None,
-        inputs_embeds: Tensor | None = None,
-        labels: Tensor | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
-        token_type_ids: Tensor | None = None,
-    ) -> ClassifierOutput | tuple[Any, ...]:
-        check_tensors(labels=labels)
-        out = _encoded(
-            self.model, input_ids, attention_mask, position_ids, inputs_embeds, output_attentions, output_hidden_states
-        )
-        logits = self.scores(out.last_hidden_state)  # (B, S, num_labels)
-        loss = token_classification_loss(logits, labels) if labels is not None else None
-        result = ClassifierOutput(loss, logits, out.hidden_states, out.attentions)
-        return result.to_tuple() if return_dict is False else result
+    def logits(self, hidden: Tensor, attention_mask: Tensor | None) -> Tensor:
+        return self.scores(hidden)  # (B, S, num_labels)
+
+    def loss(self, logits: Tensor, labels: Tensor) -> Tensor:
+        return token_classification_loss(logits, labels)
 
 
 class ModernBertForQuestionAnswering(_ModernBertClassifier):
