@@ -16,11 +16,13 @@ import textwrap
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from torch import nn
 
 from .. import heads as H
 from .. import model as M
+from .. import modernbert as MB
 from ..config import BertConfig
 from .common import PrettyPrinter, base_model, count, encoder_layers, shape_str
 
@@ -42,7 +44,7 @@ class Row:
 @dataclass
 class Architecture:
     model_name: str  # the model's class
-    config: BertConfig
+    config: BertConfig | MB.ModernBertConfig
     rows: list[Row]  # the tree, top to bottom
     params: dict[str, int]  # module or parameter path -> parameters counted there ("" = the model)
     total: int  # == sum(p.numel() for p in model.parameters())
@@ -55,16 +57,18 @@ class Architecture:
         printer.text(str(self))
 
 
-def architecture(model: M.BertPreTrainedModel) -> Architecture:
-    """Describe `model` (a BertModel or any BertFor* head): tree, heads, parameter counts."""
-    base = base_model(model)
+def architecture(model: M.BertPreTrainedModel | MB.ModernBertPreTrainedModel) -> Architecture:
+    """Describe `model` (a BertModel or any BertFor* head, or a ModernBERT one): tree, heads, parameter counts."""
     cfg = model.config
     owners = _owners(model)
     counts = _counts(model, owners)
     ctx = _Context(cfg, counts, owners)
     rows = [Row("", type(model).__name__, 0, _describe_root(model, cfg), counts[""])]
     _walk(model, "", 1, ctx, rows)
-    heads = [layer.attention.self.num_attention_heads for layer in encoder_layers(base.encoder.layer)]
+    if isinstance(model, MB.ModernBertPreTrainedModel):
+        heads = [cfg.num_attention_heads] * cfg.num_hidden_layers  # ModernBERT prunes no head
+    else:
+        heads = [layer.attention.self.num_attention_heads for layer in encoder_layers(base_model(model).encoder.layer)]
     return Architecture(type(model).__name__, cfg, rows, dict(counts), counts[""], heads)
 
 
@@ -92,7 +96,7 @@ def _counts(model: nn.Module, owners: dict[int, str]) -> dict[str, int]:
 # ----- the tree ----------------------------------------------------------------------------------
 @dataclass
 class _Context:
-    cfg: BertConfig
+    cfg: Any  # BertConfig or ModernBertConfig
     counts: dict[str, int]
     owners: dict[int, str]
 
@@ -108,6 +112,9 @@ def _walk(module: nn.Module, path: str, depth: int, ctx: _Context, rows: list[Ro
             continue
         if isinstance(child, nn.ModuleList) and isinstance(module, M.BertEncoder):
             _layer_groups(encoder_layers(child), child_path, depth, ctx, rows)
+            continue
+        if isinstance(child, nn.ModuleList) and isinstance(module, MB.ModernBertModel):
+            _modern_layers(child, child_path, depth, ctx, rows)
             continue
         rows.append(
             Row(child_path, name, depth, _describe(name, child, module, child_path, ctx), ctx.counts[child_path])
@@ -148,11 +155,31 @@ def _layer_groups(layers: Sequence[M.Layer], path: str, depth: int, ctx: _Contex
         start = end + 1
 
 
+def _modern_layers(layers: nn.ModuleList, path: str, depth: int, ctx: _Context, rows: list[Row]) -> None:
+    """ModernBERT's layers, one row each (global or local, its window and rotary base), the first of each kind
+    opened below it: the others are alike but for the numbers their row says."""
+    cfg, shown = ctx.cfg, set()
+    for i, layer in enumerate(layers):
+        layer_path = _join(path, str(i))
+        local = cfg.is_local(i)
+        kind = (
+            f"LOCAL: token i sees |i - j| <= {cfg.local_attention // 2} (local_attention={cfg.local_attention})"
+            if local
+            else "GLOBAL: every token sees every token"
+        )
+        label = f"Layer {i}: pre-norm attention ({cfg.num_attention_heads} heads), then GeGLU; {kind}; rotary base "
+        label += f"{cfg.rope_theta(i):g}" + (" (layer 0 reads the normed embeddings: no attn_norm)" if i == 0 else "")
+        rows.append(Row(layer_path, f"layer {i}", depth, label, ctx.counts[layer_path]))
+        if (local, i == 0) not in shown:
+            shown.add((local, i == 0))
+            _walk(layer, layer_path, depth + 1, ctx, rows)
+
+
 # ----- what each module is -----------------------------------------------------------------------
-def _describe_root(model: nn.Module, cfg: BertConfig) -> str:
-    if isinstance(model, M.BertModel):
+def _describe_root(model: nn.Module, cfg: Any) -> str:
+    if isinstance(model, (M.BertModel, MB.ModernBertModel)):
         return f"the encoder: token ids (B, S) -> vectors (B, S, H={cfg.hidden_size})"
-    return "the encoder at .bert plus a task head"
+    return f"the encoder at .{getattr(model, 'base_model_prefix', 'bert')} plus a task head"
 
 
 _EMBEDDING_ROWS = {
@@ -164,6 +191,10 @@ _EMBEDDING_ROWS = {
 
 def _describe(name: str, m: nn.Module, parent: nn.Module, path: str, ctx: _Context) -> str:
     cfg = ctx.cfg
+    if isinstance(m, (MB.ModernBertModel, MB.ModernBertEmbeddings, MB.ModernBertAttention, MB.ModernBertMLP)):
+        return _describe_modern(m, cfg)
+    if isinstance(m, MB.ModernBertPredictionHead):
+        return f"head: Linear {cfg.hidden_size} -> {cfg.hidden_size}, {cfg.classifier_activation}, LayerNorm"
     if isinstance(m, M.BertModel):
         return f"BertModel: token ids (B, S) -> vectors (B, S, H={cfg.hidden_size})"
     if isinstance(m, M.Embeddings):
@@ -214,6 +245,28 @@ def _describe(name: str, m: nn.Module, parent: nn.Module, path: str, ctx: _Conte
     return type(m).__name__
 
 
+def _describe_modern(m: nn.Module, cfg: MB.ModernBertConfig) -> str:
+    """What a ModernBERT module computes, with the config fields behind its numbers."""
+    if isinstance(m, MB.ModernBertModel):
+        return (
+            f"ModernBertModel: token ids (B, S) -> vectors (B, S, H={cfg.hidden_size}); {cfg.num_hidden_layers} "
+            f"layers in SEQUENCE: those whose index is a multiple of {cfg.global_attn_every_n_layers} global, the "
+            "others local"
+        )
+    if isinstance(m, MB.ModernBertEmbeddings):
+        return f"embeddings: each token id -> a vector of H={cfg.hidden_size}, LayerNorm; no positions (rotary)"
+    if isinstance(m, MB.ModernBertAttention):
+        h, d = cfg.num_attention_heads, cfg.head_dim
+        return (
+            f"attention  {h} heads x {d} = {h * d}, the heads run in PARALLEL; q and k turned by rotary positions "
+            "before the scores (global_rope_theta / local_rope_theta)"
+        )
+    return (
+        f"GeGLU: Wi H={cfg.hidden_size} -> 2 x I={cfg.intermediate_size} (input and gate), "
+        f"{cfg.hidden_activation}(input) * gate, Wo I -> H"
+    )
+
+
 def _describe_embedding(name: str, m: nn.Embedding, cfg: BertConfig) -> str:
     if name == "distance_embedding":
         return (
@@ -242,7 +295,9 @@ def _describe_self_attention(m: M.SelfAttention, parent: nn.Module, cfg: BertCon
 
 def _describe_linear(name: str, m: nn.Linear, parent: nn.Module, path: str, ctx: _Context) -> str:
     text = f"Linear {m.in_features} -> {m.out_features}"
-    if isinstance(parent, M.SelfAttention) and name in ("query", "key", "value"):
+    if isinstance(parent, MB.ModernBertAttention) and name == "Wqkv":
+        text += f" = q, k, v side by side, each {ctx.cfg.num_attention_heads} heads x {ctx.cfg.head_dim}"
+    elif isinstance(parent, M.SelfAttention) and name in ("query", "key", "value"):
         h, d = parent.num_attention_heads, parent.attention_head_size
         text += f" = {h} heads x {d}, split by split_heads"
     elif isinstance(parent, M.SelfOutput):
@@ -269,14 +324,28 @@ _CONFIG_FIELDS = (
 )
 
 
-def format_config(cfg: BertConfig) -> str:
-    values = [f"{f}={getattr(cfg, f)}" for f in _CONFIG_FIELDS]
+_MODERN_FIELDS = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "global_attn_every_n_layers",
+    "local_attention",
+    "global_rope_theta",
+    "local_rope_theta",
+)
+
+
+def format_config(cfg: BertConfig | MB.ModernBertConfig) -> str:
+    fields = _MODERN_FIELDS if isinstance(cfg, MB.ModernBertConfig) else _CONFIG_FIELDS
+    values = [f"{f}={getattr(cfg, f)}" for f in fields]
     text = (
         "config: " + "  ".join(values[:5]) + "\n        " + "  ".join(values[5:]) + "\n        "
         f"head_dim = hidden_size / num_attention_heads = {cfg.hidden_size} / {cfg.num_attention_heads} "
         f"= {cfg.head_dim}"
     )
-    if cfg.pruned_heads:
+    if isinstance(cfg, BertConfig) and cfg.pruned_heads:
         text += f"\n        pruned_heads={ {k: list(v) for k, v in sorted(cfg.pruned_heads.items())} }"
     return text
 
@@ -310,6 +379,15 @@ def how_it_runs(arch: Architecture) -> str:
         )
     h0 = heads[0]
     where = " in layer 0" if len(set(heads)) > 1 else ""
+    if isinstance(cfg, MB.ModernBertConfig):
+        return textwrap.fill(
+            f"How it runs: the {L} layers run one after another. Inside each, Wqkv is ONE Linear of {Hs} -> 3 x "
+            f"{heads[0]} heads x {d}, reshaped to (B, S, 3, {heads[0]}, {d}); q and k are turned by their positions "
+            f"(rotary: no position table), the {heads[0]} heads attend in parallel, and on local layers a token sees "
+            f"only the {cfg.local_attention // 2} tokens on each side. print(model) shows one Wqkv per layer: the "
+            "heads are a reshape, not modules.",
+            width=100,
+        )
     text = (
         f"How it runs: the {L} layers run one after another: layer i+1 needs layer i's output, so they "
         f"cannot be parallel. Inside each layer, query, key and value are each ONE Linear of "

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from ..files import atomic_write
+from ..modernbert import ModernBertPreTrainedModel
 from ..text import display_width
 from . import html_view
 from .common import ExplainError, base_model, encoder_layers
@@ -73,7 +74,7 @@ class AttentionMaps:
 
 
 def attention_maps_ids(
-    model: BertPreTrainedModel,
+    model: BertPreTrainedModel | ModernBertPreTrainedModel,
     input_ids: Tensor,
     token_type_ids: Tensor | None = None,
     tokens: list[str] | None = None,
@@ -85,7 +86,7 @@ def attention_maps_ids(
         raise ExplainError(
             f"attention maps are drawn for one sequence: input_ids must be (1, S), got {tuple(input_ids.shape)}"
         )
-    base = base_model(model)
+    base: nn.Module = model.base_model if isinstance(model, ModernBertPreTrainedModel) else base_model(model)
     was_training = model.training
     model.eval()
     try:
@@ -94,10 +95,12 @@ def attention_maps_ids(
     finally:
         model.train(was_training)
     maps = [a[0].detach().float().cpu() for a in out.attentions]  # each (heads, S, S)
-    head_ids = [
-        [h for h in range(model.config.num_attention_heads) if h not in layer.attention.pruned_heads]
-        for layer in encoder_layers(base.encoder.layer)
-    ]
+    heads = range(model.config.num_attention_heads)
+    if isinstance(model, ModernBertPreTrainedModel):  # it prunes no head; its local layers' maps show their window
+        head_ids = [list(heads) for _ in maps]
+    else:
+        layers = encoder_layers(base_model(model).encoder.layer)
+        head_ids = [[h for h in heads if h not in layer.attention.pruned_heads] for layer in layers]
     S = input_ids.shape[1]
     types = token_type_ids[0].tolist() if token_type_ids is not None else [0] * S
     tokens = tokens if tokens is not None else [str(int(i)) for i in input_ids[0]]
@@ -105,7 +108,10 @@ def attention_maps_ids(
 
 
 def attention_maps(
-    model: BertPreTrainedModel, tokenizer: Tokenizer, text: str, text_pair: str | None = None
+    model: BertPreTrainedModel | ModernBertPreTrainedModel,
+    tokenizer: Tokenizer,
+    text: str,
+    text_pair: str | None = None,
 ) -> AttentionMaps:
     """Tokenize `text` (and `text_pair`) and collect every layer's attention maps."""
     enc = tokenizer(text, text_pair, return_tensors="pt")

@@ -292,3 +292,19 @@ def test_bad_inputs_are_named():
         model(torch.tensor([[3, 4]]), torch.ones(1, 3, dtype=torch.long))
     with pytest.raises(InputError, match="must be a torch.Tensor"):
         model([[3, 4]])
+
+
+def test_explain_names_each_layers_kind_window_and_rotary_base_and_counts_every_parameter():
+    from bertkit.explain import architecture
+    from bertkit.explain.attention_view import attention_maps_ids
+
+    model = ModernBertForMaskedLM(ModernBertConfig(**SIZES, local_attention=8))
+    arch = architecture(model)
+    assert arch.total == sum(p.numel() for p in model.parameters()) and arch.heads == [4] * 5
+    rows = {row.name: row.label for row in arch.rows}
+    for i in range(5):
+        kind = "GLOBAL: every token sees every token" if i % 3 == 0 else "LOCAL: token i sees |i - j| <= 4"
+        assert kind in rows[f"layer {i}"] and f"rotary base {160000 if i % 3 == 0 else 10000}" in rows[f"layer {i}"]
+    maps = attention_maps_ids(model, torch.randint(3, 97, (1, 12)), None)
+    far = (torch.arange(12)[None] - torch.arange(12)[:, None]).abs() > 4
+    assert [bool((m[:, far] == 0).all()) for m in maps.maps] == [False, True, True, False, True]
