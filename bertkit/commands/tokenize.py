@@ -41,7 +41,7 @@ def token_rows(tok: Tokenizer, text: str, pair: str | None = None) -> Iterator[t
     that cut may differ from the whole text's)."""
     whole = tokenizer.WHOLE_TEXT_CHARS  # the tokenizer module's, read at each call
     if len(text) + len(pair or "") <= whole:
-        enc = tok(text, pair, return_offsets_mapping=True)
+        enc = tok(text, pair, return_offsets_mapping=True, return_token_type_ids=True)
         sources = [text, pair or ""]  # sequence 1 (the pair's tokens) only where there is a pair
         for token, token_id, type_id, (start, end), seq in zip(
             enc.tokens(), enc["input_ids"], enc["token_type_ids"], enc["offset_mapping"], enc.sequence_ids()

@@ -114,7 +114,7 @@ def attention_maps(
     text_pair: str | None = None,
 ) -> AttentionMaps:
     """Tokenize `text` (and `text_pair`) and collect every layer's attention maps."""
-    enc = tokenizer(text, text_pair, return_tensors="pt")
+    enc = tokenizer(text, text_pair, return_tensors="pt", return_token_type_ids=True)
     return attention_maps_ids(model, enc["input_ids"], enc["token_type_ids"], enc.tokens(), text, text_pair)
 
 

@@ -59,7 +59,7 @@ def explain_mlm(
         )
     if top_k < 1:
         raise ExplainError(f"top_k must be at least 1, got {top_k}")
-    enc = tokenizer(text, text_pair, return_tensors="pt")
+    enc = tokenizer(text, text_pair, return_tensors="pt", return_token_type_ids=True)
     ids = enc["input_ids"]  # (1, S)
     mask_token = tokenizer.mask_token
     masked = (ids[0] == tokenizer.mask_token_id).nonzero().view(-1).tolist()

@@ -207,7 +207,7 @@ def _add_outputs(recorder: _Recorder, model: BertPreTrainedModel, out: object) -
 
 def trace(model: BertPreTrainedModel, tokenizer: Tokenizer, text: str, text_pair: str | None = None) -> Trace:
     """Tokenize `text` (and `text_pair`), run one forward pass, and return every step's shape."""
-    enc = tokenizer(text, text_pair, return_tensors="pt")
+    enc = tokenizer(text, text_pair, return_tensors="pt", return_token_type_ids=True)
     return trace_ids(model, enc["input_ids"], enc["token_type_ids"], enc["attention_mask"], tokens=enc.tokens())
 
 

@@ -89,7 +89,13 @@ class Choice(Task[ChoiceExample, ChoiceFeature]):
             )
         features = []
         for i, e in enumerate(examples):
-            enc = tok([e.question] * len(e.choices), list(e.choices), truncation="only_first", max_length=seq_len)
+            enc = tok(
+                [e.question] * len(e.choices),
+                list(e.choices),
+                truncation="only_first",
+                max_length=seq_len,
+                return_token_type_ids=True,
+            )
             features.append(
                 ChoiceFeature(
                     input_ids=enc["input_ids"], token_type_ids=enc["token_type_ids"], example=i, labels=e.answer

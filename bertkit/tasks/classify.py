@@ -165,6 +165,7 @@ class Classify(Task[ClassifyExample, Feature]):
             truncation="only_first" if pairs else True,
             max_length=seq_len,
             stride=stride if not pairs else 0,
+            return_token_type_ids=True,  # the features keep them (a BPE tokenizer returns none unless asked)
             return_overflowing_tokens=True,
         )
         features = []

@@ -108,6 +108,7 @@ class QA(Task[QAExample, QAFeature]):
             truncation="only_second",
             max_length=seq_len,
             stride=stride,
+            return_token_type_ids=True,  # the features keep them (a BPE tokenizer returns none unless asked)
             return_overflowing_tokens=True,
             return_offsets_mapping=True,
         )

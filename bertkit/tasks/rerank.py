@@ -256,7 +256,14 @@ class RerankLoss:
 def pair_ids(tok: Tokenizer, queries: list[str], documents: list[str], seq_len: int) -> dict[str, list[list[int]]]:
     """[CLS] query [SEP] document [SEP] ids and token types of each pair, cut to seq_len as the tokenizer cuts a
     pair (the longer text first), as sentence-transformers' CrossEncoder tokenizes."""
-    encoded = tok(queries, documents, truncation=True, max_length=seq_len, return_attention_mask=False)
+    encoded = tok(
+        queries,
+        documents,
+        truncation=True,
+        max_length=seq_len,
+        return_attention_mask=False,
+        return_token_type_ids=True,
+    )
     return {"input_ids": encoded["input_ids"], "token_type_ids": encoded["token_type_ids"]}
 
 

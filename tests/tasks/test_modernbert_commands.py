@@ -73,3 +73,47 @@ def test_serves_engine_answers_predict_and_embed(finetuned):
 def test_export_refuses_it_by_name(pretrained, tmp_path, capsys):
     assert main(["export", str(pretrained), "--out", str(tmp_path / "onnx")]) != 0
     assert "a ModernBERT folder; bertkit's ONNX export writes BERT and ELECTRA graphs" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def hub_folder(tmp_path_factory):
+    """A folder as the hub's ModernBERT ones: a random ModernBertForMaskedLM saved by transformers with a byte-level
+    BPE tokenizer (no vocab.txt, no token_type_ids)."""
+    import torch
+    import transformers
+    from helpers import bpe_tokenizer_folder
+
+    folder = bpe_tokenizer_folder(tmp_path_factory.mktemp("hub") / "modernbert")
+    config = transformers.ModernBertConfig(
+        vocab_size=3000,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        local_attention=16,
+        pad_token_id=3,
+        cls_token_id=1,
+        sep_token_id=2,
+        bos_token_id=1,
+        eos_token_id=2,
+        reference_compile=False,
+    )
+    torch.manual_seed(0)
+    transformers.ModernBertForMaskedLM(config).save_pretrained(folder)
+    return folder
+
+
+def test_a_hub_style_folder_finetunes_predicts_and_fills_masks(hub_folder, clf_train_file, dev_file, tmp_path, capsys):
+    out = tmp_path / "ft"
+    argv = ["finetune", "--model", str(hub_folder), "--train", clf_train_file, "--eval", dev_file, "--steps", "4"]
+    assert main([*argv, "--batch-size", "8", "--seq-len", "32", "--out", str(out), "--no-progress"]) == 0
+    capsys.readouterr()
+    with pytest.warns(UserWarning, match="ModernBERT folder"):
+        assert main(["predict", "--model", str(out), "这个手机很好用"]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["label"] in ("neg", "pos")
+    with pytest.warns(UserWarning, match="ModernBERT folder"):
+        assert main(["fill-mask", "--model", str(hub_folder), "--top-k", "3", "人民[MASK]报"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.strip()[:2] in ("1.", "2.", "3.")]
+    assert len(rows) == 3
+    for _, token, _, filled in rows:  # "1. 日  p=0.01  人民日报": the token as text, the same as in the filled text
+        assert token in filled, rows
