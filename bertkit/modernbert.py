@@ -537,16 +537,19 @@ class ModernBertModel(ModernBertPreTrainedModel):
         )
         return out.to_tuple() if return_dict is False else out
 
-    def _route(self, attention_mask: Tensor, lengths: list[int], want_probs: bool, hidden: Tensor) -> Route:
+    def _route(self, attention_mask: Tensor, lengths: list[int] | None, want_probs: bool, hidden: Tensor) -> Route:
         """eager where probabilities are asked for (or configured); else sdpa, or padding-free (varlen) when the
-        batch has padding (auto) or always (varlen). Made from the lengths already read: no device read."""
+        batch has padding (auto) or always (varlen). Made from the lengths already read: no device read (lengths
+        None, nothing was read: the padded path with the mask as given)."""
         cfg, (B, S) = self.config, attention_mask.shape
         implementation = cfg.attn_implementation
         if want_probs or implementation == "eager":
             implementation = "eager"
+        elif lengths is None:
+            implementation = "sdpa"
         elif implementation == "auto":
             implementation = "varlen" if sum(lengths) < B * S else "sdpa"
-        if implementation == "varlen":
+        if implementation == "varlen" and lengths is not None:
             tokens = padding.unpad(attention_mask, lengths, largest=1)
             layout = attention.varlen_layout(
                 tokens.bounds,
@@ -557,7 +560,8 @@ class ModernBertModel(ModernBertPreTrainedModel):
                 windowed=cfg.global_attn_every_n_layers > 1,
             )
             return Route("varlen", cfg.local_attention, tokens=dataclasses.replace(tokens, layout=layout))
-        if sum(lengths) == B * S:  # every position real: no mask on global layers (SDPA's fastest), the window alone
+        if lengths is not None and sum(lengths) == B * S:  # every position real: no mask on global layers (SDPA's
+            # fastest), the window alone
             band = attention.band(S, cfg.local_attention, hidden)  # (S, S), or None where the window holds them all
             return Route(
                 implementation, cfg.local_attention, {False: None, True: None if band is None else band[None, None]}
@@ -576,9 +580,10 @@ def _check_inputs(
     position_ids: Tensor | None,
     inputs_embeds: Tensor | None,
     vocab_size: int,
-) -> tuple[int, int, list[int]]:
+) -> tuple[int, int, list[int] | None]:
     """(B, S, real tokens per row) of a forward pass's inputs, or an InputError naming the input that cannot work.
-    The one host read of the pass: the ids' range and the mask's row sums together."""
+    The one host read of the pass: the ids' range and the mask's row sums together (none under torch.compile or
+    for an empty batch: the lengths are then None)."""
     check_tensors(
         input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, inputs_embeds=inputs_embeds
     )
@@ -596,7 +601,7 @@ def _check_inputs(
     if position_ids is not None and tuple(position_ids.shape) not in ((B, S), (1, S)):
         raise InputError(f"position_ids must be ({B}, {S}) or (1, {S}), got {tuple(position_ids.shape)}")
     if torch.compiler.is_compiling() or not B * S:
-        return B, S, [S] * B
+        return B, S, None  # nothing read: the padded path, with the mask as given
     mask = attention_mask.long() if attention_mask is not None else first.new_ones(B, S, dtype=torch.long)
     ids = input_ids.long() if input_ids is not None else mask.new_zeros(1)
     low, high, mask_low, mask_high, *lengths = torch.cat(

@@ -308,3 +308,14 @@ def test_explain_names_each_layers_kind_window_and_rotary_base_and_counts_every_
     maps = attention_maps_ids(model, torch.randint(3, 97, (1, 12)), None)
     far = (torch.arange(12)[None] - torch.arange(12)[:, None]).abs() > 4
     assert [bool((m[:, far] == 0).all()) for m in maps.maps] == [False, True, True, False, True]
+
+
+def test_without_the_host_read_torch_compile_makes_the_padding_still_counts(monkeypatch):
+    """Under torch.compile nothing is read to the host: the padded path runs with the mask as given."""
+    model = randomised(ModernBertModel(ModernBertConfig(**SIZES, local_attention=8)))
+    ids, mask = batch()
+    with torch.no_grad():
+        expected = model(ids, mask).last_hidden_state
+        monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+        got = model(ids, mask).last_hidden_state
+    parity(real(got, mask), real(expected, mask))
