@@ -699,6 +699,7 @@ class BPETokenizer(Tokenizer):
         token_type_ids: bool,
         **special_tokens: str,
     ) -> None:
+        # not Tokenizer.__init__, which builds WordPiece's pipeline: this one keeps the file's
         self.backend = backend
         self.specials = {**DEFAULT_SPECIALS, **special_tokens}
         self.vocab = backend.get_vocab(with_added_tokens=True)
