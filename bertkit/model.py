@@ -471,11 +471,11 @@ class Pooler(nn.Module):
 
 # ----- the models --------------------------------------------------------------------------------
 class InferenceModel(Protocol):
-    """What inference needs of a model: a bertkit model (BertModel, a BertFor* head) or a stand-in that runs in its
-    place (engines.py: an exported ONNX graph, or the graph and the torch model batch by batch)."""
+    """What inference needs of a model: a bertkit model (BertModel, a BertFor* head, a ModernBERT one) or a stand-in
+    that runs in its place (engines.py: an exported ONNX graph, or the graph and the torch model batch by batch)."""
 
     training: bool
-    config: BertConfig
+    config: Any  # the family's config: BertConfig (BERT, ELECTRA) or ModernBertConfig
 
     def eval(self) -> Any: ...
 

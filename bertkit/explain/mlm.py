@@ -21,6 +21,7 @@ from torch import Tensor
 
 from ..heads import IGNORE, BertForMaskedLM
 from ..masked_lm import MaskFill, mask_fills, mlm_logits
+from ..modernbert import ModernBertForMaskedLM
 from ..text import pad
 from .common import ExplainError, PrettyPrinter, shape_str
 
@@ -49,13 +50,17 @@ class MLMExplanation:
 
 
 def explain_mlm(
-    model: BertPreTrainedModel, tokenizer: Tokenizer, text: str, text_pair: str | None = None, top_k: int = 5
+    model: BertPreTrainedModel | ModernBertForMaskedLM,
+    tokenizer: Tokenizer,
+    text: str,
+    text_pair: str | None = None,
+    top_k: int = 5,
 ) -> MLMExplanation:
     """Predict the [MASK] tokens of `text` and show which positions a training loss would use."""
-    if not isinstance(model, BertForMaskedLM):
+    if not isinstance(model, (BertForMaskedLM, ModernBertForMaskedLM)):
         raise ExplainError(
             f"MLM needs a BertForMaskedLM, got {type(model).__name__}: load it with "
-            "BertForMaskedLM.from_pretrained(path)"
+            "BertForMaskedLM.from_pretrained(path) (a ModernBERT folder loads as a ModernBertForMaskedLM)"
         )
     if top_k < 1:
         raise ExplainError(f"top_k must be at least 1, got {top_k}")

@@ -319,3 +319,14 @@ def test_without_the_host_read_torch_compile_makes_the_padding_still_counts(monk
         monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
         got = model(ids, mask).last_hidden_state
     parity(real(got, mask), real(expected, mask))
+
+
+def test_explain_mlm_takes_a_modernbert(tokenizer_dir):
+    from bertkit.explain.mlm import explain_mlm
+    from bertkit.tokenizer import Tokenizer
+
+    tok = Tokenizer.from_pretrained(tokenizer_dir)
+    model = ModernBertForMaskedLM(ModernBertConfig(**{**SIZES, "vocab_size": tok.vocab_size}, local_attention=8))
+    explained = explain_mlm(model.eval(), tok, "人民[MASK]报")
+    assert explained.logits_shape[-1] == tok.vocab_size and len(explained.predictions) == 1
+    assert explained.loss == pytest.approx(explained.masked_loss, abs=1e-5)
