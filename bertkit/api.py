@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from .config import AttnImplementation, ProblemType
+    from .devices import Precision
     from .engines import Engine
     from .evaluation import EvaluateConfig, PredictConfig
     from .metrics.common import ClassScores
@@ -143,6 +144,8 @@ class InferenceKwargs(TaskKwargs, total=False):
     task: str | None
     quantize: str | None
     engine: Engine
+    device: str
+    precision: Precision
 
 
 class EvaluateKwargs(InferenceKwargs, total=False):

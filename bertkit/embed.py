@@ -46,6 +46,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .deprecated import moved
+from .devices import CPU, Precision, device_opt, place, placement, precision_opt
 from .engines import (
     DEFAULT_ENGINE,
     ENGINE_HELP,
@@ -111,6 +112,17 @@ class EmbedSettings:
     )
     normalize: bool | None = opt(None, "L2-normalize each vector; None: as the folder says, else not")
     engine: Engine = opt(DEFAULT_ENGINE, ENGINE_HELP)
+    device: str = device_opt()
+    precision: Precision = precision_opt()
+
+    def problem(self) -> str | None:
+        if self.device == "auto":
+            return None
+        try:
+            torch.device(self.device)
+        except (RuntimeError, ValueError):  # torch's own message lists twenty device types
+            return f"device: {shown(self.device)} is not a device (auto, cpu, cuda, cuda:N, mps)"
+        return None
 
 
 @dataclass
@@ -118,16 +130,6 @@ class EncoderSettings(EmbedSettings):
     """What Encoder.from_pretrained takes besides the folder (and a model already loaded)."""
 
     quantize: str | None = opt(None, QUANTIZE_HELP, choices=QUANTIZE_CHOICES)
-    device: str | None = opt(None, "where the model runs: cpu, cuda, cuda:N, mps; None: where it loads (the CPU)")
-
-    def problem(self) -> str | None:
-        if self.device is None:
-            return None
-        try:
-            torch.device(self.device)
-        except (RuntimeError, ValueError):  # torch's own message lists twenty device types
-            return f"device: {shown(self.device)} is not a device (cpu, cuda, cuda:N, mps)"
-        return None
 
 
 @dataclass
@@ -137,7 +139,9 @@ class EncodeSettings(EmbedSettings):
     batch_size: int = opt(32, "texts per forward pass")
 
     def problem(self) -> str | None:
-        return None if self.batch_size >= 1 else f"batch_size must be a positive integer, got {self.batch_size}"
+        if self.batch_size < 1:
+            return f"batch_size must be a positive integer, got {self.batch_size}"
+        return super().problem()
 
 
 class NoOtherSettings(TypedDict):
@@ -163,6 +167,7 @@ class Encoder:
         self.engine = "onnx" if isinstance(model, OnnxModel) else "auto" if isinstance(model, AutoModel) else "torch"
         self.engine_why = ""
         self.graph: OnnxModel | AutoModel | None = None  # set where the graph pools as this encoder does
+        self.where = CPU  # the device and float type from_pretrained put the model on (devices.placement)
 
     def __repr__(self) -> str:
         return (
@@ -179,7 +184,8 @@ class Encoder:
         pooling: str | None = None,
         normalize: bool | None = None,
         quantize: str | None = None,
-        device: str | torch.device | None = None,
+        device: str | torch.device = "auto",
+        precision: str = "auto",
         model: BertModel | None = None,
         engine: str = DEFAULT_ENGINE,
         **unknown: Unpack[NoOtherSettings],
@@ -189,8 +195,9 @@ class Encoder:
         model: the folder's encoder already loaded (a task model's `.bert`, quantized or not as it is),
         shared instead of loading a second copy. engine "auto" (the default): the model and its exported graph
         in ONNX Runtime, each batch on the faster for its shape, the torch engine where the graph cannot give its
-        numbers (quantize, a GPU: .engine and .engine_why say so); "onnx": the graph alone (engines.py; float32 on
-        the CPU); "torch": the model alone.
+        numbers (quantize, a GPU, bf16: .engine and .engine_why say so); "onnx": the graph alone (engines.py; float32);
+        "torch": the model alone. device: auto (a GPU when there is one), cpu, cuda, cuda:N; precision: auto (bf16 on
+        a GPU, float32 on the CPU), float32, bf16, fp16 (devices.py; .where says what was chosen).
         The settings are checked first (EncoderSettings): a misspelt name or choice is a ConfigError."""
         from .checkpoint import load_pretrained
         from .model import BertModel
@@ -202,7 +209,8 @@ class Encoder:
             pooling=pooling,
             normalize=normalize,
             quantize=quantize,
-            device=str(device) if isinstance(device, torch.device) else device,
+            device=str(device),
+            precision=precision,
             engine=engine,
             **unknown,
         )
@@ -212,24 +220,24 @@ class Encoder:
             raise CheckpointError(f"{model_dir}: {what}; pass a local model folder (config.json and weights)")
         folder = read_pooling(model_dir)
         settings = pooling_settings(folder, pooling, normalize)
-        engine, why = choose(engine, quantize, device)
+        where = placement(device, precision, quantize)
+        engine, why = choose(engine, quantize, where.device, where.dtype)
         tokenizer = Tokenizer.from_pretrained(model_dir)
         if engine == "onnx" and model is None:
-            require_onnxruntime(quantize, device)
-            encoder = cls(load_graph(model_dir, "encoder"), tokenizer, settings, model_dir)
+            require_onnxruntime(quantize, where.device, where.dtype)
+            encoder = cls(load_graph(model_dir, "encoder", where=where), tokenizer, settings, model_dir)
         else:
             if model is None:
                 # A task checkpoint's encoder is under `bert.`: load_pretrained strips it, and a missing
                 # encoder tensor is a CheckpointError naming it; head tensors (classifier.*, cls.*) are unused here.
                 model, _ = load_pretrained(BertModel, model_dir, add_pooling_layer=False, output_loading_info=True)
                 check_weights(model, model_dir)  # before quantizing: int8 cannot be built from NaN
-                if device is not None:
-                    model.to(device)
+                model = place(model, where)
                 model = quantize_model(model, quantize, calibration(quantize, tokenizer))  # None: as it is
             # auto: the torch side is the BertModel (quantized in place or not) loaded above, or the one given
             runs = auto_model(model, model_dir, "encoder") if engine == "auto" else model
             encoder = cls(runs, tokenizer, settings, model_dir)
-        encoder.engine_why = why
+        encoder.engine_why, encoder.where = why, where
         graph_pooling = pooling_settings(folder, None, None)  # what the export's graph applies
         if isinstance(encoder.model, (OnnxModel, AutoModel)) and (settings.mode, settings.normalize) == (
             graph_pooling.mode,
@@ -310,6 +318,8 @@ def encode(
     pooling: str | None = None,
     tokenizer: Tokenizer | str | os.PathLike[str] | None = None,
     engine: str | None = None,
+    device: str | None = None,
+    precision: str | None = None,
     **unknown: Unpack[NoOtherSettings],
 ) -> NDArray[np.float32]:
     """Sentence vectors: one string -> (H,), a list -> (n, H) float32, in input order.
@@ -318,8 +328,9 @@ def encode(
     Encoder of one's own says when it is loaded and freed), an Encoder, or a bertkit model (BertModel or a task
     model: its encoder), then with `tokenizer` (a Tokenizer or its folder). pooling / normalize override what
     the folder says (default: mean, not normalized).
-    engine: for a model folder, the engine it loads on (Encoder.from_pretrained; None: its default, "auto"); an
-    Encoder or a model object runs as it is (engine "onnx" / "auto" is refused there).
+    engine, device, precision: for a model folder, the engine it loads on, where and in which float type
+    (Encoder.from_pretrained; None: its defaults, "auto"); an Encoder or a model object runs as it is (engine "onnx" /
+    "auto", a device or a precision is refused there).
     The settings are checked first (EncodeSettings): a misspelt name or choice is a ConfigError.
     """
     from .model import BertPreTrainedModel
@@ -332,13 +343,17 @@ def encode(
         normalize=normalize,
         pooling=pooling,
         engine=engine or DEFAULT_ENGINE,
+        device=device or "auto",
+        precision=precision or "auto",
         **unknown,
     )
-    if engine not in (None, "torch") and not isinstance(model, (str, os.PathLike)):
-        raise ConfigError(
-            f"bertkit.encode: engine={engine!r} is for a model folder, which encode loads; an Encoder or a model "
-            "object runs as it is (Encoder.from_pretrained(folder, engine=...) loads one on another engine)"
-        )
+    if not isinstance(model, (str, os.PathLike)):
+        given = [f"{k}={v!r}" for k, v in (("engine", engine), ("device", device), ("precision", precision)) if v]
+        if given and given != ["engine='torch'"]:
+            raise ConfigError(
+                f"bertkit.encode: {', '.join(given)} is for a model folder, which encode loads; an Encoder or a model "
+                "object runs as it is (Encoder.from_pretrained(folder, engine=..., device=...) loads one elsewhere)"
+            )
     single = isinstance(texts, str)
     batch = _check_texts([texts] if single else texts)
     if isinstance(model, Encoder):
@@ -360,7 +375,14 @@ def encode(
     elif isinstance(model, (str, os.PathLike)):
         if tokenizer is not None:
             raise BertkitError("a model folder has its own tokenizer; pass tokenizer only with a BertModel")
-        encoder = ENCODERS.get(model, pooling=pooling, normalize=normalize, engine=engine or DEFAULT_ENGINE)
+        encoder = ENCODERS.get(
+            model,
+            pooling=pooling,
+            normalize=normalize,
+            engine=engine or DEFAULT_ENGINE,
+            device=device or "auto",
+            precision=precision or "auto",
+        )
     else:
         raise BertkitError(
             f"model must be a model folder, an Encoder or a bertkit BertModel, got {type(model).__name__}"
@@ -375,7 +397,8 @@ def encode(
 # not kept, so no second write can hide in the tick of the one that was read.
 RECENT_NS = 2 * 10**9
 FolderState = tuple[tuple[str, tuple[int, ...]], ...]  # (path in the folder, files.file_stamp) per file
-CacheKey = tuple[str, str | None, bool | None, str, FolderState]  # real path, pooling, normalize, engine, files
+RunsOn = tuple[str, str, str]  # engine, device, precision
+CacheKey = tuple[str, str | None, bool | None, RunsOn, FolderState]  # real path, pooling, normalize, ..., files
 
 
 def folder_state(real: str) -> FolderState:
@@ -403,19 +426,24 @@ class EncoderCache:
         pooling: str | None = None,
         normalize: bool | None = None,
         engine: str = DEFAULT_ENGINE,
+        device: str = "auto",
+        precision: str = "auto",
     ) -> Encoder:
         """The Encoder of `model_dir` with these settings (Encoder.from_pretrained's): the one kept if its folder
         is unchanged, else one loaded now, and kept if its folder did not change while it loaded."""
-        key = _key(model_dir, pooling, normalize, engine)
+        runs = (engine, device, precision)
+        key = _key(model_dir, pooling, normalize, runs)
         with self._lock:
             kept = self._encoders.get(key) if key is not None else None
             if key is not None and kept is not None:
                 self._encoders.move_to_end(key)
                 return kept
-        encoder = Encoder.from_pretrained(model_dir, pooling=pooling, normalize=normalize, engine=engine)
+        encoder = Encoder.from_pretrained(
+            model_dir, pooling=pooling, normalize=normalize, engine=engine, device=device, precision=precision
+        )
         with self._lock:
             self.loads += 1
-        if key is not None and key == _key(model_dir, pooling, normalize, engine) and self._still(key[-1]):
+        if key is not None and key == _key(model_dir, pooling, normalize, runs) and self._still(key[-1]):
             with self._lock:
                 self._encoders[key] = encoder
                 while len(self._encoders) > self.size:
@@ -434,12 +462,12 @@ class EncoderCache:
 
 
 def _key(
-    model_dir: str | os.PathLike[str], pooling: str | None, normalize: bool | None, engine: str
+    model_dir: str | os.PathLike[str], pooling: str | None, normalize: bool | None, runs: RunsOn
 ) -> CacheKey | None:
     """What an encoder is kept under; None for a folder that cannot be read (from_pretrained says why)."""
     real = os.path.realpath(model_dir)
     try:
-        return (real, pooling, normalize, engine, folder_state(real))
+        return (real, pooling, normalize, runs, folder_state(real))
     except OSError:
         return None
 

@@ -50,6 +50,7 @@ import numpy as np
 import torch
 
 from .checkpoint import read_config
+from .devices import CPU, NAMES, Placement, placement
 from .errors import BertkitError, BertkitWarning
 from .export import (
     GRAPH_FORM,
@@ -83,14 +84,21 @@ ENGINE_HELP = (
 )
 
 
-def require_onnxruntime(quantize: str | None = None, device: torch.device | str | None = None) -> ModuleType:
-    """The onnxruntime module; an error naming the extra that installs it, or the torch engine's flags given."""
-    if quantize is not None or (device is not None and torch.device(device).type != "cpu"):
+def require_onnxruntime(
+    quantize: str | None = None, device: torch.device | str | None = None, dtype: torch.dtype | None = None
+) -> ModuleType:
+    """The onnxruntime module; an error naming the package that installs it, or the torch engine's flags given:
+    int8 and half precision are the torch engine's; a GPU needs onnxruntime's CUDA provider (onnxruntime-gpu)."""
+    if quantize is not None:
         raise BertkitError(
-            "--engine onnx runs the float32 graph on the CPU: --quantize and --device are the torch "
-            "engine's (--engine torch). ONNX Runtime's dynamic int8 keeps too little of the answers "
-            "(cosine 0.80 to float32 at worst on Chinese reviews, bench/results/cpu_anchors.md), so "
-            "int8 is the torch engine's (cosine 0.993)"
+            "--engine onnx runs the float32 graph: --quantize is the torch engine's (--engine torch). ONNX Runtime's "
+            "dynamic int8 keeps too little of the answers (cosine 0.80 to float32 at worst on Chinese reviews, "
+            "bench/results/cpu_anchors.md), so int8 is the torch engine's (cosine 0.993)"
+        )
+    if dtype is not None and dtype != torch.float32:
+        raise BertkitError(
+            "--engine onnx runs the float32 graph: --precision bf16 / fp16 is the torch engine's (--engine torch), "
+            "or pass --precision float32"
         )
     try:
         import onnxruntime
@@ -99,12 +107,32 @@ def require_onnxruntime(quantize: str | None = None, device: torch.device | str 
             "--engine onnx needs ONNX Runtime: pip install onnxruntime (a dependency of bertkit's that is missing "
             "here; or use --engine torch)"
         ) from None
+    if device is not None and torch.device(device).type != "cpu" and CUDA_PROVIDER not in providers(onnxruntime):
+        raise BertkitError(
+            f"--engine onnx --device {device}: the installed onnxruntime {onnxruntime.__version__} has no CUDA "
+            f"provider (it has {', '.join(providers(onnxruntime))}); install onnxruntime-gpu for it, or use "
+            "--engine torch (what --engine auto runs on a GPU)"
+        )
     return onnxruntime
 
 
-def choose(engine: str, quantize: str | None = None, device: torch.device | str | None = None) -> tuple[Engine, str]:
+CUDA_PROVIDER = "CUDAExecutionProvider"
+
+
+def providers(ort: ModuleType) -> list[str]:
+    """The execution providers the installed onnxruntime has."""
+    return list(ort.get_available_providers())
+
+
+def choose(
+    engine: str,
+    quantize: str | None = None,
+    device: torch.device | str | None = None,
+    dtype: torch.dtype | None = None,
+) -> tuple[Engine, str]:
     """(the engine that runs for --engine `engine`, why, as a line says it): "auto" is "torch" where the onnx
-    engine cannot run the same numbers (--quantize, a GPU) or at all (no onnxruntime: with a warning)."""
+    engine cannot run the same numbers (--quantize, a GPU, bf16 / fp16) or at all (no onnxruntime: with a
+    warning)."""
     if engine != "auto":
         asked = cast("Engine", engine)  # the options' choices, checked where they entered
         return asked, "--engine torch: bertkit's model" if engine == "torch" else "--engine onnx: ONNX Runtime"
@@ -114,6 +142,8 @@ def choose(engine: str, quantize: str | None = None, device: torch.device | str 
         )
     if device is not None and torch.device(device).type != "cpu":
         return "torch", f"--device {device}: the onnx engine runs on the CPU"
+    if dtype is not None and dtype != torch.float32:
+        return "torch", f"{NAMES[dtype]}: the onnx engine runs the float32 graph"
     try:
         require_onnxruntime()
     except BertkitError:
@@ -130,16 +160,24 @@ def choose(engine: str, quantize: str | None = None, device: torch.device | str 
 AUTO_RULE = "ONNX Runtime for few or equal-length texts, torch's padding-free path for ragged batches"
 
 
-def resolve(engine: str, quantize: str | None = None, device: torch.device | str | None = None) -> str:
+def resolve(
+    engine: str, quantize: str | None = None, device: torch.device | str | None = None, dtype: torch.dtype | None = None
+) -> str:
     """The engine that runs for --engine `engine` (choose, without the why)."""
-    return choose(engine, quantize, device)[0]
+    return choose(engine, quantize, device, dtype)[0]
 
 
-def announce(command: str, engine: str, quantize: str | None = None, device: str | None = None) -> Engine:
-    """The engine `bertkit COMMAND` runs on (choose), once its first line on stderr said which and why, e.g.
-    `bertkit predict: engine torch (--quantize int8 is the torch engine's ...)`."""
-    chosen, why = choose(engine, quantize, device)
-    print(f"bertkit {command}: engine {chosen} ({why})", file=sys.stderr, flush=True)
+def announce(
+    command: str, engine: str, quantize: str | None = None, device: str | None = None, precision: str | None = None
+) -> Engine:
+    """The engine `bertkit COMMAND` runs on (choose), once its first line on stderr said which, why, and where
+    (--device / --precision, checked here before any work: devices.placement), e.g.
+    `bertkit predict: engine torch (--quantize int8 is the torch engine's ...); on cpu, float32`."""
+    where = placement(device, precision, quantize)
+    chosen, why = choose(engine, quantize, where.device, where.dtype)
+    if chosen == "onnx":
+        require_onnxruntime(quantize, where.device, where.dtype)  # its refusals, before any work
+    print(f"bertkit {command}: engine {chosen} ({why}); on {where.describe()}", file=sys.stderr, flush=True)
     return chosen
 
 
@@ -286,15 +324,22 @@ def _read_record(path: str) -> dict[str, Any]:
     return record if isinstance(record, dict) else {}
 
 
+def session_providers(device: torch.device) -> list[Any]:
+    """ONNX Runtime's providers for a graph on `device`: the CUDA provider on its GPU (require_onnxruntime checked
+    that it is there), the CPU's for what it leaves."""
+    if device.type == "cuda":
+        return [(CUDA_PROVIDER, {"device_id": device.index or 0}), "CPUExecutionProvider"]
+    return ["CPUExecutionProvider"]
+
+
 class OnnxModel:
     """An exported graph where a torch model would run: what evaluate, predict, serve and fill-mask call of one.
     It runs the folder's fused graph (OPTIMIZED_FILE) where the export wrote one, else model.onnx."""
 
     training = False
 
-    def __init__(self, folder: str, threads: int | None = None, spin: bool = True) -> None:
-
-        ort = require_onnxruntime()
+    def __init__(self, folder: str, threads: int | None = None, spin: bool = True, device: torch.device = CPU.device):
+        ort = require_onnxruntime(device=device)
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.intra_op_num_threads = threads or torch.get_num_threads()
@@ -304,7 +349,7 @@ class OnnxModel:
         fused = os.path.join(folder, OPTIMIZED_FILE)
         path = fused if os.path.isfile(fused) else os.path.join(folder, ONNX_FILE)
         try:
-            self.session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+            self.session = ort.InferenceSession(path, options, providers=session_providers(device))
         except Exception as e:  # ONNX Runtime's own kinds: a truncated file, a graph it cannot run
             raise BertkitError(
                 f"{path}: ONNX Runtime cannot load it ({str(e).strip().splitlines()[0][:300]}); "
@@ -355,12 +400,13 @@ class OnnxModel:
         return torch.from_numpy(vectors)
 
 
-def load_graph(model_dir: str, kind: str, engine: str = "onnx") -> OnnxModel:
+def load_graph(model_dir: str, kind: str, engine: str = "onnx", where: Placement = CPU) -> OnnxModel:
     """The graph of `model_dir` as `kind` in ONNX Runtime (onnx_folder: the folder's own export, or the cache's).
     Beside torch (`engine` auto) its threads stop spinning the moment a call returns: left spinning, they took the
     cores of the next batch torch ran (one text at a time, mixed lengths: p99 90-104 ms spinning, 38-44 ms not);
     never spinning, one text took ~1 ms more (threads woken for every operator)."""
-    return OnnxModel(onnx_folder(model_dir, kind, engine), spin=engine != "auto")
+    require_onnxruntime(device=where.device, dtype=where.dtype)  # what the graph cannot do, before an export
+    return OnnxModel(onnx_folder(model_dir, kind, engine), spin=engine != "auto", device=where.device)
 
 
 _UNWRITABLE: set[str] = set()  # the caches found unwritable: auto runs torch there without trying again
@@ -447,15 +493,22 @@ class AutoModel:
 
 
 def load_task_model(
-    model_dir: str, task: str | None = None, *, quantize: str | None = None, engine: str = DEFAULT_ENGINE
+    model_dir: str,
+    task: str | None = None,
+    *,
+    quantize: str | None = None,
+    engine: str = DEFAULT_ENGINE,
+    device: str | torch.device | None = "auto",
+    precision: str | None = "auto",
 ) -> TaskModel:
-    """inference.load_task_model on the engine named (TaskModel: the task, the model, the tokenizer)."""
+    """inference.load_task_model on the engine named, on --device in --precision (devices.placement)."""
     from . import inference
 
-    engine = resolve(engine, quantize)
+    where = placement(device, precision, quantize)
+    engine = resolve(engine, quantize, where.device, where.dtype)
     if engine == "torch":
-        return inference.load_task_model(model_dir, task, quantize=quantize)
-    require_onnxruntime(quantize)
+        return inference.load_task_model(model_dir, task, quantize=quantize, where=where)
+    require_onnxruntime(quantize, where.device, where.dtype)
     if not os.path.isdir(model_dir):
         raise BertkitError(f"--model {model_dir}: not a directory; pass the folder `bertkit finetune --out` wrote")
     from .tasks import get_task, task_of
@@ -470,22 +523,30 @@ def load_task_model(
         # the torch engine's model is a BertFor*; AutoModel and OnnxModel stand in for one (InferenceModel)
         auto = auto_model(cast("BertPreTrainedModel", loaded.model), model_dir, kind)
         return inference.TaskModel(found, auto, loaded.tokenizer)
-    model = load_graph(model_dir, kind)
+    model = load_graph(model_dir, kind, where=where)
     if found.labelled(model.config):
         inference.check_label_ids(model_dir, model.config)
     return inference.TaskModel(found, model, Tokenizer.from_pretrained(model_dir))
 
 
-def load_mlm(model_dir: str, *, quantize: str | None = None, engine: str = DEFAULT_ENGINE) -> InferenceModel:
-    """inference.load_mlm on the engine named."""
+def load_mlm(
+    model_dir: str,
+    *,
+    quantize: str | None = None,
+    engine: str = DEFAULT_ENGINE,
+    device: str | torch.device | None = "auto",
+    precision: str | None = "auto",
+) -> InferenceModel:
+    """inference.load_mlm on the engine named, on --device in --precision."""
     from . import inference
 
-    engine = resolve(engine, quantize)
+    where = placement(device, precision, quantize)
+    engine = resolve(engine, quantize, where.device, where.dtype)
     if engine == "torch":
-        return inference.load_mlm(model_dir, quantize=quantize)
-    require_onnxruntime(quantize)
+        return inference.load_mlm(model_dir, quantize=quantize, where=where)
+    require_onnxruntime(quantize, where.device, where.dtype)
     if not os.path.isdir(model_dir):
         raise BertkitError(f"--model {model_dir}: not a directory; pass the folder `bertkit pretrain --out` wrote")
     if engine == "auto":
         return auto_model(inference.load_mlm(model_dir), model_dir, "mlm")
-    return load_graph(model_dir, "mlm")
+    return load_graph(model_dir, "mlm", where=where)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .checkpoint import read_config
+from .devices import Precision, device_opt, precision_opt
 from .engines import DEFAULT_ENGINE, ENGINE_HELP, Engine, load_task_model
 from .errors import BertkitError
 from .files import atomic_write_text, check_output, to_json
@@ -37,6 +38,8 @@ class InferenceOptions(TaskOptions):
     task: str | None = opt(None, "default: from config.json", choices=TASKS)  # the registry: later tasks too
     quantize: str | None = opt(None, QUANTIZE_HELP, choices=QUANTIZE_CHOICES)
     engine: Engine = opt(DEFAULT_ENGINE, ENGINE_HELP)
+    device: str = device_opt()
+    precision: Precision = precision_opt()
 
 
 @dataclass
@@ -72,7 +75,7 @@ class PredictConfig(InferenceOptions):
 def run_evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
     """The report of `bertkit evaluate` (also written to --json); bertkit.evaluate in Python."""
     check_output(cfg.json, "--json", [cfg.data])
-    loaded = load_task_model(cfg.model, _task(cfg, "evaluate"), quantize=cfg.quantize, engine=cfg.engine)
+    loaded = load_task_model(cfg.model, _task(cfg, "evaluate"), **_runs_on(cfg))
     task, model, tok = loaded.task, loaded.model, loaded.tokenizer
     check_task_options(task, cfg, _whose(cfg, task))  # another task's option would change nothing
     # the labels read as the model was trained on them (classify: numbers for a regression model)
@@ -96,7 +99,7 @@ def run_predict(cfg: PredictConfig) -> list[dict[str, Any]]:
     if bool(cfg.texts) == bool(cfg.file):
         raise BertkitError("pass texts as arguments or --file FILE (one of them)")
     check_output(cfg.output, "--output", [cfg.file])
-    loaded = load_task_model(cfg.model, _task(cfg, "predict"), quantize=cfg.quantize, engine=cfg.engine)
+    loaded = load_task_model(cfg.model, _task(cfg, "predict"), **_runs_on(cfg))
     task, model, tok = loaded.task, loaded.model, loaded.tokenizer
     check_task_options(task, cfg, _whose(cfg, task))  # another task's option would change nothing
     examples = _read_file(task, cfg) if cfg.file else task.from_texts(cfg.texts)
@@ -104,6 +107,11 @@ def run_predict(cfg: PredictConfig) -> list[dict[str, Any]]:
     if cfg.output:  # temp file + rename: no partial or empty file on failure
         atomic_write_text(cfg.output, "".join(to_json(row) + "\n" for row in rows))
     return rows
+
+
+def _runs_on(cfg: InferenceOptions) -> dict[str, Any]:
+    """What the loader takes of the settings: the engine, and where and how the model runs."""
+    return {"quantize": cfg.quantize, "engine": cfg.engine, "device": cfg.device, "precision": cfg.precision}
 
 
 # config.json architectures whose weights hold a trained masked-language-model head (what fill-mask needs)

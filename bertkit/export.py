@@ -122,10 +122,21 @@ class ExportConfig:
     )
     opset: int = opt(OPSET, "the ONNX opset")
     overwrite: bool = opt(False, "replace an export already in --out: it is moved to <out>.replaced-<time>")
+    device: str = opt(
+        "auto",
+        "auto or cpu: the graph is traced and checked on the CPU and runs on any device (ONNX Runtime's "
+        "CUDA provider too: --engine onnx --device cuda)",
+    )
 
     def problem(self) -> str | None:
         if not self.model:
             return "pass the model folder to export"
+        if self.device not in ("auto", "cpu"):
+            return (
+                f"--device {self.device}: bertkit export traces and checks the graph on the CPU, and the graph it "
+                "writes is the same for every device; run it on a GPU with --engine onnx --device cuda (ONNX "
+                "Runtime's CUDA provider) or on the torch engine"
+            )
         if self.opset < OPSET:
             return f"argument --opset: {OPSET} or later (one LayerNormalization node), got {self.opset}"
         return None

@@ -34,6 +34,7 @@ from torch import Tensor, nn
 
 from .data.batching import id_batch
 from .deprecated import moved
+from .devices import CPU, Placement, place
 from .errors import BertkitError, BertkitWarning
 from .finite import check_outputs, check_weights, finite
 from .quantize import calibration_rows
@@ -74,10 +75,12 @@ class TaskModel:
     tokenizer: Tokenizer
 
 
-def load_task_model(model_dir: str, task: str | None = None, quantize: str | None = None) -> TaskModel:
+def load_task_model(
+    model_dir: str, task: str | None = None, quantize: str | None = None, where: Placement = CPU
+) -> TaskModel:
     """A fine-tuned model directory (task: from config.json's architectures unless named); refused when its task
     head would be new (random) weights. quantize: None (float32 as saved), "int8" or "bf16" (bertkit.quantize,
-    for CPU inference)."""
+    for CPU inference); where: the device and float type it runs in (devices.placement)."""
     if not os.path.isdir(model_dir):
         raise BertkitError(f"--model {model_dir}: not a directory; pass the folder `bertkit finetune --out` wrote")
     found = get_task(task or task_of(model_dir))
@@ -93,7 +96,8 @@ def load_task_model(model_dir: str, task: str | None = None, quantize: str | Non
     check_weights(model, model_dir)
     _check_logits(model, model_dir)
     tok = Tokenizer.from_pretrained(model_dir)
-    quantized = quantize_model(model.eval(), quantize, calibration(quantize, tok))  # in place: the hook stays
+    model = place(model.eval(), where)
+    quantized = quantize_model(model, quantize, calibration(quantize, tok))  # in place: the hook stays
     return TaskModel(found, quantized, tok)
 
 
@@ -101,7 +105,7 @@ def load_task_model(model_dir: str, task: str | None = None, quantize: str | Non
 MLM_HEADS = {"bert": ("cls.",), "electra": ("generator_predictions.", "generator_lm_head.")}
 
 
-def load_mlm(model_dir: str, quantize: str | None = None) -> BertPreTrainedModel:
+def load_mlm(model_dir: str, quantize: str | None = None, where: Placement = CPU) -> BertPreTrainedModel:
     """A masked-language model with trained MLM head weights, in eval mode: a BertForMaskedLM (cls.*), or an
     ElectraForMaskedLM (an ELECTRA generator: generator_predictions.*, generator_lm_head.*); refused when they would
     be random."""
@@ -127,7 +131,8 @@ def load_mlm(model_dir: str, quantize: str | None = None) -> BertPreTrainedModel
     report.warn_unexpected(stacklevel=3)
     check_weights(model, model_dir)
     _check_logits(model, model_dir)
-    return quantize_model(model.eval(), quantize, calibration(quantize, Tokenizer.from_pretrained(model_dir)))
+    model = place(model.eval(), where)
+    return quantize_model(model, quantize, calibration(quantize, Tokenizer.from_pretrained(model_dir)))
 
 
 def calibration(quantize: str | None, tok: Tokenizer) -> list[list[int]] | None:

@@ -51,6 +51,7 @@ import torch
 from torch import Tensor, nn
 
 from . import attention, padding
+from .devices import cast_outputs, half_precision
 from .errors import BertkitError
 from .finite import check_weights
 from .model import BertModel, SelfAttention
@@ -93,11 +94,11 @@ def quantize(model: ModuleT, how: str | None, calibration: list[list[int]] | Non
             f"--quantize {how} is for CPU inference, but the model is in training mode; call "
             "model.eval() first (quantized layers have no gradients, so fine-tune in float32)"
         )
-    if any(isinstance(m, Int8Linear) for m in model.modules()) or getattr(model, "_bf16_outputs", None):
+    if any(isinstance(m, Int8Linear) for m in model.modules()) or half_precision(model):
         return model  # quantized already
     check_weights(model, "the model to quantize")  # int8's quantizer would fail on a NaN with a torch error
     if how == "bf16":
-        return _bfloat16(model)
+        return cast_outputs(model, torch.bfloat16)  # AMX / AVX-512 BF16 run its products several times faster
     names = {n for n in _own_linears(model) if not n.endswith(FLOAT_LINEAR)}
     smooth = _smoothing(model, names, calibration) if calibration else {}
     for name, module in list(model.named_modules()):
@@ -175,22 +176,6 @@ def _smoothing(model: nn.Module, names: set[str], calibration: list[list[int]]) 
         w_max = torch.stack([model.get_parameter(f"{n}.weight").abs().amax(0) for n in group]).amax(0).clamp_min(1e-5)
         out[name] = (x_max**SMOOTHING_ALPHA / w_max ** (1 - SMOOTHING_ALPHA)).clamp_min(1e-5).float()
     return out
-
-
-def _bfloat16(model: ModuleT) -> ModuleT:
-    """Weights and activations in bfloat16 (AMX / AVX-512 BF16 units run its matrix products several times
-    faster than float32 on large batches); the outputs' tensors back in float32 for what reads them."""
-    model.to(torch.bfloat16)
-
-    def to_float32(module: nn.Module, inputs: tuple[Any, ...], output: object) -> object:
-        for name, value in vars(output).items() if hasattr(output, "__dict__") else ():
-            if isinstance(value, Tensor) and value.is_floating_point():
-                setattr(output, name, value.float())
-        return output
-
-    # torch types Module.__setattr__'s value as Tensor | Module; a hook handle is stored as any other value
-    model._bf16_outputs = model.register_forward_hook(to_float32)  # type: ignore[assignment]
-    return model
 
 
 class Int8Linear(nn.Module):

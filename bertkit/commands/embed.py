@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..data import records
+from ..devices import Precision, device_opt, precision_opt
 from ..embed import Encoder
 from ..engines import DEFAULT_ENGINE, ENGINE_HELP, Engine, announce
 from ..errors import BertkitError
@@ -63,6 +64,8 @@ class EmbedConfig:
     )  # None: the folder decides
     quantize: str | None = opt(None, QUANTIZE_HELP, choices=QUANTIZE_CHOICES)
     engine: Engine = opt(DEFAULT_ENGINE, ENGINE_HELP)
+    device: str = device_opt()
+    precision: Precision = precision_opt()
 
     def problem(self) -> str | None:
         if bool(self.texts) == bool(self.file):
@@ -151,9 +154,15 @@ def main(argv: list[str]) -> int:
         texts, where = [text for _, text in lines], [f"line {n}" for n, _ in lines]
     else:
         texts, where = cfg.texts, [f"text {i + 1}" for i in range(len(cfg.texts))]
-    engine = announce("embed", cfg.engine, cfg.quantize)
+    engine = announce("embed", cfg.engine, cfg.quantize, cfg.device, cfg.precision)
     encoder = Encoder.from_pretrained(
-        cfg.model, pooling=cfg.pooling, normalize=cfg.normalize, quantize=cfg.quantize, engine=engine
+        cfg.model,
+        pooling=cfg.pooling,
+        normalize=cfg.normalize,
+        quantize=cfg.quantize,
+        engine=engine,
+        device=cfg.device,
+        precision=cfg.precision,
     )
     vectors, empty = embed_rows(encoder, texts, cfg.batch_size)
     write_vectors(cfg.output, vectors, empty)

@@ -15,6 +15,6 @@ from ..options import parse
 
 def main(argv: list[str]) -> int:
     cfg = parse(EvaluateConfig, argv, prog="bertkit evaluate")
-    cfg = replace(cfg, engine=announce("evaluate", cfg.engine, cfg.quantize))
+    cfg = replace(cfg, engine=announce("evaluate", cfg.engine, cfg.quantize, cfg.device, cfg.precision))
     print(format_report(run_evaluate(cfg)))
     return 0

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..config import PRESETS
+from ..devices import Precision, device_opt, place, placement, precision_opt
 from ..explain.loading import HEADS
 from ..options import opt, parse
 
@@ -48,6 +49,8 @@ class ExplainConfig(Source):
         choices=list(HEADS),
     )
     top_k: int = opt(5, "predictions shown per [MASK]")
+    device: str = device_opt()
+    precision: Precision = precision_opt()
 
     def problem(self) -> str | None:
         if (self.model is None) == (self.preset is None):
@@ -79,6 +82,7 @@ def main(argv: list[str]) -> int:
         "           bertkit explain MODEL_DIR --mlm '今天[MASK]气很好'",
     )
     text = args.trace if args.trace is not None else args.mlm
+    where = placement(args.device, args.precision)  # a device that is not here: refused before loading
     loaded = load(
         args.model,
         args.preset,
@@ -88,7 +92,12 @@ def main(argv: list[str]) -> int:
         seed=args.seed,
         weights_needed=text is not None,
     )
-    print(f"bertkit explain: {describe_source(loaded.model, args.model, args.preset)}")
+    if text is not None:  # a forward pass runs: on the device asked for (the architecture alone runs nothing)
+        place(loaded.model, where)
+    print(
+        f"bertkit explain: {describe_source(loaded.model, args.model, args.preset)}"
+        + (f"; on {where.describe()}" if text is not None else "")
+    )
     for note in loaded.notes:
         print(f"note: {note}")
     print()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..devices import Precision, device_opt, precision_opt
 from ..engines import DEFAULT_ENGINE, ENGINE_HELP, Engine, announce, load_mlm
 from ..errors import BertkitError
 from ..masked_lm import fill_mask, filled_text, mask_positions
@@ -22,6 +23,8 @@ class FillMaskConfig:
     text: str = opt("", 'text with [MASK] where tokens are missing, e.g. "今天天气很[MASK]。"', positional=True)
     top_k: int = opt(5, "predictions per mask")
     engine: Engine = opt(DEFAULT_ENGINE, ENGINE_HELP)
+    device: str = device_opt()
+    precision: Precision = precision_opt()
 
     def problem(self) -> str | None:
         return f"--top-k must be at least 1, got {self.top_k}" if self.top_k < 1 else None
@@ -29,7 +32,8 @@ class FillMaskConfig:
 
 def main(argv: list[str]) -> int:
     cfg = parse(FillMaskConfig, argv, prog="bertkit fill-mask")
-    model = load_mlm(cfg.model, engine=announce("fill-mask", cfg.engine))
+    engine = announce("fill-mask", cfg.engine, None, cfg.device, cfg.precision)
+    model = load_mlm(cfg.model, engine=engine, device=cfg.device, precision=cfg.precision)
     tok = Tokenizer.from_pretrained(cfg.model)
     ids = tok.encode(cfg.text)
     if not mask_positions(ids, tok):

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from ..data.corpus import read_lines
 from ..data.pairs import TextRows, read_rows
+from ..devices import Precision, device_opt, precision_opt
 from ..embed import Encoder
 from ..engines import DEFAULT_ENGINE, ENGINE_HELP, Engine, announce
 from ..errors import InputError
@@ -51,8 +52,9 @@ class MineNegativesConfig(MineSettings):
         "more candidate texts: .txt (a text per line) or a .jsonl / .csv / .tsv / .parquet file's first text column",
     )
     out: str = opt("", "where to write the rows: a .jsonl file", required=True)
-    device: str | None = opt(None, "where the model runs: cpu, cuda, cuda:N; default: the CPU")
     engine: Engine = opt(DEFAULT_ENGINE, ENGINE_HELP)
+    device: str = device_opt()
+    precision: Precision = precision_opt()
 
     def problem(self) -> str | None:
         if not self.out.endswith(".jsonl"):
@@ -99,8 +101,8 @@ def main(argv: list[str]) -> int:
     check_output(cfg.out, "--out", [cfg.data, cfg.corpus])
     rows = read_pairs(cfg.data)  # the files first: a mistake in them is found before the model loads
     corpus = read_corpus(cfg.corpus) if cfg.corpus else None
-    engine = announce("mine-negatives", cfg.engine, device=cfg.device)
-    encoder = Encoder.from_pretrained(cfg.model, device=cfg.device, engine=engine)
+    engine = announce("mine-negatives", cfg.engine, None, cfg.device, cfg.precision)
+    encoder = Encoder.from_pretrained(cfg.model, device=cfg.device, precision=cfg.precision, engine=engine)
     check_texts(rows, encoder.tokenizer)
     unused = rows.columns[2:] + ([rows.label_column] if rows.label_column else [])
     if unused:

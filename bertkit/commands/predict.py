@@ -17,7 +17,7 @@ from ..options import parse
 
 def main(argv: list[str]) -> int:
     cfg = parse(PredictConfig, argv, prog="bertkit predict")
-    cfg = replace(cfg, engine=announce("predict", cfg.engine, cfg.quantize))
+    cfg = replace(cfg, engine=announce("predict", cfg.engine, cfg.quantize, cfg.device, cfg.precision))
     rows = run_predict(cfg)
     if not cfg.output:
         sys.stdout.write("".join(to_json(row) + "\n" for row in rows))

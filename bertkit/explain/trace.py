@@ -176,6 +176,10 @@ def trace_ids(
     """Run `model` once on input_ids (B, S) and record every step's shape (see the module docstring)."""
     if not isinstance(input_ids, Tensor) or input_ids.dim() != 2:
         raise ExplainError("trace_ids needs input_ids as a (batch, seq_len) tensor of token ids")
+    device = next(model.parameters()).device  # the inputs go where the model is (--device)
+    input_ids = input_ids.to(device)
+    token_type_ids = None if token_type_ids is None else token_type_ids.to(device)
+    attention_mask = None if attention_mask is None else attention_mask.to(device)
     recorder = _Recorder()
     handles = _hooks(model, recorder)
     was_training = model.training

@@ -84,6 +84,8 @@ def run(cfg: ServeConfig) -> int:
         normalize=cfg.normalize,
         max_input_tokens=cfg.max_input_tokens,
         engine=cfg.engine,
+        device=cfg.device,
+        precision=cfg.precision,
     )
     app, batcher, protocol = build_app(engine, cfg)
     announce(cfg, engine)
@@ -126,7 +128,8 @@ def announce(cfg: ServeConfig, engine: Engine) -> None:
     """What is served, on stderr; a warning when --host is not a loopback address (there is no authentication)."""
     print(
         f"bertkit serve: {engine.architecture} from {cfg.model} ({engine.task.name if engine.task else 'no task'}"
-        f" head), engine {engine.engine_name} ({engine.engine_why}), routes {', '.join(engine.routes)}",
+        f" head), engine {engine.engine_name} ({engine.engine_why}) on {engine.where.describe()}, routes"
+        f" {', '.join(engine.routes)}",
         file=sys.stderr,
         flush=True,
     )

@@ -178,6 +178,9 @@ class App:
                 "quantize": engine.quantize,
                 "engine": engine.engine_name,
                 "engine_reason": engine.engine_why,
+                "device": str(engine.where.device),
+                "device_name": engine.where.describe().rsplit(", ", 1)[0],
+                "precision": engine.where.name,
                 "version": __version__,
                 "limits": {
                     "max_body_bytes": settings.max_body_bytes,

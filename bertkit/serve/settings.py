@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from uvicorn.config import LOG_LEVELS
 
+from ..devices import Precision, device_opt, precision_opt
 from ..engines import DEFAULT_ENGINE, ENGINE_HELP, Engine
 from ..options import opt
 from ..pooling import POOLING_MODES
@@ -43,6 +44,8 @@ class ServeConfig:
     )
     quantize: str | None = opt(None, QUANTIZE_HELP, choices=QUANTIZE_CHOICES)
     engine: Engine = opt(DEFAULT_ENGINE, ENGINE_HELP + "; with a task or MLM head, /embed runs the encoder's own graph")
+    device: str = device_opt()
+    precision: Precision = precision_opt()
     pooling: str | None = opt(
         None, "embedding pooling (default: the sentence-transformers folder's, else mean)", choices=list(POOLING_MODES)
     )

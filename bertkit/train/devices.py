@@ -14,17 +14,18 @@ import warnings
 import torch
 import torch.distributed as dist
 
-from ..errors import TrainingError
+from ..devices import pick_device
 
-
-def pick_device(name: str) -> torch.device:
-    """--device: cpu, cuda, cuda:N, or auto (cuda when there is one)."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(name)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise TrainingError(f"--device {name}: no CUDA device is available here; use --device cpu")
-    return device
+__all__ = [
+    "pick_device",
+    "setup_distributed",
+    "autocast_dtype",
+    "cpu_has_native_bf16",
+    "threading_main",
+    "all_processes",
+    "agree",
+    "barrier",
+]
 
 
 def setup_distributed(device: torch.device) -> tuple[int, int, torch.device]:

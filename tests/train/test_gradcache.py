@@ -118,7 +118,12 @@ def test_without_gradients_it_is_the_plain_loss():
 
 @pytest.mark.parametrize(
     "device",
-    ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"))],
+    [
+        "cpu",
+        pytest.param(
+            "cuda", marks=[pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
+        ),
+    ],
 )
 def test_dropout_masks_are_replayed_in_the_second_pass(device):
     """With dropout on, the gradients equal those of one pass with the parts' own dropout masks (the draws of step
