@@ -254,11 +254,20 @@ def load(port: int, bodies: list[bytes], clients: int, seconds: float) -> dict:
     }
 
 
-def serve_once(folder: str, device: str, batch_tokens: int, texts: list[str], seconds: float, clients: list[int]):
-    """One `bertkit serve` process: its /info, then the load at each client count (after a warm-up)."""
+def serve_once(
+    folder: str,
+    device: str,
+    batch_tokens: int,
+    texts: list[str],
+    seconds: float,
+    clients: list[int],
+    flags: list[str] | None = None,
+) -> dict:
+    """One `bertkit serve` process (with `flags` besides): its /info, then the load at each client count (after a
+    warm-up)."""
     port = free_port()
     cmd = [sys.executable, "-m", "bertkit", "serve", "--model", folder, "--port", str(port), "--device", device]
-    cmd += ["--max-batch-tokens", str(batch_tokens), "--log-level", "warning", "--max-queue", "4096"]
+    cmd += ["--max-batch-tokens", str(batch_tokens), "--log-level", "warning", "--max-queue", "4096", *(flags or [])]
     server = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         info = wait_for(port, server, 120)

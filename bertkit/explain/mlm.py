@@ -73,7 +73,8 @@ def explain_mlm(
             f"no {mask_token} in {text!r}: write {mask_token} where a token should be predicted, "
             f"e.g. 今天{mask_token}气很好"
         )
-    logits = mlm_logits(model, ids.tolist(), tokenizer.pad_token_id, enc["token_type_ids"].tolist())  # (1, S, V)
+    # (1, S, V), on the host: what follows is the explanation's arithmetic, wherever the model ran (--device)
+    logits = mlm_logits(model, ids.tolist(), tokenizer.pad_token_id, enc["token_type_ids"].tolist()).float().cpu()
     predictions = mask_fills(logits[0], ids[0].tolist(), tokenizer, top_k)
     labels = torch.full_like(ids, IGNORE)  # (1, S): -100 = not in the loss
     for pred in predictions:
