@@ -49,6 +49,7 @@ from typing import cast
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from . import grouping, padding
 
@@ -95,8 +96,23 @@ def sdpa_attention(
     if mask is not None and mask.dtype != q.dtype:
         # Under autocast q is bf16/fp16 while the mask was built in the parameters' dtype.
         mask = mask.clamp(min=torch.finfo(q.dtype).min).to(q.dtype)
-    context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale)
-    return context, None
+    return sdpa(q, k, v, mask, dropout_p, scale), None
+
+
+# On a GPU torch's SDPA picks cuDNN's attention for bf16 / fp16 where it can (Hopper: H100, H200), and cuDNN builds an
+# execution plan for every new shape: 44 ms the first time a length is seen against 3 ms the second, for one text
+# through a MiniLM-sized model in bf16 on an H200 (bench/gpu_hops.py, bench/results/gpu.md), so a server meeting new
+# lengths at every request answered 24 texts/s. Without gradients on CUDA (inference) the flash and memory-efficient
+# kernels, which take any shape with nothing to build, run instead; training keeps torch's choice.
+ANY_SHAPE_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+
+
+def sdpa(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float, scale: float | None = None) -> Tensor:
+    """torch's scaled_dot_product_attention, on the kernels that take any shape at no cost in inference on CUDA."""
+    if q.is_cuda and not torch.is_grad_enabled():
+        with sdpa_kernel(ANY_SHAPE_BACKENDS):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale)
 
 
 # name -> backend: (q, k, v, mask, *, dropout_p, scale, head_mask, position_scores) -> (context, probabilities or None)
@@ -288,7 +304,7 @@ def varlen_attention(
             return x.view(n, x.shape[0] // n, *x.shape[1:]).transpose(1, 2)
 
         mask = band(q.shape[0] // n, window, q)
-        context = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), attn_mask=mask, dropout_p=dropout_p)
+        context = sdpa(heads(q), heads(k), heads(v), mask, dropout_p)
         return context.transpose(1, 2).reshape(q.shape)
     sources, contexts = [], []
     for source, slots, keep, full in groups:  # source: the group's token rows; slots: their places in (n_g * L)
@@ -307,7 +323,7 @@ def varlen_attention(
         if window is not None and window // 2 < L - 1:  # and near: additive, so a padded query's row stays finite
             near = _near(L, window, q.device)[None, None]  # (1, 1, L, L)
             mask = to_additive(near & keep[:, None, None, :] if not full else near, q.dtype)
-        context = F.scaled_dot_product_attention(pad(q), pad(k), pad(v), attn_mask=mask, dropout_p=dropout_p)
+        context = sdpa(pad(q), pad(k), pad(v), mask, dropout_p)
         contexts.append(context.transpose(1, 2).reshape(n_g * L, *q.shape[1:]).index_select(0, slots))
         sources.append(source)
     if not sources:
@@ -325,7 +341,7 @@ def _per_run_attention(
             return x[start:end].view(n, (end - start) // n, *x.shape[1:]).transpose(1, 2)
 
         mask = band((end - start) // n, window, q)
-        context = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), attn_mask=mask, dropout_p=dropout_p)
+        context = sdpa(heads(q), heads(k), heads(v), mask, dropout_p)
         out.append(context.transpose(1, 2).reshape(end - start, *q.shape[1:]))
     return torch.cat(out) if len(out) > 1 else out[0] if out else q
 

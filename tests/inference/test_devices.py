@@ -102,6 +102,16 @@ def test_precision_and_quantize_are_checked_against_the_device(monkeypatch):
         pick_device("cuda:1")
     with pytest.raises(DeviceError, match="--quantize int8 is for CPU inference, and --device cuda runs on cuda"):
         placement("cuda", "auto", "int8")
+    # the onnx engine on a GPU: ONNX Runtime's CUDA provider, or a line saying the installed onnxruntime lacks it
+    pytest.importorskip("onnxruntime")
+    from bertkit.engines import CUDA_PROVIDER, require_onnxruntime
+
+    ort = require_onnxruntime()
+    if CUDA_PROVIDER not in ort.get_available_providers():
+        with pytest.raises(bertkit.BertkitError, match="has no CUDA provider .*install onnxruntime-gpu"):
+            require_onnxruntime(device="cuda")
+    with pytest.raises(bertkit.BertkitError, match="--precision bf16 / fp16 is the torch engine's"):
+        require_onnxruntime(dtype=torch.bfloat16)
 
 
 def cosines(a, b) -> np.ndarray:
@@ -159,3 +169,19 @@ def test_the_api_encoder_and_serve_on_cuda(clf_dir):
     model = bertkit.BertModel.from_pretrained(clf_dir)
     ids = torch.tensor([[2, 50, 60, 70, 3]])
     assert max_diff(model(ids).last_hidden_state, model.cuda()(ids.cuda()).last_hidden_state.cpu()) <= 1e-4
+
+
+@pytest.mark.cuda
+@cuda
+def test_inference_on_cuda_meets_new_lengths_without_building_a_plan_for_each():
+    """cuDNN's attention builds a plan per new shape (44 ms on an H200, bench/results/gpu.md); inference runs the
+    kernels that take any shape."""
+    from helpers import random_model
+
+    model = random_model().cuda().to(torch.bfloat16).eval()
+    with torch.inference_mode(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        for n in range(5, 12):
+            model(input_ids=torch.randint(5, 99, (1, n), device="cuda"))
+    names = {e.key for e in prof.key_averages()}
+    assert not any("cudnn_attention" in name for name in names), sorted(names)
+    assert any("flash" in name or "efficient" in name for name in names), sorted(names)
