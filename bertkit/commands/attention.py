@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from ..devices import Precision, device_opt, place, placement, precision_opt
 from ..options import opt, parse
 from .explain import Source, describe_source
 
@@ -24,6 +25,8 @@ class AttentionConfig(Source):
     png: str | None = opt(None, "write a grid of layers x heads heatmaps", metavar="FILE")
     html: str | None = opt(None, "write a self-contained interactive viewer", metavar="FILE")
     dpi: int = opt(100, "resolution of the PNG")
+    device: str = device_opt()
+    precision: Precision = precision_opt()
 
     def problem(self) -> str | None:
         if len(self.inputs) != (1 if self.preset else 2):
@@ -44,10 +47,12 @@ def main(argv: list[str]) -> int:
         usage="bertkit attention [MODEL_DIR | --preset NAME] TEXT [--pair TEXT] [--png FILE] [--html FILE]",
     )
     model_dir, text = (None, args.inputs[0]) if args.preset else args.inputs
+    where = placement(args.device, args.precision)  # a device that is not here: refused before loading
     loaded = load(
         model_dir, args.preset, head="base", tokenizer_dir=args.tokenizer, texts=(text, args.pair), seed=args.seed
     )
-    print(f"bertkit attention: {describe_source(loaded.model, model_dir, args.preset)}")
+    place(loaded.model, where)
+    print(f"bertkit attention: {describe_source(loaded.model, model_dir, args.preset)}; on {where.describe()}")
     for note in loaded.notes:
         print(f"note: {note}")
     assert loaded.tokenizer is not None  # load() makes one for the text it is given

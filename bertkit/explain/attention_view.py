@@ -87,11 +87,13 @@ def attention_maps_ids(
             f"attention maps are drawn for one sequence: input_ids must be (1, S), got {tuple(input_ids.shape)}"
         )
     base: nn.Module = model.base_model if isinstance(model, ModernBertPreTrainedModel) else base_model(model)
+    device = next(model.parameters()).device  # the inputs go where the model is (--device)
+    types_in = None if token_type_ids is None else token_type_ids.to(device)
     was_training = model.training
     model.eval()
     try:
         with torch.no_grad():
-            out = base(input_ids=input_ids, token_type_ids=token_type_ids, output_attentions=True)
+            out = base(input_ids=input_ids.to(device), token_type_ids=types_in, output_attentions=True)
     finally:
         model.train(was_training)
     maps = [a[0].detach().float().cpu() for a in out.attentions]  # each (heads, S, S)

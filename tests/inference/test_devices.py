@@ -34,6 +34,7 @@ def commands(tmp_path, clf_dir, base_dir, dev_file, tag: str) -> dict[str, list[
             *("--model", clf_dir, "--data", str(pairs), "--out", str(tmp_path / f"{tag}.mined.jsonl")),
         ],
         "explain": ["explain", base_dir, "--mlm", "今天天气很[MASK]。"],
+        "attention": ["attention", base_dir, "今天天气很好", "--png", str(tmp_path / f"{tag}.png")],
     }
 
 
@@ -41,7 +42,7 @@ def test_every_command_takes_device_cpu_and_says_where_it_runs_first(tmp_path, c
     for name, argv in commands(tmp_path, clf_dir, base_dir, dev_file, "cpu").items():
         assert main([*argv, "--device", "cpu"]) == 0, name
         out, err = capsys.readouterr()
-        first = (out if name == "explain" else err).splitlines()[0]
+        first = (out if name in ("explain", "attention") else err).splitlines()[0]
         assert first.startswith(f"bertkit {name}: ") and first.endswith("on cpu, float32"), first
 
 
