@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import Tensor, nn
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from torch.utils.hooks import RemovableHandle
 
     from ..model import BertPreTrainedModel, SelfAttention
+    from ..modernbert import ModernBertEncoderLayer, ModernBertPreTrainedModel
     from ..tokenizer import Tokenizer
 
 # a module's output (a tensor, or a tuple holding one: what the module returns) -> the tensor to record
@@ -45,6 +46,7 @@ class Step:
     shape: tuple[int, ...]
     layer: int | None  # encoder layer, None outside the encoder
     calls: int = 1  # > 1 when the module ran several times (feed-forward in chunks)
+    note: str = ""  # what this layer's step does differently (ModernBERT: its rotary theta, local or global)
 
 
 @dataclass
@@ -77,14 +79,14 @@ class _Recorder:
         self.steps: list[Step] = []
         self.latest: dict[str, Tensor] = {}  # "query" / "key" / "value" -> (B, S, heads*head_dim)
 
-    def add(self, name: str, module: str, tensor: Tensor, layer: int | None) -> None:
+    def add(self, name: str, module: str, tensor: Tensor, layer: int | None, note: str = "") -> None:
         if name in ("query", "key", "value"):
             self.latest[name] = tensor
         for step in self.steps:  # a module that runs again in the same layer: feed-forward chunks
             if step.name == name and step.layer == layer and step.module == module:
                 step.calls += 1
                 return
-        self.steps.append(Step(name, module, tuple(tensor.shape), layer))
+        self.steps.append(Step(name, module, tuple(tensor.shape), layer, note=note))
 
 
 def _output_hook(
@@ -158,6 +160,62 @@ def _hooks(model: BertPreTrainedModel, recorder: _Recorder) -> list[RemovableHan
     return handles
 
 
+def _modern_hooks(model: ModernBertPreTrainedModel, recorder: _Recorder) -> list[RemovableHandle]:
+    """ModernBERT's steps: token embeddings and their norm (no position rows: rotary positions turn q and k in every
+    layer), per layer the pre-norms, the fused Wqkv and its heads, the attention weights (zero outside the window
+    in a local layer), Wo, the GeGLU feed-forward; the final norm and the head."""
+    base, cfg = model.base_model, model.config
+    prefix = model.base_model_prefix + "." if base is not model else ""
+    handles = []
+
+    def on(module: nn.Module, name: str, path: str, layer: int | None = None, pick: Pick = lambda out: out) -> None:
+        handles.append(module.register_forward_hook(_output_hook(recorder, name, prefix + path, layer, pick)))
+
+    emb = base.embeddings
+    handles.append(emb.register_forward_pre_hook(_input_ids_hook(recorder, prefix + "embeddings")))
+    on(emb.tok_embeddings, "tok_embeddings", "embeddings.tok_embeddings")
+    on(emb, "embedding_norm", "embeddings")
+    for i, layer in enumerate(cast("list[ModernBertEncoderLayer]", list(base.layers))):
+        p = f"{prefix}layers.{i}"
+        kind = f"local: |i - j| <= {cfg.local_attention // 2}" if cfg.is_local(i) else "global: every token"
+        on(layer.attn_norm, "attn_norm", f"layers.{i}.attn_norm", i)
+        handles.append(layer.attn.Wqkv.register_forward_hook(_qkv_hook(recorder, p, i, cfg)))
+        handles.append(layer.attn.register_forward_hook(_modern_weights_hook(recorder, p, i, kind)))
+        on(layer.attn.Wo, "attn_Wo", f"layers.{i}.attn.Wo", i)
+        on(layer.mlp_norm, "mlp_norm", f"layers.{i}.mlp_norm", i)
+        on(layer.mlp.Wi, "Wi", f"layers.{i}.mlp.Wi", i)
+        on(layer.mlp.Wo, "mlp_Wo", f"layers.{i}.mlp.Wo", i)
+        on(layer, "layer_output", f"layers.{i}", i, pick=lambda out: out[0])
+    on(base.final_norm, "last_hidden_state", "final_norm")
+    head = getattr(model, "head", None)
+    if isinstance(head, nn.Module):
+        handles.append(head.register_forward_hook(_output_hook(recorder, "head", "head", None)))
+    return handles
+
+
+def _qkv_hook(recorder: _Recorder, path: str, layer: int, cfg: Any) -> OutputHook:
+    """After a ModernBERT Wqkv ran: its output, and q, k, v per head cut from it (rotary turns q and k next)."""
+
+    def hook(module: nn.Module, args: tuple[Any, ...], output: Tensor) -> None:
+        recorder.add("Wqkv", path + ".attn.Wqkv", output, layer)  # (B, S, 3 * heads * head_dim)
+        B, S = output.shape[0], output.shape[1]
+        q, k, v = output.view(B, S, 3, cfg.num_attention_heads, cfg.head_dim).transpose(3, 1).unbind(2)
+        theta = f"rotary theta {cfg.rope_theta(layer):g} turns it by position next"
+        recorder.add("q", path + ".attn", q, layer, note=theta)  # (B, heads, S, head_dim)
+        recorder.add("k", path + ".attn", k, layer, note=theta)
+        recorder.add("v", path + ".attn", v, layer)
+
+    return hook
+
+
+def _modern_weights_hook(recorder: _Recorder, path: str, layer: int, kind: str) -> OutputHook:
+    def hook(module: nn.Module, args: tuple[Any, ...], output: tuple[Tensor, Tensor | None]) -> None:
+        if output[1] is not None:
+            recorder.add("weights", path + ".attn", output[1], layer, note=kind)  # (B, heads, S, S)
+
+    return hook
+
+
 def _input_ids_hook(recorder: _Recorder, path: str) -> Callable[[nn.Module, tuple[Any, ...]], None]:
     def hook(module: nn.Module, args: tuple[Any, ...]) -> None:  # Embeddings.forward(input_ids, token_type_ids, ...)
         if args and isinstance(args[0], Tensor):
@@ -181,7 +239,8 @@ def trace_ids(
     token_type_ids = None if token_type_ids is None else token_type_ids.to(device)
     attention_mask = None if attention_mask is None else attention_mask.to(device)
     recorder = _Recorder()
-    handles = _hooks(model, recorder)
+    modern = model.model_type == "modernbert"  # ModernBERT's modules stand where BERT's would
+    handles = _modern_hooks(cast("ModernBertPreTrainedModel", model), recorder) if modern else _hooks(model, recorder)
     was_training = model.training
     model.eval()
     try:
@@ -217,8 +276,10 @@ def trace(model: BertPreTrainedModel, tokenizer: Tokenizer, text: str, text_pair
 
 def _sizes(model: BertPreTrainedModel, input_ids: Tensor) -> dict[str, int | str]:
     cfg = model.config
-    heads = [layer.attention.self.num_attention_heads for layer in encoder_layers(base_model(model).encoder.layer)]
-    per_layer = heads[0] if len(set(heads)) == 1 else "/".join(map(str, heads)) + " (per layer, pruned)"
+    per_layer: int | str = cfg.num_attention_heads  # ModernBERT prunes no head
+    if model.model_type != "modernbert":
+        heads = [layer.attention.self.num_attention_heads for layer in encoder_layers(base_model(model).encoder.layer)]
+        per_layer = heads[0] if len(set(heads)) == 1 else "/".join(map(str, heads)) + " (per layer, pruned)"
     return {
         "B": input_ids.shape[0],
         "S": input_ids.shape[1],
@@ -260,10 +321,21 @@ _WHAT = {
     "seq_relationship_logits": ("next sentence: is B A's continuation?", "(B, 2)"),
     "start_logits": ("answer start score per position", "(B, S)"),
     "end_logits": ("answer end score per position", "(B, S)"),
+    # ModernBERT's
+    "tok_embeddings": ("one learned row per token id (no position rows)", "(B, S, H)"),
+    "embedding_norm": ("LayerNorm, dropout: the first layer's input", "(B, S, H)"),
+    "attn_norm": ("pre-norm: LayerNorm before attention (Identity in layer 0)", "(B, S, H)"),
+    "Wqkv": ("one Linear: every head's query, key and value", "(B, S, 3*heads*head_dim)"),
+    "attn_Wo": ("Linear mixes heads; the layer adds the residual", "(B, S, H)"),
+    "mlp_norm": ("pre-norm: LayerNorm before the feed-forward", "(B, S, H)"),
+    "Wi": ("GeGLU: one Linear gives the input and its gate", "(B, S, 2*I)"),
+    "mlp_Wo": ("gelu(input) * gate, Linear down; + residual", "(B, S, H)"),
+    "head": ("head: Linear, activation, LayerNorm", "(B, S, H)"),
 }
 _LAYER_SUMMARY = ("q", "weights", "layer_output")
 _AFTER_ENCODER = (
     "last_hidden_state",
+    "head",
     "pooler_output",
     "mlm_transform",
     "logits",
@@ -305,6 +377,8 @@ def format_trace(t: Trace) -> str:
 
 def _row(step: Step, indent: str) -> tuple[str, str, str, str]:
     what, axes = _WHAT.get(step.name, ("", ""))
+    if step.note:
+        what += f" ({step.note})"
     if step.calls > 1:
         what += f" (shape of one chunk: ran in {step.calls} chunks of positions, chunk_size_feed_forward)"
     return indent + step.name, shape_str(step.shape), axes, what
@@ -320,17 +394,12 @@ def _layer_summaries(t: Trace, layers: list[int]) -> list[tuple[str, str, str, s
             end += 1
         first, last = layers[start], layers[end]
         name = f"layer {first}" if first == last else f"layers {first}-{last}"
-        parts = ", ".join(f"{n} {shape_str(s)}" for n, s in shapes)
+        parts = ", ".join(f"{n} {shape_str(s)}" + (f" ({note})" if note else "") for n, s, note in shapes)
         rows.append((f"  {name}: the same steps; " + ("each: " if first != last else "") + parts, "", "", ""))
         start = end + 1
     return rows
 
 
-def _summary_shapes(t: Trace, i: int) -> list[tuple[str, tuple[int, ...]]]:
-    found = []
-    for name in _LAYER_SUMMARY:
-        try:
-            found.append((name, t.shape(name, i)))
-        except KeyError:
-            pass
-    return found
+def _summary_shapes(t: Trace, i: int) -> list[tuple[str, tuple[int, ...], str]]:
+    """(name, shape, note) of layer i's summary steps: layers alike in all three share a line."""
+    return [(s.name, s.shape, s.note) for name in _LAYER_SUMMARY for s in t.steps if s.name == name and s.layer == i]

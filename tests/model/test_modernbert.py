@@ -310,6 +310,36 @@ def test_explain_names_each_layers_kind_window_and_rotary_base_and_counts_every_
     assert [bool((m[:, far] == 0).all()) for m in maps.maps] == [False, True, True, False, True]
 
 
+def test_explain_trace_shows_modernberts_steps_with_each_layers_rotary_theta_and_window(
+    tokenizer_dir, tmp_path, capsys
+):
+    from bertkit.cli import main
+    from bertkit.explain.trace import trace_ids
+    from bertkit.tokenizer import Tokenizer
+
+    tok = Tokenizer.from_pretrained(tokenizer_dir)
+    model = ModernBertForMaskedLM(ModernBertConfig(**{**SIZES, "vocab_size": tok.vocab_size}, local_attention=8))
+    tok.save_pretrained(tmp_path)
+    model.save_pretrained(tmp_path)
+    ids = torch.tensor([tok.encode("人民日报今天出版")])
+    S, heads, H = ids.shape[1], 4, SIZES["hidden_size"]
+    traced = trace_ids(model, ids)
+    assert traced.shape("Wqkv", 0) == (1, S, 3 * H) and traced.shape("q", 2) == (1, heads, S, H // heads)
+    assert traced.shape("Wi", 4) == (1, S, 2 * SIZES["intermediate_size"]) and traced.shape("logits") == (
+        1,
+        S,
+        tok.vocab_size,
+    )
+    notes = {(s.name, s.layer): s.note for s in traced.steps}
+    for i in range(5):
+        assert notes["weights", i] == ("global: every token" if i % 3 == 0 else "local: |i - j| <= 4")
+        assert notes["q", i].startswith(f"rotary theta {160000 if i % 3 == 0 else 10000} ")
+    assert main(["explain", str(tmp_path), "--trace", "人民日报今天出版", "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "ModernBertForMaskedLM" in out and "one Linear: every head's query, key and value" in out
+    assert "layers 1-2: the same steps;" in out and "(local: |i - j| <= 4)" in out and "layer 3: the same steps;" in out
+
+
 def test_without_the_host_read_torch_compile_makes_the_padding_still_counts(monkeypatch):
     """Under torch.compile nothing is read to the host: the padded path runs with the mask as given."""
     model = randomised(ModernBertModel(ModernBertConfig(**SIZES, local_attention=8)))
