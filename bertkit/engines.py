@@ -54,7 +54,6 @@ from .devices import CPU, NAMES, Placement, placement
 from .errors import BertkitError, BertkitWarning
 from .export import (
     GRAPH_FORM,
-    INPUTS,
     ONNX_FILE,
     OPSET,
     OPTIMIZED_FILE,
@@ -356,6 +355,8 @@ class OnnxModel:
                 "write it again with `bertkit export`"
             ) from None
         self.outputs = [o.name for o in self.session.get_outputs()]
+        # what the graph reads: INPUTS, less token_type_ids where the model has none (ModernBERT's graph)
+        self.inputs = [i.name for i in self.session.get_inputs()]
         self.config = read_config(folder)
         self.folder = folder
 
@@ -383,7 +384,7 @@ class OnnxModel:
             "attention_mask": torch.ones_like(input_ids) if attention_mask is None else attention_mask,
             "token_type_ids": torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids,
         }
-        values = self.session.run(self.outputs, {k: given[k].cpu().numpy().astype(np.int64) for k in INPUTS})
+        values = self.session.run(self.outputs, {k: given[k].cpu().numpy().astype(np.int64) for k in self.inputs})
         out = {name: torch.from_numpy(v) for name, v in zip(self.outputs, values)}
         check_outputs(self.folder, "outputs", *[out[k] for k in ("logits", "start_logits", "end_logits") if k in out])
         return SimpleNamespace(**out)
@@ -396,6 +397,7 @@ class OnnxModel:
         for i, row in enumerate(rows):
             ids[i, : len(row)], mask[i, : len(row)] = row, 1
         feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        feed = {k: v for k, v in feed.items() if k in self.inputs}
         (vectors,) = self.session.run(["sentence_embedding"], feed)
         return torch.from_numpy(vectors)
 
@@ -414,16 +416,7 @@ _UNWRITABLE: set[str] = set()  # the caches found unwritable: auto runs torch th
 
 def auto_model(torch_model: BertPreTrainedModel, model_dir: str, kind: str) -> AutoModel | BertPreTrainedModel:
     """`torch_model` and the graph of `model_dir` as `kind` in one model's place (AutoModel); `torch_model` alone,
-    with one warning a process, where the cache cannot be written, and with a warning for a ModernBERT folder (its
-    ONNX graph is not built yet: export.load refuses it)."""
-    if torch_model.model_type == "modernbert":
-        warnings.warn(
-            f"--engine auto: {model_dir} is a ModernBERT folder, whose ONNX graph bertkit does not build yet; every "
-            "batch runs on the torch engine",
-            BertkitWarning,
-            stacklevel=3,
-        )
-        return torch_model
+    with one warning a process, where the cache cannot be written."""
     root = cache_root()
     if root not in _UNWRITABLE:
         try:

@@ -28,6 +28,7 @@ rotary tables are made once per pass.
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import math
 import typing
@@ -582,8 +583,8 @@ def _check_inputs(
     vocab_size: int,
 ) -> tuple[int, int, list[int] | None]:
     """(B, S, real tokens per row) of a forward pass's inputs, or an InputError naming the input that cannot work.
-    The one host read of the pass: the ids' range and the mask's row sums together (none under torch.compile or
-    for an empty batch: the lengths are then None)."""
+    The one host read of the pass: the ids' range and the mask's row sums together (none under torch.compile, in an
+    ONNX export or for an empty batch: the lengths are then None)."""
     check_tensors(
         input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, inputs_embeds=inputs_embeds
     )
@@ -600,8 +601,8 @@ def _check_inputs(
         raise InputError(f"attention_mask must be ({B}, {S}) like the input, got {tuple(attention_mask.shape)}")
     if position_ids is not None and tuple(position_ids.shape) not in ((B, S), (1, S)):
         raise InputError(f"position_ids must be ({B}, {S}) or (1, {S}), got {tuple(position_ids.shape)}")
-    if torch.compiler.is_compiling() or not B * S:
-        return B, S, None  # nothing read: the padded path, with the mask as given
+    if torch.compiler.is_compiling() or torch.onnx.is_in_onnx_export() or not B * S:
+        return B, S, None  # nothing read: the padded path, with the mask as given (a graph for every batch)
     mask = attention_mask.long() if attention_mask is not None else first.new_ones(B, S, dtype=torch.long)
     ids = input_ids.long() if input_ids is not None else mask.new_zeros(1)
     low, high, mask_low, mask_high, *lengths = torch.cat(
@@ -719,7 +720,7 @@ class _ModernBertClassifier(ModernBertPreTrainedModel):
         return self.classifier(self.drop(self.head(hidden)))
 
 
-class _ModernBertLabelled(_ModernBertClassifier):
+class _ModernBertLabelled(_ModernBertClassifier, abc.ABC):
     """A classifier whose forward takes `labels`: the encoder, then `logits`, then `loss` (the subclass's two)."""
 
     def forward(
@@ -743,11 +744,13 @@ class _ModernBertLabelled(_ModernBertClassifier):
         result = ClassifierOutput(loss, logits, out.hidden_states, out.attentions)
         return result.to_tuple() if return_dict is False else result
 
+    @abc.abstractmethod
     def logits(self, hidden: Tensor, attention_mask: Tensor | None) -> Tensor:
-        raise NotImplementedError
+        """The head's logits of the encoder's last hidden state (B, S, H)."""
 
+    @abc.abstractmethod
     def loss(self, logits: Tensor, labels: Tensor) -> Tensor:
-        raise NotImplementedError
+        """The head's loss of its logits against `labels`."""
 
 
 class ModernBertForSequenceClassification(_ModernBertLabelled):

@@ -1,6 +1,7 @@
 """A ModernBERT folder through the commands a BERT folder goes through: `bertkit pretrain --model-config modern-tiny`
-makes one, and finetune, predict, evaluate, fill-mask, embed and serve's engine take it (on the torch engine: auto
-says why); export refuses it by name."""
+makes one, and finetune, predict, evaluate, fill-mask, embed and serve's engine take it, on the default engine (auto:
+its ONNX graph, exported on first use, beside the torch model) with the torch engine's answers; export writes its
+graph, which ONNX Runtime runs to 1e-4 of bertkit on padded batches longer than the local window."""
 
 import json
 
@@ -37,42 +38,74 @@ def test_pretraining_writes_a_modernbert_folder(pretrained):
     assert isinstance(ModernBertForMaskedLM.from_pretrained(pretrained), ModernBertForMaskedLM)
 
 
-def test_finetune_predict_and_evaluate_take_it(finetuned, dev_file, capsys):
+def close(a, b, tol=1e-4) -> bool:
+    """Rows equal: labels and texts exactly, numbers to `tol`."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(close(a[k], b[k], tol) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(close(x, y, tol) for x, y in zip(a, b))
+    if isinstance(a, float) or isinstance(b, float):
+        return abs(a - b) <= tol
+    return a == b
+
+
+def test_finetune_predict_and_evaluate_take_it_on_auto_as_on_torch(finetuned, dev_file, capsys):
     assert json.loads((finetuned / "config.json").read_text())["architectures"] == [
         ModernBertForSequenceClassification.__name__
     ]
     capsys.readouterr()
-    with pytest.warns(UserWarning, match="ModernBERT folder, whose ONNX graph bertkit does not build yet"):
-        assert main(["predict", "--model", str(finetuned), "这个手机很好用"]) == 0
-    row = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert row["label"] in ("neg", "pos") and abs(sum(row["probabilities"].values()) - 1) < 1e-5
-    with pytest.warns(UserWarning, match="ModernBERT folder"):
-        assert main(["evaluate", "--model", str(finetuned), "--data", dev_file]) == 0
-    assert "accuracy" in capsys.readouterr().out
+    answers = {}
+    for engine in ("auto", "torch"):
+        assert main(["predict", "--model", str(finetuned), "这个手机很好用", "一般", "--engine", engine]) == 0
+        out, err = capsys.readouterr()
+        assert err.splitlines()[0].startswith(f"bertkit predict: engine {engine} ("), err
+        answers[engine] = [json.loads(line) for line in out.strip().splitlines()]
+        assert main(["evaluate", "--model", str(finetuned), "--data", dev_file, "--engine", engine]) == 0
+        answers[engine, "evaluate"] = capsys.readouterr().out
+    assert close(answers["auto"], answers["torch"]) and answers["auto"][0]["label"] in ("neg", "pos")
+    assert answers["auto", "evaluate"] == answers["torch", "evaluate"]
 
 
 def test_fill_mask_and_embed_take_it(pretrained, tmp_path, capsys):
-    with pytest.warns(UserWarning, match="ModernBERT folder"):
-        assert main(["fill-mask", "--model", str(pretrained), "人民[MASK]报"]) == 0
+    assert main(["fill-mask", "--model", str(pretrained), "人民[MASK]报"]) == 0
     assert "p=" in capsys.readouterr().out
-    with pytest.warns(UserWarning, match="ModernBERT folder"):
-        assert main(["embed", "--model", str(pretrained), "人民日报", "今天", "--out", str(tmp_path / "v.npy")]) == 0
-    vectors = np.load(tmp_path / "v.npy")
-    assert vectors.shape == (2, 32) and np.isfinite(vectors).all()
+    vectors = {}
+    for engine in ("auto", "torch"):
+        out = tmp_path / f"{engine}.npy"
+        assert (
+            main(["embed", "--model", str(pretrained), "人民日报", "今天", "--out", str(out), "--engine", engine]) == 0
+        )
+        vectors[engine] = np.load(out)
+    assert vectors["auto"].shape == (2, 32) and np.abs(vectors["auto"] - vectors["torch"]).max() <= 1e-4
 
 
 def test_serves_engine_answers_predict_and_embed(finetuned):
     from bertkit.serve.engine import Engine
 
-    with pytest.warns(UserWarning, match="ModernBERT folder"):
-        engine = Engine(str(finetuned))
+    engine = Engine(str(finetuned))
     engine.probe()  # one request of each kind it answers, run as requests run
-    assert "/predict" in engine.routes and "/embed" in engine.routes
+    assert "/predict" in engine.routes and "/embed" in engine.routes and engine.engine_name == "auto"
 
 
-def test_export_refuses_it_by_name(pretrained, tmp_path, capsys):
-    assert main(["export", str(pretrained), "--out", str(tmp_path / "onnx")]) != 0
-    assert "a ModernBERT folder; bertkit's ONNX export writes BERT and ELECTRA graphs" in capsys.readouterr().err
+def test_export_writes_a_graph_onnx_runtime_runs_as_bertkit_past_the_window(pretrained, tmp_path, capsys):
+    import torch
+
+    from bertkit.engines import OnnxModel
+    from bertkit.modernbert import ModernBertModel
+
+    for kind in ("mlm", "encoder"):
+        out = tmp_path / kind
+        assert main(["export", str(pretrained), "--out", str(out), "--kind", kind]) == 0
+        assert "ONNX Runtime's outputs equal bertkit's" in capsys.readouterr().err
+    graph, model = OnnxModel(str(tmp_path / "encoder")), ModernBertModel.from_pretrained(pretrained).eval()
+    assert graph.inputs == ["input_ids", "attention_mask"]  # ModernBERT reads no token types
+    assert model.config.local_attention < 40  # the rows below reach past the window
+    ids = torch.randint(5, model.config.vocab_size, (3, 40))
+    mask = (torch.arange(40)[None] < torch.tensor([[40], [25], [3]])).long()
+    with torch.no_grad():
+        ours = model(ids, mask).last_hidden_state
+    theirs = graph(ids, mask).last_hidden_state
+    assert ((ours - theirs).abs() * mask[..., None]).max() <= 1e-4
 
 
 @pytest.fixture(scope="module")
@@ -108,11 +141,9 @@ def test_a_hub_style_folder_finetunes_predicts_and_fills_masks(hub_folder, clf_t
     argv = ["finetune", "--model", str(hub_folder), "--train", clf_train_file, "--eval", dev_file, "--steps", "4"]
     assert main([*argv, "--batch-size", "8", "--seq-len", "32", "--out", str(out), "--no-progress"]) == 0
     capsys.readouterr()
-    with pytest.warns(UserWarning, match="ModernBERT folder"):
-        assert main(["predict", "--model", str(out), "这个手机很好用"]) == 0
+    assert main(["predict", "--model", str(out), "这个手机很好用"]) == 0
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["label"] in ("neg", "pos")
-    with pytest.warns(UserWarning, match="ModernBERT folder"):
-        assert main(["fill-mask", "--model", str(hub_folder), "--top-k", "3", "人民[MASK]报"]) == 0
+    assert main(["fill-mask", "--model", str(hub_folder), "--top-k", "3", "人民[MASK]报"]) == 0
     rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.strip()[:2] in ("1.", "2.", "3.")]
     assert len(rows) == 3
     for _, token, _, filled in rows:  # "1. 日  p=0.01  人民日报": the token as text, the same as in the filled text
