@@ -35,6 +35,7 @@ ATTN_IMPLEMENTATIONS = typing.get_args(AttnImplementation)
 PROBLEM_TYPES = (None, *typing.get_args(ProblemType))
 ModelType = Literal["bert", "electra"]
 MODEL_TYPES = typing.get_args(ModelType)
+FAMILIES = (*MODEL_TYPES, "modernbert")  # every config.json model_type bertkit runs (BertConfig's, ModernBertConfig's)
 # transformers' ElectraConfig defaults where they differ from BERT's: what an "electra" config.json means by a
 # field it leaves out (ElectraConfig(), as transformers reads the same file)
 ELECTRA_DEFAULTS = dict(embedding_size=128, hidden_size=256, num_attention_heads=4, intermediate_size=1024)

@@ -1,10 +1,11 @@
-"""What a model directory is: a folder with a BERT or ELECTRA config.json, checked before anything loads it."""
+"""What a model directory is: a folder with a BERT, ELECTRA or ModernBERT config.json, checked before anything loads
+it."""
 
 from __future__ import annotations
 
 import os
 
-from .config import MODEL_TYPES
+from .config import FAMILIES
 from .errors import BertkitError, CheckpointError
 from .files import read_json
 
@@ -20,12 +21,12 @@ GET_A_MODEL = (
 
 
 class NotAModelError(CheckpointError):
-    """A folder that holds no BERT or ELECTRA model: no config.json, or another model's config."""
+    """A folder that holds no BERT, ELECTRA or ModernBERT model: no config.json, or another model's config."""
 
 
 def check_model_folder(path: str) -> None:
-    """`path` must hold a BERT or ELECTRA config.json; else a NotAModelError that says what the folder is and how to
-    get a model folder (or, for a run's parent folder such as runs/quickstart, which folders in it are models)."""
+    """`path` must hold a BERT, ELECTRA or ModernBERT config.json; else a NotAModelError that says what the folder is
+    and how to get a model folder (or, for a run's parent folder such as runs/quickstart, which folders in it are models)."""
     problem = not_a_model(path)
     if problem is None:
         return
@@ -41,8 +42,8 @@ def check_model_folder(path: str) -> None:
 
 
 def not_a_model(path: str) -> str | None:
-    """Why `path` is not a BERT or ELECTRA model directory, in words; None where it looks like one. What is wrong
-    inside a BERT config (bad JSON, a bad field) or with its weights is for loading to say."""
+    """Why `path` is not a BERT, ELECTRA or ModernBERT model directory, in words; None where it looks like one. What
+    is wrong inside a config (bad JSON, a bad field) or with its weights is for loading to say."""
     config = os.path.join(path, "config.json")
     if not os.path.isdir(path):
         return "not a directory" if os.path.exists(path) else "no such directory"
@@ -53,9 +54,9 @@ def not_a_model(path: str) -> str | None:
     except BertkitError:  # a config.json that cannot be read: loading says why
         return None
     model_type = data.get("model_type", "bert") if isinstance(data, dict) else "bert"  # no field: BERT's default
-    if model_type in MODEL_TYPES:
+    if model_type in FAMILIES:
         return None
     return (
-        f"config.json says model_type {model_type!r}: not a BERT or ELECTRA model "
-        f"({' or '.join(repr(t) for t in MODEL_TYPES)}), the only kinds bertkit runs"
+        f"config.json says model_type {model_type!r}: not a BERT, ELECTRA or ModernBERT model "
+        f"({', '.join(repr(t) for t in FAMILIES)}), the only kinds bertkit runs"
     )

@@ -48,8 +48,6 @@ def main(argv: list[str]) -> int:
     ids = torch.randint(0, cfg.vocab_size, (1, args.seq_len))
     with torch.no_grad():
         out = model(ids)
-    print(
-        f"input_ids {tuple(ids.shape)} -> last_hidden_state {tuple(out.last_hidden_state.shape)}, "
-        f"pooler_output {tuple(out.pooler_output.shape)}"
-    )
+    pooled = f", pooler_output {tuple(out.pooler_output.shape)}" if out.pooler_output is not None else " (no pooler)"
+    print(f"input_ids {tuple(ids.shape)} -> last_hidden_state {tuple(out.last_hidden_state.shape)}{pooled}")
     return 0

