@@ -26,7 +26,8 @@ class NotAModelError(CheckpointError):
 
 def check_model_folder(path: str) -> None:
     """`path` must hold a BERT, ELECTRA or ModernBERT config.json; else a NotAModelError that says what the folder is
-    and how to get a model folder (or, for a run's parent folder such as runs/quickstart, which folders in it are models)."""
+    and how to get a model folder (or, for a run's parent folder such as runs/quickstart, which folders in it are
+    models)."""
     problem = not_a_model(path)
     if problem is None:
         return
