@@ -485,6 +485,18 @@ class AutoModel:
         return model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
 
 
+def runs_on(
+    engine: str, quantize: str | None, device: str | torch.device | None, precision: str | None
+) -> tuple[str, Placement]:
+    """(the engine that runs, where and in which float type): --device / --precision checked (devices.placement),
+    and what the onnx engine cannot do refused before any work."""
+    where = placement(device, precision, quantize)
+    engine = resolve(engine, quantize, where.device, where.dtype)
+    if engine != "torch":
+        require_onnxruntime(quantize, where.device, where.dtype)
+    return engine, where
+
+
 def load_task_model(
     model_dir: str,
     task: str | None = None,
@@ -497,11 +509,9 @@ def load_task_model(
     """inference.load_task_model on the engine named, on --device in --precision (devices.placement)."""
     from . import inference
 
-    where = placement(device, precision, quantize)
-    engine = resolve(engine, quantize, where.device, where.dtype)
+    engine, where = runs_on(engine, quantize, device, precision)
     if engine == "torch":
         return inference.load_task_model(model_dir, task, quantize=quantize, where=where)
-    require_onnxruntime(quantize, where.device, where.dtype)
     if not os.path.isdir(model_dir):
         raise BertkitError(f"--model {model_dir}: not a directory; pass the folder `bertkit finetune --out` wrote")
     from .tasks import get_task, task_of
@@ -533,11 +543,9 @@ def load_mlm(
     """inference.load_mlm on the engine named, on --device in --precision."""
     from . import inference
 
-    where = placement(device, precision, quantize)
-    engine = resolve(engine, quantize, where.device, where.dtype)
+    engine, where = runs_on(engine, quantize, device, precision)
     if engine == "torch":
         return inference.load_mlm(model_dir, quantize=quantize, where=where)
-    require_onnxruntime(quantize, where.device, where.dtype)
     if not os.path.isdir(model_dir):
         raise BertkitError(f"--model {model_dir}: not a directory; pass the folder `bertkit pretrain --out` wrote")
     if engine == "auto":

@@ -204,3 +204,39 @@ def bpe_tokenizer_folder(path):
     )
     fast.save_pretrained(path)
     return path
+
+
+def hub_modernbert_folder(path, local_attention: int = 16):
+    """A folder as the hub's ModernBERT ones: a random ModernBertForMaskedLM (3 layers, hidden 32) saved by
+    transformers beside a byte-level BPE tokenizer (bpe_tokenizer_folder). Returns `path`."""
+    import transformers
+
+    folder = bpe_tokenizer_folder(path)
+    config = transformers.ModernBertConfig(
+        vocab_size=3000,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        local_attention=local_attention,
+        pad_token_id=3,
+        cls_token_id=1,
+        sep_token_id=2,
+        bos_token_id=1,
+        eos_token_id=2,
+        reference_compile=False,
+    )
+    torch.manual_seed(0)
+    transformers.ModernBertForMaskedLM(config).save_pretrained(folder)
+    return folder
+
+
+def close_rows(a, b, tol: float = 1e-4) -> bool:
+    """Rows (JSON-like: dicts, lists, numbers, strings) equal: labels and texts exactly, numbers to `tol`."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(close_rows(a[k], b[k], tol) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(close_rows(x, y, tol) for x, y in zip(a, b))
+    if isinstance(a, float) or isinstance(b, float):
+        return abs(a - b) <= tol
+    return a == b

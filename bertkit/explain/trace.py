@@ -116,17 +116,29 @@ def _heads_hook(
     return hook
 
 
+class _Hooks:
+    """The forward hooks of one trace, starting with the input ids' (a pre-hook on the embeddings); on() records a
+    module's output as a step, its path under the model's prefix (bert., model.)."""
+
+    def __init__(self, model: nn.Module, base: nn.Module, recorder: _Recorder) -> None:
+        self.prefix = cast(str, model.base_model_prefix) + "." if base is not model else ""
+        self.recorder = recorder
+        embeddings = cast(nn.Module, base.embeddings)
+        self.handles = [embeddings.register_forward_pre_hook(_input_ids_hook(recorder, self.prefix + "embeddings"))]
+
+    def on(
+        self, module: nn.Module, name: str, path: str, layer: int | None = None, pick: Pick = lambda out: out
+    ) -> None:
+        hook = _output_hook(self.recorder, name, self.prefix + path, layer, pick)
+        self.handles.append(module.register_forward_hook(hook))
+
+
 def _hooks(model: BertPreTrainedModel, recorder: _Recorder) -> list[RemovableHandle]:
     """Register the forward hooks; returns their handles."""
     base = base_model(model)
-    prefix = model.base_model_prefix + "." if base is not model else ""
-    handles = []
-
-    def on(module: nn.Module, name: str, path: str, layer: int | None = None, pick: Pick = lambda out: out) -> None:
-        handles.append(module.register_forward_hook(_output_hook(recorder, name, prefix + path, layer, pick)))
-
+    hooks = _Hooks(model, base, recorder)
+    on, handles, prefix = hooks.on, hooks.handles, hooks.prefix
     emb = base.embeddings
-    handles.append(emb.register_forward_pre_hook(_input_ids_hook(recorder, prefix + "embeddings")))
     on(emb.word_embeddings, "word_embeddings", "embeddings.word_embeddings")
     if emb.position_embedding_type == "absolute":
         on(emb.position_embeddings, "position_embeddings", "embeddings.position_embeddings")
@@ -165,14 +177,9 @@ def _modern_hooks(model: ModernBertPreTrainedModel, recorder: _Recorder) -> list
     layer), per layer the pre-norms, the fused Wqkv and its heads, the attention weights (zero outside the window
     in a local layer), Wo, the GeGLU feed-forward; the final norm and the head."""
     base, cfg = model.base_model, model.config
-    prefix = model.base_model_prefix + "." if base is not model else ""
-    handles = []
-
-    def on(module: nn.Module, name: str, path: str, layer: int | None = None, pick: Pick = lambda out: out) -> None:
-        handles.append(module.register_forward_hook(_output_hook(recorder, name, prefix + path, layer, pick)))
-
+    hooks = _Hooks(model, base, recorder)
+    on, handles, prefix = hooks.on, hooks.handles, hooks.prefix
     emb = base.embeddings
-    handles.append(emb.register_forward_pre_hook(_input_ids_hook(recorder, prefix + "embeddings")))
     on(emb.tok_embeddings, "tok_embeddings", "embeddings.tok_embeddings")
     on(emb, "embedding_norm", "embeddings")
     for i, layer in enumerate(cast("list[ModernBertEncoderLayer]", list(base.layers))):

@@ -8,23 +8,13 @@ import json
 
 import numpy as np
 import pytest
+from helpers import close_rows
 
 from bertkit.cli import main
 
 pytest.importorskip("onnxruntime")
 
 TEXTS = ["这本书很好看，推荐", "质量太差了", "一般", "物流很快，包装也很好，下次还会再来买的"]
-
-
-def close_rows(a, b, tol=1e-4) -> bool:
-    """Rows equal: labels and texts exactly, numbers to `tol`."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(close_rows(a[k], b[k], tol) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(close_rows(x, y, tol) for x, y in zip(a, b))
-    if isinstance(a, float) or isinstance(b, float):
-        return abs(a - b) <= tol
-    return a == b
 
 
 def lines(capsys) -> list[dict]:

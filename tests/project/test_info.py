@@ -34,7 +34,10 @@ def error_line(capsys) -> str:
     "config, what",
     [
         (None, "no config.json here, so not a model directory"),
-        ({"model_type": "gpt2", "n_embd": 768}, "config.json says model_type 'gpt2': not a BERT, ELECTRA or ModernBERT model"),
+        (
+            {"model_type": "gpt2", "n_embd": 768},
+            "config.json says model_type 'gpt2': not a BERT, ELECTRA or ModernBERT model",
+        ),
     ],
 )
 def test_a_folder_that_is_not_a_model_says_how_to_get_one(tmp_path, capsys, config, what):

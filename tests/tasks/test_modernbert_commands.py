@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+from helpers import close_rows, hub_modernbert_folder
 
 from bertkit.cli import main
 from bertkit.modernbert import ModernBertForMaskedLM, ModernBertForSequenceClassification
@@ -38,17 +39,6 @@ def test_pretraining_writes_a_modernbert_folder(pretrained):
     assert isinstance(ModernBertForMaskedLM.from_pretrained(pretrained), ModernBertForMaskedLM)
 
 
-def close(a, b, tol=1e-4) -> bool:
-    """Rows equal: labels and texts exactly, numbers to `tol`."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(close(a[k], b[k], tol) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(close(x, y, tol) for x, y in zip(a, b))
-    if isinstance(a, float) or isinstance(b, float):
-        return abs(a - b) <= tol
-    return a == b
-
-
 def test_finetune_predict_and_evaluate_take_it_on_auto_as_on_torch(finetuned, dev_file, capsys):
     assert json.loads((finetuned / "config.json").read_text())["architectures"] == [
         ModernBertForSequenceClassification.__name__
@@ -62,7 +52,7 @@ def test_finetune_predict_and_evaluate_take_it_on_auto_as_on_torch(finetuned, de
         answers[engine] = [json.loads(line) for line in out.strip().splitlines()]
         assert main(["evaluate", "--model", str(finetuned), "--data", dev_file, "--engine", engine]) == 0
         answers[engine, "evaluate"] = capsys.readouterr().out
-    assert close(answers["auto"], answers["torch"]) and answers["auto"][0]["label"] in ("neg", "pos")
+    assert close_rows(answers["auto"], answers["torch"]) and answers["auto"][0]["label"] in ("neg", "pos")
     assert answers["auto", "evaluate"] == answers["torch", "evaluate"]
 
 
@@ -110,30 +100,8 @@ def test_export_writes_a_graph_onnx_runtime_runs_as_bertkit_past_the_window(pret
 
 @pytest.fixture(scope="module")
 def hub_folder(tmp_path_factory):
-    """A folder as the hub's ModernBERT ones: a random ModernBertForMaskedLM saved by transformers with a byte-level
-    BPE tokenizer (no vocab.txt, no token_type_ids)."""
-    import torch
-    import transformers
-    from helpers import bpe_tokenizer_folder
-
-    folder = bpe_tokenizer_folder(tmp_path_factory.mktemp("hub") / "modernbert")
-    config = transformers.ModernBertConfig(
-        vocab_size=3000,
-        hidden_size=32,
-        intermediate_size=48,
-        num_hidden_layers=3,
-        num_attention_heads=4,
-        local_attention=16,
-        pad_token_id=3,
-        cls_token_id=1,
-        sep_token_id=2,
-        bos_token_id=1,
-        eos_token_id=2,
-        reference_compile=False,
-    )
-    torch.manual_seed(0)
-    transformers.ModernBertForMaskedLM(config).save_pretrained(folder)
-    return folder
+    """A folder as the hub's ModernBERT ones (helpers.hub_modernbert_folder: no vocab.txt, no token_type_ids)."""
+    return hub_modernbert_folder(tmp_path_factory.mktemp("hub") / "modernbert")
 
 
 def test_a_hub_style_folder_finetunes_predicts_and_fills_masks(hub_folder, clf_train_file, dev_file, tmp_path, capsys):
