@@ -89,7 +89,7 @@ def test_every_row_is_there(report):
         (c, w, k)
         for c in bench.CONTENDERS
         for w in bench.WORKLOADS
-        for k in bench.KINDS
+        for k in bench.DEFAULT_KINDS
         if w == "train" or c not in bench.TRAIN_ONLY
     }
     assert len(keys) == len(want) == 18 and set(keys) == want
@@ -127,7 +127,7 @@ def test_the_rounds_interleave_the_contenders(report):
     """In the real run too: every contender runs once per round, the order reversed every other round."""
     rows = report["json"]["results"]
     for w in bench.WORKLOADS:
-        for k in bench.KINDS:
+        for k in bench.DEFAULT_KINDS:
             group = [r for r in rows if (r["workload"], r["batch"]) == (w, k)]
             order = [sorted(group, key=lambda r: r["positions"][i]) for i in range(ROUNDS)]
             names = [[r["contender"] for r in o] for o in order]
@@ -234,7 +234,7 @@ def test_batches_variable_and_identical_for_every_contender(report):
         assert 0 < r["masked_tokens"] < r["real_tokens"]
         assert (r["real_tokens"] < full) if r["batch"] == "variable" else (r["real_tokens"] == full)
     for w in bench.WORKLOADS:
-        for k in bench.KINDS:
+        for k in bench.DEFAULT_KINDS:
             group = {
                 (r["real_tokens"], r["masked_tokens"], r["useful_flops"])
                 for r in rows
@@ -243,7 +243,7 @@ def test_batches_variable_and_identical_for_every_contender(report):
             assert len(group) == 1  # the same tokens and labels, so the same useful work
     # the batches are a pure function of the arguments: the run's fingerprints can be recomputed
     meta = report["json"]["meta"]
-    for kind in bench.KINDS:
+    for kind in bench.DEFAULT_KINDS:
         again = bench.make_batches(meta["distinct_batches"], B, S, 1000, kind == "variable", meta["seed"])
         assert bench.fingerprint(again) == meta["batch_fingerprints"][f"{B}x{S} {kind}"]
 
@@ -309,3 +309,13 @@ def test_missing_transformers_message(monkeypatch):
     monkeypatch.setitem(sys.modules, "transformers", None)  # import raises ImportError
     with pytest.raises(SystemExit, match=r"pip install 'transformers>=4.57'"):
         bench.import_transformers()
+
+
+def test_real_batches_draw_their_lengths_from_the_corpus_cut_at_seq_len():
+    lengths = [3, 7, 40]
+    a = bench.make_batches(3, 8, 16, 1000, True, 0, lengths)
+    assert bench.fingerprint(a) == bench.fingerprint(bench.make_batches(3, 8, 16, 1000, True, 0, lengths))
+    drawn = {int(n) for b in a for n in b["lengths"]}
+    assert drawn <= {3, 7, 16} and 16 in drawn  # 40 cut at seq_len
+    assert all((b["attention_mask"].sum(-1) == b["lengths"]).all() for b in a)
+    assert all(n > 2 for n in bench.corpus_lengths()[:100])  # a review's characters + [CLS] and [SEP]
