@@ -122,8 +122,8 @@ CPU = Placement(torch.device("cpu"), torch.float32)  # where a model loads, and 
 
 def placement(device: str | torch.device | None, precision: str | None, quantize: str | None = None) -> Placement:
     """--device and --precision checked together (and --quantize against them: int8 and bf16 weights are the
-    CPU's), before any work: a DeviceError naming the flag otherwise."""
-    where = pick_device(device)
+    CPU's, so auto with --quantize is the CPU), before any work: a DeviceError naming the flag otherwise."""
+    where = torch.device("cpu") if quantize is not None and device in (None, "auto") else pick_device(device)
     if quantize is not None and where.type != "cpu":
         raise DeviceError(
             f"--quantize {quantize} is for CPU inference, and --device {device} runs on {where}: on a GPU use "

@@ -103,6 +103,7 @@ def test_precision_and_quantize_are_checked_against_the_device(monkeypatch):
         pick_device("cuda:1")
     with pytest.raises(DeviceError, match="--quantize int8 is for CPU inference, and --device cuda runs on cuda"):
         placement("cuda", "auto", "int8")
+    assert placement("auto", "auto", "int8").device == torch.device("cpu")  # auto with --quantize: the CPU's int8
     # the onnx engine on a GPU: ONNX Runtime's CUDA provider, or a line saying the installed onnxruntime lacks it
     pytest.importorskip("onnxruntime")
     from bertkit.engines import CUDA_PROVIDER, require_onnxruntime
