@@ -166,16 +166,25 @@ def resolve(
     return choose(engine, quantize, device, dtype)[0]
 
 
+def runs_on(
+    engine: str, quantize: str | None, device: str | torch.device | None, precision: str | None
+) -> tuple[Engine, str, Placement]:
+    """(the engine that runs, why, where and in which float type): --device / --precision checked
+    (devices.placement), and what the onnx engine cannot do refused, before any work."""
+    where = placement(device, precision, quantize)
+    chosen, why = choose(engine, quantize, where.device, where.dtype)
+    if chosen != "torch":
+        require_onnxruntime(quantize, where.device, where.dtype)
+    return chosen, why, where
+
+
 def announce(
     command: str, engine: str, quantize: str | None = None, device: str | None = None, precision: str | None = None
 ) -> Engine:
     """The engine `bertkit COMMAND` runs on (choose), once its first line on stderr said which, why, and where
     (--device / --precision, checked here before any work: devices.placement), e.g.
     `bertkit predict: engine torch (--quantize int8 is the torch engine's ...); on cpu, float32`."""
-    where = placement(device, precision, quantize)
-    chosen, why = choose(engine, quantize, where.device, where.dtype)
-    if chosen == "onnx":
-        require_onnxruntime(quantize, where.device, where.dtype)  # its refusals, before any work
+    chosen, why, where = runs_on(engine, quantize, device, precision)
     print(f"bertkit {command}: engine {chosen} ({why}); on {where.describe()}", file=sys.stderr, flush=True)
     return chosen
 
@@ -485,18 +494,6 @@ class AutoModel:
         return model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
 
 
-def runs_on(
-    engine: str, quantize: str | None, device: str | torch.device | None, precision: str | None
-) -> tuple[str, Placement]:
-    """(the engine that runs, where and in which float type): --device / --precision checked (devices.placement),
-    and what the onnx engine cannot do refused before any work."""
-    where = placement(device, precision, quantize)
-    engine = resolve(engine, quantize, where.device, where.dtype)
-    if engine != "torch":
-        require_onnxruntime(quantize, where.device, where.dtype)
-    return engine, where
-
-
 def load_task_model(
     model_dir: str,
     task: str | None = None,
@@ -509,7 +506,7 @@ def load_task_model(
     """inference.load_task_model on the engine named, on --device in --precision (devices.placement)."""
     from . import inference
 
-    engine, where = runs_on(engine, quantize, device, precision)
+    engine, _, where = runs_on(engine, quantize, device, precision)
     if engine == "torch":
         return inference.load_task_model(model_dir, task, quantize=quantize, where=where)
     if not os.path.isdir(model_dir):
@@ -543,7 +540,7 @@ def load_mlm(
     """inference.load_mlm on the engine named, on --device in --precision."""
     from . import inference
 
-    engine, where = runs_on(engine, quantize, device, precision)
+    engine, _, where = runs_on(engine, quantize, device, precision)
     if engine == "torch":
         return inference.load_mlm(model_dir, quantize=quantize, where=where)
     if not os.path.isdir(model_dir):
