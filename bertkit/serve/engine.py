@@ -35,9 +35,8 @@ import torch
 import torch.nn.functional as F
 
 from ..checkpoint import read_config
-from ..devices import placement
 from ..embed import Encoder, TooLong
-from ..engines import DEFAULT_ENGINE, AutoModel, choose, load_mlm, load_task_model
+from ..engines import DEFAULT_ENGINE, AutoModel, load_mlm, load_task_model, runs_on
 from ..errors import BertkitError
 from ..inference import run_model, with_windows
 from ..masked_lm import fill_mask, filled_text, mask_positions
@@ -104,14 +103,13 @@ class Engine:
         self.model_dir = model_dir
         self.name = os.path.basename(os.path.normpath(model_dir))
         self.architecture = (config.architectures or ["BertModel"])[0]
-        self.where = placement(device, precision, quantize)  # a device that is not here: refused before loading
-        # once: "auto" without ONNX Runtime warns once
-        engine, self.engine_why = choose(engine, quantize, self.where.device, self.where.dtype)
+        # once, before loading: a device that is not here is refused; "auto" without ONNX Runtime warns once
+        engine, self.engine_why, self.where = runs_on(engine, quantize, device, precision)
         self.quantize, self.engine_name = quantize, engine
-        runs_on = {"engine": engine, "device": device, "precision": precision}
-        self.load_heads(model_dir, quantize, runs_on)
+        runs = {"engine": engine, "device": device, "precision": precision}
+        self.load_heads(model_dir, quantize, runs)
         self.encoder = Encoder.from_pretrained(
-            model_dir, pooling=pooling, normalize=normalize, quantize=quantize, model=self.shared_encoder(), **runs_on
+            model_dir, pooling=pooling, normalize=normalize, quantize=quantize, model=self.shared_encoder(), **runs
         )
         self.tokenizer = self.encoder.tokenizer
         self.embed_limit = (
@@ -133,7 +131,7 @@ class Engine:
         self.raw_encoder = raw_encoder(self.encoder)  # TEI's "normalize": false
         self.probe()
 
-    def load_heads(self, model_dir: str, quantize: str | None, runs_on: dict[str, str]) -> None:
+    def load_heads(self, model_dir: str, quantize: str | None, runs: dict[str, str]) -> None:
         """The folder's task model (a fine-tuned folder: task, task_model, opts) or MLM model (a pretrained folder
         with its MLM head: mlm); neither for an encoder alone."""
         self.task: Task | None = None
@@ -144,11 +142,11 @@ class Engine:
         except TaskDataError:
             task_name = None
         if task_name is not None:
-            loaded = load_task_model(model_dir, task_name, quantize=quantize, **runs_on)
+            loaded = load_task_model(model_dir, task_name, quantize=quantize, **runs)
             self.task, self.task_model = loaded.task, loaded.model
             self.opts = with_windows(TaskOptions(), loaded.tokenizer, self.task_model)  # as `bertkit predict` cuts them
         elif self.architecture in MLM_ARCHITECTURES:
-            self.mlm = load_mlm(model_dir, quantize=quantize, **runs_on)
+            self.mlm = load_mlm(model_dir, quantize=quantize, **runs)
 
     def shared_encoder(self) -> BertModel | None:
         """The torch task / MLM model's encoder, which serves /embed too: one copy of the weights (None: no head,
