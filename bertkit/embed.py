@@ -46,7 +46,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .deprecated import moved
-from .devices import CPU, Precision, device_opt, place, placement, precision_opt
+from .devices import CPU, Precision, device_opt, place, precision_opt
 from .engines import (
     DEFAULT_ENGINE,
     ENGINE_HELP,
@@ -54,9 +54,8 @@ from .engines import (
     Engine,
     OnnxModel,
     auto_model,
-    choose,
     load_graph,
-    require_onnxruntime,
+    runs_on,
 )
 from .errors import BertkitError, CheckpointError, ConfigError
 from .files import file_stamp, folder_files
@@ -220,11 +219,9 @@ class Encoder:
             raise CheckpointError(f"{model_dir}: {what}; pass a local model folder (config.json and weights)")
         folder = read_pooling(model_dir)
         settings = pooling_settings(folder, pooling, normalize)
-        where = placement(device, precision, quantize)
-        engine, why = choose(engine, quantize, where.device, where.dtype)
+        engine, why, where = runs_on(engine, quantize, device, precision)  # the onnx engine's refusals too
         tokenizer = Tokenizer.from_pretrained(model_dir)
         if engine == "onnx" and model is None:
-            require_onnxruntime(quantize, where.device, where.dtype)
             encoder = cls(load_graph(model_dir, "encoder", where=where), tokenizer, settings, model_dir)
         else:
             if model is None:
