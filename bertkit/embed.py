@@ -46,7 +46,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .deprecated import moved
-from .devices import CPU, Precision, device_opt, place, precision_opt
+from .devices import CPU, Precision, device_opt, place, placement, precision_opt
 from .engines import (
     DEFAULT_ENGINE,
     ENGINE_HELP,
@@ -54,8 +54,9 @@ from .engines import (
     Engine,
     OnnxModel,
     auto_model,
+    choose,
     load_graph,
-    runs_on,
+    require_onnxruntime,
 )
 from .errors import BertkitError, CheckpointError, ConfigError
 from .files import file_stamp, folder_files
@@ -219,9 +220,11 @@ class Encoder:
             raise CheckpointError(f"{model_dir}: {what}; pass a local model folder (config.json and weights)")
         folder = read_pooling(model_dir)
         settings = pooling_settings(folder, pooling, normalize)
-        engine, why, where = runs_on(engine, quantize, device, precision)  # the onnx engine's refusals too
+        where = placement(device, precision, quantize)
+        engine, why = choose(engine, quantize, where.device, where.dtype)
         tokenizer = Tokenizer.from_pretrained(model_dir)
         if engine == "onnx" and model is None:
+            require_onnxruntime(quantize, where.device, where.dtype)
             encoder = cls(load_graph(model_dir, "encoder", where=where), tokenizer, settings, model_dir)
         else:
             if model is None:
